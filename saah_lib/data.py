@@ -1,0 +1,295 @@
+"""GSM8K loading, the paper's 800/500 split, prompts and TRL datasets.
+
+Where the data comes from, first match wins:
+
+1. the ``data_dir`` argument,
+2. the ``SAAH_GSM8K_DIR`` environment variable,
+3. the Hugging Face hub (``openai/gsm8k``, config ``main``).
+
+A local folder holds ``train.jsonl`` and ``test.jsonl`` in the official GSM8K
+layout: one JSON object per line with ``question`` and ``answer``, the answer
+ending in ``#### <number>``.  Row order is the official file order, and ids
+(``train-00042``) are positions in that order, so the same folder or the hub
+give the same ids.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from saah_lib.reward import (
+    SOLUTION_CLOSE,
+    SOLUTION_OPEN,
+    WORKING_CLOSE,
+    WORKING_OPEN,
+    normalize_number,
+)
+
+GSM8K_DIR_ENV = "SAAH_GSM8K_DIR"
+HUB_DATASET = ("openai/gsm8k", "main")
+SPLITS = ("train", "test")
+GOLD_MARKER = "####"
+
+# GSM8K references carry calculator annotations such as "<<48/2=24>>"; they
+# are tooling for the original paper, not text a model is meant to write.
+_CALCULATOR_ANNOTATION_RE = re.compile(r"<<[^<>]*>>")
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One GSM8K problem: ``answer`` is the normalised gold number string and
+    ``solution`` the reference reasoning (the text before ``####``)."""
+
+    id: str
+    question: str
+    answer: str
+    solution: str = ""
+
+
+@dataclass
+class DataSplit:
+    """Sampled training and evaluation problems plus provenance (``info``)."""
+
+    train: list[Problem]
+    eval: list[Problem]
+    info: dict
+
+
+# --------------------------------------------------------------------------
+# parsing and loading
+# --------------------------------------------------------------------------
+
+
+def parse_gold_answer(answer_text: str) -> str:
+    """The normalised number after ``####`` in a GSM8K answer ("#### 1,234" -> "1234")."""
+    if not isinstance(answer_text, str) or GOLD_MARKER not in answer_text:
+        raise ValueError(f"GSM8K answer has no '{GOLD_MARKER}' marker: {answer_text!r:.200}")
+    raw = answer_text.rsplit(GOLD_MARKER, 1)[1]
+    gold = normalize_number(raw)
+    if gold is None:
+        raise ValueError(f"GSM8K gold answer is not a number: {raw.strip()!r}")
+    return gold
+
+
+def reference_solution(answer_text: str) -> str:
+    """The reasoning part of a GSM8K answer (everything before ``####``), stripped."""
+    return answer_text.rsplit(GOLD_MARKER, 1)[0].strip()
+
+
+def _problem(split: str, index: int, record: dict) -> Problem:
+    return Problem(
+        id=f"{split}-{index:05d}",
+        question=record["question"],
+        answer=parse_gold_answer(record["answer"]),
+        solution=reference_solution(record["answer"]),
+    )
+
+
+def _check_split(split: str) -> None:
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+
+
+def _read_jsonl(path: Path) -> list[dict]:
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"GSM8K file not found: {path} (the folder must hold train.jsonl and test.jsonl)"
+        )
+    records = []
+    with path.open(encoding="utf-8") as handle:
+        for line_number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError as error:
+                raise ValueError(f"{path}:{line_number}: not valid JSON ({error})") from error
+    return records
+
+
+def _load_from_hub(split: str) -> list[dict]:
+    import datasets  # imported lazily: slow to import and not needed for local data
+
+    name, config = HUB_DATASET
+    try:
+        rows = datasets.load_dataset(name, config, split=split)
+    except Exception as error:  # offline, missing cache, auth... all mean "not available"
+        raise RuntimeError(
+            f"Could not load GSM8K split {split!r}. Either pass data_dir= or set "
+            f"{GSM8K_DIR_ENV} to a folder holding train.jsonl and test.jsonl, or make the "
+            f"Hugging Face hub ({name}, config {config!r}) reachable. "
+            f"Hub error: {type(error).__name__}: {error}"
+        ) from error
+    return [{"question": row["question"], "answer": row["answer"]} for row in rows]
+
+
+def resolve_gsm8k_dir(data_dir: str | os.PathLike | None = None) -> Path | None:
+    """The local GSM8K folder to use (argument, then environment), or None for the hub."""
+    if data_dir is not None:
+        return Path(data_dir)
+    from_env = os.environ.get(GSM8K_DIR_ENV, "").strip()
+    return Path(from_env) if from_env else None
+
+
+def describe_source(data_dir: str | os.PathLike | None = None) -> str:
+    """Short provenance string: "local:<folder>" or "hub:openai/gsm8k/main"."""
+    folder = resolve_gsm8k_dir(data_dir)
+    return f"local:{folder}" if folder is not None else "hub:{}/{}".format(*HUB_DATASET)
+
+
+def load_gsm8k(split: str, data_dir: str | os.PathLike | None = None) -> list[Problem]:
+    """All problems of one official split ("train" or "test"), in file order."""
+    _check_split(split)
+    folder = resolve_gsm8k_dir(data_dir)
+    records = _read_jsonl(folder / f"{split}.jsonl") if folder is not None else _load_from_hub(split)
+    return [_problem(split, index, record) for index, record in enumerate(records)]
+
+
+# --------------------------------------------------------------------------
+# sampling
+# --------------------------------------------------------------------------
+
+
+def records_sha256(problems: list[Problem]) -> str:
+    """Fingerprint of an ordered list of problems (id, question, answer).
+
+    Each record is JSON-encoded so field boundaries are unambiguous.
+    """
+    digest = hashlib.sha256()
+    for problem in problems:
+        record = json.dumps([problem.id, problem.question, problem.answer], ensure_ascii=False)
+        digest.update(record.encode("utf-8") + b"\n")
+    return digest.hexdigest()
+
+
+def _sample(pool: list[Problem], n: int, seed: int, name: str) -> list[Problem]:
+    if not 0 <= n <= len(pool):
+        raise ValueError(f"cannot sample {n} {name} problems from a pool of {len(pool)}")
+    # A private generator: the result depends on the seed only, never on
+    # whatever else has consumed the global random state.
+    indices = random.Random(seed).sample(range(len(pool)), n)
+    return [pool[i] for i in indices]
+
+
+def sample_split(
+    train_pool: list[Problem],
+    eval_pool: list[Problem],
+    n_train: int = 800,
+    n_eval: int = 500,
+    seed: int = 123,
+    source: str = "",
+) -> DataSplit:
+    """Draw n_train and n_eval problems without replacement, deterministically.
+
+    Each pool gets its own generator seeded with ``seed``, so the evaluation
+    set does not change when only n_train changes.  Problems keep the order
+    in which they were drawn.
+    """
+    train = _sample(list(train_pool), n_train, seed, "train")
+    evaluation = _sample(list(eval_pool), n_eval, seed, "eval")
+    info = {
+        "source": source,
+        "seed": seed,
+        "n_train": len(train),
+        "n_eval": len(evaluation),
+        "train_ids": [p.id for p in train],
+        "eval_ids": [p.id for p in evaluation],
+        "train_sha256": records_sha256(train),
+        "eval_sha256": records_sha256(evaluation),
+    }
+    return DataSplit(train=train, eval=evaluation, info=info)
+
+
+def paper_split(
+    data_dir: str | os.PathLike | None = None,
+    n_train: int = 800,
+    n_eval: int = 500,
+    seed: int = 123,
+) -> DataSplit:
+    """The paper's split: n_train from the official train split, n_eval from test."""
+    return sample_split(
+        load_gsm8k("train", data_dir),
+        load_gsm8k("test", data_dir),
+        n_train=n_train,
+        n_eval=n_eval,
+        seed=seed,
+        source=describe_source(data_dir),
+    )
+
+
+# --------------------------------------------------------------------------
+# tagged references, prompts, TRL datasets
+# --------------------------------------------------------------------------
+
+
+def reasoning_lines(solution: str) -> list[str]:
+    """Non-blank lines of a reference solution with calculator annotations removed."""
+    cleaned = _CALCULATOR_ANNOTATION_RE.sub("", solution)
+    return [line.strip() for line in cleaned.splitlines() if line.strip()]
+
+
+def reference_to_tagged(problem: Problem) -> str:
+    """A reference solution written as a completion in the tagged format.
+
+    Every reasoning line is prefixed "Step i:", so each counts as a step even
+    when it holds no "a = b" calculation.  A problem without a reference
+    solution gets one line stating the answer, so the working-out block is
+    never empty.
+    """
+    lines = reasoning_lines(problem.solution) or [f"The answer is {problem.answer}."]
+    steps = "\n".join(f"Step {i}: {line}" for i, line in enumerate(lines, start=1))
+    return (
+        f"{WORKING_OPEN}\n{steps}\n{WORKING_CLOSE}\n"
+        f"{SOLUTION_OPEN}{problem.answer}{SOLUTION_CLOSE}"
+    )
+
+
+SYSTEM_PROMPT = (
+    "You solve grade-school math word problems. "
+    f"First think it through one step per line between {WORKING_OPEN} and {WORKING_CLOSE}, "
+    "writing out each calculation (for example 3 * 4 = 12). "
+    f"Then write only the final number, without units or words, between "
+    f"{SOLUTION_OPEN} and {SOLUTION_CLOSE}."
+)
+
+
+def make_prompt(question: str, tokenizer=None) -> str:
+    """The prompt text for one question.
+
+    With a tokenizer that has a chat template: the system prompt and the
+    question rendered by that template, ending with the assistant turn opener.
+    Otherwise (no tokenizer, or a base model without a template) a plain-text
+    prompt: the system prompt, a blank line, "Question: ...", then "Answer:".
+    """
+    if getattr(tokenizer, "chat_template", None):
+        messages = [
+            {"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "user", "content": question},
+        ]
+        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    return f"{SYSTEM_PROMPT}\n\nQuestion: {question}\nAnswer:\n"
+
+
+def to_trl_dataset(problems: list[Problem], tokenizer=None):
+    """A ``datasets.Dataset`` with columns prompt, answer, id, question.
+
+    ``prompt`` is already rendered text, so TRL uses it as is; ``answer``
+    reaches the reward functions as their ``answer`` keyword.
+    """
+    import datasets
+
+    problems = list(problems)
+    return datasets.Dataset.from_dict(
+        {
+            "prompt": [make_prompt(p.question, tokenizer) for p in problems],
+            "answer": [p.answer for p in problems],
+            "id": [p.id for p in problems],
+            "question": [p.question for p in problems],
+        }
+    )

@@ -1,0 +1,149 @@
+"""Greedy Pass@1: one greedy completion per problem, correct when its answer
+exactly equals the gold answer (the reward's exact-match rule)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from tqdm.auto import tqdm
+from transformers import TrainerCallback
+
+from saah_lib.data import Problem, make_prompt
+from saah_lib.reward import answers_match, extract_answer
+
+
+def pass_at_1_ci(p: float, n: int) -> float:
+    """Half-width of the 95% normal-approximation interval, 1.96*sqrt(p(1-p)/N)."""
+    return 1.96 * math.sqrt(p * (1.0 - p) / n) if n > 0 else float("nan")
+
+
+@dataclass
+class EvalResult:
+    pass_at_1: float
+    ci95: float
+    n: int
+    n_correct: int
+    records: list[dict] = field(repr=False, default_factory=list)
+
+    def summary(self, step: int) -> dict:
+        return {"step": step, "pass_at_1": self.pass_at_1, "ci95": self.ci95, "n": self.n, "n_correct": self.n_correct}
+
+
+def _completion_text(ids: list[int], tokenizer) -> str:
+    """Decode generated ids up to the first end-of-sequence, keeping tag tokens."""
+    stop = {tokenizer.eos_token_id, tokenizer.pad_token_id} - {None}
+    for i, t in enumerate(ids):
+        if t in stop:
+            ids = ids[:i]
+            break
+    return tokenizer.decode(ids, skip_special_tokens=False)
+
+
+@torch.no_grad()
+def greedy_completions(model, tokenizer, prompts: list[str], *, max_new_tokens: int = 512,
+                       batch_size: int = 64, progress: bool = True, desc: str = "eval") -> list[str]:
+    """Greedy completions for ``prompts``, batched with left padding.
+
+    Prompts are batched by length (less padding); results come back in input order.
+    """
+    was_training = model.training
+    model.eval()
+    if tokenizer.pad_token_id is None:
+        raise ValueError("the tokenizer needs a pad token for batched generation")
+    device = next(model.parameters()).device
+    order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
+    out: list[str | None] = [None] * len(prompts)
+    batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+    try:
+        for batch in tqdm(batches, desc=desc, disable=not progress, leave=False):
+            enc = tokenizer([prompts[i] for i in batch], return_tensors="pt", padding=True,
+                            padding_side="left", add_special_tokens=False).to(device)
+            gen = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False,
+                                 pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
+            new_tokens = gen[:, enc["input_ids"].shape[1]:]
+            for i, ids in zip(batch, new_tokens.tolist()):
+                out[i] = _completion_text(ids, tokenizer)
+    finally:
+        model.train(was_training)
+    return out  # type: ignore[return-value]
+
+
+def score_completions(problems: list[Problem], completions: list[str]) -> EvalResult:
+    records = []
+    for problem, completion in zip(problems, completions, strict=True):
+        extracted = extract_answer(completion)
+        records.append({
+            "id": problem.id, "question": problem.question, "gold": problem.answer,
+            "completion": completion, "extracted": extracted,
+            "correct": answers_match(extracted, problem.answer),
+        })
+    n_correct = sum(r["correct"] for r in records)
+    n = len(records)
+    p = n_correct / n if n else float("nan")
+    return EvalResult(p, pass_at_1_ci(p, n), n, n_correct, records)
+
+
+def evaluate_pass_at_1(model, tokenizer, problems: list[Problem], *, max_new_tokens: int = 512,
+                       batch_size: int = 64, progress: bool = True, desc: str = "eval") -> EvalResult:
+    prompts = [make_prompt(p.question, tokenizer) for p in problems]
+    completions = greedy_completions(model, tokenizer, prompts, max_new_tokens=max_new_tokens,
+                                     batch_size=batch_size, progress=progress, desc=desc)
+    return score_completions(problems, completions)
+
+
+def load_for_eval(model_path: str | Path, dtype: str = "float32", device: str | None = None):
+    """A model folder or a LoRA adapter folder (``adapter_config.json``), with its tokenizer."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from saah_lib.trainer import load_model_and_tokenizer  # local import: trainer pulls in TRL
+
+    path = Path(model_path)
+    if (path / "adapter_config.json").exists():
+        from peft import PeftModel
+
+        import json
+        base = json.loads((path / "adapter_config.json").read_text())["base_model_name_or_path"]
+        model, tokenizer = load_model_and_tokenizer(base, dtype)
+        model = PeftModel.from_pretrained(model, path)
+        if (path / "tokenizer_config.json").exists():
+            tokenizer = AutoTokenizer.from_pretrained(path)
+    else:
+        model, tokenizer = load_model_and_tokenizer(str(model_path), dtype)
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    return model.to(device), tokenizer
+
+
+class PassAtOneCallback(TrainerCallback):
+    """Evaluates at step 0, every ``eval_every`` steps and at the last step.
+
+    Results go to the run log; a step already evaluated (a resumed run) is skipped.
+    """
+
+    def __init__(self, runlog, tokenizer, problems, *, eval_every: int, max_new_tokens: int,
+                 batch_size: int, progress: bool = True):
+        self.runlog, self.tokenizer, self.problems = runlog, tokenizer, problems
+        self.eval_every, self.max_new_tokens, self.batch_size = eval_every, max_new_tokens, batch_size
+        self.progress = progress
+        self.history: list[dict] = []
+
+    def _evaluate(self, model, step: int) -> None:
+        if step in self.runlog.evaluated_steps():
+            return
+        result = evaluate_pass_at_1(model, self.tokenizer, self.problems, max_new_tokens=self.max_new_tokens,
+                                    batch_size=self.batch_size, progress=self.progress, desc=f"eval@{step}")
+        summary = result.summary(step)
+        self.runlog.log_eval(summary, result.records)
+        self.history.append(summary)
+        print(f"step {step}: Pass@1 = {result.pass_at_1:.3f} ± {result.ci95:.3f} (n={result.n})", flush=True)
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        if state.global_step == 0:
+            self._evaluate(model, 0)
+
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        step = state.global_step
+        if step % self.eval_every == 0 or step == state.max_steps:
+            self._evaluate(model, step)

@@ -1,0 +1,204 @@
+"""The files a run writes under ``<results>/runs/<run_id>/`` (docs/results_layout.md).
+
+Two write disciplines keep results readable at every instant:
+whole files (``config.json``, rewritten logs) are written to a temporary file
+and renamed over the target; logs grow by appending one complete line per
+``write`` call, and readers drop a trailing line that is not valid JSON.
+On resume, lines logged after the checkpoint being resumed are dropped, so a
+step is neither lost nor duplicated.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import subprocess
+import tempfile
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Iterable
+
+TRACKED_PACKAGES = ("saah_lib", "torch", "transformers", "trl", "peft", "accelerate", "datasets", "tokenizers")
+
+
+def _clean(value: Any) -> Any:
+    """JSON-safe copy: NaN/inf become null, tuples and paths plain values."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    if hasattr(value, "item") and callable(value.item):  # numpy / torch scalars
+        return _clean(value.item())
+    return value
+
+
+def dumps(record: Any) -> str:
+    return json.dumps(_clean(record), allow_nan=False)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_json(path: Path, obj: Any) -> None:
+    atomic_write_text(path, json.dumps(_clean(obj), indent=2, allow_nan=False) + "\n")
+
+
+def write_jsonl(path: Path, records: Iterable[dict]) -> None:
+    atomic_write_text(path, "".join(dumps(r) + "\n" for r in records))
+
+
+def append_jsonl(path: Path, record: dict) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    line = dumps(record) + "\n"
+    with open(path, "a") as f:
+        f.write(line)  # one write of one whole line
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    """All complete records; a torn last line (a writer killed mid-write) is ignored."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    records = []
+    lines = path.read_text().splitlines()
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            if i == len(lines) - 1:
+                break
+            raise ValueError(f"{path}: line {i + 1} is not valid JSON") from None
+    return records
+
+
+def git_commit(cwd: Path | None = None) -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd,
+                               capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0:
+        return None
+    return out.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+
+
+def package_versions(names: Iterable[str] = TRACKED_PACKAGES) -> dict[str, str | None]:
+    versions = {}
+    for name in names:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def provenance(repo: Path | None = None) -> dict:
+    return {"git_commit": git_commit(repo), "versions": package_versions()}
+
+
+class RunLog:
+    """Reads and writes one run folder."""
+
+    # Fields that may differ when a run is resumed (they don't change what is computed).
+    RESUMABLE_DIFFERENCES = {"results_dir", "eval_batch_size"}
+
+    def __init__(self, run_dir: Path):
+        self.dir = Path(run_dir)
+        self.config_path = self.dir / "config.json"
+        self.train_log_path = self.dir / "train_log.jsonl"
+        self.eval_path = self.dir / "eval.jsonl"
+        self.samples_dir = self.dir / "eval_samples"
+        self.checkpoints_dir = self.dir / "checkpoints"
+        self.token_entropy_path = self.dir / "token_entropies.jsonl"
+
+    # ------------------------------------------------------------------ config
+    def read_config(self) -> dict | None:
+        return json.loads(self.config_path.read_text()) if self.config_path.exists() else None
+
+    def write_config(self, config: dict, extra: dict) -> None:
+        """Write config.json; refuse to reuse a run id that was run with other settings."""
+        existing = self.read_config()
+        if existing is not None:
+            changed = sorted(
+                k for k, v in _clean(config).items()
+                if k not in self.RESUMABLE_DIFFERENCES and existing.get(k) != v
+            )
+            if changed:
+                details = ", ".join(f"{k}: {existing.get(k)!r} -> {_clean(config)[k]!r}" for k in changed)
+                raise ValueError(
+                    f"run {self.dir.name!r} already exists with different settings ({details}); "
+                    "choose another run_id or delete the folder"
+                )
+        atomic_write_json(self.config_path, {**config, **extra})
+
+    # ------------------------------------------------------------------ logs
+    def log_step(self, record: dict) -> None:
+        append_jsonl(self.train_log_path, record)
+
+    def log_eval(self, record: dict, samples: list[dict]) -> None:
+        # samples first: an eval line only ever points at a complete samples file
+        write_jsonl(self.samples_dir / f"step_{record['step']:04d}.jsonl", samples)
+        append_jsonl(self.eval_path, record)
+
+    def log_token_entropies(self, records: list[dict]) -> None:
+        for r in records:
+            append_jsonl(self.token_entropy_path, r)
+
+    def train_log(self) -> list[dict]:
+        return read_jsonl(self.train_log_path)
+
+    def evals(self) -> list[dict]:
+        return read_jsonl(self.eval_path)
+
+    def evaluated_steps(self) -> set[int]:
+        return {r["step"] for r in self.evals()}
+
+    # ------------------------------------------------------------------ resume
+    def last_checkpoint(self) -> Path | None:
+        """The newest complete trainer checkpoint (``checkpoint-N`` with its trainer state)."""
+        if not self.checkpoints_dir.is_dir():
+            return None
+        found = []
+        for p in self.checkpoints_dir.iterdir():
+            m = re.fullmatch(r"checkpoint-(\d+)", p.name)
+            if m and (p / "trainer_state.json").exists():
+                found.append((int(m.group(1)), p))
+        return max(found)[1] if found else None
+
+    def truncate_after(self, step: int) -> None:
+        """Drop every record logged after ``step`` (the step the run resumes from)."""
+        for path in (self.train_log_path, self.eval_path, self.token_entropy_path):
+            if path.exists():
+                write_jsonl(path, [r for r in read_jsonl(path) if r["step"] <= step])
+        if self.samples_dir.is_dir():
+            for p in self.samples_dir.glob("step_*.jsonl"):
+                if int(p.stem.split("_")[1]) > step:
+                    p.unlink()
+
+    def is_complete(self, steps: int) -> bool:
+        logged = [r["step"] for r in self.train_log()]
+        return bool(logged) and max(logged) >= steps and steps in self.evaluated_steps()

@@ -1,0 +1,176 @@
+"""One training run, start to finish: ``run_training(make_config(...))``.
+
+Reading order: load data -> load model -> write config.json -> resume point ->
+build trainer (TRL + our loss) -> train, logging every step and evaluating
+every ``eval_every`` steps into ``<results>/runs/<run_id>/``.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from transformers import TrainerCallback
+
+from saah_lib.config import REPO_ROOT, TINY_MODEL_DIR, SAAHConfig
+from saah_lib.evaluate import PassAtOneCallback
+from saah_lib.reward import TRL_REWARD_FUNCS
+from saah_lib.runlog import RunLog, provenance
+from saah_lib.trainer import SAAHGRPOConfig, SAAHGRPOTrainer, load_model_and_tokenizer
+
+# train_log.jsonl key -> key in the logs TRL hands to callbacks
+TRAIN_LOG_KEYS = {
+    "reward_mean": "reward",
+    "reward_std": "reward_std",
+    "reward_correct": "rewards/reward_correct/mean",
+    "reward_format": "rewards/reward_format/mean",
+    "reward_present": "rewards/reward_present/mean",
+    "reward_steps": "rewards/reward_steps/mean",
+    "kl": "kl",
+    "entropy_norm": "saah/entropy_norm",
+    "weight_mean": "saah/weight_mean",
+    "weight_neg_mean": "saah/weight_neg_mean",
+    "neg_frac": "saah/neg_frac",
+    "completion_length": "completions/mean_length",
+    "loss": "loss",
+    "learning_rate": "learning_rate",
+    "grad_norm": "grad_norm",
+    "entropy_nats": "entropy",
+    "clip_frac": "clip_ratio/region_mean",
+    "frac_groups_below_threshold": "saah/frac_groups_below_threshold",
+    "frac_truncated": "completions/clipped_ratio",
+}
+
+
+class TrainLogCallback(TrainerCallback):
+    """Appends one line per optimiser step to train_log.jsonl (TRL logs every step)."""
+
+    def __init__(self, runlog: RunLog, trainer: SAAHGRPOTrainer | None = None):
+        self.runlog, self.trainer = runlog, trainer
+        self._step_started = None
+        self.step_time = None
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        self._step_started = time.perf_counter()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.step_time = time.perf_counter() - self._step_started
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not logs or "reward" not in logs or not state.is_world_process_zero:
+            return  # the end-of-training summary, or another rank
+        record = {"step": state.global_step}
+        record.update({ours: logs.get(theirs) for ours, theirs in TRAIN_LOG_KEYS.items()})
+        record["step_time"] = self.step_time
+        self.runlog.log_step(record)
+        if self.trainer is not None and self.trainer.token_entropy_samples:
+            samples = [{"step": state.global_step, **s} for s in self.trainer.token_entropy_samples]
+            self.runlog.log_token_entropies(samples)
+            self.trainer.token_entropy_samples.clear()
+
+
+def load_split(cfg: SAAHConfig, tokenizer=None):
+    """The config's training and evaluation problems (a DataSplit with provenance info)."""
+    if cfg.dataset == "gsm8k":
+        from saah_lib.data import paper_split
+
+        return paper_split(cfg.data_dir, n_train=cfg.n_train, n_eval=cfg.n_eval, seed=cfg.data_seed)
+    from saah_lib.synthetic import synthetic_split
+
+    return synthetic_split(cfg.n_train, cfg.n_eval, seed=cfg.data_seed)
+
+
+def resolve_model(cfg: SAAHConfig, progress: bool = True) -> str:
+    """The model folder or hub id; the tiny warm start is built on first use."""
+    if Path(cfg.model_name).expanduser() == TINY_MODEL_DIR:
+        from saah_lib.tiny_model import build_warm_start
+
+        return str(build_warm_start(TINY_MODEL_DIR, progress=progress))
+    return cfg.model_name
+
+
+def grpo_args(cfg: SAAHConfig, output_dir: Path, progress: bool) -> SAAHGRPOConfig:
+    import torch
+
+    on_gpu = torch.cuda.is_available()
+    return SAAHGRPOConfig(
+        output_dir=str(output_dir),
+        method=cfg.method,
+        alpha=cfg.alpha,
+        entropy_top_k=cfg.entropy_top_k,
+        reward_std_threshold=cfg.reward_std_threshold,
+        log_token_entropies=cfg.log_token_entropies,
+        beta=cfg.beta,
+        epsilon=cfg.epsilon,
+        learning_rate=cfg.learning_rate,
+        lr_scheduler_type=cfg.lr_scheduler,
+        warmup_steps=cfg.warmup_steps,
+        weight_decay=cfg.weight_decay,
+        max_grad_norm=cfg.max_grad_norm,
+        per_device_train_batch_size=cfg.per_device_batch_size,
+        gradient_accumulation_steps=cfg.gradient_accumulation_steps,
+        num_generations=cfg.num_generations,
+        max_completion_length=cfg.max_completion_length,
+        temperature=cfg.temperature,
+        max_steps=cfg.steps,
+        save_strategy="steps",
+        save_steps=cfg.save_every,
+        save_total_limit=cfg.keep_checkpoints,
+        logging_steps=1,
+        report_to="none",
+        seed=cfg.seed,
+        data_seed=cfg.seed,
+        bf16=cfg.dtype == "bfloat16" and on_gpu,
+        fp16=cfg.dtype == "float16" and on_gpu,
+        activation_checkpointing=cfg.gradient_checkpointing,
+        disable_tqdm=not progress,
+        log_completions=False,
+        use_cpu=not on_gpu,
+    )
+
+
+def lora_config(cfg: SAAHConfig):
+    if not cfg.use_lora:
+        return None
+    from peft import LoraConfig
+
+    return LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
+                      target_modules=list(cfg.lora_target_modules), task_type="CAUSAL_LM")
+
+
+def run_training(cfg: SAAHConfig, callbacks=(), progress: bool = True) -> Path:
+    """Train (or resume, or skip if complete) the run described by ``cfg``; returns its folder."""
+    runlog = RunLog(cfg.run_dir)
+    model_path = resolve_model(cfg, progress)
+    model, tokenizer = load_model_and_tokenizer(model_path, cfg.dtype)
+    split = load_split(cfg)
+    runlog.write_config(cfg.to_dict(), {"resolved_model": model_path, **provenance(REPO_ROOT), "data": split.info})
+    if runlog.is_complete(cfg.steps):
+        print(f"run {cfg.run_id} is already complete ({cfg.steps} steps): nothing to do")
+        return runlog.dir
+
+    checkpoint = runlog.last_checkpoint()
+    resume_step = int(checkpoint.name.split("-")[1]) if checkpoint else 0
+    runlog.truncate_after(resume_step)  # anything logged after the checkpoint is redone
+    if checkpoint:
+        print(f"resuming {cfg.run_id} from step {resume_step}")
+
+    from saah_lib.data import to_trl_dataset
+
+    trainer = SAAHGRPOTrainer(
+        model=model,
+        reward_funcs=list(TRL_REWARD_FUNCS),
+        args=grpo_args(cfg, runlog.checkpoints_dir, progress),
+        train_dataset=to_trl_dataset(split.train, tokenizer),
+        processing_class=tokenizer,
+        peft_config=lora_config(cfg),
+    )
+    trainer.add_callback(TrainLogCallback(runlog, trainer))
+    trainer.add_callback(PassAtOneCallback(
+        runlog, tokenizer, split.eval, eval_every=cfg.eval_every, max_new_tokens=cfg.eval_max_new_tokens,
+        batch_size=cfg.eval_batch_size, progress=progress,
+    ))
+    for cb in callbacks:
+        trainer.add_callback(cb)
+    trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+    return runlog.dir
