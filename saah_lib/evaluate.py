@@ -3,6 +3,7 @@ exactly equals the gold answer (the reward's exact-match rule)."""
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -96,20 +97,16 @@ def evaluate_pass_at_1(model, tokenizer, problems: list[Problem], *, max_new_tok
 
 def load_for_eval(model_path: str | Path, dtype: str = "float32", device: str | None = None):
     """A model folder or a LoRA adapter folder (``adapter_config.json``), with its tokenizer."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     from saah_lib.trainer import load_model_and_tokenizer  # local import: trainer pulls in TRL
 
     path = Path(model_path)
-    if (path / "adapter_config.json").exists():
+    adapter_config = path / "adapter_config.json"
+    if adapter_config.exists():
         from peft import PeftModel
 
-        import json
-        base = json.loads((path / "adapter_config.json").read_text())["base_model_name_or_path"]
+        base = json.loads(adapter_config.read_text())["base_model_name_or_path"]
         model, tokenizer = load_model_and_tokenizer(base, dtype)
         model = PeftModel.from_pretrained(model, path)
-        if (path / "tokenizer_config.json").exists():
-            tokenizer = AutoTokenizer.from_pretrained(path)
     else:
         model, tokenizer = load_model_and_tokenizer(str(model_path), dtype)
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
@@ -147,3 +144,25 @@ class PassAtOneCallback(TrainerCallback):
         step = state.global_step
         if step % self.eval_every == 0 or step == state.max_steps:
             self._evaluate(model, step)
+
+
+def run_baseline(model_path: str, problems: list[Problem], out_dir: Path, *, config: dict,
+                 dtype: str = "float32", max_new_tokens: int = 512, batch_size: int = 64,
+                 progress: bool = True) -> dict:
+    """Evaluate an untrained model once, in the run layout (step 0), under ``out_dir``.
+
+    ``config`` (model_label, profile, data info, ...) is stored beside the result.
+    An existing result is returned as is, so a finished baseline is never recomputed.
+    """
+    from saah_lib.runlog import RunLog, provenance
+
+    log = RunLog(out_dir)
+    done = [r for r in log.evals() if r["step"] == 0]
+    if done:
+        return done[0]
+    model, tokenizer = load_for_eval(model_path, dtype)
+    log.write_config(config, provenance())
+    result = evaluate_pass_at_1(model, tokenizer, problems, max_new_tokens=max_new_tokens,
+                                batch_size=batch_size, progress=progress, desc="baseline")
+    log.log_eval(result.summary(0), result.records)
+    return result.summary(0)

@@ -89,19 +89,17 @@ def resolve_model(cfg: SAAHConfig, progress: bool = True) -> str:
     return cfg.model_name
 
 
-def grpo_args(cfg: SAAHConfig, output_dir: Path, progress: bool) -> SAAHGRPOConfig:
+def trl_kwargs(cfg: SAAHConfig, output_dir: Path, progress: bool) -> dict:
+    """The config's settings in TRL's ``GRPOConfig`` vocabulary (shared with stock TRL in the benchmark)."""
     import torch
 
     on_gpu = torch.cuda.is_available()
-    return SAAHGRPOConfig(
+    return dict(
         output_dir=str(output_dir),
-        method=cfg.method,
-        alpha=cfg.alpha,
-        entropy_top_k=cfg.entropy_top_k,
-        reward_std_threshold=cfg.reward_std_threshold,
-        log_token_entropies=cfg.log_token_entropies,
         beta=cfg.beta,
         epsilon=cfg.epsilon,
+        loss_type="bnpo",
+        use_bias_correction_kl=False,
         learning_rate=cfg.learning_rate,
         lr_scheduler_type=cfg.lr_scheduler,
         warmup_steps=cfg.warmup_steps,
@@ -126,6 +124,17 @@ def grpo_args(cfg: SAAHConfig, output_dir: Path, progress: bool) -> SAAHGRPOConf
         disable_tqdm=not progress,
         log_completions=False,
         use_cpu=not on_gpu,
+    )
+
+
+def grpo_args(cfg: SAAHConfig, output_dir: Path, progress: bool, **overrides) -> SAAHGRPOConfig:
+    return SAAHGRPOConfig(
+        method=cfg.method,
+        alpha=cfg.alpha,
+        entropy_top_k=cfg.entropy_top_k,
+        reward_std_threshold=cfg.reward_std_threshold,
+        log_token_entropies=cfg.log_token_entropies,
+        **{**trl_kwargs(cfg, output_dir, progress), **overrides},
     )
 
 

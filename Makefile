@@ -1,0 +1,44 @@
+# Two commands do everything on a fresh machine:
+#   make mini   the CPU mini study (warm start, baseline, grpo/ah/sa x 3 seeds, alpha sweep, tables, figures)
+#   make test   the test suite
+# Everything runs offline; nothing here needs a GPU or a model hub.
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+export HF_HUB_OFFLINE ?= 1
+export TOKENIZERS_PARALLELISM ?= false
+export PYTHONUNBUFFERED := 1
+
+.PHONY: setup test mini figures paper bench latex clean-figures
+
+setup: $(STAMP)
+
+# torch is installed first and pinned: an unpinned torch would pull several GB of CUDA wheels.
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (saah)" >/dev/null
+	touch $(STAMP)
+
+latex:
+	bash tools/install_latex.sh
+
+test: setup latex
+	$(PY) -m pytest -q
+
+mini: setup
+	$(PY) -m saah_lib.mini --root results/mini
+	$(MAKE) figures
+
+figures: setup
+	$(PY) -m papermill -k python3 --log-level WARNING notebooks/04_figures.ipynb results/04_figures.out.ipynb
+
+paper: figures latex
+	cd paper && latexmk -pdf -interaction=nonstopmode -halt-on-error main.tex >/dev/null && echo "wrote paper/main.pdf"
+
+bench: setup
+	$(PY) benchmarks/step_bench.py --profile tiny

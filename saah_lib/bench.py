@@ -1,0 +1,270 @@
+"""Step-time, memory and evaluation-throughput benchmark: ours against stock TRL.
+
+    python -m saah_lib.bench --profile tiny                 # CPU, a minute
+    python -m saah_lib.bench --profile qwen2.5-1.5b         # GPU, random weights
+
+Variants timed on the same model, data and seed: stock ``GRPOTrainer``
+(``loss_type="bnpo"``), and ours for ``grpo``, ``ah`` and ``sa`` with exact
+entropy and with top-K = 500. The Qwen profiles use the exact Qwen2.5
+architectures with random weights (a step's cost does not depend on the
+values) and force every completion to full length, the worst case. Writes
+``results/bench/<device>.json`` and prints a one-line summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+
+import torch
+from transformers import TrainerCallback
+
+from saah_lib.config import make_config
+from saah_lib.mini import PeakMemory
+from saah_lib.runlog import atomic_write_json, package_versions
+
+# The published Qwen2.5 Instruct architectures (config.json of each checkpoint).
+QWEN25_ARCHITECTURES = {
+    "qwen2.5-1.5b": dict(hidden_size=1536, intermediate_size=8960, num_hidden_layers=28,
+                         num_attention_heads=12, num_key_value_heads=2),
+    "qwen2.5-3b": dict(hidden_size=2048, intermediate_size=11008, num_hidden_layers=36,
+                       num_attention_heads=16, num_key_value_heads=2),
+}
+QWEN25_COMMON = dict(vocab_size=151936, max_position_embeddings=32768, rope_theta=1_000_000.0,
+                     rms_norm_eps=1e-6, tie_word_embeddings=True, hidden_act="silu")
+
+VARIANTS = (  # name, trainer, method, entropy_top_k
+    ("trl-bnpo", "trl", "grpo", None),
+    ("grpo", "ours", "grpo", None),
+    ("ah-exact", "ours", "ah", None),
+    ("sa-exact", "ours", "sa", None),
+    ("grpo-top500", "ours", "grpo", 500),
+    ("ah-top500", "ours", "ah", 500),
+    ("sa-top500", "ours", "sa", 500),
+)
+
+
+def qwen25_config(profile: str, num_layers: int | None = None):
+    from transformers import Qwen2Config
+
+    arch = dict(QWEN25_COMMON, **QWEN25_ARCHITECTURES[profile])
+    if num_layers is not None:
+        arch["num_hidden_layers"] = num_layers
+    return Qwen2Config(**arch)
+
+
+def filler_tokenizer(vocab_size: int):
+    """A tokenizer with exactly ``vocab_size`` entries, so any generated id decodes.
+
+    Real Qwen tokenizers can't be downloaded here; for timing only the vocabulary
+    size (the LM head) matters.
+    """
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    vocab = specials + alphabet
+    vocab += [f"w{i}" for i in range(vocab_size - len(vocab))]
+    tok = Tokenizer(models.BPE(vocab={t: i for i, t in enumerate(vocab)}, merges=[], ignore_merges=True))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.add_special_tokens([AddedToken(t, special=True) for t in specials])
+    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>")
+
+
+def build_model(profile: str, dtype: torch.dtype, num_layers: int | None, seed: int = 0):
+    """(model, tokenizer, label): random-weight Qwen2.5 or the tiny warm start."""
+    if profile == "tiny":
+        from saah_lib.train import resolve_model
+        from saah_lib.trainer import load_model_and_tokenizer
+
+        model, tokenizer = load_model_and_tokenizer(resolve_model(make_config("tiny"), progress=False))
+        return model, tokenizer, "tiny warm start"
+    from transformers import Qwen2ForCausalLM
+
+    config = qwen25_config(profile, num_layers)
+    torch.manual_seed(seed)
+    model = Qwen2ForCausalLM(config).to(dtype)
+    model.generation_config.eos_token_id = None  # never stop early: full-length completions
+    return model, filler_tokenizer(config.vocab_size), f"{profile} architecture, random weights"
+
+
+class StepClock(TrainerCallback):
+    def __init__(self):
+        self.durations: list[float] = []
+
+    def _sync(self):
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        self._sync()
+        self._start = time.perf_counter()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self._sync()
+        self.durations.append(time.perf_counter() - self._start)
+
+
+def prompts_dataset(n: int, tokenizer, prompt_tokens: int):
+    """Prompts of a fixed token length (GSM8K prompts are ~150-250 Qwen tokens)."""
+    from datasets import Dataset
+
+    from saah_lib.synthetic import generate_problems
+
+    problems = generate_problems(n, seed=0)
+    prompts = []
+    for p in problems:
+        ids = tokenizer(p.question * 50, add_special_tokens=False)["input_ids"][:prompt_tokens]
+        prompts.append(tokenizer.decode(ids))
+    return Dataset.from_dict({"prompt": prompts, "answer": [p.answer for p in problems]})
+
+
+def time_variant(variant, model_factory, cfg, args, out_dir: Path) -> dict:
+    from trl import GRPOConfig, GRPOTrainer
+
+    from saah_lib.reward import TRL_REWARD_FUNCS
+    from saah_lib.train import lora_config, trl_kwargs
+    from saah_lib.trainer import SAAHGRPOConfig, SAAHGRPOTrainer
+
+    name, which, method, top_k = variant
+    model, tokenizer, _ = model_factory()
+    common = trl_kwargs(cfg, out_dir / name, progress=False)
+    common.update(max_steps=args.warmup + args.steps, save_strategy="no",
+                  generation_kwargs={"min_new_tokens": cfg.max_completion_length} if args.full_length else None)
+    if which == "trl":
+        trainer_cls, config = GRPOTrainer, GRPOConfig(**common)
+    else:
+        alpha = 0.0 if method == "grpo" else 0.5
+        config = SAAHGRPOConfig(method=method, alpha=alpha, entropy_top_k=top_k,
+                                reward_std_threshold=cfg.reward_std_threshold, **common)
+        trainer_cls = SAAHGRPOTrainer
+    clock = StepClock()
+    trainer = trainer_cls(model=model, reward_funcs=list(TRL_REWARD_FUNCS), args=config,
+                          train_dataset=prompts_dataset(64, tokenizer, args.prompt_tokens),
+                          processing_class=tokenizer, peft_config=lora_config(cfg), callbacks=[clock])
+    if torch.cuda.is_available():
+        torch.cuda.reset_peak_memory_stats()
+    with PeakMemory() as rss:
+        trainer.train()
+    timed = clock.durations[args.warmup:]
+    median = statistics.median(timed)
+    completion_tokens = cfg.completions_per_step * cfg.max_completion_length
+    result = {
+        "variant": name, "median_step_s": median, "step_times_s": [round(t, 4) for t in clock.durations],
+        # exact when completions are forced to full length, an upper bound otherwise
+        "completion_tokens_per_s": completion_tokens / median,
+        "peak_gpu_mem_gib": torch.cuda.max_memory_allocated() / 2**30 if torch.cuda.is_available() else None,
+        "peak_rss_gib": rss.peak / 2**30,
+    }
+    del trainer, model
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    return result
+
+
+def eval_throughput(model_factory, cfg, n_problems: int) -> dict:
+    from saah_lib.evaluate import greedy_completions
+    from saah_lib.synthetic import generate_problems
+
+    model, tokenizer, _ = model_factory()
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    model = model.to(device)
+    prompts = [p.question for p in generate_problems(n_problems, seed=1)]
+    start = time.perf_counter()
+    greedy_completions(model, tokenizer, prompts, max_new_tokens=cfg.eval_max_new_tokens,
+                       batch_size=cfg.eval_batch_size, progress=False)
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    seconds = time.perf_counter() - start
+    return {"problems": n_problems, "max_new_tokens": cfg.eval_max_new_tokens, "seconds": seconds,
+            "problems_per_s": n_problems / seconds, "projected_s_for_500": 500 * seconds / n_problems}
+
+
+def device_name() -> str:
+    if torch.cuda.is_available():
+        return torch.cuda.get_device_name(0)
+    import platform
+
+    return f"cpu-{platform.machine()}"
+
+
+def run_benchmark(args) -> dict:
+    cfg = make_config(args.profile, method="sa", steps=args.warmup + args.steps)
+    if args.max_completion_length:
+        cfg.max_completion_length = cfg.eval_max_new_tokens = args.max_completion_length
+    dtype = torch.bfloat16 if (cfg.dtype == "bfloat16" and torch.cuda.is_available()) else torch.float32
+
+    def model_factory():
+        model, tokenizer, label = build_model(args.profile, dtype, args.num_layers)
+        return model, tokenizer, label
+
+    label = model_factory()[2]
+    out_dir = Path(args.out_dir)
+    variants = [v for v in VARIANTS if not args.variants or v[0] in args.variants]
+    results = [time_variant(v, model_factory, cfg, args, out_dir / "trainer_tmp") for v in variants]
+    by_name = {r["variant"]: r for r in results}
+    ratios = {}
+    for name in by_name:
+        if name != "trl-bnpo" and "trl-bnpo" in by_name:
+            ratios[f"{name}/trl-bnpo"] = by_name[name]["median_step_s"] / by_name["trl-bnpo"]["median_step_s"]
+    for kind in ("exact", "top500"):
+        base = by_name.get("grpo" if kind == "exact" else "grpo-top500")
+        for method in ("ah", "sa"):
+            other = by_name.get(f"{method}-{kind}")
+            if base and other:
+                ratios[f"{method}-{kind}/{'grpo' if kind == 'exact' else 'grpo-top500'}"] = (
+                    other["median_step_s"] / base["median_step_s"])
+    report = {
+        "device": device_name(), "profile": args.profile, "model": label, "dtype": str(dtype),
+        "num_layers_override": args.num_layers, "completions_per_step": cfg.completions_per_step,
+        "max_completion_length": cfg.max_completion_length, "full_length": args.full_length,
+        "prompt_tokens": args.prompt_tokens, "warmup_steps": args.warmup, "timed_steps": args.steps,
+        "lora": cfg.use_lora, "gradient_checkpointing": cfg.gradient_checkpointing,
+        "variants": results, "ratios": ratios,
+        "eval": eval_throughput(model_factory, cfg, args.eval_problems) if args.eval_problems else None,
+        "versions": package_versions(),
+        "command": "python -m saah_lib.bench " + " ".join(args.argv),
+    }
+    path = Path(args.out_dir) / f"{report['device'].replace(' ', '_')}-{args.profile}.json"
+    atomic_write_json(path, report)
+    print(summary_line(report) + f"\nwrote {path}")
+    return report
+
+
+def summary_line(report: dict) -> str:
+    parts = [f"{report['device']} {report['profile']}:"]
+    for v in report["variants"]:
+        parts.append(f"{v['variant']} {v['median_step_s']:.3f}s")
+    parts += [f"{k}={v:.3f}" for k, v in report["ratios"].items()]
+    if report["eval"]:
+        parts.append(f"eval {report['eval']['problems_per_s']:.2f} problems/s")
+    return " | ".join(parts)
+
+
+def main(argv=None):
+    import sys
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    p = argparse.ArgumentParser(description="SA-AH-GRPO step-time benchmark against stock TRL")
+    p.add_argument("--profile", default="tiny", choices=["tiny", *QWEN25_ARCHITECTURES])
+    p.add_argument("--steps", type=int, default=5, help="timed steps per variant (after warm-up)")
+    p.add_argument("--warmup", type=int, default=1)
+    p.add_argument("--variants", nargs="*", help=f"subset of {[v[0] for v in VARIANTS]}")
+    p.add_argument("--num-layers", type=int, default=None, help="shrink the architecture (smoke tests only)")
+    p.add_argument("--max-completion-length", type=int, default=None)
+    p.add_argument("--prompt-tokens", type=int, default=192)
+    p.add_argument("--eval-problems", type=int, default=64, help="0 skips the evaluation throughput")
+    p.add_argument("--no-full-length", dest="full_length", action="store_false")
+    p.add_argument("--out-dir", default="results/bench")
+    args = p.parse_args(argv)
+    args.argv = argv
+    run_benchmark(args)
+
+
+if __name__ == "__main__":
+    main()

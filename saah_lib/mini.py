@@ -1,0 +1,150 @@
+"""The CPU mini study behind ``make mini``: the whole paper pipeline at toy scale.
+
+Stages: build the warm-started tiny model -> evaluate it (the baseline) ->
+train grpo / ah(0.5) / sa(0.5) over several seeds -> the alpha sweep of ah ->
+tables and figures. Each stage's wall time and peak memory go to
+``<root>/timings.json``. Every stage is resumable: finished runs are skipped.
+
+The alpha sweep reuses two runs of the main comparison: alpha = 0 is the
+``grpo`` run (the ah weights are exactly 1 at alpha = 0, see tests/test_loss.py)
+and alpha = 0.5 is the ``ah`` run of the same seed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import psutil
+
+from saah_lib.config import TINY_MODEL_DIR, make_config
+from saah_lib.runlog import atomic_write_json
+
+MAIN_METHODS = (("grpo", 0.0), ("ah", 0.5), ("sa", 0.5))
+SWEEP_ALPHAS = (-0.25, 0.1, 0.25)  # plus 0 (the grpo run) and 0.5 (the ah run)
+BASELINE_NAME = "tiny-warmstart"
+
+
+class PeakMemory:
+    """Samples this process's resident memory in a background thread."""
+
+    def __init__(self, interval: float = 0.05):
+        self.interval, self.peak = interval, 0
+        self._stop = threading.Event()
+        self._process = psutil.Process()
+
+    def _sample(self):
+        while not self._stop.is_set():
+            self.peak = max(self.peak, self._process.memory_info().rss)
+            self._stop.wait(self.interval)
+
+    def __enter__(self):
+        self.peak = self._process.memory_info().rss
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+
+class Timings:
+    def __init__(self, path: Path):
+        self.path = path
+        self.record = {
+            "machine": {"platform": platform.platform(), "cpus": psutil.cpu_count(),
+                        "memory_gb": round(psutil.virtual_memory().total / 2**30, 1)},
+            "stages": [],
+        }
+
+    @contextmanager
+    def stage(self, name: str, **info):
+        print(f"\n=== {name}", flush=True)
+        start = time.perf_counter()
+        with PeakMemory() as memory:
+            yield info
+        entry = {"stage": name, "wall_s": round(time.perf_counter() - start, 2),
+                 "peak_rss_mb": round(memory.peak / 2**20, 1), **info}
+        self.record["stages"].append(entry)
+        self.record["total_wall_s"] = round(sum(s["wall_s"] for s in self.record["stages"]), 2)
+        atomic_write_json(self.path, self.record)
+        print(f"--- {name}: {entry['wall_s']:.1f} s, peak RSS {entry['peak_rss_mb']:.0f} MB", flush=True)
+
+
+def planned_runs(seeds: tuple[int, ...]) -> list[tuple[str, float, int]]:
+    runs = [(method, alpha, seed) for seed in seeds for method, alpha in MAIN_METHODS]
+    runs += [("ah", alpha, seeds[0]) for alpha in SWEEP_ALPHAS]
+    return runs
+
+
+def run_mini_study(root: Path, seeds: tuple[int, ...] = (0, 1, 2), steps: int | None = None,
+                   figures: bool = True, progress: bool = True) -> dict:
+    import torch
+
+    from saah_lib.evaluate import run_baseline
+    from saah_lib.tiny_model import build_warm_start, read_build_info
+    from saah_lib.train import load_split, run_training
+
+    torch.set_num_threads(max(1, psutil.cpu_count(logical=False) or 1))
+    root.mkdir(parents=True, exist_ok=True)
+    timings = Timings(root / "timings.json")
+
+    with timings.stage("warm start") as info:
+        build_warm_start(TINY_MODEL_DIR, progress=progress)
+        build = read_build_info(TINY_MODEL_DIR) or {}
+        info["build_seconds"] = build.get("build_seconds")
+        info["warm_start_pass_at_1_heldout"] = build.get("heldout_pass_at_1")
+
+    base_cfg = make_config("tiny", results_dir=str(root))
+    with timings.stage("baseline") as info:
+        split = load_split(base_cfg)
+        result = run_baseline(
+            str(TINY_MODEL_DIR), split.eval, root / "baselines" / BASELINE_NAME,
+            config={"name": BASELINE_NAME, "profile": "tiny", "model_label": "tiny", "model_name": str(TINY_MODEL_DIR),
+                    "method": "base", "n_eval": base_cfg.n_eval, "data": split.info},
+            max_new_tokens=base_cfg.eval_max_new_tokens, batch_size=base_cfg.eval_batch_size, progress=progress,
+        )
+        info["pass_at_1"] = result["pass_at_1"]
+
+    runs = planned_runs(seeds)
+    for i, (method, alpha, seed) in enumerate(runs, 1):
+        cfg = make_config("tiny", method=method, alpha=alpha, seed=seed, steps=steps, results_dir=str(root))
+        with timings.stage(f"train {cfg.run_id} ({i}/{len(runs)})", run_id=cfg.run_id):
+            run_training(cfg, progress=progress)
+
+    if figures:
+        with timings.stage("tables and figures"):
+            render_figures(root)
+    return timings.record
+
+
+def render_figures(mini_root: Path) -> None:
+    """Run the figures notebook (the same one ``make paper`` runs)."""
+    import papermill
+
+    from saah_lib.config import REPO_ROOT
+
+    papermill.execute_notebook(
+        str(REPO_ROOT / "notebooks" / "04_figures.ipynb"), str(REPO_ROOT / "results" / "04_figures.out.ipynb"),
+        parameters={"mini_root": str(mini_root)}, kernel_name="python3", cwd=str(REPO_ROOT), progress_bar=False,
+    )
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--root", type=Path, default=Path("results/mini"))
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--steps", type=int, default=None, help="override the tiny profile's steps")
+    parser.add_argument("--no-figures", action="store_true")
+    args = parser.parse_args(argv)
+    record = run_mini_study(args.root, tuple(args.seeds), args.steps, figures=not args.no_figures)
+    print(f"\nmini study done in {record['total_wall_s'] / 60:.1f} min; timings in {args.root / 'timings.json'}")
+
+
+if __name__ == "__main__":
+    main()
