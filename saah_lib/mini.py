@@ -82,15 +82,44 @@ def planned_runs(seeds: tuple[int, ...]) -> list[tuple[str, float, int]]:
     return runs
 
 
-def run_mini_study(root: Path, seeds: tuple[int, ...] = (0, 1, 2), steps: int | None = None,
-                   figures: bool = True, progress: bool = True) -> dict:
+def _train_one(cfg) -> dict:
+    """One run in a worker process: a single torch thread (the models are tiny)."""
     import torch
 
-    from saah_lib.evaluate import run_baseline
-    from saah_lib.tiny_model import build_warm_start, read_build_info
-    from saah_lib.train import load_split, run_training
+    from saah_lib.train import run_training
 
-    torch.set_num_threads(max(1, psutil.cpu_count(logical=False) or 1))
+    torch.set_num_threads(1)
+    start = time.perf_counter()
+    with PeakMemory() as memory:
+        run_training(cfg, progress=False)
+    return {"run_id": cfg.run_id, "wall_s": round(time.perf_counter() - start, 2),
+            "peak_rss_mb": round(memory.peak / 2**20, 1)}
+
+
+def train_all(configs, jobs: int, timings: Timings) -> list[dict]:
+    """Train every config, ``jobs`` worker processes at a time, with one progress bar."""
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from multiprocessing import get_context
+
+    from tqdm.auto import tqdm
+
+    done = []
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
+        futures = [pool.submit(_train_one, cfg) for cfg in configs]
+        with tqdm(total=len(futures), desc="training runs", unit="run") as bar:
+            for future in as_completed(futures):
+                entry = future.result()
+                done.append(entry)
+                bar.set_postfix_str(f"{entry['run_id']} {entry['wall_s']:.0f}s")
+                bar.update()
+    return sorted(done, key=lambda e: e["run_id"])
+
+
+def run_mini_study(root: Path, seeds: tuple[int, ...] = (0, 1, 2), steps: int | None = None,
+                   figures: bool = True, progress: bool = True, jobs: int = 2) -> dict:
+    from saah_lib.tiny_model import build_warm_start, read_build_info
+    from saah_lib.train import baseline_for
+
     root.mkdir(parents=True, exist_ok=True)
     timings = Timings(root / "timings.json")
 
@@ -100,22 +129,14 @@ def run_mini_study(root: Path, seeds: tuple[int, ...] = (0, 1, 2), steps: int | 
         info["build_seconds"] = build.get("build_seconds")
         info["warm_start_pass_at_1_heldout"] = build.get("heldout_pass_at_1")
 
-    base_cfg = make_config("tiny", results_dir=str(root))
     with timings.stage("baseline") as info:
-        split = load_split(base_cfg)
-        result = run_baseline(
-            str(TINY_MODEL_DIR), split.eval, root / "baselines" / BASELINE_NAME,
-            config={"name": BASELINE_NAME, "profile": "tiny", "model_label": "tiny", "model_name": str(TINY_MODEL_DIR),
-                    "method": "base", "n_eval": base_cfg.n_eval, "data": split.info},
-            max_new_tokens=base_cfg.eval_max_new_tokens, batch_size=base_cfg.eval_batch_size, progress=progress,
-        )
+        result = baseline_for(make_config("tiny", results_dir=str(root)), BASELINE_NAME, progress=progress)
         info["pass_at_1"] = result["pass_at_1"]
 
     runs = planned_runs(seeds)
-    for i, (method, alpha, seed) in enumerate(runs, 1):
-        cfg = make_config("tiny", method=method, alpha=alpha, seed=seed, steps=steps, results_dir=str(root))
-        with timings.stage(f"train {cfg.run_id} ({i}/{len(runs)})", run_id=cfg.run_id):
-            run_training(cfg, progress=progress)
+    configs = [make_config("tiny", method=m, alpha=a, seed=sd, steps=steps, results_dir=str(root)) for m, a, sd in runs]
+    with timings.stage(f"train {len(configs)} runs, {jobs} at a time") as info:
+        info["runs"] = train_all(configs, jobs, timings)
 
     if figures:
         with timings.stage("tables and figures"):
@@ -140,9 +161,10 @@ def main(argv=None):
     parser.add_argument("--root", type=Path, default=Path("results/mini"))
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--steps", type=int, default=None, help="override the tiny profile's steps")
+    parser.add_argument("--jobs", type=int, default=2, help="training runs in parallel (one thread each)")
     parser.add_argument("--no-figures", action="store_true")
     args = parser.parse_args(argv)
-    record = run_mini_study(args.root, tuple(args.seeds), args.steps, figures=not args.no_figures)
+    record = run_mini_study(args.root, tuple(args.seeds), args.steps, figures=not args.no_figures, jobs=args.jobs)
     print(f"\nmini study done in {record['total_wall_s'] / 60:.1f} min; timings in {args.root / 'timings.json'}")
 
 

@@ -147,6 +147,21 @@ def lora_config(cfg: SAAHConfig):
                       target_modules=list(cfg.lora_target_modules), task_type="CAUSAL_LM")
 
 
+def baseline_for(cfg: SAAHConfig, name: str | None = None, progress: bool = True) -> dict:
+    """Evaluate the config's untrained model on its evaluation split, once, under
+    ``<results>/baselines/<name>/`` (default name: ``<profile>-zero-shot``)."""
+    from saah_lib.evaluate import run_baseline
+
+    name = name or f"{cfg.profile}-zero-shot"
+    split = load_split(cfg)
+    config = {"name": name, "profile": cfg.profile, "model_label": cfg.model_label, "model_name": cfg.model_name,
+              "method": "base", "n_eval": cfg.n_eval, "eval_max_new_tokens": cfg.eval_max_new_tokens,
+              "data": split.info}
+    return run_baseline(resolve_model(cfg, progress), split.eval, Path(cfg.results_dir) / "baselines" / name,
+                        config=config, dtype=cfg.dtype, max_new_tokens=cfg.eval_max_new_tokens,
+                        batch_size=cfg.eval_batch_size, progress=progress)
+
+
 def run_training(cfg: SAAHConfig, callbacks=(), progress: bool = True) -> Path:
     """Train (or resume, or skip if complete) the run described by ``cfg``; returns its folder."""
     runlog = RunLog(cfg.run_dir)

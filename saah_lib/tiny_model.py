@@ -1,0 +1,411 @@
+"""A CPU-sized stand-in for Qwen2.5: tokenizer, model and a supervised warm start.
+
+The real experiments fine-tune a 1.5B-parameter Qwen2.5 on GSM8K.  This module
+builds, in a couple of minutes on a laptop CPU, a model folder that the same
+code paths can load by path (``AutoModelForCausalLM.from_pretrained`` and
+``AutoTokenizer.from_pretrained``) and train on ``saah_lib.synthetic`` problems:
+
+* a byte-level BPE tokenizer with Qwen's pre-tokenisation (every digit is its
+  own token, so arithmetic is learnable) and a vocabulary of whole words taken
+  from the synthetic corpus and the system prompt (so prompts stay short); any
+  other text still round-trips through the 256 byte tokens.  The four reward
+  tags and the ChatML markers are atomic tokens, and the chat template is
+  ChatML as in Qwen, so ``saah_lib.data.make_prompt`` renders prompts the same
+  way for both models;
+* a ``Qwen2ForCausalLM`` of about a million parameters;
+* a short supervised fine-tuning on reference solutions, stopped early on
+  purpose so the model knows the format but still gets many answers wrong:
+  that leaves room for GRPO to improve it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import shutil
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+from saah_lib.data import SYSTEM_PROMPT, Problem, make_prompt
+from saah_lib.reward import TAGS, answers_match, extract_answer
+from saah_lib.synthetic import (
+    DEFAULT_MAX_STEPS,
+    DEFAULT_MAX_VALUE,
+    DEFAULT_MIN_STEPS,
+    generate_problems,
+)
+
+# Resolved from the package location, so it does not depend on the CWD.
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_WARMSTART_DIR = REPO_ROOT / "results" / "mini" / "warmstart" / "model"
+BUILD_INFO_FILE = "build.json"
+# Bump when the build recipe changes in a way the settings do not capture.
+WARMSTART_VERSION = 1
+
+PAD_TOKEN = "<|endoftext|>"
+IM_START = "<|im_start|>"
+IM_END = "<|im_end|>"
+SPECIAL_TOKENS = (PAD_TOKEN, IM_START, IM_END)
+# Qwen2's pre-tokenisation pattern: single digits, words with their leading
+# space, punctuation runs, newlines.
+PRETOKENIZE_PATTERN = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
+    r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+# ChatML, as Qwen2.5 writes it (without Qwen's default system message).
+CHAT_TEMPLATE = (
+    "{%- for message in messages %}"
+    "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
+)
+CHAT_ROLES = ("system", "user", "assistant")
+
+# Separate seed streams, so the warm start never trains on the problems
+# that synthetic_split(seed) hands to GRPO, and measures on fresh ones.
+SFT_SEED_OFFSET = 10_000
+HELDOUT_SEED_OFFSET = 20_000
+TOKENIZER_SEED_OFFSET = 30_000
+
+
+@dataclass(frozen=True)
+class WarmStartSettings:
+    """Everything that determines a warm-start build besides the seed."""
+
+    # model (Qwen2 layout; grouped-query attention with 2 key/value heads)
+    hidden_size: int = 128
+    num_layers: int = 4
+    num_heads: int = 4
+    num_kv_heads: int = 2
+    intermediate_size: int = 512
+    max_positions: int = 384
+    # tokenizer: corpus words seen at least this often become single tokens
+    tokenizer_problems: int = 3000
+    min_word_count: int = 2
+    # task
+    min_steps: int = DEFAULT_MIN_STEPS
+    max_steps: int = DEFAULT_MAX_STEPS
+    max_value: int = DEFAULT_MAX_VALUE
+    # supervised warm start
+    sft_steps: int = 300
+    batch_size: int = 32
+    learning_rate: float = 2e-3
+    warmup_fraction: float = 0.05
+    n_sft_problems: int = 8000
+    # measurement
+    n_heldout: int = 200
+    max_new_tokens: int = 96
+
+
+# --------------------------------------------------------------------------
+# tokenizer
+# --------------------------------------------------------------------------
+
+
+def tokenizer_corpus(settings: WarmStartSettings, seed: int) -> list[str]:
+    """Texts whose frequent words become tokens: problems, solutions, system prompt."""
+    problems = generate_problems(
+        settings.tokenizer_problems, TOKENIZER_SEED_OFFSET + seed,
+        min_steps=1, max_steps=max(4, settings.max_steps), max_value=settings.max_value,
+    )
+    texts = [p.question for p in problems] + [p.solution for p in problems]
+    # Repeated so that every word of these texts passes min_word_count.
+    return texts + [SYSTEM_PROMPT, "\n".join(CHAT_ROLES)] * settings.min_word_count
+
+
+def _pre_tokenizer():
+    """Qwen2's pre-tokenisation: the split pattern, then the byte-to-unicode map."""
+    from tokenizers import Regex, pre_tokenizers
+
+    return pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(PRETOKENIZE_PATTERN), behavior="isolated"),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+    ])
+
+
+def train_bpe(texts: list[str], min_word_count: int = 2) -> tuple[dict[str, int], list[tuple[str, str]]]:
+    """Vocabulary and merges of a byte-level BPE trained on ``texts``.
+
+    Training runs until no pair occurs ``min_word_count`` times, so every
+    frequent word of the corpus ends up a single token while the 256 byte
+    tokens keep any other text representable.
+    """
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = _pre_tokenizer()
+    trainer = trainers.BpeTrainer(
+        vocab_size=100_000,  # never reached: min_frequency stops training first
+        min_frequency=min_word_count,
+        special_tokens=list(SPECIAL_TOKENS),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tokenizer.train_from_iterator(texts, trainer)
+    state = json.loads(tokenizer.to_str())["model"]
+    return state["vocab"], [tuple(pair) for pair in state["merges"]]
+
+
+def build_tokenizer(texts: list[str], min_word_count: int = 2):
+    """A ``Qwen2Tokenizer`` (the class Qwen2.5 loads as) with a vocabulary fitted to ``texts``.
+
+    Building the real Qwen2 class matters: ``AutoTokenizer`` loads any
+    ``qwen2`` model folder as ``Qwen2Tokenizer`` and rebuilds the pipeline
+    from vocabulary and merges, so a custom pipeline would not survive a
+    save/load round trip.
+    """
+    from tokenizers import AddedToken
+    from transformers import Qwen2Tokenizer
+
+    vocab, merges = train_bpe(texts, min_word_count)
+    tokenizer = Qwen2Tokenizer(
+        vocab=vocab,
+        merges=merges,
+        unk_token=None,
+        bos_token=None,
+        eos_token=IM_END,
+        pad_token=PAD_TOKEN,
+        additional_special_tokens=[IM_START],
+        clean_up_tokenization_spaces=False,
+    )
+    # Not "special": decoding with skip_special_tokens=True must keep the tags,
+    # since the reward reads them from the decoded text.
+    tokenizer.add_tokens([AddedToken(tag, special=False, normalized=False) for tag in TAGS])
+    tokenizer.chat_template = CHAT_TEMPLATE
+    return tokenizer
+
+
+# --------------------------------------------------------------------------
+# model
+# --------------------------------------------------------------------------
+
+
+def build_model(tokenizer, settings: WarmStartSettings):
+    """A freshly initialised ``Qwen2ForCausalLM`` sized by ``settings``."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=settings.hidden_size,
+        intermediate_size=settings.intermediate_size,
+        num_hidden_layers=settings.num_layers,
+        num_attention_heads=settings.num_heads,
+        num_key_value_heads=settings.num_kv_heads,
+        max_position_embeddings=settings.max_positions,
+        tie_word_embeddings=True,
+        bos_token_id=None,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    model = Qwen2ForCausalLM(config)
+    # Plain greedy decoding unless a caller asks otherwise (Qwen ships
+    # sampling defaults; a tiny model should not surprise anyone with them).
+    generation = model.generation_config
+    generation.eos_token_id = tokenizer.eos_token_id
+    generation.pad_token_id = tokenizer.pad_token_id
+    generation.bos_token_id = None
+    generation.do_sample = False
+    return model
+
+
+def parameter_count(model) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+# --------------------------------------------------------------------------
+# supervised warm start
+# --------------------------------------------------------------------------
+
+
+def encode_sft_example(tokenizer, problem: Problem) -> tuple[list[int], int]:
+    """Token ids of prompt + reference completion + eos, and the prompt length."""
+    prompt = tokenizer(make_prompt(problem.question, tokenizer), add_special_tokens=False)
+    target = tokenizer(problem.solution + tokenizer.eos_token, add_special_tokens=False)
+    return prompt["input_ids"] + target["input_ids"], len(prompt["input_ids"])
+
+
+def collate_sft(examples: list[tuple[list[int], int]], pad_id: int) -> dict[str, torch.Tensor]:
+    """Right-padded batch; labels are -100 on the prompt and on padding."""
+    width = max(len(ids) for ids, _ in examples)
+    input_ids = torch.full((len(examples), width), pad_id, dtype=torch.long)
+    attention_mask = torch.zeros((len(examples), width), dtype=torch.long)
+    labels = torch.full((len(examples), width), -100, dtype=torch.long)
+    for row, (ids, n_prompt) in enumerate(examples):
+        input_ids[row, : len(ids)] = torch.tensor(ids)
+        attention_mask[row, : len(ids)] = 1
+        labels[row, n_prompt : len(ids)] = torch.tensor(ids[n_prompt:])
+    return {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
+
+
+def _lr_factor(step: int, total: int, warmup: int) -> float:
+    """Linear warmup, then cosine decay to 10% of the peak."""
+    if step < warmup:
+        return (step + 1) / warmup
+    progress = (step - warmup) / max(1, total - warmup)
+    return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+def supervised_finetune(model, tokenizer, problems, settings: WarmStartSettings, seed: int,
+                        progress: bool = True) -> list[float]:
+    """Full fine-tuning on reference completions; returns the loss of every step."""
+    from tqdm.auto import tqdm
+
+    examples = [encode_sft_example(tokenizer, p) for p in problems]
+    order_rng = random.Random(seed)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=settings.learning_rate,
+                                  betas=(0.9, 0.98), weight_decay=0.0)
+    warmup = max(1, int(settings.warmup_fraction * settings.sft_steps))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: _lr_factor(step, settings.sft_steps, warmup))
+    model.train()
+    losses: list[float] = []
+    bar = tqdm(range(settings.sft_steps), desc="warm-start SFT", disable=not progress)
+    for _ in bar:
+        batch = collate_sft(order_rng.sample(examples, settings.batch_size), tokenizer.pad_token_id)
+        loss = model(**batch).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+        losses.append(loss.item())
+        bar.set_postfix(loss=f"{losses[-1]:.3f}")
+    model.eval()
+    return losses
+
+
+# --------------------------------------------------------------------------
+# measurement
+# --------------------------------------------------------------------------
+
+
+@torch.no_grad()
+def generate_completions(model, tokenizer, prompts: list[str], *, max_new_tokens: int,
+                         batch_size: int = 50, temperature: float | None = None) -> list[str]:
+    """Completions of rendered prompts: greedy, or sampled when ``temperature`` is set.
+
+    Batches are left-padded so every prompt ends where generation starts.
+    """
+    completions: list[str] = []
+    sampling = {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0} \
+        if temperature else {"do_sample": False}
+    for start in range(0, len(prompts), batch_size):
+        batch = tokenizer(prompts[start : start + batch_size], return_tensors="pt", padding=True,
+                          padding_side="left", add_special_tokens=False)
+        output = model.generate(**batch, max_new_tokens=max_new_tokens,
+                                pad_token_id=tokenizer.pad_token_id,
+                                eos_token_id=tokenizer.eos_token_id, **sampling)
+        new_tokens = output[:, batch["input_ids"].shape[1] :]
+        completions += tokenizer.batch_decode(new_tokens, skip_special_tokens=True)
+    return completions
+
+
+def greedy_pass_at_1(model, tokenizer, problems: list[Problem], max_new_tokens: int) -> float:
+    """Fraction of problems whose greedy completion states the gold answer."""
+    prompts = [make_prompt(p.question, tokenizer) for p in problems]
+    completions = generate_completions(model, tokenizer, prompts, max_new_tokens=max_new_tokens)
+    hits = [answers_match(extract_answer(c), p.answer) for c, p in zip(completions, problems)]
+    return sum(hits) / max(1, len(hits))
+
+
+# --------------------------------------------------------------------------
+# the cached, atomic build
+# --------------------------------------------------------------------------
+
+
+def _cache_key(seed: int, settings: WarmStartSettings) -> dict:
+    return {"version": WARMSTART_VERSION, "seed": seed, "settings": asdict(settings)}
+
+
+def read_build_info(out_dir: str | os.PathLike) -> dict | None:
+    """The build.json of a finished warm start, or None."""
+    path = Path(out_dir) / BUILD_INFO_FILE
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _is_cached(out_dir: Path, seed: int, settings: WarmStartSettings) -> bool:
+    info = read_build_info(out_dir)
+    if info is None:
+        return False
+    key = _cache_key(seed, settings)
+    return all(info.get(field) == value for field, value in key.items())
+
+
+def _build_into(folder: Path, seed: int, settings: WarmStartSettings, progress: bool) -> dict:
+    """Tokenizer, model and SFT saved into ``folder``; returns the build record."""
+    started = time.perf_counter()
+    tokenizer = build_tokenizer(tokenizer_corpus(settings, seed), settings.min_word_count)
+    task = dict(min_steps=settings.min_steps, max_steps=settings.max_steps,
+                max_value=settings.max_value)
+    sft_problems = generate_problems(settings.n_sft_problems, SFT_SEED_OFFSET + seed,
+                                     partition="train", id_prefix="sft", **task)
+    heldout = generate_problems(settings.n_heldout, HELDOUT_SEED_OFFSET + seed,
+                                partition="eval", id_prefix="heldout", **task)
+    with torch.random.fork_rng():  # the caller's global RNG state is left alone
+        torch.manual_seed(seed)
+        model = build_model(tokenizer, settings)
+        losses = supervised_finetune(model, tokenizer, sft_problems, settings, seed, progress)
+    pass_at_1 = greedy_pass_at_1(model, tokenizer, heldout, settings.max_new_tokens)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    tail = losses[-10:]
+    return {
+        **_cache_key(seed, settings),
+        "build_seconds": round(time.perf_counter() - started, 2),
+        "parameters": parameter_count(model),
+        "vocab_size": len(tokenizer),
+        "sft_steps": settings.sft_steps,
+        "final_sft_loss": round(sum(tail) / max(1, len(tail)), 4),
+        "heldout_pass_at_1": pass_at_1,
+        "heldout_n": len(heldout),
+        "torch_threads": torch.get_num_threads(),
+    }
+
+
+def _replace_dir(source: Path, target: Path) -> None:
+    """Move ``source`` to ``target``, discarding any previous ``target``."""
+    if target.exists():
+        stale = target.with_name(f".{target.name}.old-{os.getpid()}")
+        os.rename(target, stale)
+        shutil.rmtree(stale, ignore_errors=True)
+    os.rename(source, target)
+
+
+def build_warm_start(
+    out_dir: str | os.PathLike = DEFAULT_WARMSTART_DIR,
+    seed: int = 0,
+    *,
+    settings: WarmStartSettings | None = None,
+    force: bool = False,
+    progress: bool = True,
+) -> Path:
+    """Build (or reuse) the warm-started tiny model in ``out_dir``; returns its path.
+
+    A folder whose build.json records the same seed, settings and recipe
+    version is returned as is unless ``force``.  The build happens in a
+    hidden sibling folder that is renamed into place only when complete, so
+    an interrupted build never leaves a folder that looks finished.
+    """
+    settings = settings or WarmStartSettings()
+    out_dir = Path(out_dir)
+    if not force and _is_cached(out_dir, seed, settings):
+        return out_dir
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = out_dir.with_name(f".{out_dir.name}.building-{os.getpid()}")
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        info = _build_into(staging, seed, settings, progress)
+        # build.json last: its presence marks a complete folder.
+        (staging / BUILD_INFO_FILE).write_text(json.dumps(info, indent=2) + "\n")
+        _replace_dir(staging, out_dir)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return out_dir
