@@ -24,8 +24,9 @@ $(STAMP): pyproject.toml
 	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (saah)" >/dev/null
 	touch $(STAMP)
 
+# Non-fatal: without root or apt the PDF test skips and `make paper` says what to install.
 latex:
-	bash tools/install_latex.sh
+	-bash tools/install_latex.sh
 
 test: setup latex
 	$(PY) -m pytest -q

@@ -41,6 +41,8 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
+from saah_lib.runlog import read_jsonl as _read_jsonl
+
 log = logging.getLogger(__name__)
 
 #: Method identifiers used in ``config.json`` and their display names.
@@ -82,31 +84,8 @@ GROUP_KEYS = ["model_label", "method", "alpha"]
 # ---------------------------------------------------------------------------
 
 def read_jsonl(path: str | Path) -> list[dict]:
-    """Read a JSON-lines file that may still be being appended to.
-
-    Blank lines are skipped.  A *trailing* line that is not valid JSON (a write
-    in progress) is ignored silently; an invalid line elsewhere is skipped with
-    a warning.  A missing file gives ``[]``.
-    """
-    path = Path(path)
-    if not path.is_file():
-        return []
-    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    # index of the last non-blank line
-    last = max((i for i, ln in enumerate(lines) if ln.strip()), default=-1)
-    records: list[dict] = []
-    for i, line in enumerate(lines):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            if i != last:
-                log.warning("%s:%d: skipping a line that is not valid JSON", path, i + 1)
-            continue
-        if isinstance(rec, dict):
-            records.append(rec)
-    return records
+    """Records of a JSON-lines file that may still be appended to (see :func:`saah_lib.runlog.read_jsonl`)."""
+    return [r for r in _read_jsonl(Path(path), strict=False) if isinstance(r, dict)]
 
 
 def _read_json(path: Path) -> dict | None:

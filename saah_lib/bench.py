@@ -76,11 +76,16 @@ def filler_tokenizer(vocab_size: int):
     return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>")
 
 
-def build_model(profile: str, dtype: torch.dtype, num_layers: int | None, seed: int = 0):
-    """(model, tokenizer, label): random-weight Qwen2.5 or the tiny warm start."""
+def build_model(profile: str, dtype: torch.dtype, num_layers: int | None, seed: int = 0,
+                model_dir: str | None = None):
+    """(model, tokenizer, label): a model folder, the tiny warm start, or a random-weight Qwen2.5."""
+    from saah_lib.trainer import load_model_and_tokenizer
+
+    if model_dir is not None:
+        model, tokenizer = load_model_and_tokenizer(model_dir)
+        return model, tokenizer, f"model folder {model_dir}"
     if profile == "tiny":
         from saah_lib.train import resolve_model
-        from saah_lib.trainer import load_model_and_tokenizer
 
         model, tokenizer = load_model_and_tokenizer(resolve_model(make_config("tiny"), progress=False))
         return model, tokenizer, "tiny warm start"
@@ -200,7 +205,7 @@ def run_benchmark(args) -> dict:
     dtype = torch.bfloat16 if (cfg.dtype == "bfloat16" and torch.cuda.is_available()) else torch.float32
 
     def model_factory():
-        model, tokenizer, label = build_model(args.profile, dtype, args.num_layers)
+        model, tokenizer, label = build_model(args.profile, dtype, args.num_layers, model_dir=args.model_dir)
         return model, tokenizer, label
 
     label = model_factory()[2]
@@ -255,6 +260,7 @@ def main(argv=None):
     p.add_argument("--steps", type=int, default=5, help="timed steps per variant (after warm-up)")
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--variants", nargs="*", help=f"subset of {[v[0] for v in VARIANTS]}")
+    p.add_argument("--model-dir", default=None, help="benchmark this model folder instead")
     p.add_argument("--num-layers", type=int, default=None, help="shrink the architecture (smoke tests only)")
     p.add_argument("--max-completion-length", type=int, default=None)
     p.add_argument("--prompt-tokens", type=int, default=192)

@@ -4,7 +4,6 @@ exactly equals the gold answer (the reward's exact-match rule)."""
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -12,13 +11,9 @@ import torch
 from tqdm.auto import tqdm
 from transformers import TrainerCallback
 
+from saah_lib.analysis import pass_at_1_ci
 from saah_lib.data import Problem, make_prompt
 from saah_lib.reward import answers_match, extract_answer
-
-
-def pass_at_1_ci(p: float, n: int) -> float:
-    """Half-width of the 95% normal-approximation interval, 1.96*sqrt(p(1-p)/N)."""
-    return 1.96 * math.sqrt(p * (1.0 - p) / n) if n > 0 else float("nan")
 
 
 @dataclass

@@ -11,6 +11,7 @@ step is neither lost nor duplicated.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import re
@@ -75,22 +76,26 @@ def append_jsonl(path: Path, record: dict) -> None:
         os.fsync(f.fileno())
 
 
-def read_jsonl(path: Path) -> list[dict]:
-    """All complete records; a torn last line (a writer killed mid-write) is ignored."""
+def read_jsonl(path: Path, strict: bool = True) -> list[dict]:
+    """All complete records; a torn last line (a writer killed mid-write) is ignored.
+
+    A bad line elsewhere raises with ``strict``; otherwise it is skipped with a
+    warning (readers of results that should show what is there).
+    """
     path = Path(path)
-    if not path.exists():
+    if not path.is_file():
         return []
+    lines = [(i, line) for i, line in enumerate(path.read_text().splitlines(), 1) if line.strip()]
     records = []
-    lines = path.read_text().splitlines()
-    for i, line in enumerate(lines):
-        if not line.strip():
-            continue
+    for i, line in lines:
         try:
             records.append(json.loads(line))
         except json.JSONDecodeError:
-            if i == len(lines) - 1:
+            if i == lines[-1][0]:
                 break
-            raise ValueError(f"{path}: line {i + 1} is not valid JSON") from None
+            if strict:
+                raise ValueError(f"{path}: line {i} is not valid JSON") from None
+            logging.getLogger(__name__).warning("%s:%d: skipping a line that is not valid JSON", path, i)
     return records
 
 
