@@ -199,6 +199,9 @@ def device_name() -> str:
 
 
 def run_benchmark(args) -> dict:
+    if not torch.cuda.is_available():
+        # two OpenMP threads on two shared cores can stall a step by 20x; one thread is steady
+        torch.set_num_threads(args.threads)
     cfg = make_config(args.profile, method="sa", steps=args.warmup + args.steps)
     if args.max_completion_length:
         cfg.max_completion_length = cfg.eval_max_new_tokens = args.max_completion_length
@@ -229,6 +232,7 @@ def run_benchmark(args) -> dict:
         "num_layers_override": args.num_layers, "completions_per_step": cfg.completions_per_step,
         "max_completion_length": cfg.max_completion_length, "full_length": args.full_length,
         "prompt_tokens": args.prompt_tokens, "warmup_steps": args.warmup, "timed_steps": args.steps,
+        "cpu_threads": None if torch.cuda.is_available() else args.threads,
         "lora": cfg.use_lora, "gradient_checkpointing": cfg.gradient_checkpointing,
         "variants": results, "ratios": ratios,
         "eval": eval_throughput(model_factory, cfg, args.eval_problems) if args.eval_problems else None,
@@ -266,6 +270,7 @@ def main(argv=None):
     p.add_argument("--prompt-tokens", type=int, default=192)
     p.add_argument("--eval-problems", type=int, default=64, help="0 skips the evaluation throughput")
     p.add_argument("--no-full-length", dest="full_length", action="store_false")
+    p.add_argument("--threads", type=int, default=1, help="torch CPU threads (CPU runs only)")
     p.add_argument("--out-dir", default="results/bench")
     args = p.parse_args(argv)
     args.argv = argv

@@ -39,10 +39,9 @@ PARTITIONS = ("train", "eval")
 EVAL_BUCKETS = 4
 DEFAULT_MIN_STEPS = 2
 DEFAULT_MAX_STEPS = 3
-DEFAULT_MAX_VALUE = 20
-# Largest value any intermediate result may take: keeps numbers at <= 3 digits.
-RESULT_CAP = 999
-_MAX_TRIES_PER_PROBLEM = 1000
+DEFAULT_MAX_VALUE = 9
+DEFAULT_MAX_RESULT = 30
+_TRIES_PER_TEMPLATE = 200
 
 NAMES = {
     "Mia": "She", "Ava": "She", "Lily": "She", "Emma": "She", "Zoe": "She", "Nora": "She",
@@ -93,9 +92,9 @@ class Draft:
     def answer(self) -> int:
         return self.calcs[-1].result
 
-    def is_valid(self) -> bool:
-        """Every intermediate result is a positive integer no larger than RESULT_CAP."""
-        return all(0 < calc.result <= RESULT_CAP for calc in self.calcs)
+    def is_valid(self, max_result: int) -> bool:
+        """Every intermediate result is a positive integer no larger than ``max_result``."""
+        return all(0 < calc.result <= max_result for calc in self.calcs)
 
 
 class _Story:
@@ -317,21 +316,32 @@ def partition_of(question: str) -> str:
     return "eval" if bucket == 0 else "train"
 
 
-def draw_draft(rng: random.Random, n_ops: int, max_value: int) -> Draft:
-    """One valid random problem with exactly n_ops operations."""
-    for _ in range(_MAX_TRIES_PER_PROBLEM):
-        template = TEMPLATES[rng.choice(sorted(TEMPLATES))]
-        draft = template(_Story(rng, max_value), n_ops)
-        if draft is not None and draft.is_valid():
-            return draft
-    raise RuntimeError(f"could not generate a problem with {n_ops} operations")
+def draw_draft(rng: random.Random, n_ops: int, max_value: int, max_result: int) -> Draft:
+    """One valid random problem with exactly n_ops operations.
+
+    The template is drawn first and then retried until its numbers fit, so
+    templates whose numbers rarely fit are not crowded out by easier ones.
+    """
+    names = sorted(TEMPLATES)
+    rng.shuffle(names)
+    for name in names:
+        for _ in range(_TRIES_PER_TEMPLATE):
+            draft = TEMPLATES[name](_Story(rng, max_value), n_ops)
+            if draft is None:
+                break  # this template cannot make n_ops operations
+            if draft.is_valid(max_result):
+                return draft
+    raise ValueError(f"no template fits {n_ops} operations with max_value={max_value}, "
+                     f"max_result={max_result}")
 
 
-def _check_settings(min_steps: int, max_steps: int, max_value: int) -> None:
+def _check_settings(min_steps: int, max_steps: int, max_value: int, max_result: int) -> None:
     if not 1 <= min_steps <= max_steps:
         raise ValueError(f"need 1 <= min_steps <= max_steps, got {min_steps}, {max_steps}")
     if max_value < 5:
         raise ValueError(f"max_value must be at least 5, got {max_value}")
+    if max_result < 2 * max_value:
+        raise ValueError(f"max_result must be at least 2 * max_value, got {max_result}")
 
 
 def generate_problems(
@@ -341,18 +351,21 @@ def generate_problems(
     min_steps: int = DEFAULT_MIN_STEPS,
     max_steps: int = DEFAULT_MAX_STEPS,
     max_value: int = DEFAULT_MAX_VALUE,
+    max_result: int = DEFAULT_MAX_RESULT,
     id_prefix: str = "syn",
     partition: str | None = None,
 ) -> list[Problem]:
     """``n`` distinct problems, the same list for the same arguments.
 
-    ``min_steps``/``max_steps`` bound the number of operations per problem,
-    ``max_value`` the numbers in the question (multipliers and divisors stay
-    in 2..9 whatever it is).  ``partition`` ("train" or "eval") keeps only
+    ``min_steps``/``max_steps`` bound the number of operations per problem.
+    ``max_value`` bounds the numbers a story starts from (multipliers and
+    divisors stay in 2..9 whatever it is); numbers derived from earlier ones,
+    such as a bill or an amount given away, may be larger.  ``max_result``
+    bounds every intermediate result and so the answer.  ``partition`` ("train" or "eval") keeps only
     questions of that hash partition; None keeps all.  Ids are
     ``{id_prefix}-00000``, ``{id_prefix}-00001``, ...
     """
-    _check_settings(min_steps, max_steps, max_value)
+    _check_settings(min_steps, max_steps, max_value, max_result)
     if partition not in (None, *PARTITIONS):
         raise ValueError(f"partition must be None or one of {PARTITIONS}, got {partition!r}")
     # A string seed names an independent stream per partition.
@@ -360,7 +373,7 @@ def generate_problems(
     problems: list[Problem] = []
     seen: set[str] = set()
     while len(problems) < n:
-        draft = draw_draft(rng, rng.randint(min_steps, max_steps), max_value)
+        draft = draw_draft(rng, rng.randint(min_steps, max_steps), max_value, max_result)
         if draft.question in seen:
             continue
         if partition is not None and partition_of(draft.question) != partition:
@@ -383,14 +396,16 @@ def synthetic_split(
     min_steps: int = DEFAULT_MIN_STEPS,
     max_steps: int = DEFAULT_MAX_STEPS,
     max_value: int = DEFAULT_MAX_VALUE,
+    max_result: int = DEFAULT_MAX_RESULT,
 ) -> DataSplit:
     """Train and eval problems from disjoint hash partitions, with provenance in ``info``."""
-    settings = dict(min_steps=min_steps, max_steps=max_steps, max_value=max_value)
+    settings = dict(min_steps=min_steps, max_steps=max_steps, max_value=max_value,
+                    max_result=max_result)
     train = generate_problems(n_train, seed, id_prefix="syn-train", partition="train", **settings)
     evaluation = generate_problems(n_eval, seed, id_prefix="syn-eval", partition="eval", **settings)
     info = {
         "source": f"{GENERATOR_VERSION}:min_steps={min_steps},max_steps={max_steps},"
-                  f"max_value={max_value}",
+                  f"max_value={max_value},max_result={max_result}",
         "seed": seed,
         "n_train": len(train),
         "n_eval": len(evaluation),

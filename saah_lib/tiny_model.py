@@ -34,6 +34,7 @@ import torch
 from saah_lib.data import SYSTEM_PROMPT, Problem, make_prompt
 from saah_lib.reward import TAGS, answers_match, extract_answer
 from saah_lib.synthetic import (
+    DEFAULT_MAX_RESULT,
     DEFAULT_MAX_STEPS,
     DEFAULT_MAX_VALUE,
     DEFAULT_MIN_STEPS,
@@ -91,6 +92,7 @@ class WarmStartSettings:
     min_steps: int = DEFAULT_MIN_STEPS
     max_steps: int = DEFAULT_MAX_STEPS
     max_value: int = DEFAULT_MAX_VALUE
+    max_result: int = DEFAULT_MAX_RESULT
     # supervised warm start
     sft_steps: int = 300
     batch_size: int = 32
@@ -112,6 +114,7 @@ def tokenizer_corpus(settings: WarmStartSettings, seed: int) -> list[str]:
     problems = generate_problems(
         settings.tokenizer_problems, TOKENIZER_SEED_OFFSET + seed,
         min_steps=1, max_steps=max(4, settings.max_steps), max_value=settings.max_value,
+        max_result=settings.max_result,
     )
     texts = [p.question for p in problems] + [p.solution for p in problems]
     # Repeated so that every word of these texts passes min_word_count.
@@ -250,12 +253,41 @@ def _lr_factor(step: int, total: int, warmup: int) -> float:
     return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress))
 
 
+def shared_prefix_length(examples: list[tuple[list[int], int]]) -> int:
+    """Number of leading prompt tokens that every example shares (the system turn)."""
+    first = examples[0][0]
+    length = min(n_prompt for _, n_prompt in examples)
+    for ids, _ in examples[1:]:
+        length = next((i for i in range(length) if ids[i] != first[i]), length)
+    return length
+
+
+def sft_loss(model, prefix_ids: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Mean completion-token loss with the shared prefix computed once per batch.
+
+    The system prompt is a third of every sequence; running it once and
+    repeating its key/value cache across the batch gives the same loss and
+    gradients as full sequences for about two thirds of the compute.
+    """
+    size = batch["input_ids"].shape[0]
+    cache = None
+    if prefix_ids.numel():
+        cache = model(input_ids=prefix_ids[None], use_cache=True).past_key_values
+        cache.batch_repeat_interleave(size)
+        prefix_mask = torch.ones((size, prefix_ids.numel()), dtype=torch.long)
+        batch = {**batch, "attention_mask": torch.cat([prefix_mask, batch["attention_mask"]], 1)}
+    return model(**batch, past_key_values=cache).loss
+
+
 def supervised_finetune(model, tokenizer, problems, settings: WarmStartSettings, seed: int,
                         progress: bool = True) -> list[float]:
     """Full fine-tuning on reference completions; returns the loss of every step."""
     from tqdm.auto import tqdm
 
     examples = [encode_sft_example(tokenizer, p) for p in problems]
+    n_prefix = shared_prefix_length(examples)
+    prefix_ids = torch.tensor(examples[0][0][:n_prefix], dtype=torch.long)
+    examples = [(ids[n_prefix:], n_prompt - n_prefix) for ids, n_prompt in examples]
     order_rng = random.Random(seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=settings.learning_rate,
                                   betas=(0.9, 0.98), weight_decay=0.0)
@@ -267,7 +299,7 @@ def supervised_finetune(model, tokenizer, problems, settings: WarmStartSettings,
     bar = tqdm(range(settings.sft_steps), desc="warm-start SFT", disable=not progress)
     for _ in bar:
         batch = collate_sft(order_rng.sample(examples, settings.batch_size), tokenizer.pad_token_id)
-        loss = model(**batch).loss
+        loss = sft_loss(model, prefix_ids, batch)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
@@ -344,7 +376,7 @@ def _build_into(folder: Path, seed: int, settings: WarmStartSettings, progress: 
     started = time.perf_counter()
     tokenizer = build_tokenizer(tokenizer_corpus(settings, seed), settings.min_word_count)
     task = dict(min_steps=settings.min_steps, max_steps=settings.max_steps,
-                max_value=settings.max_value)
+                max_value=settings.max_value, max_result=settings.max_result)
     sft_problems = generate_problems(settings.n_sft_problems, SFT_SEED_OFFSET + seed,
                                      partition="train", id_prefix="sft", **task)
     heldout = generate_problems(settings.n_heldout, HELDOUT_SEED_OFFSET + seed,

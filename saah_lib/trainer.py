@@ -192,20 +192,16 @@ class SAAHGRPOTrainer(GRPOTrainer):
             metrics[f"saah/{name}"].append(global_mean(stats[name]))
 
     def _keep_token_entropies(self, norm_entropy, mask, advantages) -> None:
-        """Per-token entropies of a few rollouts per step, for the weight schematic."""
-        wanted = self.args.log_token_entropies
-        if wanted <= 0 or len(self.token_entropy_samples) >= wanted:
+        """Per-token entropies of one negative and one positive rollout per step, for the weight schematic."""
+        room = self.args.log_token_entropies - len(self.token_entropy_samples)
+        if room <= 0:
             return
-        # prefer one rollout of each advantage sign
-        order = sorted(range(advantages.numel()), key=lambda i: (advantages[i].item() >= 0, -abs(advantages[i].item())))
-        negative = [i for i in order if advantages[i] < 0]
-        positive = [i for i in order if advantages[i] > 0]
-        for i in (negative[:1] + positive[:1] + order)[:wanted]:
-            if len(self.token_entropy_samples) >= wanted:
-                break
+        adv = advantages.reshape(-1)
+        picks = (adv < 0).nonzero().flatten()[:1].tolist() + (adv > 0).nonzero().flatten()[:1].tolist()
+        for i in picks[:room]:
             n = int(mask[i].sum().item())
             self.token_entropy_samples.append({
-                "advantage": advantages[i].item(),
+                "advantage": adv[i].item(),
                 "entropy_norm": [round(v, 6) for v in norm_entropy[i, :n].tolist()],
             })
 
