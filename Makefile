@@ -33,7 +33,6 @@ test: setup latex
 
 mini: setup
 	$(PY) -m saah_lib.mini --root results/mini
-	$(MAKE) figures
 
 figures: setup
 	$(PY) -m papermill -k python3 --log-level WARNING notebooks/04_figures.ipynb results/04_figures.out.ipynb

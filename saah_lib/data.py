@@ -60,6 +60,21 @@ class DataSplit:
     eval: list[Problem]
     info: dict
 
+    @classmethod
+    def with_provenance(cls, train: list[Problem], evaluation: list[Problem], *, source: str, seed: int) -> "DataSplit":
+        """A split whose ``info`` records the source, seed, chosen ids and their hashes."""
+        info = {
+            "source": source,
+            "seed": seed,
+            "n_train": len(train),
+            "n_eval": len(evaluation),
+            "train_ids": [p.id for p in train],
+            "eval_ids": [p.id for p in evaluation],
+            "train_sha256": records_sha256(train),
+            "eval_sha256": records_sha256(evaluation),
+        }
+        return cls(train=train, eval=evaluation, info=info)
+
 
 # --------------------------------------------------------------------------
 # parsing and loading
@@ -193,17 +208,7 @@ def sample_split(
     """
     train = _sample(list(train_pool), n_train, seed, "train")
     evaluation = _sample(list(eval_pool), n_eval, seed, "eval")
-    info = {
-        "source": source,
-        "seed": seed,
-        "n_train": len(train),
-        "n_eval": len(evaluation),
-        "train_ids": [p.id for p in train],
-        "eval_ids": [p.id for p in evaluation],
-        "train_sha256": records_sha256(train),
-        "eval_sha256": records_sha256(evaluation),
-    }
-    return DataSplit(train=train, eval=evaluation, info=info)
+    return DataSplit.with_provenance(train, evaluation, source=source, seed=seed)
 
 
 def paper_split(

@@ -1,9 +1,16 @@
 """Synthetic GSM8K-like word problems for CPU-sized experiments.
 
 Each problem is a short story ("Mia buys 3 pens for 4 dollars each ...")
-whose answer takes 1 to 4 integer operations.  Its reference solution is a
-completion in the project's tagged format that first lists the numbers given
-in the question, then one calculation per line::
+whose answer takes a few integer operations (+, -, *, exact /).  Six templates
+(shopping, boxes, travel, ages, wages, a gain/loss chain) vary names, items
+and numbers.  Difficulty knobs: ``min_steps``/``max_steps`` (operations per
+problem; above 3 only the chain template applies), ``max_value`` (numbers a
+story starts from) and ``max_result`` (cap on every intermediate result).
+The defaults (2-3 operations, numbers up to 9, results up to 30) are sized
+for a two-layer model that learns them on a CPU in minutes.
+
+A reference solution is a completion in the project's tagged format that
+first lists the numbers given in the question, then one calculation per line::
 
     <start_working_out>
     1. 3 pens
@@ -16,8 +23,8 @@ in the question, then one calculation per line::
 
 Listing the given numbers is what makes a 2-operation problem reach the five
 step lines that earn the full step reward, so with ``min_steps >= 2`` every
-reference scores the maximum 7.5 and a policy can only gain reward by being
-right (a 1-operation reference has three step lines and scores 7.2).
+reference scores the maximum 7.5 and padding with extra lines earns nothing
+(a 1-operation reference has three step lines and scores 7.2).
 
 Train and evaluation problems never share a question: every question text
 falls, by its hash, into exactly one of the two partitions, whatever the seed.
@@ -30,7 +37,7 @@ import random
 from dataclasses import dataclass
 from typing import Callable
 
-from saah_lib.data import DataSplit, Problem, records_sha256
+from saah_lib.data import DataSplit, Problem
 from saah_lib.reward import SOLUTION_CLOSE, SOLUTION_OPEN, WORKING_CLOSE, WORKING_OPEN
 
 GENERATOR_VERSION = "synthetic-v1"
@@ -361,8 +368,9 @@ def generate_problems(
     ``max_value`` bounds the numbers a story starts from (multipliers and
     divisors stay in 2..9 whatever it is); numbers derived from earlier ones,
     such as a bill or an amount given away, may be larger.  ``max_result``
-    bounds every intermediate result and so the answer.  ``partition`` ("train" or "eval") keeps only
-    questions of that hash partition; None keeps all.  Ids are
+    bounds every intermediate result and so the answer.  ``partition``
+    ("train" or "eval") keeps only questions of that hash partition; None
+    keeps all.  Ids are
     ``{id_prefix}-00000``, ``{id_prefix}-00001``, ...
     """
     _check_settings(min_steps, max_steps, max_value, max_result)
@@ -403,15 +411,6 @@ def synthetic_split(
                     max_result=max_result)
     train = generate_problems(n_train, seed, id_prefix="syn-train", partition="train", **settings)
     evaluation = generate_problems(n_eval, seed, id_prefix="syn-eval", partition="eval", **settings)
-    info = {
-        "source": f"{GENERATOR_VERSION}:min_steps={min_steps},max_steps={max_steps},"
-                  f"max_value={max_value},max_result={max_result}",
-        "seed": seed,
-        "n_train": len(train),
-        "n_eval": len(evaluation),
-        "train_ids": [p.id for p in train],
-        "eval_ids": [p.id for p in evaluation],
-        "train_sha256": records_sha256(train),
-        "eval_sha256": records_sha256(evaluation),
-    }
-    return DataSplit(train=train, eval=evaluation, info=info)
+    source = (f"{GENERATOR_VERSION}:min_steps={min_steps},max_steps={max_steps},"
+              f"max_value={max_value},max_result={max_result}")
+    return DataSplit.with_provenance(train, evaluation, source=source, seed=seed)

@@ -121,12 +121,19 @@ def test_bad_settings_are_rejected():
         generate_problems(5, seed=0, min_steps=3, max_steps=2)
     with pytest.raises(ValueError):
         generate_problems(5, seed=0, partition="test")
+    with pytest.raises(ValueError):
+        generate_problems(5, seed=0, max_value=9, max_result=10)
 
 
-def test_draft_intermediate_results_stay_positive():
+def test_intermediate_results_stay_within_bounds():
     import random
 
     rng = random.Random(0)
     for _ in range(200):
-        draft = draw_draft(rng, rng.randint(1, 4), 20)
-        assert draft.is_valid()
+        draft = draw_draft(rng, rng.randint(1, 4), max_value=20, max_result=60)
+        assert all(0 < calc.result <= 60 for calc in draft.calcs)
+
+
+def test_max_result_bounds_the_answers():
+    for p in generate_problems(100, seed=4, max_value=9, max_result=25):
+        assert all(0 < true <= 25 for _, true in recompute(p.solution))
