@@ -69,7 +69,7 @@ class TrainLogCallback(TrainerCallback):
             self.trainer.token_entropy_samples.clear()
 
 
-def load_split(cfg: SAAHConfig, tokenizer=None):
+def load_split(cfg: SAAHConfig):
     """The config's training and evaluation problems (a DataSplit with provenance info)."""
     if cfg.dataset == "gsm8k":
         from saah_lib.data import paper_split
