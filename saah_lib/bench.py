@@ -76,26 +76,30 @@ def filler_tokenizer(vocab_size: int):
     return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>")
 
 
+def model_description(profile: str, model_dir: str | None) -> str:
+    if model_dir is not None:
+        return f"model folder {model_dir}"
+    return "tiny warm start" if profile == "tiny" else f"{profile} architecture, random weights"
+
+
 def build_model(profile: str, dtype: torch.dtype, num_layers: int | None, seed: int = 0,
                 model_dir: str | None = None):
-    """(model, tokenizer, label): a model folder, the tiny warm start, or a random-weight Qwen2.5."""
+    """(model, tokenizer): a model folder, the tiny warm start, or a random-weight Qwen2.5."""
     from saah_lib.trainer import load_model_and_tokenizer
 
     if model_dir is not None:
-        model, tokenizer = load_model_and_tokenizer(model_dir)
-        return model, tokenizer, f"model folder {model_dir}"
+        return load_model_and_tokenizer(model_dir)
     if profile == "tiny":
         from saah_lib.train import resolve_model
 
-        model, tokenizer = load_model_and_tokenizer(resolve_model(make_config("tiny"), progress=False))
-        return model, tokenizer, "tiny warm start"
+        return load_model_and_tokenizer(resolve_model(make_config("tiny"), progress=False))
     from transformers import Qwen2ForCausalLM
 
     config = qwen25_config(profile, num_layers)
     torch.manual_seed(seed)
     model = Qwen2ForCausalLM(config).to(dtype)
     model.generation_config.eos_token_id = None  # never stop early: full-length completions
-    return model, filler_tokenizer(config.vocab_size), f"{profile} architecture, random weights"
+    return model, filler_tokenizer(config.vocab_size)
 
 
 class StepClock(TrainerCallback):
@@ -137,7 +141,7 @@ def time_variant(variant, model_factory, cfg, args, out_dir: Path) -> dict:
     from saah_lib.trainer import SAAHGRPOConfig, SAAHGRPOTrainer
 
     name, which, method, top_k = variant
-    model, tokenizer, _ = model_factory()
+    model, tokenizer = model_factory()
     common = trl_kwargs(cfg, out_dir / name, progress=False)
     common.update(max_steps=args.warmup + args.steps, save_strategy="no",
                   generation_kwargs={"min_new_tokens": cfg.max_completion_length} if args.full_length else None)
@@ -176,7 +180,7 @@ def eval_throughput(model_factory, cfg, n_problems: int) -> dict:
     from saah_lib.evaluate import greedy_completions
     from saah_lib.synthetic import generate_problems
 
-    model, tokenizer, _ = model_factory()
+    model, tokenizer = model_factory()
     device = "cuda" if torch.cuda.is_available() else "cpu"
     model = model.to(device)
     prompts = [p.question for p in generate_problems(n_problems, seed=1)]
@@ -208,10 +212,9 @@ def run_benchmark(args) -> dict:
     dtype = torch.bfloat16 if (cfg.dtype == "bfloat16" and torch.cuda.is_available()) else torch.float32
 
     def model_factory():
-        model, tokenizer, label = build_model(args.profile, dtype, args.num_layers, model_dir=args.model_dir)
-        return model, tokenizer, label
+        return build_model(args.profile, dtype, args.num_layers, model_dir=args.model_dir)
 
-    label = model_factory()[2]
+    label = model_description(args.profile, args.model_dir)
     out_dir = Path(args.out_dir)
     variants = [v for v in VARIANTS if not args.variants or v[0] in args.variants]
     results = [time_variant(v, model_factory, cfg, args, out_dir / "trainer_tmp") for v in variants]

@@ -44,8 +44,6 @@ from saah_lib.reward import (
     TAGS,
     WORKING_CLOSE,
     WORKING_OPEN,
-    answers_match,
-    extract_answer,
 )
 from saah_lib.synthetic import (
     DEFAULT_MAX_RESULT,
@@ -393,32 +391,12 @@ def supervised_finetune(model, tokenizer, problems, settings: WarmStartSettings,
 
 
 @torch.no_grad()
-def generate_completions(model, tokenizer, prompts: list[str], *, max_new_tokens: int,
-                         batch_size: int = 50, temperature: float | None = None) -> list[str]:
-    """Completions of rendered prompts: greedy, or sampled when ``temperature`` is set.
-
-    Batches are left-padded so every prompt ends where generation starts.
-    """
-    completions: list[str] = []
-    sampling = {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0} \
-        if temperature else {"do_sample": False}
-    for start in range(0, len(prompts), batch_size):
-        batch = tokenizer(prompts[start : start + batch_size], return_tensors="pt", padding=True,
-                          padding_side="left", add_special_tokens=False)
-        output = model.generate(**batch, max_new_tokens=max_new_tokens,
-                                pad_token_id=tokenizer.pad_token_id,
-                                eos_token_id=tokenizer.eos_token_id, **sampling)
-        new_tokens = output[:, batch["input_ids"].shape[1] :]
-        completions += tokenizer.batch_decode(new_tokens, skip_special_tokens=True)
-    return completions
-
-
 def greedy_pass_at_1(model, tokenizer, problems: list[Problem], max_new_tokens: int) -> float:
-    """Fraction of problems whose greedy completion states the gold answer."""
-    prompts = [make_prompt(p.question, tokenizer) for p in problems]
-    completions = generate_completions(model, tokenizer, prompts, max_new_tokens=max_new_tokens)
-    hits = [answers_match(extract_answer(c), p.answer) for c, p in zip(completions, problems)]
-    return sum(hits) / max(1, len(hits))
+    """Fraction of problems whose greedy completion states the gold answer (the project's evaluation)."""
+    from saah_lib.evaluate import evaluate_pass_at_1
+
+    return evaluate_pass_at_1(model, tokenizer, problems, max_new_tokens=max_new_tokens, batch_size=50,
+                              progress=False).pass_at_1
 
 
 # --------------------------------------------------------------------------
