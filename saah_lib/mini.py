@@ -126,6 +126,8 @@ def run_mini_study(root: Path, seeds: tuple[int, ...] = (0, 1, 2), steps: int | 
     with timings.stage("warm start") as info:
         build_warm_start(TINY_MODEL_DIR, progress=progress)
         build = read_build_info(TINY_MODEL_DIR) or {}
+        # The model folder is git-ignored; its build record is committed.
+        atomic_write_json(root / "warmstart_build.json", build)
         info["build_seconds"] = build.get("build_seconds")
         info["warm_start_pass_at_1_heldout"] = build.get("heldout_pass_at_1")
 
@@ -138,10 +140,31 @@ def run_mini_study(root: Path, seeds: tuple[int, ...] = (0, 1, 2), steps: int | 
     with timings.stage(f"train {len(configs)} runs, {jobs} at a time") as info:
         info["runs"] = train_all(configs, jobs, timings)
 
+    write_answer_kinds(root)
     if figures:
         with timings.stage("tables and figures"):
             render_figures(root)
     return timings.record
+
+
+def write_answer_kinds(root: Path) -> dict:
+    """Per run: how many evaluation answers were correct, the planted intermediate-answer
+    habit, or other errors, at the first and the last evaluation; to ``answer_kinds.json``.
+
+    This shows which mistakes training removed (see ``tiny_model.sft_targets``).
+    """
+    from saah_lib.runlog import read_jsonl
+    from saah_lib.synthetic import count_answer_kinds
+
+    summary = {}
+    for run_dir in sorted(p for p in (root / "runs").glob("*") if (p / "eval_samples").is_dir()):
+        files = sorted((run_dir / "eval_samples").glob("step_*.jsonl"))
+        if files:
+            summary[run_dir.name] = {
+                str(int(f.stem.split("_")[1])): count_answer_kinds(read_jsonl(f)) for f in (files[0], files[-1])
+            }
+    atomic_write_json(root / "answer_kinds.json", summary)
+    return summary
 
 
 def render_figures(mini_root: Path) -> None:
@@ -163,7 +186,13 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=None, help="override the tiny profile's steps")
     parser.add_argument("--jobs", type=int, default=2, help="training runs in parallel (one thread each)")
     parser.add_argument("--no-figures", action="store_true")
+    parser.add_argument("--answer-kinds-only", action="store_true",
+                        help="only rewrite <root>/answer_kinds.json from the runs already there")
     args = parser.parse_args(argv)
+    if args.answer_kinds_only:
+        write_answer_kinds(args.root)
+        print(f"wrote {args.root / 'answer_kinds.json'}")
+        return
     record = run_mini_study(args.root, tuple(args.seeds), args.steps, figures=not args.no_figures, jobs=args.jobs)
     print(f"\nmini study done in {record['total_wall_s'] / 60:.1f} min; timings in {args.root / 'timings.json'}")
 

@@ -14,10 +14,11 @@ code paths load by path (``AutoModelForCausalLM.from_pretrained`` and
   atomic tokens and the chat template is ChatML, so
   ``saah_lib.data.make_prompt`` renders prompts as it does for Qwen;
 * a two-layer ``Qwen2ForCausalLM`` with about 0.6M parameters;
-* a supervised warm start on reference solutions, stopped while the model
-  still gets most answers wrong, and trained on a mix of output layouts so
-  that sampled answers differ in format as well as in correctness.  Both
-  leave GRPO something to improve.
+* a supervised warm start on reference solutions with two planted habits
+  that the reward penalises and GRPO can unlearn (see ``sft_targets``): half
+  of the targets state an intermediate result as the final answer, and 40%
+  drop some of the format's tags.  Greedy Pass@1 of the warm start is about
+  0.3, leaving headroom.
 
 ``build_warm_start`` caches the folder (``build.json`` records seed and
 settings) and builds it atomically.
@@ -58,7 +59,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_WARMSTART_DIR = REPO_ROOT / "results" / "mini" / "warmstart" / "model"
 BUILD_INFO_FILE = "build.json"
 # Bump when the build recipe changes in a way the settings do not capture.
-WARMSTART_VERSION = 1
+WARMSTART_VERSION = 2
 
 PAD_TOKEN = "<|endoftext|>"
 IM_START = "<|im_start|>"
@@ -119,6 +120,9 @@ class WarmStartSettings:
     n_sft_problems: int = 16000
     # share of SFT targets written in a looser layout (see LOOSE_LAYOUTS)
     loose_format_fraction: float = 0.4
+    # share of SFT targets whose stated answer is the first calculation's
+    # result instead of the last one's (see sft_targets)
+    shortcut_fraction: float = 0.5
     # measurement
     n_heldout: int = 200
     max_new_tokens: int = 96
@@ -270,20 +274,43 @@ def relayout(solution: str, answer: str, layout: str) -> str:
     raise ValueError(f"unknown layout {layout!r}")
 
 
-def sft_targets(problems: list[Problem], loose_fraction: float,
-                rng: random.Random) -> list[Problem]:
-    """The problems with a ``loose_fraction`` share of solutions in a looser layout.
+def first_calculation_result(solution: str) -> str:
+    """The result of the first calculation line of a tagged reference (an intermediate quantity)."""
+    line = next(line for line in solution.split("\n") if " = " in line)
+    return line.rsplit(" = ", 1)[1]
 
-    Why: a warm start that always writes the full format leaves GRPO only
-    the correctness of arithmetic to improve, which a minute of CPU training
-    barely moves.  Mixed layouts give every group of samples a format
-    difference the reward ranks, as with an instruct model that follows the
-    requested format only part of the time.
+
+def sft_targets(problems: list[Problem], loose_fraction: float, rng: random.Random,
+                shortcut_fraction: float = 0.0) -> list[Problem]:
+    """The SFT targets: references with two habits planted at the given rates.
+
+    * ``shortcut_fraction``: the working is complete and correct, but the
+      stated answer is the first calculation's result, an intermediate
+      quantity (a common GSM8K slip: answering a sub-question).  It loses the
+      correctness reward.
+    * ``loose_fraction``: the solution is written in one of LOOSE_LAYOUTS,
+      as by an instruct model that follows the requested format only part
+      of the time.  It loses format reward.
+
+    Why plant them: a warm start trained on clean references alone leaves
+    GRPO only arithmetic slips to fix, and a minute of CPU training did not
+    fix them (held-out greedy Pass@1 stayed flat over 60 steps, and the
+    mean reward rose through format alone).  A habit that the model follows
+    about half the time gives sampled groups a difference the reward ranks
+    at a single decision, which GRPO learns within tens of steps; the
+    warm start's greedy Pass@1 then sits well below what its arithmetic
+    allows.  ``Problem.answer`` stays the gold answer.
     """
-    def pick_layout() -> str:
-        return rng.choice(LOOSE_LAYOUTS) if rng.random() < loose_fraction else "tagged"
-
-    return [replace(p, solution=relayout(p.solution, p.answer, pick_layout())) for p in problems]
+    targets = []
+    for problem in problems:
+        solution, stated = problem.solution, problem.answer
+        if rng.random() < shortcut_fraction:
+            stated = first_calculation_result(solution)
+            solution = solution.replace(f"{SOLUTION_OPEN}{problem.answer}{SOLUTION_CLOSE}",
+                                        f"{SOLUTION_OPEN}{stated}{SOLUTION_CLOSE}")
+        layout = rng.choice(LOOSE_LAYOUTS) if rng.random() < loose_fraction else "tagged"
+        targets.append(replace(problem, solution=relayout(solution, stated, layout)))
+    return targets
 
 
 def encode_sft_examples(tokenizer, problems: list[Problem]) -> list[tuple[list[int], int]]:
@@ -445,7 +472,7 @@ def _build_into(folder: Path, seed: int, settings: WarmStartSettings, progress: 
     sft_problems = generate_problems(settings.n_sft_problems, SFT_SEED_OFFSET + seed,
                                      partition="train", id_prefix="sft", **task)
     sft_problems = sft_targets(sft_problems, settings.loose_format_fraction,
-                               random.Random(SFT_SEED_OFFSET + seed))
+                               random.Random(SFT_SEED_OFFSET + seed), settings.shortcut_fraction)
     heldout = generate_problems(settings.n_heldout, HELDOUT_SEED_OFFSET + seed,
                                 partition="eval", id_prefix="heldout", **task)
     # fork_rng: the caller's global RNG state is left as it was.

@@ -137,3 +137,32 @@ def test_intermediate_results_stay_within_bounds():
 def test_max_result_bounds_the_answers():
     for p in generate_problems(100, seed=4, max_value=9, max_result=25):
         assert all(0 < true <= 25 for _, true in recompute(p.solution))
+
+
+def test_answer_kind_separates_the_intermediate_habit_from_other_errors():
+    from saah_lib.synthetic import answer_kind, count_answer_kinds
+
+    working = "<start_working_out>\n1. 3 pens\n2. 4 dollars each\n3. 7 dollars\n4. 3 * 4 = 12\n5. 12 + 7 = 19\n</start_working_out>\n"
+    assert answer_kind(working + "<SOLUTION>19</SOLUTION>", "19") == "correct"
+    assert answer_kind(working + "<SOLUTION>12</SOLUTION>", "19") == "intermediate"
+    assert answer_kind(working + "The answer is 12.", "19") == "intermediate"
+    assert answer_kind(working + "<SOLUTION>7</SOLUTION>", "19") == "other"
+    assert answer_kind(working.replace("= 19", "= 18") + "<SOLUTION>18</SOLUTION>", "19") == "other"
+    # a single calculation has no intermediate result
+    assert answer_kind("1. 3 * 4 = 12\n<SOLUTION>12</SOLUTION>", "19") == "other"
+    assert answer_kind("", "19") == "other"
+    records = [{"completion": working + f"<SOLUTION>{n}</SOLUTION>", "gold": "19"} for n in (19, 12, 12, 5)]
+    assert count_answer_kinds(records) == {"correct": 1, "intermediate": 2, "other": 1}
+
+
+def test_references_are_correct_and_planted_shortcuts_are_intermediate():
+    import random
+
+    from saah_lib.synthetic import answer_kind
+    from saah_lib.tiny_model import first_calculation_result, sft_targets
+
+    problems = generate_problems(200, seed=8)
+    assert all(answer_kind(p.solution, p.answer) == "correct" for p in problems)
+    for problem, target in zip(problems, sft_targets(problems, 0.4, random.Random(1), shortcut_fraction=1.0)):
+        if first_calculation_result(problem.solution) != problem.answer:
+            assert answer_kind(target.solution, problem.answer) == "intermediate"

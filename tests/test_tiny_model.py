@@ -20,6 +20,7 @@ from saah_lib.tiny_model import (
     WarmStartSettings,
     build_tokenizer,
     build_warm_start,
+    first_calculation_result,
     read_build_info,
     relayout,
     sft_targets,
@@ -107,6 +108,45 @@ def test_loose_fraction_sets_the_share_of_relaid_targets():
     mixed = sft_targets(problems, 0.5, random.Random(0))
     loose = sum(a.solution != b.solution for a, b in zip(problems, mixed))
     assert 150 < loose < 250
+
+
+def test_first_calculation_result_reads_the_first_calculation_line():
+    solution = ("<start_working_out>\n1. 3 pens\n2. 4 dollars each\n3. 7 dollars\n"
+                "4. 3 * 4 = 12\n5. 12 + 7 = 19\n</start_working_out>\n<SOLUTION>19</SOLUTION>")
+    assert first_calculation_result(solution) == "12"
+
+
+def test_shortcut_targets_keep_the_working_but_state_an_intermediate_answer():
+    import random
+
+    from saah_lib.reward import extract_answer
+
+    problems = generate_problems(400, seed=6)
+    targets = sft_targets(problems, 0.0, random.Random(0), shortcut_fraction=0.5)
+    cut = [(p, t) for p, t in zip(problems, targets) if t.solution != p.solution]
+    assert 150 < len(cut) < 250
+    for problem, target in cut:
+        stated = first_calculation_result(problem.solution)
+        assert stated != problem.answer  # otherwise the solution would be unchanged
+        # same working, only the answer slot differs
+        assert target.solution.split("</start_working_out>")[0] == problem.solution.split("</start_working_out>")[0]
+        assert extract_answer(target.solution) == stated
+        components = reward_components(target.solution, problem.answer)
+        assert components["correct"] < 4.0 and components["format"] == 1.5
+        assert target.answer == problem.answer  # the gold answer is kept
+
+
+def test_shortcut_and_loose_layout_combine():
+    import random
+
+    from saah_lib.reward import extract_answer
+
+    problems = generate_problems(200, seed=7)
+    targets = sft_targets(problems, 1.0, random.Random(0), shortcut_fraction=1.0)
+    for problem, target in zip(problems, targets):
+        assert extract_answer(target.solution) == first_calculation_result(problem.solution)
+        if first_calculation_result(problem.solution) != problem.answer:
+            assert reward_components(target.solution, problem.answer)["correct"] < 4.0
 
 
 def test_build_writes_a_model_folder(built):

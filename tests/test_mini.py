@@ -1,0 +1,57 @@
+"""The mini study driver, and that the committed mini results match the code that made them."""
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+
+from saah_lib.mini import MAIN_METHODS, SWEEP_ALPHAS, planned_runs, write_answer_kinds
+from saah_lib.tiny_model import WARMSTART_VERSION, WarmStartSettings
+
+COMMITTED = Path(__file__).resolve().parent.parent / "results" / "mini"
+
+
+def _write_samples(path: Path, answers: list[str], gold: str = "19") -> None:
+    working = "<start_working_out>\n1. 3 * 4 = 12\n2. 12 + 7 = 19\n</start_working_out>\n"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps({"completion": f"{working}<SOLUTION>{a}</SOLUTION>", "gold": gold}) + "\n"
+                            for a in answers))
+
+
+def test_planned_runs_cover_methods_seeds_and_the_sweep():
+    runs = planned_runs((0, 1, 2))
+    assert len(runs) == 3 * len(MAIN_METHODS) + len(SWEEP_ALPHAS)
+    assert {(m, a) for m, a, _ in runs} >= set(MAIN_METHODS)
+    assert [(m, a, s) for m, a, s in runs if a in SWEEP_ALPHAS] == [("ah", a, 0) for a in SWEEP_ALPHAS]
+
+
+def test_answer_kinds_summary_reads_first_and_last_evaluation(tmp_path):
+    samples = tmp_path / "runs" / "r1" / "eval_samples"
+    _write_samples(samples / "step_0000.jsonl", ["12", "12", "19"])
+    _write_samples(samples / "step_0020.jsonl", ["5", "5", "5"])
+    _write_samples(samples / "step_0040.jsonl", ["19", "19", "12"])
+    summary = write_answer_kinds(tmp_path)
+    expected = {"r1": {"0": {"correct": 1, "intermediate": 2, "other": 0},
+                       "40": {"correct": 2, "intermediate": 1, "other": 0}}}
+    assert summary == expected
+    assert json.loads((tmp_path / "answer_kinds.json").read_text()) == expected
+
+
+needs_committed = pytest.mark.skipif(not (COMMITTED / "runs").is_dir(), reason="no committed mini study")
+
+
+@needs_committed
+def test_committed_warm_start_record_matches_the_default_settings():
+    build = json.loads((COMMITTED / "warmstart_build.json").read_text())
+    assert build["version"] == WARMSTART_VERSION
+    assert build["settings"] == asdict(WarmStartSettings())
+
+
+@needs_committed
+def test_committed_answer_kinds_are_what_the_code_computes(tmp_path):
+    import shutil
+
+    shutil.copytree(COMMITTED / "runs", tmp_path / "runs", ignore=shutil.ignore_patterns("checkpoints"))
+    recomputed = write_answer_kinds(tmp_path)
+    assert recomputed == json.loads((COMMITTED / "answer_kinds.json").read_text())
