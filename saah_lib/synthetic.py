@@ -436,9 +436,13 @@ ANSWER_KINDS = ("correct", "intermediate", "other")
 
 
 def answer_kind(completion: str, gold: str) -> str:
-    """"correct"; "intermediate" when the stated answer is the completion's own first
-    calculation result rather than its last (the habit the tiny warm start is taught,
-    see ``saah_lib.tiny_model.sft_targets``); else "other" (slips, no answer, ...)."""
+    """One of ANSWER_KINDS for a completion.
+
+    "intermediate": the stated answer is wrong and equals the completion's own
+    first calculation result rather than its last (the habit the tiny warm
+    start is taught, see ``saah_lib.tiny_model.sft_targets``); "other": any
+    other wrong or missing answer (arithmetic slips, wrong plan, no number).
+    """
     stated = extract_answer(completion)
     if answers_match(stated, gold):
         return "correct"
