@@ -153,16 +153,15 @@ def write_answer_kinds(root: Path) -> dict:
 
     This shows which mistakes training removed (see ``tiny_model.sft_targets``).
     """
-    from saah_lib.runlog import read_jsonl
+    from saah_lib.runlog import RunLog, read_jsonl
     from saah_lib.synthetic import count_answer_kinds
 
     summary = {}
-    for run_dir in sorted(p for p in (root / "runs").glob("*") if (p / "eval_samples").is_dir()):
-        files = sorted((run_dir / "eval_samples").glob("step_*.jsonl"))
+    for run_dir in sorted((root / "runs").glob("*")):
+        files = list(RunLog(run_dir).sample_files().items())
         if files:
-            summary[run_dir.name] = {
-                str(int(f.stem.split("_")[1])): count_answer_kinds(read_jsonl(f)) for f in (files[0], files[-1])
-            }
+            summary[run_dir.name] = {str(step): count_answer_kinds(read_jsonl(path))
+                                     for step, path in (files[0], files[-1])}
     atomic_write_json(root / "answer_kinds.json", summary)
     return summary
 

@@ -166,8 +166,22 @@ class RunLog:
 
     def log_eval(self, record: dict, samples: list[dict]) -> None:
         # samples first: an eval line only ever points at a complete samples file
-        write_jsonl(self.samples_dir / f"step_{record['step']:04d}.jsonl", samples)
+        write_jsonl(self.samples_path(record["step"]), samples)
         append_jsonl(self.eval_path, record)
+
+    def samples_path(self, step: int) -> Path:
+        return self.samples_dir / f"step_{step:04d}.jsonl"
+
+    def sample_files(self) -> dict[int, Path]:
+        """The per-problem evaluation files on disk, by step, in step order."""
+        if not self.samples_dir.is_dir():
+            return {}
+        found = {}
+        for p in self.samples_dir.glob("step_*.jsonl"):
+            m = re.fullmatch(r"step_(\d+)\.jsonl", p.name)
+            if m:
+                found[int(m.group(1))] = p
+        return dict(sorted(found.items()))
 
     def log_token_entropies(self, records: list[dict]) -> None:
         for r in records:
@@ -199,10 +213,9 @@ class RunLog:
         for path in (self.train_log_path, self.eval_path, self.token_entropy_path):
             if path.exists():
                 write_jsonl(path, [r for r in read_jsonl(path) if r["step"] <= step])
-        if self.samples_dir.is_dir():
-            for p in self.samples_dir.glob("step_*.jsonl"):
-                if int(p.stem.split("_")[1]) > step:
-                    p.unlink()
+        for sample_step, p in self.sample_files().items():
+            if sample_step > step:
+                p.unlink()
 
     def is_complete(self, steps: int) -> bool:
         logged = [r["step"] for r in self.train_log()]

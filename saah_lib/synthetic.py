@@ -435,6 +435,11 @@ _CALCULATION = re.compile(r"(-?\d+) ([-+*/]) (-?\d+) = (-?\d+)")
 ANSWER_KINDS = ("correct", "intermediate", "other")
 
 
+def calculation_results(text: str) -> list[str]:
+    """The results of the ``a op b = r`` calculations in ``text``, in order."""
+    return [match.group(4) for match in _CALCULATION.finditer(text)]
+
+
 def answer_kind(completion: str, gold: str) -> str:
     """One of ANSWER_KINDS for a completion.
 
@@ -446,7 +451,7 @@ def answer_kind(completion: str, gold: str) -> str:
     stated = extract_answer(completion)
     if answers_match(stated, gold):
         return "correct"
-    results = [match.group(4) for match in _CALCULATION.finditer(completion)]
+    results = calculation_results(completion)
     if len(results) >= 2 and results[0] != results[-1] and answers_match(stated, results[0]):
         return "intermediate"
     return "other"

@@ -51,6 +51,7 @@ from saah_lib.synthetic import (
     DEFAULT_MAX_STEPS,
     DEFAULT_MAX_VALUE,
     DEFAULT_MIN_STEPS,
+    calculation_results,
     generate_problems,
 )
 
@@ -276,8 +277,7 @@ def relayout(solution: str, answer: str, layout: str) -> str:
 
 def first_calculation_result(solution: str) -> str:
     """The result of the first calculation line of a tagged reference (an intermediate quantity)."""
-    line = next(line for line in solution.split("\n") if " = " in line)
-    return line.rsplit(" = ", 1)[1]
+    return calculation_results(solution)[0]
 
 
 def sft_targets(problems: list[Problem], loose_fraction: float, rng: random.Random,
