@@ -517,28 +517,16 @@ def table_setup(rs: ResultSet, prefix: str = "ours") -> str:
 
 def render_all_tables(rs: ResultSet, prefix: str = "reported") -> dict[str, str]:
     """LaTeX source of every table that has data, keyed by table name (see :data:`TABLE_NAMES`)."""
-    out: dict[str, str] = {}
-    t = table_main(rs, prefix)
-    if t:
-        out["main"] = t
-    cks = [table_checkpoints(rs, m, prefix) for m in rs.models]
-    cks = [c for c in cks if c]
-    if cks:
-        out["checkpoints"] = "\n".join(cks)
-    t = table_ablation(rs, prefix)
-    if t:
-        out["ablation"] = t
-    diags = [table_diagnostics(rs, m, meth, a, prefix) for m, meth, a in diagnostic_groups(rs)]
-    diags = [d for d in diags if d]
-    if diags:
-        out["diagnostics"] = "\n".join(diags)
-    t = table_hparams(rs, prefix)
-    if t:
-        out["hparams"] = t
-    t = table_setup(rs, prefix)
-    if t:
-        out["setup"] = t
-    return out
+    tables = {
+        "main": table_main(rs, prefix),
+        "checkpoints": "\n".join(filter(None, (table_checkpoints(rs, m, prefix) for m in rs.models))),
+        "ablation": table_ablation(rs, prefix),
+        "diagnostics": "\n".join(filter(None, (table_diagnostics(rs, m, meth, a, prefix)
+                                                for m, meth, a in diagnostic_groups(rs)))),
+        "hparams": table_hparams(rs, prefix),
+        "setup": table_setup(rs, prefix),
+    }
+    return {name: text for name, text in tables.items() if text}
 
 
 def write_all_tables(resultset: ResultSet, out_dir: str | Path = "paper/generated",
