@@ -1,5 +1,6 @@
 # Two commands do everything on a fresh machine:
-#   make mini   the CPU mini study (warm start, baseline, grpo/ah/sa x 3 seeds, alpha sweep, tables, figures)
+#   make mini   reruns the CPU mini study (warm start, baseline, grpo/ah/sa x 3 seeds, alpha sweep, tables,
+#               figures) into results/rerun/mini and checks it against the committed results/mini
 #   make test   the test suite
 # Everything runs offline; nothing here needs a GPU or a model hub.
 
@@ -11,7 +12,7 @@ export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 export PYTHONUNBUFFERED := 1
 
-.PHONY: setup test mini figures paper bench latex clean-figures
+.PHONY: setup test mini mini-promote figures paper bench latex clean-figures
 
 setup: $(STAMP)
 
@@ -32,7 +33,11 @@ test: setup latex
 	$(PY) -m pytest -q
 
 mini: setup
-	$(PY) -m saah_lib.mini --root results/mini
+	$(PY) -m saah_lib.mini verify
+
+# Explicit: replace the committed study by the last finished `make mini` rerun, then redraw its tables and figures.
+mini-promote: setup
+	$(PY) -m saah_lib.mini promote
 
 figures: setup
 	$(PY) -m papermill -k python3 --log-level WARNING notebooks/04_figures.ipynb results/04_figures.out.ipynb

@@ -15,7 +15,10 @@ from pathlib import Path
 from saah_lib.loss import ALPHA_RANGE, METHODS
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-TINY_MODEL_DIR = REPO_ROOT / "results" / "mini" / "warmstart" / "model"
+# The tiny warm start is named by its place in the repository, never by an
+# absolute path: run configs are committed and must mean the same in any clone.
+TINY_MODEL = "results/mini/warmstart/model"
+TINY_MODEL_DIR = REPO_ROOT / TINY_MODEL
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
@@ -30,7 +33,7 @@ class SAAHConfig:
     run_id: str | None = None  # None: derived from profile, method, alpha, seed
     results_dir: str = "results"
     # --- model
-    model_name: str = str(TINY_MODEL_DIR)
+    model_name: str = TINY_MODEL  # hub id, model folder, or the repo-relative tiny warm start
     model_label: str = "tiny"
     dtype: str = "float32"  # "bfloat16" on GPU for the paper profiles
     use_lora: bool = False
@@ -74,6 +77,7 @@ class SAAHConfig:
         except (TypeError, ValueError):
             _fail("alpha", f"must be a number, got {self.alpha!r}")
         self.lora_target_modules = tuple(self.lora_target_modules)
+        self.model_name = portable_model_name(self.model_name)
         if self.method == "grpo":
             self.alpha = 0.0  # plain GRPO is alpha = 0 by definition
         if self.steps is None:
@@ -102,10 +106,53 @@ class SAAHConfig:
         d["lora_target_modules"] = list(self.lora_target_modules)
         return d
 
+    def run_settings(self) -> dict:
+        """What a run's ``config.json`` records: every field that gives the run its meaning.
+
+        ``results_dir`` is left out: it says where the run folder lies, which
+        changes when a results root is moved or promoted, not what was run.
+        """
+        d = self.to_dict()
+        del d["results_dir"]
+        return d
+
     @classmethod
     def from_dict(cls, d: dict) -> "SAAHConfig":
         known = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in known})
+
+
+def repo_relative(path: str | Path) -> str:
+    """``path`` relative to the repository when it lies inside it (POSIX form), else absolute.
+
+    What a run records must not depend on where the repository was cloned.
+    """
+    path = Path(path).expanduser().resolve()
+    try:
+        return path.relative_to(REPO_ROOT.resolve()).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def looks_like_path(name: str) -> bool:
+    """A model name that names a folder rather than a hub id."""
+    return name.startswith(("/", "./", "../", "~")) or Path(name).expanduser().exists()
+
+
+def portable_model_name(name: str) -> str:
+    """Hub ids unchanged; folders inside the repository repo-relative; other folders absolute."""
+    name = str(name)
+    if name == TINY_MODEL or not looks_like_path(name):
+        return name
+    return repo_relative(name)
+
+
+def model_location(name: str) -> str:
+    """Where to load ``name`` from: a repo-relative folder becomes absolute, a hub id stays as is."""
+    in_repo = REPO_ROOT / name
+    if name == TINY_MODEL or (not Path(name).is_absolute() and in_repo.exists()):
+        return str(in_repo)
+    return str(Path(name).expanduser()) if looks_like_path(name) else name
 
 
 def default_run_id(cfg: SAAHConfig) -> str:
@@ -137,7 +184,7 @@ PROFILES: dict[str, dict] = {
     # synthetic word problems (see saah_lib.tiny_model). Full fine-tuning and a
     # larger learning rate make the signal visible within 60 steps.
     "tiny": dict(
-        model_name=str(TINY_MODEL_DIR),
+        model_name=TINY_MODEL,
         model_label="tiny",
         dtype="float32",
         use_lora=False,
@@ -218,8 +265,8 @@ def validate(cfg: SAAHConfig) -> None:
 
 def _check_model(cfg: SAAHConfig) -> None:
     name = cfg.model_name
-    if Path(name).expanduser() == TINY_MODEL_DIR:
+    if name == TINY_MODEL:
         return  # the tiny warm start is built on first use
-    is_path = name.startswith(("/", "./", "../", "~")) or Path(name).expanduser().exists()
-    if is_path and not Path(name).expanduser().is_dir():
+    location = model_location(name)
+    if looks_like_path(location) and not Path(location).is_dir():
         _fail("model_name", f"model folder {name!r} does not exist")

@@ -13,7 +13,10 @@ and alpha = 0.5 is the ``ah`` run of the same seed.
 from __future__ import annotations
 
 import argparse
+import hashlib
+import os
 import platform
+import shutil
 import threading
 import time
 from contextlib import contextmanager
@@ -21,12 +24,17 @@ from pathlib import Path
 
 import psutil
 
-from saah_lib.config import TINY_MODEL_DIR, make_config
+from saah_lib.config import REPO_ROOT, TINY_MODEL_DIR, make_config
 from saah_lib.runlog import atomic_write_json
 
 MAIN_METHODS = (("grpo", 0.0), ("ah", 0.5), ("sa", 0.5))
+SEEDS = (0, 1, 2)
 SWEEP_ALPHAS = (-0.25, 0.1, 0.25)  # plus 0 (the grpo run) and 0.5 (the ah run)
 BASELINE_NAME = "tiny-warmstart"
+COMMITTED_ROOT = REPO_ROOT / "results" / "mini"
+RERUN_ROOT = REPO_ROOT / "results" / "rerun" / "mini"  # git-ignored
+PROMOTED_FOLDERS = ("runs", "baselines")
+PROMOTED_FILES = ("warmstart_build.json", "answer_kinds.json", "timings.json")
 
 
 class PeakMemory:
@@ -76,10 +84,15 @@ class Timings:
         print(f"--- {name}: {entry['wall_s']:.1f} s, peak RSS {entry['peak_rss_mb']:.0f} MB", flush=True)
 
 
-def planned_runs(seeds: tuple[int, ...]) -> list[tuple[str, float, int]]:
+def planned_runs(seeds: tuple[int, ...] = SEEDS) -> list[tuple[str, float, int]]:
     runs = [(method, alpha, seed) for seed in seeds for method, alpha in MAIN_METHODS]
     runs += [("ah", alpha, seeds[0]) for alpha in SWEEP_ALPHAS]
     return runs
+
+
+def planned_configs(root: Path, seeds: tuple[int, ...] = SEEDS, steps: int | None = None):
+    return [make_config("tiny", method=m, alpha=a, seed=sd, steps=steps, results_dir=str(root))
+            for m, a, sd in planned_runs(seeds)]
 
 
 def _train_one(cfg) -> dict:
@@ -115,9 +128,24 @@ def train_all(configs, jobs: int, timings: Timings) -> list[dict]:
     return sorted(done, key=lambda e: e["run_id"])
 
 
+def warm_start_record(model_dir: Path) -> dict:
+    """The warm start's build record plus hashes of its weights and tokenizer (bit-identity check)."""
+    from saah_lib.tiny_model import read_build_info
+
+    record = dict(read_build_info(model_dir) or {})
+    for key, name in (("weights_sha256", "model.safetensors"), ("tokenizer_sha256", "tokenizer.json")):
+        path = Path(model_dir) / name
+        if path.is_file():
+            record[key] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return record
+
+
 def run_mini_study(root: Path, seeds: tuple[int, ...] = (0, 1, 2), steps: int | None = None,
-                   figures: bool = True, progress: bool = True, jobs: int = 2) -> dict:
-    from saah_lib.tiny_model import build_warm_start, read_build_info
+                   figures: bool = True, progress: bool = True, jobs: int = 2,
+                   tables_dir: Path | None = None, figures_dir: Path | None = None) -> dict:
+    """Every stage of the study into ``root``; tables and figures into the given folders
+    (default: the committed ``paper/generated`` and ``figures``)."""
+    from saah_lib.tiny_model import build_warm_start
     from saah_lib.train import baseline_for
 
     root.mkdir(parents=True, exist_ok=True)
@@ -125,7 +153,7 @@ def run_mini_study(root: Path, seeds: tuple[int, ...] = (0, 1, 2), steps: int | 
 
     with timings.stage("warm start") as info:
         build_warm_start(TINY_MODEL_DIR, progress=progress)
-        build = read_build_info(TINY_MODEL_DIR) or {}
+        build = warm_start_record(TINY_MODEL_DIR)
         # The model folder is git-ignored; its build record is committed.
         atomic_write_json(root / "warmstart_build.json", build)
         info["build_seconds"] = build.get("build_seconds")
@@ -135,16 +163,74 @@ def run_mini_study(root: Path, seeds: tuple[int, ...] = (0, 1, 2), steps: int | 
         result = baseline_for(make_config("tiny", results_dir=str(root)), BASELINE_NAME, progress=progress)
         info["pass_at_1"] = result["pass_at_1"]
 
-    runs = planned_runs(seeds)
-    configs = [make_config("tiny", method=m, alpha=a, seed=sd, steps=steps, results_dir=str(root)) for m, a, sd in runs]
+    configs = planned_configs(root, seeds, steps)
     with timings.stage(f"train {len(configs)} runs, {jobs} at a time") as info:
         info["runs"] = train_all(configs, jobs, timings)
 
     write_answer_kinds(root)
     if figures:
         with timings.stage("tables and figures"):
-            render_figures(root)
+            render_figures(root, tables_dir=tables_dir, figures_dir=figures_dir)
     return timings.record
+
+
+def rerun_and_verify(committed: Path = COMMITTED_ROOT, rerun: Path = RERUN_ROOT, *, resume: bool = False,
+                     jobs: int = 2, progress: bool = True) -> dict:
+    """``make mini``: rerun the whole study into ``rerun`` (never over ``committed``), draw its
+    tables and figures there, and compare everything with the committed study.
+
+    The report (``<rerun>/reproduction.{json,md}``) is returned; a rerun that differs is
+    reported, not raised: the report says what differs and by how much.
+    """
+    from saah_lib.reproduce import compare_studies, write_report
+
+    committed, rerun = Path(committed), Path(rerun)
+    if rerun.resolve() == committed.resolve():
+        raise ValueError(f"the rerun root {rerun} is the committed study; choose another folder")
+    if rerun.exists() and not resume:
+        shutil.rmtree(rerun)  # a rerun starts fresh; --resume continues an interrupted one
+    tables_dir, figures_dir = rerun / "generated", rerun / "figures"
+    run_mini_study(rerun, jobs=jobs, progress=progress, tables_dir=tables_dir, figures_dir=figures_dir)
+    committed_tables = REPO_ROOT / "paper" / "generated"
+    tables = {f"paper/generated/{p.name}": (p, tables_dir / p.name) for p in sorted(committed_tables.glob("mini_*.tex"))}
+    report = compare_studies(committed, rerun, tables=tables)
+    json_path, md_path = write_report(report, rerun)
+    print(f"\n{md_path.read_text()}\nreport: {json_path} and {md_path}\n{report['verdict']}", flush=True)
+    return report
+
+
+def promote(rerun: Path = RERUN_ROOT, committed: Path = COMMITTED_ROOT, figures: bool = True) -> None:
+    """Make a finished rerun the committed study (explicitly, never as a side effect of ``make mini``).
+
+    The committed folder is replaced in one rename; checkpoints are not copied;
+    the git-ignored warm-start model folder stays where it is.
+    """
+    from saah_lib.runlog import RunLog
+
+    rerun, committed = Path(rerun), Path(committed)
+    unfinished = [cfg.run_id for cfg in planned_configs(rerun)
+                  if not RunLog(rerun / "runs" / cfg.run_id).is_complete(cfg.steps)]
+    if unfinished or not (rerun / "reproduction.json").is_file():
+        raise ValueError(f"{rerun} is not a finished rerun (unfinished runs: {', '.join(unfinished) or 'none'}; "
+                         "reproduction.json present: "
+                         f"{(rerun / 'reproduction.json').is_file()}); run `make mini` first")
+    staging = committed.with_name(f".{committed.name}.promoting")
+    shutil.rmtree(staging, ignore_errors=True)
+    for name in PROMOTED_FOLDERS:
+        shutil.copytree(rerun / name, staging / name, ignore=shutil.ignore_patterns("checkpoints"))
+    for name in PROMOTED_FILES:
+        shutil.copy2(rerun / name, staging / name)
+    if (committed / "warmstart").is_dir():
+        os.rename(committed / "warmstart", staging / "warmstart")
+    old = committed.with_name(f".{committed.name}.replaced")
+    shutil.rmtree(old, ignore_errors=True)
+    if committed.exists():
+        os.rename(committed, old)
+    os.rename(staging, committed)
+    shutil.rmtree(old, ignore_errors=True)
+    print(f"promoted {rerun} to {committed}")
+    if figures:
+        render_figures(committed)
 
 
 def write_answer_kinds(root: Path) -> dict:
@@ -166,34 +252,53 @@ def write_answer_kinds(root: Path) -> dict:
     return summary
 
 
-def render_figures(mini_root: Path) -> None:
-    """Run the figures notebook (the same one ``make paper`` runs)."""
+def render_figures(mini_root: Path, tables_dir: Path | None = None, figures_dir: Path | None = None) -> None:
+    """Run the figures notebook (the one ``make paper`` runs) on ``mini_root``.
+
+    With ``tables_dir``/``figures_dir`` (a rerun) only the mini study's tables and
+    figures are drawn, into those folders, so nothing committed is touched.
+    """
     import papermill
 
-    from saah_lib.config import REPO_ROOT
-
+    parameters = {"mini_root": str(mini_root)}
+    out = REPO_ROOT / "results" / "04_figures.out.ipynb"
+    if tables_dir is not None or figures_dir is not None:
+        nowhere = str(Path(mini_root) / "no-such-source")
+        parameters.update(tables_dir=str(tables_dir or Path(mini_root) / "generated"),
+                          figures_dir=str(figures_dir or Path(mini_root) / "figures"),
+                          results_root=nowhere, paper_reported_dir=nowhere)
+        out = Path(mini_root) / "04_figures.out.ipynb"
     papermill.execute_notebook(
-        str(REPO_ROOT / "notebooks" / "04_figures.ipynb"), str(REPO_ROOT / "results" / "04_figures.out.ipynb"),
-        parameters={"mini_root": str(mini_root)}, kernel_name="python3", cwd=str(REPO_ROOT), progress_bar=False,
+        str(REPO_ROOT / "notebooks" / "04_figures.ipynb"), str(out),
+        parameters=parameters, kernel_name="python3", cwd=str(REPO_ROOT), progress_bar=False,
     )
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--root", type=Path, default=Path("results/mini"))
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--steps", type=int, default=None, help="override the tiny profile's steps")
+    parser.add_argument("command", nargs="?", default="verify", choices=("verify", "promote", "run", "answer-kinds"),
+                        help="verify (default, `make mini`): rerun into --rerun-root and compare with --root; "
+                             "promote: make a finished rerun the committed study; "
+                             "run: run the study directly into --root; answer-kinds: rewrite <root>/answer_kinds.json")
+    parser.add_argument("--root", type=Path, default=COMMITTED_ROOT, help="the committed study")
+    parser.add_argument("--rerun-root", type=Path, default=RERUN_ROOT)
+    parser.add_argument("--resume", action="store_true", help="continue an interrupted rerun instead of starting fresh")
+    parser.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS), help="`run` only")
+    parser.add_argument("--steps", type=int, default=None, help="`run` only: override the tiny profile's steps")
     parser.add_argument("--jobs", type=int, default=2, help="training runs in parallel (one thread each)")
     parser.add_argument("--no-figures", action="store_true")
-    parser.add_argument("--answer-kinds-only", action="store_true",
-                        help="only rewrite <root>/answer_kinds.json from the runs already there")
     args = parser.parse_args(argv)
-    if args.answer_kinds_only:
+    started = time.perf_counter()
+    if args.command == "answer-kinds":
         write_answer_kinds(args.root)
         print(f"wrote {args.root / 'answer_kinds.json'}")
-        return
-    record = run_mini_study(args.root, tuple(args.seeds), args.steps, figures=not args.no_figures, jobs=args.jobs)
-    print(f"\nmini study done in {record['total_wall_s'] / 60:.1f} min; timings in {args.root / 'timings.json'}")
+    elif args.command == "promote":
+        promote(args.rerun_root, args.root, figures=not args.no_figures)
+    elif args.command == "run":
+        run_mini_study(args.root, tuple(args.seeds), args.steps, figures=not args.no_figures, jobs=args.jobs)
+    else:
+        rerun_and_verify(args.root, args.rerun_root, resume=args.resume, jobs=args.jobs)
+    print(f"\n{args.command} done in {(time.perf_counter() - started) / 60:.1f} min", flush=True)
 
 
 if __name__ == "__main__":

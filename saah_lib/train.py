@@ -12,7 +12,7 @@ from pathlib import Path
 
 from transformers import TrainerCallback
 
-from saah_lib.config import REPO_ROOT, TINY_MODEL_DIR, SAAHConfig
+from saah_lib.config import REPO_ROOT, TINY_MODEL, TINY_MODEL_DIR, SAAHConfig, model_location, repo_relative
 from saah_lib.evaluate import PassAtOneCallback
 from saah_lib.reward import TRL_REWARD_FUNCS
 from saah_lib.runlog import RunLog, provenance
@@ -81,12 +81,12 @@ def load_split(cfg: SAAHConfig):
 
 
 def resolve_model(cfg: SAAHConfig, progress: bool = True) -> str:
-    """The model folder or hub id; the tiny warm start is built on first use."""
-    if Path(cfg.model_name).expanduser() == TINY_MODEL_DIR:
+    """The model folder (absolute) or hub id to load; the tiny warm start is built on first use."""
+    if cfg.model_name == TINY_MODEL:
         from saah_lib.tiny_model import build_warm_start
 
         return str(build_warm_start(TINY_MODEL_DIR, progress=progress))
-    return cfg.model_name
+    return model_location(cfg.model_name)
 
 
 def trl_kwargs(cfg: SAAHConfig, output_dir: Path, progress: bool) -> dict:
@@ -168,7 +168,8 @@ def run_training(cfg: SAAHConfig, callbacks=(), progress: bool = True) -> Path:
     model_path = resolve_model(cfg, progress)
     model, tokenizer = load_model_and_tokenizer(model_path, cfg.dtype)
     split = load_split(cfg)
-    runlog.write_config(cfg.to_dict(), {"resolved_model": model_path, **provenance(REPO_ROOT), "data": split.info})
+    resolved = repo_relative(model_path) if Path(model_path).exists() else model_path
+    runlog.write_config(cfg.run_settings(), {"resolved_model": resolved, **provenance(REPO_ROOT), "data": split.info})
     if runlog.is_complete(cfg.steps):
         print(f"run {cfg.run_id} is already complete ({cfg.steps} steps): nothing to do")
         return runlog.dir
