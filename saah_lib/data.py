@@ -30,6 +30,7 @@ from saah_lib.reward import (
     WORKING_OPEN,
     normalize_number,
 )
+from saah_lib.runlog import read_jsonl
 
 GSM8K_DIR_ENV = "SAAH_GSM8K_DIR"
 HUB_DATASET = ("openai/gsm8k", "main")
@@ -111,21 +112,12 @@ def _check_split(split: str) -> None:
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
 
 
-def _read_jsonl(path: Path) -> list[dict]:
+def _read_gsm8k_file(path: Path) -> list[dict]:
     if not path.is_file():
         raise FileNotFoundError(
             f"GSM8K file not found: {path} (the folder must hold train.jsonl and test.jsonl)"
         )
-    records = []
-    with path.open(encoding="utf-8") as handle:
-        for line_number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError as error:
-                raise ValueError(f"{path}:{line_number}: not valid JSON ({error})") from error
-    return records
+    return read_jsonl(path, finished=True)
 
 
 def _load_from_hub(split: str) -> list[dict]:
@@ -162,7 +154,7 @@ def load_gsm8k(split: str, data_dir: str | os.PathLike | None = None) -> list[Pr
     """All problems of one official split ("train" or "test"), in file order."""
     _check_split(split)
     folder = resolve_gsm8k_dir(data_dir)
-    records = _read_jsonl(folder / f"{split}.jsonl") if folder is not None else _load_from_hub(split)
+    records = _read_gsm8k_file(folder / f"{split}.jsonl") if folder is not None else _load_from_hub(split)
     return [_problem(split, index, record) for index, record in enumerate(records)]
 
 

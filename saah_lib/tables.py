@@ -1,4 +1,4 @@
-"""booktabs LaTeX tables generated from a :class:`~saah_lib.analysis.ResultSet`.
+"""booktabs LaTeX tables generated from a :class:`~saah_lib.resultset.ResultSet`.
 
 Every table is a complete ``table`` float that ``paper/main.tex`` can
 ``\\input``.  File names are fixed per source so the report can refer to them:
@@ -30,7 +30,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .analysis import (METHOD_LABELS, ResultSet, _num, model_order, model_short, slug)
+from saah_lib.labels import METHOD_LABELS, model_order, model_short, number_or_nan, slug
+from saah_lib.resultset import ResultSet
 
 log = logging.getLogger(__name__)
 
@@ -52,10 +53,6 @@ def tex_escape(s: Any) -> str:
     return "".join(rep.get(ch, ch) for ch in str(s))
 
 
-def _isnan(x) -> bool:
-    return x is None or (isinstance(x, float) and math.isnan(x)) or (not isinstance(x, str) and pd.isna(x))
-
-
 def fmt(x, dp: int, sci: bool = False) -> str:
     """Fixed-point number with ``dp`` decimals, ``---`` if missing.
 
@@ -64,7 +61,7 @@ def fmt(x, dp: int, sci: bool = False) -> str:
     fewer than two significant digits (used for variances and KL, which are
     tiny in short CPU runs).
     """
-    x = _num(x)
+    x = number_or_nan(x)
     if math.isnan(x):
         return MISSING
     limit = 10 ** (-dp + 1) if sci else 0.5 * 10 ** (-dp)
@@ -94,7 +91,7 @@ def fmt_pm(x, err, dp: int, bold: bool = False) -> str:
 
 def fmt_alpha(a, min_dp: int = 1, phantom: bool = False) -> str:
     """Alpha with at least ``min_dp`` decimals and no more than needed (max 4)."""
-    a = _num(a)
+    a = number_or_nan(a)
     if math.isnan(a):
         return MISSING
     dp = min_dp
@@ -157,7 +154,7 @@ def _method_cell(method: str, alpha) -> str:
 def _match(df: pd.DataFrame, model, method, alpha) -> pd.DataFrame:
     if df is None or df.empty:
         return df
-    a = _num(alpha)
+    a = number_or_nan(alpha)
     am = pd.to_numeric(df["alpha"], errors="coerce")
     alpha_ok = am.isna() if math.isnan(a) else np.isclose(am.fillna(-9e9), a)
     return df[(df["model_label"] == model) & (df["method"] == method) & alpha_ok]
@@ -218,11 +215,11 @@ def table_main(rs: ResultSet, prefix: str = "reported") -> str:
                 if vals.notna().sum() >= 2 and vals.dropna().nunique() > 1:  # nothing to single out if all tie
                     best[col] = fn(vals)
         for ri, (_, r) in enumerate(block.iterrows()):
-            n = int(_num(r.get("n_seeds")) if not math.isnan(_num(r.get("n_seeds"))) else 1)
+            n = int(number_or_nan(r.get("n_seeds")) if not math.isnan(number_or_nan(r.get("n_seeds"))) else 1)
             seeds = n > 1
 
             def is_best(col):
-                return col in best and r["method"] != "base" and np.isclose(_num(r[col]), best[col])
+                return col in best and r["method"] != "base" and np.isclose(number_or_nan(r[col]), best[col])
 
             def pm(col, errcol, dp):
                 err = r.get(col + "_std") if seeds else r.get(errcol)
@@ -230,7 +227,7 @@ def table_main(rs: ResultSet, prefix: str = "reported") -> str:
 
             def val(col, dp):
                 s = fmt(r.get(col), dp, sci=True)
-                if seeds and s != MISSING and not math.isnan(_num(r.get(col + "_std"))):
+                if seeds and s != MISSING and not math.isnan(number_or_nan(r.get(col + "_std"))):
                     s = pm_cell(s, fmt(r.get(col + "_std"), dp, sci=True))
                 return _bold(s, is_best(col))
 
@@ -314,7 +311,7 @@ def table_checkpoints(rs: ResultSet, model, prefix: str = "reported", max_column
         cells = []
         for s in steps:
             c = fmt(vals.get(s), DP["pass"])
-            if multi and c != MISSING and not math.isnan(_num(stds.get(s))):
+            if multi and c != MISSING and not math.isnan(number_or_nan(stds.get(s))):
                 c = pm_cell(c, fmt(stds.get(s), DP["pass"]))
             cells.append(c)
         body.append(f"{_method_cell(method, a)}\n  & " + " & ".join(cells) + r" \\")
@@ -364,15 +361,15 @@ def table_ablation(rs: ResultSet, prefix: str = "reported", max_columns: int = 8
         cells = []
         for s in steps:
             c = fmt(vals.get(s), DP["pass"])
-            if c != MISSING and not math.isnan(_num(stds.get(s))):
+            if c != MISSING and not math.isnan(number_or_nan(stds.get(s))):
                 c = pm_cell(c, fmt(stds.get(s), DP["pass"]))
             cells.append(c)
         return cells
 
     def pm(r, col):
         s = fmt(r[col], DP["pass"])
-        std = _num(r.get(col + "_std"))
-        if s != MISSING and not math.isnan(std) and _num(r.get("n_seeds")) > 1:
+        std = number_or_nan(r.get(col + "_std"))
+        if s != MISSING and not math.isnan(std) and number_or_nan(r.get("n_seeds")) > 1:
             s = pm_cell(s, fmt(std, DP["pass"]))
         return s
 
@@ -380,7 +377,7 @@ def table_ablation(rs: ResultSet, prefix: str = "reported", max_columns: int = 8
         label = fmt_alpha(r["alpha"], min_dp=2, phantom=phantom)
         if r["method"] == "grpo":
             label += " (GRPO)"
-        peak = _bold(pm(r, "peak_pass_at_1"), np.isclose(_num(r["peak_pass_at_1"]), best_peak)
+        peak = _bold(pm(r, "peak_pass_at_1"), np.isclose(number_or_nan(r["peak_pass_at_1"]), best_peak)
                      and core["peak_pass_at_1"].notna().sum() >= 2)
         if bool(r.get("partial")):
             peak += r"$^{\dagger}$"
@@ -392,7 +389,7 @@ def table_ablation(rs: ResultSet, prefix: str = "reported", max_columns: int = 8
         body.append(r"\midrule")
     for _, r in sa.iterrows():
         name = f"SA-AH-GRPO {fmt_alpha(r['alpha'], min_dp=2)}"
-        steps_run = _num(r.get("steps"))
+        steps_run = number_or_nan(r.get("steps"))
         extra = "" if not bool(r.get("partial")) else r"$^{\ast}$"
         if not math.isnan(steps_run) and steps_run > max_col:
             body.append(f"{name} & " + " & ".join(step_cells(r)) + f" & {MISSING} & {MISSING}" + r" \\")

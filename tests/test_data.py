@@ -127,7 +127,7 @@ def test_unknown_split_is_rejected(jsonl_dir):
 
 def test_bad_json_line_names_file_and_line(tmp_path):
     (tmp_path / "test.jsonl").write_text(json.dumps(TEST_ROWS[0]) + "\n{oops\n")
-    with pytest.raises(ValueError, match=r"test.jsonl:2"):
+    with pytest.raises(ValueError, match=r"test.jsonl: line 2"):
         load_gsm8k("test", tmp_path)
 
 

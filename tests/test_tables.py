@@ -15,9 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from saah_lib.analysis import ResultSet
+from saah_lib.resultset import ResultSet
 from saah_lib.tables import MISSING, fmt, fmt_alpha, fmt_pm, tex_escape, write_all_tables
-from test_analysis import make_results_root, make_run
 
 REPO = Path(__file__).resolve().parents[1]
 REPORTED = REPO / "results" / "paper_reported"
@@ -131,9 +130,8 @@ def test_formatting():
 # ---------------------------------------------------------------------------
 
 @pytest.fixture
-def synthetic(tmp_path):
-    root = make_results_root(tmp_path / "results")
-    rs = ResultSet.from_runs(root)
+def synthetic(tmp_path, results_root):
+    rs = ResultSet.from_runs(results_root, tolerate_problems=True)
     out = tmp_path / "generated"
     paths = write_all_tables(rs, out, prefix="mini")
     return rs, out, {p.stem.split("_", 1)[1]: p.read_text() for p in paths}
@@ -164,9 +162,9 @@ def test_synthetic_tables(synthetic):
     assert "\\texttt{tiny-ah-a-0.25}" in t["setup"]
 
 
-def test_stale_tables_removed(tmp_path):
+def test_stale_tables_removed(tmp_path, run_maker):
     root = tmp_path / "results"
-    make_run(root, "only-grpo", "tiny", "grpo", 0.0, 1)
+    run_maker(root, "only-grpo", "tiny", "grpo", 0.0, 1)
     out = tmp_path / "gen"
     out.mkdir()
     (out / "mini_ablation.tex").write_text("old")
