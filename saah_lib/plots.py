@@ -355,7 +355,16 @@ def _curve_note(rs: ResultSet) -> str:
 
 
 def _suptitle(rs: ResultSet, what: str) -> str:
-    return f"{what} — {'reported in the paper' if rs.source == 'paper_reported' else 'our runs'}"
+    return f"{what} — {'reported in the paper' if rs.source == 'paper_reported' else 'our runs'}" + problems_note(rs)
+
+
+def problems_note(rs: ResultSet) -> str:
+    """A visible line for figures drawn from results read with problems tolerated ("" when there were none)."""
+    if not rs.warnings:
+        return ""
+    excluded = len(rs.excluded)
+    return (f"\nWARNING: read with problems tolerated: {len(rs.warnings) - excluded} problem(s) flagged, "
+            f"{excluded} run folder(s) left out (see ResultSet.warnings)")
 
 
 # ---------------------------------------------------------------------------
@@ -406,7 +415,8 @@ def build_all_figures(rs: ResultSet) -> dict[str, Figure]:
             alpha, note = 0.5, " (run had α=0; weights drawn with α=0.5)"
         figs["token_weights"] = plot_token_weights(
             pair["h_pos"], pair["h_neg"], alpha,
-            title=f"Token weights from run {pair['run_id']}, step {int(pair['step'])}, α={alpha:g}{note}")
+            title=f"Token weights from run {pair['run_id']}, step {int(pair['step'])}, α={alpha:g}{note}"
+                  + problems_note(rs))
     return {k: v for k, v in figs.items() if v is not None}
 
 

@@ -116,8 +116,8 @@ class ResultSet:
 
     @property
     def excluded(self) -> list[str]:
-        """The warnings about folders left out entirely."""
-        return [w for w in self.warnings if w.endswith(")") and ": excluded (" in w]
+        """The warnings about folders left out entirely (``<folder>: excluded (<why>)``)."""
+        return [w for w in self.warnings if ": excluded (" in w]
 
     # -- builders ----------------------------------------------------------
     @classmethod

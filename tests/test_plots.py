@@ -95,3 +95,16 @@ def test_missing_data_skipped_and_stale_removed(tmp_path, run_maker):
     assert "mini_overlay.png" not in names  # a single method is no overlay
     # nothing at all
     assert P.write_all_figures(ResultSet.from_runs(tmp_path / "empty"), tmp_path / "f2", prefix="x") == []
+
+
+def test_tolerated_problems_are_named_in_figure_titles(tmp_path, results_root):
+    rs = ResultSet.from_runs(results_root, tolerate_problems=True)  # one run is incomplete
+    figs = P.build_all_figures(rs)
+    assert figs and all("WARNING: read with problems tolerated" in f._suptitle.get_text() for f in figs.values())
+    clean = tmp_path / "clean"
+    for seed in (1, 2):
+        run = results_root / "runs" / f"tiny-grpo-s{seed}"
+        (clean / "runs").mkdir(parents=True, exist_ok=True)
+        run.rename(clean / "runs" / run.name)
+    assert not any("WARNING" in f._suptitle.get_text()
+                   for f in P.build_all_figures(ResultSet.from_runs(clean)).values())

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from saah_lib.resultset import ResultSet
-from saah_lib.tables import MISSING, fmt, fmt_alpha, fmt_pm, tex_escape, write_all_tables
+from saah_lib.latex_format import MISSING, fmt, fmt_alpha, fmt_pm, tex_escape
+from saah_lib.tables import render_all_tables, write_all_tables
 
 REPO = Path(__file__).resolve().parents[1]
 REPORTED = REPO / "results" / "paper_reported"
@@ -196,3 +197,25 @@ def test_tiny_values_stay_in_one_math_group():
     assert fmt(1.2e-5, 5, sci=True) == "$1.2\\times10^{-5}$"
     assert fmt(0.00537, 5, sci=True) == "0.00537"  # the paper's KL keeps its form
     assert pm_cell(fmt(1.2e-5, 5, sci=True), fmt(1.8e-6, 5, sci=True)) == "$1.2\\times10^{-5} \\pm 1.8\\times10^{-6}$"
+
+
+def test_tolerated_problems_are_marked_in_every_table(tmp_path, run_maker):
+    root = tmp_path / "results"
+    for run_id, method, alpha, seed in (("g1", "grpo", 0.0, 1), ("g2", "grpo", 0.0, 2), ("a1", "ah", 0.5, 1),
+                                        ("s1", "sa", 0.5, 1), ("s2", "sa", 0.5, 2)):
+        run_maker(root, run_id, "tiny", method, alpha, seed)
+    clean = render_all_tables(ResultSet.from_runs(root))
+    assert not any("Warning" in t or r"\S" in t for t in clean.values())
+    ev = root / "runs" / "g1" / "eval.jsonl"  # torn final evaluation of one GRPO seed
+    ev.write_text(ev.read_text()[:-20])
+    (root / "runs" / "s2" / "config.json").unlink()  # an SA run that cannot be placed
+    tables = render_all_tables(ResultSet.from_runs(root, tolerate_problems=True))
+    rows = data_rows(tabular_after_label(tables["main"], "reported:main"))
+    grpo = [r for r in rows if r[1] == "GRPO"][0]
+    assert grpo[3].endswith(r"$^{\ast}$$^{\S}$")  # incomplete and damaged
+    assert [r for r in rows if r[1] == "SA-AH-GRPO"][0][3] == "20"  # the intact SA seed is unmarked
+    assert "damaged logs in a run of this row" in tables["main"]
+    for name, text in tables.items():
+        assert r"\textbf{Warning:} read with problems tolerated" in text, name
+        assert "flagged (1): g1" in text and "left out, config unusable (1): s2" in text
+    assert r"\texttt{g1}$^{\ast}$$^{\S}$" in tables["setup"]
