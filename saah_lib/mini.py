@@ -22,6 +22,7 @@ from pathlib import Path
 import psutil
 
 from saah_lib.config import TINY_MODEL_DIR, make_config
+from saah_lib.manifest import write_manifest
 from saah_lib.runlog import atomic_write_json
 
 MAIN_METHODS = (("grpo", 0.0), ("ah", 0.5), ("sa", 0.5))
@@ -141,9 +142,11 @@ def run_mini_study(root: Path, seeds: tuple[int, ...] = (0, 1, 2), steps: int | 
         info["runs"] = train_all(configs, jobs, timings)
 
     write_answer_kinds(root)
+    write_manifest(root)  # the figures notebook checks the results against it
     if figures:
         with timings.stage("tables and figures"):
             render_figures(root)
+        write_manifest(root)  # again: timings.json gained the figures stage
     return timings.record
 
 
