@@ -19,7 +19,6 @@ import hashlib
 import json
 import os
 import random
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,9 +36,6 @@ HUB_DATASET = ("openai/gsm8k", "main")
 SPLITS = ("train", "test")
 GOLD_MARKER = "####"
 
-# GSM8K references carry calculator annotations such as "<<48/2=24>>"; they
-# are tooling for the original paper, not text a model is meant to write.
-_CALCULATOR_ANNOTATION_RE = re.compile(r"<<[^<>]*>>")
 
 
 @dataclass(frozen=True)
@@ -93,7 +89,7 @@ def parse_gold_answer(answer_text: str) -> str:
     return gold
 
 
-def reference_solution(answer_text: str) -> str:
+def gsm8k_reasoning(answer_text: str) -> str:
     """The reasoning part of a GSM8K answer (everything before ``####``), stripped."""
     return answer_text.rsplit(GOLD_MARKER, 1)[0].strip()
 
@@ -103,7 +99,7 @@ def _problem(split: str, index: int, record: dict) -> Problem:
         id=f"{split}-{index:05d}",
         question=record["question"],
         answer=parse_gold_answer(record["answer"]),
-        solution=reference_solution(record["answer"]),
+        solution=gsm8k_reasoning(record["answer"]),
     )
 
 
@@ -221,30 +217,8 @@ def paper_split(
 
 
 # --------------------------------------------------------------------------
-# tagged references, prompts, TRL datasets
+# prompts, TRL datasets
 # --------------------------------------------------------------------------
-
-
-def reasoning_lines(solution: str) -> list[str]:
-    """Non-blank lines of a reference solution with calculator annotations removed."""
-    cleaned = _CALCULATOR_ANNOTATION_RE.sub("", solution)
-    return [line.strip() for line in cleaned.splitlines() if line.strip()]
-
-
-def reference_to_tagged(problem: Problem) -> str:
-    """A reference solution written as a completion in the tagged format.
-
-    Every reasoning line is prefixed "Step i:", so each counts as a step even
-    when it holds no "a = b" calculation.  A problem without a reference
-    solution gets one line stating the answer, so the working-out block is
-    never empty.
-    """
-    lines = reasoning_lines(problem.solution) or [f"The answer is {problem.answer}."]
-    steps = "\n".join(f"Step {i}: {line}" for i, line in enumerate(lines, start=1))
-    return (
-        f"{WORKING_OPEN}\n{steps}\n{WORKING_CLOSE}\n"
-        f"{SOLUTION_OPEN}{problem.answer}{SOLUTION_CLOSE}"
-    )
 
 
 SYSTEM_PROMPT = (

@@ -154,7 +154,7 @@ def write_answer_kinds(root: Path) -> dict:
     """Per run: how many evaluation answers were correct, the planted intermediate-answer
     habit, or other errors, at the first and the last evaluation; to ``answer_kinds.json``.
 
-    This shows which mistakes training removed (see ``tiny_model.sft_targets``).
+    This shows which mistakes training removed (see ``warmstart_targets.sft_targets``).
     """
     from saah_lib.runlog import RunLog, read_jsonl
     from saah_lib.synthetic import count_answer_kinds

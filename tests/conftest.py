@@ -34,13 +34,13 @@ def tiny_random_model_dir(tmp_path_factory) -> Path:
     """A randomly initialised ~100k-parameter Qwen2 model with the tiny tokenizer, saved as a model folder."""
     import torch
 
-    from saah_lib.tiny_model import WarmStartSettings, build_model, build_tokenizer, tokenizer_corpus
+    from saah_lib.tiny_model import WarmStartSettings, build_tokenizer, init_tiny_model, tokenizer_corpus
 
     torch.manual_seed(0)
     settings = WarmStartSettings(hidden_size=32, num_layers=2, num_heads=2, num_kv_heads=1, intermediate_size=64,
                                  tokenizer_problems=300)
     tokenizer = build_tokenizer(tokenizer_corpus(settings, seed=0))
-    model = build_model(tokenizer, settings)
+    model = init_tiny_model(tokenizer, settings)
     folder = tmp_path_factory.mktemp("tiny_random_model")
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)

@@ -1,6 +1,6 @@
 import pytest
 
-from saah_lib.config import PROFILES, SAAHConfig, make_config
+from saah_lib.config import PROFILES, TINY_MODEL_DIR, SAAHConfig, make_config
 
 
 def test_paper_profile_holds_the_papers_hyperparameters():
@@ -72,3 +72,9 @@ def test_every_profile_validates():
     for name in PROFILES:
         for method in ("grpo", "ah", "sa"):
             make_config(name, method=method)
+
+
+def test_default_warm_start_folder_is_inside_the_repository():
+    assert TINY_MODEL_DIR.is_absolute()
+    assert TINY_MODEL_DIR.parts[-4:] == ("results", "mini", "warmstart", "model")
+    assert (TINY_MODEL_DIR.parents[3] / "saah_lib").is_dir()
