@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import matplotlib
@@ -108,3 +109,15 @@ def test_tolerated_problems_are_named_in_figure_titles(tmp_path, results_root):
         run.rename(clean / "runs" / run.name)
     assert not any("WARNING" in f._suptitle.get_text()
                    for f in P.build_all_figures(ResultSet.from_runs(clean)).values())
+
+
+def test_every_figure_in_the_paper_names_the_function_that_draws_it():
+    tex = (Path(__file__).resolve().parents[1] / "paper" / "main.tex").read_text().splitlines()
+    figures = [i for i, line in enumerate(tex) if line.startswith("\\maybefigure")]
+    assert len(figures) == 3 * len(P.FIGURE_NAMES)
+    for i in figures:
+        name = re.search(r"\{(?:reported|mini|ours)_([a-z_0-9]+)\}", tex[i]).group(1)
+        note = re.fullmatch(r"% \w+: drawn by saah_lib\.plots\.(\w+) \(saved by write_all_figures\)", tex[i - 1])
+        assert note, tex[i]
+        assert callable(getattr(P, note.group(1))) and name in P.FIGURE_NAMES
+        assert note.group(1) in P.build_all_figures.__code__.co_names  # the function really draws that figure
