@@ -38,6 +38,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from saah_lib.labels import METHOD_LABELS, model_order, model_short, number_or_nan
+from saah_lib.loss import METHODS
 from saah_lib.resultset import ResultSet
 from saah_lib.summaries import token_weights
 
@@ -45,7 +46,6 @@ log = logging.getLogger(__name__)
 
 FIGURE_NAMES = ("pass_at_1", "overlay", "alpha_ablation", "reward", "entropy_weight", "token_weights")
 METHOD_COLORS = {"grpo": "#1f77b4", "ah": "#d62728", "sa": "#2ca02c", "base": "0.35"}
-METHODS = ("grpo", "ah", "sa")
 SPARSE = 25  # draw markers when a curve has at most this many points
 
 
