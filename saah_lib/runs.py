@@ -209,8 +209,9 @@ def read_folders(root: str | Path, kind: str = "runs",
     if problems and not tolerate_problems:
         listing = "\n".join(f"  - {m}" for m in problems)
         raise DamagedResultsError(
-            f"{len(problems)} problem(s) in the {kind} under {root} (read with tolerate_problems=True to see "
-            f"the rest flagged, with damaged runs marked and unreadable ones excluded):\n{listing}")
+            f"{len(problems)} problem(s) in the {kind} under {root} (tolerate_problems=True reads them anyway: "
+            f"damaged and incomplete runs flagged in every output, runs without a usable config left out):"
+            f"\n{listing}")
     excluded = [f"{f.path}: excluded ({'; '.join(f.damage)})" for f in everything if f.excluded]
     flagged = [m for f in everything if not f.excluded for m in f.problems]
     return [f for f in everything if not f.excluded], flagged + excluded
