@@ -19,7 +19,6 @@ import hashlib
 import json
 import os
 import random
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,15 +29,13 @@ from saah_lib.reward import (
     WORKING_OPEN,
     normalize_number,
 )
+from saah_lib.runlog import read_jsonl
 
 GSM8K_DIR_ENV = "SAAH_GSM8K_DIR"
 HUB_DATASET = ("openai/gsm8k", "main")
 SPLITS = ("train", "test")
 GOLD_MARKER = "####"
 
-# GSM8K references carry calculator annotations such as "<<48/2=24>>"; they
-# are tooling for the original paper, not text a model is meant to write.
-_CALCULATOR_ANNOTATION_RE = re.compile(r"<<[^<>]*>>")
 
 
 @dataclass(frozen=True)
@@ -92,7 +89,7 @@ def parse_gold_answer(answer_text: str) -> str:
     return gold
 
 
-def reference_solution(answer_text: str) -> str:
+def gsm8k_reasoning(answer_text: str) -> str:
     """The reasoning part of a GSM8K answer (everything before ``####``), stripped."""
     return answer_text.rsplit(GOLD_MARKER, 1)[0].strip()
 
@@ -102,7 +99,7 @@ def _problem(split: str, index: int, record: dict) -> Problem:
         id=f"{split}-{index:05d}",
         question=record["question"],
         answer=parse_gold_answer(record["answer"]),
-        solution=reference_solution(record["answer"]),
+        solution=gsm8k_reasoning(record["answer"]),
     )
 
 
@@ -111,21 +108,12 @@ def _check_split(split: str) -> None:
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
 
 
-def _read_jsonl(path: Path) -> list[dict]:
+def _read_gsm8k_file(path: Path) -> list[dict]:
     if not path.is_file():
         raise FileNotFoundError(
             f"GSM8K file not found: {path} (the folder must hold train.jsonl and test.jsonl)"
         )
-    records = []
-    with path.open(encoding="utf-8") as handle:
-        for line_number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError as error:
-                raise ValueError(f"{path}:{line_number}: not valid JSON ({error})") from error
-    return records
+    return read_jsonl(path, finished=True)
 
 
 def _load_from_hub(split: str) -> list[dict]:
@@ -162,7 +150,7 @@ def load_gsm8k(split: str, data_dir: str | os.PathLike | None = None) -> list[Pr
     """All problems of one official split ("train" or "test"), in file order."""
     _check_split(split)
     folder = resolve_gsm8k_dir(data_dir)
-    records = _read_jsonl(folder / f"{split}.jsonl") if folder is not None else _load_from_hub(split)
+    records = _read_gsm8k_file(folder / f"{split}.jsonl") if folder is not None else _load_from_hub(split)
     return [_problem(split, index, record) for index, record in enumerate(records)]
 
 
@@ -229,30 +217,8 @@ def paper_split(
 
 
 # --------------------------------------------------------------------------
-# tagged references, prompts, TRL datasets
+# prompts, TRL datasets
 # --------------------------------------------------------------------------
-
-
-def reasoning_lines(solution: str) -> list[str]:
-    """Non-blank lines of a reference solution with calculator annotations removed."""
-    cleaned = _CALCULATOR_ANNOTATION_RE.sub("", solution)
-    return [line.strip() for line in cleaned.splitlines() if line.strip()]
-
-
-def reference_to_tagged(problem: Problem) -> str:
-    """A reference solution written as a completion in the tagged format.
-
-    Every reasoning line is prefixed "Step i:", so each counts as a step even
-    when it holds no "a = b" calculation.  A problem without a reference
-    solution gets one line stating the answer, so the working-out block is
-    never empty.
-    """
-    lines = reasoning_lines(problem.solution) or [f"The answer is {problem.answer}."]
-    steps = "\n".join(f"Step {i}: {line}" for i, line in enumerate(lines, start=1))
-    return (
-        f"{WORKING_OPEN}\n{steps}\n{WORKING_CLOSE}\n"
-        f"{SOLUTION_OPEN}{problem.answer}{SOLUTION_CLOSE}"
-    )
 
 
 SYSTEM_PROMPT = (

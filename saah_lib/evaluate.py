@@ -11,9 +11,9 @@ import torch
 from tqdm.auto import tqdm
 from transformers import TrainerCallback
 
-from saah_lib.analysis import pass_at_1_ci
 from saah_lib.data import Problem, make_prompt
 from saah_lib.reward import answers_match, extract_answer
+from saah_lib.summaries import pass_at_1_ci
 
 
 @dataclass

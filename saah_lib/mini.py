@@ -25,6 +25,7 @@ from pathlib import Path
 import psutil
 
 from saah_lib.config import REPO_ROOT, TINY_MODEL_DIR, make_config
+from saah_lib.manifest import write_manifest
 from saah_lib.runlog import atomic_write_json
 
 MAIN_METHODS = (("grpo", 0.0), ("ah", 0.5), ("sa", 0.5))
@@ -168,9 +169,11 @@ def run_mini_study(root: Path, seeds: tuple[int, ...] = (0, 1, 2), steps: int | 
         info["runs"] = train_all(configs, jobs, timings)
 
     write_answer_kinds(root)
+    write_manifest(root)  # the figures notebook checks the results against it
     if figures:
         with timings.stage("tables and figures"):
             render_figures(root, tables_dir=tables_dir, figures_dir=figures_dir)
+        write_manifest(root)  # again: timings.json gained the figures stage
     return timings.record
 
 
@@ -237,7 +240,7 @@ def write_answer_kinds(root: Path) -> dict:
     """Per run: how many evaluation answers were correct, the planted intermediate-answer
     habit, or other errors, at the first and the last evaluation; to ``answer_kinds.json``.
 
-    This shows which mistakes training removed (see ``tiny_model.sft_targets``).
+    This shows which mistakes training removed (see ``warmstart_targets.sft_targets``).
     """
     from saah_lib.runlog import RunLog, read_jsonl
     from saah_lib.synthetic import count_answer_kinds
@@ -267,7 +270,7 @@ def render_figures(mini_root: Path, tables_dir: Path | None = None, figures_dir:
         parameters.update(tables_dir=str(tables_dir or Path(mini_root) / "generated"),
                           figures_dir=str(figures_dir or Path(mini_root) / "figures"),
                           results_root=nowhere, paper_reported_dir=nowhere)
-        out = Path(mini_root) / "04_figures.out.ipynb"
+        out = Path(mini_root).parent / f"{Path(mini_root).name}-04_figures.out.ipynb"  # outside the manifest's root
     papermill.execute_notebook(
         str(REPO_ROOT / "notebooks" / "04_figures.ipynb"), str(out),
         parameters=parameters, kernel_name="python3", cwd=str(REPO_ROOT), progress_bar=False,

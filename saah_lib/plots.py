@@ -1,4 +1,4 @@
-"""Figures from a :class:`~saah_lib.analysis.ResultSet` (matplotlib, Agg).
+"""Figures from a :class:`~saah_lib.resultset.ResultSet` (matplotlib, Agg).
 
 Figures are built with :class:`matplotlib.figure.Figure` directly (no pyplot
 state, nothing shown on screen), so they work the same in tests, scripts and
@@ -37,14 +37,15 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from .analysis import (METHOD_LABELS, ResultSet, _num, model_order, model_short, pick_rollout_pair,
-                       token_weights)
+from saah_lib.labels import METHOD_LABELS, model_order, model_short, number_or_nan
+from saah_lib.loss import METHODS
+from saah_lib.resultset import ResultSet
+from saah_lib.summaries import token_weights
 
 log = logging.getLogger(__name__)
 
 FIGURE_NAMES = ("pass_at_1", "overlay", "alpha_ablation", "reward", "entropy_weight", "token_weights")
 METHOD_COLORS = {"grpo": "#1f77b4", "ah": "#d62728", "sa": "#2ca02c", "base": "0.35"}
-METHODS = ("grpo", "ah", "sa")
 SPARSE = 25  # draw markers when a curve has at most this many points
 
 
@@ -78,7 +79,7 @@ def _steps_axis(ax) -> None:
 
 
 def _alpha_str(a) -> str:
-    a = _num(a)
+    a = number_or_nan(a)
     return "" if math.isnan(a) else f"{a:g}"
 
 
@@ -112,9 +113,9 @@ def _band(g: pd.DataFrame) -> tuple[np.ndarray, str]:
 
 def _draw_baseline(ax, rs: ResultSet, model, with_label: bool = True) -> bool:
     b = rs.baseline_for(model)
-    if not b or math.isnan(_num(b.get("pass_at_1"))):
+    if not b or math.isnan(number_or_nan(b.get("pass_at_1"))):
         return False
-    p = _num(b["pass_at_1"])
+    p = number_or_nan(b["pass_at_1"])
     if rs.source == "paper_reported":
         text = f"zero-shot baseline ({p:.3f})"
     elif b.get("kind") == "baseline":
@@ -215,10 +216,10 @@ def plot_alpha_ablation(rs: ResultSet) -> Figure | None:
             ax.annotate("partial", (xi, pi), textcoords="offset points", xytext=(0, 8), ha="center", fontsize=7)
     sa = ab[ab["method"] == "sa"]
     for _, r in sa.iterrows():
-        a = _num(r["alpha"])
-        ax.plot([a], [_num(r["peak_pass_at_1"])], marker="*", ms=12, color=METHOD_COLORS["sa"], ls="none",
-                label=f"SA-AH-GRPO peak ({int(_num(r['steps'])) if not math.isnan(_num(r['steps'])) else '?'} steps)")
-        ax.plot([a], [_num(r["final_pass_at_1"])], marker="s", ms=7, mfc="none", mec=METHOD_COLORS["sa"], ls="none",
+        a = number_or_nan(r["alpha"])
+        ax.plot([a], [number_or_nan(r["peak_pass_at_1"])], marker="*", ms=12, color=METHOD_COLORS["sa"], ls="none",
+                label=f"SA-AH-GRPO peak ({int(number_or_nan(r['steps'])) if not math.isnan(number_or_nan(r['steps'])) else '?'} steps)")
+        ax.plot([a], [number_or_nan(r["final_pass_at_1"])], marker="s", ms=7, mfc="none", mec=METHOD_COLORS["sa"], ls="none",
                 label="SA-AH-GRPO final")
     _draw_baseline(ax, rs, model)
     ax.set_xticks(sorted(set(np.round(np.concatenate([x, pd.to_numeric(sa["alpha"], errors="coerce").to_numpy(float)]), 4))))
@@ -317,7 +318,7 @@ def plot_token_weights(h_pos: Sequence[float], h_neg: Sequence[float], alpha: fl
 
     ``h_pos``/``h_neg`` are the per-token normalised entropies of one rollout
     with positive and one with negative advantage.  Weights come from
-    :func:`saah_lib.analysis.token_weights`: GRPO 1; AH ``exp(-alpha *
+    :func:`saah_lib.summaries.token_weights`: GRPO 1; AH ``exp(-alpha *
     cumsum(H))`` on both; SA that discount on the negative rollout only.
     """
     h = {"positive": np.asarray(h_pos, float), "negative": np.asarray(h_neg, float)}
@@ -354,12 +355,47 @@ def _curve_note(rs: ResultSet) -> str:
 
 
 def _suptitle(rs: ResultSet, what: str) -> str:
-    return f"{what} — {'reported in the paper' if rs.source == 'paper_reported' else 'our runs'}"
+    return f"{what} — {'reported in the paper' if rs.source == 'paper_reported' else 'our runs'}" + problems_note(rs)
+
+
+def problems_note(rs: ResultSet) -> str:
+    """A visible line for figures drawn from results read with problems tolerated ("" when there were none)."""
+    if not rs.warnings:
+        return ""
+    excluded = len(rs.excluded)
+    return (f"\nWARNING: read with problems tolerated: {len(rs.warnings) - excluded} problem(s) flagged, "
+            f"{excluded} run folder(s) left out (see ResultSet.warnings)")
 
 
 # ---------------------------------------------------------------------------
 # writing
 # ---------------------------------------------------------------------------
+
+def pick_rollout_pair(token_entropies: pd.DataFrame) -> dict | None:
+    """Choose one positive- and one negative-advantage rollout logged at the same step.
+
+    Prefers an SA-AH-GRPO run, then AH-GRPO, then any; within a run the latest
+    step that has both signs.  Returns ``{run_id, step, alpha, h_pos, h_neg,
+    adv_pos, adv_neg}`` or None.
+    """
+    te = token_entropies
+    if te is None or te.empty:
+        return None
+    pref = {"sa": 0, "ah": 1}
+    runs = sorted(te["run_id"].unique(), key=lambda r: (pref.get(te.loc[te.run_id == r, "method"].iloc[0], 2), str(r)))
+    for rid in runs:
+        sub = te[te.run_id == rid]
+        for step in sorted(sub["step"].dropna().unique(), reverse=True):
+            at = sub[sub.step == step]
+            pos = at[at.advantage > 0]
+            neg = at[at.advantage < 0]
+            if len(pos) and len(neg):
+                p, n = pos.iloc[0], neg.iloc[0]
+                return {"run_id": rid, "step": float(step), "alpha": number_or_nan(p["alpha"]),
+                        "h_pos": np.asarray(p["entropy_norm"], float), "h_neg": np.asarray(n["entropy_norm"], float),
+                        "adv_pos": float(p["advantage"]), "adv_neg": float(n["advantage"])}
+    return None
+
 
 def build_all_figures(rs: ResultSet) -> dict[str, Figure]:
     """Every figure that has data, keyed by name (see :data:`FIGURE_NAMES`)."""
@@ -379,7 +415,8 @@ def build_all_figures(rs: ResultSet) -> dict[str, Figure]:
             alpha, note = 0.5, " (run had α=0; weights drawn with α=0.5)"
         figs["token_weights"] = plot_token_weights(
             pair["h_pos"], pair["h_neg"], alpha,
-            title=f"Token weights from run {pair['run_id']}, step {int(pair['step'])}, α={alpha:g}{note}")
+            title=f"Token weights from run {pair['run_id']}, step {int(pair['step'])}, α={alpha:g}{note}"
+                  + problems_note(rs))
     return {k: v for k, v in figs.items() if v is not None}
 
 

@@ -3,7 +3,8 @@
 Two write disciplines keep results readable at every instant:
 whole files (``config.json``, rewritten logs) are written to a temporary file
 and renamed over the target; logs grow by appending one complete line per
-``write`` call, and readers drop a trailing line that is not valid JSON.
+``write`` call; a reader of a log still being written drops a trailing line that
+is not valid JSON, and a reader of a finished run reports it (``read_jsonl(finished=True)``).
 On resume, lines logged after the checkpoint being resumed are dropped, so a
 step is neither lost nor duplicated.
 """
@@ -20,6 +21,33 @@ import tempfile
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Iterable
+
+#: The keys of one ``train_log.jsonl`` line: the step, the step's wall time,
+#: and each key below taken from the logs TRL hands to callbacks (ours -> TRL's).
+TRAIN_LOG_FROM_TRL = {
+    "reward_mean": "reward",
+    "reward_std": "reward_std",
+    "reward_correct": "rewards/reward_correct/mean",
+    "reward_format": "rewards/reward_format/mean",
+    "reward_present": "rewards/reward_present/mean",
+    "reward_steps": "rewards/reward_steps/mean",
+    "kl": "kl",
+    "entropy_norm": "saah/entropy_norm",
+    "weight_mean": "saah/weight_mean",
+    "weight_neg_mean": "saah/weight_neg_mean",
+    "neg_frac": "saah/neg_frac",
+    "completion_length": "completions/mean_length",
+    "loss": "loss",
+    "learning_rate": "learning_rate",
+    "grad_norm": "grad_norm",
+    "entropy_nats": "entropy",
+    "clip_frac": "clip_ratio/region_mean",
+    "frac_groups_below_threshold": "saah/frac_groups_below_threshold",
+    "frac_truncated": "completions/clipped_ratio",
+}
+TRAIN_LOG_KEYS = ("step", *TRAIN_LOG_FROM_TRL, "step_time")
+#: The keys of one ``eval.jsonl`` line.
+EVAL_KEYS = ("step", "pass_at_1", "ci95", "n", "n_correct")
 
 TRACKED_PACKAGES = ("saah_lib", "torch", "transformers", "trl", "peft", "accelerate", "datasets", "tokenizers")
 
@@ -76,27 +104,51 @@ def append_jsonl(path: Path, record: dict) -> None:
         os.fsync(f.fileno())
 
 
-def read_jsonl(path: Path, strict: bool = True) -> list[dict]:
-    """All complete records; a torn last line (a writer killed mid-write) is ignored.
+def scan_jsonl(path: Path) -> tuple[list[tuple[int, Any]], list[tuple[int, str]]]:
+    """Every non-blank line of a JSON-lines file, parsed: ``([(line, record)], [(line, problem)])``.
 
-    A bad line elsewhere raises with ``strict``; otherwise it is skipped with a
-    warning (readers of results that should show what is there).
+    Nothing is dropped silently: a line that is not valid JSON is reported
+    with its 1-based line number.  A missing file has no lines.
     """
     path = Path(path)
     if not path.is_file():
-        return []
-    lines = [(i, line) for i, line in enumerate(path.read_text().splitlines(), 1) if line.strip()]
-    records = []
-    for i, line in lines:
+        return [], []
+    records, problems = [], []
+    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
         try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            if i == lines[-1][0]:
-                break
-            if strict:
-                raise ValueError(f"{path}: line {i} is not valid JSON") from None
-            logging.getLogger(__name__).warning("%s:%d: skipping a line that is not valid JSON", path, i)
-    return records
+            records.append((i, json.loads(line)))
+        except json.JSONDecodeError as exc:
+            problems.append((i, f"not valid JSON ({exc.msg})"))
+    return records, problems
+
+
+def read_jsonl(path: Path, strict: bool = True, finished: bool = False) -> list:
+    """All records of a JSON-lines file.
+
+    A log that may still be appended to (``finished=False``) may end in a torn
+    line (a writer killed mid-write); that last line is ignored.  In a
+    finished file (``finished=True``) it is an error like any other.  A bad
+    line raises a ValueError naming the file and line with ``strict``;
+    otherwise it is skipped with a warning.
+    """
+    path = Path(path)
+    records, problems = scan_jsonl(path)
+    last = records[-1][0] if records else 0
+    for i, problem in problems:
+        if not finished and i > last and i == problems[-1][0]:
+            continue  # the torn tail of a log still being written
+        if strict:
+            raise ValueError(f"{path}: line {i}: {problem}")
+        logging.getLogger(__name__).warning("%s: line %d: skipping it: %s", path, i, problem)
+    return [r for _, r in records]
+
+
+def trained_and_evaluated(logged_steps: Iterable[int], evaluated_steps: Iterable[int], steps: int) -> bool:
+    """The one definition of a complete run: trained to ``steps`` and evaluated at step ``steps``."""
+    logged = list(logged_steps)
+    return bool(logged) and max(logged) >= steps and steps in set(evaluated_steps)
 
 
 def git_commit(cwd: Path | None = None) -> str | None:
@@ -218,5 +270,4 @@ class RunLog:
                 p.unlink()
 
     def is_complete(self, steps: int) -> bool:
-        logged = [r["step"] for r in self.train_log()]
-        return bool(logged) and max(logged) >= steps and steps in self.evaluated_steps()
+        return trained_and_evaluated((r["step"] for r in self.train_log()), self.evaluated_steps(), steps)

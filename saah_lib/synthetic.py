@@ -318,7 +318,7 @@ TEMPLATES: dict[str, Callable[[_Story, int], Draft | None]] = {
 # --------------------------------------------------------------------------
 
 
-def reference_solution(draft: Draft) -> str:
+def tagged_solution(draft: Draft) -> str:
     """The tagged completion that solves ``draft``: given numbers, then calculations."""
     lines = [f"{value} {label}" for value, label in draft.facts]
     lines += [calc.text() for calc in draft.calcs]
@@ -402,7 +402,7 @@ def generate_problems(
             id=f"{id_prefix}-{len(problems):05d}",
             question=draft.question,
             answer=str(draft.answer),
-            solution=reference_solution(draft),
+            solution=tagged_solution(draft),
         ))
     return problems
 
@@ -445,7 +445,7 @@ def answer_kind(completion: str, gold: str) -> str:
 
     "intermediate": the stated answer is wrong and equals the completion's own
     first calculation result rather than its last (the habit the tiny warm
-    start is taught, see ``saah_lib.tiny_model.sft_targets``); "other": any
+    start is taught, see ``saah_lib.warmstart_targets.sft_targets``); "other": any
     other wrong or missing answer (arithmetic slips, wrong plan, no number).
     """
     stated = extract_answer(completion)

@@ -1,4 +1,4 @@
-"""booktabs LaTeX tables generated from a :class:`~saah_lib.analysis.ResultSet`.
+"""booktabs LaTeX tables generated from a :class:`~saah_lib.resultset.ResultSet`.
 
 Every table is a complete ``table`` float that ``paper/main.tex`` can
 ``\\input``.  File names are fixed per source so the report can refer to them:
@@ -12,10 +12,7 @@ Every table is a complete ``table`` float that ``paper/main.tex`` can
 ``<prefix>_setup.tex``            the runs actually found (our runs)
 ================================  ==================================================
 
-Missing values are printed as ``---``.  Number formats follow the paper
-(Pass@1 and CIs: 3 decimals, train variance: 4, KL: 5, entropy: 4, weights: 3,
-negative fraction: 2, length: 0), so that the tables built from
-``results/paper_reported`` reproduce the paper's cells exactly.  Where a
+Cells use the paper's number formats (:mod:`saah_lib.latex_format`).  Where a
 (model, method, alpha) has several seeds, cells show ``mean +- sample std``
 across seeds and the seed count is printed.
 """
@@ -25,108 +22,30 @@ from __future__ import annotations
 import logging
 import math
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from .analysis import (METHOD_LABELS, ResultSet, _num, model_order, model_short, slug)
+from saah_lib.labels import METHOD_LABELS, model_order, model_short, number_or_nan, slug
+from saah_lib.latex_format import (DP, MISSING, bold_cell, fmt, fmt_alpha, fmt_pm, pm_cell, table_float,
+                                   tex_escape)
+from saah_lib.resultset import ResultSet
 
 log = logging.getLogger(__name__)
 
-MISSING = "---"
+DAMAGED_MARK = r"$^{\S}$"
+DAMAGED_NOTE = (DAMAGED_MARK + " damaged logs in a run of this row (read with problems tolerated): "
+                "lines or values that could not be read were left out, so these numbers may be wrong.")
 TABLE_NAMES = ("main", "checkpoints", "ablation", "diagnostics", "hparams", "setup")
 
-# decimals per quantity (the paper's rounding)
-DP = {"pass": 3, "ci": 3, "var": 4, "kl": 5, "reward": 3, "entropy": 4, "weight": 3, "frac": 2, "len": 0}
-
 
 # ---------------------------------------------------------------------------
-# formatting
+# cells
 # ---------------------------------------------------------------------------
 
-def tex_escape(s: Any) -> str:
-    """Escape LaTeX special characters in free text (labels, run ids)."""
-    rep = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
-           "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
-    return "".join(rep.get(ch, ch) for ch in str(s))
-
-
-def _isnan(x) -> bool:
-    return x is None or (isinstance(x, float) and math.isnan(x)) or (not isinstance(x, str) and pd.isna(x))
-
-
-def fmt(x, dp: int, sci: bool = False) -> str:
-    """Fixed-point number with ``dp`` decimals, ``---`` if missing.
-
-    A non-zero value that would print as zero switches to scientific notation
-    (``$3.0\\times10^{-7}$``); with ``sci=True`` so does one that would keep
-    fewer than two significant digits (used for variances and KL, which are
-    tiny in short CPU runs).
-    """
-    x = _num(x)
-    if math.isnan(x):
-        return MISSING
-    limit = 10 ** (-dp + 1) if sci else 0.5 * 10 ** (-dp)
-    if x != 0 and abs(x) < limit:
-        mant, exp = f"{x:.1e}".split("e")
-        return f"${mant}\\times10^{{{int(exp)}}}$"
-    return f"{x:.{dp}f}"
-
-
-def pm_cell(value: str, err: str) -> str:
-    """``$value \\pm err$`` from two formatted numbers (either may already be in math mode)."""
-    return f"${value.strip('$')} \\pm {err.strip('$')}$"
-
-
-def fmt_pm(x, err, dp: int, bold: bool = False) -> str:
-    """``$x \\pm err$`` (``---`` if x is missing; just x if err is missing)."""
-    xs = fmt(x, dp)
-    if xs == MISSING:
-        return MISSING
-    es = fmt(err, dp)
-    inner = xs if es == MISSING else f"{xs} \\pm {es}"
-    inner = inner.replace("$", "")
-    if bold:
-        inner = f"\\mathbf{{{inner}}}"
-    return f"${inner}$"
-
-
-def fmt_alpha(a, min_dp: int = 1, phantom: bool = False) -> str:
-    """Alpha with at least ``min_dp`` decimals and no more than needed (max 4)."""
-    a = _num(a)
-    if math.isnan(a):
-        return MISSING
-    dp = min_dp
-    while dp < 4 and abs(round(a, dp) - a) > 1e-9:
-        dp += 1
-    s = f"{a:.{dp}f}"
-    if s.startswith("-"):
-        return f"${s}$"
-    return f"$\\phantom{{-}}{s}$" if phantom else s
-
-
-def _bold(s: str, on: bool) -> str:
-    if not on or s == MISSING:
-        return s
-    if s.startswith("$"):
-        return f"$\\mathbf{{{s.strip('$')}}}$"
-    return f"\\textbf{{{s}}}"
-
-
-def _wrap_table(body_lines: list[str], colspec: str, caption: str, label: str, notes: str = "",
-                fontsize: str = r"\small") -> str:
-    """A ``table`` float holding one booktabs tabular, scaled down only if wider than the text."""
-    lines = [r"\begin{table}[H]", r"\centering", fontsize,
-             rf"\caption{{{caption}}}", rf"\label{{{label}}}",
-             r"\resizebox{\ifdim\width>\linewidth\linewidth\else\width\fi}{!}{%",
-             rf"\begin{{tabular}}{{{colspec}}}", r"\toprule"]
-    lines += body_lines
-    lines += [r"\bottomrule", r"\end{tabular}}"]
-    if notes:
-        lines += [r"\par\smallskip", rf"{{\footnotesize {notes}\par}}"]
-    lines += [r"\end{table}", ""]
-    return "\n".join(lines)
+def _truth(v) -> bool | None:
+    """A flag cell as a bool, None where it is missing (e.g. base rows have no ``damaged``)."""
+    return None if v is None or (isinstance(v, float) and math.isnan(v)) else bool(v)
 
 
 def _source_phrase(rs: ResultSet) -> str:
@@ -157,7 +76,7 @@ def _method_cell(method: str, alpha) -> str:
 def _match(df: pd.DataFrame, model, method, alpha) -> pd.DataFrame:
     if df is None or df.empty:
         return df
-    a = _num(alpha)
+    a = number_or_nan(alpha)
     am = pd.to_numeric(df["alpha"], errors="coerce")
     alpha_ok = am.isna() if math.isnan(a) else np.isclose(am.fillna(-9e9), a)
     return df[(df["model_label"] == model) & (df["method"] == method) & alpha_ok]
@@ -201,7 +120,7 @@ def table_main(rs: ResultSet, prefix: str = "reported") -> str:
     if rows.empty:
         return ""
     multi = _multi_seed(rows)
-    incomplete_note = False
+    incomplete_note = damaged_note = False
     head = ["Model", "Method", r"$\alpha$", "Steps", r"Pass@1$_{\mathrm{final}}$ $\uparrow$",
             r"Pass@1$_{\mathrm{peak}}$ $\uparrow$", r"Train\,Var $\downarrow$", r"Mean\,KL"]
     if multi:
@@ -218,11 +137,11 @@ def table_main(rs: ResultSet, prefix: str = "reported") -> str:
                 if vals.notna().sum() >= 2 and vals.dropna().nunique() > 1:  # nothing to single out if all tie
                     best[col] = fn(vals)
         for ri, (_, r) in enumerate(block.iterrows()):
-            n = int(_num(r.get("n_seeds")) if not math.isnan(_num(r.get("n_seeds"))) else 1)
+            n = int(number_or_nan(r.get("n_seeds")) if not math.isnan(number_or_nan(r.get("n_seeds"))) else 1)
             seeds = n > 1
 
             def is_best(col):
-                return col in best and r["method"] != "base" and np.isclose(_num(r[col]), best[col])
+                return col in best and r["method"] != "base" and np.isclose(number_or_nan(r[col]), best[col])
 
             def pm(col, errcol, dp):
                 err = r.get(col + "_std") if seeds else r.get(errcol)
@@ -230,9 +149,9 @@ def table_main(rs: ResultSet, prefix: str = "reported") -> str:
 
             def val(col, dp):
                 s = fmt(r.get(col), dp, sci=True)
-                if seeds and s != MISSING and not math.isnan(_num(r.get(col + "_std"))):
+                if seeds and s != MISSING and not math.isnan(number_or_nan(r.get(col + "_std"))):
                     s = pm_cell(s, fmt(r.get(col + "_std"), dp, sci=True))
-                return _bold(s, is_best(col))
+                return bold_cell(s, is_best(col))
 
             model_cell = ""
             if ri == 0:
@@ -241,6 +160,9 @@ def table_main(rs: ResultSet, prefix: str = "reported") -> str:
             if r["method"] != "base" and not bool(r.get("complete", True)):
                 steps += r"$^{\ast}$"
                 incomplete_note = True
+            if r["method"] != "base" and _truth(r.get("damaged")) is True:
+                steps += DAMAGED_MARK
+                damaged_note = True
             method_cell = METHOD_LABELS.get(r["method"], tex_escape(r["method"]))
             if r["method"] == "base" and rs.source != "paper_reported":
                 method_cell = "Base (step 0)" if str(r.get("base_kind", "")) == "step0" else "Base (before RL)"
@@ -272,10 +194,12 @@ def table_main(rs: ResultSet, prefix: str = "reported") -> str:
            "Bold: best value of the column within a model. " + base_txt)
     if multi:
         cap += " Rows with Seeds $>1$ show the mean $\\pm$ sample standard deviation across seeds instead of the CI."
-    notes = r"$^{\ast}$ run incomplete: fewer steps logged than configured; its numbers cover the logged part." \
-        if incomplete_note else ""
+    notes = " ".join(n for n, on in (
+        (r"$^{\ast}$ run incomplete: not trained to its configured steps or not evaluated at the last one; "
+         "its numbers cover the logged part.", incomplete_note),
+        (DAMAGED_NOTE, damaged_note)) if on)
     colspec = "llcccccc" + ("c" if multi else "")
-    return _wrap_table(body, colspec, cap, f"{prefix}:main", notes)
+    return table_float(body, colspec, cap, f"{prefix}:main", notes)
 
 
 def checkpoint_steps(rs: ResultSet, model, max_columns: int = 10) -> list[int]:
@@ -314,7 +238,7 @@ def table_checkpoints(rs: ResultSet, model, prefix: str = "reported", max_column
         cells = []
         for s in steps:
             c = fmt(vals.get(s), DP["pass"])
-            if multi and c != MISSING and not math.isnan(_num(stds.get(s))):
+            if multi and c != MISSING and not math.isnan(number_or_nan(stds.get(s))):
                 c = pm_cell(c, fmt(stds.get(s), DP["pass"]))
             cells.append(c)
         body.append(f"{_method_cell(method, a)}\n  & " + " & ".join(cells) + r" \\")
@@ -328,7 +252,7 @@ def table_checkpoints(rs: ResultSet, model, prefix: str = "reported", max_column
     all_steps = sorted({int(s) for s in sub["step"].dropna()})
     if len(all_steps) > len(steps):
         cap += f" {len(all_steps)} evaluated steps, {len(steps)} shown (evenly spaced, last included)."
-    return _wrap_table(body, "l" + "c" * k, cap, f"{prefix}:checkpoints:{slug(model)}")
+    return table_float(body, "l" + "c" * k, cap, f"{prefix}:checkpoints:{slug(model)}")
 
 
 def table_ablation(rs: ResultSet, prefix: str = "reported", max_columns: int = 8) -> str:
@@ -364,15 +288,15 @@ def table_ablation(rs: ResultSet, prefix: str = "reported", max_columns: int = 8
         cells = []
         for s in steps:
             c = fmt(vals.get(s), DP["pass"])
-            if c != MISSING and not math.isnan(_num(stds.get(s))):
+            if c != MISSING and not math.isnan(number_or_nan(stds.get(s))):
                 c = pm_cell(c, fmt(stds.get(s), DP["pass"]))
             cells.append(c)
         return cells
 
     def pm(r, col):
         s = fmt(r[col], DP["pass"])
-        std = _num(r.get(col + "_std"))
-        if s != MISSING and not math.isnan(std) and _num(r.get("n_seeds")) > 1:
+        std = number_or_nan(r.get(col + "_std"))
+        if s != MISSING and not math.isnan(std) and number_or_nan(r.get("n_seeds")) > 1:
             s = pm_cell(s, fmt(std, DP["pass"]))
         return s
 
@@ -380,7 +304,7 @@ def table_ablation(rs: ResultSet, prefix: str = "reported", max_columns: int = 8
         label = fmt_alpha(r["alpha"], min_dp=2, phantom=phantom)
         if r["method"] == "grpo":
             label += " (GRPO)"
-        peak = _bold(pm(r, "peak_pass_at_1"), np.isclose(_num(r["peak_pass_at_1"]), best_peak)
+        peak = bold_cell(pm(r, "peak_pass_at_1"), np.isclose(number_or_nan(r["peak_pass_at_1"]), best_peak)
                      and core["peak_pass_at_1"].notna().sum() >= 2)
         if bool(r.get("partial")):
             peak += r"$^{\dagger}$"
@@ -392,7 +316,7 @@ def table_ablation(rs: ResultSet, prefix: str = "reported", max_columns: int = 8
         body.append(r"\midrule")
     for _, r in sa.iterrows():
         name = f"SA-AH-GRPO {fmt_alpha(r['alpha'], min_dp=2)}"
-        steps_run = _num(r.get("steps"))
+        steps_run = number_or_nan(r.get("steps"))
         extra = "" if not bool(r.get("partial")) else r"$^{\ast}$"
         if not math.isnan(steps_run) and steps_run > max_col:
             body.append(f"{name} & " + " & ".join(step_cells(r)) + f" & {MISSING} & {MISSING}" + r" \\")
@@ -411,7 +335,7 @@ def table_ablation(rs: ResultSet, prefix: str = "reported", max_columns: int = 8
         cap += " Rows with several seeds show mean $\\pm$ sample standard deviation across seeds."
     if rs.source == "paper_reported":
         cap += " The paper flags the $\\alpha=0.25$ run as partial although it lists a value at every step."
-    return _wrap_table(body, "l" + "c" * k + "cc", cap, f"{prefix}:ablation", " ".join(dict.fromkeys(notes)))
+    return table_float(body, "l" + "c" * k + "cc", cap, f"{prefix}:ablation", " ".join(dict.fromkeys(notes)))
 
 
 def diagnostic_groups(rs: ResultSet, methods=("sa",)) -> list[tuple]:
@@ -473,7 +397,7 @@ def table_diagnostics(rs: ResultSet, model, method: str = "sa", alpha=None, pref
     if dagger:
         notes = (r"$^{\dagger}$ no rollout had a negative advantage at this step, so no discount was applied "
                  + ("(the paper prints 0.000 here)." if rs.source == "paper_reported" else "(left empty in the log)."))
-    return _wrap_table(body, "rcccccccc", cap, f"{prefix}:diag:{method}:{slug(model)}", notes)
+    return table_float(body, "rcccccccc", cap, f"{prefix}:diag:{method}:{slug(model)}", notes)
 
 
 def table_hparams(rs: ResultSet, prefix: str = "reported") -> str:
@@ -485,7 +409,7 @@ def table_hparams(rs: ResultSet, prefix: str = "reported") -> str:
     for _, r in hp.iterrows():
         body.append(f"{r['hyperparameter_latex']} & {r['value_latex']}" + r" \\")
     cap = f"{_source_phrase(rs)}: hyperparameters shared by all runs of the paper."
-    return _wrap_table(body, "lc", cap, f"{prefix}:hparams")
+    return table_float(body, "lc", cap, f"{prefix}:hparams")
 
 
 def table_setup(rs: ResultSet, prefix: str = "ours") -> str:
@@ -500,7 +424,9 @@ def table_setup(rs: ResultSet, prefix: str = "ours") -> str:
     r_sorted = runs.copy()
     r_sorted["_o"] = r_sorted["model_label"].map({m: i for i, m in enumerate(model_order(runs["model_label"]))})
     for _, r in r_sorted.sort_values(["_o", "method", "alpha", "seed"], kind="stable").iterrows():
-        cells = [r"\texttt{" + tex_escape(r["run_id"]) + "}", tex_escape(r.get("model_label")),
+        marks = ((r"$^{\ast}$" if _truth(r.get("complete")) is False else "")
+                 + (DAMAGED_MARK if _truth(r.get("damaged")) is True else ""))
+        cells = [r"\texttt{" + tex_escape(r["run_id"]) + "}" + marks, tex_escape(r.get("model_label")),
                  METHOD_LABELS.get(r.get("method"), tex_escape(r.get("method"))), fmt_alpha(r.get("alpha")),
                  fmt(r.get("seed"), 0), fmt(r.get("steps"), 0), fmt(r.get("eval_every"), 0),
                  str(int(r.get("n_steps_logged", 0))), str(int(r.get("n_evals", 0))),
@@ -508,7 +434,7 @@ def table_setup(rs: ResultSet, prefix: str = "ours") -> str:
         body.append(" & ".join(cells) + r" \\")
     cap = (f"{_source_phrase(rs)}: the runs found, their configuration (\\texttt{{config.json}}) "
            "and how many training steps and evaluations they logged.")
-    return _wrap_table(body, "lllcccccc c", cap, f"{prefix}:setup", fontsize=r"\scriptsize")
+    return table_float(body, "lllcccccc c", cap, f"{prefix}:setup", fontsize=r"\scriptsize")
 
 
 # ---------------------------------------------------------------------------
@@ -526,7 +452,25 @@ def render_all_tables(rs: ResultSet, prefix: str = "reported") -> dict[str, str]
         "hparams": table_hparams(rs, prefix),
         "setup": table_setup(rs, prefix),
     }
-    return {name: text for name, text in tables.items() if text}
+    warning = problems_note(rs)
+    return {name: text.replace("\\end{table}", warning + "\\end{table}") if warning else text
+            for name, text in tables.items() if text}
+
+
+def problems_note(rs: ResultSet) -> str:
+    """A visible warning for tables built from results read with problems tolerated ("" when there were none)."""
+    if not rs.warnings:
+        return ""
+    flagged = [] if rs.runs is None or rs.runs.empty else [
+        tex_escape(r["run_id"]) for _, r in rs.runs.iterrows() if _truth(r.get("damaged")) is True or _truth(r.get("complete")) is False]
+    excluded = [tex_escape(Path(w.split(": excluded (")[0]).name) for w in rs.excluded]
+    parts = []
+    if flagged:
+        parts.append(f"flagged ({len(flagged)}): " + ", ".join(flagged))
+    if excluded:
+        parts.append(f"left out, config unusable ({len(excluded)}): " + ", ".join(excluded))
+    return (r"\par\smallskip{\footnotesize\textbf{Warning:} read with problems tolerated; runs "
+            + "; ".join(parts) + r". See \texttt{ResultSet.warnings}.\par}" + "\n")
 
 
 def write_all_tables(resultset: ResultSet, out_dir: str | Path = "paper/generated",

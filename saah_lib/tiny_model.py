@@ -15,7 +15,8 @@ code paths load by path (``AutoModelForCausalLM.from_pretrained`` and
   ``saah_lib.data.make_prompt`` renders prompts as it does for Qwen;
 * a two-layer ``Qwen2ForCausalLM`` with about 0.6M parameters;
 * a supervised warm start on reference solutions with two planted habits
-  that the reward penalises and GRPO can unlearn (see ``sft_targets``): half
+  that the reward penalises and GRPO can unlearn (see
+  ``saah_lib.warmstart_targets.sft_targets``): half
   of the targets state an intermediate result as the final answer, and 40%
   drop some of the format's tags.  Greedy Pass@1 of the warm start is about
   0.3, leaving headroom.
@@ -33,31 +34,24 @@ import random
 import shutil
 import time
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
 
+from saah_lib.config import TINY_MODEL_DIR
 from saah_lib.data import SYSTEM_PROMPT, Problem, make_prompt
-from saah_lib.reward import (
-    SOLUTION_CLOSE,
-    SOLUTION_OPEN,
-    TAGS,
-    WORKING_CLOSE,
-    WORKING_OPEN,
-)
+from saah_lib.evaluate import evaluate_pass_at_1
+from saah_lib.reward import TAGS
 from saah_lib.synthetic import (
     DEFAULT_MAX_RESULT,
     DEFAULT_MAX_STEPS,
     DEFAULT_MAX_VALUE,
     DEFAULT_MIN_STEPS,
-    calculation_results,
     generate_problems,
 )
+from saah_lib.warmstart_targets import PLAIN_ANSWER, sft_targets
 
-# Resolved from the package location, so it does not depend on the CWD.
-REPO_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_WARMSTART_DIR = REPO_ROOT / "results" / "mini" / "warmstart" / "model"
 BUILD_INFO_FILE = "build.json"
 # Bump when the build recipe changes in a way the settings do not capture.
 WARMSTART_VERSION = 2
@@ -119,10 +113,10 @@ class WarmStartSettings:
     learning_rate: float = 5e-3
     warmup_fraction: float = 0.05
     n_sft_problems: int = 16000
-    # share of SFT targets written in a looser layout (see LOOSE_LAYOUTS)
+    # share of SFT targets written in a looser layout (see warmstart_targets.LOOSE_LAYOUTS)
     loose_format_fraction: float = 0.4
     # share of SFT targets whose stated answer is the first calculation's
-    # result instead of the last one's (see sft_targets)
+    # result instead of the last one's (see warmstart_targets.sft_targets)
     shortcut_fraction: float = 0.5
     # measurement
     n_heldout: int = 200
@@ -215,7 +209,7 @@ def build_tokenizer(texts: list[str], min_word_count: int = 2):
 # --------------------------------------------------------------------------
 
 
-def build_model(tokenizer, settings: WarmStartSettings):
+def init_tiny_model(tokenizer, settings: WarmStartSettings):
     """A freshly initialised ``Qwen2ForCausalLM`` sized by ``settings``."""
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
@@ -250,68 +244,6 @@ def parameter_count(model) -> int:
 # --------------------------------------------------------------------------
 # supervised warm start
 # --------------------------------------------------------------------------
-
-# Layouts that keep the reasoning and the answer but drop tags, so a warm
-# model sometimes answers the way an instruct model that half-follows the
-# system prompt does.  Total reward of a correct answer in each layout:
-# tagged 7.5, no working tags 6.5, no solution tags 5.5, plain 5.0.
-LOOSE_LAYOUTS = ("no_working_tags", "no_solution_tags", "plain")
-PLAIN_ANSWER = "The answer is {answer}."
-
-
-def relayout(solution: str, answer: str, layout: str) -> str:
-    """A tagged reference solution rewritten in one of LOOSE_LAYOUTS (or "tagged")."""
-    if layout == "tagged":
-        return solution
-    working = solution.split(WORKING_OPEN, 1)[1].split(WORKING_CLOSE, 1)[0].strip("\n")
-    tagged_answer = f"{SOLUTION_OPEN}{answer}{SOLUTION_CLOSE}"
-    plain_answer = PLAIN_ANSWER.format(answer=answer)
-    if layout == "no_working_tags":
-        return f"{working}\n{tagged_answer}"
-    if layout == "no_solution_tags":
-        return f"{WORKING_OPEN}\n{working}\n{WORKING_CLOSE}\n{plain_answer}"
-    if layout == "plain":
-        return f"{working}\n{plain_answer}"
-    raise ValueError(f"unknown layout {layout!r}")
-
-
-def first_calculation_result(solution: str) -> str:
-    """The result of the first calculation line of a tagged reference (an intermediate quantity)."""
-    return calculation_results(solution)[0]
-
-
-def sft_targets(problems: list[Problem], loose_fraction: float, rng: random.Random,
-                shortcut_fraction: float = 0.0) -> list[Problem]:
-    """The SFT targets: references with two habits planted at the given rates.
-
-    * ``shortcut_fraction``: the working is complete and correct, but the
-      stated answer is the first calculation's result, an intermediate
-      quantity (a common GSM8K slip: answering a sub-question).  It loses the
-      correctness reward.
-    * ``loose_fraction``: the solution is written in one of LOOSE_LAYOUTS,
-      as by an instruct model that follows the requested format only part
-      of the time.  It loses format reward.
-
-    Why plant them: a warm start trained on clean references alone leaves
-    GRPO only arithmetic slips to fix, and a minute of CPU training did not
-    fix them (held-out greedy Pass@1 stayed flat over 60 steps, and the
-    mean reward rose through format alone).  A habit that the model follows
-    about half the time gives sampled groups a difference the reward ranks
-    at a single decision, which GRPO learns within tens of steps; the
-    warm start's greedy Pass@1 then sits well below what its arithmetic
-    allows.  ``Problem.answer`` stays the gold answer.
-    """
-    targets = []
-    for problem in problems:
-        solution, stated = problem.solution, problem.answer
-        if rng.random() < shortcut_fraction:
-            stated = first_calculation_result(solution)
-            solution = solution.replace(f"{SOLUTION_OPEN}{problem.answer}{SOLUTION_CLOSE}",
-                                        f"{SOLUTION_OPEN}{stated}{SOLUTION_CLOSE}")
-        layout = rng.choice(LOOSE_LAYOUTS) if rng.random() < loose_fraction else "tagged"
-        targets.append(replace(problem, solution=relayout(solution, stated, layout)))
-    return targets
-
 
 def encode_sft_examples(tokenizer, problems: list[Problem]) -> list[tuple[list[int], int]]:
     """Per problem: token ids of prompt + reference completion + eos, and the prompt length."""
@@ -413,20 +345,6 @@ def supervised_finetune(model, tokenizer, problems, settings: WarmStartSettings,
 
 
 # --------------------------------------------------------------------------
-# measurement
-# --------------------------------------------------------------------------
-
-
-@torch.no_grad()
-def greedy_pass_at_1(model, tokenizer, problems: list[Problem], max_new_tokens: int) -> float:
-    """Fraction of problems whose greedy completion states the gold answer (the project's evaluation)."""
-    from saah_lib.evaluate import evaluate_pass_at_1
-
-    return evaluate_pass_at_1(model, tokenizer, problems, max_new_tokens=max_new_tokens, batch_size=50,
-                              progress=False).pass_at_1
-
-
-# --------------------------------------------------------------------------
 # the cached, atomic build
 # --------------------------------------------------------------------------
 
@@ -478,9 +396,10 @@ def _build_into(folder: Path, seed: int, settings: WarmStartSettings, progress: 
     # fork_rng: the caller's global RNG state is left as it was.
     with torch.random.fork_rng(), torch_threads(BUILD_THREADS):
         torch.manual_seed(seed)
-        model = build_model(tokenizer, settings)
+        model = init_tiny_model(tokenizer, settings)
         losses = supervised_finetune(model, tokenizer, sft_problems, settings, seed, progress)
-        pass_at_1 = greedy_pass_at_1(model, tokenizer, heldout, settings.max_new_tokens)
+        pass_at_1 = evaluate_pass_at_1(model, tokenizer, heldout, max_new_tokens=settings.max_new_tokens,
+                                       batch_size=50, progress=False).pass_at_1
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     tail = losses[-10:]
@@ -507,7 +426,7 @@ def _replace_dir(source: Path, target: Path) -> None:
 
 
 def build_warm_start(
-    out_dir: str | os.PathLike = DEFAULT_WARMSTART_DIR,
+    out_dir: str | os.PathLike = TINY_MODEL_DIR,
     seed: int = 0,
     *,
     settings: WarmStartSettings | None = None,

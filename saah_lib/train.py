@@ -15,32 +15,8 @@ from transformers import TrainerCallback
 from saah_lib.config import REPO_ROOT, TINY_MODEL, TINY_MODEL_DIR, SAAHConfig, model_location, repo_relative
 from saah_lib.evaluate import PassAtOneCallback
 from saah_lib.reward import TRL_REWARD_FUNCS
-from saah_lib.runlog import RunLog, provenance
+from saah_lib.runlog import TRAIN_LOG_FROM_TRL, RunLog, provenance
 from saah_lib.trainer import SAAHGRPOConfig, SAAHGRPOTrainer, load_model_and_tokenizer
-
-# train_log.jsonl key -> key in the logs TRL hands to callbacks
-TRAIN_LOG_KEYS = {
-    "reward_mean": "reward",
-    "reward_std": "reward_std",
-    "reward_correct": "rewards/reward_correct/mean",
-    "reward_format": "rewards/reward_format/mean",
-    "reward_present": "rewards/reward_present/mean",
-    "reward_steps": "rewards/reward_steps/mean",
-    "kl": "kl",
-    "entropy_norm": "saah/entropy_norm",
-    "weight_mean": "saah/weight_mean",
-    "weight_neg_mean": "saah/weight_neg_mean",
-    "neg_frac": "saah/neg_frac",
-    "completion_length": "completions/mean_length",
-    "loss": "loss",
-    "learning_rate": "learning_rate",
-    "grad_norm": "grad_norm",
-    "entropy_nats": "entropy",
-    "clip_frac": "clip_ratio/region_mean",
-    "frac_groups_below_threshold": "saah/frac_groups_below_threshold",
-    "frac_truncated": "completions/clipped_ratio",
-}
-
 
 class TrainLogCallback(TrainerCallback):
     """Appends one line per optimiser step to train_log.jsonl (TRL logs every step)."""
@@ -60,7 +36,7 @@ class TrainLogCallback(TrainerCallback):
         if not logs or "reward" not in logs or not state.is_world_process_zero:
             return  # the end-of-training summary, or another rank
         record = {"step": state.global_step}
-        record.update({ours: logs.get(theirs) for ours, theirs in TRAIN_LOG_KEYS.items()})
+        record.update({ours: logs.get(theirs) for ours, theirs in TRAIN_LOG_FROM_TRL.items()})
         record["step_time"] = self.step_time
         self.runlog.log_step(record)
         if self.trainer is not None and self.trainer.token_entropy_samples:

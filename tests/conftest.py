@@ -1,11 +1,15 @@
 """Shared test fixtures.  Tests never reach a model or dataset hub."""
 
+import json
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from saah_lib.summaries import pass_at_1_ci  # noqa: E402
 
 import torch  # noqa: E402
 
@@ -30,14 +34,112 @@ def tiny_random_model_dir(tmp_path_factory) -> Path:
     """A randomly initialised ~100k-parameter Qwen2 model with the tiny tokenizer, saved as a model folder."""
     import torch
 
-    from saah_lib.tiny_model import WarmStartSettings, build_model, build_tokenizer, tokenizer_corpus
+    from saah_lib.tiny_model import WarmStartSettings, build_tokenizer, init_tiny_model, tokenizer_corpus
 
     torch.manual_seed(0)
     settings = WarmStartSettings(hidden_size=32, num_layers=2, num_heads=2, num_kv_heads=1, intermediate_size=64,
                                  tokenizer_problems=300)
     tokenizer = build_tokenizer(tokenizer_corpus(settings, seed=0))
-    model = build_model(tokenizer, settings)
+    model = init_tiny_model(tokenizer, settings)
     folder = tmp_path_factory.mktemp("tiny_random_model")
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+# ---------------------------------------------------------------------------
+# hand-written results roots (for the readers, tables and figures)
+# ---------------------------------------------------------------------------
+
+TINY = "tiny"
+SMALL = "Qwen2.5-0.5B-Instruct"
+
+
+def write_jsonl_text(path: Path, rows, trailing: str | None = None) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = "".join(json.dumps(r) + "\n" for r in rows)
+    if trailing is not None:
+        text += trailing  # a line still being written
+    path.write_text(text)
+
+
+def _train_rows(steps: int, base: float, slope: float, seed: int, method: str, alpha: float) -> list[dict]:
+    rng = np.random.default_rng(seed)
+    rows = []
+    for s in range(1, steps + 1):
+        neg = float(rng.choice([0.0, 0.25, 0.5]))
+        w_neg = None if neg == 0 else float(np.exp(-alpha * 2.0)) if method != "grpo" else 1.0
+        rows.append({
+            "step": s, "reward_mean": base + slope * s + float(rng.normal(0, 0.1)), "reward_std": 0.5,
+            "reward_correct": 1.0, "reward_format": 0.5, "reward_present": 0.5, "reward_steps": 0.4,
+            "kl": 0.001 * s, "entropy_norm": 0.05 - 0.001 * s, "weight_mean": 1.0 if method == "grpo" else 0.8,
+            "weight_neg_mean": w_neg, "neg_frac": neg, "completion_length": 100 + s, "step_time": 1.0,
+            "loss": 0.1, "learning_rate": 5e-6, "grad_norm": 0.3,
+        })
+    return rows
+
+
+def make_run(root: Path, run_id: str, model: str, method: str, alpha: float, seed: int, steps: int = 20,
+             eval_every: int = 5, logged: int | None = None, evals: dict | None = None,
+             trailing: str | None = None, token_entropies: list | None = None) -> Path:
+    d = root / "runs" / run_id
+    d.mkdir(parents=True, exist_ok=True)
+    cfg = {"run_id": run_id, "profile": "mini", "model_name": f"org/{model}", "model_label": model,
+           "method": method, "alpha": alpha, "steps": steps, "seed": seed, "eval_every": eval_every,
+           "learning_rate": 5e-6, "versions": {"torch": "x"}, "data": {"train_ids": ["a", "b", "c"], "source": "local"}}
+    (d / "config.json").write_text(json.dumps(cfg))
+    logged = steps if logged is None else logged
+    write_jsonl_text(d / "train_log.jsonl", _train_rows(logged, 1.0, 0.1, seed, method, alpha), trailing)
+    if evals is None:
+        evals = {0: 0.40}
+        for s in range(eval_every, logged + 1, eval_every):
+            evals[s] = round(0.40 + 0.01 * s + 0.01 * seed, 3)
+    write_jsonl_text(d / "eval.jsonl", [{"step": s, "pass_at_1": p, "ci95": pass_at_1_ci(p, 50), "n": 50,
+                                     "n_correct": int(round(p * 50))} for s, p in sorted(evals.items())],
+                 trailing)
+    if token_entropies is not None:
+        write_jsonl_text(d / "token_entropies.jsonl", token_entropies)
+    return d
+
+
+def make_results_root(root: Path) -> Path:
+    """Synthetic results root: two seeds of GRPO, AH, SA and an alpha sweep on ``tiny``,
+    one incomplete run (so it is read with ``tolerate_problems=True``), a baseline,
+    token entropies, and a second model without baseline folder."""
+    make_run(root, "tiny-grpo-s1", TINY, "grpo", 0.0, 1)
+    make_run(root, "tiny-grpo-s2", TINY, "grpo", 0.0, 2)
+    make_run(root, "tiny-ah-s1", TINY, "ah", 0.5, 1)
+    make_run(root, "tiny-ah-a0.25", TINY, "ah", 0.25, 1)
+    # incomplete: 20 steps configured, 12 logged, evaluated up to step 10
+    make_run(root, "tiny-ah-a-0.25", TINY, "ah", -0.25, 1, logged=12)
+    te = [
+        {"step": 20, "advantage": 0.8, "entropy_norm": [0.1, 0.5, 0.2, 0.9, 0.05]},
+        {"step": 20, "advantage": -0.6, "entropy_norm": [0.3, 0.7, 0.6, 0.2]},
+        {"step": 10, "advantage": 0.5, "entropy_norm": [0.1, 0.1]},
+    ]
+    make_run(root, "tiny-sa-s1", TINY, "sa", 0.5, 1, steps=25, token_entropies=te)
+    make_run(root, "small-grpo-s1", SMALL, "grpo", 0.0, 1, steps=10)
+    write_jsonl_text(root / "baselines" / "tiny_zero_shot" / "eval.jsonl",
+                 [{"step": 0, "pass_at_1": 0.38, "ci95": None, "n": 50, "n_correct": 19}])
+    (root / "baselines" / "tiny_zero_shot" / "config.json").write_text(json.dumps({"model_label": TINY, "profile": "mini"}))
+    return root
+
+
+
+
+@pytest.fixture
+def results_root(tmp_path) -> Path:
+    """A results root written by :func:`make_results_root` (one run in it is incomplete)."""
+    return make_results_root(tmp_path / "results")
+
+
+@pytest.fixture
+def run_maker():
+    """:func:`make_run`, for tests that build their own results root."""
+    return make_run
+
+
+@pytest.fixture
+def jsonl_writer():
+    """:func:`write_jsonl_text`, for tests that write logs by hand."""
+    return write_jsonl_text

@@ -1,6 +1,8 @@
+import dataclasses
+
 import pytest
 
-from saah_lib.config import PROFILES, SAAHConfig, make_config
+from saah_lib.config import PROFILES, TINY_MODEL_DIR, SAAHConfig, make_config
 
 
 def test_paper_profile_holds_the_papers_hyperparameters():
@@ -72,3 +74,24 @@ def test_every_profile_validates():
     for name in PROFILES:
         for method in ("grpo", "ah", "sa"):
             make_config(name, method=method)
+
+
+def test_default_warm_start_folder_is_inside_the_repository():
+    assert TINY_MODEL_DIR.is_absolute()
+    assert TINY_MODEL_DIR.parts[-4:] == ("results", "mini", "warmstart", "model")
+    assert (TINY_MODEL_DIR.parents[3] / "saah_lib").is_dir()
+
+
+def test_dataclass_defaults_are_exactly_the_tiny_profile():
+    default, tiny = SAAHConfig(), make_config("tiny")
+    for f in dataclasses.fields(SAAHConfig):
+        assert getattr(default, f.name) == getattr(tiny, f.name), f.name
+    declared = {f.name: f.default for f in dataclasses.fields(SAAHConfig)}
+    assert {name: declared[name] for name in PROFILES["tiny"]} == PROFILES["tiny"]
+
+
+def test_paper_profiles_override_every_tiny_default_they_need():
+    cfg = make_config("qwen2.5-3b", method="sa")
+    assert (cfg.learning_rate, cfg.max_completion_length, cfg.entropy_top_k) == (5e-6, 512, 500)
+    assert (cfg.save_every, cfg.keep_checkpoints, cfg.eval_every, cfg.eval_max_new_tokens) == (15, None, 30, 512)
+    assert (cfg.n_eval, cfg.eval_batch_size, cfg.steps) == (500, 128, 180)

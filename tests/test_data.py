@@ -17,11 +17,21 @@ from saah_lib.data import (
     make_prompt,
     paper_split,
     parse_gold_answer,
-    reference_to_tagged,
     sample_split,
     to_trl_dataset,
 )
-from saah_lib.reward import TAGS, r_correct, r_format, r_present, r_steps, reward_components
+from saah_lib.reward import (
+    SOLUTION_CLOSE,
+    SOLUTION_OPEN,
+    TAGS,
+    WORKING_CLOSE,
+    WORKING_OPEN,
+    r_correct,
+    r_format,
+    r_present,
+    r_steps,
+    reward_components,
+)
 
 TRAIN_ROWS = [
     {"question": "Tom has 3 apples and buys 4 more. How many?", "answer": "3 + 4 = <<3+4=7>>7\n#### 7"},
@@ -127,7 +137,7 @@ def test_unknown_split_is_rejected(jsonl_dir):
 
 def test_bad_json_line_names_file_and_line(tmp_path):
     (tmp_path / "test.jsonl").write_text(json.dumps(TEST_ROWS[0]) + "\n{oops\n")
-    with pytest.raises(ValueError, match=r"test.jsonl:2"):
+    with pytest.raises(ValueError, match=r"test.jsonl: line 2"):
         load_gsm8k("test", tmp_path)
 
 
@@ -280,6 +290,24 @@ def test_to_trl_dataset_columns(jsonl_dir):
 # --------------------------------------------------------------------------
 # tagged references
 # --------------------------------------------------------------------------
+
+
+# GSM8K references carry calculator annotations such as "<<48/2=24>>": tooling
+# of the dataset's authors, not text a model is meant to write.
+CALCULATOR_ANNOTATION = re.compile(r"<<[^<>]*>>")
+
+
+def reference_to_tagged(problem: Problem) -> str:
+    """A reference solution written as a completion in the tagged format (to score references).
+
+    Every reasoning line is prefixed "Step i:", so each counts as a step even
+    when it holds no "a = b" calculation; without a reference solution, one
+    line states the answer.
+    """
+    cleaned = CALCULATOR_ANNOTATION.sub("", problem.solution)
+    lines = [line.strip() for line in cleaned.splitlines() if line.strip()] or [f"The answer is {problem.answer}."]
+    steps = "\n".join(f"Step {i}: {line}" for i, line in enumerate(lines, start=1))
+    return f"{WORKING_OPEN}\n{steps}\n{WORKING_CLOSE}\n{SOLUTION_OPEN}{problem.answer}{SOLUTION_CLOSE}"
 
 
 def test_reference_to_tagged_strips_calculator_annotations():

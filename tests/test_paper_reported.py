@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from saah_lib.analysis import REPORTED_FILES, ResultSet, read_reported_csv
+from saah_lib.reported import REPORTED_FILES, read_reported_csv
+from saah_lib.resultset import ResultSet
 
 REPO = Path(__file__).resolve().parents[1]
 D = REPO / "results" / "paper_reported"

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import matplotlib
 import numpy as np
 
 from saah_lib import plots as P
-from saah_lib.analysis import ResultSet, token_weights
-from test_analysis import make_results_root, make_run
+from saah_lib.resultset import ResultSet
+from saah_lib.summaries import token_weights
 
 REPORTED = Path(__file__).resolve().parents[1] / "results" / "paper_reported"
 
@@ -50,16 +51,14 @@ def test_reported_trajectory_uses_paper_points():
     assert np.allclose(base.get_ydata(), 0.831)
 
 
-def test_synthetic_figures(tmp_path):
-    root = make_results_root(tmp_path / "results")
-    rs = ResultSet.from_runs(root)
+def test_synthetic_figures(tmp_path, results_root):
+    rs = ResultSet.from_runs(results_root, tolerate_problems=True)
     paths = P.write_all_figures(rs, tmp_path / "figs", prefix="mini", dpi=40, formats=("png",))
     assert _names(paths) == {f"mini_{n}.png" for n in P.FIGURE_NAMES}
 
 
-def test_multi_seed_band_is_std_across_seeds(tmp_path):
-    root = make_results_root(tmp_path / "results")
-    rs = ResultSet.from_runs(root)
+def test_multi_seed_band_is_std_across_seeds(results_root):
+    rs = ResultSet.from_runs(results_root, tolerate_problems=True)
     ck = rs.checkpoints
     g = ck[(ck.model_label == "tiny") & (ck.method == "grpo")].sort_values("step")
     half, kind = P._band(g)
@@ -82,13 +81,13 @@ def test_token_weight_schematic_draws_real_weights():
     assert np.allclose([b.get_height() for b in axes[3, 1].patches], np.exp(-0.5 * np.cumsum(h_neg)))
 
 
-def test_missing_data_skipped_and_stale_removed(tmp_path):
+def test_missing_data_skipped_and_stale_removed(tmp_path, run_maker):
     out = tmp_path / "figs"
     out.mkdir()
     stale = out / "mini_alpha_ablation.png"
     stale.write_bytes(b"old")
     root = tmp_path / "results"
-    make_run(root, "g", "tiny", "grpo", 0.0, 1)  # one run: no ablation, no token entropies
+    run_maker(root, "g", "tiny", "grpo", 0.0, 1)  # one run: no ablation, no token entropies
     paths = P.write_all_figures(ResultSet.from_runs(root), out, prefix="mini", dpi=40, formats=("png",))
     names = _names(paths)
     assert "mini_pass_at_1.png" in names and "mini_reward.png" in names
@@ -97,3 +96,28 @@ def test_missing_data_skipped_and_stale_removed(tmp_path):
     assert "mini_overlay.png" not in names  # a single method is no overlay
     # nothing at all
     assert P.write_all_figures(ResultSet.from_runs(tmp_path / "empty"), tmp_path / "f2", prefix="x") == []
+
+
+def test_tolerated_problems_are_named_in_figure_titles(tmp_path, results_root):
+    rs = ResultSet.from_runs(results_root, tolerate_problems=True)  # one run is incomplete
+    figs = P.build_all_figures(rs)
+    assert figs and all("WARNING: read with problems tolerated" in f._suptitle.get_text() for f in figs.values())
+    clean = tmp_path / "clean"
+    for seed in (1, 2):
+        run = results_root / "runs" / f"tiny-grpo-s{seed}"
+        (clean / "runs").mkdir(parents=True, exist_ok=True)
+        run.rename(clean / "runs" / run.name)
+    assert not any("WARNING" in f._suptitle.get_text()
+                   for f in P.build_all_figures(ResultSet.from_runs(clean)).values())
+
+
+def test_every_figure_in_the_paper_names_the_function_that_draws_it():
+    tex = (Path(__file__).resolve().parents[1] / "paper" / "main.tex").read_text().splitlines()
+    figures = [i for i, line in enumerate(tex) if line.startswith("\\maybefigure")]
+    assert len(figures) == 3 * len(P.FIGURE_NAMES)
+    for i in figures:
+        name = re.search(r"\{(?:reported|mini|ours)_([a-z_0-9]+)\}", tex[i]).group(1)
+        note = re.fullmatch(r"% \w+: drawn by saah_lib\.plots\.(\w+) \(saved by write_all_figures\)", tex[i - 1])
+        assert note, tex[i]
+        assert callable(getattr(P, note.group(1))) and name in P.FIGURE_NAMES
+        assert note.group(1) in P.build_all_figures.__code__.co_names  # the function really draws that figure

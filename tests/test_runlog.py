@@ -1,9 +1,10 @@
 import json
+import logging
 import math
 
 import pytest
 
-from saah_lib.runlog import RunLog, append_jsonl, atomic_write_json, read_jsonl
+from saah_lib.runlog import RunLog, append_jsonl, atomic_write_json, read_jsonl, trained_and_evaluated
 
 
 def test_nan_is_written_as_null(tmp_path):
@@ -18,6 +19,26 @@ def test_torn_last_line_is_ignored_but_a_torn_middle_line_is_an_error(tmp_path):
     path.write_text('{"step": 1}\n{"ste\n{"step": 3}\n')
     with pytest.raises(ValueError, match="line 2"):
         read_jsonl(path)
+
+
+def test_a_finished_file_has_no_torn_tail_and_tolerant_reading_warns(tmp_path, caplog):
+    path = tmp_path / "x.jsonl"
+    path.write_text('{"a": 1}\n\n{"a": 2}\n{"a": 3, "b"')
+    assert read_jsonl(path) == [{"a": 1}, {"a": 2}]  # a log still being written
+    with pytest.raises(ValueError, match=r"x.jsonl: line 4: not valid JSON"):
+        read_jsonl(path, finished=True)
+    path.write_text('{"a": 1}\nnot json\n\n{"a": 2}\n{"a": 3, "b"')
+    with caplog.at_level(logging.WARNING):
+        assert read_jsonl(path, strict=False) == [{"a": 1}, {"a": 2}]
+    assert sum("line 2" in r.message for r in caplog.records) == 1  # only the middle line warns
+    assert read_jsonl(tmp_path / "missing.jsonl") == []
+
+
+def test_complete_means_trained_to_steps_and_evaluated_there():
+    assert trained_and_evaluated([1, 2, 3], [0, 3], 3)
+    assert not trained_and_evaluated([1, 2, 3], [0, 2], 3)  # no final evaluation
+    assert not trained_and_evaluated([1, 2], [0, 3], 3)  # not trained to the end
+    assert not trained_and_evaluated([], [3], 3)
 
 
 def test_atomic_write_leaves_no_temporary_file(tmp_path):

@@ -159,7 +159,7 @@ def test_references_are_correct_and_planted_shortcuts_are_intermediate():
     import random
 
     from saah_lib.synthetic import answer_kind
-    from saah_lib.tiny_model import first_calculation_result, sft_targets
+    from saah_lib.warmstart_targets import first_calculation_result, sft_targets
 
     problems = generate_problems(200, seed=8)
     assert all(answer_kind(p.solution, p.answer) == "correct" for p in problems)

@@ -1,0 +1,127 @@
+"""An integrity manifest for committed results: the sha256 of every results file under a root.
+
+A study writes ``<root>/MANIFEST.json`` when it finishes (:func:`write_manifest`);
+``make figures``, ``make paper`` and the figures notebook check it first
+(:func:`check_manifest`), so a log edited by hand or damaged on disk is caught
+before it reaches a table, with a message naming each changed, missing and
+extra file.  Paths in the manifest are relative to the root (POSIX style).
+
+Not results, so not listed: the manifest itself, hidden files and folders
+(editor and notebook checkpoints, the temporary files of atomic writes), and
+the git-ignored model files (``checkpoints/`` folders, ``warmstart/model/``).
+
+Command line::
+
+    python -m saah_lib.manifest write results/mini
+    python -m saah_lib.manifest check results/mini results/paper_reported
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+from saah_lib.runlog import atomic_write_json
+
+MANIFEST_NAME = "MANIFEST.json"
+NOT_RESULTS = ("checkpoints", "__pycache__")  # folder names whose contents are not results
+MODEL_FOLDERS = (("warmstart", "model"),)  # git-ignored model folders, as path prefixes
+
+
+class ManifestError(RuntimeError):
+    """Results that do not match their manifest (or have none)."""
+
+
+def _is_result(rel: Path) -> bool:
+    parts = rel.parts
+    if rel.as_posix() == MANIFEST_NAME or any(p.startswith(".") for p in parts):
+        return False
+    if any(p in NOT_RESULTS for p in parts[:-1]):
+        return False
+    return not any(parts[:len(prefix)] == prefix for prefix in MODEL_FOLDERS)
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def results_files(root: str | Path) -> dict[str, str]:
+    """``{relative path: sha256}`` of every results file under ``root``, sorted by path."""
+    root = Path(root)
+    found = {}
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root)
+        if path.is_file() and _is_result(rel):
+            found[rel.as_posix()] = sha256_of(path)
+    return found
+
+
+def write_manifest(root: str | Path) -> Path:
+    """Write ``<root>/MANIFEST.json`` listing every results file under ``root``."""
+    root = Path(root)
+    if not root.is_dir():
+        raise FileNotFoundError(f"results root {root} does not exist")
+    path = root / MANIFEST_NAME
+    atomic_write_json(path, {"algorithm": "sha256", "files": results_files(root)})
+    return path
+
+
+def manifest_differences(root: str | Path) -> dict[str, list[str]]:
+    """``{"changed": [...], "missing": [...], "extra": [...]}`` relative to ``<root>/MANIFEST.json``."""
+    root = Path(root)
+    path = root / MANIFEST_NAME
+    if not path.is_file():
+        raise ManifestError(f"{path} not found: {root} has no integrity manifest "
+                            f"(write one with `python -m saah_lib.manifest write {root}`)")
+    try:
+        listed = json.loads(path.read_text(encoding="utf-8"))["files"]
+    except (json.JSONDecodeError, KeyError, TypeError) as exc:
+        raise ManifestError(f"{path} is not a readable manifest ({exc})") from None
+    actual = results_files(root)
+    return {
+        "changed": sorted(p for p in listed if p in actual and actual[p] != listed[p]),
+        "missing": sorted(p for p in listed if p not in actual),
+        "extra": sorted(p for p in actual if p not in listed),
+    }
+
+
+def check_manifest(root: str | Path) -> None:
+    """Raise :class:`ManifestError` naming every file under ``root`` that differs from its manifest."""
+    diff = manifest_differences(root)
+    if any(diff.values()):
+        lines = [f"  {kind}: {Path(root) / rel}" for kind, rels in diff.items() for rel in rels]
+        raise ManifestError(
+            f"the results under {root} do not match {Path(root) / MANIFEST_NAME} "
+            f"({', '.join(f'{len(v)} {k}' for k, v in diff.items() if v)}):\n" + "\n".join(lines)
+            + f"\nRestore the files (e.g. `git checkout -- {root}`), or if the change is intended, rerun the "
+              f"study or run `python -m saah_lib.manifest write {root}`.")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("action", choices=("write", "check"))
+    parser.add_argument("roots", nargs="+", type=Path)
+    args = parser.parse_args(argv)
+    failed = False
+    for root in args.roots:
+        if args.action == "write":
+            print(f"wrote {write_manifest(root)}")
+            continue
+        try:
+            check_manifest(root)
+            print(f"{root}: every results file matches {MANIFEST_NAME}")
+        except ManifestError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            failed = True
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

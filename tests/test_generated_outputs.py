@@ -1,0 +1,45 @@
+"""The committed tables and figures are exactly what the code makes from the committed results.
+
+Regenerates them from ``results/mini`` and ``results/paper_reported`` into a
+temporary folder and compares bytes with ``paper/generated/`` and ``figures/``,
+so a change to the readers, summaries or formatting that moves any number
+(or a committed output edited by hand) fails here.
+"""
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from saah_lib.plots import write_all_figures
+from saah_lib.resultset import ResultSet
+from saah_lib.tables import write_all_tables
+
+REPO = Path(__file__).resolve().parents[1]
+SOURCES = {"reported": lambda: ResultSet.from_paper_reported(REPO / "results" / "paper_reported"),
+           "mini": lambda: ResultSet.from_runs(REPO / "results" / "mini")}
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _compare(written: list[Path], committed_dir: Path, prefix: str) -> None:
+    committed = sorted(p.name for p in committed_dir.glob(f"{prefix}_*") if p.suffix in {".tex", ".pdf", ".png"})
+    assert sorted(p.name for p in written) == committed
+    differ = [p.name for p in written if _sha256(p) != _sha256(committed_dir / p.name)]
+    assert differ == [], f"regenerated outputs differ from the committed ones: {differ}"
+
+
+@pytest.mark.parametrize("prefix", sorted(SOURCES))
+def test_tables_regenerate_byte_identical(prefix, tmp_path, monkeypatch):
+    monkeypatch.chdir(REPO)  # captions name the results root relative to the working directory
+    written = write_all_tables(SOURCES[prefix](), tmp_path, prefix=prefix)
+    _compare(written, REPO / "paper" / "generated", prefix)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("prefix", sorted(SOURCES))
+def test_figures_regenerate_byte_identical(prefix, tmp_path):
+    written = write_all_figures(SOURCES[prefix](), tmp_path, prefix=prefix)
+    _compare(written, REPO / "figures", prefix)
