@@ -1,8 +1,10 @@
 """One training run, start to finish: ``run_training(make_config(...))``.
 
-Reading order: load data -> load model -> write config.json -> resume point ->
+Reading order: check the config, data and model paths -> load data -> load
+model -> write config.json -> resume point (the newest intact checkpoint) ->
 build trainer (TRL + our loss) -> train, logging every step and evaluating
-every ``eval_every`` steps into ``<results>/runs/<run_id>/``.
+every ``eval_every`` steps into ``<results>/runs/<run_id>/``.  Nothing is
+written (not even the run folder) until the inputs have been found and loaded.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from pathlib import Path
 
 from transformers import TrainerCallback
 
-from saah_lib.config import REPO_ROOT, TINY_MODEL_DIR, SAAHConfig
+from saah_lib.config import REPO_ROOT, TINY_MODEL_DIR, SAAHConfig, validate
 from saah_lib.evaluate import PassAtOneCallback
 from saah_lib.reward import TRL_REWARD_FUNCS
 from saah_lib.runlog import RunLog, provenance
@@ -78,6 +80,23 @@ def load_split(cfg: SAAHConfig):
     from saah_lib.synthetic import synthetic_split
 
     return synthetic_split(cfg.n_train, cfg.n_eval, seed=cfg.data_seed)
+
+
+def check_inputs(cfg: SAAHConfig) -> None:
+    """Fail fast, before anything loads or is written: the config's fields (it
+    may have been changed since it was made), the GSM8K folder and a local
+    model folder.  The tiny warm start is exempt: it is built on first use."""
+    validate(cfg)
+    if cfg.dataset == "gsm8k":
+        from saah_lib.data import check_gsm8k_dir
+
+        check_gsm8k_dir(cfg.data_dir)
+    folder = Path(cfg.model_name).expanduser()
+    if folder != TINY_MODEL_DIR and folder.is_dir():
+        if not any((folder / name).is_file() for name in ("config.json", "adapter_config.json")):
+            raise FileNotFoundError(
+                f"config field 'model_name': folder {cfg.model_name!r} holds no model (no config.json)"
+            )
 
 
 def resolve_model(cfg: SAAHConfig, progress: bool = True) -> str:
@@ -153,6 +172,7 @@ def baseline_for(cfg: SAAHConfig, name: str | None = None, progress: bool = True
     from saah_lib.evaluate import run_baseline
 
     name = name or f"{cfg.profile}-zero-shot"
+    check_inputs(cfg)
     split = load_split(cfg)
     config = {"name": name, "profile": cfg.profile, "model_label": cfg.model_label, "model_name": cfg.model_name,
               "method": "base", "n_eval": cfg.n_eval, "eval_max_new_tokens": cfg.eval_max_new_tokens,
@@ -164,10 +184,11 @@ def baseline_for(cfg: SAAHConfig, name: str | None = None, progress: bool = True
 
 def run_training(cfg: SAAHConfig, callbacks=(), progress: bool = True) -> Path:
     """Train (or resume, or skip if complete) the run described by ``cfg``; returns its folder."""
+    check_inputs(cfg)
     runlog = RunLog(cfg.run_dir)
+    split = load_split(cfg)
     model_path = resolve_model(cfg, progress)
     model, tokenizer = load_model_and_tokenizer(model_path, cfg.dtype)
-    split = load_split(cfg)
     runlog.write_config(cfg.to_dict(), {"resolved_model": model_path, **provenance(REPO_ROOT), "data": split.info})
     if runlog.is_complete(cfg.steps):
         print(f"run {cfg.run_id} is already complete ({cfg.steps} steps): nothing to do")
