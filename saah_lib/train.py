@@ -182,6 +182,39 @@ def baseline_for(cfg: SAAHConfig, name: str | None = None, progress: bool = True
                         batch_size=cfg.eval_batch_size, progress=progress)
 
 
+def resume_checkpoint(runlog: RunLog) -> Path | None:
+    """The newest intact checkpoint; newer damaged ones are set aside, never deleted.
+
+    A damaged checkpoint (a file that does not load, see
+    ``runlog.checkpoint_problem``) is moved to ``checkpoints/damaged/`` with a
+    message naming it, and the run resumes from the previous intact one, as
+    it would after a crash just before the damaged save.
+
+    With no intact checkpoint left, what happens depends on the damage.  If
+    every folder is an interrupted save (no ``trainer_state.json``, which the
+    trainer writes last), the run starts over from step 0, as it always has
+    after a crash during its first save.  If a finished save was damaged
+    later, starting over would throw away the whole run's training, so it is
+    an error naming the folders, and nothing is changed: they may be
+    repairable, or the user moves them away to start over.
+    """
+    checkpoint, damaged = runlog.resume_point()
+    finished = [folder for folder in damaged if (folder / "trainer_state.json").is_file()]
+    if checkpoint is None and finished:
+        details = "; ".join(f"{folder}: {problem}" for folder, problem in damaged.items())
+        raise RuntimeError(
+            f"run {runlog.dir.name!r} cannot resume: no intact checkpoint ({details}). Nothing was changed. "
+            f"Restore or repair these checkpoints, or move them out of {runlog.checkpoints_dir} "
+            "to train the run again from step 0."
+        )
+    for folder, problem in damaged.items():
+        moved = runlog.set_aside(folder)
+        fallback = checkpoint.name if checkpoint else "the start (no intact checkpoint is left)"
+        print(f"checkpoint {folder} is damaged: {problem}. It was moved to {moved} (nothing deleted) "
+              f"and the run resumes from {fallback}.")
+    return checkpoint
+
+
 def run_training(cfg: SAAHConfig, callbacks=(), progress: bool = True) -> Path:
     """Train (or resume, or skip if complete) the run described by ``cfg``; returns its folder."""
     check_inputs(cfg)
@@ -194,7 +227,7 @@ def run_training(cfg: SAAHConfig, callbacks=(), progress: bool = True) -> Path:
         print(f"run {cfg.run_id} is already complete ({cfg.steps} steps): nothing to do")
         return runlog.dir
 
-    checkpoint = runlog.last_checkpoint()
+    checkpoint = resume_checkpoint(runlog)
     resume_step = int(checkpoint.name.split("-")[1]) if checkpoint else 0
     runlog.truncate_after(resume_step)  # anything logged after the checkpoint is redone
     if checkpoint:
