@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -73,17 +75,20 @@ class SAAHConfig:
     log_token_entropies: int = 2  # rollouts per step whose per-token entropies are logged (for the schematic)
 
     def __post_init__(self):
-        try:
-            self.alpha = float(self.alpha)
-        except (TypeError, ValueError):
+        # Only the fields needed to derive defaults are checked here; validate() checks everything.
+        if not _is_real(self.alpha):
             _fail("alpha", f"must be a number, got {self.alpha!r}")
+        self.alpha = float(self.alpha)
+        if isinstance(self.lora_target_modules, str) or not isinstance(self.lora_target_modules, (list, tuple)):
+            _fail("lora_target_modules", f"must be a list of module names, got {self.lora_target_modules!r}")
         self.lora_target_modules = tuple(self.lora_target_modules)
-        self.model_name = portable_model_name(self.model_name)
+        if isinstance(self.model_name, str) and self.model_name:
+            self.model_name = portable_model_name(self.model_name)
         if self.method == "grpo":
             self.alpha = 0.0  # plain GRPO is alpha = 0 by definition
-        if self.steps is None:
+        if self.steps is None and isinstance(self.profile, str) and isinstance(self.method, str):
             self.steps = PROFILE_STEPS.get(self.profile, {}).get(self.method)
-        if self.warmup_steps is None and isinstance(self.steps, int):
+        if self.warmup_steps is None and _is_int(self.steps):
             self.warmup_steps = max(5, self.steps // 10)
         if self.run_id is None:
             self.run_id = default_run_id(self)
@@ -142,7 +147,6 @@ def looks_like_path(name: str) -> bool:
 
 def portable_model_name(name: str) -> str:
     """Hub ids unchanged; folders inside the repository repo-relative; other folders absolute."""
-    name = str(name)
     if name == TINY_MODEL or not looks_like_path(name):
         return name
     return repo_relative(name)
@@ -215,7 +219,7 @@ PROFILES: dict[str, dict] = {
 
 def make_config(profile: str = "tiny", **overrides) -> SAAHConfig:
     """A config from a named profile with explicit overrides (None means 'keep the profile's')."""
-    if profile not in PROFILES:
+    if not isinstance(profile, str) or profile not in PROFILES:
         raise ValueError(f"unknown profile {profile!r}: expected one of {', '.join(PROFILES)}")
     known = {f.name for f in dataclasses.fields(SAAHConfig)}
     unknown = sorted(set(overrides) - known)
@@ -230,46 +234,120 @@ def _fail(name: str, message: str):
     raise ValueError(f"config field {name!r}: {message}")
 
 
+# Schedulers transformers builds from the run's settings alone (the others
+# need extra arguments, such as min_lr, or an evaluation loss).
+LR_SCHEDULERS = ("linear", "cosine", "cosine_with_restarts", "polynomial", "constant",
+                 "constant_with_warmup", "inverse_sqrt")
+DTYPES = ("float32", "bfloat16", "float16")
+DATASETS = ("gsm8k", "synthetic")
+MAX_SEED = 2**32 - 1  # numpy's seed range; transformers.set_seed seeds numpy with it
+# A run id is a folder name: no separators, no leading dot, nothing a shell or
+# another operating system would trip over.
+_RUN_ID_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+=-]{0,199}")
+
+# (field, lowest allowed value) of every integer count; None marks "or None".
+_COUNTS = {
+    "steps": 1, "prompts_per_step": 1, "num_generations": 2, "gradient_accumulation_steps": 1,
+    "max_completion_length": 1, "save_every": 1, "eval_every": 1, "eval_batch_size": 1,
+    "eval_max_new_tokens": 1, "n_train": 1, "n_eval": 1, "warmup_steps": 0, "lora_r": 1,
+    "log_token_entropies": 0,
+}
+_OPTIONAL_COUNTS = {"entropy_top_k": 1, "keep_checkpoints": 1}
+# (field, lowest, highest, lowest allowed?, highest allowed?) of every real number
+_REALS = {
+    "learning_rate": (0.0, math.inf, False, False),
+    "weight_decay": (0.0, math.inf, True, False),
+    "max_grad_norm": (0.0, math.inf, True, False),  # 0 turns clipping off (transformers)
+    "beta": (0.0, math.inf, True, False),
+    "epsilon": (0.0, 1.0, False, False),
+    "temperature": (0.0, math.inf, False, False),
+    "reward_std_threshold": (0.0, math.inf, True, False),
+    "lora_alpha": (0.0, math.inf, False, False),
+    "lora_dropout": (0.0, 1.0, True, False),
+}
+_BOOLS = ("use_lora", "gradient_checkpointing")
+_NAMES = ("model_name", "model_label")  # non-empty strings
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_real(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _check_count(name: str, value, lowest: int) -> None:
+    if not _is_int(value) or value < lowest:
+        _fail(name, f"must be an integer >= {lowest}, got {value!r}")
+
+
+def _check_real(name: str, value, lo: float, hi: float, lo_ok: bool, hi_ok: bool) -> None:
+    if not _is_real(value) or not math.isfinite(value):
+        _fail(name, f"must be a finite number, got {value!r}")
+    if value < lo or (value == lo and not lo_ok) or value > hi or (value == hi and not hi_ok):
+        interval = f"{'[' if lo_ok else '('}{lo:g}, {hi:g}{']' if hi_ok else ')'}"
+        _fail(name, f"must lie in {interval}, got {value!r}")
+
+
+def _check_choice(name: str, value, choices) -> None:
+    if value not in choices:
+        _fail(name, f"unknown value {value!r}; expected one of {', '.join(choices)}")
+
+
 def validate(cfg: SAAHConfig) -> None:
-    """Raise a ValueError naming the first bad field."""
-    if cfg.profile not in PROFILES:
-        _fail("profile", f"unknown profile {cfg.profile!r}; expected one of {', '.join(PROFILES)}")
-    if cfg.method not in METHODS:
-        _fail("method", f"unknown method {cfg.method!r}; expected one of {', '.join(METHODS)}")
+    """Raise a ValueError naming the first bad field; touches nothing on disk but the model check.
+
+    Every field is checked for type and range (booleans are not numbers, reals
+    are finite), then combinations: ``data_dir`` only with the GSM8K dataset,
+    whole micro-batches.  A warm-up longer than the run is allowed: a smoke
+    test of a few steps keeps the profile's warm-up and simply never reaches
+    the peak learning rate.  LoRA settings are checked even with
+    ``use_lora=False`` (so switching LoRA on cannot reveal a bad value late).
+    """
+    for name, choices in (("profile", tuple(PROFILES)), ("method", METHODS), ("dataset", DATASETS),
+                          ("dtype", DTYPES), ("lr_scheduler", LR_SCHEDULERS)):
+        _check_choice(name, getattr(cfg, name), choices)
     lo, hi = ALPHA_RANGE
-    if not math.isfinite(cfg.alpha) or not lo <= cfg.alpha <= hi:
-        _fail("alpha", f"must be a finite number in [{lo}, {hi}], got {cfg.alpha}")
-    if not isinstance(cfg.steps, int) or isinstance(cfg.steps, bool) or cfg.steps < 1:
-        _fail("steps", f"must be an integer >= 1, got {cfg.steps!r}")
-    if cfg.dataset not in ("gsm8k", "synthetic"):
-        _fail("dataset", f"expected 'gsm8k' or 'synthetic', got {cfg.dataset!r}")
-    if cfg.dtype not in ("float32", "bfloat16", "float16"):
-        _fail("dtype", f"expected float32, bfloat16 or float16, got {cfg.dtype!r}")
-    if cfg.num_generations < 2:
-        _fail("num_generations", "GRPO needs at least 2 completions per prompt")
-    for name in ("prompts_per_step", "gradient_accumulation_steps", "save_every", "eval_every",
-                 "eval_batch_size", "max_completion_length", "eval_max_new_tokens", "n_train", "n_eval"):
+    if not _is_real(cfg.alpha) or not math.isfinite(cfg.alpha) or not lo <= cfg.alpha <= hi:
+        _fail("alpha", f"must be a finite number in [{lo}, {hi}], got {cfg.alpha!r}")
+    for name in ("seed", "data_seed"):
         value = getattr(cfg, name)
-        if not isinstance(value, int) or value < 1:
-            _fail(name, f"must be an integer >= 1, got {value!r}")
+        if not _is_int(value) or not 0 <= value <= MAX_SEED:
+            _fail(name, f"must be an integer in [0, {MAX_SEED}], got {value!r}")
+    for name, lowest in _COUNTS.items():
+        _check_count(name, getattr(cfg, name), lowest)
+    for name, lowest in _OPTIONAL_COUNTS.items():
+        if getattr(cfg, name) is not None:
+            _check_count(name, getattr(cfg, name), lowest)
+    for name, bounds in _REALS.items():
+        _check_real(name, getattr(cfg, name), *bounds)
+    for name in _BOOLS:
+        if not isinstance(getattr(cfg, name), bool):
+            _fail(name, f"must be True or False, got {getattr(cfg, name)!r}")
+    for name in _NAMES:
+        value = getattr(cfg, name)
+        if not isinstance(value, str) or not value.strip():
+            _fail(name, f"must be a non-empty string, got {value!r}")
+    if not isinstance(cfg.results_dir, (str, os.PathLike)) or not str(cfg.results_dir).strip():
+        _fail("results_dir", f"must be a folder name, got {cfg.results_dir!r}")
+    if not cfg.lora_target_modules or not all(isinstance(m, str) and m for m in cfg.lora_target_modules):
+        _fail("lora_target_modules", f"must be non-empty module names, got {cfg.lora_target_modules!r}")
+    if not isinstance(cfg.run_id, str) or not _RUN_ID_RE.fullmatch(cfg.run_id):
+        _fail("run_id", "must be a plain folder name (letters, digits and _ . + = -, not starting with '.' "
+                        f"or '-', at most 200 characters), got {cfg.run_id!r}")
+    if cfg.data_dir is not None:
+        if not isinstance(cfg.data_dir, (str, os.PathLike)) or not str(cfg.data_dir).strip():
+            _fail("data_dir", f"must be a folder name or None, got {cfg.data_dir!r}")
+        if cfg.dataset != "gsm8k":
+            _fail("data_dir", f"is only read for dataset='gsm8k'; dataset={cfg.dataset!r} would ignore "
+                              f"{str(cfg.data_dir)!r} (remove data_dir or set dataset='gsm8k')")
     if cfg.completions_per_step % cfg.gradient_accumulation_steps:
         _fail(
             "gradient_accumulation_steps",
             f"{cfg.prompts_per_step} prompts x {cfg.num_generations} completions = {cfg.completions_per_step} "
             f"completions per step cannot be split into {cfg.gradient_accumulation_steps} equal micro-batches",
         )
-    if cfg.entropy_top_k is not None and cfg.entropy_top_k < 1:
-        _fail("entropy_top_k", f"must be a positive integer or None, got {cfg.entropy_top_k}")
-    if cfg.reward_std_threshold < 0:
-        _fail("reward_std_threshold", f"must be >= 0, got {cfg.reward_std_threshold}")
-    if not 0 < cfg.epsilon < 1:
-        _fail("epsilon", f"must be in (0, 1), got {cfg.epsilon}")
-    if cfg.beta < 0:
-        _fail("beta", f"must be >= 0, got {cfg.beta}")
-    if cfg.learning_rate <= 0:
-        _fail("learning_rate", f"must be > 0, got {cfg.learning_rate}")
-    if not cfg.run_id or "/" in cfg.run_id or cfg.run_id.startswith("."):
-        _fail("run_id", f"must be a plain folder name, got {cfg.run_id!r}")
     _check_model(cfg)
 
 

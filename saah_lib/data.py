@@ -140,6 +140,27 @@ def resolve_gsm8k_dir(data_dir: str | os.PathLike | None = None) -> Path | None:
     return Path(from_env) if from_env else None
 
 
+def check_gsm8k_dir(data_dir: str | os.PathLike | None = None) -> Path | None:
+    """The local GSM8K folder that will be read, checked to hold both split files (None: the hub).
+
+    Meant to run before anything slow or anything written, so a wrong
+    ``data_dir`` or ``$SAAH_GSM8K_DIR`` is reported by name straight away.
+    """
+    folder = resolve_gsm8k_dir(data_dir)
+    if folder is None:
+        return None
+    origin = "data_dir" if data_dir is not None else f"${GSM8K_DIR_ENV}"
+    if not folder.is_dir():
+        raise FileNotFoundError(f"GSM8K folder {str(folder)!r} (from {origin}) does not exist")
+    missing = [f"{split}.jsonl" for split in SPLITS if not (folder / f"{split}.jsonl").is_file()]
+    if missing:
+        raise FileNotFoundError(
+            f"GSM8K folder {str(folder)!r} (from {origin}) has no {' or '.join(missing)}; "
+            "it must hold the official train.jsonl and test.jsonl"
+        )
+    return folder
+
+
 def describe_source(data_dir: str | os.PathLike | None = None) -> str:
     """Short provenance string: "local:<folder>" or "hub:openai/gsm8k/main"."""
     folder = resolve_gsm8k_dir(data_dir)

@@ -26,7 +26,7 @@ no TRL) so that evaluation code and tests can import it cheaply.
 from __future__ import annotations
 
 import re
-from decimal import Decimal, localcontext
+from decimal import MAX_EMAX, MIN_EMIN, Decimal, localcontext
 
 WORKING_OPEN = "<start_working_out>"
 WORKING_CLOSE = "</start_working_out>"
@@ -59,24 +59,46 @@ STEPS_MANY = 1.0
 MIN_TOTAL = CORRECT_MISSING + FORMAT_DUPLICATE  # -1.0
 MAX_TOTAL = CORRECT_EXACT + FORMAT_FULL + PRESENT_CLOSED + STEPS_MANY  # 7.5
 
-# A number as it appears in model text.  Pieces, in order:
+# Characters typeset text uses for a minus sign: U+2212 MINUS SIGN, U+2012
+# FIGURE DASH, U+2013 EN DASH, U+FE63 SMALL HYPHEN-MINUS, U+FF0D FULLWIDTH
+# HYPHEN-MINUS.  They are read exactly like "-" (so "\u22125" is -5, and
+# "3\u20134" is a range or subtraction like "3-4").  Each maps to one character,
+# so positions in the text do not move.  Hyphens (U+2010/2011) and the em dash
+# are punctuation, not minus signs, and are left alone.
+MINUS_SIGNS = "\u2212\u2012\u2013\ufe63\uff0d"
+_MINUS_TO_ASCII = str.maketrans({c: "-" for c in MINUS_SIGNS})
+
+# Exponent notation ("2.5e3", "1e-4") is read as the number it denotes, exactly.
+# Exponents beyond this size make the number unparseable (None) rather than
+# letting a few characters expand into millions of digits.
+MAX_EXPONENT = 1000
+
+# A number as it appears in model text (after minus signs are mapped to "-").
+# Pieces, in order:
 # * an optional sign and currency prefix: "-", "-$", "$-" or "$".  A minus
 #   glued to a preceding letter, digit or closing bracket is a subtraction or
 #   hyphen ("3-4", "x-2"), not a sign, so "3-4" reads as 3 and 4;
-# * the integer part: either properly grouped thousands ("1,234,567") or a
-#   plain digit run.  The grouped form must not be followed by another digit,
-#   so "1,2345" is read as 1 and 2345 rather than as one number, and a list
-#   "3,4,5" is read as three numbers;
-# * an optional fractional part; the dot must be followed by a digit, so a
-#   sentence-ending period ("... is 18.") is not part of the number.
+# * the mantissa: properly grouped thousands ("1,234,567") or a plain digit
+#   run, then an optional fractional part whose dot must be followed by a
+#   digit or an exponent (so a sentence-ending period in "... is 18." is not
+#   part of it, while "1.e3" is one number); or a leading-dot decimal (".5"),
+#   whose dot must not follow a digit or another dot (so "1.2.3" never yields
+#   ".3").  The grouped form must not be
+#   followed by another digit, so "1,2345" is read as 1 and 2345 rather than
+#   as one number, and a list "3,4,5" is read as three numbers;
+# * an optional exponent: "e" or "E", an optional sign, digits.
 _NUMBER_RE = re.compile(
     r"(?:(?<![\w)\]])-\$?|\$-?)?"
-    r"(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)"
-    r"(?:\.\d+)?",
+    r"(?:(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+|\.(?=[eE][+-]?\d))?|(?<![\d.])\.\d+)"
+    r"(?:[eE][+-]?\d+)?",
     re.ASCII,  # ASCII digits only, so normalised answers are plain "0-9" strings
 )
-# What normalize_number accepts once "$" and "," are removed and the ends stripped.
-_PLAIN_NUMBER_RE = re.compile(r"(-?)(\d+)(?:\.(\d+))?", re.ASCII)
+# What normalize_number accepts once "$" is removed, minus signs mapped to "-",
+# the ends stripped and one trailing period dropped: sign, integer part (plain
+# or properly grouped thousands), fraction, exponent.
+_PLAIN_NUMBER_RE = re.compile(
+    r"(-?)(\d{1,3}(?:,\d{3})+|\d*)(?:\.(\d*))?(?:[eE]([+-]?\d+))?", re.ASCII
+)
 
 # A step line either holds a calculation or starts with an enumerator
 # ("Step 3", "step 3:", "3.", "3)"; the dot must not start a decimal, so a line
@@ -105,26 +127,56 @@ def normalize_number(text: str) -> str | None:
     """Canonical string for one number, or None if ``text`` is not a number.
 
     "$1,234" -> "1234", "18.00" -> "18", "-0.50" -> "-0.5", "18." -> "18",
-    "-0" -> "0".  Done on the digits directly (not via Decimal.normalize) so
-    arbitrarily long numbers stay exact and never turn into exponent form.
+    "-0" -> "0", ".5" -> "0.5", "\u22125" -> "-5", "2.5e3" -> "2500",
+    "1e-3" -> "0.001".  Commas must group thousands ("1,2" is None).  An
+    exponent beyond +-MAX_EXPONENT, "inf" and "nan" are None.  Done on the
+    digits directly (not via Decimal.normalize) so arbitrarily long numbers
+    stay exact and never turn into exponent form.
     """
     if not isinstance(text, str):
         return None
-    cleaned = text.replace("$", "").replace(",", "").strip()
+    cleaned = text.translate(_MINUS_TO_ASCII).replace("$", "").strip()
     cleaned = cleaned.removesuffix(".")
     match = _PLAIN_NUMBER_RE.fullmatch(cleaned)
     if match is None:
         return None
-    sign, integer, fraction = match.group(1), match.group(2), match.group(3) or ""
-    integer = integer.lstrip("0") or "0"
-    fraction = fraction.rstrip("0")
-    digits = f"{integer}.{fraction}" if fraction else integer
-    return digits if digits == "0" else sign + digits
+    sign, integer, fraction, exponent = match.groups()
+    integer, fraction = integer.replace(",", ""), fraction or ""
+    if not integer and not fraction:
+        return None  # "", ".", "-", "e5"
+    shift = _exponent(exponent)
+    if shift is None:
+        return None
+    # Move the decimal point: it sits after len(integer) + shift of the digits.
+    digits, point = integer + fraction, len(integer) + shift
+    if point < 0:
+        digits, point = "0" * -point + digits, 0
+    digits = digits.ljust(point, "0")
+    whole, fraction = digits[:point].lstrip("0") or "0", digits[point:].rstrip("0")
+    canonical = f"{whole}.{fraction}" if fraction else whole
+    return canonical if canonical == "0" else sign + canonical
+
+
+def _exponent(text: str | None) -> int | None:
+    """The exponent's value (0 when absent), or None beyond +-MAX_EXPONENT.
+
+    Its length is checked before int() so a huge digit run neither costs
+    quadratic time nor hits Python's int-conversion digit limit.
+    """
+    if text is None:
+        return 0
+    body = text.lstrip("+-").lstrip("0")
+    if len(body) > len(str(MAX_EXPONENT)):
+        return None
+    value = int(text[0] + body if text[0] in "+-" and body else body or "0")
+    return value if abs(value) <= MAX_EXPONENT else None
 
 
 def _last_number(text: str) -> str | None:
+    """The last number in ``text``, normalised; None when there is none or it
+    cannot be read exactly (an earlier number is never used instead)."""
     last = None
-    for match in _NUMBER_RE.finditer(text):
+    for match in _NUMBER_RE.finditer(text.translate(_MINUS_TO_ASCII)):
         last = match.group(0)
     return None if last is None else normalize_number(last)
 
@@ -178,6 +230,9 @@ def _within_tolerance(pred: Decimal, gold: Decimal) -> bool:
         # Enough digits that neither the subtraction nor the product can round,
         # however long the numbers (Decimal's default is 28 digits).
         context.prec = len(str(pred)) + len(str(gold)) + 8
+        # ... and a number of a million digits must not overflow the default
+        # exponent range (Emax 999999).
+        context.Emax, context.Emin = MAX_EMAX, MIN_EMIN
         return abs(pred - gold) <= CLOSE_RELATIVE_TOLERANCE * abs(gold)
 
 

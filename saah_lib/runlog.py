@@ -177,6 +177,62 @@ def provenance(repo: Path | None = None) -> dict:
     return {"git_commit": git_commit(repo), "versions": package_versions()}
 
 
+# Sub-folder of checkpoints/ where damaged checkpoints are set aside on resume.
+DAMAGED_CHECKPOINTS = "damaged"
+# Files a trainer checkpoint may hold that torch.load reads (transformers loads
+# each with weights_only=True; the RNG state needs numpy's types allowed).
+TORCH_STATE_FILES = ("optimizer.pt", "scheduler.pt", "scaler.pt", "rng_state.pth")
+
+
+def checkpoint_problem(folder: Path, step: int | None = None) -> str | None:
+    """What stops the trainer from resuming from ``folder``, or None when every file loads.
+
+    Checked: ``trainer_state.json`` exists, parses and (given ``step``) records
+    that step; every other JSON file parses (model config, adapter config,
+    tokenizer files); there are model or adapter weights and every
+    ``.safetensors`` file's header and data extent are intact; the optimizer,
+    scheduler, scaler and RNG states load with ``torch.load(weights_only=True)``,
+    as the trainer will load them.  This catches files torn by a crash during
+    saving, truncated copies and edited JSON; it cannot catch bytes changed
+    inside tensor data (safetensors has no checksums).
+    """
+    folder = Path(folder)
+    state_path = folder / "trainer_state.json"
+    if not state_path.is_file():
+        return "no trainer_state.json (the save was interrupted)"
+    for path in sorted(folder.glob("*.json")):
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+            return f"{path.name} does not parse ({error})"
+        if path == state_path and step is not None and (
+                not isinstance(record, dict) or record.get("global_step") != step):
+            return f"trainer_state.json records step {record.get('global_step') if isinstance(record, dict) else None}, not {step}"
+    weights = sorted(folder.glob("*.safetensors"))
+    if not weights and not (folder / "pytorch_model.bin").is_file() and not (folder / "adapter_model.bin").is_file():
+        return "no model or adapter weights"
+    from safetensors import safe_open
+
+    for path in weights:
+        try:
+            with safe_open(str(path), framework="pt") as handle:
+                handle.keys()
+        except Exception as error:  # safetensors raises its own error types for torn files
+            return f"{path.name} does not load ({type(error).__name__}: {error})"
+    import torch
+    from transformers.trainer_pt_utils import safe_globals
+
+    for path in [folder / name for name in TORCH_STATE_FILES] + sorted(folder.glob("rng_state_*.pth")):
+        if not path.is_file():
+            continue
+        try:
+            with safe_globals():
+                torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as error:  # torch raises several types for torn or foreign files
+            return f"{path.name} does not load ({type(error).__name__}: {error})"
+    return None
+
+
 class RunLog:
     """Reads and writes one run folder."""
 
@@ -249,16 +305,53 @@ class RunLog:
         return {r["step"] for r in self.evals()}
 
     # ------------------------------------------------------------------ resume
-    def last_checkpoint(self) -> Path | None:
-        """The newest complete trainer checkpoint (``checkpoint-N`` with its trainer state)."""
+    def checkpoints(self) -> dict[int, Path]:
+        """Every ``checkpoints/checkpoint-N`` folder, by step, oldest first (intact or not)."""
         if not self.checkpoints_dir.is_dir():
-            return None
-        found = []
+            return {}
+        found = {}
         for p in self.checkpoints_dir.iterdir():
             m = re.fullmatch(r"checkpoint-(\d+)", p.name)
-            if m and (p / "trainer_state.json").exists():
-                found.append((int(m.group(1)), p))
-        return max(found)[1] if found else None
+            if m and p.is_dir():
+                found[int(m.group(1))] = p
+        return dict(sorted(found.items()))
+
+    def resume_point(self) -> tuple[Path | None, dict[Path, str]]:
+        """The newest checkpoint whose files all load, and the newer ones that do not.
+
+        Checkpoints are tried newest first (see ``checkpoint_problem``); the
+        first intact one is returned (None when there is none) together with
+        ``{damaged folder: what is wrong}`` for every newer one.  Older
+        checkpoints are not opened.
+        """
+        damaged = {}
+        for step, path in reversed(self.checkpoints().items()):
+            problem = checkpoint_problem(path, step)
+            if problem is None:
+                return path, damaged
+            damaged[path] = problem
+        return None, damaged
+
+    def last_checkpoint(self) -> Path | None:
+        """The newest intact trainer checkpoint (see ``resume_point``), or None."""
+        return self.resume_point()[0]
+
+    def set_aside(self, checkpoint: Path) -> Path:
+        """Move a damaged checkpoint to ``checkpoints/damaged/<name>`` and return its new path.
+
+        Nothing is deleted: out of ``checkpoint-*`` the folder is neither
+        overwritten when the resumed run saves that step again nor counted (and
+        possibly removed, or counted instead of an intact one) by the trainer's
+        checkpoint rotation (``save_total_limit``).
+        """
+        target_dir = self.checkpoints_dir / DAMAGED_CHECKPOINTS
+        target_dir.mkdir(parents=True, exist_ok=True)
+        target, n = target_dir / checkpoint.name, 1
+        while target.exists():  # the same step damaged twice: keep both
+            n += 1
+            target = target_dir / f"{checkpoint.name}.{n}"
+        os.replace(checkpoint, target)
+        return target
 
     def truncate_after(self, step: int) -> None:
         """Drop every record logged after ``step`` (the step the run resumes from)."""

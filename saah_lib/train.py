@@ -1,8 +1,10 @@
 """One training run, start to finish: ``run_training(make_config(...))``.
 
-Reading order: load data -> load model -> write config.json -> resume point ->
+Reading order: check the config, data and model paths -> load data -> load
+model -> write config.json -> resume point (the newest intact checkpoint) ->
 build trainer (TRL + our loss) -> train, logging every step and evaluating
-every ``eval_every`` steps into ``<results>/runs/<run_id>/``.
+every ``eval_every`` steps into ``<results>/runs/<run_id>/``.  Nothing is
+written (not even the run folder) until the inputs have been found and loaded.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from pathlib import Path
 
 from transformers import TrainerCallback
 
-from saah_lib.config import REPO_ROOT, TINY_MODEL, TINY_MODEL_DIR, SAAHConfig, model_location, repo_relative
+from saah_lib.config import REPO_ROOT, TINY_MODEL, TINY_MODEL_DIR, SAAHConfig, model_location, repo_relative, validate
 from saah_lib.evaluate import PassAtOneCallback
 from saah_lib.reward import TRL_REWARD_FUNCS
 from saah_lib.runlog import TRAIN_LOG_FROM_TRL, RunLog, provenance
@@ -54,6 +56,23 @@ def load_split(cfg: SAAHConfig):
     from saah_lib.synthetic import synthetic_split
 
     return synthetic_split(cfg.n_train, cfg.n_eval, seed=cfg.data_seed)
+
+
+def check_inputs(cfg: SAAHConfig) -> None:
+    """Fail fast, before anything loads or is written: the config's fields (it
+    may have been changed since it was made), the GSM8K folder and a local
+    model folder.  The tiny warm start is exempt: it is built on first use."""
+    validate(cfg)
+    if cfg.dataset == "gsm8k":
+        from saah_lib.data import check_gsm8k_dir
+
+        check_gsm8k_dir(cfg.data_dir)
+    folder = Path(model_location(cfg.model_name))
+    if cfg.model_name != TINY_MODEL and folder.is_dir():
+        if not any((folder / name).is_file() for name in ("config.json", "adapter_config.json")):
+            raise FileNotFoundError(
+                f"config field 'model_name': folder {cfg.model_name!r} holds no model (no config.json)"
+            )
 
 
 def resolve_model(cfg: SAAHConfig, progress: bool = True) -> str:
@@ -129,6 +148,7 @@ def baseline_for(cfg: SAAHConfig, name: str | None = None, progress: bool = True
     from saah_lib.evaluate import run_baseline
 
     name = name or f"{cfg.profile}-zero-shot"
+    check_inputs(cfg)
     split = load_split(cfg)
     config = {"name": name, "profile": cfg.profile, "model_label": cfg.model_label, "model_name": cfg.model_name,
               "method": "base", "n_eval": cfg.n_eval, "eval_max_new_tokens": cfg.eval_max_new_tokens,
@@ -138,19 +158,53 @@ def baseline_for(cfg: SAAHConfig, name: str | None = None, progress: bool = True
                         batch_size=cfg.eval_batch_size, progress=progress)
 
 
+def resume_checkpoint(runlog: RunLog) -> Path | None:
+    """The newest intact checkpoint; newer damaged ones are set aside, never deleted.
+
+    A damaged checkpoint (a file that does not load, see
+    ``runlog.checkpoint_problem``) is moved to ``checkpoints/damaged/`` with a
+    message naming it, and the run resumes from the previous intact one, as
+    it would after a crash just before the damaged save.
+
+    With no intact checkpoint left, what happens depends on the damage.  If
+    every folder is an interrupted save (no ``trainer_state.json``, which the
+    trainer writes last), the run starts over from step 0, as it always has
+    after a crash during its first save.  If a finished save was damaged
+    later, starting over would throw away the whole run's training, so it is
+    an error naming the folders, and nothing is changed: they may be
+    repairable, or the user moves them away to start over.
+    """
+    checkpoint, damaged = runlog.resume_point()
+    finished = [folder for folder in damaged if (folder / "trainer_state.json").is_file()]
+    if checkpoint is None and finished:
+        details = "; ".join(f"{folder}: {problem}" for folder, problem in damaged.items())
+        raise RuntimeError(
+            f"run {runlog.dir.name!r} cannot resume: no intact checkpoint ({details}). Nothing was changed. "
+            f"Restore or repair these checkpoints, or move them out of {runlog.checkpoints_dir} "
+            "to train the run again from step 0."
+        )
+    for folder, problem in damaged.items():
+        moved = runlog.set_aside(folder)
+        fallback = checkpoint.name if checkpoint else "the start (no intact checkpoint is left)"
+        print(f"checkpoint {folder} is damaged: {problem}. It was moved to {moved} (nothing deleted) "
+              f"and the run resumes from {fallback}.")
+    return checkpoint
+
+
 def run_training(cfg: SAAHConfig, callbacks=(), progress: bool = True) -> Path:
     """Train (or resume, or skip if complete) the run described by ``cfg``; returns its folder."""
+    check_inputs(cfg)
     runlog = RunLog(cfg.run_dir)
+    split = load_split(cfg)
     model_path = resolve_model(cfg, progress)
     model, tokenizer = load_model_and_tokenizer(model_path, cfg.dtype)
-    split = load_split(cfg)
     resolved = repo_relative(model_path) if Path(model_path).exists() else model_path
     runlog.write_config(cfg.run_settings(), {"resolved_model": resolved, **provenance(REPO_ROOT), "data": split.info})
     if runlog.is_complete(cfg.steps):
         print(f"run {cfg.run_id} is already complete ({cfg.steps} steps): nothing to do")
         return runlog.dir
 
-    checkpoint = runlog.last_checkpoint()
+    checkpoint = resume_checkpoint(runlog)
     resume_step = int(checkpoint.name.split("-")[1]) if checkpoint else 0
     runlog.truncate_after(resume_step)  # anything logged after the checkpoint is redone
     if checkpoint:

@@ -95,3 +95,84 @@ def test_paper_profiles_override_every_tiny_default_they_need():
     assert (cfg.learning_rate, cfg.max_completion_length, cfg.entropy_top_k) == (5e-6, 512, 500)
     assert (cfg.save_every, cfg.keep_checkpoints, cfg.eval_every, cfg.eval_max_new_tokens) == (15, None, 30, 512)
     assert (cfg.n_eval, cfg.eval_batch_size, cfg.steps) == (500, 128, 180)
+
+
+# Every field is checked for type and range, with the field named in the message.
+@pytest.mark.parametrize(
+    "overrides,field",
+    [
+        (dict(seed="abc"), "seed"),
+        (dict(seed=True), "seed"),
+        (dict(seed=-1), "seed"),
+        (dict(seed=2**32), "seed"),
+        (dict(seed=1.5), "seed"),
+        (dict(data_seed="7"), "data_seed"),
+        (dict(alpha="0.5"), "alpha"),
+        (dict(alpha=True), "alpha"),
+        (dict(alpha=float("inf")), "alpha"),
+        (dict(steps=2.5), "steps"),
+        (dict(steps=True), "steps"),
+        (dict(warmup_steps=-1), "warmup_steps"),
+        (dict(warmup_steps=1.0), "warmup_steps"),
+        (dict(learning_rate=0), "learning_rate"),
+        (dict(learning_rate=float("nan")), "learning_rate"),
+        (dict(learning_rate="1e-5"), "learning_rate"),
+        (dict(weight_decay=-0.1), "weight_decay"),
+        (dict(max_grad_norm=float("inf")), "max_grad_norm"),
+        (dict(beta=float("nan")), "beta"),
+        (dict(epsilon=1.0), "epsilon"),
+        (dict(temperature=0), "temperature"),
+        (dict(temperature=-1.0), "temperature"),
+        (dict(temperature=float("inf")), "temperature"),
+        (dict(reward_std_threshold=float("nan")), "reward_std_threshold"),
+        (dict(use_lora=1), "use_lora"),
+        (dict(use_lora="False"), "use_lora"),
+        (dict(gradient_checkpointing=0), "gradient_checkpointing"),
+        (dict(lora_r=0), "lora_r"),
+        (dict(lora_alpha=0), "lora_alpha"),
+        (dict(lora_dropout=1.0), "lora_dropout"),
+        (dict(lora_dropout=-0.1), "lora_dropout"),
+        (dict(lora_target_modules="q_proj"), "lora_target_modules"),
+        (dict(lora_target_modules=[]), "lora_target_modules"),
+        (dict(lora_target_modules=["q_proj", ""]), "lora_target_modules"),
+        (dict(dtype="float64"), "dtype"),
+        (dict(lr_scheduler="cosine_with_min_lr"), "lr_scheduler"),
+        (dict(entropy_top_k=0), "entropy_top_k"),
+        (dict(entropy_top_k=2.0), "entropy_top_k"),
+        (dict(keep_checkpoints=0), "keep_checkpoints"),
+        (dict(save_every=True), "save_every"),
+        (dict(eval_every=0), "eval_every"),
+        (dict(n_train=10.0), "n_train"),
+        (dict(log_token_entropies=-1), "log_token_entropies"),
+        (dict(model_name=""), "model_name"),
+        (dict(model_label=3), "model_label"),
+        (dict(results_dir=""), "results_dir"),
+        (dict(run_id="a b"), "run_id"),
+        (dict(run_id="-rf"), "run_id"),
+        (dict(run_id="x" * 201), "run_id"),
+        (dict(data_dir=""), "data_dir"),
+    ],
+)
+def test_every_field_is_type_and_range_checked(overrides, field):
+    with pytest.raises(ValueError, match=f"config field '{field}'"):
+        make_config("tiny", **overrides)
+
+
+def test_data_dir_with_the_synthetic_dataset_is_an_error():
+    with pytest.raises(ValueError, match="config field 'data_dir': is only read for dataset='gsm8k'"):
+        make_config("tiny", data_dir="some/folder")
+    # with GSM8K it is the point of the field (existence is checked before a run starts, not here)
+    assert make_config("tiny", dataset="gsm8k", data_dir="some/folder").data_dir == "some/folder"
+
+
+def test_sensible_edge_values_are_accepted():
+    cfg = make_config("tiny", steps=3, seed=0, data_seed=2**32 - 1, max_grad_norm=0.0, beta=0.0, weight_decay=0.0,
+                      use_lora=False, lora_r=4, lora_dropout=0.0, keep_checkpoints=1, log_token_entropies=0)
+    assert cfg.warmup_steps == 5  # a warm-up longer than a smoke-test run is allowed (documented in validate)
+    assert make_config("tiny", alpha=1).alpha == 1.0  # an integer alpha is a number
+
+
+def test_validation_happens_before_anything_is_written(tmp_path):
+    with pytest.raises(ValueError, match="'seed'"):
+        make_config("tiny", seed="abc", results_dir=str(tmp_path))
+    assert list(tmp_path.iterdir()) == []

@@ -371,3 +371,13 @@ def test_every_real_test_reference_scores_full_marks_when_tagged(gsm8k_dir):
     # Every reference line is numbered, so steps follow the line count:
     # 1-2 lines 0.4, 3-4 lines 0.7, 5+ lines 1.0.
     assert dict(steps) == {0.4: 326, 0.7: 668, 1.0: 325}
+
+
+def test_every_real_gold_parses_to_the_integer_written_after_the_marker(gsm8k_dir):
+    # independent reference: Python's int() of the text after "####" with its commas removed
+    for split in ("train", "test"):
+        lines = (gsm8k_dir / f"{split}.jsonl").read_text().splitlines()
+        raws = [json.loads(line)["answer"].rsplit("####", 1)[1].strip() for line in lines if line.strip()]
+        assert [parse_gold_answer("#### " + raw) for raw in raws] == [str(int(raw.replace(",", ""))) for raw in raws]
+        # and the written form, as a model would copy it, scores full marks against the parsed gold
+        assert all(r_correct(f"<SOLUTION>{raw}</SOLUTION>", parse_gold_answer("#### " + raw)) == 4.0 for raw in raws)

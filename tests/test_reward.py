@@ -348,7 +348,7 @@ def test_public_functions_treat_non_strings_as_empty():
 
 FRAGMENTS = st.sampled_from(
     list(TAGS)
-    + ["18", "-3", "1,234", "$5", "2.5", "18.", " = ", " + ", "Step 2:", "\n", "1.", " ", "x", "-"]
+    + ["18", "-3", "1,234", "$5", "2.5", "18.", " = ", " + ", "Step 2:", "\n", "1.", " ", "x", "-", "\u2212", ".5", "e3", "e9999"]
 )
 TAGGED_TEXT = st.lists(FRAGMENTS, max_size=30).map("".join)
 GOLD = st.sampled_from(["18", "-3", "1234", "0", "2.5", ""])
@@ -387,3 +387,132 @@ def test_arbitrary_gold_never_raises(completion, gold):
 def test_extracted_number_round_trips(value, decimals):
     text = f"{value / 10**decimals:.{decimals}f}" if abs(value) < 10**15 else str(value)
     assert answers_match(extract_answer(f"<SOLUTION>{text}</SOLUTION>"), text)
+
+
+# --------------------------------------------------------------------------
+# number forms: Unicode minus signs, leading-dot decimals, exponent notation
+# (each either read as the number it denotes or unparseable, never another)
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "completion, expected",
+    [
+        # Unicode minus signs are signs, exactly like "-"
+        ("<SOLUTION>\u22125</SOLUTION>", "-5"),  # U+2212 MINUS SIGN
+        ("<SOLUTION>\u20125</SOLUTION>", "-5"),  # U+2012 FIGURE DASH
+        ("<SOLUTION>\u20135</SOLUTION>", "-5"),  # U+2013 EN DASH
+        ("<SOLUTION>\ufe635</SOLUTION>", "-5"),  # U+FE63 SMALL HYPHEN-MINUS
+        ("<SOLUTION>\uff0d5</SOLUTION>", "-5"),  # U+FF0D FULLWIDTH HYPHEN-MINUS
+        ("<SOLUTION>\u2212$1,234.50</SOLUTION>", "-1234.5"),
+        ("<SOLUTION>$\u22123</SOLUTION>", "-3"),
+        ("<SOLUTION>(\u22123)</SOLUTION>", "-3"),
+        ("<SOLUTION>20\u22124</SOLUTION>", "4"),  # between numbers: subtraction, like "20-4"
+        ("<SOLUTION>x\u22122</SOLUTION>", "2"),
+        ("<SOLUTION>\u2014 5</SOLUTION>", "5"),  # an em dash is punctuation
+        ("<SOLUTION>\u20105</SOLUTION>", "5"),  # so is a hyphen (U+2010)
+        # leading-dot decimals
+        ("<SOLUTION>.5</SOLUTION>", "0.5"),
+        ("<SOLUTION>-.5</SOLUTION>", "-0.5"),
+        ("<SOLUTION>\u2212.25</SOLUTION>", "-0.25"),
+        ("<SOLUTION>$.50</SOLUTION>", "0.5"),
+        ("The answer is .75.", "0.75"),
+        ("<SOLUTION>1.2.3</SOLUTION>", "3"),  # never ".3"
+        # exponent notation, read exactly
+        ("<SOLUTION>2.5e3</SOLUTION>", "2500"),
+        ("<SOLUTION>2.5E+3</SOLUTION>", "2500"),
+        ("<SOLUTION>1e-3</SOLUTION>", "0.001"),
+        ("<SOLUTION>-4.2e1</SOLUTION>", "-42"),
+        ("<SOLUTION>1.e3</SOLUTION>", "1000"),
+        ("<SOLUTION>.5e1</SOLUTION>", "5"),
+        ("<SOLUTION>1,200e-2</SOLUTION>", "12"),
+        ("<SOLUTION>2.5e\u22121</SOLUTION>", "0.25"),
+        ("<SOLUTION>1e400</SOLUTION>", "1" + "0" * 400),
+        ("<SOLUTION>0e99</SOLUTION>", "0"),
+        ("<SOLUTION>5 eggs</SOLUTION>", "5"),  # an "e" without digits is a letter
+        ("<SOLUTION>5e</SOLUTION>", "5"),
+        # exponents too large to write out: unparseable, not another number
+        ("<SOLUTION>1e1001</SOLUTION>", None),
+        ("<SOLUTION>1e-1001</SOLUTION>", None),
+        ("<SOLUTION>7e99999999999999999999</SOLUTION>", None),
+        ("12 apples, so 3e5000", None),  # the last number decides; 12 is not used instead
+    ],
+)
+def test_extract_answer_number_forms(completion, expected):
+    assert extract_answer(completion) == expected
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [("\u22125", "-5"), (".5", "0.5"), ("-.5", "-0.5"), ("$.5", "0.5"), ("2.5e3", "2500"),
+     ("1E2", "100"), ("1e+0", "1"), ("12.5e-1", "1.25"), ("1e-3", "0.001"), ("-0e5", "0"), ("1.e2", "100"),
+     ("1e1000", "1" + "0" * 1000), ("1e1001", None), ("1e-1001", None), ("1e" + "9" * 5000, None),
+     ("inf", None), ("-inf", None), ("nan", None), ("Infinity", None), (".", None), ("-", None), ("e5", None),
+     ("5e", None), ("1,2", None), ("12,34", None), ("1,234,567", "1234567"), ("--5", None)],
+)
+def test_normalize_number_forms(text, expected):
+    assert normalize_number(text) == expected
+
+
+@pytest.mark.parametrize(
+    "completion, gold, expected",
+    [
+        ("<SOLUTION>\u22125</SOLUTION>", "-5", 4.0),
+        ("<SOLUTION>\u22125</SOLUTION>", "5", 0.0),
+        ("<SOLUTION>.5</SOLUTION>", "0.5", 4.0),
+        ("<SOLUTION>.5</SOLUTION>", "5", 0.0),
+        ("<SOLUTION>1e400</SOLUTION>", "400", 0.0),
+        ("<SOLUTION>1e400</SOLUTION>", "1e400", 4.0),
+        ("<SOLUTION>2.5e3</SOLUTION>", "2500", 4.0),
+        ("<SOLUTION>2.6e3</SOLUTION>", "2500", 1.5),
+        ("<SOLUTION>1e5000</SOLUTION>", "1", -0.5),  # unparseable: no answer
+    ],
+)
+def test_r_correct_number_forms(completion, gold, expected):
+    assert r_correct(completion, gold) == expected
+
+
+def test_a_million_digit_answer_is_scored_without_overflow():
+    # Decimal's default exponent limit is 999,999: the tolerance check must not overflow
+    huge = "9" * 1_100_000
+    assert r_correct(f"<SOLUTION>{huge}</SOLUTION>", "5") == 0.0
+    assert r_correct(f"<SOLUTION>{huge}</SOLUTION>", huge) == 4.0
+    assert r_correct(f"<SOLUTION>{huge}8</SOLUTION>", huge + "9") == 1.5
+
+
+MINUS = st.sampled_from(["-", "\u2212", "\u2012", "\u2013", "\ufe63", "\uff0d"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(-10**20, 10**20), st.integers(0, 6), MINUS)
+def test_decimals_with_any_minus_sign_round_trip(value, decimals, minus):
+    text = f"{abs(value) // 10**decimals}.{abs(value) % 10**decimals:0{decimals}d}" if decimals else str(abs(value))
+    exact = ("-" if value < 0 else "") + text
+    written = (minus if value < 0 else "") + text
+    assert answers_match(extract_answer(f"<SOLUTION>{written}</SOLUTION>"), exact)
+    assert answers_match(extract_answer(f"so the answer is {written}."), exact)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 10**12), st.integers(1, 12), st.booleans())
+def test_leading_dot_decimals_round_trip(digits, places, negative):
+    fraction = f"{digits % 10**places:0{places}d}"
+    exact = f"{'-' if negative else ''}0.{fraction}"
+    written = f"{'-' if negative else ''}.{fraction}"
+    assert answers_match(extract_answer(f"<SOLUTION>{written}</SOLUTION>"), exact)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(-10**9, 10**9), st.integers(0, 4), st.integers(-30, 30), st.sampled_from(["e", "E"]))
+def test_exponent_notation_reads_as_its_exact_value(mantissa, decimals, exponent, letter):
+    from decimal import Decimal
+
+    text = f"{Decimal(mantissa).scaleb(-decimals)}"  # e.g. "-12.345" (never itself in exponent form here)
+    if "E" in text:
+        text = f"{mantissa}"
+        decimals = 0
+    written = f"{text}{letter}{exponent}"
+    exact = Decimal(mantissa).scaleb(exponent - decimals)
+    got = extract_answer(f"<SOLUTION>{written}</SOLUTION>")
+    assert got is not None and Decimal(got) == exact
+    assert got == normalize_number(written)

@@ -97,3 +97,96 @@ def test_reusing_a_run_id_with_other_settings_is_refused(tiny_random_model_dir, 
     other = tiny_run_config(tiny_random_model_dir, tmp_path, "ah", steps=2, learning_rate=5e-4)
     with pytest.raises(ValueError, match="learning_rate"):
         run_training(other, progress=False)
+
+
+# --------------------------------------------------------------------------
+# a damaged newest checkpoint: fall back to the previous intact one
+# --------------------------------------------------------------------------
+
+
+def _tear(path, keep=0.5):
+    data = path.read_bytes()
+    path.write_bytes(data[: int(len(data) * keep)])
+
+
+@pytest.fixture(scope="module")
+def interrupted_run(tiny_random_model_dir, tmp_path_factory):
+    """An uninterrupted reference run and a copy stopped after logging step 3.
+
+    Checkpoints every step, keeping two (the tiny profile's rotation): the
+    stopped run holds checkpoint-1 and checkpoint-2 and logged steps 1-3.
+    """
+    root = tmp_path_factory.mktemp("damaged_checkpoints")
+    settings = dict(save_every=1)
+    reference = RunLog(run_training(tiny_run_config(tiny_random_model_dir, root / "reference", "sa", **settings),
+                                    progress=False))
+    cfg = tiny_run_config(tiny_random_model_dir, root / "stopped", "sa", **settings)
+    with pytest.raises(KeyboardInterrupt):
+        run_training(cfg, callbacks=[InterruptAfterLogging(3)], progress=False)
+    assert list(RunLog(cfg.run_dir).checkpoints()) == [1, 2]
+    return reference, cfg
+
+
+def _copy_of(interrupted_run, tmp_path, **overrides):
+    import shutil
+
+    reference, cfg = interrupted_run
+    shutil.copytree(cfg.results_dir, tmp_path / "results")
+    copy = tiny_run_config(cfg.model_name, tmp_path / "results", "sa", save_every=1, **overrides)
+    return reference, copy, RunLog(copy.run_dir)
+
+
+def _assert_retraces(log, reference):
+    """No step lost or repeated, and the same trajectory as the uninterrupted run."""
+    assert [r["step"] for r in log.train_log()] == [1, 2, 3, 4]
+    assert [r["step"] for r in log.evals()] == [0, 2, 4]
+    for got, want in zip(log.train_log(), reference.train_log()):
+        assert got["reward_mean"] == pytest.approx(want["reward_mean"], abs=1e-6)
+        assert got["loss"] == pytest.approx(want["loss"], abs=1e-5)
+    assert log.is_complete(4)
+
+
+@pytest.mark.parametrize("damage, problem", [
+    (lambda d: _tear(d / "model.safetensors"), "model.safetensors does not load"),
+    (lambda d: _tear(d / "trainer_state.json"), "trainer_state.json does not parse"),
+    (lambda d: _tear(d / "optimizer.pt", keep=0.9), "optimizer.pt does not load"),
+])
+def test_a_damaged_newest_checkpoint_falls_back_to_the_previous_one(interrupted_run, tmp_path, capsys, damage,
+                                                                     problem):
+    reference, cfg, log = _copy_of(interrupted_run, tmp_path)
+    damaged = log.checkpoints_dir / "checkpoint-2"
+    damage(damaged)
+    before = sorted(p.name for p in damaged.iterdir())
+
+    run_training(cfg, progress=False)
+
+    out = capsys.readouterr().out
+    assert f"checkpoint {damaged} is damaged: {problem}" in out
+    assert "resumes from checkpoint-1" in out and "resuming tiny-sa-a0.5-s0 from step 1" in out
+    _assert_retraces(log, reference)
+    # the damaged folder is kept, out of the way of the trainer's rotation (which kept the two newest)
+    kept = log.checkpoints_dir / "damaged" / "checkpoint-2"
+    assert sorted(p.name for p in kept.iterdir()) == before
+    assert list(log.checkpoints()) == [3, 4] and log.last_checkpoint().name == "checkpoint-4"
+
+
+def test_only_interrupted_saves_start_the_run_over(interrupted_run, tmp_path, capsys):
+    reference, cfg, log = _copy_of(interrupted_run, tmp_path)
+    for step in (1, 2):
+        (log.checkpoints_dir / f"checkpoint-{step}" / "trainer_state.json").unlink()
+    run_training(cfg, progress=False)
+    assert "resumes from the start (no intact checkpoint is left)" in capsys.readouterr().out
+    _assert_retraces(log, reference)
+    assert sorted(p.name for p in (log.checkpoints_dir / "damaged").iterdir()) == ["checkpoint-1", "checkpoint-2"]
+
+
+def test_no_intact_finished_checkpoint_is_an_error_that_changes_nothing(interrupted_run, tmp_path):
+    _, cfg, log = _copy_of(interrupted_run, tmp_path)
+    _tear(log.checkpoints_dir / "checkpoint-2" / "model.safetensors")
+    _tear(log.checkpoints_dir / "checkpoint-1" / "rng_state.pth")
+    logged = log.train_log_path.read_text()
+    with pytest.raises(RuntimeError, match="cannot resume: no intact checkpoint .*checkpoint-2: model.safetensors "
+                                           "does not load.*checkpoint-1: rng_state.pth does not load"):
+        run_training(cfg, progress=False)
+    assert list(log.checkpoints()) == [1, 2] and not (log.checkpoints_dir / "damaged").exists()
+    assert log.train_log_path.read_text() == logged
