@@ -301,6 +301,9 @@ def compare_pairs(runs: list[RunEvidence], pairs=DEFAULT_PAIRS, *, n_resamples: 
     """All rows of the given pairs (those without common seeds are skipped, logged), Holm-adjusted together."""
     rows = []
     for a, b in pairs:
+        if not (a.runs_by_seed(runs) and b.runs_by_seed(runs)):
+            log.info("%s vs %s left out: no runs of one of them", a.label, b.label)
+            continue
         try:
             rows += compare_arms(a, b, runs, n_resamples=n_resamples, seed=seed)
         except ValueError as err:
@@ -361,7 +364,7 @@ def evidence_sentence(rows: list[EvidenceRow], level: float = LEVEL) -> str:
     correction = (f"Holm correction over the {per} comparisons of each quantity" if max(sizes) > 1
                   else "Holm correction (one comparison per quantity)")
     found = [r for r in rows if established(r, level)]
-    head = f"Over {len(rows)} paired tests with {seed_text} matched seeds, "
+    head = f"Over {len(rows)} paired tests with {seed_text} matched seed{'s' if seeds[-1] > 1 else ''}, "
     if not found:
         head += f"no difference is established at the {pct} level after {correction}."
     else:
@@ -374,7 +377,7 @@ def evidence_sentence(rows: list[EvidenceRow], level: float = LEVEL) -> str:
         parts.append(row_sentence(r, level))
     floors = sorted({(r.n_seeds, r.min_p) for r in rows if r.test == "sign-flip" and r.min_p >= level})
     for n_seeds, floor in floors:
-        parts.append(f"With {n_seeds} seeds the sign-flip test cannot give p below 2/2^{n_seeds} = {floor:.4g}, "
+        parts.append(f"With {n_seeds} seed{'s' if n_seeds > 1 else ''} the sign-flip test cannot give p below 2/2^{n_seeds} = {floor:.4g}, "
                      f"so no per-seed summary (training-reward variance, mean KL) can reach the {pct} level "
                      "with these runs, however large its difference.")
     mixed = [r for r in rows if r.test == "McNemar" and r.seeds_a_ahead and r.seeds_b_ahead]
@@ -392,10 +395,23 @@ def evidence_sentence(rows: list[EvidenceRow], level: float = LEVEL) -> str:
     return " ".join(parts)
 
 
+def topk_pairs(runs: list[RunEvidence], method: str = "sa", alpha: float = 0.5) -> list[tuple[Arm, Arm]]:
+    """Each top-K training setting found in ``runs`` against the same method with the exact entropy."""
+    exact = Arm(method, alpha)
+    ks = sorted({r.entropy_top_k for r in runs if r.entropy_top_k is not None
+                 and Arm(method, alpha, r.entropy_top_k).matches(r)})
+    return [(Arm(method, alpha, k), exact) for k in ks]
+
+
 def evidence_summary(root: str | Path, pairs=DEFAULT_PAIRS, *, n_resamples: int = DEFAULT_RESAMPLES,
                      seed: int = 0, level: float = LEVEL) -> dict:
-    """Everything about a results root as one JSON-ready dict: rows, sentence, settings."""
+    """Everything about a results root as one JSON-ready dict: rows, sentence, settings.
+
+    ``pairs="topk"``: every top-K training setting against the exact-entropy runs (:func:`topk_pairs`).
+    """
     runs = load_root_evidence(root)
+    if pairs == "topk":
+        pairs = topk_pairs(runs)
     rows = compare_pairs(runs, pairs, n_resamples=n_resamples, seed=seed)
     return {
         "root": str(root),

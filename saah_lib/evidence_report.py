@@ -6,10 +6,13 @@ notebook).  For a results root it writes, when there is data for them:
 ==========================================  ====================================================
 ``<tables>/<prefix>_paired.tex``             each pair of methods: difference, 95% CI, p, Holm p
 ``<tables>/<prefix>_paired_sentence.tex``    the generated sentence (a paragraph to ``\\input``)
+``<tables>/<prefix>_topk_runs.tex``          the same for top-K training runs against exact entropy
+``<tables>/<prefix>_topk_runs_sentence.tex``  (and ``<figures>/<prefix>_topk_runs.{pdf,png}``)
 ``<tables>/<prefix>_topk.tex``               top-K estimate errors per K
 ``<figures>/<prefix>_paired.{pdf,png}``      the differences with their intervals and p-values
 ``<figures>/<prefix>_topk.{pdf,png}``        entropy and weight errors against K
 ``<root>/paired_evidence.json``              every number behind the paired table
+``<root>/topk_runs_evidence.json``           every number behind the top-K runs table
 ==========================================  ====================================================
 
 A table or figure without data is not written, and an older copy is removed.
@@ -29,7 +32,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from saah_lib.evidence import (CHECKPOINTS, DEFAULT_PAIRS, LEVEL, EvidenceRow, established, evidence_sentence,
+from saah_lib.evidence import (CHECKPOINTS, DEFAULT_PAIRS, LEVEL, EvidenceRow, established,
                                evidence_summary)
 from saah_lib.runlog import atomic_write_json, atomic_write_text
 from saah_lib.significance import DEFAULT_RESAMPLES
@@ -76,7 +79,8 @@ def _table_float(body: list[str], colspec: str, caption: str, label: str, notes:
     return "\n".join(lines + [r"\end{table}", ""])
 
 
-def table_paired(rows: list[dict], summary: dict, prefix: str = "mini") -> str:
+def table_paired(rows: list[dict], summary: dict, prefix: str = "mini", name: str = "paired",
+                 what: str = "Paired comparisons at matched seeds") -> str:
     """Booktabs table: per pair, each quantity's means, difference, interval, p and Holm p."""
     if not rows:
         return ""
@@ -98,7 +102,7 @@ def table_paired(rows: list[dict], summary: dict, prefix: str = "mini") -> str:
     n_seeds = sorted({r["n_seeds"] for r in rows})
     floor = 2.0 / 2 ** n_seeds[0]
     caption = (
-        f"Paired comparisons at matched seeds (\\texttt{{{tex_escape(summary['root'])}}}). "
+        f"{what} (\\texttt{{{tex_escape(summary['root'])}}}). "
         "Pass@1 rows: the same evaluation problems, paired by (seed, problem); $p$ from the exact McNemar test "
         "with discordant pairs pooled over seeds; 95\\% CI: paired percentile bootstrap of the pooled difference "
         f"resampling problems ({boot['n_resamples']:,} resamples, seed {boot['seed']}). "
@@ -108,7 +112,7 @@ def table_paired(rows: list[dict], summary: dict, prefix: str = "mini") -> str:
         f"$^{{*}}$: established at the {100 * summary['level']:g}\\% level (Holm $p$ below it and, for Pass@1, "
         "the interval excludes 0). Peak rows compare each run's best checkpoint, chosen on these same problems."
     )
-    return _table_float(body, "lcccccccc", caption, f"{prefix}:paired")
+    return _table_float(body, "lcccccccc", caption, f"{prefix}:{name}")
 
 
 def table_topk(result: dict, prefix: str = "mini", alpha: str = "0.5") -> str:
@@ -116,7 +120,7 @@ def table_topk(result: dict, prefix: str = "mini", alpha: str = "0.5") -> str:
     rows = [r for r in result.get("per_k", []) if not r["exact"]]
     if not rows or alpha not in rows[0]["weights"]:
         return ""
-    body = [r"$K$ & $K/V$ & mean $|\Delta H|$ & max $|\Delta H|$ & mean signed $\Delta H$ & top-$K$ mass (min) & "
+    body = [r"$K$ & $K/V$ & mean $|\Delta H|$ & max $|\Delta H|$ & mean signed $\Delta H$ & tail mass mean (max) & "
             rf"mean rel.\ $\Delta w$ & max rel.\ $\Delta w$ & last-token rel.\ $\Delta w$ (mean / max) \\",
             r"\midrule"]
 
@@ -128,7 +132,7 @@ def table_topk(result: dict, prefix: str = "mini", alpha: str = "0.5") -> str:
         body.append(" & ".join([
             str(r["k"]), f"{100 * r['frac_vocab']:.1f}\\%", e(r["entropy_abs_err"]["mean"]),
             e(r["entropy_abs_err"]["max"]), e(r["entropy_signed_err_mean"]),
-            f"{r['topk_mass']['mean']:.4f} ({r['topk_mass']['min']:.3f})", e(w["rel_err"]["mean"]),
+            f"{e(1 - r['topk_mass']['mean'])} ({e(1 - r['topk_mass']['min'])})", e(w["rel_err"]["mean"]),
             e(w["rel_err"]["max"]), f"{e(w['last_token_rel_err']['mean'])} / {e(w['last_token_rel_err']['max'])}",
         ]) + r" \\")
     caption = (
@@ -138,7 +142,7 @@ def table_topk(result: dict, prefix: str = "mini", alpha: str = "0.5") -> str:
         f"\\texttt{{{tex_escape(result['model'])}}}, vocabulary $V={result['vocab_size']}$. "
         "$H$ is the normalised entropy $H_t/\\log V$ (exact mean "
         f"{result['exact_entropy_norm']['mean']:.4f}, max {result['exact_entropy_norm']['max']:.4f}); "
-        "$\\Delta H$ = estimate $-$ exact; top-$K$ mass: probability held by the $K$ largest logits. "
+        "$\\Delta H$ = estimate $-$ exact; tail mass: probability outside the $K$ largest logits. "
         f"Weights: $w_t=\\exp(-\\alpha\\sum_{{s\\le t}}H_s)$ at $\\alpha={alpha}$; rel.\\ $\\Delta w = |w^{{(K)}}_t-w_t|/w_t$, "
         "over all tokens and at each completion's last token (where the error has accumulated)."
     )
@@ -146,10 +150,12 @@ def table_topk(result: dict, prefix: str = "mini", alpha: str = "0.5") -> str:
 
 
 def _sci(x: float) -> str:
+    """Four decimals, or scientific notation outside [0.001, 1000); math mode for negatives."""
     if x == 0:
         return "0"
     if 1e-3 <= abs(x) < 1e3:
-        return f"{x:.4f}" if abs(x) < 1 else f"{x:.2f}"
+        text = f"{x:.4f}" if abs(x) < 1 else f"{x:.2f}"
+        return f"${text}$" if x < 0 else text
     mant, exp = f"{x:.1e}".split("e")
     return f"${mant}\\times10^{{{int(exp)}}}$"
 
@@ -212,27 +218,29 @@ def plot_paired(rows: list[dict], level: float = LEVEL) -> Figure | None:
 
 
 def plot_topk(result: dict, alpha: str = "0.5") -> Figure | None:
-    """Entropy error and horizon-weight error against K (log axes)."""
+    """Entropy error, tail mass and horizon-weight error against K (log axes; K = V, error 0, left out)."""
     rows = [r for r in result.get("per_k", []) if not r["exact"]]
-    if not rows:
+    if not rows or alpha not in rows[0]["weights"]:
         return None
     k = np.array([r["k"] for r in rows])
     fig, (ax_h, ax_w) = _figure(2, 9.0, 3.3)
     ax_h.plot(k, [r["entropy_abs_err"]["mean"] for r in rows], "o-", label="mean |ΔH|")
     ax_h.plot(k, [r["entropy_abs_err"]["max"] for r in rows], "s--", label="max |ΔH|")
+    ax_h.plot(k, [1 - r["topk_mass"]["mean"] for r in rows], "^:", color="0.4",
+              label="mean probability outside the top K")
     ax_h.set_ylabel("normalised entropy error")
-    for stat, style in (("mean", "o-"), ("max", "s--")):
-        ax_w.plot(k, [r["weights"][alpha]["rel_err"][stat] for r in rows], style, label=f"{stat}, all tokens")
-        ax_w.plot(k, [r["weights"][alpha]["last_token_rel_err"][stat] for r in rows], style, alpha=0.6,
-                  label=f"{stat}, last token")
-    ax_w.set_ylabel(f"relative weight error (α={alpha})")
+    weights = [r["weights"][alpha] for r in rows]
+    ax_w.plot(k, [w["rel_err"]["mean"] for w in weights], "o-", label="mean over tokens")
+    ax_w.plot(k, [w["last_token_rel_err"]["mean"] for w in weights], "d-", label="mean at the last token")
+    ax_w.plot(k, [w["rel_err"]["max"] for w in weights], "s--", label="max over tokens")
+    ax_w.set_ylabel(f"relative weight error |Δw|/w (α={alpha})")
     for ax in (ax_h, ax_w):
         ax.set_xscale("log")
-        ax.set_yscale("symlog", linthresh=1e-6)
+        ax.set_yscale("log", nonpositive="mask")
         ax.set_xlabel(f"K (vocabulary V = {result['vocab_size']})")
         ax.legend(fontsize=7, frameon=False)
     fig.suptitle(f"Top-K entropy estimate vs exact: {result['n_tokens']:,} tokens of {result['n_rollouts']} "
-                 f"rollouts from {result['model']}", fontsize=9)
+                 f"sampled rollouts ({result['model']})", fontsize=9)
     return fig
 
 
@@ -270,22 +278,31 @@ def render_evidence(root: str | Path = "results/mini", tables_dir: str | Path = 
                     n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0) -> dict:
     """Write the paired-comparison and top-K table, sentence and figures for a results root.
 
-    Returns ``{"summary": <the paired evidence dict>, "written": [paths]}``.
+    Returns ``{"summary": <paired evidence dict>, "topk_runs": <top-K runs evidence dict>, "written": [paths]}``.
+    The two tables are separate Holm families: adding top-K runs never changes the main comparison's p-values.
     """
     root, tables_dir, figures_dir = Path(root), Path(tables_dir), Path(figures_dir)
     tables_dir.mkdir(parents=True, exist_ok=True)
-    summary = evidence_summary(root, pairs, n_resamples=n_resamples, seed=seed)
-    rows = summary["rows"]
     written = []
-    if rows:
-        atomic_write_json(root / "paired_evidence.json", summary)
-        written.append(root / "paired_evidence.json")
-    written += _write_tex(table_paired(rows, summary, prefix), tables_dir / f"{prefix}_paired.tex", str(root))
-    sentence = tex_text(summary["sentence"]) + "\n" if rows else ""
-    written += _write_tex(sentence, tables_dir / f"{prefix}_paired_sentence.tex", str(root))
-    written += _save(plot_paired(rows, summary["level"]), figures_dir, f"{prefix}_paired")
+    summaries = {}
+    for name, which, what in (("paired", pairs, "Paired comparisons at matched seeds"),
+                              ("topk_runs", "topk", "Top-$K$ training runs against the exact entropy, paired by seed")):
+        summary = evidence_summary(root, which, n_resamples=n_resamples, seed=seed)
+        summaries[name] = summary
+        rows = summary["rows"]
+        json_path = root / f"{name}_evidence.json"
+        if rows:
+            atomic_write_json(json_path, summary)
+            written.append(json_path)
+        elif json_path.exists():
+            json_path.unlink()
+        written += _write_tex(table_paired(rows, summary, prefix, name, what) if rows else "",
+                              tables_dir / f"{prefix}_{name}.tex", str(root))
+        sentence = tex_text(summary["sentence"]) + "\n" if rows else ""
+        written += _write_tex(sentence, tables_dir / f"{prefix}_{name}_sentence.tex", str(root))
+        written += _save(plot_paired(rows, summary["level"]), figures_dir, f"{prefix}_{name}")
     topk_path = root / TOPK_FILE
     topk = json.loads(topk_path.read_text()) if topk_path.is_file() else {}
     written += _write_tex(table_topk(topk, prefix) if topk else "", tables_dir / f"{prefix}_topk.tex", str(topk_path))
     written += _save(plot_topk(topk) if topk else None, figures_dir, f"{prefix}_topk")
-    return {"summary": summary, "written": written}
+    return {"summary": summaries["paired"], "topk_runs": summaries["topk_runs"], "written": written}

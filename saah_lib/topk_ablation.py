@@ -204,7 +204,7 @@ def measure_topk(model_dir: str | Path, *, n_prompts: int = 64, per_prompt: int 
     result = topk_errors(batches, ks=tuple(ks) + ((vocab,) if vocab not in ks else ()), alphas=alphas,
                          vocab_size=vocab)
     result.update({
-        "model": model_dir.name,
+        "model": "/".join(model_dir.parts[-2:]),  # e.g. warmstart/model: no machine path in the results
         "profile": profile,
         "n_prompts": len(problems),
         "per_prompt": per_prompt,

@@ -9,7 +9,7 @@ import pytest
 
 from saah_lib.evidence import (Arm, adjust, compare_arms, compare_pairs, established, evidence_sentence,
                                evidence_summary, load_root_evidence, load_run_evidence, read_correctness)
-from saah_lib.evidence_report import render_evidence, table_paired, tex_text
+from saah_lib.evidence_report import render_evidence, tex_text
 from saah_lib.runlog import RunLog, atomic_write_json, write_jsonl
 from saah_lib.significance import binomial_two_sided_p, sign_flip_test
 
@@ -240,3 +240,21 @@ def test_on_the_committed_mini_study_pass_at_1_agrees_with_the_tables():
     assert kl_rows and all(r["min_p"] == 2 / 2 ** r["n_seeds"] for r in kl_rows)
     assert all(math.isclose(r["p_value"], sign_flip_test(r["detail"]["a"], r["detail"]["b"]).p_value)
                for r in kl_rows)
+
+
+def test_topk_runs_get_their_own_table_and_family(tmp_path):
+    root = tmp_path / "root"
+    _two_arms(root, {0: 30, 1: 28}, {0: 10, 1: 12})
+    for seed, right in ((0, 29), (1, 27)):
+        write_run(root, "sa", 0.5, seed, {0: _pattern(40, 5), 20: _pattern(40, right)}, top_k=5)
+    before = evidence_summary(root, n_resamples=200)
+    out = render_evidence(root, tmp_path / "tables", tmp_path / "figs", prefix="t", n_resamples=200)
+    # the main comparison is unchanged by the top-K runs (a separate Holm family)
+    assert [r["p_holm"] for r in out["summary"]["rows"]] == [r["p_holm"] for r in before["rows"]]
+    rows = out["topk_runs"]["rows"]
+    assert {(r["a"], r["b"]) for r in rows} == {("SA-AH-GRPO (α=0.5) top-5", "SA-AH-GRPO (α=0.5)")}
+    final = next(r for r in rows if r["key"] == "final")
+    assert final["diff"] == pytest.approx(-2 / 80) and final["detail"]["pooled"]["b_only"] == 2
+    tex = (tmp_path / "tables" / "t_topk_runs.tex").read_text()
+    assert r"\label{t:topk_runs}" in tex and "top-5" in tex
+    assert (root / "topk_runs_evidence.json").is_file() and (tmp_path / "figs" / "t_topk_runs.png").is_file()

@@ -1,7 +1,6 @@
 """The top-K entropy ablation: hand-worked errors, rollouts from a real (random) model, the table and figure,
 and the extended study's run plan."""
 
-import json
 import math
 
 import pytest
