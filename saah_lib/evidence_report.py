@@ -63,11 +63,12 @@ def fmt_p_cell(p: float) -> str:
     return "$<0.001$" if p < 0.001 else f"{p:.3f}"
 
 
-def _signed(x: float, dp: int) -> str:
+def _signed(x: float, dp: int, mark: str = "") -> str:
+    """A difference in math mode with its sign (``+`` for positive), optionally marked (``^{*}``)."""
     s = fmt(x, dp, sci=dp >= 4)
     if s == MISSING:
         return s
-    return f"${'+' if x > 0 else ''}{s.strip('$')}$"
+    return f"${'+' if x > 0 else ''}{s.strip('$')}{mark}$"
 
 
 def _table_float(body: list[str], colspec: str, caption: str, label: str, notes: str = "") -> str:
@@ -95,7 +96,7 @@ def table_paired(rows: list[dict], summary: dict, prefix: str = "mini", name: st
             ci = MISSING if math.isnan(r["ci_low"]) else f"[{_signed(r['ci_low'], dp)}, {_signed(r['ci_high'], dp)}]"
             mark = r"^{*}" if established(EvidenceRow(**r), summary["level"]) else ""
             cells = [tex_text(r["quantity"]), fmt(r["a_value"], dp, sci=dp >= 4), fmt(r["b_value"], dp, sci=dp >= 4),
-                     _signed(r["diff"], dp)[:-1] + mark + "$" if mark else _signed(r["diff"], dp), ci, fmt_p_cell(r["p_value"]), fmt_p_cell(r["p_holm"]),
+                     _signed(r["diff"], dp, mark), ci, fmt_p_cell(r["p_value"]), fmt_p_cell(r["p_holm"]),
                      r["test"], f"{r['n_seeds']} ({r['seeds_a_ahead']}/{r['seeds_b_ahead']})"]
             body.append(" & ".join(cells) + r" \\")
     boot = summary["bootstrap"]
