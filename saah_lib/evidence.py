@@ -8,12 +8,12 @@ model.  Two arms are compared over the seeds both have, run for run:
   an exact McNemar test per seed and pooled over seeds, and a paired
   bootstrap interval for the pooled difference that resamples problems
   (:mod:`saah_lib.significance`).  Final and peak steps are those of the
-  tables (:func:`saah_lib.analysis.final_and_peak`: checkpoints after step 0;
+  tables (:func:`saah_lib.summaries.final_and_peak`: checkpoints after step 0;
   the peak is the earliest best).  Each run's peak is picked by its own Pass@1
   on these same problems, so peak-versus-peak comparisons select on the
   outcome; the final checkpoint is the unbiased one.
 * **Training-reward variance over the second half and mean KL** -- one number
-  per run (:func:`saah_lib.analysis.training_variance`, :func:`mean_kl`),
+  per run (:func:`saah_lib.summaries.training_variance`, :func:`mean_kl`),
   compared with the exact sign-flip test over seeds.
 
 Each quantity is its own family: its tests across the compared pairs are
@@ -34,7 +34,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from saah_lib.analysis import METHOD_LABELS, final_and_peak, mean_kl, training_variance
+from saah_lib.labels import METHOD_LABELS
+from saah_lib.summaries import final_and_peak, mean_kl, training_variance
 from saah_lib.runlog import RunLog, read_jsonl
 from saah_lib.significance import (DEFAULT_RESAMPLES, holm, mcnemar_exact, mcnemar_pooled, paired_bootstrap,
                                    sign_flip_test)

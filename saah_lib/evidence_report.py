@@ -36,7 +36,7 @@ from saah_lib.evidence import (CHECKPOINTS, DEFAULT_PAIRS, LEVEL, EvidenceRow, e
                                evidence_summary)
 from saah_lib.runlog import atomic_write_json, atomic_write_text
 from saah_lib.significance import DEFAULT_RESAMPLES
-from saah_lib.tables import fmt, tex_escape
+from saah_lib.latex_format import fmt, tex_escape
 from saah_lib.topk_ablation import RESULT_FILE as TOPK_FILE
 
 log = logging.getLogger(__name__)

@@ -226,7 +226,7 @@ MINI = REPO / "results" / "mini"
 @pytest.mark.skipif(not (MINI / "runs").is_dir(), reason="committed mini results absent")
 def test_on_the_committed_mini_study_pass_at_1_agrees_with_the_tables():
     """The pooled Pass@1 of an arm is the mean over its seeds of eval.jsonl's final Pass@1 (the tables' number)."""
-    from saah_lib.analysis import load_runs
+    from saah_lib.runs import load_runs
 
     summary = evidence_summary(MINI, n_resamples=200)
     runs = load_runs(MINI)
