@@ -12,7 +12,7 @@ export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 export PYTHONUNBUFFERED := 1
 
-.PHONY: setup test mini mini-promote figures paper bench latex
+.PHONY: setup test mini mini-promote extended figures paper bench latex
 
 setup: $(STAMP)
 
@@ -39,10 +39,14 @@ mini: setup
 mini-promote: setup
 	$(PY) -m saah_lib.mini promote
 
+# The extended CPU study (five seeds, the AH and SA alpha sweeps, the top-K ablation) into results/extended.
+extended: setup
+	$(PY) -m saah_lib.extended_study
+
 # The committed results are checked against their MANIFEST.json first: a hand-edited or damaged
 # log stops here, named, before it reaches a table (`make paper` builds on this target).
 figures: setup
-	$(PY) -m saah_lib.manifest check results/mini results/paper_reported
+	$(PY) -m saah_lib.manifest check $(wildcard results/mini results/extended results/paper_reported)
 	$(PY) -m papermill -k python3 --log-level WARNING notebooks/04_figures.ipynb results/04_figures.out.ipynb
 
 paper: figures latex

@@ -11,8 +11,8 @@ notebook).  For a results root it writes, when there is data for them:
 ``<tables>/<prefix>_topk.tex``               top-K estimate errors per K
 ``<figures>/<prefix>_paired.{pdf,png}``      the differences with their intervals and p-values
 ``<figures>/<prefix>_topk.{pdf,png}``        entropy and weight errors against K
-``<root>/paired_evidence.json``              every number behind the paired table
-``<root>/topk_runs_evidence.json``           every number behind the top-K runs table
+``<tables_dir>/<prefix>_paired_evidence.json``     every number behind the paired table
+``<tables_dir>/<prefix>_topk_runs_evidence.json``  every number behind the top-K runs table
 ==========================================  ====================================================
 
 A table or figure without data is not written, and an older copy is removed.
@@ -291,7 +291,7 @@ def render_evidence(root: str | Path = "results/mini", tables_dir: str | Path = 
         summary = evidence_summary(root, which, n_resamples=n_resamples, seed=seed)
         summaries[name] = summary
         rows = summary["rows"]
-        json_path = root / f"{name}_evidence.json"
+        json_path = tables_dir / f"{prefix}_{name}_evidence.json"  # derived, like the tables: not in the results root
         if rows:
             atomic_write_json(json_path, summary)
             written.append(json_path)

@@ -1,8 +1,11 @@
 """The extended CPU study: more seeds, the SA alpha sweep and the top-K ablation, on the tiny profile.
 
-``python -m saah_lib.extended_study --root results/mini`` adds to the mini
-study's results root (runs already complete there are skipped):
+``python -m saah_lib.extended_study`` (``make extended``) writes its own results
+root, ``results/extended/``, apart from the mini study, so that ``make mini``
+stays short and its committed tables stay exactly what its rerun reproduces.
+Runs already complete there are skipped. It holds:
 
+0. the warm start's baseline evaluation (as in the mini study);
 1. five seeds (0-4) of the three main methods, grpo / ah(0.5) / sa(0.5);
 2. the alpha sweep of SA-AH-GRPO at the AH sweep's alphas and seed
    (:data:`saah_lib.mini.SWEEP_ALPHAS`, first seed), beside the AH sweep itself;
@@ -23,11 +26,13 @@ import argparse
 import math
 from pathlib import Path
 
-from saah_lib.config import TINY_MODEL_DIR, make_config
-from saah_lib.mini import MAIN_METHODS, SWEEP_ALPHAS, Timings, train_all
+from saah_lib.config import REPO_ROOT, TINY_MODEL_DIR, make_config
+from saah_lib.manifest import write_manifest
+from saah_lib.mini import BASELINE_NAME, MAIN_METHODS, SWEEP_ALPHAS, Timings, train_all
 from saah_lib.runlog import RunLog, atomic_write_json
 from saah_lib.topk_ablation import RESULT_FILE, TRAINING_KS, measure_topk, topk_training_configs
 
+EXTENDED_ROOT = REPO_ROOT / "results" / "extended"
 EXTENDED_SEEDS = (0, 1, 2, 3, 4)
 SECONDS_PER_RUN = 72  # one 60-step tiny run on one thread (results/mini/timings.json: 69-75 s)
 MEASURE_SECONDS = 20  # the top-K measurement (256 rollouts)
@@ -73,7 +78,7 @@ def describe_plan(configs, todo, jobs: int, measure: bool) -> str:
 def run_extended_study(root: Path, seeds=EXTENDED_SEEDS, steps: int | None = None, jobs: int = 2,
                        topk_ks=TRAINING_KS, topk_seeds=(0,), measure: bool = True,
                        measure_prompts: int = 64) -> dict:
-    from saah_lib.train import resolve_model
+    from saah_lib.train import baseline_for, resolve_model
 
     root = Path(root)
     configs = planned_configs(root, seeds, steps, topk_ks, topk_seeds)
@@ -84,6 +89,8 @@ def run_extended_study(root: Path, seeds=EXTENDED_SEEDS, steps: int | None = Non
     with timings.stage("warm start"):
         # built once here, not by each worker at the same time
         resolve_model(make_config("tiny"), progress=True)
+    with timings.stage("baseline") as info:
+        info["pass_at_1"] = baseline_for(make_config("tiny", results_dir=str(root)), BASELINE_NAME)["pass_at_1"]
     if todo:
         with timings.stage(f"train {len(todo)} runs, {jobs} at a time") as info:
             info["runs"] = train_all(todo, jobs, timings)
@@ -92,12 +99,13 @@ def run_extended_study(root: Path, seeds=EXTENDED_SEEDS, steps: int | None = Non
             result = measure_topk(TINY_MODEL_DIR, n_prompts=measure_prompts)
             atomic_write_json(root / RESULT_FILE, result)
             info["n_tokens"] = result["n_tokens"]
+    write_manifest(root)  # the results root changed: its integrity manifest follows
     return timings.record
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--root", type=Path, default=Path("results/mini"))
+    parser.add_argument("--root", type=Path, default=EXTENDED_ROOT)
     parser.add_argument("--seeds", type=int, nargs="+", default=list(EXTENDED_SEEDS))
     parser.add_argument("--steps", type=int, default=None, help="override the tiny profile's steps")
     parser.add_argument("--jobs", type=int, default=2, help="training runs in parallel (one thread each)")

@@ -25,7 +25,7 @@ from pathlib import Path
 import psutil
 
 from saah_lib.config import REPO_ROOT, TINY_MODEL_DIR, make_config
-from saah_lib.manifest import write_manifest
+from saah_lib.manifest import MANIFEST_NAME, write_manifest
 from saah_lib.runlog import atomic_write_json
 
 MAIN_METHODS = (("grpo", 0.0), ("ah", 0.5), ("sa", 0.5))
@@ -196,7 +196,7 @@ def rerun_and_verify(committed: Path = COMMITTED_ROOT, rerun: Path = RERUN_ROOT,
     run_mini_study(rerun, jobs=jobs, progress=progress, tables_dir=tables_dir, figures_dir=figures_dir)
     committed_tables = REPO_ROOT / "paper" / "generated"
     tables = {f"paper/generated/{p.name}": (p, tables_dir / p.name) for p in sorted(committed_tables.glob("mini_*.tex"))}
-    report = compare_studies(committed, rerun, tables=tables)
+    report = compare_studies(committed, rerun, tables=tables, run_ids=[c.run_id for c in planned_configs(rerun)])
     json_path, md_path = write_report(report, rerun)
     print(f"\n{md_path.read_text()}\nreport: {json_path} and {md_path}\n{report['verdict']}", flush=True)
     return report
@@ -206,7 +206,8 @@ def promote(rerun: Path = RERUN_ROOT, committed: Path = COMMITTED_ROOT, figures:
     """Make a finished rerun the committed study (explicitly, never as a side effect of ``make mini``).
 
     The committed folder is replaced in one rename; checkpoints are not copied;
-    the git-ignored warm-start model folder stays where it is.
+    committed runs that ``make mini`` does not rerun (the extended study's) are
+    kept; the git-ignored warm-start model folder stays where it is.
     """
     from saah_lib.runlog import RunLog
 
@@ -221,6 +222,13 @@ def promote(rerun: Path = RERUN_ROOT, committed: Path = COMMITTED_ROOT, figures:
     shutil.rmtree(staging, ignore_errors=True)
     for name in PROMOTED_FOLDERS:
         shutil.copytree(rerun / name, staging / name, ignore=shutil.ignore_patterns("checkpoints"))
+        for kept in sorted((committed / name).glob("*")):
+            if not (staging / name / kept.name).exists():
+                shutil.copytree(kept, staging / name / kept.name, ignore=shutil.ignore_patterns("checkpoints"))
+                print(f"kept {kept} (not rerun by make mini)")
+    for kept in sorted(committed.glob("*.json")):
+        if kept.name not in PROMOTED_FILES + (MANIFEST_NAME,):
+            shutil.copy2(kept, staging / kept.name)
     for name in PROMOTED_FILES:
         shutil.copy2(rerun / name, staging / name)
     if (committed / "warmstart").is_dir():
@@ -232,6 +240,7 @@ def promote(rerun: Path = RERUN_ROOT, committed: Path = COMMITTED_ROOT, figures:
     os.rename(staging, committed)
     shutil.rmtree(old, ignore_errors=True)
     print(f"promoted {rerun} to {committed}")
+    write_manifest(committed)
     if figures:
         render_figures(committed)
 
@@ -269,7 +278,7 @@ def render_figures(mini_root: Path, tables_dir: Path | None = None, figures_dir:
         nowhere = str(Path(mini_root) / "no-such-source")
         parameters.update(tables_dir=str(tables_dir or Path(mini_root) / "generated"),
                           figures_dir=str(figures_dir or Path(mini_root) / "figures"),
-                          results_root=nowhere, paper_reported_dir=nowhere)
+                          results_root=nowhere, paper_reported_dir=nowhere, extended_root=nowhere)
         out = Path(mini_root).parent / f"{Path(mini_root).name}-04_figures.out.ipynb"  # outside the manifest's root
     papermill.execute_notebook(
         str(REPO_ROOT / "notebooks" / "04_figures.ipynb"), str(out),

@@ -82,8 +82,8 @@ def _meaning(config: dict | None) -> dict:
 def compare_run(committed_dir: Path, rerun_dir: Path) -> dict:
     """Everything that differs between two folders of the same run."""
     a, b = RunLog(committed_dir), RunLog(rerun_dir)
-    if not b.dir.is_dir():
-        return {"identical": False, "missing": True}
+    if not a.dir.is_dir() or not b.dir.is_dir():
+        return {"identical": False, "missing": True, "missing_from": "committed" if not a.dir.is_dir() else "rerun"}
     settings_a, settings_b = _meaning(a.read_config()), _meaning(b.read_config())
     config_differs = sorted(k for k in settings_a.keys() | settings_b.keys() if settings_a.get(k) != settings_b.get(k))
     train = _compare_step_logs(a.train_log(), b.train_log())
@@ -114,9 +114,11 @@ def _flatten_entropies(log: RunLog) -> list[dict]:
 def compare_warm_start(committed_root: Path, rerun_root: Path) -> dict:
     a = _read_json(committed_root / "warmstart_build.json")
     b = _read_json(rerun_root / "warmstart_build.json")
-    figures = {k: {"committed": a.get(k), "rerun": b.get(k)} for k in WARM_START_FIGURES if k in a or k in b}
+    figures = {k: {"committed": a.get(k), "rerun": b.get(k)} for k in WARM_START_FIGURES if k in a and k in b}
     differs = sorted(k for k, v in figures.items() if v["committed"] != v["rerun"])
-    return {"identical": not differs, "differs": differs, "figures": figures}
+    not_recorded = sorted(k for k in WARM_START_FIGURES if (k in a) != (k in b))
+    return {"identical": not differs and bool(figures), "differs": differs, "figures": figures,
+            "recorded_on_one_side_only": not_recorded}
 
 
 def _read_json(path: Path) -> dict:
@@ -125,19 +127,30 @@ def _read_json(path: Path) -> dict:
     return json.loads(path.read_text()) if path.is_file() else {}
 
 
-def compare_files(pairs: dict[str, tuple[Path, Path]]) -> dict[str, bool]:
-    """Name -> whether the two files exist and hold the same bytes."""
-    return {name: a.is_file() and b.is_file() and a.read_bytes() == b.read_bytes() for name, (a, b) in pairs.items()}
+def compare_files(pairs: dict[str, tuple[Path, Path]], renamed: tuple[str, str] | None = None) -> dict[str, bool]:
+    """Name -> whether the two files exist and hold the same bytes.
+
+    ``renamed = (rerun_name, committed_name)``: the rerun's results folder is named in
+    table captions; it is replaced by the committed one before comparing.
+    """
+    def rerun_bytes(path: Path) -> bytes:
+        data = path.read_bytes()
+        return data.replace(renamed[0].encode(), renamed[1].encode()) if renamed else data
+
+    return {name: a.is_file() and b.is_file() and a.read_bytes() == rerun_bytes(b) for name, (a, b) in pairs.items()}
 
 
-def compare_studies(committed_root: Path, rerun_root: Path, tables: dict[str, tuple[Path, Path]] | None = None) -> dict:
+def compare_studies(committed_root: Path, rerun_root: Path, tables: dict[str, tuple[Path, Path]] | None = None,
+                    run_ids: list[str] | None = None) -> dict:
+    """Compare ``run_ids`` (default: every committed run) and the study-level files of two roots."""
     committed_root, rerun_root = Path(committed_root), Path(rerun_root)
-    runs = {d.name: compare_run(d, rerun_root / "runs" / d.name)
-            for d in sorted((committed_root / "runs").glob("*")) if d.is_dir()}
+    committed_ids = sorted(d.name for d in (committed_root / "runs").glob("*") if d.is_dir())
+    run_ids = committed_ids if run_ids is None else sorted(run_ids)
+    runs = {run_id: compare_run(committed_root / "runs" / run_id, rerun_root / "runs" / run_id) for run_id in run_ids}
     baselines = {d.name: compare_run(d, rerun_root / "baselines" / d.name)
                  for d in sorted((committed_root / "baselines").glob("*")) if d.is_dir()}
     files = compare_files({name: (committed_root / name, rerun_root / name) for name in ("answer_kinds.json",)})
-    files.update(compare_files(tables or {}))
+    files.update(compare_files(tables or {}, renamed=(repo_relative(rerun_root), repo_relative(committed_root))))
     largest: dict[str, dict] = {}
     for run_id, result in runs.items():
         for section in ("train_log", "eval"):
@@ -154,7 +167,8 @@ def compare_studies(committed_root: Path, rerun_root: Path, tables: dict[str, tu
     verdict += "; " + (f"differs: {', '.join(others)}" if others else
                        "warm start, baseline, answer kinds and tables identical")
     return {"verdict": verdict, "committed_root": repo_relative(committed_root), "rerun_root": repo_relative(rerun_root),
-            "runs_compared": len(runs), "runs_identical": identical, "largest_difference": largest,
+            "runs_compared": len(runs), "runs_identical": identical,
+            "committed_runs_not_compared": sorted(set(committed_ids) - set(run_ids)), "largest_difference": largest,
             "warm_start": warm_start, "baselines": baselines, "files_identical": files, "runs": runs}
 
 
@@ -166,7 +180,7 @@ def report_markdown(report: dict) -> str:
              "| --- | --- | --- | --- | --- | --- |"]
     for run_id, r in {**{f"baseline {k}": v for k, v in report["baselines"].items()}, **report["runs"]}.items():
         if r.get("missing"):
-            lines.append(f"| {run_id} | no (not rerun) | | | | |")
+            lines.append(f"| {run_id} | no (not in the {r['missing_from']} study) | | | | |")
             continue
         differing = {k: m["difference"] for k, m in r["train_log"]["largest"].items() if m["difference"] > 0}
         worst = ", ".join(f"{k} {v:.3g}" for k, v in sorted(differing.items(), key=lambda kv: -kv[1])[:3]) or "none"
@@ -176,7 +190,13 @@ def report_markdown(report: dict) -> str:
         lines.append(f"| {run_id} | {'yes' if r['identical'] else 'no'} | {worst} | {pass_diff:.3g} | {flips} | {texts} |")
     ws = report["warm_start"]
     lines += ["", "Warm start: " + ("identical" if ws["identical"] else "differs in " + ", ".join(
-        f"{k} ({ws['figures'][k]['committed']} -> {ws['figures'][k]['rerun']})" for k in ws["differs"]))]
+        f"{k} ({ws['figures'][k]['committed']} -> {ws['figures'][k]['rerun']})" for k in ws["differs"]))
+        + (f" (recorded by one side only, not compared: {', '.join(ws['recorded_on_one_side_only'])})"
+           if ws.get("recorded_on_one_side_only") else "")]
+    if report.get("committed_runs_not_compared"):
+        lines += ["", f"Committed runs outside this study's plan, not compared "
+                      f"({len(report['committed_runs_not_compared'])}): "
+                      + ", ".join(report["committed_runs_not_compared"])]
     lines += ["", "Files: " + ", ".join(f"{k} {'identical' if v else 'DIFFERS'}" for k, v in report["files_identical"].items())]
     if report["largest_difference"]:
         lines += ["", "Largest difference per metric over all runs:", "", "| metric | difference | run | step |",

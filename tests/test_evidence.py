@@ -195,13 +195,14 @@ def test_render_evidence_writes_table_sentence_figure_and_json(tmp_path):
     _two_arms(root, {0: 30, 1: 28, 2: 31}, {0: 10, 1: 12, 2: 9})
     out = render_evidence(root, tmp_path / "tables", tmp_path / "figs", prefix="t", n_resamples=300)
     names = sorted(p.name for p in out["written"])
-    assert names == ["paired_evidence.json", "t_paired.pdf", "t_paired.png", "t_paired.tex",
+    assert names == ["t_paired.pdf", "t_paired.png", "t_paired.tex", "t_paired_evidence.json",
                      "t_paired_sentence.tex"]
+    assert sorted(p.name for p in root.iterdir()) == ["runs"]  # nothing derived lands in the results root
     tex = (tmp_path / "tables" / "t_paired.tex").read_text()
     assert r"\label{t:paired}" in tex and r"\toprule" in tex and r"\bottomrule" in tex
     assert r"SA-AH-GRPO ($\alpha$=0.5)" in tex and "5\\% level" in tex and "300 resamples" in tex
     assert tex.count(r"\\") == 1 + 1 + 4  # header, the pair's heading row, four quantities
-    summary = json.loads((root / "paired_evidence.json").read_text())
+    summary = json.loads((tmp_path / "tables" / "t_paired_evidence.json").read_text())
     assert summary["bootstrap"]["n_resamples"] == 300
     sentence = (tmp_path / "tables" / "t_paired_sentence.tex").read_text()
     assert "$2/2^{3}$" in sentence and "5\\%" in sentence
@@ -257,4 +258,4 @@ def test_topk_runs_get_their_own_table_and_family(tmp_path):
     assert final["diff"] == pytest.approx(-2 / 80) and final["detail"]["pooled"]["b_only"] == 2
     tex = (tmp_path / "tables" / "t_topk_runs.tex").read_text()
     assert r"\label{t:topk_runs}" in tex and "top-5" in tex
-    assert (root / "topk_runs_evidence.json").is_file() and (tmp_path / "figs" / "t_topk_runs.png").is_file()
+    assert (tmp_path / "tables" / "t_topk_runs_evidence.json").is_file() and (tmp_path / "figs" / "t_topk_runs.png").is_file()

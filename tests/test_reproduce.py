@@ -85,7 +85,17 @@ def test_differences_are_located_and_sized(tmp_path):
     assert report["runs"]["r2"]["missing"]
     json_path, md_path = write_report(report, tmp_path / "b")
     assert json.loads(json_path.read_text())["runs_compared"] == 2
-    assert "| r2 | no (not rerun) |" in md_path.read_text() and "0.25" in report_markdown(report)
+    assert "| r2 | no (not in the rerun study) |" in md_path.read_text() and "0.25" in report_markdown(report)
+
+
+def test_only_the_planned_runs_are_compared_and_the_others_are_named(tmp_path):
+    fake_run(tmp_path / "a" / "runs" / "r1")
+    fake_run(tmp_path / "a" / "runs" / "extra")
+    fake_run(tmp_path / "b" / "runs" / "r1")
+    report = compare_studies(tmp_path / "a", tmp_path / "b", run_ids=["r1"])
+    assert report["verdict"].startswith("1/1 runs reproduced exactly")
+    assert report["committed_runs_not_compared"] == ["extra"]
+    assert "not compared (1): extra" in report_markdown(report)
 
 
 def test_a_changed_setting_is_a_difference(tmp_path):
