@@ -16,6 +16,7 @@ from saah_lib.loss import ALPHA_RANGE, METHODS
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TINY_MODEL_DIR = REPO_ROOT / "results" / "mini" / "warmstart" / "model"
+GENERATION_BACKENDS = ("auto", "hf", "compiled", "vllm")  # saah_lib.rollout.BACKENDS, without importing torch
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
@@ -67,6 +68,11 @@ class SAAHConfig:
     eval_batch_size: int = 64
     eval_max_new_tokens: int = 512
     log_token_entropies: int = 2  # rollouts per step whose per-token entropies are logged (for the schematic)
+    # --- generation speed (saah_lib.rollout; README "Running on GPUs")
+    generation_backend: str = "auto"  # hf | compiled | vllm; auto: compiled on CUDA, hf (TRL's generate) on CPU
+    vllm_mode: str = "colocate"  # TRL's vllm_mode when generation_backend="vllm": colocate or server
+    vllm_server_base_url: str | None = None  # server mode: e.g. http://localhost:8000 (trl vllm-serve)
+    vllm_gpu_memory_utilization: float = 0.3  # colocate mode: vLLM's share of each GPU
 
     def __post_init__(self):
         try:
@@ -213,6 +219,10 @@ def validate(cfg: SAAHConfig) -> None:
         _fail("learning_rate", f"must be > 0, got {cfg.learning_rate}")
     if not cfg.run_id or "/" in cfg.run_id or cfg.run_id.startswith("."):
         _fail("run_id", f"must be a plain folder name, got {cfg.run_id!r}")
+    if cfg.generation_backend not in GENERATION_BACKENDS:
+        _fail("generation_backend", f"expected one of {', '.join(GENERATION_BACKENDS)}, got {cfg.generation_backend!r}")
+    if cfg.vllm_mode not in ("colocate", "server"):
+        _fail("vllm_mode", f"expected 'colocate' or 'server', got {cfg.vllm_mode!r}")
     _check_model(cfg)
 
 

@@ -124,6 +124,11 @@ def trl_kwargs(cfg: SAAHConfig, output_dir: Path, progress: bool) -> dict:
         disable_tqdm=not progress,
         log_completions=False,
         use_cpu=not on_gpu,
+        # TRL's own vLLM switch (generation_backend="vllm"); the compiled backend is ours (grpo_args)
+        use_vllm=cfg.generation_backend == "vllm",
+        vllm_mode=cfg.vllm_mode,
+        vllm_server_base_url=cfg.vllm_server_base_url,
+        vllm_gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
     )
 
 
@@ -134,6 +139,7 @@ def grpo_args(cfg: SAAHConfig, output_dir: Path, progress: bool, **overrides) ->
         entropy_top_k=cfg.entropy_top_k,
         reward_std_threshold=cfg.reward_std_threshold,
         log_token_entropies=cfg.log_token_entropies,
+        generation_backend=cfg.generation_backend,
         **{**trl_kwargs(cfg, output_dir, progress), **overrides},
     )
 
@@ -192,7 +198,7 @@ def run_training(cfg: SAAHConfig, callbacks=(), progress: bool = True) -> Path:
     trainer.add_callback(TrainLogCallback(runlog, trainer))
     trainer.add_callback(PassAtOneCallback(
         runlog, tokenizer, split.eval, eval_every=cfg.eval_every, max_new_tokens=cfg.eval_max_new_tokens,
-        batch_size=cfg.eval_batch_size, progress=progress,
+        batch_size=cfg.eval_batch_size, progress=progress, generation_backend=cfg.generation_backend,
     ))
     for cb in callbacks:
         trainer.add_callback(cb)
