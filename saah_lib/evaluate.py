@@ -172,10 +172,14 @@ class PassAtOneCallback(TrainerCallback):
         print(f"step {step}: Pass@1 = {result.pass_at_1:.3f} ± {result.ci95:.3f} (n={result.n})", flush=True)
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):
+        if not state.is_world_process_zero:
+            return  # several processes: the main one evaluates and logs
         if state.global_step == 0:
             self._evaluate(model, 0)
 
     def on_step_end(self, args, state, control, model=None, **kwargs):
+        if not state.is_world_process_zero:
+            return
         step = state.global_step
         if step % self.eval_every == 0 or step == state.max_steps:
             self._evaluate(model, step)

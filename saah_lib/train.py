@@ -93,7 +93,12 @@ def trl_kwargs(cfg: SAAHConfig, output_dir: Path, progress: bool) -> dict:
     """The config's settings in TRL's ``GRPOConfig`` vocabulary (shared with stock TRL in the benchmark)."""
     import torch
 
+    from saah_lib.distributed import batch_layout, world_size
+
     on_gpu = torch.cuda.is_available()
+    # one process: the config's own split; N processes (accelerate launch): the same completions per step
+    layout = batch_layout(cfg.completions_per_step, cfg.num_generations, cfg.gradient_accumulation_steps,
+                          world_size())
     return dict(
         output_dir=str(output_dir),
         beta=cfg.beta,
@@ -105,8 +110,8 @@ def trl_kwargs(cfg: SAAHConfig, output_dir: Path, progress: bool) -> dict:
         warmup_steps=cfg.warmup_steps,
         weight_decay=cfg.weight_decay,
         max_grad_norm=cfg.max_grad_norm,
-        per_device_train_batch_size=cfg.per_device_batch_size,
-        gradient_accumulation_steps=cfg.gradient_accumulation_steps,
+        per_device_train_batch_size=layout.per_device_batch_size,
+        gradient_accumulation_steps=layout.gradient_accumulation_steps,
         num_generations=cfg.num_generations,
         max_completion_length=cfg.max_completion_length,
         temperature=cfg.temperature,
