@@ -252,6 +252,46 @@ def eval_throughput(model_factory, cfg, n_problems: int, backend: str = "hf") ->
             "problems_per_s": n_problems / seconds, "projected_s_for_500": 500 * seconds / n_problems}
 
 
+def rollout_comparison(model_factory, cfg, args) -> dict:
+    """Rollouts only, outside the trainer: ``model.generate`` against the static engine on the same
+    prompts, alternated ``--rollout-repeats`` times so that background load hits both alike."""
+    from saah_lib.rollout import SamplingSettings, StaticRollout
+
+    model, tokenizer = model_factory()
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    model = model.to(device).eval()
+    prompts = list(prompts_dataset(cfg.completions_per_step, tokenizer, args.prompt_tokens)["prompt"])
+    ids = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
+    n_new = cfg.max_completion_length
+    engine = StaticRollout(max_new_tokens=n_new, pad_token_id=tokenizer.pad_token_id, eos_token_ids=[],
+                           compile=device == "cuda")
+    sampling = SamplingSettings(do_sample=True, temperature=cfg.temperature)
+    enc = tokenizer(prompts, return_tensors="pt", padding=True, padding_side="left",
+                    add_special_tokens=False).to(device)
+
+    def hf():
+        model.generate(**enc, max_new_tokens=n_new, min_new_tokens=n_new, do_sample=True,
+                       temperature=cfg.temperature, top_k=0, pad_token_id=tokenizer.pad_token_id)
+
+    def static():
+        engine.generate(model, ids, sampling)
+
+    times = {"hf": [], "compiled": []}
+    for _ in range(args.rollout_repeats + 1):  # the first round is warm-up (and compilation on CUDA)
+        for name, fn in (("hf", hf), ("compiled", static)):
+            _sync()
+            start = time.perf_counter()
+            with torch.no_grad():
+                fn()
+            _sync()
+            times[name].append(time.perf_counter() - start)
+    out = {"completions": len(ids), "new_tokens": n_new, "repeats": args.rollout_repeats}
+    for name, ts in times.items():
+        out[name] = {"first_s": ts[0], "median_s": statistics.median(ts[1:]), "times_s": [round(t, 4) for t in ts]}
+    out["compiled/hf"] = out["compiled"]["median_s"] / out["hf"]["median_s"]
+    return out
+
+
 def device_name() -> str:
     if torch.cuda.is_available():
         return torch.cuda.get_device_name(0)
@@ -291,7 +331,7 @@ def run_benchmark(args) -> dict:
         "cpu_threads": None if torch.cuda.is_available() else args.threads,
         "lora": cfg.use_lora, "gradient_checkpointing": cfg.gradient_checkpointing,
         "generation_backends": backends, "complete": False,
-        "variants": [], "ratios": {}, "eval": None,
+        "variants": [], "ratios": {}, "rollout": None, "eval": None,
         "versions": package_versions(),
         "command": "python -m saah_lib.bench " + " ".join(args.argv),
     }
@@ -299,8 +339,12 @@ def run_benchmark(args) -> dict:
         report["variants"].append(time_variant(variant, model_factory, cfg, args, out_dir / "trainer_tmp", backend))
         report["ratios"] = step_ratios(report["variants"])
         atomic_write_json(path, report)  # after every variant: a cut-off run keeps what it measured
+    if args.rollout_repeats:
+        report["rollout"] = rollout_comparison(model_factory, cfg, args)
+        atomic_write_json(path, report)
     if args.eval_problems:
-        report["eval"] = eval_throughput(model_factory, cfg, args.eval_problems, backends[-1])
+        report["eval_by_backend"] = {b: eval_throughput(model_factory, cfg, args.eval_problems, b) for b in backends}
+        report["eval"] = report["eval_by_backend"][backends[-1]]
     report["complete"] = True
     atomic_write_json(path, report)
     print(summary_line(report) + f"\nwrote {path}")
@@ -331,6 +375,9 @@ def summary_line(report: dict) -> str:
     for v in report["variants"]:
         parts.append(f"{v['variant']} {v['median_step_s']:.3f}s (gen {v['median_generation_s']:.3f}s)")
     parts += [f"{k}={v:.3f}" for k, v in report["ratios"].items()]
+    if report.get("rollout"):
+        r = report["rollout"]
+        parts.append(f"rollout hf {r['hf']['median_s']:.3f}s compiled {r['compiled']['median_s']:.3f}s")
     if report["eval"]:
         parts.append(f"eval {report['eval']['problems_per_s']:.2f} problems/s")
     return " | ".join(parts)
@@ -355,6 +402,8 @@ def main(argv=None):
     p.add_argument("--generation-backend", nargs="+", default=["auto"],
                    help="rollout backends for our variants, each timed in this run: hf compiled (auto: compiled "
                         "on CUDA, hf on CPU); stock TRL is always timed with its own generate")
+    p.add_argument("--rollout-repeats", type=int, default=0,
+                   help="also time rollouts alone (hf generate vs the static engine), alternated this many times")
     p.add_argument("--out-dir", default="results/bench")
     args = p.parse_args(argv)
     args.argv = argv

@@ -37,8 +37,11 @@ def test_benchmark_writes_its_report(tiny_random_model_dir, tmp_path, capsys):
 def test_benchmark_times_both_backends_with_generation_split_out(tiny_random_model_dir, tmp_path):
     main(["--profile", "tiny", "--model-dir", str(tiny_random_model_dir), "--steps", "1", "--warmup", "1",
           "--variants", "trl-bnpo", "grpo", "sa-exact", "--generation-backend", "hf", "compiled",
-          "--eval-problems", "3", "--max-completion-length", "8", "--out-dir", str(tmp_path)])
+          "--eval-problems", "3", "--max-completion-length", "8", "--rollout-repeats", "1",
+          "--out-dir", str(tmp_path)])
     report = json.loads(next(tmp_path.glob("*.json")).read_text())
+    assert report["rollout"]["hf"]["median_s"] > 0 and report["rollout"]["compiled"]["median_s"] > 0
+    assert set(report["eval_by_backend"]) == {"hf", "compiled"}
     names = [v["variant"] for v in report["variants"]]
     assert names == ["trl-bnpo", "grpo", "sa-exact", "grpo@compiled", "sa-exact@compiled"]
     assert report["complete"] and report["generation_backends"] == ["hf", "compiled"]
