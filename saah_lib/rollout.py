@@ -145,7 +145,7 @@ class StaticRollout:
 
     def __init__(self, *, max_new_tokens: int, pad_token_id: int, eos_token_ids, compile: bool = False,
                  compile_mode: str | None = None, buckets: tuple[int, ...] = PROMPT_BUCKETS,
-                 early_exit_every: int = 16):
+                 early_exit_every: int | None = None):
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
         self.max_new_tokens = max_new_tokens
@@ -155,7 +155,10 @@ class StaticRollout:
         self.compile = compile
         self.compile_mode = compile_mode
         self.buckets = tuple(buckets)
-        self.early_exit_every = early_exit_every  # a host sync every N tokens to stop once all rows ended
+        # Stop once every row has ended, checked every N tokens (a host sync). Uncompiled: every token, as
+        # generate does, so the global RNG advances exactly as on TRL's path and runs stay reproducible
+        # across backends; compiled: every 16, so the CPU can queue CUDA-graph replays ahead.
+        self.early_exit_every = early_exit_every or (16 if compile else 1)
         self._caches: dict = {}
         self._compiled_step = None
         self.compiled_steps_seen: set = set()  # (batch, bucket) shapes the compiled step has run with

@@ -201,18 +201,27 @@ def test_sampled_rollout_equals_trls_path_and_its_logprobs_equal_the_training_fo
                                                                                        tmp_path):
     model, tok = load_model_and_tokenizer(str(tiny_random_model_dir))
     spread_weights(model)
-    # an extra end-of-sequence id that random sampling hits often, so that some completions end early
-    model.generation_config.eos_token_id = [tok.eos_token_id, eos_hit_early(model, prompt_batch(tok), 16)]
-    trainer = build_trainer(model, tok, tmp_path, generation_backend="compiled")
-    assert trainer.generation_backend == "compiled"
     prompts = prompt_batch(tok) * 2
+    # Extra end-of-sequence ids: the token each row samples at position 3, 7 or 11 under seed 11, so that with
+    # that seed every completion ends early and differently. Then a backend that drew more random
+    # numbers than generate would shift the rest of the step.
+    probe = StaticRollout(max_new_tokens=48, pad_token_id=tok.pad_token_id, eos_token_ids=[tok.eos_token_id])
+    torch.manual_seed(11)
+    rows, _ = probe.generate(model, prompts, SamplingSettings(temperature=0.9))
+    stops = {r[min(3 + 4 * (i % 3), len(r) - 1)] for i, r in enumerate(rows)}
+    model.generation_config.eos_token_id = [tok.eos_token_id, *stops]
+    trainer = build_trainer(model, tok, tmp_path, generation_backend="compiled", max_completion_length=48)
+    assert trainer.generation_backend == "compiled"
     torch.manual_seed(11)
     ours, logps = trainer._generate_single_turn(prompts, None, {}, 4)
+    next_draw_ours = torch.rand(3)
     trainer.generation_backend = "hf"  # TRL's own generate path, same seed
     torch.manual_seed(11)
     theirs, _ = trainer._generate_single_turn(prompts, None, {}, 4)
     assert ours == theirs  # same tokens, same EOS cut, hence the same completion mask
-    assert any(len(r) < 16 for r in ours) and len({tuple(r) for r in ours}) > 1
+    # the global RNG advanced alike, so the rest of the step (batch shuffling) is unchanged too
+    assert torch.equal(next_draw_ours, torch.rand(3))
+    assert all(len(r) < 48 for r in ours) and len({len(r) for r in ours}) > 1
 
     ids, mask, completion_mask, t = pad_for_forward(prompts, ours, tok.pad_token_id)
     with torch.no_grad():
