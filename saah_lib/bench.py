@@ -248,7 +248,8 @@ def eval_throughput(model_factory, cfg, n_problems: int, backend: str = "hf") ->
     if torch.cuda.is_available():
         torch.cuda.synchronize()
     seconds = time.perf_counter() - start
-    return {"problems": n_problems, "generation_backend": backend, "max_new_tokens": cfg.eval_max_new_tokens, "seconds": seconds,
+    return {"problems": n_problems, "generation_backend": backend, "max_new_tokens": cfg.eval_max_new_tokens,
+            "seconds": seconds,
             "problems_per_s": n_problems / seconds, "projected_s_for_500": 500 * seconds / n_problems}
 
 
