@@ -232,16 +232,11 @@ def test_sampled_rollout_equals_trls_path_and_its_logprobs_equal_the_training_fo
     assert (rollout_logps[completion_mask.bool()] < 0).all()
 
 
-def test_rollout_leaves_lora_adapter_and_base_weights_bit_identical(tmp_path):
+def test_rollout_leaves_lora_adapter_and_base_weights_bit_identical(tiny_random_model_dir, tmp_path):
     from peft import LoraConfig
 
-    from saah_lib.tiny_model import WarmStartSettings, build_model, build_tokenizer, tokenizer_corpus
-
-    settings = WarmStartSettings(hidden_size=32, num_layers=2, num_heads=2, num_kv_heads=1, intermediate_size=64,
-                                 tokenizer_problems=300)
-    tok = build_tokenizer(tokenizer_corpus(settings, seed=0))
-    torch.manual_seed(0)
-    model = spread_weights(build_model(tok, settings)).to(torch.bfloat16)
+    model, tok = load_model_and_tokenizer(str(tiny_random_model_dir))
+    model = spread_weights(model).to(torch.bfloat16)  # bf16: where an unmerge by subtraction would drift
     lora = LoraConfig(r=4, lora_alpha=8, lora_dropout=0.0, target_modules=["q_proj", "v_proj", "down_proj"],
                       task_type="CAUSAL_LM")
     trainer = build_trainer(model, tok, tmp_path, peft_config=lora, generation_backend="compiled")
