@@ -53,4 +53,4 @@ paper: figures latex
 	cd paper && latexmk -pdf -interaction=nonstopmode -halt-on-error main.tex >/dev/null && echo "wrote paper/main.pdf"
 
 bench: setup
-	$(PY) benchmarks/step_bench.py --profile tiny
+	$(PY) -m saah_lib.bench --profile tiny

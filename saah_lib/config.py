@@ -22,6 +22,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 # absolute path: run configs are committed and must mean the same in any clone.
 TINY_MODEL = "results/mini/warmstart/model"
 TINY_MODEL_DIR = REPO_ROOT / TINY_MODEL
+GENERATION_BACKENDS = ("auto", "hf", "compiled", "vllm")  # saah_lib.rollout.BACKENDS, without importing torch
+VLLM_MODES = ("colocate", "server")
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
@@ -73,6 +75,11 @@ class SAAHConfig:
     eval_batch_size: int = 100
     eval_max_new_tokens: int = 96
     log_token_entropies: int = 2  # rollouts per step whose per-token entropies are logged (for the schematic)
+    # --- generation speed (saah_lib.rollout; README "Running on GPUs")
+    generation_backend: str = "auto"  # hf | compiled | vllm; auto: compiled on CUDA, hf (TRL's generate) on CPU
+    vllm_mode: str = "colocate"  # TRL's vllm_mode when generation_backend="vllm": colocate or server
+    vllm_server_base_url: str | None = None  # server mode: e.g. http://localhost:8000 (trl vllm-serve)
+    vllm_gpu_memory_utilization: float = 0.3  # colocate mode: vLLM's share of each GPU
 
     def __post_init__(self):
         # Only the fields needed to derive defaults are checked here; validate() checks everything.
@@ -264,6 +271,7 @@ _REALS = {
     "reward_std_threshold": (0.0, math.inf, True, False),
     "lora_alpha": (0.0, math.inf, False, False),
     "lora_dropout": (0.0, 1.0, True, False),
+    "vllm_gpu_memory_utilization": (0.0, 1.0, False, True),
 }
 _BOOLS = ("use_lora", "gradient_checkpointing")
 _NAMES = ("model_name", "model_label")  # non-empty strings
@@ -348,6 +356,10 @@ def validate(cfg: SAAHConfig) -> None:
             f"{cfg.prompts_per_step} prompts x {cfg.num_generations} completions = {cfg.completions_per_step} "
             f"completions per step cannot be split into {cfg.gradient_accumulation_steps} equal micro-batches",
         )
+    _check_choice("generation_backend", cfg.generation_backend, GENERATION_BACKENDS)
+    _check_choice("vllm_mode", cfg.vllm_mode, VLLM_MODES)
+    if cfg.vllm_server_base_url is not None and not (isinstance(cfg.vllm_server_base_url, str) and cfg.vllm_server_base_url):
+        _fail("vllm_server_base_url", f"must be a URL string or None, got {cfg.vllm_server_base_url!r}")
     _check_model(cfg)
 
 

@@ -237,7 +237,10 @@ class RunLog:
     """Reads and writes one run folder."""
 
     # Fields that may differ when a run is resumed (they don't change what is computed).
-    RESUMABLE_DIFFERENCES = {"results_dir", "eval_batch_size"}
+    # The generation backend changes speed, not what is sampled (tests/test_rollout.py), so a
+    # run may resume under another one; runs from before those fields existed resume too.
+    RESUMABLE_DIFFERENCES = {"results_dir", "eval_batch_size", "generation_backend", "vllm_mode",
+                             "vllm_server_base_url", "vllm_gpu_memory_utilization"}
 
     def __init__(self, run_dir: Path):
         self.dir = Path(run_dir)

@@ -88,7 +88,12 @@ def trl_kwargs(cfg: SAAHConfig, output_dir: Path, progress: bool) -> dict:
     """The config's settings in TRL's ``GRPOConfig`` vocabulary (shared with stock TRL in the benchmark)."""
     import torch
 
+    from saah_lib.distributed import batch_layout, world_size
+
     on_gpu = torch.cuda.is_available()
+    # one process: the config's own split; N processes (accelerate launch): the same completions per step
+    layout = batch_layout(cfg.completions_per_step, cfg.num_generations, cfg.gradient_accumulation_steps,
+                          world_size())
     return dict(
         output_dir=str(output_dir),
         beta=cfg.beta,
@@ -100,8 +105,8 @@ def trl_kwargs(cfg: SAAHConfig, output_dir: Path, progress: bool) -> dict:
         warmup_steps=cfg.warmup_steps,
         weight_decay=cfg.weight_decay,
         max_grad_norm=cfg.max_grad_norm,
-        per_device_train_batch_size=cfg.per_device_batch_size,
-        gradient_accumulation_steps=cfg.gradient_accumulation_steps,
+        per_device_train_batch_size=layout.per_device_batch_size,
+        gradient_accumulation_steps=layout.gradient_accumulation_steps,
         num_generations=cfg.num_generations,
         max_completion_length=cfg.max_completion_length,
         temperature=cfg.temperature,
@@ -119,6 +124,11 @@ def trl_kwargs(cfg: SAAHConfig, output_dir: Path, progress: bool) -> dict:
         disable_tqdm=not progress,
         log_completions=False,
         use_cpu=not on_gpu,
+        # TRL's own vLLM switch (generation_backend="vllm"); the compiled backend is ours (grpo_args)
+        use_vllm=cfg.generation_backend == "vllm",
+        vllm_mode=cfg.vllm_mode,
+        vllm_server_base_url=cfg.vllm_server_base_url,
+        vllm_gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
     )
 
 
@@ -129,6 +139,7 @@ def grpo_args(cfg: SAAHConfig, output_dir: Path, progress: bool, **overrides) ->
         entropy_top_k=cfg.entropy_top_k,
         reward_std_threshold=cfg.reward_std_threshold,
         log_token_entropies=cfg.log_token_entropies,
+        generation_backend=cfg.generation_backend,
         **{**trl_kwargs(cfg, output_dir, progress), **overrides},
     )
 
@@ -223,7 +234,7 @@ def run_training(cfg: SAAHConfig, callbacks=(), progress: bool = True) -> Path:
     trainer.add_callback(TrainLogCallback(runlog, trainer))
     trainer.add_callback(PassAtOneCallback(
         runlog, tokenizer, split.eval, eval_every=cfg.eval_every, max_new_tokens=cfg.eval_max_new_tokens,
-        batch_size=cfg.eval_batch_size, progress=progress,
+        batch_size=cfg.eval_batch_size, progress=progress, generation_backend=cfg.generation_backend,
     ))
     for cb in callbacks:
         trainer.add_callback(cb)

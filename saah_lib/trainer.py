@@ -10,8 +10,11 @@ What changes relative to TRL, and nothing else:
    hook) through a chunked, gradient-free ``lm_head`` product.
 2. ``_generate_and_score_completions``: groups whose reward standard deviation
    is below ``reward_std_threshold`` get zero advantage.
+3. ``_generate_single_turn``: with ``generation_backend="compiled"`` rollouts go
+   through ``saah_lib.rollout`` (static KV cache, compiled decode step, LoRA
+   merged for the rollout); ``hf`` and ``vllm`` are TRL's own paths.
 
-Generation, reference log-probs, LoRA, accelerate, vLLM, checkpointing and
+Reference log-probs, LoRA, accelerate, vLLM, checkpointing and
 truncated-completion masking are TRL's own.
 """
 
@@ -25,6 +28,7 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 from trl import GRPOConfig, GRPOTrainer
+from trl.models.utils import unwrap_model_for_generation
 from trl.trainer.utils import nanstd
 
 from saah_lib.loss import (
@@ -34,6 +38,7 @@ from saah_lib.loss import (
     normalised_entropy_from_hidden,
     saah_policy_loss,
 )
+from saah_lib.rollout import SamplingSettings, StaticRollout, merged_lora, require_vllm, resolve_backend
 
 
 @dataclass
@@ -51,11 +56,22 @@ class SAAHGRPOConfig(GRPOConfig):
     log_token_entropies: int = field(
         default=0, metadata={"help": "rollouts per step whose per-token entropies are kept for plots"}
     )
+    generation_backend: str = field(
+        default="auto", metadata={"help": "hf, compiled or vllm; auto: compiled on CUDA, hf (TRL's own) elsewhere"}
+    )
+    rollout_compile: bool | None = field(
+        default=None, metadata={"help": "torch.compile the compiled backend's decode step; None: only on CUDA"}
+    )
     # The paper's loss: token-level normalisation and the plain k3 KL estimator.
     loss_type: str = "bnpo"
     use_bias_correction_kl: bool = False
 
     def __post_init__(self):
+        resolve_backend(self.generation_backend)  # names the field when the value is unknown
+        if self.generation_backend == "vllm":
+            self.use_vllm = True
+        elif self.use_vllm and self.generation_backend == "compiled":
+            raise ValueError("generation_backend='compiled' conflicts with use_vllm=True")
         super().__post_init__()
         if self.method not in METHODS:
             raise ValueError(f"unknown method {self.method!r}: expected one of {', '.join(METHODS)}")
@@ -66,9 +82,15 @@ class SAAHGRPOTrainer(GRPOTrainer):
     """``GRPOTrainer`` whose loss weights tokens by their entropy-adaptive horizon."""
 
     def __init__(self, *args, **kwargs):
+        config = kwargs.get("args", args[2] if len(args) > 2 else None)
+        if config is not None and config.use_vllm:
+            require_vllm()  # before TRL tries to import it
         super().__init__(*args, **kwargs)
         self._check_supported_options()
         self.token_entropy_samples: list[dict] = []
+        self.generation_backend = "vllm" if self.use_vllm else resolve_backend(
+            getattr(self.args, "generation_backend", "auto"), self.accelerator.device)
+        self._rollout_engine = None
 
     def _check_supported_options(self) -> None:
         a = self.args
@@ -85,6 +107,48 @@ class SAAHGRPOTrainer(GRPOTrainer):
         bad = [f"{k}={got!r} (needs {want!r})" for k, (got, want) in unsupported.items() if got != want]
         if bad:
             raise ValueError("SAAHGRPOTrainer implements the paper's loss only; unsupported: " + "; ".join(bad))
+
+    # ------------------------------------------------------------------ generation
+    def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
+        if self.generation_backend != "compiled" or images is not None or multimodal_fields:
+            return super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations,
+                                                 has_tool_images)
+        return self._static_rollout(prompt_ids)
+
+    def rollout_engine(self) -> StaticRollout:
+        if self._rollout_engine is None:
+            compile_ = self.args.rollout_compile
+            self._rollout_engine = StaticRollout(
+                max_new_tokens=self.max_completion_length, pad_token_id=self._tokenizer.pad_token_id,
+                eos_token_ids=self.eos_token_ids,
+                compile=self.accelerator.device.type == "cuda" if compile_ is None else compile_,
+            )
+        return self._rollout_engine
+
+    def _static_rollout(self, prompt_ids):
+        """TRL's regular generation path with the static-shape engine in place of ``model.generate``.
+
+        Sampling settings come from TRL's own ``generation_kwargs`` (temperature, top-p/k, min-p and any
+        user ``generation_kwargs``). The policy is sampled in eval mode with merged LoRA weights (no
+        adapter dropout); both weights are restored exactly afterwards.
+        """
+        sampling = SamplingSettings.from_generation_kwargs(self.generation_kwargs)
+        with (
+            unwrap_model_for_generation(
+                self.model_wrapped, self.accelerator,
+                gather_deepspeed3_params=self.args.ds3_gather_for_generation,
+                gradient_checkpointing_kwargs=self.args.gradient_checkpointing_kwargs,
+            ) as unwrapped_model,
+            torch.no_grad(),
+            self._dist.summon_full_params(self.model_wrapped, recurse=False),
+        ):
+            was_training = unwrapped_model.training
+            unwrapped_model.eval()
+            try:
+                with merged_lora(unwrapped_model):
+                    return self.rollout_engine().generate(unwrapped_model, prompt_ids, sampling)
+            finally:
+                unwrapped_model.train(was_training)
 
     # ------------------------------------------------------------------ rewards
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
