@@ -187,7 +187,9 @@ def report_markdown(report: dict) -> str:
         pass_diff = r["eval"]["largest"].get("pass_at_1", {}).get("difference", 0.0)
         flips = sum(len(v) for v in r["eval_samples"]["correctness_differs"].values())
         texts = sum(r["eval_samples"]["completion_differs"].values())
-        lines.append(f"| {run_id} | {'yes' if r['identical'] else 'no'} | {worst} | {pass_diff:.3g} | {flips} | {texts} |")
+        settings = f" (settings differ: {', '.join(r['config_differs'])})" if r.get("config_differs") else ""
+        lines.append(f"| {run_id} | {'yes' if r['identical'] else 'no' + settings} | {worst} | {pass_diff:.3g} | "
+                     f"{flips} | {texts} |")
     ws = report["warm_start"]
     lines += ["", "Warm start: " + ("identical" if ws["identical"] else "differs in " + ", ".join(
         f"{k} ({ws['figures'][k]['committed']} -> {ws['figures'][k]['rerun']})" for k in ws["differs"]))

@@ -104,6 +104,9 @@ def test_a_changed_setting_is_a_difference(tmp_path):
     config = json.loads((tmp_path / "b" / "config.json").read_text())
     (tmp_path / "b" / "config.json").write_text(json.dumps({**config, "alpha": 0.25}))
     assert compare_run(tmp_path / "a", tmp_path / "b")["config_differs"] == ["alpha"]
+    fake_run(tmp_path / "x" / "runs" / "r")
+    shutil.copytree(tmp_path / "b", tmp_path / "y" / "runs" / "r")
+    assert "| r | no (settings differ: alpha) |" in report_markdown(compare_studies(tmp_path / "x", tmp_path / "y"))
 
 
 # ---------------------------------------------------------------------- bit-identical reruns (slow)
