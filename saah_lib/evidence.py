@@ -119,22 +119,30 @@ def load_run_evidence(run_dir: str | Path) -> RunEvidence:
     )
 
 
-def load_root_evidence(root: str | Path, complete_only: bool = True) -> list[RunEvidence]:
-    """Every run under ``<root>/runs/`` that can be paired; unfinished or unevaluated runs are skipped (logged)."""
+def load_root_evidence(root: str | Path, tolerate_problems: bool = False,
+                       left_out: list[str] | None = None) -> list[RunEvidence]:
+    """Every run under ``<root>/runs/``, read strictly: an unfinished, unevaluated or unreadable
+    run is an error naming it, unless ``tolerate_problems``; then it is left out and named in
+    ``left_out`` (which the summary, table and sentence report)."""
     runs_dir = Path(root) / "runs"
     if not runs_dir.is_dir():
         return []
     out = []
     for run_dir in sorted(p for p in runs_dir.iterdir() if p.is_dir()):
         runlog = RunLog(run_dir)
-        cfg = runlog.read_config() or {}
-        if complete_only and not (isinstance(cfg.get("steps"), int) and runlog.is_complete(cfg["steps"])):
-            log.info("skipping %s: not complete", run_dir.name)
-            continue
         try:
+            cfg = runlog.read_config()
+            if cfg is None:
+                raise ValueError(f"{runlog.config_path}: missing")
+            if not (isinstance(cfg.get("steps"), int) and runlog.is_complete(cfg["steps"])):
+                raise ValueError(f"{run_dir}: not complete (trained to its steps and evaluated at the last one)")
             out.append(load_run_evidence(run_dir))
         except ValueError as err:
-            log.warning("skipping %s: %s", run_dir.name, err)
+            if not tolerate_problems:
+                raise ValueError(f"{err} (pass tolerate_problems=True to leave such runs out, named)") from err
+            log.warning("leaving out %s: %s", run_dir.name, err)
+            if left_out is not None:
+                left_out.append(run_dir.name)
     return out
 
 
@@ -405,21 +413,27 @@ def topk_pairs(runs: list[RunEvidence], method: str = "sa", alpha: float = 0.5) 
 
 
 def evidence_summary(root: str | Path, pairs=DEFAULT_PAIRS, *, n_resamples: int = DEFAULT_RESAMPLES,
-                     seed: int = 0, level: float = LEVEL) -> dict:
+                     seed: int = 0, level: float = LEVEL, tolerate_problems: bool = False) -> dict:
     """Everything about a results root as one JSON-ready dict: rows, sentence, settings.
 
     ``pairs="topk"``: every top-K training setting against the exact-entropy runs (:func:`topk_pairs`).
     """
-    runs = load_root_evidence(root)
+    from saah_lib.config import repo_relative
+
+    left_out: list[str] = []
+    runs = load_root_evidence(root, tolerate_problems, left_out)
     if pairs == "topk":
         pairs = topk_pairs(runs)
     rows = compare_pairs(runs, pairs, n_resamples=n_resamples, seed=seed)
     return {
-        "root": str(root),
+        "root": repo_relative(root),
         "runs": [r.run_id for r in runs],
+        "left_out": left_out,
         "level": level,
         "family": "Holm over every row",
         "bootstrap": {"n_resamples": n_resamples, "seed": seed, "confidence": 0.95, "resampled": "problems"},
         "rows": [r.to_dict() for r in rows],
-        "sentence": evidence_sentence(rows, level),
+        "sentence": evidence_sentence(rows, level) + (
+            f" WARNING: {len(left_out)} damaged or incomplete run(s) were left out: {', '.join(left_out)}."
+            if left_out else ""),
     }

@@ -32,6 +32,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
+from saah_lib.config import repo_relative
 from saah_lib.evidence import (CHECKPOINTS, DEFAULT_PAIRS, LEVEL, EvidenceRow, established,
                                evidence_summary)
 from saah_lib.runlog import atomic_write_json, atomic_write_text
@@ -113,6 +114,9 @@ def table_paired(rows: list[dict], summary: dict, prefix: str = "mini", name: st
         f"$^{{*}}$: established at the {100 * summary['level']:g}\\% level (Holm $p$ below it and, for Pass@1, "
         "the interval excludes 0). Peak rows compare each run's best checkpoint, chosen on these same problems."
     )
+    if summary.get("left_out"):
+        caption += (f" \textbf{{Warning: {len(summary['left_out'])} damaged or incomplete run(s) left out:}} "
+                    + tex_escape(", ".join(summary["left_out"])) + ".")
     return _table_float(body, "lcccccccc", caption, f"{prefix}:{name}")
 
 
@@ -276,7 +280,7 @@ def _write_tex(text: str, path: Path, source: str) -> list[Path]:
 
 def render_evidence(root: str | Path = "results/mini", tables_dir: str | Path = "paper/generated",
                     figures_dir: str | Path = "figures", prefix: str = "mini", pairs=DEFAULT_PAIRS,
-                    n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0) -> dict:
+                    n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0, tolerate_problems: bool = False) -> dict:
     """Write the paired-comparison and top-K table, sentence and figures for a results root.
 
     Returns ``{"summary": <paired evidence dict>, "topk_runs": <top-K runs evidence dict>, "written": [paths]}``.
@@ -288,7 +292,8 @@ def render_evidence(root: str | Path = "results/mini", tables_dir: str | Path = 
     summaries = {}
     for name, which, what in (("paired", pairs, "Paired comparisons at matched seeds"),
                               ("topk_runs", "topk", "Top-$K$ training runs against the exact entropy, paired by seed")):
-        summary = evidence_summary(root, which, n_resamples=n_resamples, seed=seed)
+        summary = evidence_summary(root, which, n_resamples=n_resamples, seed=seed,
+                                   tolerate_problems=tolerate_problems)
         summaries[name] = summary
         rows = summary["rows"]
         json_path = tables_dir / f"{prefix}_{name}_evidence.json"  # derived, like the tables: not in the results root
@@ -298,12 +303,12 @@ def render_evidence(root: str | Path = "results/mini", tables_dir: str | Path = 
         elif json_path.exists():
             json_path.unlink()
         written += _write_tex(table_paired(rows, summary, prefix, name, what) if rows else "",
-                              tables_dir / f"{prefix}_{name}.tex", str(root))
+                              tables_dir / f"{prefix}_{name}.tex", repo_relative(root))
         sentence = tex_text(summary["sentence"]) + "\n" if rows else ""
-        written += _write_tex(sentence, tables_dir / f"{prefix}_{name}_sentence.tex", str(root))
+        written += _write_tex(sentence, tables_dir / f"{prefix}_{name}_sentence.tex", repo_relative(root))
         written += _save(plot_paired(rows, summary["level"]), figures_dir, f"{prefix}_{name}")
     topk_path = root / TOPK_FILE
     topk = json.loads(topk_path.read_text()) if topk_path.is_file() else {}
-    written += _write_tex(table_topk(topk, prefix) if topk else "", tables_dir / f"{prefix}_topk.tex", str(topk_path))
+    written += _write_tex(table_topk(topk, prefix) if topk else "", tables_dir / f"{prefix}_topk.tex", repo_relative(topk_path))
     written += _save(plot_topk(topk) if topk else None, figures_dir, f"{prefix}_topk")
     return {"summary": summaries["paired"], "topk_runs": summaries["topk_runs"], "written": written}

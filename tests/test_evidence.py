@@ -68,12 +68,16 @@ def test_load_run_evidence_names_what_is_missing(tmp_path):
         read_correctness(bad)
 
 
-def test_incomplete_runs_are_skipped(tmp_path):
+def test_incomplete_runs_stop_the_reading_or_are_left_out_by_name(tmp_path):
     write_run(tmp_path, "sa", 0.5, 0, {0: [True], 20: [False]})
     run = write_run(tmp_path, "grpo", 0.0, 0, {0: [True], 20: [False]})
     cfg = json.loads((run / "config.json").read_text())
     atomic_write_json(run / "config.json", {**cfg, "steps": 100})  # training still running
-    assert [r.method for r in load_root_evidence(tmp_path)] == ["sa"]
+    with pytest.raises(ValueError, match="not complete"):
+        load_root_evidence(tmp_path)
+    left_out = []
+    assert [r.method for r in load_root_evidence(tmp_path, True, left_out)] == ["sa"]
+    assert left_out == [run.name]
 
 
 # ------------------------------------------------------------------ comparing
@@ -209,7 +213,10 @@ def test_render_evidence_writes_table_sentence_figure_and_json(tmp_path):
     # no data any more: the stale outputs go
     for run in (root / "runs").iterdir():
         (run / "config.json").unlink()
-    out = render_evidence(root, tmp_path / "tables", tmp_path / "figs", prefix="t", n_resamples=300)
+    with pytest.raises(ValueError, match="config"):
+        render_evidence(root, tmp_path / "tables", tmp_path / "figs", prefix="t", n_resamples=300)
+    out = render_evidence(root, tmp_path / "tables", tmp_path / "figs", prefix="t", n_resamples=300,
+                          tolerate_problems=True)
     assert out["written"] == [] and not (tmp_path / "tables" / "t_paired.tex").exists()
     assert not (tmp_path / "figs" / "t_paired.png").exists()
 
@@ -259,3 +266,15 @@ def test_topk_runs_get_their_own_table_and_family(tmp_path):
     tex = (tmp_path / "tables" / "t_topk_runs.tex").read_text()
     assert r"\label{t:topk_runs}" in tex and "top-5" in tex
     assert (tmp_path / "tables" / "t_topk_runs_evidence.json").is_file() and (tmp_path / "figs" / "t_topk_runs.png").is_file()
+
+
+def test_an_incomplete_run_is_an_error_or_is_left_out_and_named(tmp_path):
+    root = tmp_path / "root"
+    _two_arms(root, {0: 30, 1: 28}, {0: 10, 1: 12})
+    broken = next((root / "runs").iterdir())
+    (broken / "eval.jsonl").write_text("")  # no evaluation at all: not complete
+    with pytest.raises(ValueError, match=f"{broken.name}.*not complete"):
+        evidence_summary(root, n_resamples=50)
+    summary = evidence_summary(root, n_resamples=50, tolerate_problems=True)
+    assert summary["left_out"] == [broken.name] and "WARNING" in summary["sentence"]
+    assert not Path(summary["root"]).is_absolute() or str(tmp_path) in summary["root"]
