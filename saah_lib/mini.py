@@ -1,13 +1,17 @@
 """The CPU mini study behind ``make mini``: the whole paper pipeline at toy scale.
 
 Stages: build the warm-started tiny model -> evaluate it (the baseline) ->
-train grpo / ah(0.5) / sa(0.5) over several seeds -> the alpha sweep of ah ->
-tables and figures. Each stage's wall time and peak memory go to
+train grpo / ah(0.5) / sa(0.5) over several seeds -> the alpha sweeps of ah and
+sa -> tables and figures. Each stage's wall time and peak memory go to
 ``<root>/timings.json``. Every stage is resumable: finished runs are skipped.
 
-The alpha sweep reuses two runs of the main comparison: alpha = 0 is the
-``grpo`` run (the ah weights are exactly 1 at alpha = 0, see tests/test_loss.py)
-and alpha = 0.5 is the ``ah`` run of the same seed.
+``make mini`` runs all of it into a fresh rerun root and compares the result with
+the committed study (``rerun_and_verify``); ``make mini-promote`` makes a finished
+rerun the committed study (``promote``).
+
+Each alpha sweep reuses two runs of the main comparison: alpha = 0 is the
+``grpo`` run (the weights are exactly 1 at alpha = 0, see tests/test_loss.py)
+and alpha = 0.5 is the ``ah`` or ``sa`` run of the same seed.
 """
 
 from __future__ import annotations
@@ -30,7 +34,8 @@ from saah_lib.runlog import atomic_write_json
 
 MAIN_METHODS = (("grpo", 0.0), ("ah", 0.5), ("sa", 0.5))
 SEEDS = (0, 1, 2)
-SWEEP_ALPHAS = (-0.25, 0.1, 0.25)  # plus 0 (the grpo run) and 0.5 (the ah run)
+SWEEP_ALPHAS = (-0.25, 0.1, 0.25)  # plus 0 (the grpo run) and 0.5 (the main ah / sa run)
+SWEEP_METHODS = ("ah", "sa")  # both swept at the same alphas and seed
 BASELINE_NAME = "tiny-warmstart"
 COMMITTED_ROOT = REPO_ROOT / "results" / "mini"
 RERUN_ROOT = REPO_ROOT / "results" / "rerun" / "mini"  # git-ignored
@@ -87,7 +92,7 @@ class Timings:
 
 def planned_runs(seeds: tuple[int, ...] = SEEDS) -> list[tuple[str, float, int]]:
     runs = [(method, alpha, seed) for seed in seeds for method, alpha in MAIN_METHODS]
-    runs += [("ah", alpha, seeds[0]) for alpha in SWEEP_ALPHAS]
+    runs += [(method, alpha, seeds[0]) for method in SWEEP_METHODS for alpha in SWEEP_ALPHAS]
     return runs
 
 

@@ -21,9 +21,9 @@ def _write_samples(path: Path, answers: list[str], gold: str = "19") -> None:
 
 def test_planned_runs_cover_methods_seeds_and_the_sweep():
     runs = planned_runs((0, 1, 2))
-    assert len(runs) == 3 * len(MAIN_METHODS) + len(SWEEP_ALPHAS)
+    assert len(runs) == 3 * len(MAIN_METHODS) + 2 * len(SWEEP_ALPHAS)
     assert {(m, a) for m, a, _ in runs} >= set(MAIN_METHODS)
-    assert [(m, a, s) for m, a, s in runs if a in SWEEP_ALPHAS] == [("ah", a, 0) for a in SWEEP_ALPHAS]
+    assert [(m, a, s) for m, a, s in runs if a in SWEEP_ALPHAS] == [(m, a, 0) for m in ("ah", "sa") for a in SWEEP_ALPHAS]
 
 
 def test_answer_kinds_summary_reads_first_and_last_evaluation(tmp_path):
@@ -55,3 +55,33 @@ def test_committed_answer_kinds_are_what_the_code_computes(tmp_path):
     shutil.copytree(COMMITTED / "runs", tmp_path / "runs", ignore=shutil.ignore_patterns("checkpoints"))
     recomputed = write_answer_kinds(tmp_path)
     assert recomputed == json.loads((COMMITTED / "answer_kinds.json").read_text())
+
+
+def test_promote_replaces_the_committed_study_keeps_other_runs_and_refuses_unfinished_reruns(tmp_path):
+    from saah_lib.manifest import check_manifest
+    from saah_lib.mini import PROMOTED_FILES, planned_configs, promote
+    from saah_lib.runlog import RunLog
+
+    rerun, committed = tmp_path / "rerun", tmp_path / "committed"
+    for cfg in planned_configs(rerun):
+        log = RunLog(cfg.run_dir)
+        log.log_step({"step": cfg.steps, "reward_mean": 1.0})
+        log.log_eval({"step": cfg.steps, "pass_at_1": 0.5}, [{"id": "p", "correct": True}])
+        (log.checkpoints_dir / "checkpoint-60").mkdir(parents=True)
+    (rerun / "baselines" / "b").mkdir(parents=True)
+    for name in PROMOTED_FILES:
+        (rerun / name).write_text("{}\n")
+    with pytest.raises(ValueError, match="not a finished rerun"):
+        promote(rerun, committed, figures=False)  # no reproduction report yet
+    (rerun / "reproduction.json").write_text("{}\n")
+
+    (committed / "runs" / "tiny-old-run").mkdir(parents=True)  # e.g. a run make mini does not plan
+    (committed / "warmstart" / "model").mkdir(parents=True)
+    (committed / "warmstart" / "model" / "weights").write_text("w")
+    promote(rerun, committed, figures=False)
+    runs = sorted(p.name for p in (committed / "runs").iterdir())
+    assert runs == sorted([c.run_id for c in planned_configs(rerun)] + ["tiny-old-run"])
+    assert not any((committed / "runs").glob("*/checkpoints"))
+    assert (committed / "warmstart" / "model" / "weights").read_text() == "w"
+    check_manifest(committed)  # written by promote
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["committed", "rerun"]  # no staging folder left
