@@ -214,8 +214,14 @@ def plot_alpha_ablation(rs: ResultSet) -> Figure | None:
     for xi, pi, partial in zip(x, peak, core["partial"].astype(bool)):
         if partial and not math.isnan(pi):
             ax.annotate("partial", (xi, pi), textcoords="offset points", xytext=(0, 8), ha="center", fontsize=7)
-    sa = ab[ab["method"] == "sa"]
-    for _, r in sa.iterrows():
+    sa = ab[ab["method"] == "sa"].sort_values("alpha")
+    if len(sa) > 1:  # an SA-AH-GRPO sweep: drawn as a series like AH-GRPO's
+        sx = pd.to_numeric(sa["alpha"], errors="coerce").to_numpy(float)
+        ax.plot(sx, pd.to_numeric(sa["peak_pass_at_1"], errors="coerce").to_numpy(float), "*-",
+                color=METHOD_COLORS["sa"], ms=11, lw=0.8, label="SA-AH-GRPO peak")
+        ax.plot(sx, pd.to_numeric(sa["final_pass_at_1"], errors="coerce").to_numpy(float), "s", ms=7, mfc="none",
+                mec=METHOD_COLORS["sa"], label="SA-AH-GRPO final")
+    for _, r in (sa.iterrows() if len(sa) == 1 else ()):
         a = number_or_nan(r["alpha"])
         ax.plot([a], [number_or_nan(r["peak_pass_at_1"])], marker="*", ms=12, color=METHOD_COLORS["sa"], ls="none",
                 label=f"SA-AH-GRPO peak ({int(number_or_nan(r['steps'])) if not math.isnan(number_or_nan(r['steps'])) else '?'} steps)")
@@ -228,7 +234,7 @@ def plot_alpha_ablation(rs: ResultSet) -> Figure | None:
     ax.grid(alpha=0.3)
     _fig_legend(fig, axes, ncol=3, fontsize=7)
     ax.set_title(f"{model}", fontsize=9)
-    fig.suptitle(_suptitle(rs, "α ablation of AH-GRPO"), fontsize=10)
+    fig.suptitle(_suptitle(rs, "α ablation of AH-GRPO" + (" and SA-AH-GRPO" if len(sa) > 1 else "")), fontsize=10)
     return fig
 
 

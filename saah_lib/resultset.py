@@ -135,6 +135,7 @@ class ResultSet:
         root = Path(root)
         main_alphas = dict(MAIN_ALPHAS if main_alphas is None else main_alphas)
         folders, warnings = read_folders(root, "runs", tolerate_problems)
+        folders, other_entropy = _split_by_entropy_estimate(folders)
         baseline_folders, baseline_warnings = read_folders(root, "baselines", tolerate_problems)
         runs, evals, tlogs = runs_frame(folders), evals_long(folders), train_logs_long(folders)
         baselines = _baselines(baselines_frame(baseline_folders), evals)
@@ -145,7 +146,8 @@ class ResultSet:
         return cls(source="runs", summary=summ, checkpoints=ck, ablation=abl, diagnostics=diag,
                    baselines=baselines, curves=curves, runs=runs, evals=evals, train_logs=tlogs,
                    token_entropies=token_entropies_frame(folders), root=root,
-                   notes={"main_alphas": main_alphas}, warnings=warnings + baseline_warnings)
+                   notes={"main_alphas": main_alphas, "other_entropy_runs": other_entropy},
+                   warnings=warnings + baseline_warnings)
 
     @classmethod
     def from_paper_reported(cls, directory: str | Path = "results/paper_reported") -> "ResultSet":
@@ -153,6 +155,28 @@ class ResultSet:
         from saah_lib.reported import read_paper_reported
 
         return read_paper_reported(Path(directory))
+
+
+def _split_by_entropy_estimate(folders: list) -> tuple[list, list[str]]:
+    """The runs that use their profile's entropy estimate, and the names of the others.
+
+    Runs trained with another top-K (the top-K ablation) are a different method
+    setting: averaging them into the method's rows would mix two estimators, so
+    they are kept out of these tables and figures and named in
+    ``notes["other_entropy_runs"]`` (the top-K ablation reports them).
+    """
+    from saah_lib.config import PROFILES, SAAHConfig
+
+    default = SAAHConfig.__dataclass_fields__["entropy_top_k"].default
+    kept, others = [], []
+    for folder in folders:
+        config = folder.config or {}
+        reference = PROFILES.get(config.get("profile"), {}).get("entropy_top_k", default)
+        if folder.config is not None and config.get("entropy_top_k", reference) != reference:
+            others.append(folder.path.name)
+        else:
+            kept.append(folder)
+    return kept, sorted(others)
 
 
 BASELINE_COLUMNS = ["model_label", "name", "pass_at_1", "ci95", "n", "raw_pass_at_1", "kind"]
@@ -251,8 +275,8 @@ def _ablation_from_summary(summ: pd.DataFrame, main_alphas: dict, ablation_model
     ah_alphas = set(np.round(pd.to_numeric(sub.loc[sub.method == "ah", "alpha"]), 6))
     for _, r in sub.iterrows():
         a = number_or_nan(r["alpha"])
-        use = (r["method"] == "ah") or (r["method"] == "grpo" and 0.0 not in ah_alphas) or \
-              (r["method"] == "sa" and is_main_alpha("sa", a, main_alphas))
+        # every SA-AH-GRPO alpha: the main one as the reference, the others as its own sweep
+        use = (r["method"] in ("ah", "sa")) or (r["method"] == "grpo" and 0.0 not in ah_alphas)
         if not use:
             continue
         label = {"grpo": "GRPO", "sa": "SA-AH-GRPO"}.get(r["method"], "")

@@ -331,6 +331,9 @@ def table_ablation(rs: ResultSet, prefix: str = "reported", max_columns: int = 8
            "Pass@1 at each evaluated step, then peak (best checkpoint) and final (last checkpoint). "
            "$\\alpha=0$ is plain GRPO; the last block is SA-AH-GRPO at the main $\\alpha$ for reference "
            "(its peak and final cover its whole run). Bold: highest peak among the AH-GRPO/GRPO rows.")
+    if len(sa) > 1:
+        cap = cap.replace("the last block is SA-AH-GRPO at the main $\\alpha$ for reference",
+                          "the last block is the SA-AH-GRPO sweep over $\\alpha$")
     if _multi_seed(ab):
         cap += " Rows with several seeds show mean $\\pm$ sample standard deviation across seeds."
     if rs.source == "paper_reported":
@@ -452,9 +455,19 @@ def render_all_tables(rs: ResultSet, prefix: str = "reported") -> dict[str, str]
         "hparams": table_hparams(rs, prefix),
         "setup": table_setup(rs, prefix),
     }
-    warning = problems_note(rs)
-    return {name: text.replace("\\end{table}", warning + "\\end{table}") if warning else text
+    note = problems_note(rs) + other_entropy_note(rs)
+    return {name: text.replace("\\end{table}", note + "\\end{table}") if note else text
             for name, text in tables.items() if text}
+
+
+def other_entropy_note(rs: ResultSet) -> str:
+    """Names the runs left out because they used another entropy estimate ("" when none)."""
+    names = (rs.notes or {}).get("other_entropy_runs") or []
+    if not names:
+        return ""
+    return (r"\par\smallskip{\footnotesize Not in this table: " + f"{len(names)} run(s) trained with another "
+            r"top-$K$ entropy estimate than their profile's (" + tex_escape(", ".join(names))
+            + r"); the top-$K$ ablation reports them.\par}" + "\n")
 
 
 def problems_note(rs: ResultSet) -> str:

@@ -11,13 +11,23 @@ from pathlib import Path
 
 import pytest
 
+from saah_lib.evidence_report import render_evidence
 from saah_lib.plots import write_all_figures
 from saah_lib.resultset import ResultSet
 from saah_lib.tables import write_all_tables
 
 REPO = Path(__file__).resolve().parents[1]
 SOURCES = {"reported": lambda: ResultSet.from_paper_reported(REPO / "results" / "paper_reported"),
-           "mini": lambda: ResultSet.from_runs(REPO / "results" / "mini")}
+           "mini": lambda: ResultSet.from_runs(REPO / "results" / "mini"),
+           "extended": lambda: ResultSet.from_runs(REPO / "results" / "extended")}
+ROOTS = {"mini": REPO / "results" / "mini", "extended": REPO / "results" / "extended"}  # paired tests, top-K
+
+
+def _evidence(prefix: str, tmp_path: Path, kind: str) -> list[Path]:
+    if prefix not in ROOTS:
+        return []
+    written = render_evidence(ROOTS[prefix], tmp_path / "t", tmp_path / "f", prefix=prefix)["written"]
+    return [p for p in written if p.parent.name == kind]
 
 
 def _sha256(path: Path) -> str:
@@ -34,12 +44,12 @@ def _compare(written: list[Path], committed_dir: Path, prefix: str) -> None:
 @pytest.mark.parametrize("prefix", sorted(SOURCES))
 def test_tables_regenerate_byte_identical(prefix, tmp_path, monkeypatch):
     monkeypatch.chdir(REPO)  # captions name the results root relative to the working directory
-    written = write_all_tables(SOURCES[prefix](), tmp_path, prefix=prefix)
-    _compare(written, REPO / "paper" / "generated", prefix)
+    written = write_all_tables(SOURCES[prefix](), tmp_path, prefix=prefix) + _evidence(prefix, tmp_path, "t")
+    _compare([p for p in written if p.suffix == ".tex"], REPO / "paper" / "generated", prefix)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("prefix", sorted(SOURCES))
 def test_figures_regenerate_byte_identical(prefix, tmp_path):
-    written = write_all_figures(SOURCES[prefix](), tmp_path, prefix=prefix)
+    written = write_all_figures(SOURCES[prefix](), tmp_path, prefix=prefix) + _evidence(prefix, tmp_path, "f")
     _compare(written, REPO / "figures", prefix)
