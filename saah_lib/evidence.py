@@ -37,6 +37,7 @@ import pandas as pd
 from saah_lib.labels import METHOD_LABELS
 from saah_lib.summaries import final_and_peak, mean_kl, training_variance
 from saah_lib.runlog import RunLog, read_jsonl
+from saah_lib.runs import read_folders
 from saah_lib.significance import (DEFAULT_RESAMPLES, holm, mcnemar_exact, mcnemar_pooled, paired_bootstrap,
                                    sign_flip_test)
 
@@ -121,28 +122,29 @@ def load_run_evidence(run_dir: str | Path) -> RunEvidence:
 
 def load_root_evidence(root: str | Path, tolerate_problems: bool = False,
                        left_out: list[str] | None = None) -> list[RunEvidence]:
-    """Every run under ``<root>/runs/``, read strictly: an unfinished, unevaluated or unreadable
-    run is an error naming it, unless ``tolerate_problems``; then it is left out and named in
-    ``left_out`` (which the summary, table and sentence report)."""
+    """Every run under ``<root>/runs/``, read strictly through :func:`saah_lib.runs.read_folders`
+    (the project's one definition of a damaged or incomplete run: such a run raises
+    :class:`~saah_lib.runs.DamagedResultsError` naming it). With ``tolerate_problems`` those
+    runs are left out and named in ``left_out``, which the summary, table and sentence report."""
     runs_dir = Path(root) / "runs"
     if not runs_dir.is_dir():
         return []
+    folders, _ = read_folders(root, "runs", tolerate_problems)
+    readable = {f.path.name for f in folders}
+    unusable = sorted(p.name for p in runs_dir.iterdir() if p.is_dir() and p.name not in readable)
     out = []
-    for run_dir in sorted(p for p in runs_dir.iterdir() if p.is_dir()):
-        runlog = RunLog(run_dir)
+    for folder in folders:
         try:
-            cfg = runlog.read_config()
-            if cfg is None:
-                raise ValueError(f"{runlog.config_path}: missing")
-            if not (isinstance(cfg.get("steps"), int) and runlog.is_complete(cfg["steps"])):
-                raise ValueError(f"{run_dir}: not complete (trained to its steps and evaluated at the last one)")
-            out.append(load_run_evidence(run_dir))
+            if folder.problems:
+                raise ValueError("; ".join(folder.problems))
+            out.append(load_run_evidence(folder.path))
         except ValueError as err:
             if not tolerate_problems:
-                raise ValueError(f"{err} (pass tolerate_problems=True to leave such runs out, named)") from err
-            log.warning("leaving out %s: %s", run_dir.name, err)
-            if left_out is not None:
-                left_out.append(run_dir.name)
+                raise
+            log.warning("leaving out %s: %s", folder.path.name, err)
+            unusable.append(folder.path.name)
+    if left_out is not None:
+        left_out.extend(sorted(unusable))
     return out
 
 

@@ -73,7 +73,7 @@ def test_incomplete_runs_stop_the_reading_or_are_left_out_by_name(tmp_path):
     run = write_run(tmp_path, "grpo", 0.0, 0, {0: [True], 20: [False]})
     cfg = json.loads((run / "config.json").read_text())
     atomic_write_json(run / "config.json", {**cfg, "steps": 100})  # training still running
-    with pytest.raises(ValueError, match="not complete"):
+    with pytest.raises(ValueError, match="incomplete"):
         load_root_evidence(tmp_path)
     left_out = []
     assert [r.method for r in load_root_evidence(tmp_path, True, left_out)] == ["sa"]
@@ -273,7 +273,7 @@ def test_an_incomplete_run_is_an_error_or_is_left_out_and_named(tmp_path):
     _two_arms(root, {0: 30, 1: 28}, {0: 10, 1: 12})
     broken = next((root / "runs").iterdir())
     (broken / "eval.jsonl").write_text("")  # no evaluation at all: not complete
-    with pytest.raises(ValueError, match=f"{broken.name}.*not complete"):
+    with pytest.raises(ValueError, match=f"{broken.name}: incomplete"):
         evidence_summary(root, n_resamples=50)
     summary = evidence_summary(root, n_resamples=50, tolerate_problems=True)
     assert summary["left_out"] == [broken.name] and "WARNING" in summary["sentence"]
