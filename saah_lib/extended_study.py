@@ -28,7 +28,8 @@ from pathlib import Path
 
 from saah_lib.config import REPO_ROOT, TINY_MODEL_DIR, make_config
 from saah_lib.manifest import write_manifest
-from saah_lib.mini import BASELINE_NAME, MAIN_METHODS, SWEEP_ALPHAS, SWEEP_METHODS, Timings, train_all
+from saah_lib.mini import BASELINE_NAME, Timings, train_all
+from saah_lib.mini import planned_configs as mini_planned_configs
 from saah_lib.runlog import RunLog, atomic_write_json
 from saah_lib.topk_ablation import RESULT_FILE, TRAINING_KS, measure_topk, topk_training_configs
 
@@ -40,12 +41,10 @@ MEASURE_SECONDS = 20  # the top-K measurement (256 rollouts)
 
 def planned_configs(root: Path, seeds=EXTENDED_SEEDS, steps: int | None = None, topk_ks=TRAINING_KS,
                     topk_seeds=(0,)) -> list:
-    """Every run of the extended study, in training order (main comparison, both sweeps, top-K)."""
-    root = str(root)
-    runs = [(m, a, s) for s in seeds for m, a in MAIN_METHODS]
-    runs += [(method, a, seeds[0]) for method in SWEEP_METHODS for a in SWEEP_ALPHAS]
-    configs = [make_config("tiny", method=m, alpha=a, seed=s, steps=steps, results_dir=root) for m, a, s in runs]
-    configs += topk_training_configs(topk_ks, topk_seeds, results_dir=root, steps=steps)
+    """Every run of the extended study, in training order: the mini study's plan (main comparison,
+    both sweeps) over more seeds, then the top-K runs."""
+    configs = mini_planned_configs(root, tuple(seeds), steps)
+    configs += topk_training_configs(topk_ks, topk_seeds, results_dir=str(root), steps=steps)
     ids = [c.run_id for c in configs]
     duplicates = sorted({i for i in ids if ids.count(i) > 1})
     if duplicates:

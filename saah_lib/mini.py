@@ -17,7 +17,6 @@ and alpha = 0.5 is the ``ah`` or ``sa`` run of the same seed.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import platform
 import shutil
@@ -29,7 +28,7 @@ from pathlib import Path
 import psutil
 
 from saah_lib.config import REPO_ROOT, TINY_MODEL_DIR, make_config
-from saah_lib.manifest import MANIFEST_NAME, write_manifest
+from saah_lib.manifest import MANIFEST_NAME, sha256_of, write_manifest
 from saah_lib.runlog import atomic_write_json
 
 MAIN_METHODS = (("grpo", 0.0), ("ah", 0.5), ("sa", 0.5))
@@ -142,7 +141,7 @@ def warm_start_record(model_dir: Path) -> dict:
     for key, name in (("weights_sha256", "model.safetensors"), ("tokenizer_sha256", "tokenizer.json")):
         path = Path(model_dir) / name
         if path.is_file():
-            record[key] = hashlib.sha256(path.read_bytes()).hexdigest()
+            record[key] = sha256_of(path)
     return record
 
 
