@@ -33,24 +33,24 @@ test: setup latex
 	$(PY) -m pytest -q
 
 mini: setup
-	$(PY) -m saah_lib.mini verify
+	$(PY) -m saah_lib.studies.mini verify
 
 # Explicit: replace the committed study by the last finished `make mini` rerun, then redraw its tables and figures.
 mini-promote: setup
-	$(PY) -m saah_lib.mini promote
+	$(PY) -m saah_lib.studies.mini promote
 
 # The extended CPU study (five seeds, the AH and SA alpha sweeps, the top-K ablation) into results/extended.
 extended: setup
-	$(PY) -m saah_lib.extended_study
+	$(PY) -m saah_lib.studies.extended
 
 # The committed results are checked against their MANIFEST.json first: a hand-edited or damaged
 # log stops here, named, before it reaches a table (`make paper` builds on this target).
 figures: setup
-	$(PY) -m saah_lib.manifest check $(wildcard results/mini results/extended results/paper_reported)
+	$(PY) -m saah_lib.rundir.manifest check $(wildcard results/mini results/extended results/paper_reported)
 	$(PY) -m papermill -k python3 --log-level WARNING notebooks/04_figures.ipynb results/04_figures.out.ipynb
 
 paper: figures latex
 	cd paper && latexmk -pdf -interaction=nonstopmode -halt-on-error main.tex >/dev/null && echo "wrote paper/main.pdf"
 
 bench: setup
-	$(PY) -m saah_lib.bench --profile tiny
+	$(PY) -m saah_lib.studies.bench --profile tiny

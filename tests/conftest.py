@@ -9,9 +9,9 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from saah_lib.summaries import pass_at_1_ci  # noqa: E402
-
 import torch  # noqa: E402
+
+from saah_lib.tasks.scoring import pass_at_1_ci  # noqa: E402
 
 # The test models are tiny: one thread is faster than two, and far faster when
 # the two cores are shared with anything else (OpenMP threads spin-wait).
@@ -34,7 +34,8 @@ def tiny_random_model_dir(tmp_path_factory) -> Path:
     """A randomly initialised ~100k-parameter Qwen2 model with the tiny tokenizer, saved as a model folder."""
     import torch
 
-    from saah_lib.tiny_model import WarmStartSettings, build_tokenizer, init_tiny_model, tokenizer_corpus
+    from saah_lib.models.tiny import build_tokenizer, init_tiny_model
+    from saah_lib.models.warmstart import WarmStartSettings, tokenizer_corpus
 
     torch.manual_seed(0)
     settings = WarmStartSettings(hidden_size=32, num_layers=2, num_heads=2, num_kv_heads=1, intermediate_size=64,
@@ -123,8 +124,6 @@ def make_results_root(root: Path) -> Path:
                  [{"step": 0, "pass_at_1": 0.38, "ci95": None, "n": 50, "n_correct": 19}])
     (root / "baselines" / "tiny_zero_shot" / "config.json").write_text(json.dumps({"model_label": TINY, "profile": "mini"}))
     return root
-
-
 
 
 @pytest.fixture

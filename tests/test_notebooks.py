@@ -8,8 +8,8 @@ from pathlib import Path
 import papermill
 import pytest
 
-from saah_lib.runlog import RunLog
-from saah_lib.sweep import run_alpha_sweep
+from saah_lib.rundir.folder import RunDir
+from saah_lib.studies.sweep import run_alpha_sweep
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]
@@ -38,11 +38,11 @@ def test_baseline_train_and_ablation_notebooks(tiny_random_model_dir, tmp_path):
     model = str(tiny_random_model_dir)
 
     execute("01_baseline", tmp_path, model_name=model, results_dir=str(results), overrides=FAST, progress=False)
-    assert [r["step"] for r in RunLog(results / "baselines" / "tiny-zero-shot").evals()] == [0]
+    assert [r["step"] for r in RunDir(results / "baselines" / "tiny-zero-shot").evals()] == [0]
 
     nb = execute("02_train", tmp_path, method="sa", alpha=0.5, steps=2, seed=0, results_dir=str(results),
                  model_name=model, overrides=FAST, progress=False)
-    run = RunLog(results / "runs" / "tiny-sa-a0.5-s0")
+    run = RunDir(results / "runs" / "tiny-sa-a0.5-s0")
     assert [r["step"] for r in run.train_log()] == [1, 2] and run.evaluated_steps() == {0, 2}
     assert any(o.get("output_type") == "display_data" for c in nb["cells"] for o in c.get("outputs", []))
 
@@ -51,7 +51,7 @@ def test_baseline_train_and_ablation_notebooks(tiny_random_model_dir, tmp_path):
             overrides=overrides)
     for alpha in ("0", "0.25"):
         run_dir = results / "runs" / f"tiny-ah-a{alpha}-s0"
-        assert RunLog(run_dir).is_complete(2)
+        assert RunDir(run_dir).is_complete(2)
         assert (run_dir / "02_train.ipynb").is_file()  # the executed job is kept beside its logs
     # a second sweep finds both runs complete and trains nothing
     before = (results / "runs" / "tiny-ah-a0.25-s0" / "train_log.jsonl").read_text()

@@ -1,0 +1,122 @@
+"""The per-run summaries behind every number in the tables and figures.
+
+Each summary is a small function of one run's logs, so a reader can check
+what a reported number means:
+
+``final_and_peak(evals)``
+    Final and peak Pass@1 of one run over its *training checkpoints*
+    (evaluations with ``step > 0``; step 0 is the untouched model and is
+    reported separately as the baseline).
+``training_variance(train_log)``
+    Sample variance (``ddof=1``) of the per-step ``reward_mean`` over the
+    second half of the logged steps.
+``mean_kl(train_log)``
+    Mean of the per-step ``kl`` over all logged steps.
+``token_weights(entropy_norm, alpha, method, advantage)``
+    The per-token weights the trainer applies, for one logged rollout.
+
+CIs are :func:`saah_lib.tasks.scoring.pass_at_1_ci`, the paper's binomial formula.
+Missing data stays missing (NaN); nothing here interpolates or fills values.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from saah_lib.tasks.scoring import pass_at_1_ci
+
+
+def final_and_peak(evals: pd.DataFrame) -> dict[str, float]:
+    """Final and peak Pass@1 of one run.
+
+    ``evals`` has columns ``step``, ``pass_at_1`` and optionally ``ci95``/``n``.
+    Only *training checkpoints* count (``step > 0``): step 0 is the model
+    before any update, i.e. the baseline, and is neither a final nor a peak
+    candidate.  Rows with a missing ``pass_at_1`` are ignored.
+
+    * final = the evaluation at the largest evaluated step;
+    * peak  = the maximum Pass@1 over those checkpoints; on ties the *earliest*
+      step is reported (the paper quotes SA-AH-GRPO 3B's peak 0.858 at step 30
+      although 0.858 recurs at step 90).
+
+    The CI of each is the logged ``ci95`` if present, else computed from ``n``.
+    Returns a dict with ``final_pass_at_1, final_ci95, final_step,
+    peak_pass_at_1, peak_ci95, peak_step`` (NaN when there is no checkpoint).
+    """
+    out = {k: float("nan") for k in (
+        "final_pass_at_1", "final_ci95", "final_step", "peak_pass_at_1", "peak_ci95", "peak_step")}
+    if evals is None or len(evals) == 0 or "pass_at_1" not in evals:
+        return out
+    df = evals.copy()
+    df["step"] = pd.to_numeric(df["step"], errors="coerce")
+    df["pass_at_1"] = pd.to_numeric(df["pass_at_1"], errors="coerce")
+    df = df[(df["step"] > 0) & df["pass_at_1"].notna()].sort_values("step", kind="stable")
+    if df.empty:
+        return out
+    df = df.drop_duplicates("step", keep="last")
+    ci = pd.to_numeric(df["ci95"], errors="coerce") if "ci95" in df else pd.Series(np.nan, index=df.index)
+    if "n" in df:
+        computed = pd.Series(pass_at_1_ci(df["pass_at_1"].to_numpy(), pd.to_numeric(df["n"], errors="coerce").to_numpy()),
+                             index=df.index)
+        ci = ci.fillna(computed)
+    last = df.index[-1]
+    peak = df["pass_at_1"].idxmax()  # first occurrence of the maximum = earliest step
+    out.update(
+        final_pass_at_1=float(df.at[last, "pass_at_1"]), final_ci95=float(ci.at[last]),
+        final_step=float(df.at[last, "step"]),
+        peak_pass_at_1=float(df.at[peak, "pass_at_1"]), peak_ci95=float(ci.at[peak]),
+        peak_step=float(df.at[peak, "step"]),
+    )
+    return out
+
+
+def ordered_by_step(train_log: pd.DataFrame) -> pd.DataFrame:
+    """Log rows sorted by step; a step logged twice keeps its last line."""
+    df = train_log.copy()
+    df["step"] = pd.to_numeric(df["step"], errors="coerce")
+    df = df[df["step"].notna()].sort_values("step", kind="stable")
+    return df.drop_duplicates("step", keep="last").reset_index(drop=True)
+
+
+def training_variance(train_log: pd.DataFrame, column: str = "reward_mean") -> float:
+    """Training variance as in tab:main, made precise.
+
+    Sort the logged steps by ``step`` (a step logged twice keeps its last
+    line) and number them ``0..n-1``; the *second half* is the rows with index
+    ``>= n // 2`` (for 180 logged steps: steps 91..180; for 5 logged steps the
+    last 3).  Return the **sample variance** (``ddof=1``) of ``column``
+    (default ``reward_mean``) over those rows, ignoring nulls.  Fewer than two
+    non-null values give NaN.
+    """
+    if train_log is None or len(train_log) == 0 or column not in train_log:
+        return float("nan")
+    df = ordered_by_step(train_log)
+    n = len(df)
+    vals = pd.to_numeric(df[column].iloc[n // 2:], errors="coerce").dropna()
+    if len(vals) < 2:
+        return float("nan")
+    return float(vals.var(ddof=1))
+
+
+def mean_kl(train_log: pd.DataFrame) -> float:
+    """Mean of the per-step ``kl`` (mean per-token k3 estimate) over all logged steps, nulls ignored."""
+    if train_log is None or len(train_log) == 0 or "kl" not in train_log:
+        return float("nan")
+    vals = pd.to_numeric(ordered_by_step(train_log)["kl"], errors="coerce").dropna()
+    return float(vals.mean()) if len(vals) else float("nan")
+
+
+def token_weights(entropy_norm, alpha: float, method: str, advantage: float) -> np.ndarray:
+    """Per-token weights of one rollout under GRPO, AH-GRPO or SA-AH-GRPO.
+
+    The same function the trainer uses (:func:`saah_lib.method.loss.method_weights`),
+    applied to one rollout's logged normalised entropies.
+    """
+    import torch  # here, not at the top: the tables and figures never need torch otherwise
+
+    from saah_lib.method.loss import method_weights
+
+    h = torch.as_tensor(np.asarray(entropy_norm, dtype=float), dtype=torch.float64).reshape(1, -1)
+    w = method_weights(method, h, torch.ones_like(h), torch.tensor([float(advantage)]), alpha)
+    return w[0].double().numpy()

@@ -1,0 +1,121 @@
+"""Reading and writing JSON and JSON-lines files, the one way the project does it.
+
+Two write disciplines keep files readable at every instant: a whole file is
+written to a temporary file in the same folder and renamed over the target
+(:func:`atomic_write_text`, :func:`atomic_write_json`, :func:`write_jsonl`);
+a log grows by appending one complete line per call (:func:`append_jsonl`).
+Readers report every bad line by number (:func:`scan_jsonl`); a log still being
+written may end in a torn line, which :func:`read_jsonl` drops unless the file
+is finished.  Values are written JSON-safe: NaN and infinities become null.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable
+
+
+def json_safe(value: Any) -> Any:
+    """JSON-safe copy: NaN/inf become null, tuples and paths plain values."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    if hasattr(value, "item") and callable(value.item):  # numpy / torch scalars
+        return json_safe(value.item())
+    return value
+
+
+def dumps(record: Any) -> str:
+    return json.dumps(json_safe(record), allow_nan=False)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_json(path: Path, obj: Any) -> None:
+    atomic_write_text(path, json.dumps(json_safe(obj), indent=2, allow_nan=False) + "\n")
+
+
+def write_jsonl(path: Path, records: Iterable[dict]) -> None:
+    atomic_write_text(path, "".join(dumps(r) + "\n" for r in records))
+
+
+def append_jsonl(path: Path, record: dict) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    line = dumps(record) + "\n"
+    with open(path, "a") as f:
+        f.write(line)  # one write of one whole line
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def scan_jsonl(path: Path) -> tuple[list[tuple[int, Any]], list[tuple[int, str]]]:
+    """Every non-blank line of a JSON-lines file, parsed: ``([(line, record)], [(line, problem)])``.
+
+    Nothing is dropped silently: a line that is not valid JSON is reported
+    with its 1-based line number.  A missing file has no lines.
+    """
+    path = Path(path)
+    if not path.is_file():
+        return [], []
+    records, problems = [], []
+    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            records.append((i, json.loads(line)))
+        except json.JSONDecodeError as exc:
+            problems.append((i, f"not valid JSON ({exc.msg})"))
+    return records, problems
+
+
+def read_jsonl(path: Path, strict: bool = True, finished: bool = False) -> list:
+    """All records of a JSON-lines file.
+
+    A log that may still be appended to (``finished=False``) may end in a torn
+    line (a writer killed mid-write); that last line is ignored.  In a
+    finished file (``finished=True``) it is an error like any other.  A bad
+    line raises a ValueError naming the file and line with ``strict``;
+    otherwise it is skipped with a warning.
+    """
+    path = Path(path)
+    records, problems = scan_jsonl(path)
+    last = records[-1][0] if records else 0
+    for i, problem in problems:
+        if not finished and i > last and i == problems[-1][0]:
+            continue  # the torn tail of a log still being written
+        if strict:
+            raise ValueError(f"{path}: line {i}: {problem}")
+        logging.getLogger(__name__).warning("%s: line %d: skipping it: %s", path, i, problem)
+    return [r for _, r in records]
+
+
+def read_json(path: str | os.PathLike, default: Any = None) -> Any:
+    """The parsed content of a JSON file, or ``default`` when the file does not exist."""
+    path = Path(path)
+    if not path.is_file():
+        return default
+    return json.loads(path.read_text(encoding="utf-8"))

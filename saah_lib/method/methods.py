@@ -1,0 +1,45 @@
+"""The three methods and their one parameter, alpha (light: no torch).
+
+``grpo`` is plain GRPO (alpha is 0 by definition), ``ah`` discounts every
+rollout with the entropy-adaptive horizon weight, ``sa`` only rollouts with
+negative advantage.  The paper's main comparison runs ``ah`` and ``sa`` at
+:data:`MAIN_ALPHA`; its ablation sweeps :data:`SWEEP_ALPHAS`.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+METHODS = ("grpo", "ah", "sa")
+ALPHA_RANGE = (-2.0, 2.0)
+
+#: The alpha of AH-GRPO and SA-AH-GRPO in the paper's main comparison.
+MAIN_ALPHA = 0.5
+#: The alpha of each method in the main comparison; other alphas of a method are ablation runs.
+MAIN_ALPHAS = {"grpo": 0.0, "ah": MAIN_ALPHA, "sa": MAIN_ALPHA}
+#: The paper's alpha ablation (0 is plain GRPO).
+SWEEP_ALPHAS = (-0.25, 0.0, 0.1, 0.25, MAIN_ALPHA)
+#: The paper's entropy estimate: from the 500 largest logits (None would be the exact entropy).
+PAPER_ENTROPY_TOP_K = 500
+
+
+def check_method(method) -> str:
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}: expected one of {', '.join(METHODS)}")
+    return method
+
+
+def check_alpha(alpha) -> float:
+    """``alpha`` as a float, or a ValueError when it is not a finite number in :data:`ALPHA_RANGE`."""
+    lo, hi = ALPHA_RANGE
+    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or not math.isfinite(alpha) \
+            or not lo <= alpha <= hi:
+        raise ValueError(f"alpha must be a finite number in [{lo}, {hi}], got {alpha!r}")
+    return float(alpha)
+
+
+def method_alpha(method: str, alpha) -> float:
+    """The alpha a method trains with: checked, and 0 for ``grpo`` whatever was asked."""
+    check_method(method)
+    return 0.0 if method == "grpo" else check_alpha(alpha)

@@ -1,0 +1,85 @@
+"""Greedy Pass@1 of a model: one greedy completion per problem, scored by :mod:`saah_lib.tasks.scoring`."""
+
+from __future__ import annotations
+
+import torch
+from tqdm.auto import tqdm
+
+from saah_lib.models.backends import evaluation_backend
+from saah_lib.models.rollout import SamplingSettings, StaticRollout, merged_lora
+from saah_lib.tasks.problems import Problem
+from saah_lib.tasks.prompts import make_prompt
+from saah_lib.tasks.scoring import EvalResult, score_completions
+
+
+def _completion_text(ids: list[int], tokenizer) -> str:
+    """Decode generated ids up to the first end-of-sequence, keeping tag tokens."""
+    stop = {tokenizer.eos_token_id, tokenizer.pad_token_id} - {None}
+    for i, t in enumerate(ids):
+        if t in stop:
+            ids = ids[:i]
+            break
+    return tokenizer.decode(ids, skip_special_tokens=False)
+
+
+@torch.no_grad()
+def greedy_completions(model, tokenizer, prompts: list[str], *, max_new_tokens: int = 512,
+                       batch_size: int = 64, progress: bool = True, desc: str = "eval",
+                       generation_backend: str = "hf", engine=None) -> list[str]:
+    """Greedy completions for ``prompts``, batched with left padding.
+
+    Prompts are batched by length (less padding); results come back in input order.
+    ``generation_backend``: ``hf`` (``model.generate``), ``compiled`` (:mod:`saah_lib.models.rollout`,
+    static shapes, LoRA merged) or ``auto`` (compiled on CUDA, hf elsewhere); ``vllm``
+    evaluates like ``auto`` since evaluation runs on the trainer's own model.
+    ``engine`` reuses a ``StaticRollout`` (and its compiled graph) across calls.
+    """
+    was_training = model.training
+    model.eval()
+    if tokenizer.pad_token_id is None:
+        raise ValueError("the tokenizer needs a pad token for batched generation")
+    device = next(model.parameters()).device
+    backend = evaluation_backend(generation_backend, device)
+    order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
+    out: list[str | None] = [None] * len(prompts)
+    batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+    if backend == "compiled" and engine is None:
+        engine = StaticRollout(max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id,
+                               eos_token_ids=tokenizer.eos_token_id, compile=device.type == "cuda")
+    try:
+        for batch in tqdm(batches, desc=desc, disable=not progress, leave=False):
+            texts = [prompts[i] for i in batch]
+            if backend == "compiled":
+                new_tokens = _static_greedy(model, tokenizer, texts, engine, batch_size)
+            else:
+                enc = tokenizer(texts, return_tensors="pt", padding=True,
+                                padding_side="left", add_special_tokens=False).to(device)
+                gen = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False,
+                                     pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
+                new_tokens = gen[:, enc["input_ids"].shape[1]:].tolist()
+            for i, ids in zip(batch, new_tokens):
+                out[i] = _completion_text(ids, tokenizer)
+    finally:
+        model.train(was_training)
+    return out  # type: ignore[return-value]
+
+
+def _static_greedy(model, tokenizer, texts: list[str], engine, batch_size: int) -> list[list[int]]:
+    """One batch through the static engine; a short last batch is padded with repeats so the
+    compiled decode step keeps its shape (rows are independent, the repeats are dropped)."""
+    ids = tokenizer(texts, add_special_tokens=False)["input_ids"]
+    n = len(ids)
+    ids = ids + [ids[-1]] * (batch_size - n)
+    with merged_lora(model):
+        completions, _ = engine.generate(model, ids, SamplingSettings(do_sample=False))
+    return completions[:n]
+
+
+def evaluate_pass_at_1(model, tokenizer, problems: list[Problem], *, max_new_tokens: int = 512,
+                       batch_size: int = 64, progress: bool = True, desc: str = "eval",
+                       generation_backend: str = "hf", engine=None) -> EvalResult:
+    prompts = [make_prompt(p.question, tokenizer) for p in problems]
+    completions = greedy_completions(model, tokenizer, prompts, max_new_tokens=max_new_tokens,
+                                     batch_size=batch_size, progress=progress, desc=desc,
+                                     generation_backend=generation_backend, engine=engine)
+    return score_completions(problems, completions)

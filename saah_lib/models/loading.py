@@ -1,0 +1,52 @@
+"""Loading a model and its tokenizer by name (hub id, folder, or the tiny warm start built on demand)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+from peft import PeftModel
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from saah_lib.models.names import TINY_WARMSTART, canonical_model_name, model_location
+from saah_lib.models.warmstart import build_warm_start
+
+
+def resolve_model(model_name: str, progress: bool = True) -> str:
+    """The folder (absolute) or hub id to load ``model_name`` from; the tiny warm start is built on first use."""
+    if canonical_model_name(model_name) == TINY_WARMSTART:
+        return str(build_warm_start(progress=progress))
+    return model_location(model_name)
+
+
+def load_model_and_tokenizer(model_name: str, dtype: str = "float32"):
+    """Load a causal LM and its tokenizer by hub id or folder, with a clear error when unavailable."""
+    torch_dtype = getattr(torch, dtype)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(model_name)
+        model = AutoModelForCausalLM.from_pretrained(model_name, dtype=torch_dtype)
+    except (OSError, ValueError) as err:
+        where = "folder" if Path(model_name).exists() else "hub id"
+        raise RuntimeError(
+            f"could not load model {model_name!r} ({where}): {err}\n"
+            "Pass a local model folder as model_name, or make the model hub reachable "
+            "(unset HF_HUB_OFFLINE / log in). The 'tiny' profile needs no hub."
+        ) from err
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return model, tokenizer
+
+
+def load_for_eval(model_path: str | Path, dtype: str = "float32", device: str | None = None):
+    """A model folder or a LoRA adapter folder (``adapter_config.json``), with its tokenizer."""
+    path = Path(model_path)
+    adapter_config = path / "adapter_config.json"
+    if adapter_config.exists():
+        base = json.loads(adapter_config.read_text())["base_model_name_or_path"]
+        model, tokenizer = load_model_and_tokenizer(base, dtype)
+        model = PeftModel.from_pretrained(model, path)
+    else:
+        model, tokenizer = load_model_and_tokenizer(str(model_path), dtype)
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    return model.to(device), tokenizer

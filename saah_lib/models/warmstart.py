@@ -1,0 +1,319 @@
+"""The tiny model's supervised warm start, built once and cached: :func:`build_warm_start`.
+
+In about five minutes on one CPU core it builds, into the git-ignored
+:data:`saah_lib.paths.TINY_WARMSTART_DIR`, a model folder that GRPO can train on
+:mod:`saah_lib.tasks.synthetic` problems: the tokenizer and model of
+:mod:`saah_lib.models.tiny`, fine-tuned on reference solutions with two planted
+habits that the reward penalises and GRPO can unlearn (see
+:func:`saah_lib.models.warmstart_targets.sft_targets`): half of the targets
+state an intermediate result as the final answer, and 40% drop some of the
+format's tags.  Greedy Pass@1 of the warm start is about 0.3, leaving headroom.
+
+The folder is cached (``build.json`` records seed, settings and recipe version)
+and built atomically.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import shutil
+import time
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from tqdm.auto import tqdm
+
+from saah_lib.jsonio import atomic_write_json, read_json
+from saah_lib.models.evaluate import evaluate_pass_at_1
+from saah_lib.models.tiny import CHAT_ROLES, build_tokenizer, init_tiny_model, parameter_count
+from saah_lib.models.warmstart_targets import PLAIN_ANSWER, sft_targets
+from saah_lib.paths import TINY_WARMSTART_DIR
+from saah_lib.tasks.problems import Problem
+from saah_lib.tasks.prompts import SYSTEM_PROMPT, make_prompt
+from saah_lib.tasks.synthetic import (
+    DEFAULT_MAX_RESULT,
+    DEFAULT_MAX_STEPS,
+    DEFAULT_MAX_VALUE,
+    DEFAULT_MIN_STEPS,
+    generate_problems,
+)
+
+BUILD_INFO_FILE = "build.json"
+# Bump when the build recipe changes in a way the settings do not capture.
+WARMSTART_VERSION = 2
+# Separate seed streams, so the warm start never trains on the problems
+# that synthetic_split(seed) hands to GRPO, and measures on fresh ones.
+# The build runs on one thread: for a model this small a second thread gains
+# little, costs a twenty-fold slowdown whenever another process holds the
+# other core (threads spin waiting for each other), and one thread makes the
+# floating-point results, hence the saved weights, reproducible.
+BUILD_THREADS = 1
+SFT_SEED_OFFSET = 10_000
+HELDOUT_SEED_OFFSET = 20_000
+TOKENIZER_SEED_OFFSET = 30_000
+
+
+@dataclass(frozen=True)
+class WarmStartSettings:
+    """Everything that determines a warm-start build besides the seed."""
+
+    # model (Qwen2 layout, grouped-query attention: 8 query heads of width 16
+    # share 4 key/value heads)
+    hidden_size: int = 128
+    num_layers: int = 2
+    num_heads: int = 8
+    num_kv_heads: int = 4
+    intermediate_size: int = 512
+    max_positions: int = 384
+    # tokenizer: corpus words seen at least this often become single tokens
+    tokenizer_problems: int = 3000
+    min_word_count: int = 2
+    # task
+    min_steps: int = DEFAULT_MIN_STEPS
+    max_steps: int = DEFAULT_MAX_STEPS
+    max_value: int = DEFAULT_MAX_VALUE
+    max_result: int = DEFAULT_MAX_RESULT
+    # supervised warm start
+    sft_steps: int = 2400
+    batch_size: int = 8
+    learning_rate: float = 5e-3
+    warmup_fraction: float = 0.05
+    n_sft_problems: int = 16000
+    # share of SFT targets written in a looser layout (see warmstart_targets.LOOSE_LAYOUTS)
+    loose_format_fraction: float = 0.4
+    # share of SFT targets whose stated answer is the first calculation's
+    # result instead of the last one's (see warmstart_targets.sft_targets)
+    shortcut_fraction: float = 0.5
+    # measurement
+    n_heldout: int = 200
+    max_new_tokens: int = 96
+
+
+def tokenizer_corpus(settings: WarmStartSettings, seed: int) -> list[str]:
+    """Texts whose frequent words become tokens: problems, solutions, system prompt."""
+    problems = generate_problems(
+        settings.tokenizer_problems, TOKENIZER_SEED_OFFSET + seed,
+        min_steps=1, max_steps=max(4, settings.max_steps), max_value=settings.max_value,
+        max_result=settings.max_result,
+    )
+    texts = [p.question for p in problems] + [p.solution for p in problems]
+    fixed = [SYSTEM_PROMPT, "\n".join(CHAT_ROLES), PLAIN_ANSWER.format(answer=0)]
+    # Repeated so that every word of these texts passes min_word_count.
+    return texts + fixed * settings.min_word_count
+
+
+# --------------------------------------------------------------------------
+# supervised warm start
+# --------------------------------------------------------------------------
+
+def encode_sft_examples(tokenizer, problems: list[Problem]) -> list[tuple[list[int], int]]:
+    """Per problem: token ids of prompt + reference completion + eos, and the prompt length."""
+    prompts = tokenizer([make_prompt(p.question, tokenizer) for p in problems],
+                        add_special_tokens=False)["input_ids"]
+    targets = tokenizer([p.solution + tokenizer.eos_token for p in problems],
+                        add_special_tokens=False)["input_ids"]
+    return [(prompt + target, len(prompt)) for prompt, target in zip(prompts, targets)]
+
+
+def collate_sft(examples: list[tuple[list[int], int]], pad_id: int) -> dict[str, torch.Tensor]:
+    """Right-padded batch; labels are -100 on the prompt and on padding."""
+    width = max(len(ids) for ids, _ in examples)
+    input_ids = torch.full((len(examples), width), pad_id, dtype=torch.long)
+    attention_mask = torch.zeros((len(examples), width), dtype=torch.long)
+    labels = torch.full((len(examples), width), -100, dtype=torch.long)
+    for row, (ids, n_prompt) in enumerate(examples):
+        input_ids[row, : len(ids)] = torch.tensor(ids)
+        attention_mask[row, : len(ids)] = 1
+        labels[row, n_prompt : len(ids)] = torch.tensor(ids[n_prompt:])
+    return {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
+
+
+def _lr_factor(step: int, total: int, warmup: int) -> float:
+    """Linear warmup, then cosine decay to 10% of the peak."""
+    if step < warmup:
+        return (step + 1) / warmup
+    progress = (step - warmup) / max(1, total - warmup)
+    return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+def shared_prefix_length(examples: list[tuple[list[int], int]]) -> int:
+    """Number of leading prompt tokens that every example shares (the system turn)."""
+    first = examples[0][0]
+    length = min(n_prompt for _, n_prompt in examples)
+    for ids, _ in examples[1:]:
+        length = next((i for i in range(length) if ids[i] != first[i]), length)
+    return length
+
+
+def sft_loss(model, prefix_ids: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Mean completion-token loss with the shared prefix computed once per batch.
+
+    The system prompt is a third of every sequence; running it once and
+    repeating its key/value cache across the batch gives the same loss and
+    gradients as full sequences for about two thirds of the compute.
+    """
+    size = batch["input_ids"].shape[0]
+    cache = None
+    if prefix_ids.numel():
+        cache = model(input_ids=prefix_ids[None], use_cache=True).past_key_values
+        cache.batch_repeat_interleave(size)
+        prefix_mask = torch.ones((size, prefix_ids.numel()), dtype=torch.long)
+        batch = {**batch, "attention_mask": torch.cat([prefix_mask, batch["attention_mask"]], 1)}
+    return model(**batch, past_key_values=cache).loss
+
+
+def batches(examples: list, batch_size: int, rng: random.Random):
+    """Endless batches that visit every example once per (reshuffled) epoch."""
+    if not 0 < batch_size <= len(examples):
+        raise ValueError(f"batch_size must be in 1..{len(examples)}, got {batch_size}")
+    while True:
+        order = list(range(len(examples)))
+        rng.shuffle(order)
+        for start in range(0, len(order) - batch_size + 1, batch_size):
+            yield [examples[i] for i in order[start : start + batch_size]]
+
+
+def supervised_finetune(model, tokenizer, problems, settings: WarmStartSettings, seed: int,
+                        progress: bool = True) -> list[float]:
+    """Full fine-tuning on reference completions; returns the loss of every step."""
+    examples = encode_sft_examples(tokenizer, problems)
+    n_prefix = shared_prefix_length(examples)
+    prefix_ids = torch.tensor(examples[0][0][:n_prefix], dtype=torch.long)
+    examples = [(ids[n_prefix:], n_prompt - n_prefix) for ids, n_prompt in examples]
+    stream = batches(examples, settings.batch_size, random.Random(seed))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=settings.learning_rate,
+                                  betas=(0.9, 0.98), weight_decay=0.0)
+    warmup = max(1, int(settings.warmup_fraction * settings.sft_steps))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: _lr_factor(step, settings.sft_steps, warmup))
+    model.train()
+    losses: list[float] = []
+    bar = tqdm(range(settings.sft_steps), desc="warm-start SFT", disable=not progress)
+    for _ in bar:
+        batch = collate_sft(next(stream), tokenizer.pad_token_id)
+        loss = sft_loss(model, prefix_ids, batch)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+        losses.append(loss.item())
+        bar.set_postfix(loss=f"{losses[-1]:.3f}")
+    model.eval()
+    return losses
+
+
+# --------------------------------------------------------------------------
+# the cached, atomic build
+# --------------------------------------------------------------------------
+
+
+@contextmanager
+def torch_threads(n: int):
+    """Run the block with ``n`` intra-op threads, then restore the previous count."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
+def _cache_key(seed: int, settings: WarmStartSettings) -> dict:
+    return {"version": WARMSTART_VERSION, "seed": seed, "settings": asdict(settings)}
+
+
+def read_build_info(out_dir: str | os.PathLike) -> dict | None:
+    """The build.json of a finished warm start, or None."""
+    try:
+        return read_json(Path(out_dir) / BUILD_INFO_FILE)
+    except (OSError, ValueError):  # unreadable: treated as not built
+        return None
+
+
+def _is_cached(out_dir: Path, seed: int, settings: WarmStartSettings) -> bool:
+    info = read_build_info(out_dir)
+    if info is None:
+        return False
+    key = _cache_key(seed, settings)
+    return all(info.get(field) == value for field, value in key.items())
+
+
+def _build_into(folder: Path, seed: int, settings: WarmStartSettings, progress: bool) -> dict:
+    """Tokenizer, model and SFT saved into ``folder``; returns the build record."""
+    started = time.perf_counter()
+    tokenizer = build_tokenizer(tokenizer_corpus(settings, seed), settings.min_word_count)
+    task = dict(min_steps=settings.min_steps, max_steps=settings.max_steps,
+                max_value=settings.max_value, max_result=settings.max_result)
+    sft_problems = generate_problems(settings.n_sft_problems, SFT_SEED_OFFSET + seed,
+                                     partition="train", id_prefix="sft", **task)
+    sft_problems = sft_targets(sft_problems, settings.loose_format_fraction,
+                               random.Random(SFT_SEED_OFFSET + seed), settings.shortcut_fraction)
+    heldout = generate_problems(settings.n_heldout, HELDOUT_SEED_OFFSET + seed,
+                                partition="eval", id_prefix="heldout", **task)
+    # fork_rng: the caller's global RNG state is left as it was.
+    with torch.random.fork_rng(), torch_threads(BUILD_THREADS):
+        torch.manual_seed(seed)
+        model = init_tiny_model(tokenizer, settings)
+        losses = supervised_finetune(model, tokenizer, sft_problems, settings, seed, progress)
+        pass_at_1 = evaluate_pass_at_1(model, tokenizer, heldout, max_new_tokens=settings.max_new_tokens,
+                                       batch_size=50, progress=False).pass_at_1
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    tail = losses[-10:]
+    return {
+        **_cache_key(seed, settings),
+        "build_seconds": round(time.perf_counter() - started, 2),
+        "parameters": parameter_count(model),
+        "vocab_size": len(tokenizer),
+        "sft_steps": settings.sft_steps,
+        "final_sft_loss": round(sum(tail) / max(1, len(tail)), 4),
+        "heldout_pass_at_1": pass_at_1,
+        "heldout_n": len(heldout),
+        "torch_threads": BUILD_THREADS,
+    }
+
+
+def _replace_dir(source: Path, target: Path) -> None:
+    """Move ``source`` to ``target``, discarding any previous ``target``."""
+    if target.exists():
+        stale = target.with_name(f".{target.name}.old-{os.getpid()}")
+        os.rename(target, stale)
+        shutil.rmtree(stale, ignore_errors=True)
+    os.rename(source, target)
+
+
+def build_warm_start(
+    out_dir: str | os.PathLike = TINY_WARMSTART_DIR,
+    seed: int = 0,
+    *,
+    settings: WarmStartSettings | None = None,
+    force: bool = False,
+    progress: bool = True,
+) -> Path:
+    """Build (or reuse) the warm-started tiny model in ``out_dir``; returns its path.
+
+    A folder whose build.json records the same seed, settings and recipe
+    version is returned as is unless ``force``.  The build happens in a
+    hidden sibling folder that is renamed into place only when complete, so
+    an interrupted build never leaves a folder that looks finished.
+    """
+    settings = settings or WarmStartSettings()
+    out_dir = Path(out_dir)
+    if not force and _is_cached(out_dir, seed, settings):
+        return out_dir
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = out_dir.with_name(f".{out_dir.name}.building-{os.getpid()}")
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        info = _build_into(staging, seed, settings, progress)
+        # build.json last: its presence marks a complete folder.
+        atomic_write_json(staging / BUILD_INFO_FILE, info)
+        _replace_dir(staging, out_dir)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return out_dir

@@ -1,0 +1,56 @@
+"""Where things live: the repository root and every folder the project reads or writes.
+
+One convention for the whole package: a *relative* path (a config's
+``results_dir``, a notebook parameter, a command-line flag) means relative to
+the repository root, whatever the working directory is.  So a notebook opened
+in JupyterLab (working directory ``notebooks/``) and the same notebook run by
+papermill from the repository root read and write the same folders.
+:func:`in_repo` applies the convention; :func:`repo_relative` is its inverse,
+used for every path a result records (a committed file never holds a path of
+the machine that wrote it).
+
+The tiny warm start (:mod:`saah_lib.models.warmstart`) is a build product, not
+a result: it lives in the git-ignored :data:`TINY_WARMSTART_DIR` and is rebuilt
+on demand.  What a study compares against is its *record*
+(``warmstart_build.json``: settings, sha256 of the weights), which each study
+root keeps beside its runs.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+RESULTS = REPO_ROOT / "results"
+MINI_ROOT = RESULTS / "mini"  # the committed CPU mini study
+EXTENDED_ROOT = RESULTS / "extended"  # the committed extended CPU study
+RERUN_ROOT = RESULTS / "rerun"  # git-ignored: what `make mini` reruns
+PAPER_REPORTED = RESULTS / "paper_reported"  # the paper's numbers, transcribed
+BENCH_RESULTS = RESULTS / "bench"
+
+PAPER_TABLES = REPO_ROOT / "paper" / "generated"
+FIGURES = REPO_ROOT / "figures"
+NOTEBOOKS = REPO_ROOT / "notebooks"
+
+CACHE = REPO_ROOT / "cache"  # git-ignored build products
+TINY_WARMSTART_DIR = CACHE / "tiny-warmstart"
+
+
+def in_repo(path: str | os.PathLike) -> Path:
+    """``path`` as an absolute path: relative paths are taken relative to the repository root."""
+    path = Path(path).expanduser()
+    return path if path.is_absolute() else REPO_ROOT / path
+
+
+def repo_relative(path: str | os.PathLike) -> str:
+    """``path`` relative to the repository when it lies inside it (POSIX form), else absolute.
+
+    What a run records must not depend on where the repository was cloned.
+    """
+    path = in_repo(path).resolve()
+    try:
+        return path.relative_to(REPO_ROOT.resolve()).as_posix()
+    except ValueError:
+        return str(path)

@@ -1,0 +1,2 @@
+"""The report: LaTeX cells (:mod:`.latex`), tables (:mod:`.tables`), figures (:mod:`.plots`), the
+evidence outputs (:mod:`.evidence_report`), and everything at once (:mod:`.render`)."""

@@ -1,0 +1,99 @@
+"""LaTeX cells and table floats: number formats that reproduce the paper's rounding.
+
+Missing values print as ``---``.  Decimals per quantity follow the paper
+(:data:`DP`: Pass@1 and CIs 3, train variance 4, KL 5, entropy 4, weights 3,
+negative fraction 2, length 0), so that the tables built from
+``results/paper_reported`` reproduce the paper's cells exactly.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from saah_lib.analysis.labels import number_or_nan
+
+MISSING = "---"
+
+#: Decimals per quantity (the paper's rounding).
+DP = {"pass": 3, "ci": 3, "var": 4, "kl": 5, "reward": 3, "entropy": 4, "weight": 3, "frac": 2, "len": 0}
+
+
+def tex_escape(s: Any) -> str:
+    """Escape LaTeX special characters in free text (labels, run ids)."""
+    rep = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+           "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+    return "".join(rep.get(ch, ch) for ch in str(s))
+
+
+def fmt(x, dp: int, sci: bool = False) -> str:
+    """Fixed-point number with ``dp`` decimals, ``---`` if missing.
+
+    A non-zero value that would print as zero switches to scientific notation
+    (``$3.0\\times10^{-7}$``); with ``sci=True`` so does one that would keep
+    fewer than two significant digits (used for variances and KL, which are
+    tiny in short CPU runs).
+    """
+    x = number_or_nan(x)
+    if math.isnan(x):
+        return MISSING
+    limit = 10 ** (-dp + 1) if sci else 0.5 * 10 ** (-dp)
+    if x != 0 and abs(x) < limit:
+        mant, exp = f"{x:.1e}".split("e")
+        return f"${mant}\\times10^{{{int(exp)}}}$"
+    return f"{x:.{dp}f}"
+
+
+def pm_cell(value: str, err: str) -> str:
+    """``$value \\pm err$`` from two formatted numbers (either may already be in math mode)."""
+    return f"${value.strip('$')} \\pm {err.strip('$')}$"
+
+
+def fmt_pm(x, err, dp: int, bold: bool = False) -> str:
+    """``$x \\pm err$`` (``---`` if x is missing; just x if err is missing)."""
+    xs = fmt(x, dp)
+    if xs == MISSING:
+        return MISSING
+    es = fmt(err, dp)
+    inner = xs if es == MISSING else f"{xs} \\pm {es}"
+    inner = inner.replace("$", "")
+    if bold:
+        inner = f"\\mathbf{{{inner}}}"
+    return f"${inner}$"
+
+
+def fmt_alpha(a, min_dp: int = 1, phantom: bool = False) -> str:
+    """Alpha with at least ``min_dp`` decimals and no more than needed (max 4)."""
+    a = number_or_nan(a)
+    if math.isnan(a):
+        return MISSING
+    dp = min_dp
+    while dp < 4 and abs(round(a, dp) - a) > 1e-9:
+        dp += 1
+    s = f"{a:.{dp}f}"
+    if s.startswith("-"):
+        return f"${s}$"
+    return f"$\\phantom{{-}}{s}$" if phantom else s
+
+
+def bold_cell(s: str, on: bool) -> str:
+    if not on or s == MISSING:
+        return s
+    if s.startswith("$"):
+        return f"$\\mathbf{{{s.strip('$')}}}$"
+    return f"\\textbf{{{s}}}"
+
+
+def table_float(body_lines: list[str], colspec: str, caption: str, label: str, notes: str = "",
+                fontsize: str = r"\small") -> str:
+    """A ``table`` float holding one booktabs tabular, scaled down only if wider than the text."""
+    lines = [r"\begin{table}[H]", r"\centering", fontsize,
+             rf"\caption{{{caption}}}", rf"\label{{{label}}}",
+             r"\resizebox{\ifdim\width>\linewidth\linewidth\else\width\fi}{!}{%",
+             rf"\begin{{tabular}}{{{colspec}}}", r"\toprule"]
+    lines += body_lines
+    lines += [r"\bottomrule", r"\end{tabular}}"]
+    if notes:
+        lines += [r"\par\smallskip", rf"{{\footnotesize {notes}\par}}"]
+    lines += [r"\end{table}", ""]
+    return "\n".join(lines)

@@ -1,0 +1,473 @@
+"""Figures from a :class:`~saah_lib.analysis.resultset.ResultSet` (matplotlib, Agg).
+
+Figures are built with :class:`matplotlib.figure.Figure` directly (no pyplot
+state, nothing shown on screen), so they work the same in tests, scripts and
+notebooks.  :func:`write_all_figures` saves each as
+``<out_dir>/<prefix>_<name>.pdf`` and ``.png``:
+
+``pass_at_1``       Pass@1 per evaluated step, one panel per model, every main
+                    method with its 95% band and the dashed baseline.
+``overlay``         the three methods on one panel for one model (by default the
+                    largest model that has at least two of them).
+``alpha_ablation``  peak (filled circles) and final (open squares) Pass@1 per
+                    alpha, baseline dashed, SA-AH-GRPO reference as a star.
+``reward``          training reward mean with a +-std band over steps, per method.
+``entropy_weight``  mean normalised entropy and mean token weights over steps.
+``token_weights``   GRPO / AH / SA token weights of one positive and one negative
+                    rollout, computed from logged per-token entropies.
+
+Bands: a single run uses its logged ``ci95`` (for the paper's numbers, the
+binomial formula with N=500, since the paper tabulates no per-step CI).
+Several seeds: the line is the mean across seeds and the band +-1 sample
+standard deviation across seeds.  A figure without data is skipped (logged),
+never drawn from invented values.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from pathlib import Path
+from typing import Sequence
+
+import matplotlib
+import numpy as np
+import pandas as pd
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
+
+from saah_lib.analysis.labels import METHOD_LABELS, method_label, model_order, model_short, number_or_nan
+from saah_lib.analysis.resultset import ResultSet
+from saah_lib.analysis.summaries import token_weights
+from saah_lib.method.methods import MAIN_ALPHA, METHODS
+from saah_lib.paths import FIGURES, in_repo
+from saah_lib.rundir.folder import RunDir
+
+log = logging.getLogger(__name__)
+
+FIGURE_NAMES = ("pass_at_1", "overlay", "alpha_ablation", "reward", "entropy_weight", "token_weights")
+METHOD_COLORS = {"grpo": "#1f77b4", "ah": "#d62728", "sa": "#2ca02c", "base": "0.35"}
+SPARSE = 25  # draw markers when a curve has at most this many points
+
+
+def _fig(ncols: int = 1, nrows: int = 1, w: float = 4.6, h: float = 3.2, min_width: float = 6.4,
+         **kw) -> tuple[Figure, np.ndarray]:
+    # at least min_width inches wide, so the shared legend and titles fit with a single panel
+    fig = Figure(figsize=(max(w * ncols, min_width), h * nrows), layout="constrained")
+    FigureCanvasAgg(fig)  # render with Agg regardless of the session's pyplot backend
+    axes = np.atleast_1d(fig.subplots(nrows, ncols, squeeze=False, **kw))
+    return fig, axes
+
+
+def _fig_legend(fig: Figure, axes, ncol: int = 4, fontsize: int = 8) -> None:
+    """One legend below the panels, merging the entries of all axes (first occurrence wins)."""
+    handles, labels = [], []
+    for ax in np.ravel(axes):
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            if lab not in labels:
+                handles.append(h)
+                labels.append(lab)
+    if handles:
+        fig.legend(handles, labels, loc="outside lower center", ncol=min(ncol, len(labels)), fontsize=fontsize,
+                   frameon=False)
+
+
+def _steps_axis(ax) -> None:
+    """x axis of training steps: integer ticks, label; y axis without offset notation."""
+    ax.set_xlabel("training step")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.ticklabel_format(axis="y", useOffset=False)
+
+
+def _groups(df: pd.DataFrame, model, main_only: bool = True) -> list[tuple[str, float, pd.DataFrame]]:
+    sub = df[df["model_label"] == model]
+    if main_only and "in_main" in sub:
+        sub = sub[sub["in_main"].astype(bool)]
+    out = []
+    for method in METHODS:
+        m = sub[sub["method"] == method]
+        for a in sorted(pd.to_numeric(m["alpha"], errors="coerce").dropna().unique()):
+            g = m[np.isclose(pd.to_numeric(m["alpha"], errors="coerce"), a)].sort_values("step")
+            if len(g):
+                out.append((method, a, g))
+    return out
+
+
+def _band(g: pd.DataFrame) -> tuple[np.ndarray, str]:
+    """Half-width of the band and what it is."""
+    n = pd.to_numeric(g.get("n_seeds", pd.Series(1, index=g.index)), errors="coerce").fillna(1)
+    std = pd.to_numeric(g.get("pass_at_1_std", pd.Series(np.nan, index=g.index)), errors="coerce")
+    ci = pd.to_numeric(g.get("ci95", pd.Series(np.nan, index=g.index)), errors="coerce")
+    if (n > 1).any() and std.notna().any():
+        return np.where(n > 1, std, ci).astype(float), "±1 s.d. across seeds"
+    return ci.to_numpy(float), "95% CI"
+
+
+def _draw_baseline(ax, rs: ResultSet, model, with_label: bool = True) -> bool:
+    b = rs.baseline_for(model)
+    if not b or math.isnan(number_or_nan(b.get("pass_at_1"))):
+        return False
+    p = number_or_nan(b["pass_at_1"])
+    if rs.source == "paper_reported":
+        text = f"zero-shot baseline ({p:.3f})"
+    elif b.get("kind") == "baseline":
+        text = f"baseline {b.get('name')} ({p:.3f})"
+    else:
+        text = f"step-0 evaluation ({p:.3f})"
+    ax.axhline(p, ls="--", color=METHOD_COLORS["base"], lw=1.1, label=text if with_label else None)
+    return True
+
+
+def _trajectory_panel(ax, rs: ResultSet, model, note_band: bool = True, peak_in_label: bool = False) -> bool:
+    ck = rs.checkpoints
+    groups = _groups(ck, model) if ck is not None and len(ck) else []
+    if not groups:
+        return False
+    band_kinds = set()
+    for method, a, g in groups:
+        x = g["step"].to_numpy(float)
+        y = g["pass_at_1"].to_numpy(float)
+        half, kind = _band(g)
+        band_kinds.add(kind)
+        color = METHOD_COLORS.get(method, "k")
+        label = method_label(method, a)
+        if peak_in_label and np.isfinite(y).any():
+            i = int(np.nanargmax(y))
+            label += f": peak {y[i]:.3f} at step {int(x[i])}, final {y[~np.isnan(y)][-1]:.3f}"
+        ax.plot(x, y, marker="o" if len(x) <= SPARSE else None, ms=4, color=color, lw=1.5, label=label)
+        ok = ~np.isnan(half)
+        if ok.any():
+            ax.fill_between(x[ok], (y - half)[ok], (y + half)[ok], color=color, alpha=0.15, lw=0)
+    _draw_baseline(ax, rs, model)
+    _steps_axis(ax)
+    ax.set_ylabel("Pass@1")
+    title = model_short(model) if model_short(model) != str(model) else str(model)
+    ax.set_title(f"{title}  (bands: {', '.join(sorted(band_kinds))})" if note_band else title, fontsize=9)
+    ax.grid(alpha=0.3)
+    return True
+
+
+def plot_pass_at_1(rs: ResultSet) -> Figure | None:
+    """Pass@1 trajectories: one panel per model, every main-comparison method with its band."""
+    models = [m for m in rs.models if rs.checkpoints is not None and len(rs.checkpoints)
+              and len(_groups(rs.checkpoints, m))]
+    if not models:
+        return None
+    fig, axes = _fig(ncols=len(models))
+    for ax, model in zip(axes.flat, models):
+        _trajectory_panel(ax, rs, model)
+    _fig_legend(fig, axes)
+    fig.suptitle(_suptitle(rs, "Pass@1 during training"), fontsize=10)
+    return fig
+
+
+def plot_method_overlay(rs: ResultSet, model=None) -> Figure | None:
+    """GRPO, AH-GRPO and SA-AH-GRPO on one panel for one model (default: largest with >= 2 methods)."""
+    ck = rs.checkpoints
+    if ck is None or ck.empty:
+        return None
+    if model is None:
+        cands = [m for m in rs.models if len({meth for meth, _, _ in _groups(ck, m)}) >= 2]
+        if not cands:
+            return None
+        model = cands[0]
+    fig, axes = _fig(w=6.0, h=3.8)
+    ax = axes.flat[0]
+    if not _trajectory_panel(ax, rs, model, note_band=False, peak_in_label=True):
+        return None
+    ax.set_title(f"{model}: all methods, bands {_band(_groups(ck, model)[0][2])[1]}", fontsize=9)
+    _fig_legend(fig, axes, ncol=1)
+    fig.suptitle(_suptitle(rs, "Method overlay"), fontsize=10)
+    return fig
+
+
+def plot_alpha_ablation(rs: ResultSet) -> Figure | None:
+    """Peak (filled circles) and final (open squares) Pass@1 against alpha."""
+    ab = rs.ablation
+    if ab is None or ab.empty:
+        return None
+    model = ab["model_label"].iloc[0]
+    core = ab[ab["method"] != "sa"].sort_values("alpha")
+    if core.empty:
+        return None
+    fig, axes = _fig(w=5.6, h=3.6)
+    ax = axes.flat[0]
+    x = pd.to_numeric(core["alpha"], errors="coerce").to_numpy(float)
+    peak = pd.to_numeric(core["peak_pass_at_1"], errors="coerce").to_numpy(float)
+    final = pd.to_numeric(core["final_pass_at_1"], errors="coerce").to_numpy(float)
+    pstd = pd.to_numeric(core.get("peak_pass_at_1_std"), errors="coerce").to_numpy(float)
+    fstd = pd.to_numeric(core.get("final_pass_at_1_std"), errors="coerce").to_numpy(float)
+    ax.plot(x, peak, color=METHOD_COLORS["ah"], lw=0.8, alpha=0.5)
+    ax.plot(x, peak, "o", color=METHOD_COLORS["ah"], ms=7, label="AH-GRPO peak")
+    ax.plot(x, final, "s", mfc="none", mec="k", ms=7, label="AH-GRPO final")
+    if (~np.isnan(pstd)).any() or (~np.isnan(fstd)).any():  # several seeds: +-1 s.d. across seeds
+        ax.errorbar(x, peak, yerr=np.nan_to_num(pstd), fmt="none", ecolor=METHOD_COLORS["ah"], capsize=2)
+        ax.errorbar(x, final, yerr=np.nan_to_num(fstd), fmt="none", ecolor="k", capsize=2)
+    for xi, pi, partial in zip(x, peak, core["partial"].astype(bool)):
+        if partial and not math.isnan(pi):
+            ax.annotate("partial", (xi, pi), textcoords="offset points", xytext=(0, 8), ha="center", fontsize=7)
+    sa = ab[ab["method"] == "sa"].sort_values("alpha")
+    if len(sa) > 1:  # an SA-AH-GRPO sweep: drawn as a series like AH-GRPO's
+        sx = pd.to_numeric(sa["alpha"], errors="coerce").to_numpy(float)
+        ax.plot(sx, pd.to_numeric(sa["peak_pass_at_1"], errors="coerce").to_numpy(float), "*-",
+                color=METHOD_COLORS["sa"], ms=11, lw=0.8, label="SA-AH-GRPO peak")
+        ax.plot(sx, pd.to_numeric(sa["final_pass_at_1"], errors="coerce").to_numpy(float), "s", ms=7, mfc="none",
+                mec=METHOD_COLORS["sa"], label="SA-AH-GRPO final")
+    for _, r in (sa.iterrows() if len(sa) == 1 else ()):
+        a = number_or_nan(r["alpha"])
+        ax.plot([a], [number_or_nan(r["peak_pass_at_1"])], marker="*", ms=12, color=METHOD_COLORS["sa"], ls="none",
+                label=f"SA-AH-GRPO peak ({int(number_or_nan(r['steps'])) if not math.isnan(number_or_nan(r['steps'])) else '?'} steps)")
+        ax.plot([a], [number_or_nan(r["final_pass_at_1"])], marker="s", ms=7, mfc="none", mec=METHOD_COLORS["sa"], ls="none",
+                label="SA-AH-GRPO final")
+    _draw_baseline(ax, rs, model)
+    ax.set_xticks(sorted(set(np.round(np.concatenate([x, pd.to_numeric(sa["alpha"], errors="coerce").to_numpy(float)]), 4))))
+    ax.set_xlabel("α (entropy discount strength; 0 = GRPO)")
+    ax.set_ylabel("Pass@1")
+    ax.grid(alpha=0.3)
+    _fig_legend(fig, axes, ncol=3, fontsize=7)
+    ax.set_title(f"{model}", fontsize=9)
+    fig.suptitle(_suptitle(rs, "α ablation of AH-GRPO" + (" and SA-AH-GRPO" if len(sa) > 1 else "")), fontsize=10)
+    return fig
+
+
+def _curve_models(rs: ResultSet, col: str) -> list:
+    c = rs.curves
+    if c is None or c.empty or col not in c or c[col].notna().sum() == 0:
+        return []
+    return [m for m in model_order(c["model_label"]) if c.loc[c["model_label"] == m, col].notna().any()]
+
+
+def _curve_groups(rs: ResultSet, model) -> list[tuple[str, float, pd.DataFrame]]:
+    c = rs.curves[rs.curves["model_label"] == model].copy()
+    main = rs.notes.get("main_alphas") if rs.notes else None
+    out = []
+    for method in METHODS:
+        m = c[c["method"] == method]
+        alphas = sorted(pd.to_numeric(m["alpha"], errors="coerce").dropna().unique())
+        if main and method in main and any(np.isclose(alphas, main[method])):
+            alphas = [a for a in alphas if np.isclose(a, main[method])]
+        for a in alphas:
+            g = m[np.isclose(pd.to_numeric(m["alpha"], errors="coerce"), a)].sort_values("step")
+            out.append((method, a, g))
+    return out
+
+
+def plot_reward(rs: ResultSet) -> Figure | None:
+    """Training reward mean with a +-std band (the step's completions) over steps, per method."""
+    models = _curve_models(rs, "reward_mean")
+    if not models:
+        return None
+    fig, axes = _fig(ncols=len(models))
+    for ax, model in zip(axes.flat, models):
+        for method, a, g in _curve_groups(rs, model):
+            x = g["step"].to_numpy(float)
+            y = g["reward_mean"].to_numpy(float)
+            s = pd.to_numeric(g.get("reward_std"), errors="coerce").to_numpy(float)
+            color = METHOD_COLORS.get(method, "k")
+            ax.plot(x, y, color=color, lw=1.2, marker="o" if len(x) <= SPARSE else None, ms=4, label=method_label(method, a))
+            ok = ~np.isnan(s) & ~np.isnan(y)
+            if ok.any():
+                ax.fill_between(x[ok], (y - s)[ok], (y + s)[ok], color=color, alpha=0.15, lw=0)
+        ax.set_title(str(model), fontsize=9)
+        _steps_axis(ax)
+        ax.set_ylabel("total reward")
+        ax.grid(alpha=0.3)
+    _fig_legend(fig, axes)
+    fig.suptitle(_suptitle(rs, "Training reward: step mean, band ±1 std over the step's completions")
+                 + _curve_note(rs), fontsize=10)
+    return fig
+
+
+def plot_entropy_weight(rs: ResultSet) -> Figure | None:
+    """Mean normalised entropy (left) and mean token weights (right) over steps; one row per model."""
+    models = sorted(set(_curve_models(rs, "entropy_norm")) | set(_curve_models(rs, "weight_mean")),
+                    key=lambda m: model_order(rs.curves["model_label"]).index(m))
+    if not models:
+        return None
+    fig, axes = _fig(ncols=2, nrows=len(models), w=4.4, h=2.8)
+    for row, model in enumerate(models):
+        ax_h, ax_w = axes[row, 0], axes[row, 1]
+        for method, a, g in _curve_groups(rs, model):
+            x = g["step"].to_numpy(float)
+            color = METHOD_COLORS.get(method, "k")
+            mk = "o" if len(x) <= SPARSE else None
+            ax_h.plot(x, g["entropy_norm"].to_numpy(float), color=color, lw=1.2, marker=mk, ms=4, label=method_label(method, a))
+            ax_w.plot(x, g["weight_mean"].to_numpy(float), color=color, lw=1.2, marker=mk, ms=4,
+                      label=f"{METHOD_LABELS.get(method, method)}: all tokens")
+            wn = pd.to_numeric(g.get("weight_neg_mean"), errors="coerce").to_numpy(float)
+            if (~np.isnan(wn)).any():
+                ax_w.plot(x, wn, color=color, lw=1.0, ls=":", marker="v" if mk else None, ms=4,
+                          label=f"{METHOD_LABELS.get(method, method)}: negative rollouts")
+        ax_h.set_ylabel("mean normalised entropy")
+        ax_w.set_ylabel("mean token weight")
+        ax_w.set_ylim(bottom=0)
+        for ax in (ax_h, ax_w):
+            ax.set_title(str(model), fontsize=9)
+            _steps_axis(ax)
+            ax.grid(alpha=0.3)
+    _fig_legend(fig, axes, ncol=3, fontsize=7)
+    fig.suptitle(_suptitle(rs, "Entropy and adaptive weights") + _curve_note(rs), fontsize=10)
+    return fig
+
+
+def plot_token_weights(h_pos: Sequence[float], h_neg: Sequence[float], alpha: float,
+                       title: str | None = None) -> Figure:
+    """Token weights of GRPO, AH-GRPO and SA-AH-GRPO on a positive and a negative rollout.
+
+    ``h_pos``/``h_neg`` are the per-token normalised entropies of one rollout
+    with positive and one with negative advantage.  Weights come from
+    :func:`saah_lib.analysis.summaries.token_weights`: GRPO 1; AH ``exp(-alpha *
+    cumsum(H))`` on both; SA that discount on the negative rollout only.
+    """
+    h = {"positive": np.asarray(h_pos, float), "negative": np.asarray(h_neg, float)}
+    adv = {"positive": 1.0, "negative": -1.0}
+    fig, axes = _fig(ncols=2, nrows=4, w=4.6, h=1.35)
+    cmap = matplotlib.colormaps["viridis"]
+    for col, side in enumerate(("positive", "negative")):
+        hh = h[side]
+        t = np.arange(1, len(hh) + 1)
+        ax = axes[0, col]
+        ax.bar(t, hh, width=1.0, color="0.5")
+        ax.set_title(f"{side}-advantage rollout ({len(hh)} tokens)", fontsize=9)
+        ax.set_ylabel("$\\tilde H_t$", fontsize=8)
+        for row, method in enumerate(METHODS, start=1):
+            w = token_weights(hh, alpha, method, adv[side])
+            ax = axes[row, col]
+            ax.bar(t, w, width=1.0, color=cmap(np.clip(w, 0, 1)))
+            ax.set_ylim(0, 1.08 if alpha >= 0 else max(1.08, float(np.nanmax(w)) * 1.05))
+            ax.set_ylabel(METHOD_LABELS[method], fontsize=8)
+            ax.text(0.99, 0.9, f"mean w = {np.mean(w):.3f}", transform=ax.transAxes, ha="right", va="top", fontsize=7)
+        axes[3, col].set_xlabel("token position t")
+    for ax in axes.flat:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.tick_params(labelsize=7)
+        ax.set_xlim(0.5, max(len(h["positive"]), len(h["negative"])) + 0.5)
+    fig.suptitle(title or f"Token weights from logged entropies (α={alpha:g})", fontsize=10)
+    return fig
+
+
+def _curve_note(rs: ResultSet) -> str:
+    if rs.source == "paper_reported":
+        return "\n(the paper tabulates these only for SA-AH-GRPO, at the steps shown)"
+    return ""
+
+
+def _suptitle(rs: ResultSet, what: str) -> str:
+    return f"{what} — {'reported in the paper' if rs.source == 'paper_reported' else 'our runs'}" + problems_note(rs)
+
+
+def problems_note(rs: ResultSet) -> str:
+    """A visible line for figures drawn from results read with problems tolerated ("" when there were none)."""
+    if not rs.warnings:
+        return ""
+    excluded = len(rs.excluded)
+    return (f"\nWARNING: read with problems tolerated: {len(rs.warnings) - excluded} problem(s) flagged, "
+            f"{excluded} run folder(s) left out (see ResultSet.warnings)")
+
+
+# ---------------------------------------------------------------------------
+# writing
+# ---------------------------------------------------------------------------
+
+def pick_rollout_pair(token_entropies: pd.DataFrame) -> dict | None:
+    """Choose one positive- and one negative-advantage rollout logged at the same step.
+
+    Prefers an SA-AH-GRPO run, then AH-GRPO, then any; within a run the latest
+    step that has both signs.  Returns ``{run_id, step, alpha, h_pos, h_neg,
+    adv_pos, adv_neg}`` or None.
+    """
+    te = token_entropies
+    if te is None or te.empty:
+        return None
+    pref = {"sa": 0, "ah": 1}
+    runs = sorted(te["run_id"].unique(), key=lambda r: (pref.get(te.loc[te.run_id == r, "method"].iloc[0], 2), str(r)))
+    for rid in runs:
+        sub = te[te.run_id == rid]
+        for step in sorted(sub["step"].dropna().unique(), reverse=True):
+            at = sub[sub.step == step]
+            pos = at[at.advantage > 0]
+            neg = at[at.advantage < 0]
+            if len(pos) and len(neg):
+                p, n = pos.iloc[0], neg.iloc[0]
+                return {"run_id": rid, "step": float(step), "alpha": number_or_nan(p["alpha"]),
+                        "h_pos": np.asarray(p["entropy_norm"], float), "h_neg": np.asarray(n["entropy_norm"], float),
+                        "adv_pos": float(p["advantage"]), "adv_neg": float(n["advantage"])}
+    return None
+
+
+def build_all_figures(rs: ResultSet) -> dict[str, Figure]:
+    """Every figure that has data, keyed by name (see :data:`FIGURE_NAMES`)."""
+    figs: dict[str, Figure | None] = {
+        "pass_at_1": plot_pass_at_1(rs),
+        "overlay": plot_method_overlay(rs),
+        "alpha_ablation": plot_alpha_ablation(rs),
+        "reward": plot_reward(rs),
+        "entropy_weight": plot_entropy_weight(rs),
+        "token_weights": None,
+    }
+    pair = pick_rollout_pair(rs.token_entropies) if rs.token_entropies is not None else None
+    if pair is not None:
+        alpha = pair["alpha"]
+        note = ""
+        if math.isnan(alpha) or alpha == 0:
+            alpha, note = MAIN_ALPHA, f" (run had α=0; weights drawn with α={MAIN_ALPHA:g})"
+        figs["token_weights"] = plot_token_weights(
+            pair["h_pos"], pair["h_neg"], alpha,
+            title=f"Token weights from run {pair['run_id']}, step {int(pair['step'])}, α={alpha:g}{note}"
+                  + problems_note(rs))
+    return {k: v for k, v in figs.items() if v is not None}
+
+
+def write_all_figures(resultset: ResultSet, out_dir: str | Path = FIGURES, prefix: str = "reported",
+                      dpi: int = 150, formats: Sequence[str] = ("pdf", "png")) -> list[Path]:
+    """Save ``<out_dir>/<prefix>_<name>.{pdf,png}`` for each figure with data.
+
+    ``formats`` and ``dpi`` (PNG resolution) can be reduced for quick checks.
+
+    Figures without data are skipped with a log message, and an older copy of
+    such a figure is removed.  Returns the paths written.
+    """
+    out_dir = in_repo(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    figs = build_all_figures(resultset)
+    written: list[Path] = []
+    for name in FIGURE_NAMES:
+        paths = [out_dir / f"{prefix}_{name}.{ext}" for ext in formats]
+        fig = figs.get(name)
+        if fig is None:
+            log.info("figure %s_%s skipped: no data for it in this result set", prefix, name)
+            for p in paths:
+                if p.exists():
+                    p.unlink()
+            continue
+        for p in paths:
+            fig.savefig(p, dpi=dpi, bbox_inches="tight", pad_inches=0.05,
+                        metadata={"CreationDate": None} if p.suffix == ".pdf" else None)
+            written.append(p)
+    return written
+
+
+def plot_run(run_dir: str | Path) -> Figure | None:
+    """One run at a glance: training reward (mean +- std) and Pass@1 (with its 95% band)."""
+    log_ = RunDir(Path(run_dir))
+    steps, evals = pd.DataFrame(log_.train_log()), pd.DataFrame(log_.evals())
+    if steps.empty and evals.empty:
+        log.info("no logged steps or evaluations in %s", run_dir)
+        return None
+    fig, axes = _fig(ncols=2)
+    ax_r, ax_p = axes[0]
+    if not steps.empty:
+        mean, std = steps["reward_mean"].astype(float), steps["reward_std"].astype(float)
+        ax_r.plot(steps["step"], mean, color="0.2")
+        ax_r.fill_between(steps["step"], mean - std, mean + std, color="0.2", alpha=0.2, linewidth=0)
+        ax_r.set_title("training reward (mean ± std)", fontsize=9)
+    if not evals.empty:
+        ax_p.plot(evals["step"], evals["pass_at_1"], marker="o", color="0.2")
+        ax_p.fill_between(evals["step"], evals["pass_at_1"] - evals["ci95"], evals["pass_at_1"] + evals["ci95"],
+                          color="0.2", alpha=0.2, linewidth=0)
+        ax_p.set_title("greedy Pass@1 (95% band)", fontsize=9)
+    for ax in (ax_r, ax_p):
+        _steps_axis(ax)
+    fig.suptitle(Path(run_dir).name, fontsize=10)
+    return fig

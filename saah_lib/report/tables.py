@@ -1,0 +1,506 @@
+"""booktabs LaTeX tables generated from a :class:`~saah_lib.analysis.resultset.ResultSet`.
+
+Every table is a complete ``table`` float that ``paper/main.tex`` can
+``\\input``.  File names are fixed per source so the report can refer to them:
+
+================================  ==================================================
+``<prefix>_main.tex``             summary: final / peak Pass@1, train variance, mean KL
+``<prefix>_checkpoints.tex``      Pass@1 per evaluated step, one table per model
+``<prefix>_ablation.tex``         the alpha ablation (per-step Pass@1, peak, final)
+``<prefix>_diagnostics.tex``      per-step training diagnostics, one table per run group
+``<prefix>_hparams.tex``          the paper's hyperparameter table (reported source)
+``<prefix>_setup.tex``            the runs actually found (our runs)
+================================  ==================================================
+
+Cells use the paper's number formats (:mod:`saah_lib.report.latex`).  Where a
+(model, method, alpha) has several seeds, cells show ``mean +- sample std``
+across seeds and the seed count is printed.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from saah_lib.analysis.labels import METHOD_LABELS, method_label, model_order, model_short, number_or_nan, slug
+from saah_lib.analysis.resultset import ResultSet
+from saah_lib.jsonio import atomic_write_text
+from saah_lib.paths import PAPER_TABLES, in_repo, repo_relative
+from saah_lib.report.latex import DP, MISSING, bold_cell, fmt, fmt_alpha, fmt_pm, pm_cell, table_float, tex_escape
+
+log = logging.getLogger(__name__)
+
+DAMAGED_MARK = r"$^{\S}$"
+DAMAGED_NOTE = (DAMAGED_MARK + " damaged logs in a run of this row (read with problems tolerated): "
+                "lines or values that could not be read were left out, so these numbers may be wrong.")
+TABLE_NAMES = ("main", "checkpoints", "ablation", "diagnostics", "hparams", "setup")
+
+
+# ---------------------------------------------------------------------------
+# cells
+# ---------------------------------------------------------------------------
+
+def _truth(v) -> bool | None:
+    """A flag cell as a bool, None where it is missing (e.g. base rows have no ``damaged``)."""
+    return None if v is None or (isinstance(v, float) and math.isnan(v)) else bool(v)
+
+
+def _source_phrase(rs: ResultSet) -> str:
+    if rs.source == "paper_reported":
+        return "Numbers reported in the paper (transcribed, not re-measured)"
+    root = "our results"
+    if rs.root is not None:
+        root = tex_escape(repo_relative(rs.root))
+    return f"Our runs (\\texttt{{{root}}})"
+
+
+def _model_name(label) -> str:
+    return tex_escape(label)
+
+
+def _method_cell(method: str, alpha) -> str:
+    return method_label(method, alpha, alpha_text=fmt_alpha, alpha_symbol="$\\alpha$")
+
+
+def _match(df: pd.DataFrame, model, method, alpha) -> pd.DataFrame:
+    if df is None or df.empty:
+        return df
+    a = number_or_nan(alpha)
+    am = pd.to_numeric(df["alpha"], errors="coerce")
+    alpha_ok = am.isna() if math.isnan(a) else np.isclose(am.fillna(-9e9), a)
+    return df[(df["model_label"] == model) & (df["method"] == method) & alpha_ok]
+
+
+def _multi_seed(df: pd.DataFrame) -> bool:
+    return df is not None and len(df) and "n_seeds" in df and (pd.to_numeric(df["n_seeds"], errors="coerce").fillna(1) > 1).any()
+
+
+# ---------------------------------------------------------------------------
+# the tables
+# ---------------------------------------------------------------------------
+
+def main_rows(rs: ResultSet) -> pd.DataFrame:
+    """Rows of the summary table: per model, Base then the main-comparison runs.
+
+    A (model, method) without a run at its main alpha falls back to all of
+    its alphas, so that no run silently disappears from the summary.
+    """
+    s = rs.summary
+    if s is None or s.empty:
+        return pd.DataFrame()
+    keep = []
+    for model in model_order(s["model_label"]):
+        sm = s[s["model_label"] == model]
+        for method in ("base", "grpo", "ah", "sa"):
+            sub = sm[sm["method"] == method]
+            if sub.empty:
+                continue
+            main = sub[sub["in_main"].astype(bool)] if "in_main" in sub else sub
+            keep.append(main if len(main) else sub)
+        other = sm[~sm["method"].isin(["base", "grpo", "ah", "sa"])]
+        if len(other):
+            keep.append(other)
+    return pd.concat(keep, ignore_index=True) if keep else pd.DataFrame()
+
+
+def table_main(rs: ResultSet, prefix: str = "reported") -> str:
+    """Summary table: final and peak Pass@1 (+-95% CI), train variance, mean KL."""
+    rows = main_rows(rs)
+    if rows.empty:
+        return ""
+    multi = _multi_seed(rows)
+    incomplete_note = damaged_note = False
+    head = ["Model", "Method", r"$\alpha$", "Steps", r"Pass@1$_{\mathrm{final}}$ $\uparrow$",
+            r"Pass@1$_{\mathrm{peak}}$ $\uparrow$", r"Train\,Var $\downarrow$", r"Mean\,KL"]
+    if multi:
+        head.append("Seeds")
+    body = [" & ".join(head) + r" \\", r"\midrule"]
+    models = model_order(rows["model_label"])
+    for mi, model in enumerate(models):
+        block = rows[rows["model_label"] == model]
+        trained = block[block["method"] != "base"]
+        best = {}
+        if len(trained) >= 2:
+            for col, fn in (("final_pass_at_1", np.nanmax), ("peak_pass_at_1", np.nanmax), ("train_var", np.nanmin)):
+                vals = pd.to_numeric(trained[col], errors="coerce")
+                if vals.notna().sum() >= 2 and vals.dropna().nunique() > 1:  # nothing to single out if all tie
+                    best[col] = fn(vals)
+        for ri, (_, r) in enumerate(block.iterrows()):
+            n = int(number_or_nan(r.get("n_seeds")) if not math.isnan(number_or_nan(r.get("n_seeds"))) else 1)
+            seeds = n > 1
+
+            def is_best(col):
+                return col in best and r["method"] != "base" and np.isclose(number_or_nan(r[col]), best[col])
+
+            def pm(col, errcol, dp):
+                err = r.get(col + "_std") if seeds else r.get(errcol)
+                return fmt_pm(r.get(col), err, dp, bold=is_best(col))
+
+            def val(col, dp):
+                s = fmt(r.get(col), dp, sci=True)
+                if seeds and s != MISSING and not math.isnan(number_or_nan(r.get(col + "_std"))):
+                    s = pm_cell(s, fmt(r.get(col + "_std"), dp, sci=True))
+                return bold_cell(s, is_best(col))
+
+            model_cell = ""
+            if ri == 0:
+                model_cell = rf"\multirow{{{len(block)}}}{{*}}{{{tex_escape(model_short(model))}}}"
+            steps = fmt(r.get("steps"), 0) if r["method"] != "base" else MISSING
+            if r["method"] != "base" and not bool(r.get("complete", True)):
+                steps += r"$^{\ast}$"
+                incomplete_note = True
+            if r["method"] != "base" and _truth(r.get("damaged")) is True:
+                steps += DAMAGED_MARK
+                damaged_note = True
+            method_cell = METHOD_LABELS.get(r["method"], tex_escape(r["method"]))
+            if r["method"] == "base" and rs.source != "paper_reported":
+                method_cell = "Base (step 0)" if str(r.get("base_kind", "")) == "step0" else "Base (before RL)"
+            cells = [model_cell, method_cell,
+                     MISSING if r["method"] == "base" else fmt_alpha(r["alpha"]), steps,
+                     pm("final_pass_at_1", "final_ci95", DP["pass"]),
+                     pm("peak_pass_at_1", "peak_ci95", DP["pass"]),
+                     val("train_var", DP["var"]), val("mean_kl", DP["kl"])]
+            if multi:
+                cells.append(str(n) if r["method"] != "base" else MISSING)
+            body.append("  " + " & ".join(cells) + r" \\")
+        if mi < len(models) - 1:
+            body.append(r"\midrule")
+    if rs.source == "paper_reported":
+        base_txt = ("The Base rows are the paper's zero-shot Pass@1, which it lowered by 1.5 points "
+                    "from its raw evaluation (0.652 for 1.5B, 0.846 for 3B).")
+    else:
+        names = []
+        if rs.baselines is not None and len(rs.baselines):
+            names = [f"\\texttt{{{tex_escape(n)}}}" for n, k in zip(rs.baselines["name"], rs.baselines["kind"])
+                     if k == "baseline"]
+        base_txt = ("Base rows: the model before any RL update, evaluated on the same problems"
+                    + (f" (\\texttt{{baselines/}}: {', '.join(names)})" if names else "")
+                    + "; ``Base (step 0)'' uses the runs' own step-0 evaluation.")
+    cap = (f"{_source_phrase(rs)}: summary per model and method. Final = Pass@1 at the last evaluated "
+           "training step; peak = best training checkpoint (step 0 excluded); $\\pm$ is the 95\\% binomial "
+           "half-width $1.96\\sqrt{p(1-p)/N}$. Train Var = sample variance of the per-step mean reward over "
+           "the second half of the logged steps; Mean KL = mean per-step KL to the reference. "
+           "Bold: best value of the column within a model. " + base_txt)
+    if multi:
+        cap += " Rows with Seeds $>1$ show the mean $\\pm$ sample standard deviation across seeds instead of the CI."
+    notes = " ".join(n for n, on in (
+        (r"$^{\ast}$ run incomplete: not trained to its configured steps or not evaluated at the last one; "
+         "its numbers cover the logged part.", incomplete_note),
+        (DAMAGED_NOTE, damaged_note)) if on)
+    colspec = "llcccccc" + ("c" if multi else "")
+    return table_float(body, colspec, cap, f"{prefix}:main", notes)
+
+
+def checkpoint_steps(rs: ResultSet, model, max_columns: int = 10) -> list[int]:
+    """Evaluated training steps shown for ``model`` (evenly thinned to ``max_columns``, last kept)."""
+    ck = rs.checkpoints
+    if ck is None or ck.empty:
+        return []
+    sub = ck[(ck["model_label"] == model) & ck["in_main"].astype(bool)]
+    steps = sorted({int(s) for s in sub["step"].dropna()})
+    if len(steps) > max_columns:
+        idx = np.unique(np.round(np.linspace(0, len(steps) - 1, max_columns)).astype(int))
+        steps = [steps[i] for i in idx]
+    return steps
+
+
+def table_checkpoints(rs: ResultSet, model, prefix: str = "reported", max_columns: int = 10) -> str:
+    """Pass@1 at each evaluated training step for one model (main-comparison runs)."""
+    ck = rs.checkpoints
+    steps = checkpoint_steps(rs, model, max_columns)
+    if not steps:
+        return ""
+    sub = ck[(ck["model_label"] == model) & ck["in_main"].astype(bool)]
+    groups = []
+    for method in ("grpo", "ah", "sa"):
+        for a in sorted(pd.to_numeric(sub.loc[sub.method == method, "alpha"]).unique()):
+            groups.append((method, a))
+    multi = _multi_seed(sub)
+    k = len(steps)
+    body = [rf"\multirow{{2}}{{*}}{{Method}} & \multicolumn{{{k}}}{{c}}{{Pass@1 by Checkpoint Step}} \\",
+            rf"\cmidrule(lr){{2-{k + 1}}}",
+            "& " + " & ".join(str(s) for s in steps) + r" \\", r"\midrule"]
+    for method, a in groups:
+        g = _match(sub, model, method, a)
+        vals = dict(zip(g["step"].astype(int), g["pass_at_1"]))
+        stds = dict(zip(g["step"].astype(int), g.get("pass_at_1_std", pd.Series(np.nan, index=g.index))))
+        cells = []
+        for s in steps:
+            c = fmt(vals.get(s), DP["pass"])
+            if multi and c != MISSING and not math.isnan(number_or_nan(stds.get(s))):
+                c = pm_cell(c, fmt(stds.get(s), DP["pass"]))
+            cells.append(c)
+        body.append(f"{_method_cell(method, a)}\n  & " + " & ".join(cells) + r" \\")
+    n_eval = ""
+    if rs.source == "paper_reported":
+        n_eval = " (greedy decoding, 500 problems)"
+    cap = (f"{_source_phrase(rs)}: Pass@1 at each evaluated training step, "
+           f"\\textbf{{{_model_name(model)}}}{n_eval}. ``---'': no evaluation at that step (run shorter or incomplete).")
+    if multi:
+        cap += " Cells with several seeds show mean $\\pm$ sample standard deviation across seeds."
+    all_steps = sorted({int(s) for s in sub["step"].dropna()})
+    if len(all_steps) > len(steps):
+        cap += f" {len(all_steps)} evaluated steps, {len(steps)} shown (evenly spaced, last included)."
+    return table_float(body, "l" + "c" * k, cap, f"{prefix}:checkpoints:{slug(model)}")
+
+
+def table_ablation(rs: ResultSet, prefix: str = "reported", max_columns: int = 8) -> str:
+    """Alpha ablation: per-step Pass@1, peak and final per alpha, plus the SA-AH-GRPO reference."""
+    ab = rs.ablation
+    if ab is None or ab.empty:
+        return ""
+    model = ab["model_label"].iloc[0]
+    ck = rs.checkpoints
+    core = ab[ab["method"] != "sa"]
+    steps = set()
+    for _, r in core.iterrows():
+        steps |= {int(s) for s in _match(ck, model, r["method"], r["alpha"])["step"].dropna()}
+    steps = sorted(steps)
+    if len(steps) > max_columns:
+        idx = np.unique(np.round(np.linspace(0, len(steps) - 1, max_columns)).astype(int))
+        steps = [steps[i] for i in idx]
+    k = len(steps)
+    phantom = bool((pd.to_numeric(ab["alpha"], errors="coerce") < 0).any())
+    peaks = pd.to_numeric(core["peak_pass_at_1"], errors="coerce")
+    best_peak = peaks.max() if peaks.dropna().nunique() > 1 else float("nan")
+    body = [rf"\multirow{{2}}{{*}}{{$\alpha$}} & \multicolumn{{{k}}}{{c}}{{Pass@1 by Step}} & "
+            r"\multirow{2}{*}{Peak $\uparrow$} & \multirow{2}{*}{Final $\uparrow$} \\",
+            rf"\cmidrule(lr){{2-{k + 1}}}",
+            "& " + " & ".join(str(s) for s in steps) + r" & & \\", r"\midrule"]
+    notes = []
+    max_col = max(steps) if steps else 0
+
+    def step_cells(r):
+        g = _match(ck, model, r["method"], r["alpha"])
+        vals = dict(zip(g["step"].astype(int), g["pass_at_1"]))
+        stds = dict(zip(g["step"].astype(int), g.get("pass_at_1_std", pd.Series(np.nan, index=g.index))))
+        cells = []
+        for s in steps:
+            c = fmt(vals.get(s), DP["pass"])
+            if c != MISSING and not math.isnan(number_or_nan(stds.get(s))):
+                c = pm_cell(c, fmt(stds.get(s), DP["pass"]))
+            cells.append(c)
+        return cells
+
+    def pm(r, col):
+        s = fmt(r[col], DP["pass"])
+        std = number_or_nan(r.get(col + "_std"))
+        if s != MISSING and not math.isnan(std) and number_or_nan(r.get("n_seeds")) > 1:
+            s = pm_cell(s, fmt(std, DP["pass"]))
+        return s
+
+    for _, r in core.iterrows():
+        label = fmt_alpha(r["alpha"], min_dp=2, phantom=phantom)
+        if r["method"] == "grpo":
+            label += " (GRPO)"
+        peak = bold_cell(pm(r, "peak_pass_at_1"), np.isclose(number_or_nan(r["peak_pass_at_1"]), best_peak)
+                     and core["peak_pass_at_1"].notna().sum() >= 2)
+        if bool(r.get("partial")):
+            peak += r"$^{\dagger}$"
+            notes.append(r"$^{\dagger}$ " + (tex_escape(r["note"]) if r.get("note") else
+                                            "run incomplete; its peak covers only the steps it reached."))
+        body.append(f"{label} & " + " & ".join(step_cells(r)) + f" & {peak} & {pm(r, 'final_pass_at_1')}" + r" \\")
+    sa = ab[ab["method"] == "sa"]
+    if len(sa):
+        body.append(r"\midrule")
+    for _, r in sa.iterrows():
+        name = f"SA-AH-GRPO {fmt_alpha(r['alpha'], min_dp=2)}"
+        steps_run = number_or_nan(r.get("steps"))
+        extra = "" if not bool(r.get("partial")) else r"$^{\ast}$"
+        if not math.isnan(steps_run) and steps_run > max_col:
+            body.append(f"{name} & " + " & ".join(step_cells(r)) + f" & {MISSING} & {MISSING}" + r" \\")
+            body.append(rf"\quad ({int(steps_run)} steps) & " + " & ".join([MISSING] * k)
+                        + f" & {pm(r, 'peak_pass_at_1')}{extra} & {pm(r, 'final_pass_at_1')}" + r" \\")
+        else:
+            body.append(f"{name} & " + " & ".join(step_cells(r)) + f" & {pm(r, 'peak_pass_at_1')}{extra} & "
+                        f"{pm(r, 'final_pass_at_1')}" + r" \\")
+        if extra:
+            notes.append(r"$^{\ast}$ SA-AH-GRPO run incomplete.")
+    cap = (f"{_source_phrase(rs)}: AH-GRPO $\\alpha$ ablation on \\textbf{{{_model_name(model)}}}. "
+           "Pass@1 at each evaluated step, then peak (best checkpoint) and final (last checkpoint). "
+           "$\\alpha=0$ is plain GRPO; the last block is SA-AH-GRPO at the main $\\alpha$ for reference "
+           "(its peak and final cover its whole run). Bold: highest peak among the AH-GRPO/GRPO rows.")
+    if len(sa) > 1:
+        cap = cap.replace("the last block is SA-AH-GRPO at the main $\\alpha$ for reference",
+                          "the last block is the SA-AH-GRPO sweep over $\\alpha$")
+    if _multi_seed(ab):
+        cap += " Rows with several seeds show mean $\\pm$ sample standard deviation across seeds."
+    if rs.source == "paper_reported":
+        cap += " The paper flags the $\\alpha=0.25$ run as partial although it lists a value at every step."
+    return table_float(body, "l" + "c" * k + "cc", cap, f"{prefix}:ablation", " ".join(dict.fromkeys(notes)))
+
+
+def diagnostic_groups(rs: ResultSet, methods=("sa",)) -> list[tuple]:
+    """(model, method, alpha) groups that get a diagnostic table."""
+    d = rs.diagnostics
+    if d is None or d.empty:
+        return []
+    out = []
+    for model in model_order(d["model_label"]):
+        for method in methods:
+            sub = d[(d["model_label"] == model) & (d["method"] == method)]
+            for a in sorted(pd.to_numeric(sub["alpha"], errors="coerce").dropna().unique()):
+                out.append((model, method, a))
+    return out
+
+
+def table_diagnostics(rs: ResultSet, model, method: str = "sa", alpha=None, prefix: str = "reported",
+                      max_rows: int = 14) -> str:
+    """Per-step training diagnostics of one (model, method, alpha) at the sampled steps."""
+    d = rs.diagnostics
+    if d is None or d.empty:
+        return ""
+    if alpha is None:
+        alphas = pd.to_numeric(d.loc[(d.model_label == model) & (d.method == method), "alpha"], errors="coerce").dropna()
+        if alphas.empty:
+            return ""
+        alpha = alphas.iloc[0]
+    sub = _match(d, model, method, alpha).sort_values("step")
+    if sub.empty:
+        return ""
+    if len(sub) > max_rows:
+        idx = np.unique(np.round(np.linspace(0, len(sub) - 1, max_rows)).astype(int))
+        sub = sub.iloc[idx]
+    head = ["Step", "Pass@1", r"$\bar{r}$", "KL", r"$\bar{H}$", r"$\bar{w}$", r"$\bar{w}_-$", r"$f_-$", "len"]
+    body = [" & ".join(head) + r" \\", r"\midrule"]
+    dagger = False
+    for _, r in sub.iterrows():
+        wneg = fmt(r.get("weight_neg_mean"), DP["weight"])
+        if str(r.get("weight_neg_note", "")) == "all_positive":
+            wneg += r"$^{\dagger}$"
+            dagger = True
+        rew = fmt_pm(r.get("reward_mean"), r.get("reward_std"), DP["reward"])
+        cells = [fmt(r["step"], 0), fmt(r.get("pass_at_1"), DP["pass"]), rew, fmt(r.get("kl"), DP["kl"], sci=True),
+                 fmt(r.get("entropy_norm"), DP["entropy"]), fmt(r.get("weight_mean"), DP["weight"]), wneg,
+                 fmt(r.get("neg_frac"), DP["frac"]), fmt(r.get("completion_length"), DP["len"])]
+        body.append(" & ".join(cells) + r" \\")
+    name = METHOD_LABELS.get(method, method)
+    cap = (f"{_source_phrase(rs)}: {name} ($\\alpha$={fmt_alpha(alpha)}) training diagnostics, "
+           f"\\textbf{{{_model_name(model)}}}, at the first logged step and every evaluation interval. "
+           "$\\bar{r}$: mean total reward $\\pm$ its standard deviation over the step's completions; "
+           "KL: mean per-token KL to the reference; $\\bar{H}$: mean normalised entropy; "
+           "$\\bar{w}$: mean token weight; $\\bar{w}_-$: mean weight on tokens of negative-advantage "
+           "rollouts; $f_-$: fraction of rollouts with negative advantage; len: mean completion length (tokens). "
+           "Pass@1 is shown where an evaluation exists at that step.")
+    n = pd.to_numeric(sub.get("n_seeds", pd.Series([1])), errors="coerce").max()
+    if not math.isnan(n) and n > 1:
+        cap += f" Values are means over {int(n)} seeds."
+    notes = ""
+    if dagger:
+        notes = (r"$^{\dagger}$ no rollout had a negative advantage at this step, so no discount was applied "
+                 + ("(the paper prints 0.000 here)." if rs.source == "paper_reported" else "(left empty in the log)."))
+    return table_float(body, "rcccccccc", cap, f"{prefix}:diag:{method}:{slug(model)}", notes)
+
+
+def table_hparams(rs: ResultSet, prefix: str = "reported") -> str:
+    """The paper's hyperparameter table (only for the reported source)."""
+    hp = rs.hparams
+    if hp is None or len(hp) == 0:
+        return ""
+    body = [r"Hyperparameter & Value \\", r"\midrule"]
+    for _, r in hp.iterrows():
+        body.append(f"{r['hyperparameter_latex']} & {r['value_latex']}" + r" \\")
+    cap = f"{_source_phrase(rs)}: hyperparameters shared by all runs of the paper."
+    return table_float(body, "lc", cap, f"{prefix}:hparams")
+
+
+def table_setup(rs: ResultSet, prefix: str = "ours") -> str:
+    """The runs that were found, with their configuration and how far they got."""
+    runs = rs.runs
+    if runs is None or runs.empty:
+        return ""
+    cols = [("run_id", "Run"), ("model_label", "Model"), ("method", "Method"), ("alpha", r"$\alpha$"),
+            ("seed", "Seed"), ("steps", "Steps"), ("eval_every", "Eval every")]
+    head = [c[1] for c in cols] + ["Logged", "Evals", r"Pass@1$_{\mathrm{final}}$"]
+    body = [" & ".join(head) + r" \\", r"\midrule"]
+    r_sorted = runs.copy()
+    r_sorted["_o"] = r_sorted["model_label"].map({m: i for i, m in enumerate(model_order(runs["model_label"]))})
+    for _, r in r_sorted.sort_values(["_o", "method", "alpha", "seed"], kind="stable").iterrows():
+        marks = ((r"$^{\ast}$" if _truth(r.get("complete")) is False else "")
+                 + (DAMAGED_MARK if _truth(r.get("damaged")) is True else ""))
+        cells = [r"\texttt{" + tex_escape(r["run_id"]) + "}" + marks, tex_escape(r.get("model_label")),
+                 METHOD_LABELS.get(r.get("method"), tex_escape(r.get("method"))), fmt_alpha(r.get("alpha")),
+                 fmt(r.get("seed"), 0), fmt(r.get("steps"), 0), fmt(r.get("eval_every"), 0),
+                 str(int(r.get("n_steps_logged", 0))), str(int(r.get("n_evals", 0))),
+                 fmt(r.get("final_pass_at_1"), DP["pass"])]
+        body.append(" & ".join(cells) + r" \\")
+    cap = (f"{_source_phrase(rs)}: the runs found, their configuration (\\texttt{{config.json}}) "
+           "and how many training steps and evaluations they logged.")
+    return table_float(body, "lllcccccc c", cap, f"{prefix}:setup", fontsize=r"\scriptsize")
+
+
+# ---------------------------------------------------------------------------
+# writing
+# ---------------------------------------------------------------------------
+
+def render_all_tables(rs: ResultSet, prefix: str = "reported") -> dict[str, str]:
+    """LaTeX source of every table that has data, keyed by table name (see :data:`TABLE_NAMES`)."""
+    tables = {
+        "main": table_main(rs, prefix),
+        "checkpoints": "\n".join(filter(None, (table_checkpoints(rs, m, prefix) for m in rs.models))),
+        "ablation": table_ablation(rs, prefix),
+        "diagnostics": "\n".join(filter(None, (table_diagnostics(rs, m, meth, a, prefix)
+                                                for m, meth, a in diagnostic_groups(rs)))),
+        "hparams": table_hparams(rs, prefix),
+        "setup": table_setup(rs, prefix),
+    }
+    note = problems_note(rs) + other_entropy_note(rs)
+    return {name: text.replace("\\end{table}", note + "\\end{table}") if note else text
+            for name, text in tables.items() if text}
+
+
+def other_entropy_note(rs: ResultSet) -> str:
+    """Names the runs left out because they used another entropy estimate ("" when none)."""
+    names = (rs.notes or {}).get("other_entropy_runs") or []
+    if not names:
+        return ""
+    return (r"\par\smallskip{\footnotesize Not in this table: " + f"{len(names)} run(s) trained with another "
+            r"top-$K$ entropy estimate than their profile's (" + tex_escape(", ".join(names))
+            + r"); the top-$K$ ablation reports them.\par}" + "\n")
+
+
+def problems_note(rs: ResultSet) -> str:
+    """A visible warning for tables built from results read with problems tolerated ("" when there were none)."""
+    if not rs.warnings:
+        return ""
+    flagged = [] if rs.runs is None or rs.runs.empty else [
+        tex_escape(r["run_id"]) for _, r in rs.runs.iterrows() if _truth(r.get("damaged")) is True or _truth(r.get("complete")) is False]
+    excluded = [tex_escape(Path(w.split(": excluded (")[0]).name) for w in rs.excluded]
+    parts = []
+    if flagged:
+        parts.append(f"flagged ({len(flagged)}): " + ", ".join(flagged))
+    if excluded:
+        parts.append(f"left out, config unusable ({len(excluded)}): " + ", ".join(excluded))
+    return (r"\par\smallskip{\footnotesize\textbf{Warning:} read with problems tolerated; runs "
+            + "; ".join(parts) + r". See \texttt{ResultSet.warnings}.\par}" + "\n")
+
+
+def write_all_tables(resultset: ResultSet, out_dir: str | Path = PAPER_TABLES,
+                     prefix: str = "reported") -> list[Path]:
+    """Write ``<out_dir>/<prefix>_<name>.tex`` for every table with data.
+
+    A table of a known name that has no data this time is removed if an older
+    copy exists (so the report never shows stale numbers).  Returns the paths
+    written.
+    """
+    out_dir = in_repo(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tables = render_all_tables(resultset, prefix)
+    header = (f"% Generated by saah_lib.report.tables.write_all_tables (source: {resultset.source}, prefix: {prefix}).\n"
+              "% Do not edit by hand: rerun notebooks/04_figures.ipynb.\n")
+    written = []
+    for name in TABLE_NAMES:
+        path = out_dir / f"{prefix}_{name}.tex"
+        if name in tables:
+            atomic_write_text(path, header + tables[name])
+            written.append(path)
+        elif path.exists():
+            log.info("removing stale %s (no data for it now)", path)
+            path.unlink()
+        else:
+            log.info("table %s_%s skipped: no data", prefix, name)
+    return written

@@ -1,0 +1,111 @@
+"""One run (or baseline) folder as the trainer writes it: :class:`RunDir`.
+
+Writing follows :mod:`saah_lib.jsonio`: ``config.json`` is replaced
+atomically, logs grow one complete line at a time, and an evaluation's
+per-problem file is complete before its summary line points at it.  On resume,
+lines logged after the checkpoint being resumed are dropped
+(:meth:`RunDir.truncate_after`), so a step is neither lost nor duplicated.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Iterable
+
+from saah_lib.jsonio import append_jsonl, atomic_write_json, json_safe, read_json, read_jsonl, write_jsonl
+from saah_lib.rundir import layout
+
+
+def trained_and_evaluated(logged_steps: Iterable[int], evaluated_steps: Iterable[int], steps: int) -> bool:
+    """The one definition of a complete run: trained to ``steps`` and evaluated at step ``steps``."""
+    logged = list(logged_steps)
+    return bool(logged) and max(logged) >= steps and steps in set(evaluated_steps)
+
+
+class RunDir:
+    """Reads and writes one run folder (``<root>/runs/<run_id>/``) or baseline folder."""
+
+    # Fields that may differ when a run is resumed (they don't change what is computed).
+    # The generation backend changes speed, not what is sampled (tests/models/test_rollout.py), so a
+    # run may resume under another one; runs from before those fields existed resume too.
+    RESUMABLE_DIFFERENCES = {"results_dir", "eval_batch_size", "generation_backend", "vllm_mode",
+                             "vllm_server_base_url", "vllm_gpu_memory_utilization"}
+
+    def __init__(self, run_dir: Path):
+        self.dir = Path(run_dir)
+        self.config_path = self.dir / layout.CONFIG_FILE
+        self.train_log_path = self.dir / layout.TRAIN_LOG_FILE
+        self.eval_path = self.dir / layout.EVAL_FILE
+        self.samples_dir = self.dir / layout.SAMPLES_DIR
+        self.checkpoints_dir = self.dir / layout.CHECKPOINTS_DIR
+        self.token_entropy_path = self.dir / layout.TOKEN_ENTROPIES_FILE
+
+    # ------------------------------------------------------------------ config
+    def read_config(self) -> dict | None:
+        return read_json(self.config_path)
+
+    def write_config(self, config: dict, extra: dict) -> None:
+        """Write config.json; refuse to reuse a run id that was run with other settings."""
+        existing = self.read_config()
+        if existing is not None:
+            changed = sorted(
+                k for k, v in json_safe(config).items()
+                if k not in self.RESUMABLE_DIFFERENCES and existing.get(k) != v
+            )
+            if changed:
+                details = ", ".join(f"{k}: {existing.get(k)!r} -> {json_safe(config)[k]!r}" for k in changed)
+                raise ValueError(
+                    f"run {self.dir.name!r} already exists with different settings ({details}); "
+                    "choose another run_id or delete the folder"
+                )
+        atomic_write_json(self.config_path, {**config, **extra})
+
+    # ------------------------------------------------------------------ logs
+    def log_step(self, record: dict) -> None:
+        append_jsonl(self.train_log_path, record)
+
+    def log_eval(self, record: dict, samples: list[dict]) -> None:
+        # samples first: an eval line only ever points at a complete samples file
+        write_jsonl(self.samples_path(record["step"]), samples)
+        append_jsonl(self.eval_path, record)
+
+    def samples_path(self, step: int) -> Path:
+        return self.samples_dir / layout.samples_file(step)
+
+    def sample_files(self) -> dict[int, Path]:
+        """The per-problem evaluation files on disk, by step, in step order."""
+        if not self.samples_dir.is_dir():
+            return {}
+        found = {}
+        for p in self.samples_dir.glob("step_*.jsonl"):
+            m = re.fullmatch(r"step_(\d+)\.jsonl", p.name)
+            if m:
+                found[int(m.group(1))] = p
+        return dict(sorted(found.items()))
+
+    def log_token_entropies(self, records: list[dict]) -> None:
+        for r in records:
+            append_jsonl(self.token_entropy_path, r)
+
+    def train_log(self) -> list[dict]:
+        return read_jsonl(self.train_log_path)
+
+    def evals(self) -> list[dict]:
+        return read_jsonl(self.eval_path)
+
+    def evaluated_steps(self) -> set[int]:
+        return {r["step"] for r in self.evals()}
+
+    # ------------------------------------------------------------------ resume
+    def truncate_after(self, step: int) -> None:
+        """Drop every record logged after ``step`` (the step the run resumes from)."""
+        for path in (self.train_log_path, self.eval_path, self.token_entropy_path):
+            if path.exists():
+                write_jsonl(path, [r for r in read_jsonl(path) if r["step"] <= step])
+        for sample_step, p in self.sample_files().items():
+            if sample_step > step:
+                p.unlink()
+
+    def is_complete(self, steps: int) -> bool:
+        return trained_and_evaluated((r["step"] for r in self.train_log()), self.evaluated_steps(), steps)

@@ -1,0 +1,81 @@
+"""The layout of a results root: folder and file names, and the keys of each log (docs/results_layout.md).
+
+Every other module asks here where a run's files are; none spells a file name itself::
+
+    <root>/runs/<run_id>/       config.json, train_log.jsonl, eval.jsonl, eval_samples/step_XXXX.jsonl,
+                                token_entropies.jsonl, checkpoints/checkpoint-N/
+    <root>/baselines/<name>/    config.json, eval.jsonl, eval_samples/step_0000.jsonl
+    <root>/MANIFEST.json        sha256 of every results file (committed roots)
+    <root>/warmstart_build.json, answer_kinds.json, timings.json, topk_entropy_error.json   (studies)
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+RUNS = "runs"
+BASELINES = "baselines"
+KINDS = (RUNS, BASELINES)
+
+CONFIG_FILE = "config.json"
+TRAIN_LOG_FILE = "train_log.jsonl"
+EVAL_FILE = "eval.jsonl"
+SAMPLES_DIR = "eval_samples"
+TOKEN_ENTROPIES_FILE = "token_entropies.jsonl"
+CHECKPOINTS_DIR = "checkpoints"
+DAMAGED_CHECKPOINTS = "damaged"  # checkpoints/damaged/: checkpoints set aside on resume
+MANIFEST_FILE = "MANIFEST.json"
+# Files of a study root beside runs/ and baselines/
+WARMSTART_RECORD_FILE = "warmstart_build.json"  # the warm start's build record and weight hashes
+ANSWER_KINDS_FILE = "answer_kinds.json"  # answers by kind at the first and last evaluation of each run
+TIMINGS_FILE = "timings.json"  # wall time and peak memory of each stage
+TOPK_ERROR_FILE = "topk_entropy_error.json"  # the top-K entropy measurement
+
+#: The keys of one ``train_log.jsonl`` line: the step, the step's wall time,
+#: and each key below taken from the logs TRL hands to callbacks (ours -> TRL's).
+TRAIN_LOG_FROM_TRL = {
+    "reward_mean": "reward",
+    "reward_std": "reward_std",
+    "reward_correct": "rewards/reward_correct/mean",
+    "reward_format": "rewards/reward_format/mean",
+    "reward_present": "rewards/reward_present/mean",
+    "reward_steps": "rewards/reward_steps/mean",
+    "kl": "kl",
+    "entropy_norm": "saah/entropy_norm",
+    "weight_mean": "saah/weight_mean",
+    "weight_neg_mean": "saah/weight_neg_mean",
+    "neg_frac": "saah/neg_frac",
+    "completion_length": "completions/mean_length",
+    "loss": "loss",
+    "learning_rate": "learning_rate",
+    "grad_norm": "grad_norm",
+    "entropy_nats": "entropy",
+    "clip_frac": "clip_ratio/region_mean",
+    "frac_groups_below_threshold": "saah/frac_groups_below_threshold",
+    "frac_truncated": "completions/clipped_ratio",
+}
+TRAIN_LOG_KEYS = ("step", *TRAIN_LOG_FROM_TRL, "step_time")
+#: The keys of one ``eval.jsonl`` line.
+EVAL_KEYS = ("step", "pass_at_1", "ci95", "n", "n_correct")
+
+
+def run_dir(root: str | os.PathLike, run_id: str) -> Path:
+    return Path(root) / RUNS / run_id
+
+
+def baseline_dir(root: str | os.PathLike, name: str) -> Path:
+    return Path(root) / BASELINES / name
+
+
+def samples_file(step: int) -> str:
+    """The name of the per-problem file of the evaluation at ``step``."""
+    return f"step_{step:04d}.jsonl"
+
+
+def folders(root: str | os.PathLike, kind: str = RUNS) -> list[Path]:
+    """The run (or baseline) folders under ``root``, sorted by name."""
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    path = Path(root) / kind
+    return sorted(p for p in path.iterdir() if p.is_dir()) if path.is_dir() else []

@@ -1,0 +1,125 @@
+"""An integrity manifest for committed results: the sha256 of every results file under a root.
+
+A study writes ``<root>/MANIFEST.json`` when it finishes (:func:`write_manifest`);
+``make figures``, ``make paper`` and the figures notebook check it first
+(:func:`check_manifest`), so a log edited by hand or damaged on disk is caught
+before it reaches a table, with a message naming each changed, missing and
+extra file.  Paths in the manifest are relative to the root (POSIX style).
+
+Not results, so not listed: the manifest itself, hidden files and folders
+(editor and notebook checkpoints, the temporary files of atomic writes), and
+the git-ignored trainer checkpoints (``checkpoints/`` folders).
+
+Command line::
+
+    python -m saah_lib.rundir.manifest write results/mini
+    python -m saah_lib.rundir.manifest check results/mini results/paper_reported
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+from saah_lib.jsonio import atomic_write_json
+from saah_lib.paths import in_repo
+from saah_lib.rundir.layout import CHECKPOINTS_DIR, MANIFEST_FILE
+
+NOT_RESULTS = (CHECKPOINTS_DIR, "__pycache__")  # folder names whose contents are not results
+
+
+class ManifestError(RuntimeError):
+    """Results that do not match their manifest (or have none)."""
+
+
+def _is_result(rel: Path) -> bool:
+    parts = rel.parts
+    if rel.as_posix() == MANIFEST_FILE or any(p.startswith(".") for p in parts):
+        return False
+    return not any(p in NOT_RESULTS for p in parts[:-1])
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def results_files(root: str | Path) -> dict[str, str]:
+    """``{relative path: sha256}`` of every results file under ``root``, sorted by path."""
+    root = Path(root)
+    found = {}
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root)
+        if path.is_file() and _is_result(rel):
+            found[rel.as_posix()] = sha256_of(path)
+    return found
+
+
+def write_manifest(root: str | Path) -> Path:
+    """Write ``<root>/MANIFEST.json`` listing every results file under ``root``."""
+    root = Path(root)
+    if not root.is_dir():
+        raise FileNotFoundError(f"results root {root} does not exist")
+    path = root / MANIFEST_FILE
+    atomic_write_json(path, {"algorithm": "sha256", "files": results_files(root)})
+    return path
+
+
+def manifest_differences(root: str | Path) -> dict[str, list[str]]:
+    """``{"changed": [...], "missing": [...], "extra": [...]}`` relative to ``<root>/MANIFEST.json``."""
+    root = Path(root)
+    path = root / MANIFEST_FILE
+    if not path.is_file():
+        raise ManifestError(f"{path} not found: {root} has no integrity manifest "
+                            f"(write one with `python -m saah_lib.rundir.manifest write {root}`)")
+    try:
+        listed = json.loads(path.read_text(encoding="utf-8"))["files"]
+    except (json.JSONDecodeError, KeyError, TypeError) as exc:
+        raise ManifestError(f"{path} is not a readable manifest ({exc})") from None
+    actual = results_files(root)
+    return {
+        "changed": sorted(p for p in listed if p in actual and actual[p] != listed[p]),
+        "missing": sorted(p for p in listed if p not in actual),
+        "extra": sorted(p for p in actual if p not in listed),
+    }
+
+
+def check_manifest(root: str | Path) -> None:
+    """Raise :class:`ManifestError` naming every file under ``root`` that differs from its manifest."""
+    diff = manifest_differences(root)
+    if any(diff.values()):
+        lines = [f"  {kind}: {Path(root) / rel}" for kind, rels in diff.items() for rel in rels]
+        raise ManifestError(
+            f"the results under {root} do not match {Path(root) / MANIFEST_FILE} "
+            f"({', '.join(f'{len(v)} {k}' for k, v in diff.items() if v)}):\n" + "\n".join(lines)
+            + f"\nRestore the files (e.g. `git checkout -- {root}`), or if the change is intended, rerun the "
+              f"study or run `python -m saah_lib.rundir.manifest write {root}`.")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("action", choices=("write", "check"))
+    parser.add_argument("roots", nargs="+", type=in_repo, help="results roots (relative: from the repository root)")
+    args = parser.parse_args(argv)
+    failed = False
+    for root in args.roots:
+        if args.action == "write":
+            print(f"wrote {write_manifest(root)}")
+            continue
+        try:
+            check_manifest(root)
+            print(f"{root}: every results file matches {MANIFEST_FILE}")
+        except ManifestError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            failed = True
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

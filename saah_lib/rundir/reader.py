@@ -1,0 +1,211 @@
+"""Reading a results root strictly (layout in ``docs/results_layout.md``): :func:`read_folders`.
+
+Finished runs are read strictly.  Every problem in a run or baseline folder
+becomes one message naming the file (and line, for logs):
+
+* ``config.json`` missing, not valid JSON, not an object, or without a
+  method, alpha, steps or model (a run that cannot be placed in its group);
+* a log line that is not valid JSON (the last line included: a finished run
+  has no torn tail), not an object, or without an integer ``step``;
+* a metric that is not a number.  ``null`` is allowed in the training log
+  (TRL logs nothing for some quantities at some steps, e.g. ``weight_neg_mean``
+  when no rollout had a negative advantage); an evaluation needs a numeric
+  ``pass_at_1``;
+* an incomplete run: not trained to its ``steps`` or not evaluated at that
+  step (:func:`saah_lib.rundir.folder.trained_and_evaluated`, the one definition of a
+  complete run, also behind ``RunDir.is_complete``).
+
+By default a problem raises :class:`DamagedResultsError` listing every
+problem found.  With ``tolerate_problems=True`` the results are read anyway:
+a folder whose config cannot be read is *excluded*; any other run is kept with
+its valid lines and *flagged* (``damaged`` / ``complete`` columns), and
+:attr:`RunFolder.problems` says why.  :class:`saah_lib.analysis.resultset.ResultSet`
+carries every message in ``warnings`` so the tables and figures can say so.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from saah_lib.jsonio import scan_jsonl
+from saah_lib.rundir import layout
+from saah_lib.rundir.folder import trained_and_evaluated
+from saah_lib.rundir.layout import EVAL_KEYS, TRAIN_LOG_KEYS
+
+#: Run metadata merged into every long table.
+META_COLUMNS = ("run_id", "model_label", "method", "alpha", "seed", "steps", "eval_every", "profile")
+
+
+class DamagedResultsError(ValueError):
+    """Results that cannot be read as they are; the message lists each problem by file and line."""
+
+
+@dataclass
+class RunFolder:
+    """One ``runs/<run_id>/`` or ``baselines/<name>/`` folder as read from disk."""
+
+    path: Path
+    config: dict | None  # flattened config.json; None when it cannot be read (the folder is excluded)
+    evals: list[dict] = field(default_factory=list)
+    train_log: list[dict] = field(default_factory=list)
+    token_entropies: list[dict] = field(default_factory=list)
+    damage: list[str] = field(default_factory=list)  # unreadable config, bad lines, non-numeric metrics
+    incomplete: str = ""  # why the run is not complete ("" when it is)
+
+    @property
+    def problems(self) -> list[str]:
+        return self.damage + ([self.incomplete] if self.incomplete else [])
+
+    @property
+    def excluded(self) -> bool:
+        return self.config is None
+
+
+# ---------------------------------------------------------------------------
+# one file
+# ---------------------------------------------------------------------------
+
+def flatten_config(cfg: dict, prefix: str = "") -> dict[str, Any]:
+    """Flatten nested dicts with dotted keys (``data.train_sha256``).
+
+    List-valued fields (e.g. ``data.train_ids``) are replaced by their length
+    under ``<key>.len`` so that a run is one flat row.
+    """
+    out: dict[str, Any] = {}
+    for key, value in cfg.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(flatten_config(value, prefix=name + "."))
+        elif isinstance(value, (list, tuple)):
+            out[name + ".len"] = len(value)
+        else:
+            out[name] = value
+    return out
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def read_config(path: Path, required: Iterable[str] = ("method", "alpha", "steps")) -> tuple[dict | None, list[str]]:
+    """A folder's ``config.json``, flattened, or None and the reason it cannot be used."""
+    if not path.is_file():
+        return None, [f"{path}: missing"]
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        return None, [f"{path}: line {exc.lineno}: not valid JSON ({exc.msg})"]
+    if not isinstance(data, dict):
+        return None, [f"{path}: not a JSON object"]
+    flat = flatten_config(data)
+    if flat.get("model_label") in (None, "") and flat.get("model_name"):
+        flat["model_label"] = str(flat["model_name"]).split("/")[-1]
+    missing = [k for k in ("model_label", *required) if flat.get(k) in (None, "")]
+    if missing:
+        return None, [f"{path}: no {', '.join(missing)}"]
+    if "alpha" in required and not _is_number(flat["alpha"]):
+        return None, [f"{path}: alpha is {flat['alpha']!r}, not a number"]
+    if "steps" in required and (not isinstance(flat["steps"], int) or isinstance(flat["steps"], bool)):
+        return None, [f"{path}: steps is {flat['steps']!r}, not an integer"]
+    return flat, []
+
+
+def read_log(path: Path, numeric: Iterable[str], required: Iterable[str] = ()) -> tuple[list[dict], list[str]]:
+    """The valid lines of a finished log and one message per bad line (the line is left out).
+
+    A valid line is a JSON object with an integer ``step`` whose ``numeric``
+    keys hold numbers or null, and whose ``required`` keys hold numbers.
+    """
+    records, bad_json = scan_jsonl(path)
+    messages = [f"{path}: line {i}: {problem}" for i, problem in bad_json]
+    good = []
+    for i, rec in records:
+        if not isinstance(rec, dict):
+            messages.append(f"{path}: line {i}: not a JSON object")
+            continue
+        if not isinstance(rec.get("step"), int) or isinstance(rec.get("step"), bool):
+            messages.append(f"{path}: line {i}: step is {rec.get('step')!r}, not an integer")
+            continue
+        bad = [k for k in numeric if k in rec and rec[k] is not None and not _is_number(rec[k])]
+        bad += [k for k in required if k not in bad and not _is_number(rec.get(k))]
+        if bad:
+            messages.append(f"{path}: line {i}: " + ", ".join(f"{k} is {rec.get(k)!r}, not a number" for k in bad))
+            continue
+        good.append(rec)
+    return good, messages
+
+
+def _token_entropy_lines(path: Path) -> tuple[list[dict], list[str]]:
+    records, messages = read_log(path, numeric=(), required=("advantage",))
+    good = []
+    for rec in records:
+        h = rec.get("entropy_norm")
+        if isinstance(h, list) and h and all(_is_number(x) for x in h):
+            good.append(rec)
+        else:
+            messages.append(f"{path}: step {rec['step']}: entropy_norm is not a list of numbers")
+    return good, messages
+
+
+# ---------------------------------------------------------------------------
+# one folder, one root
+# ---------------------------------------------------------------------------
+
+def read_run_folder(run_dir: Path) -> RunFolder:
+    """Everything in one run folder, with every problem recorded (never raises on bad content)."""
+    cfg, damage = read_config(run_dir / layout.CONFIG_FILE)
+    folder = RunFolder(run_dir, None, damage=damage)
+    if cfg is None:
+        return folder
+    cfg["run_id"] = cfg.get("run_id") or run_dir.name
+    for key in META_COLUMNS:
+        cfg.setdefault(key, None)
+    folder.config = cfg
+    folder.evals, bad_evals = read_log(run_dir / layout.EVAL_FILE, EVAL_KEYS[2:], required=("pass_at_1",))
+    folder.train_log, bad_steps = read_log(run_dir / layout.TRAIN_LOG_FILE, TRAIN_LOG_KEYS[1:])
+    folder.token_entropies, bad_h = _token_entropy_lines(run_dir / layout.TOKEN_ENTROPIES_FILE)
+    folder.damage += bad_evals + bad_steps + bad_h
+    logged = [r["step"] for r in folder.train_log]
+    evaluated = [r["step"] for r in folder.evals]
+    steps = cfg["steps"]
+    if not trained_and_evaluated(logged, evaluated, steps):
+        reached = f"trained to step {max(logged)}" if logged else "no training step logged"
+        evaluated_last = "evaluated" if steps in evaluated else "not evaluated"
+        folder.incomplete = f"{run_dir}: incomplete: {reached} of {steps}, {evaluated_last} at step {steps}"
+    return folder
+
+
+def read_baseline_folder(folder_dir: Path) -> RunFolder:
+    """A ``baselines/<name>/`` folder: its config and evaluations, with every problem recorded."""
+    cfg, damage = read_config(folder_dir / layout.CONFIG_FILE, required=())
+    folder = RunFolder(folder_dir, cfg, damage=damage)
+    if cfg is not None:
+        folder.evals, bad = read_log(folder_dir / layout.EVAL_FILE, EVAL_KEYS[2:], required=("pass_at_1",))
+        folder.damage += bad
+    return folder
+
+
+def read_folders(root: str | Path, kind: str = layout.RUNS,
+                 tolerate_problems: bool = False) -> tuple[list[RunFolder], list[str]]:
+    """The folders under ``<root>/runs`` (``kind="runs"``) or ``<root>/baselines``, and every problem.
+
+    Raises :class:`DamagedResultsError` listing every problem, unless
+    ``tolerate_problems``: then the usable folders (flagged where damaged or
+    incomplete) come back with one message per problem, excluded folders included.
+    """
+    reader = read_run_folder if kind == layout.RUNS else read_baseline_folder
+    everything = [reader(p) for p in layout.folders(root, kind)]
+    problems = [m for f in everything for m in f.problems]
+    if problems and not tolerate_problems:
+        listing = "\n".join(f"  - {m}" for m in problems)
+        raise DamagedResultsError(
+            f"{len(problems)} problem(s) in the {kind} under {root} (tolerate_problems=True reads them anyway: "
+            f"damaged and incomplete runs flagged in every output, runs without a usable config left out):"
+            f"\n{listing}")
+    excluded = [f"{f.path}: excluded ({'; '.join(f.damage)})" for f in everything if f.excluded]
+    flagged = [m for f in everything if not f.excluded for m in f.problems]
+    return [f for f in everything if not f.excluded], flagged + excluded

@@ -1,0 +1,194 @@
+"""The CPU mini study behind ``make mini``: the whole paper pipeline at toy scale.
+
+The plan: the main comparison, grpo / ah / sa at the paper's main alpha, over
+:data:`SEEDS`; and the paper's alpha sweep of ah and sa at the first seed.
+Each sweep reuses two runs of the main comparison: alpha = 0 is the ``grpo``
+run (the weights are exactly 1 at alpha = 0, see tests/method/test_loss.py)
+and the main alpha is the ``ah`` or ``sa`` run of the same seed.
+
+Stages (:func:`saah_lib.studies.runner.run_study`): build the warm-started tiny
+model -> evaluate it (the baseline) -> train the plan -> answer kinds ->
+tables and figures.  Each stage's wall time and peak memory go to
+``<root>/timings.json``.  Every stage is resumable: finished runs are skipped.
+
+``make mini`` runs all of it into a fresh rerun root and compares the result with
+the committed study (:func:`rerun_and_verify`); ``make mini-promote`` makes a finished
+rerun the committed study (:func:`promote`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import time
+from pathlib import Path
+
+from saah_lib.jsonio import atomic_write_json, read_jsonl
+from saah_lib.method.methods import MAIN_ALPHAS, SWEEP_ALPHAS
+from saah_lib.paths import MINI_ROOT, PAPER_TABLES, RERUN_ROOT, in_repo
+from saah_lib.report.render import render_report
+from saah_lib.rundir import layout
+from saah_lib.rundir.folder import RunDir
+from saah_lib.rundir.manifest import write_manifest
+from saah_lib.studies.reproduce import compare_studies, write_report
+from saah_lib.studies.runner import run_study
+from saah_lib.tasks.synthetic import count_answer_kinds
+from saah_lib.training.config import make_config
+
+SEEDS = (0, 1, 2)
+SWEEP_METHODS = ("ah", "sa")  # both swept at the same alphas and seed
+COMMITTED_ROOT = MINI_ROOT
+RERUN_MINI = RERUN_ROOT / "mini"
+PROMOTED_FOLDERS = (layout.RUNS, layout.BASELINES)
+PROMOTED_FILES = (layout.WARMSTART_RECORD_FILE, layout.ANSWER_KINDS_FILE, layout.TIMINGS_FILE)
+
+
+def planned_runs(seeds: tuple[int, ...] = SEEDS) -> list[tuple[str, float, int]]:
+    """(method, alpha, seed) of every run: the main comparison, then the sweeps at the first seed."""
+    runs = [(method, alpha, seed) for seed in seeds for method, alpha in MAIN_ALPHAS.items()]
+    for method in SWEEP_METHODS:  # the sweep's other alphas are runs of the main comparison
+        runs += [(method, alpha, seeds[0]) for alpha in SWEEP_ALPHAS if alpha not in (0.0, MAIN_ALPHAS[method])]
+    return runs
+
+
+def planned_configs(root: Path, seeds: tuple[int, ...] = SEEDS, steps: int | None = None):
+    return [make_config("tiny", method=m, alpha=a, seed=sd, steps=steps, results_dir=str(root))
+            for m, a, sd in planned_runs(seeds)]
+
+
+def run_mini_study(root: Path, seeds: tuple[int, ...] = SEEDS, steps: int | None = None,
+                   figures: bool = True, progress: bool = True, jobs: int = 2,
+                   tables_dir: Path | None = None, figures_dir: Path | None = None) -> dict:
+    """Every stage of the study into ``root``; tables and figures into the given folders
+    (default: the committed ``paper/generated`` and ``figures``)."""
+    root = Path(root)
+    timings = run_study(root, planned_configs(root, seeds, steps), jobs=jobs, progress=progress)
+    write_answer_kinds(root)
+    write_manifest(root)  # the figures check the results against it
+    if figures:
+        with timings.stage("tables and figures"):
+            render_figures(root, tables_dir=tables_dir, figures_dir=figures_dir)
+        write_manifest(root)  # again: timings.json gained the figures stage
+    return timings.record
+
+
+def rerun_and_verify(committed: Path = COMMITTED_ROOT, rerun: Path = RERUN_MINI, *, resume: bool = False,
+                     jobs: int = 2, progress: bool = True) -> dict:
+    """``make mini``: rerun the whole study into ``rerun`` (never over ``committed``), draw its
+    tables and figures there, and compare everything with the committed study.
+
+    The report (``<rerun>/reproduction.{json,md}``) is returned; a rerun that differs is
+    reported, not raised: the report says what differs and by how much.
+    """
+    committed, rerun = Path(committed), Path(rerun)
+    if rerun.resolve() == committed.resolve():
+        raise ValueError(f"the rerun root {rerun} is the committed study; choose another folder")
+    if rerun.exists() and not resume:
+        shutil.rmtree(rerun)  # a rerun starts fresh; --resume continues an interrupted one
+    tables_dir, figures_dir = rerun / "generated", rerun / "figures"
+    run_mini_study(rerun, jobs=jobs, progress=progress, tables_dir=tables_dir, figures_dir=figures_dir)
+    tables = {f"paper/generated/{p.name}": (p, tables_dir / p.name) for p in sorted(PAPER_TABLES.glob("mini_*.tex"))}
+    report = compare_studies(committed, rerun, tables=tables, run_ids=[c.run_id for c in planned_configs(rerun)])
+    json_path, md_path = write_report(report, rerun)
+    print(f"\n{md_path.read_text()}\nreport: {json_path} and {md_path}\n{report['verdict']}", flush=True)
+    return report
+
+
+def promote(rerun: Path = RERUN_MINI, committed: Path = COMMITTED_ROOT, figures: bool = True) -> None:
+    """Make a finished rerun the committed study (explicitly, never as a side effect of ``make mini``).
+
+    The committed folder is replaced in one rename; checkpoints are not copied;
+    committed runs that ``make mini`` does not rerun (the extended study's) are
+    kept.
+    """
+    rerun, committed = Path(rerun), Path(committed)
+    unfinished = [cfg.run_id for cfg in planned_configs(rerun)
+                  if not RunDir(layout.run_dir(rerun, cfg.run_id)).is_complete(cfg.steps)]
+    if unfinished or not (rerun / "reproduction.json").is_file():
+        raise ValueError(f"{rerun} is not a finished rerun (unfinished runs: {', '.join(unfinished) or 'none'}; "
+                         "reproduction.json present: "
+                         f"{(rerun / 'reproduction.json').is_file()}); run `make mini` first")
+    staging = committed.with_name(f".{committed.name}.promoting")
+    shutil.rmtree(staging, ignore_errors=True)
+    for name in PROMOTED_FOLDERS:
+        shutil.copytree(rerun / name, staging / name, ignore=shutil.ignore_patterns(layout.CHECKPOINTS_DIR))
+        for kept in sorted((committed / name).glob("*")):
+            if not (staging / name / kept.name).exists():
+                shutil.copytree(kept, staging / name / kept.name, ignore=shutil.ignore_patterns(layout.CHECKPOINTS_DIR))
+                print(f"kept {kept} (not rerun by make mini)")
+    for kept in sorted(committed.glob("*.json")):
+        if kept.name not in PROMOTED_FILES + (layout.MANIFEST_FILE,):
+            shutil.copy2(kept, staging / kept.name)
+    for name in PROMOTED_FILES:
+        shutil.copy2(rerun / name, staging / name)
+    old = committed.with_name(f".{committed.name}.replaced")
+    shutil.rmtree(old, ignore_errors=True)
+    if committed.exists():
+        os.rename(committed, old)
+    os.rename(staging, committed)
+    shutil.rmtree(old, ignore_errors=True)
+    print(f"promoted {rerun} to {committed}")
+    write_manifest(committed)
+    if figures:
+        render_figures(committed)
+
+
+def write_answer_kinds(root: Path) -> dict:
+    """Per run: how many evaluation answers were correct, the planted intermediate-answer
+    habit, or other errors, at the first and the last evaluation; to ``answer_kinds.json``.
+
+    This shows which mistakes training removed (see :func:`saah_lib.models.warmstart_targets.sft_targets`).
+    """
+    summary = {}
+    for run_dir in layout.folders(root, layout.RUNS):
+        files = list(RunDir(run_dir).sample_files().items())
+        if files:
+            summary[run_dir.name] = {str(step): count_answer_kinds(read_jsonl(path))
+                                     for step, path in (files[0], files[-1])}
+    atomic_write_json(root / layout.ANSWER_KINDS_FILE, summary)
+    return summary
+
+
+def render_figures(mini_root: Path, tables_dir: Path | None = None, figures_dir: Path | None = None) -> None:
+    """Draw the study's tables and figures (:func:`saah_lib.report.render.render_report`, as ``make figures``).
+
+    With ``tables_dir``/``figures_dir`` (a rerun) only the mini study's tables and
+    figures are drawn, into those folders, so nothing committed is touched.
+    """
+    if tables_dir is None and figures_dir is None:
+        render_report(mini_root=mini_root)
+        return
+    render_report(sources={"mini": mini_root}, tables_dir=tables_dir or Path(mini_root) / "generated",
+                  figures_dir=figures_dir or Path(mini_root) / "figures")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("command", nargs="?", default="verify", choices=("verify", "promote", "run", "answer-kinds"),
+                        help="verify (default, `make mini`): rerun into --rerun-root and compare with --root; "
+                             "promote: make a finished rerun the committed study; "
+                             "run: run the study directly into --root; answer-kinds: rewrite <root>/answer_kinds.json")
+    parser.add_argument("--root", type=in_repo, default=COMMITTED_ROOT, help="the committed study")
+    parser.add_argument("--rerun-root", type=in_repo, default=RERUN_MINI)
+    parser.add_argument("--resume", action="store_true", help="continue an interrupted rerun instead of starting fresh")
+    parser.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS), help="`run` only")
+    parser.add_argument("--steps", type=int, default=None, help="`run` only: override the tiny profile's steps")
+    parser.add_argument("--jobs", type=int, default=2, help="training runs in parallel (one thread each)")
+    parser.add_argument("--no-figures", action="store_true")
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+    if args.command == "answer-kinds":
+        write_answer_kinds(args.root)
+        print(f"wrote {args.root / 'answer_kinds.json'}")
+    elif args.command == "promote":
+        promote(args.rerun_root, args.root, figures=not args.no_figures)
+    elif args.command == "run":
+        run_mini_study(args.root, tuple(args.seeds), args.steps, figures=not args.no_figures, jobs=args.jobs)
+    else:
+        rerun_and_verify(args.root, args.rerun_root, resume=args.resume, jobs=args.jobs)
+    print(f"\n{args.command} done in {(time.perf_counter() - started) / 60:.1f} min", flush=True)
+
+
+if __name__ == "__main__":
+    main()

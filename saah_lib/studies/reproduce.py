@@ -1,0 +1,215 @@
+"""Does a rerun of a study reproduce the committed one?
+
+``compare_studies(committed, rerun)`` reads two study roots (``runs/``,
+``baselines/``, ``warmstart_build.json``, ``answer_kinds.json``) and compares,
+for every committed run, each logged per-step metric, each evaluation's
+Pass@1 and every problem's correctness and completion text. The report says
+how many runs are identical, the largest difference of each metric (with the
+run and step where it occurs), and one verdict line. ``write_report`` saves it
+as ``reproduction.json`` and ``reproduction.md``.
+
+Timing fields (``step_time``, build and wall times) are expected to differ and
+are not compared.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from saah_lib.jsonio import atomic_write_json, atomic_write_text, read_json, read_jsonl
+from saah_lib.models.names import canonical_model_name
+from saah_lib.paths import repo_relative
+from saah_lib.rundir import layout
+from saah_lib.rundir.folder import RunDir
+from saah_lib.rundir.layout import ANSWER_KINDS_FILE, WARMSTART_RECORD_FILE
+
+# Fields that describe where or when a run happened, not what it computed.
+NOT_COMPARED_CONFIG = {"results_dir", "resolved_model", "git_commit", "versions"}
+NOT_COMPARED_METRICS = {"step_time"}
+WARM_START_FIGURES = ("parameters", "vocab_size", "sft_steps", "final_sft_loss", "heldout_pass_at_1", "heldout_n",
+                      "weights_sha256")
+
+
+def _difference(a, b) -> float:
+    """|a - b| for numbers (0 when both are missing), inf when only one is a number."""
+    if a is None and b is None:
+        return 0.0
+    if isinstance(a, bool) or isinstance(b, bool) or not isinstance(a, (int, float)) or not isinstance(b, (int, float)):
+        return 0.0 if a == b else math.inf
+    return abs(float(a) - float(b))
+
+
+def _by_step(records: list[dict]) -> dict[int, dict]:
+    return {r["step"]: r for r in records}
+
+
+def _compare_step_logs(committed: list[dict], rerun: list[dict], skip=NOT_COMPARED_METRICS) -> dict:
+    """Largest difference of each metric over the steps both logs hold, plus steps only one holds."""
+    a, b = _by_step(committed), _by_step(rerun)
+    largest: dict[str, dict] = {}
+    for step in sorted(a.keys() & b.keys()):
+        for key in (a[step].keys() | b[step].keys()) - skip - {"step"}:
+            diff = _difference(a[step].get(key), b[step].get(key))
+            if key not in largest or diff > largest[key]["difference"]:
+                largest[key] = {"difference": diff, "step": step}
+    return {"largest": largest, "missing_steps": sorted(a.keys() - b.keys()),
+            "extra_steps": sorted(b.keys() - a.keys())}
+
+
+def _compare_samples(committed: dict[int, Path], rerun: dict[int, Path]) -> dict:
+    """Per evaluated step: problems whose correctness, or whose completion text, differs."""
+    out = {"missing_steps": sorted(committed.keys() - rerun.keys()), "correctness_differs": {},
+           "completion_differs": {}}
+    for step in sorted(committed.keys() & rerun.keys()):
+        a = {r["id"]: r for r in read_jsonl(committed[step])}
+        b = {r["id"]: r for r in read_jsonl(rerun[step])}
+        if a.keys() != b.keys():
+            out["correctness_differs"][step] = sorted(a.keys() ^ b.keys())
+            continue
+        correctness = sorted(i for i in a if a[i].get("correct") != b[i].get("correct"))
+        completions = sorted(i for i in a if a[i].get("completion") != b[i].get("completion"))
+        if correctness:
+            out["correctness_differs"][step] = correctness
+        if completions:
+            out["completion_differs"][step] = len(completions)
+    return out
+
+
+def _meaning(config: dict | None) -> dict:
+    meaning = {k: v for k, v in (config or {}).items() if k not in NOT_COMPARED_CONFIG}
+    if isinstance(meaning.get("model_name"), str):
+        meaning["model_name"] = canonical_model_name(meaning["model_name"])  # older runs named a folder
+    return meaning
+
+
+def compare_run(committed_dir: Path, rerun_dir: Path) -> dict:
+    """Everything that differs between two folders of the same run."""
+    a, b = RunDir(committed_dir), RunDir(rerun_dir)
+    if not a.dir.is_dir() or not b.dir.is_dir():
+        return {"identical": False, "missing": True, "missing_from": "committed" if not a.dir.is_dir() else "rerun"}
+    settings_a, settings_b = _meaning(a.read_config()), _meaning(b.read_config())
+    config_differs = sorted(k for k in settings_a.keys() | settings_b.keys() if settings_a.get(k) != settings_b.get(k))
+    train = _compare_step_logs(a.train_log(), b.train_log())
+    evals = _compare_step_logs(a.evals(), b.evals())
+    entropies = _compare_step_logs(_flatten_entropies(a), _flatten_entropies(b))
+    samples = _compare_samples(a.sample_files(), b.sample_files())
+    identical = (
+        not config_differs
+        and all(not log["missing_steps"] and not log["extra_steps"] for log in (train, evals, entropies))
+        and all(m["difference"] == 0 for log in (train, evals, entropies) for m in log["largest"].values())
+        and not samples["missing_steps"] and not samples["correctness_differs"] and not samples["completion_differs"]
+    )
+    return {"identical": identical, "missing": False, "config_differs": config_differs, "train_log": train,
+            "eval": evals, "token_entropies": entropies, "eval_samples": samples}
+
+
+def _flatten_entropies(log: RunDir) -> list[dict]:
+    """token_entropies.jsonl holds several records per step; index them as one pseudo-step each."""
+    records = read_jsonl(log.token_entropy_path)
+    out = []
+    for i, r in enumerate(records):
+        values = r.get("entropy_norm") or []
+        out.append({"step": i, "logged_step": r.get("step"), "advantage": r.get("advantage"),
+                    "n_tokens": len(values), "entropy_sum": math.fsum(values)})
+    return out
+
+
+def compare_warm_start(committed_root: Path, rerun_root: Path) -> dict:
+    a = read_json(committed_root / WARMSTART_RECORD_FILE, default={})
+    b = read_json(rerun_root / WARMSTART_RECORD_FILE, default={})
+    figures = {k: {"committed": a.get(k), "rerun": b.get(k)} for k in WARM_START_FIGURES if k in a and k in b}
+    differs = sorted(k for k, v in figures.items() if v["committed"] != v["rerun"])
+    not_recorded = sorted(k for k in WARM_START_FIGURES if (k in a) != (k in b))
+    return {"identical": not differs and bool(figures), "differs": differs, "figures": figures,
+            "recorded_on_one_side_only": not_recorded}
+
+
+def compare_files(pairs: dict[str, tuple[Path, Path]], renamed: tuple[str, str] | None = None) -> dict[str, bool]:
+    """Name -> whether the two files exist and hold the same bytes.
+
+    ``renamed = (rerun_name, committed_name)``: the rerun's results folder is named in
+    table captions; it is replaced by the committed one before comparing.
+    """
+    def rerun_bytes(path: Path) -> bytes:
+        data = path.read_bytes()
+        return data.replace(renamed[0].encode(), renamed[1].encode()) if renamed else data
+
+    return {name: a.is_file() and b.is_file() and a.read_bytes() == rerun_bytes(b) for name, (a, b) in pairs.items()}
+
+
+def compare_studies(committed_root: Path, rerun_root: Path, tables: dict[str, tuple[Path, Path]] | None = None,
+                    run_ids: list[str] | None = None) -> dict:
+    """Compare ``run_ids`` (default: every committed run) and the study-level files of two roots."""
+    committed_root, rerun_root = Path(committed_root), Path(rerun_root)
+    committed_ids = [d.name for d in layout.folders(committed_root, layout.RUNS)]
+    run_ids = committed_ids if run_ids is None else sorted(run_ids)
+    runs = {run_id: compare_run(layout.run_dir(committed_root, run_id), layout.run_dir(rerun_root, run_id))
+            for run_id in run_ids}
+    baselines = {d.name: compare_run(d, layout.baseline_dir(rerun_root, d.name))
+                 for d in layout.folders(committed_root, layout.BASELINES)}
+    files = compare_files({name: (committed_root / name, rerun_root / name) for name in (ANSWER_KINDS_FILE,)})
+    files.update(compare_files(tables or {}, renamed=(repo_relative(rerun_root), repo_relative(committed_root))))
+    largest: dict[str, dict] = {}
+    for run_id, result in runs.items():
+        for section in ("train_log", "eval"):
+            for metric, m in result.get(section, {}).get("largest", {}).items():
+                name = metric if section == "train_log" else f"eval/{metric}"
+                if name not in largest or m["difference"] > largest[name]["difference"]:
+                    largest[name] = {**m, "run": run_id}
+    identical = sum(r["identical"] for r in runs.values())
+    warm_start = compare_warm_start(committed_root, rerun_root)
+    verdict = f"{identical}/{len(runs)} runs reproduced exactly"
+    others = [name for name, ok in (("warm start", warm_start["identical"]),
+                                    *((f"baseline {k}", v["identical"]) for k, v in baselines.items()),
+                                    *files.items()) if not ok]
+    verdict += "; " + (f"differs: {', '.join(others)}" if others else
+                       "warm start, baseline, answer kinds and tables identical")
+    return {"verdict": verdict, "committed_root": repo_relative(committed_root), "rerun_root": repo_relative(rerun_root),
+            "runs_compared": len(runs), "runs_identical": identical,
+            "committed_runs_not_compared": sorted(set(committed_ids) - set(run_ids)), "largest_difference": largest,
+            "warm_start": warm_start, "baselines": baselines, "files_identical": files, "runs": runs}
+
+
+def report_markdown(report: dict) -> str:
+    lines = ["# Reproduction report\n", f"**{report['verdict']}**\n",
+             f"Committed study `{report['committed_root']}`, rerun `{report['rerun_root']}`.\n",
+             "| run | identical | train-log metrics that differ (largest) | Pass@1 largest difference | "
+             "problems whose correctness differs | completions that differ |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for run_id, r in {**{f"baseline {k}": v for k, v in report["baselines"].items()}, **report["runs"]}.items():
+        if r.get("missing"):
+            lines.append(f"| {run_id} | no (not in the {r['missing_from']} study) | | | | |")
+            continue
+        differing = {k: m["difference"] for k, m in r["train_log"]["largest"].items() if m["difference"] > 0}
+        worst = ", ".join(f"{k} {v:.3g}" for k, v in sorted(differing.items(), key=lambda kv: -kv[1])[:3]) or "none"
+        pass_diff = r["eval"]["largest"].get("pass_at_1", {}).get("difference", 0.0)
+        flips = sum(len(v) for v in r["eval_samples"]["correctness_differs"].values())
+        texts = sum(r["eval_samples"]["completion_differs"].values())
+        settings = f" (settings differ: {', '.join(r['config_differs'])})" if r.get("config_differs") else ""
+        lines.append(f"| {run_id} | {'yes' if r['identical'] else 'no' + settings} | {worst} | {pass_diff:.3g} | "
+                     f"{flips} | {texts} |")
+    ws = report["warm_start"]
+    lines += ["", "Warm start: " + ("identical" if ws["identical"] else "differs in " + ", ".join(
+        f"{k} ({ws['figures'][k]['committed']} -> {ws['figures'][k]['rerun']})" for k in ws["differs"]))
+        + (f" (recorded by one side only, not compared: {', '.join(ws['recorded_on_one_side_only'])})"
+           if ws.get("recorded_on_one_side_only") else "")]
+    if report.get("committed_runs_not_compared"):
+        lines += ["", f"Committed runs outside this study's plan, not compared "
+                      f"({len(report['committed_runs_not_compared'])}): "
+                      + ", ".join(report["committed_runs_not_compared"])]
+    lines += ["", "Files: " + ", ".join(f"{k} {'identical' if v else 'DIFFERS'}" for k, v in report["files_identical"].items())]
+    if report["largest_difference"]:
+        lines += ["", "Largest difference per metric over all runs:", "", "| metric | difference | run | step |",
+                  "| --- | --- | --- | --- |"]
+        lines += [f"| {k} | {m['difference']:.3g} | {m['run']} | {m['step']} |"
+                  for k, m in sorted(report["largest_difference"].items())]
+    return "\n".join(lines) + "\n"
+
+
+def write_report(report: dict, out_dir: Path) -> tuple[Path, Path]:
+    out_dir = Path(out_dir)
+    json_path, md_path = out_dir / "reproduction.json", out_dir / "reproduction.md"
+    atomic_write_json(json_path, report)
+    atomic_write_text(md_path, report_markdown(report))
+    return json_path, md_path

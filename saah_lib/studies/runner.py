@@ -1,0 +1,98 @@
+"""What every CPU study does, in order: warm start, baseline, then the planned runs.
+
+A study (:mod:`saah_lib.studies.mini`, :mod:`saah_lib.studies.extended`) is a
+plan, a list of :class:`~saah_lib.training.config.SAAHConfig`, handed to
+:func:`run_study`.  Runs already complete are skipped, so an interrupted study
+continues where it stopped.  Each stage's wall time and peak memory go to the
+study's timings file.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from multiprocessing import get_context
+from pathlib import Path
+
+import torch
+from tqdm.auto import tqdm
+
+from saah_lib.jsonio import atomic_write_json
+from saah_lib.models.loading import resolve_model
+from saah_lib.models.names import TINY_WARMSTART
+from saah_lib.models.warmstart import read_build_info
+from saah_lib.paths import TINY_WARMSTART_DIR
+from saah_lib.rundir import layout
+from saah_lib.rundir.folder import RunDir
+from saah_lib.rundir.manifest import sha256_of
+from saah_lib.studies.timing import PeakMemory, Timings
+from saah_lib.training.config import make_config
+from saah_lib.training.run import baseline_for, run_training
+
+BASELINE_NAME = "tiny-warmstart"  # the baseline folder of every tiny study: the warm start, evaluated once
+
+
+def pending(configs) -> list:
+    """The configs whose run folder is not complete yet."""
+    return [c for c in configs if not RunDir(c.run_dir).is_complete(c.steps)]
+
+
+def _train_one(cfg) -> dict:
+    """One run in a worker process: a single torch thread (the models are tiny)."""
+    torch.set_num_threads(1)
+    start = time.perf_counter()
+    with PeakMemory() as memory:
+        run_training(cfg, progress=False)
+    return {"run_id": cfg.run_id, "wall_s": round(time.perf_counter() - start, 2),
+            "peak_rss_mb": round(memory.peak / 2**20, 1)}
+
+
+def train_all(configs, jobs: int) -> list[dict]:
+    """Train every config, ``jobs`` worker processes at a time, with one progress bar."""
+    done = []
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
+        futures = [pool.submit(_train_one, cfg) for cfg in configs]
+        with tqdm(total=len(futures), desc="training runs", unit="run") as bar:
+            for future in as_completed(futures):
+                entry = future.result()
+                done.append(entry)
+                bar.set_postfix_str(f"{entry['run_id']} {entry['wall_s']:.0f}s")
+                bar.update()
+    return sorted(done, key=lambda e: e["run_id"])
+
+
+def warm_start_record(model_dir: Path = TINY_WARMSTART_DIR) -> dict:
+    """The warm start's build record plus hashes of its weights and tokenizer (bit-identity check)."""
+    record = dict(read_build_info(model_dir) or {})
+    for key, name in (("weights_sha256", "model.safetensors"), ("tokenizer_sha256", "tokenizer.json")):
+        path = Path(model_dir) / name
+        if path.is_file():
+            record[key] = sha256_of(path)
+    return record
+
+
+def run_study(root: Path, configs, *, jobs: int = 2, timings_file: str = layout.TIMINGS_FILE,
+              progress: bool = True) -> Timings:
+    """Warm start (built once here, not by each worker), its record, the baseline, then every pending run.
+
+    Returns the :class:`~saah_lib.studies.timing.Timings` so a study can add stages; the caller writes
+    the manifest (:func:`saah_lib.rundir.manifest.write_manifest`) when it is done.
+    """
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    timings = Timings(root / timings_file)
+    with timings.stage("warm start") as info:
+        resolve_model(TINY_WARMSTART, progress=progress)
+        build = warm_start_record()
+        # The model folder is a git-ignored cache; its build record is committed with the study.
+        atomic_write_json(root / layout.WARMSTART_RECORD_FILE, build)
+        info["build_seconds"] = build.get("build_seconds")
+        info["warm_start_pass_at_1_heldout"] = build.get("heldout_pass_at_1")
+    with timings.stage("baseline") as info:
+        result = baseline_for(make_config("tiny", results_dir=str(root)), BASELINE_NAME, progress=progress)
+        info["pass_at_1"] = result["pass_at_1"]
+    todo = pending(configs)
+    if todo:
+        with timings.stage(f"train {len(todo)} runs, {jobs} at a time") as info:
+            info["runs"] = train_all(todo, jobs)
+    return timings

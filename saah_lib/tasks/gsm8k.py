@@ -1,0 +1,182 @@
+"""GSM8K: loading (a local folder or the hub) and the paper's 800/500 split.
+
+Where the data comes from, first match wins:
+
+1. the ``data_dir`` argument,
+2. the ``SAAH_GSM8K_DIR`` environment variable,
+3. the Hugging Face hub (``openai/gsm8k``, config ``main``).
+
+A local folder holds ``train.jsonl`` and ``test.jsonl`` in the official GSM8K
+layout: one JSON object per line with ``question`` and ``answer``, the answer
+ending in ``#### <number>``.  Row order is the official file order, and ids
+(``train-00042``) are positions in that order, so the same folder or the hub
+give the same ids.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+
+from saah_lib.jsonio import read_jsonl
+from saah_lib.method.reward import normalize_number
+from saah_lib.paths import in_repo, repo_relative
+from saah_lib.tasks.problems import DataSplit, Problem
+
+GSM8K_DIR_ENV = "SAAH_GSM8K_DIR"
+HUB_DATASET = ("openai/gsm8k", "main")
+SPLITS = ("train", "test")
+GOLD_MARKER = "####"
+
+
+# --------------------------------------------------------------------------
+# parsing and loading
+# --------------------------------------------------------------------------
+
+
+def parse_gold_answer(answer_text: str) -> str:
+    """The normalised number after ``####`` in a GSM8K answer ("#### 1,234" -> "1234")."""
+    if not isinstance(answer_text, str) or GOLD_MARKER not in answer_text:
+        raise ValueError(f"GSM8K answer has no '{GOLD_MARKER}' marker: {answer_text!r:.200}")
+    raw = answer_text.rsplit(GOLD_MARKER, 1)[1]
+    gold = normalize_number(raw)
+    if gold is None:
+        raise ValueError(f"GSM8K gold answer is not a number: {raw.strip()!r}")
+    return gold
+
+
+def gsm8k_reasoning(answer_text: str) -> str:
+    """The reasoning part of a GSM8K answer (everything before ``####``), stripped."""
+    return answer_text.rsplit(GOLD_MARKER, 1)[0].strip()
+
+
+def _problem(split: str, index: int, record: dict) -> Problem:
+    return Problem(
+        id=f"{split}-{index:05d}",
+        question=record["question"],
+        answer=parse_gold_answer(record["answer"]),
+        solution=gsm8k_reasoning(record["answer"]),
+    )
+
+
+def _check_split(split: str) -> None:
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+
+
+def _read_gsm8k_file(path: Path) -> list[dict]:
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"GSM8K file not found: {path} (the folder must hold train.jsonl and test.jsonl)"
+        )
+    return read_jsonl(path, finished=True)
+
+
+def _load_from_hub(split: str) -> list[dict]:
+    import datasets  # imported lazily: slow to import and not needed for local data
+
+    name, config = HUB_DATASET
+    try:
+        rows = datasets.load_dataset(name, config, split=split)
+    except Exception as error:  # offline, missing cache, auth... all mean "not available"
+        raise RuntimeError(
+            f"Could not load GSM8K split {split!r}. Either pass data_dir= or set "
+            f"{GSM8K_DIR_ENV} to a folder holding train.jsonl and test.jsonl, or make the "
+            f"Hugging Face hub ({name}, config {config!r}) reachable. "
+            f"Hub error: {type(error).__name__}: {error}"
+        ) from error
+    return [{"question": row["question"], "answer": row["answer"]} for row in rows]
+
+
+def resolve_gsm8k_dir(data_dir: str | os.PathLike | None = None) -> Path | None:
+    """The local GSM8K folder to use (argument, then environment), or None for the hub."""
+    if data_dir is not None:
+        return in_repo(data_dir)
+    from_env = os.environ.get(GSM8K_DIR_ENV, "").strip()
+    return in_repo(from_env) if from_env else None
+
+
+def check_gsm8k_dir(data_dir: str | os.PathLike | None = None) -> Path | None:
+    """The local GSM8K folder that will be read, checked to hold both split files (None: the hub).
+
+    Meant to run before anything slow or anything written, so a wrong
+    ``data_dir`` or ``$SAAH_GSM8K_DIR`` is reported by name straight away.
+    """
+    folder = resolve_gsm8k_dir(data_dir)
+    if folder is None:
+        return None
+    origin = "data_dir" if data_dir is not None else f"${GSM8K_DIR_ENV}"
+    if not folder.is_dir():
+        raise FileNotFoundError(f"GSM8K folder {str(folder)!r} (from {origin}) does not exist")
+    missing = [f"{split}.jsonl" for split in SPLITS if not (folder / f"{split}.jsonl").is_file()]
+    if missing:
+        raise FileNotFoundError(
+            f"GSM8K folder {str(folder)!r} (from {origin}) has no {' or '.join(missing)}; "
+            "it must hold the official train.jsonl and test.jsonl"
+        )
+    return folder
+
+
+def describe_source(data_dir: str | os.PathLike | None = None) -> str:
+    """Short provenance string: "local:<folder>" or "hub:openai/gsm8k/main"."""
+    folder = resolve_gsm8k_dir(data_dir)
+    return f"local:{repo_relative(folder)}" if folder is not None else "hub:{}/{}".format(*HUB_DATASET)
+
+
+def load_gsm8k(split: str, data_dir: str | os.PathLike | None = None) -> list[Problem]:
+    """All problems of one official split ("train" or "test"), in file order."""
+    _check_split(split)
+    folder = resolve_gsm8k_dir(data_dir)
+    records = _read_gsm8k_file(folder / f"{split}.jsonl") if folder is not None else _load_from_hub(split)
+    return [_problem(split, index, record) for index, record in enumerate(records)]
+
+
+# --------------------------------------------------------------------------
+# sampling
+# --------------------------------------------------------------------------
+
+
+def _sample(pool: list[Problem], n: int, seed: int, name: str) -> list[Problem]:
+    if not 0 <= n <= len(pool):
+        raise ValueError(f"cannot sample {n} {name} problems from a pool of {len(pool)}")
+    # A private generator: the result depends on the seed only, never on
+    # whatever else has consumed the global random state.
+    indices = random.Random(seed).sample(range(len(pool)), n)
+    return [pool[i] for i in indices]
+
+
+def sample_split(
+    train_pool: list[Problem],
+    eval_pool: list[Problem],
+    n_train: int = 800,
+    n_eval: int = 500,
+    seed: int = 123,
+    source: str = "",
+) -> DataSplit:
+    """Draw n_train and n_eval problems without replacement, deterministically.
+
+    Each pool gets its own generator seeded with ``seed``, so the evaluation
+    set does not change when only n_train changes.  Problems keep the order
+    in which they were drawn.
+    """
+    train = _sample(list(train_pool), n_train, seed, "train")
+    evaluation = _sample(list(eval_pool), n_eval, seed, "eval")
+    return DataSplit.with_provenance(train, evaluation, source=source, seed=seed)
+
+
+def paper_split(
+    data_dir: str | os.PathLike | None = None,
+    n_train: int = 800,
+    n_eval: int = 500,
+    seed: int = 123,
+) -> DataSplit:
+    """The paper's split: n_train from the official train split, n_eval from test."""
+    return sample_split(
+        load_gsm8k("train", data_dir),
+        load_gsm8k("test", data_dir),
+        n_train=n_train,
+        n_eval=n_eval,
+        seed=seed,
+        source=describe_source(data_dir),
+    )

@@ -1,0 +1,89 @@
+"""What a training run does besides training: its per-step log line and its greedy evaluations.
+
+Both are TRL callbacks; only the main process writes (several processes under
+``accelerate launch`` share one run folder).
+"""
+
+from __future__ import annotations
+
+import time
+
+from transformers import TrainerCallback
+
+from saah_lib.models.backends import evaluation_backend
+from saah_lib.models.evaluate import evaluate_pass_at_1
+from saah_lib.models.rollout import StaticRollout
+from saah_lib.rundir.folder import RunDir
+from saah_lib.rundir.layout import TRAIN_LOG_FROM_TRL
+
+
+class TrainLogCallback(TrainerCallback):
+    """Appends one line per optimiser step to train_log.jsonl (TRL logs every step)."""
+
+    def __init__(self, run: RunDir, trainer=None):
+        self.run, self.trainer = run, trainer
+        self._step_started = None
+        self.step_time = None
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        self._step_started = time.perf_counter()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.step_time = time.perf_counter() - self._step_started
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not logs or "reward" not in logs or not state.is_world_process_zero:
+            return  # the end-of-training summary, or another rank
+        record = {"step": state.global_step}
+        record.update({ours: logs.get(theirs) for ours, theirs in TRAIN_LOG_FROM_TRL.items()})
+        record["step_time"] = self.step_time
+        self.run.log_step(record)
+        if self.trainer is not None and self.trainer.token_entropy_samples:
+            samples = [{"step": state.global_step, **s} for s in self.trainer.token_entropy_samples]
+            self.run.log_token_entropies(samples)
+            self.trainer.token_entropy_samples.clear()
+
+
+class PassAtOneCallback(TrainerCallback):
+    """Evaluates at step 0, every ``eval_every`` steps and at the last step.
+
+    Results go to the run log; a step already evaluated (a resumed run) is skipped.
+    """
+
+    def __init__(self, run: RunDir, tokenizer, problems, *, eval_every: int, max_new_tokens: int,
+                 batch_size: int, progress: bool = True, generation_backend: str = "hf"):
+        self.run, self.tokenizer, self.problems = run, tokenizer, problems
+        self.eval_every, self.max_new_tokens, self.batch_size = eval_every, max_new_tokens, batch_size
+        self.progress = progress
+        self.generation_backend = generation_backend
+        self.engine = None  # the compiled backend's StaticRollout, kept so its graph is reused
+        self.history: list[dict] = []
+
+    def _evaluate(self, model, step: int) -> None:
+        if step in self.run.evaluated_steps():
+            return
+        backend = self.generation_backend
+        device = next(model.parameters()).device
+        if self.engine is None and evaluation_backend(backend, device) == "compiled":
+            self.engine = StaticRollout(max_new_tokens=self.max_new_tokens, eos_token_ids=self.tokenizer.eos_token_id,
+                                        pad_token_id=self.tokenizer.pad_token_id, compile=device.type == "cuda")
+        result = evaluate_pass_at_1(model, self.tokenizer, self.problems, max_new_tokens=self.max_new_tokens,
+                                    batch_size=self.batch_size, progress=self.progress, desc=f"eval@{step}",
+                                    generation_backend=backend, engine=self.engine)
+        summary = result.summary(step)
+        self.run.log_eval(summary, result.records)
+        self.history.append(summary)
+        print(f"step {step}: Pass@1 = {result.pass_at_1:.3f} ± {result.ci95:.3f} (n={result.n})", flush=True)
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        if not state.is_world_process_zero:
+            return  # several processes: the main one evaluates and logs
+        if state.global_step == 0:
+            self._evaluate(model, 0)
+
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        if not state.is_world_process_zero:
+            return
+        step = state.global_step
+        if step % self.eval_every == 0 or step == state.max_steps:
+            self._evaluate(model, step)

@@ -1,0 +1,262 @@
+"""SA-AH-GRPO on top of TRL's ``GRPOTrainer``.
+
+What changes relative to TRL, and nothing else:
+
+1. ``_compute_loss``: the per-token weights of ``saah_lib.method.loss`` enter the
+   clipped surrogate, normalised by the weighted token count (TRL's ``bnpo``
+   when every weight is 1). Entropy comes from the same forward pass: TRL's
+   fused exact entropy when ``entropy_top_k`` is None, otherwise a top-K
+   estimate from the backbone's final hidden states (captured with a forward
+   hook) through a chunked, gradient-free ``lm_head`` product.
+2. ``_generate_and_score_completions``: groups whose reward standard deviation
+   is below ``reward_std_threshold`` get zero advantage.
+3. ``_generate_single_turn``: with ``generation_backend="compiled"`` rollouts go
+   through ``saah_lib.models.rollout`` (static KV cache, compiled decode step, LoRA
+   merged for the rollout); ``hf`` and ``vllm`` are TRL's own paths.
+
+Reference log-probs, LoRA, accelerate, vLLM, checkpointing and
+truncated-completion masking are TRL's own.
+"""
+
+from __future__ import annotations
+
+import math
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import torch
+from trl import GRPOConfig, GRPOTrainer
+from trl.models.utils import unwrap_model_for_generation
+from trl.trainer.utils import nanstd
+
+from saah_lib.method.loss import method_weights, normalised_entropy_from_hidden, saah_policy_loss
+from saah_lib.method.methods import MAIN_ALPHA, PAPER_ENTROPY_TOP_K, method_alpha
+from saah_lib.models.backends import check_backend, require_vllm, resolve_backend
+from saah_lib.models.rollout import SamplingSettings, StaticRollout, merged_lora
+
+
+@dataclass
+class SAAHGRPOConfig(GRPOConfig):
+    """``GRPOConfig`` plus the method's four knobs. Defaults follow the paper."""
+
+    method: str = field(default="sa", metadata={"help": "grpo, ah or sa"})
+    alpha: float = field(default=MAIN_ALPHA, metadata={"help": "discount strength; ignored (0) for grpo"})
+    entropy_top_k: int | None = field(
+        default=PAPER_ENTROPY_TOP_K, metadata={"help": "top-K entropy estimate; None for TRL's exact entropy"}
+    )
+    reward_std_threshold: float = field(
+        default=0.15, metadata={"help": "groups whose reward std is below this get zero advantage"}
+    )
+    log_token_entropies: int = field(
+        default=2, metadata={"help": "rollouts per step whose per-token entropies are kept for plots"}
+    )
+    generation_backend: str = field(
+        default="auto", metadata={"help": "hf, compiled or vllm; auto: compiled on CUDA, hf (TRL's own) elsewhere"}
+    )
+    rollout_compile: bool | None = field(
+        default=None, metadata={"help": "torch.compile the compiled backend's decode step; None: only on CUDA"}
+    )
+    # The paper's loss: token-level normalisation and the plain k3 KL estimator.
+    loss_type: str = "bnpo"
+    use_bias_correction_kl: bool = False
+
+    def __post_init__(self):
+        check_backend(self.generation_backend)
+        if self.generation_backend == "vllm":
+            self.use_vllm = True
+        elif self.use_vllm and self.generation_backend == "compiled":
+            raise ValueError("generation_backend='compiled' conflicts with use_vllm=True")
+        super().__post_init__()
+        self.alpha = method_alpha(self.method, self.alpha)
+
+
+class SAAHGRPOTrainer(GRPOTrainer):
+    """``GRPOTrainer`` whose loss weights tokens by their entropy-adaptive horizon."""
+
+    def __init__(self, *args, **kwargs):
+        config = kwargs.get("args", args[2] if len(args) > 2 else None)
+        if config is not None and config.use_vllm:
+            require_vllm()  # before TRL tries to import it
+        super().__init__(*args, **kwargs)
+        self._check_supported_options()
+        self.token_entropy_samples: list[dict] = []
+        self.generation_backend = "vllm" if self.use_vllm else resolve_backend(
+            getattr(self.args, "generation_backend", "auto"), self.accelerator.device)
+        self._rollout_engine = None
+
+    def _check_supported_options(self) -> None:
+        a = self.args
+        unsupported = {
+            "loss_type": (a.loss_type, "bnpo"),
+            "importance_sampling_level": (a.importance_sampling_level, "token"),
+            "use_bias_correction_kl": (a.use_bias_correction_kl, False),
+            "top_entropy_quantile": (a.top_entropy_quantile, 1.0),
+            "off_policy_mask_threshold": (a.off_policy_mask_threshold, None),
+            "delta": (a.delta, None),
+            "entropy bonus": (self._entropy_bonus_enabled, False),
+            "epsilon_high": (self.epsilon_high, self.epsilon_low),
+        }
+        bad = [f"{k}={got!r} (needs {want!r})" for k, (got, want) in unsupported.items() if got != want]
+        if bad:
+            raise ValueError("SAAHGRPOTrainer implements the paper's loss only; unsupported: " + "; ".join(bad))
+
+    # ------------------------------------------------------------------ generation
+    def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
+        if self.generation_backend != "compiled" or images is not None or multimodal_fields:
+            return super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations,
+                                                 has_tool_images)
+        return self._static_rollout(prompt_ids)
+
+    def rollout_engine(self) -> StaticRollout:
+        if self._rollout_engine is None:
+            compile_ = self.args.rollout_compile
+            self._rollout_engine = StaticRollout(
+                max_new_tokens=self.max_completion_length, pad_token_id=self._tokenizer.pad_token_id,
+                eos_token_ids=self.eos_token_ids,
+                compile=self.accelerator.device.type == "cuda" if compile_ is None else compile_,
+            )
+        return self._rollout_engine
+
+    def _static_rollout(self, prompt_ids):
+        """TRL's regular generation path with the static-shape engine in place of ``model.generate``.
+
+        Sampling settings come from TRL's own ``generation_kwargs`` (temperature, top-p/k, min-p and any
+        user ``generation_kwargs``). The policy is sampled in eval mode with merged LoRA weights (no
+        adapter dropout); both weights are restored exactly afterwards.
+        """
+        sampling = SamplingSettings.from_generation_kwargs(self.generation_kwargs)
+        with (
+            unwrap_model_for_generation(
+                self.model_wrapped, self.accelerator,
+                gather_deepspeed3_params=self.args.ds3_gather_for_generation,
+                gradient_checkpointing_kwargs=self.args.gradient_checkpointing_kwargs,
+            ) as unwrapped_model,
+            torch.no_grad(),
+            self._dist.summon_full_params(self.model_wrapped, recurse=False),
+        ):
+            was_training = unwrapped_model.training
+            unwrapped_model.eval()
+            try:
+                with merged_lora(unwrapped_model):
+                    return self.rollout_engine().generate(unwrapped_model, prompt_ids, sampling)
+            finally:
+                unwrapped_model.train(was_training)
+
+    # ------------------------------------------------------------------ rewards
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        self._last_rewards_per_func = rewards_per_func  # all processes' rewards, for the threshold below
+        return rewards_per_func
+
+    def _generate_and_score_completions(self, generation_batch):
+        output = super()._generate_and_score_completions(generation_batch)
+        if self.model.training and self.args.reward_std_threshold > 0:
+            output["advantages"] = self._zero_flat_groups(output["advantages"])
+        return output
+
+    def _zero_flat_groups(self, advantages: torch.Tensor) -> torch.Tensor:
+        """Zero the advantage of groups whose reward spread is below the threshold.
+
+        TRL divides by (std + 1e-4); a group of nearly equal rewards would turn
+        noise-level differences into unit-size advantages. Groups are the
+        ``num_generations`` consecutive completions of one prompt.
+        """
+        weights = self.reward_weights.to(self._last_rewards_per_func.device)
+        rewards = (self._last_rewards_per_func * weights).nansum(dim=1)
+        group_std = nanstd(rewards.view(-1, self.num_generations), dim=1)
+        keep = (group_std >= self.args.reward_std_threshold).repeat_interleave(self.num_generations)
+        n_local = advantages.size(0)
+        start = self.accelerator.process_index * n_local
+        self._metrics["train"]["saah/frac_groups_below_threshold"].append(1.0 - keep.float().mean().item())
+        return advantages * keep[start : start + n_local].to(advantages.dtype).to(advantages.device)
+
+    # ------------------------------------------------------------------ entropy
+    def _causal_lm(self, model):
+        model = self.accelerator.unwrap_model(model)
+        return model.get_base_model() if hasattr(model, "get_base_model") else model
+
+    @contextmanager
+    def _capture_final_hidden(self, model, logits_to_keep: int):
+        """Keep the final hidden states that predict completion tokens, from TRL's own forward."""
+        if self.args.entropy_top_k is None:
+            yield None
+            return
+        captured: list[torch.Tensor] = []
+
+        def hook(module, args, output):
+            hidden = output.last_hidden_state if hasattr(output, "last_hidden_state") else output[0]
+            captured.append(hidden[:, -(logits_to_keep + 1) : -1].detach())
+
+        handle = self._causal_lm(model).base_model.register_forward_hook(hook)
+        try:
+            yield captured
+        finally:
+            handle.remove()
+
+    def _normalised_entropy(self, model, entropies: torch.Tensor, captured) -> torch.Tensor:
+        lm_head = self._causal_lm(model).get_output_embeddings()
+        if captured is None:  # TRL's exact, fused full-vocabulary entropy
+            return entropies.detach().float() / math.log(lm_head.weight.size(0))
+        return normalised_entropy_from_hidden(
+            torch.cat(captured), lm_head.weight, lm_head.bias,
+            top_k=self.args.entropy_top_k, temperature=self.temperature,
+        )
+
+    # ------------------------------------------------------------------ loss
+    def _compute_loss(self, model, inputs):
+        prompt_ids, prompt_mask = inputs["prompt_ids"], inputs["prompt_mask"]
+        completion_ids, completion_mask = inputs["completion_ids"], inputs["completion_mask"]
+        input_ids = torch.cat([prompt_ids, completion_ids], dim=1)
+        attention_mask = torch.cat([prompt_mask, completion_mask], dim=1)
+        logits_to_keep = completion_ids.size(1)
+        mask = completion_mask if "tool_mask" not in inputs else completion_mask * inputs["tool_mask"]
+
+        with self._capture_final_hidden(model, logits_to_keep) as captured:
+            logps, entropies, _ = self._get_per_token_logps_and_entropies(
+                model, input_ids, attention_mask, logits_to_keep, compute_entropy=True
+            )
+        norm_entropy = self._normalised_entropy(model, entropies, captured)
+
+        advantages = inputs["advantages"]
+        old_logps = inputs.get("old_per_token_logps")
+        old_logps = logps.detach() if old_logps is None else old_logps
+        weights = method_weights(self.args.method, norm_entropy, mask, advantages, self.args.alpha)
+        vllm_is = self.use_vllm and self.vllm_importance_sampling_correction
+        loss, stats = saah_policy_loss(
+            logps, old_logps, inputs.get("ref_per_token_logps"), advantages, mask, weights,
+            epsilon=self.epsilon_low, beta=self.beta, norm_entropy=norm_entropy,
+            token_scale=inputs["importance_sampling_ratio"] if vllm_is else None,
+        )
+
+        mode = "train" if self.model.training else "eval"
+        self._log_step_statistics(mode, stats, entropies, mask)
+        if mode == "train":
+            self._keep_token_entropies(norm_entropy, mask, advantages)
+            loss = loss / self.current_gradient_accumulation_steps  # TRL turns off HF's own scaling
+        return loss
+
+    def _log_step_statistics(self, mode, stats, entropies, mask) -> None:
+        def global_mean(x: torch.Tensor) -> float:
+            return self.accelerator.gather(x.reshape(1).float()).nanmean().item()
+
+        metrics = self._metrics[mode]
+        if self.beta != 0.0:
+            metrics["kl"].append(global_mean(stats["kl"]))
+        metrics["entropy"].append(global_mean((entropies * mask).sum() / mask.sum().clamp(min=1)))
+        metrics["clip_ratio/region_mean"].append(global_mean(stats["clip_frac"]))
+        for name in ("entropy_norm", "weight_mean", "weight_neg_mean", "neg_frac"):
+            metrics[f"saah/{name}"].append(global_mean(stats[name]))
+
+    def _keep_token_entropies(self, norm_entropy, mask, advantages) -> None:
+        """Per-token entropies of one negative and one positive rollout per step, for the weight schematic."""
+        room = self.args.log_token_entropies - len(self.token_entropy_samples)
+        if room <= 0:
+            return
+        adv = advantages.reshape(-1)
+        picks = (adv < 0).nonzero().flatten()[:1].tolist() + (adv > 0).nonzero().flatten()[:1].tolist()
+        for i in picks[:room]:
+            n = int(mask[i].sum().item())
+            self.token_entropy_samples.append({
+                "advantage": adv[i].item(),
+                "entropy_norm": [round(v, 6) for v in norm_entropy[i, :n].tolist()],
+            })

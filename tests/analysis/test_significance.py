@@ -1,0 +1,195 @@
+"""Paired tests: hand-worked cases, and scipy as an independent reference where it is installed."""
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from saah_lib.analysis.significance import (
+    binomial_two_sided_p,
+    holm,
+    mcnemar_exact,
+    mcnemar_pooled,
+    paired_bootstrap,
+    sign_flip_test,
+)
+
+# --------------------------------------------------------------------- McNemar by hand
+
+
+def test_binomial_p_hand_worked():
+    # 0 of 5 discordant pairs for A: 2 * (1/2)^5 = 1/16
+    assert binomial_two_sided_p(0, 5) == 2 / 32
+    # 1 of 6: 2 * (1 + 6) / 64 = 14/64
+    assert binomial_two_sided_p(1, 6) == 14 / 64
+    # symmetric in k <-> n - k, and 1 at the centre
+    assert binomial_two_sided_p(5, 6) == binomial_two_sided_p(1, 6)
+    assert binomial_two_sided_p(3, 6) == 1.0
+    assert binomial_two_sided_p(0, 0) == 1.0
+    with pytest.raises(ValueError, match="0 <= k <= n"):
+        binomial_two_sided_p(4, 3)
+
+
+def test_mcnemar_counts_and_p_on_a_hand_made_table():
+    # 10 problems: both right on 3, A only on 4, B only on 1, neither on 2
+    a = [1, 1, 1, 1, 1, 1, 1, 0, 0, 0]
+    b = [1, 1, 1, 0, 0, 0, 0, 1, 0, 0]
+    r = mcnemar_exact(a, b)
+    assert (r.both, r.a_only, r.b_only, r.neither, r.n_pairs) == (3, 4, 1, 2, 10)
+    # 1 of 5 discordant for B: 2 * (1 + 5) / 32 = 12/32
+    assert r.p_value == 12 / 32
+    assert r.diff == pytest.approx(0.3)  # 0.7 - 0.4
+
+
+def test_mcnemar_rejects_unpaired_or_non_binary_input():
+    with pytest.raises(ValueError, match="pair up"):
+        mcnemar_exact([1, 0], [1, 0, 1])
+    with pytest.raises(ValueError, match="booleans or 0/1"):
+        mcnemar_exact([0.5, 1], [1, 0])
+
+
+def test_pooled_mcnemar_sums_discordant_pairs_over_seeds():
+    s0 = mcnemar_exact([1, 1, 0, 0], [0, 0, 0, 1])  # a_only 2, b_only 1
+    s1 = mcnemar_exact([1, 0, 1, 1], [0, 0, 1, 1])  # a_only 1, b_only 0
+    pooled = mcnemar_pooled([s0, s1])
+    assert (pooled.a_only, pooled.b_only, pooled.n_pairs) == (3, 1, 8)
+    assert pooled.p_value == binomial_two_sided_p(3, 4) == 2 * 5 / 16
+    # pooling strata is the same as one test on the stacked pairs
+    stacked = mcnemar_exact([[1, 1, 0, 0], [1, 0, 1, 1]], [[0, 0, 0, 1], [0, 0, 1, 1]])
+    assert stacked.p_value == pooled.p_value
+    with pytest.raises(ValueError, match="no per-seed"):
+        mcnemar_pooled([])
+
+
+# --------------------------------------------------------------------- bootstrap
+
+def test_bootstrap_interval_is_degenerate_when_every_problem_has_the_same_difference():
+    a = np.ones((3, 50), bool)
+    b = a.copy()
+    b[:, :] = False
+    r = paired_bootstrap(a, b, n_resamples=200, seed=1)
+    assert r.diff == r.low == r.high == 1.0
+    assert (r.n_seeds, r.n_problems, r.n_resamples, r.seed) == (3, 50, 200, 1)
+
+
+def test_bootstrap_is_seeded_and_brackets_the_observed_difference():
+    rng = np.random.default_rng(0)
+    a = rng.random((3, 200)) < 0.45
+    b = rng.random((3, 200)) < 0.40
+    r1 = paired_bootstrap(a, b, n_resamples=2000, seed=7)
+    r2 = paired_bootstrap(a, b, n_resamples=2000, seed=7)
+    assert r1 == r2
+    assert r1.low < r1.diff < r1.high
+    assert r1.diff == pytest.approx(a.mean() - b.mean())
+    # the interval's width is near the normal approximation for clustered problem means
+    d = (a.astype(float) - b.astype(float)).mean(axis=0)
+    se = d.std(ddof=1) / math.sqrt(d.size)
+    assert (r1.high - r1.low) == pytest.approx(2 * 1.96 * se, rel=0.15)
+
+
+def test_bootstrap_resamples_problems_not_cells():
+    # A is right on every problem of seed 0 and wrong on seed 1; B the other way round:
+    # per problem the seed-averaged difference is exactly 0, so every problem resample gives 0.
+    a = np.array([[1] * 20, [0] * 20], bool)
+    b = ~a
+    r = paired_bootstrap(a, b, n_resamples=500, seed=0)
+    assert r.low == r.high == 0.0
+
+
+def test_bootstrap_rejects_bad_input():
+    with pytest.raises(ValueError, match="pair up"):
+        paired_bootstrap(np.ones((2, 5)), np.ones((3, 5)))
+    with pytest.raises(ValueError, match="n_resamples"):
+        paired_bootstrap([1, 0], [0, 1], n_resamples=0)
+
+
+# --------------------------------------------------------------------- sign flip
+
+def test_sign_flip_hand_worked_three_seeds():
+    # all three differences positive: only the observed pattern and its mirror reach |mean| -> 2/8
+    r = sign_flip_test([3.0, 2.0, 4.0], [1.0, 1.0, 1.0])
+    assert r.diffs == (2.0, 1.0, 3.0)
+    assert r.mean_diff == 2.0
+    assert r.p_value == 0.25 == r.min_p
+    assert (r.n_positive, r.n_negative) == (3, 0)
+    # differences (1, -1, 3): |sums| over the 8 sign patterns (+++, ++-, +-+, +--, -++, -+-, --+, ---)
+    # are 3, 3, 5, 1, 1, 5, 3, 3 -> |sum| >= 3 in 6 of 8
+    r = sign_flip_test([1.0, -1.0, 3.0], [0.0, 0.0, 0.0])
+    assert r.p_value == 0.75
+
+
+def test_sign_flip_floor_is_two_over_two_to_the_n():
+    for n in (3, 4, 5):
+        r = sign_flip_test(np.arange(1, n + 1, dtype=float), np.zeros(n))
+        assert r.min_p == 2 / 2**n == r.p_value
+    assert sign_flip_test([1, 2, 3, 4, 5], [0] * 5).p_value > 0.05  # five seeds can never reach 5%
+
+
+def test_sign_flip_rejects_bad_input():
+    with pytest.raises(ValueError, match="one value per seed"):
+        sign_flip_test([1, 2], [1])
+    with pytest.raises(ValueError, match="finite"):
+        sign_flip_test([1, float("nan")], [1, 2])
+
+
+# --------------------------------------------------------------------- Holm
+
+def test_holm_hand_worked():
+    # sorted 0.01, 0.02, 0.04 -> 3*0.01, max(0.03, 2*0.02), max(0.04, 1*0.04)
+    assert holm([0.04, 0.01, 0.02]) == pytest.approx([0.04, 0.03, 0.04])
+    assert holm([0.5, 0.9]) == pytest.approx([1.0, 1.0])
+    out = holm([0.01, float("nan")])
+    assert out[0] == 0.01 and math.isnan(out[1])
+
+
+# --------------------------------------------------------------------- scipy as reference
+
+scipy_stats = pytest.importorskip("scipy.stats", reason="scipy (test extra) is the reference implementation")
+
+
+@pytest.mark.parametrize("k,n", [(0, 1), (0, 7), (3, 10), (5, 10), (12, 40), (30, 41), (97, 250)])
+def test_binomial_p_matches_scipy_binomtest(k, n):
+    assert binomial_two_sided_p(k, n) == pytest.approx(scipy_stats.binomtest(k, n, 0.5).pvalue, rel=1e-12)
+
+
+def test_mcnemar_matches_scipy_on_random_paired_data():
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        n = int(rng.integers(5, 300))
+        a = rng.random(n) < rng.uniform(0.2, 0.8)
+        b = np.where(rng.random(n) < 0.7, a, rng.random(n) < 0.5)
+        r = mcnemar_exact(a, b)
+        levels = ([False, True], [False, True])
+        table = scipy_stats.contingency.crosstab(a, b, levels=levels).count  # rows: a False/True
+        assert (table[1, 1], table[1, 0], table[0, 1], table[0, 0]) == (r.both, r.a_only, r.b_only, r.neither)
+        expected = scipy_stats.binomtest(r.a_only, r.discordant, 0.5).pvalue if r.discordant else 1.0
+        assert r.p_value == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize("n", [3, 4, 5, 6])
+def test_sign_flip_matches_scipy_exact_permutation_test(n):
+    rng = np.random.default_rng(n)
+    x, y = rng.normal(size=n), rng.normal(size=n)
+    ref = scipy_stats.permutation_test((x, y), lambda u, v: np.mean(u - v), permutation_type="samples",
+                                       alternative="two-sided", n_resamples=10**6)
+    assert sign_flip_test(x, y).p_value == pytest.approx(ref.pvalue, rel=1e-12)
+
+
+def test_bootstrap_agrees_with_scipy_percentile_bootstrap():
+    rng = np.random.default_rng(5)
+    a = rng.random(300) < 0.5
+    b = np.where(rng.random(300) < 0.6, a, rng.random(300) < 0.4)
+    ours = paired_bootstrap(a, b, n_resamples=20000, seed=1)
+    ref = scipy_stats.bootstrap((a.astype(float), b.astype(float)), lambda u, v: np.mean(u - v), paired=True,
+                                vectorized=False, n_resamples=20000, method="percentile",
+                                random_state=np.random.default_rng(2)).confidence_interval
+    # different random streams: agreement to Monte Carlo precision
+    assert ours.low == pytest.approx(ref.low, abs=0.006)
+    assert ours.high == pytest.approx(ref.high, abs=0.006)
+
+
+def test_sign_flip_enumerates_all_patterns():
+    d = np.array([0.3, -0.1, 0.2, 0.05])
+    count = sum(abs(np.dot(s, d)) >= abs(d.sum()) - 1e-12 for s in itertools.product((1, -1), repeat=4))
+    assert sign_flip_test(d, np.zeros(4)).p_value == count / 16

@@ -1,0 +1,60 @@
+"""Tests of saah_lib.analysis.summaries against hand-computed values."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from saah_lib.analysis import summaries as S
+from saah_lib.tasks.scoring import pass_at_1_ci
+
+
+def test_pass_at_1_ci_formula():
+    assert pass_at_1_ci(0.5, 100) == pytest.approx(0.098)
+    assert pass_at_1_ci(0.637, 500) == pytest.approx(1.96 * math.sqrt(0.637 * 0.363 / 500))
+    assert np.allclose(pass_at_1_ci(np.array([0.0, 1.0]), 500), 0.0)
+    assert math.isnan(pass_at_1_ci(0.5, 0))
+
+
+def test_training_variance_hand_computed():
+    # 5 logged steps -> second half = rows with index >= 2 -> reward_mean [3, 4, 6]
+    # mean 13/3; squared deviations 16/9, 1/9, 25/9 -> sum 42/9; ddof=1 -> 21/9
+    log = pd.DataFrame({"step": [1, 2, 3, 4, 5], "reward_mean": [1.0, 2.0, 3.0, 4.0, 6.0]})
+    assert S.training_variance(log) == pytest.approx(21 / 9)
+    # order of lines does not matter; a step logged twice keeps its last line
+    shuffled = pd.DataFrame({"step": [5, 3, 1, 4, 2, 5], "reward_mean": [99.0, 3.0, 1.0, 4.0, 2.0, 6.0]})
+    assert S.training_variance(shuffled) == pytest.approx(21 / 9)
+    # 4 steps -> rows 2, 3 -> [3, 5] -> variance 2 (ddof=1)
+    assert S.training_variance(pd.DataFrame({"step": [1, 2, 3, 4], "reward_mean": [1, 2, 3, 5]})) == pytest.approx(2.0)
+    # nulls inside the second half are ignored, fewer than two values -> NaN
+    assert S.training_variance(pd.DataFrame({"step": [1, 2, 3, 4], "reward_mean": [1, 2, None, 5]})) != \
+        S.training_variance(pd.DataFrame({"step": [1, 2, 3, 4], "reward_mean": [1, 2, 3, 5]}))
+    assert math.isnan(S.training_variance(pd.DataFrame({"step": [1, 2, 3], "reward_mean": [1, 2, None]})))
+    assert math.isnan(S.training_variance(pd.DataFrame({"step": [], "reward_mean": []})))
+
+
+def test_final_and_peak_excludes_step0_and_takes_earliest_tie():
+    ev = pd.DataFrame({"step": [0, 10, 20, 30, 40], "pass_at_1": [0.9, 0.5, 0.7, 0.7, 0.6],
+                       "n": [100] * 5})
+    out = S.final_and_peak(ev)
+    assert out["final_pass_at_1"] == 0.6 and out["final_step"] == 40
+    assert out["peak_pass_at_1"] == 0.7 and out["peak_step"] == 20
+    assert out["peak_ci95"] == pytest.approx(pass_at_1_ci(0.7, 100))
+    only0 = S.final_and_peak(ev[ev.step == 0])
+    assert all(math.isnan(v) for v in only0.values())
+
+
+def test_mean_kl():
+    assert S.mean_kl(pd.DataFrame({"step": [1, 2, 3], "kl": [0.1, None, 0.3]})) == pytest.approx(0.2)
+
+
+def test_token_weights():
+    h = np.array([0.2, 0.4, 0.1])
+    ah = np.exp(-0.5 * np.cumsum(h))
+    assert np.allclose(S.token_weights(h, 0.5, "grpo", -1.0), 1.0)
+    assert np.allclose(S.token_weights(h, 0.5, "ah", 1.0), ah)
+    assert np.allclose(S.token_weights(h, 0.5, "ah", -1.0), ah)
+    assert np.allclose(S.token_weights(h, 0.5, "sa", 1.0), 1.0)
+    assert np.allclose(S.token_weights(h, 0.5, "sa", 0.0), 1.0)  # advantage 0 counts as non-negative
+    assert np.allclose(S.token_weights(h, 0.5, "sa", -1.0), ah)

@@ -1,0 +1,31 @@
+"""What a model name means and where its files are (saah_lib.models.names)."""
+
+from saah_lib.models.names import TINY_WARMSTART, canonical_model_name, model_folder_problem, model_location
+from saah_lib.paths import REPO_ROOT, TINY_WARMSTART_DIR
+from saah_lib.training.config import make_config
+
+
+def test_model_names_are_stored_relative_to_the_repository(tmp_path):
+    assert make_config("tiny").model_name == TINY_WARMSTART
+    assert canonical_model_name("Qwen/Qwen2.5-1.5B-Instruct") == "Qwen/Qwen2.5-1.5B-Instruct"
+    assert canonical_model_name(str(REPO_ROOT / "docs")) == "docs"  # a folder inside the repository
+    assert canonical_model_name(str(tmp_path)) == str(tmp_path.resolve())  # outside it: absolute
+    assert model_location("docs") == str(REPO_ROOT / "docs")
+    assert model_location("Qwen/Qwen2.5-3B-Instruct") == "Qwen/Qwen2.5-3B-Instruct"
+    assert "results_dir" not in make_config("tiny", results_dir=str(tmp_path)).run_settings()
+
+
+def test_the_warm_start_keeps_its_name_whatever_older_runs_called_it():
+    former = "results/mini/warmstart/model"
+    for name in (TINY_WARMSTART, former, str(REPO_ROOT / former), "/elsewhere/clone/" + former):
+        assert canonical_model_name(name) == TINY_WARMSTART
+    assert model_location(former) == str(TINY_WARMSTART_DIR)
+
+
+def test_a_model_folder_must_exist_and_hold_a_model(tmp_path):
+    assert model_folder_problem(TINY_WARMSTART) is None  # built on first use
+    assert model_folder_problem("Qwen/Qwen2.5-3B-Instruct") is None  # the hub: checked when loaded
+    assert "does not exist" in model_folder_problem(str(tmp_path / "nowhere"))
+    assert "holds no model" in model_folder_problem(str(tmp_path))
+    (tmp_path / "config.json").write_text("{}")
+    assert model_folder_problem(str(tmp_path)) is None

@@ -1,0 +1,281 @@
+"""The static-shape rollout engine (saah_lib.models.rollout) against transformers' ``generate`` and TRL's own path."""
+
+from collections import Counter
+
+import pytest
+import torch
+from trl import GRPOConfig
+
+from saah_lib.method.reward import TRL_REWARD_FUNCS
+from saah_lib.models.backends import resolve_backend
+from saah_lib.models.loading import load_model_and_tokenizer
+from saah_lib.models.rollout import SamplingSettings, StaticRollout, merged_lora, prompt_bucket
+from saah_lib.tasks.prompts import to_trl_dataset
+from saah_lib.tasks.synthetic import generate_problems
+from saah_lib.training.config import make_config
+from saah_lib.training.trainer import SAAHGRPOConfig, SAAHGRPOTrainer
+
+
+def left_pad(prompts, pad):
+    n = max(map(len, prompts))
+    ids = torch.tensor([[pad] * (n - len(p)) + p for p in prompts])
+    mask = torch.tensor([[0] * (n - len(p)) + [1] * len(p) for p in prompts])
+    return ids, mask
+
+
+def hf_completions(model, prompts, pad, eos, max_new, **kw):
+    """``model.generate``'s completions, cut after the first EOS like TRL does."""
+    ids, mask = left_pad(prompts, pad)
+    out = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max_new, pad_token_id=pad,
+                         eos_token_id=eos, **kw)[:, ids.size(1):].tolist()
+    cut = []
+    for row in out:
+        ends = [i for i, t in enumerate(row) if t in eos]
+        cut.append(row[: ends[0] + 1] if ends else row)
+    return cut
+
+
+def spread_weights(model, seed=0, std=0.3):
+    """Re-draw the weight matrices wider: at its initialisation scale the tiny model emits one token
+    whatever the prompt, which would make these comparisons trivial."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() == 2:
+                p.copy_(torch.randn(p.shape, generator=g) * std)
+    return model
+
+
+def small_qwen2(seed=0, vocab=101):
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(seed)
+    config = Qwen2Config(vocab_size=vocab, hidden_size=48, intermediate_size=96, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+                         tie_word_embeddings=True)
+    return spread_weights(Qwen2ForCausalLM(config).eval(), seed)
+
+
+def with_random_lora(model, seed=1):
+    from peft import LoraConfig, get_peft_model
+
+    peft_model = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, lora_dropout=0.0,
+                                                  target_modules=["q_proj", "v_proj", "up_proj", "down_proj"]))
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in peft_model.named_parameters():
+            if "lora_B" in name:  # PEFT starts B at zero, which would make the adapter a no-op
+                p.copy_(torch.randn(p.shape, generator=g) * 0.3)
+    return peft_model.eval()
+
+
+PROMPTS = [[3, 4, 7, 8, 9, 10, 11, 12, 13], [12, 13], [14, 15, 16, 17], [20, 21, 22, 23, 24, 25]]
+
+
+def eos_hit_early(model, prompts, max_new):
+    """A token that greedy decoding emits early in some rows but not in all: an EOS that ends some rows."""
+    free = hf_completions(model, prompts, 0, [], max_new, do_sample=False)
+    for t, _ in Counter(tok for row in free for tok in row[: max_new // 2]).most_common():
+        if t != 0 and not all(t in row for row in free):
+            return t
+    pytest.fail("no candidate EOS token")
+
+
+# ---------------------------------------------------------------------- backend choice
+
+
+def test_auto_backend_is_hf_on_cpu_and_compiled_on_cuda():
+    assert resolve_backend("auto", "cpu") == "hf"
+    assert resolve_backend("auto", "cuda") == "compiled"
+    assert resolve_backend("compiled", "cpu") == "compiled"
+    with pytest.raises(ValueError, match="generation_backend"):
+        resolve_backend("fast")
+
+
+def test_config_names_a_bad_backend_or_vllm_mode():
+    assert make_config("tiny").generation_backend == "auto"
+    with pytest.raises(ValueError, match="generation_backend"):
+        make_config("tiny", generation_backend="turbo")
+    with pytest.raises(ValueError, match="vllm_mode"):
+        make_config("tiny", vllm_mode="remote")
+
+
+def test_prompt_buckets_are_few_and_static():
+    assert [prompt_bucket(n) for n in (1, 64, 65, 200, 512, 1025)] == [64, 64, 128, 256, 512, 2048]
+
+
+# ---------------------------------------------------------------------- greedy
+
+
+def test_greedy_matches_generate_on_the_tiny_model_with_early_eos(tiny_random_model_dir):
+    model, tok = load_model_and_tokenizer(str(tiny_random_model_dir))
+    spread_weights(model.eval())
+    prompts = [tok(q.question, add_special_tokens=False)["input_ids"] for q in generate_problems(5, seed=3)]
+    assert len({len(p) for p in prompts}) > 1  # mixed prompt lengths
+    eos = eos_hit_early(model, prompts, 24)
+    engine = StaticRollout(max_new_tokens=24, pad_token_id=tok.pad_token_id, eos_token_ids=[eos])
+    ours, logps = engine.generate(model, prompts, SamplingSettings(do_sample=False))
+    theirs = hf_completions(model, prompts, tok.pad_token_id, [eos], 24, do_sample=False)
+    assert ours == theirs
+    assert any(len(r) < 24 and r[-1] == eos for r in ours) and any(len(r) == 24 for r in ours)
+    assert [len(x) for x in logps] == [len(r) for r in ours]
+
+
+def test_greedy_matches_generate_with_a_nonzero_lora_and_restores_weights_exactly():
+    model = with_random_lora(small_qwen2())
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    eos = eos_hit_early(model, PROMPTS, 20)
+    theirs = hf_completions(model, PROMPTS, 0, [eos], 20, do_sample=False)  # unmerged adapter
+    # the adapter matters: without it greedy decoding differs
+    with model.disable_adapter():
+        assert hf_completions(model, PROMPTS, 0, [eos], 20, do_sample=False) != theirs
+    engine = StaticRollout(max_new_tokens=20, pad_token_id=0, eos_token_ids=[eos], buckets=(16,))
+    with merged_lora(model):
+        ours, _ = engine.generate(model, PROMPTS, SamplingSettings(do_sample=False))
+    assert ours == theirs
+    assert any(len(r) < 20 for r in ours)
+    for n, p in model.named_parameters():
+        assert torch.equal(p, before[n]), n
+    assert not any(getattr(m, "merged", False) for m in model.modules())
+
+
+def test_merged_lora_restores_bf16_base_weights_bit_for_bit_where_unmerge_does_not():
+    model = with_random_lora(small_qwen2()).to(torch.bfloat16)
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    with merged_lora(model):
+        assert any(not torch.equal(p, before[n]) for n, p in model.named_parameters() if "base_layer" in n)
+    assert all(torch.equal(p, before[n]) for n, p in model.named_parameters())
+    # PEFT's own merge/unmerge round trip in bf16 drifts: the reason merged_lora copies weights back
+    model.merge_adapter()
+    model.unmerge_adapter()
+    assert any(not torch.equal(p, before[n]) for n, p in model.named_parameters() if "base_layer" in n)
+
+
+def test_greedy_evaluation_through_the_static_path_equals_hf(tiny_random_model_dir):
+    from saah_lib.models.evaluate import greedy_completions
+
+    model, tok = load_model_and_tokenizer(str(tiny_random_model_dir))
+    spread_weights(model)
+    prompts = [p.question for p in generate_problems(7, seed=5)]
+    kw = dict(max_new_tokens=12, batch_size=3, progress=False)  # 7 = 3 + 3 + 1: a padded last batch
+    hf = greedy_completions(model, tok, prompts, generation_backend="hf", **kw)
+    fast = greedy_completions(model, tok, prompts, generation_backend="compiled", **kw)
+    assert fast == hf and len(set(hf)) > 1
+
+
+# ---------------------------------------------------------------------- inside the trainer
+
+
+def build_trainer(model, tok, tmp_path, peft_config=None, **args):
+    common = dict(per_device_train_batch_size=4, num_generations=4, max_completion_length=16, report_to="none",
+                  use_cpu=True, bf16=False, logging_steps=1, max_steps=1, seed=0, beta=0.0, temperature=0.9)
+    trainer = SAAHGRPOTrainer(
+        model=model, reward_funcs=list(TRL_REWARD_FUNCS),
+        args=SAAHGRPOConfig(output_dir=str(tmp_path / "out"), **{**common, **args}),
+        train_dataset=to_trl_dataset(generate_problems(8, seed=0), tok), processing_class=tok,
+        peft_config=peft_config,
+    )
+    trainer.model.train()
+    return trainer
+
+
+def prompt_batch(tok, n=4):
+    return [tok(p.question, add_special_tokens=False)["input_ids"] for p in generate_problems(n, seed=7)]
+
+
+def pad_for_forward(prompt_ids, completion_ids, pad):
+    p, pm = left_pad(prompt_ids, pad)
+    t = max(map(len, completion_ids))
+    c = torch.tensor([r + [pad] * (t - len(r)) for r in completion_ids])
+    cm = torch.tensor([[1] * len(r) + [0] * (t - len(r)) for r in completion_ids])
+    return torch.cat([p, c], 1), torch.cat([pm, cm], 1), cm, t
+
+
+def test_cpu_default_keeps_trls_generate_path(tiny_random_model_dir, tmp_path):
+    model, tok = load_model_and_tokenizer(str(tiny_random_model_dir))
+    trainer = build_trainer(model, tok, tmp_path)
+    assert trainer.args.generation_backend == "auto" and trainer.generation_backend == "hf"
+    trainer._generate_single_turn(prompt_batch(tok), None, {}, 4)
+    assert trainer._rollout_engine is None  # the static engine was never built
+
+
+def test_sampled_rollout_equals_trls_path_and_its_logprobs_equal_the_training_forward(tiny_random_model_dir,
+                                                                                       tmp_path):
+    model, tok = load_model_and_tokenizer(str(tiny_random_model_dir))
+    spread_weights(model)
+    prompts = prompt_batch(tok) * 2
+    # Extra end-of-sequence ids: the token each row samples at position 3, 7 or 11 under seed 11, so that with
+    # that seed every completion ends early and differently. Then a backend that drew more random
+    # numbers than generate would shift the rest of the step.
+    probe = StaticRollout(max_new_tokens=48, pad_token_id=tok.pad_token_id, eos_token_ids=[tok.eos_token_id])
+    torch.manual_seed(11)
+    rows, _ = probe.generate(model, prompts, SamplingSettings(temperature=0.9))
+    stops = {r[min(3 + 4 * (i % 3), len(r) - 1)] for i, r in enumerate(rows)}
+    model.generation_config.eos_token_id = [tok.eos_token_id, *stops]
+    trainer = build_trainer(model, tok, tmp_path, generation_backend="compiled", max_completion_length=48)
+    assert trainer.generation_backend == "compiled"
+    torch.manual_seed(11)
+    ours, logps = trainer._generate_single_turn(prompts, None, {}, 4)
+    next_draw_ours = torch.rand(3)
+    trainer.generation_backend = "hf"  # TRL's own generate path, same seed
+    torch.manual_seed(11)
+    theirs, _ = trainer._generate_single_turn(prompts, None, {}, 4)
+    assert ours == theirs  # same tokens, same EOS cut, hence the same completion mask
+    # the global RNG advanced alike, so the rest of the step (batch shuffling) is unchanged too
+    assert torch.equal(next_draw_ours, torch.rand(3))
+    assert all(len(r) < 48 for r in ours) and len({len(r) for r in ours}) > 1
+
+    ids, mask, completion_mask, t = pad_for_forward(prompts, ours, tok.pad_token_id)
+    with torch.no_grad():
+        train_logps, _, _ = trainer._get_per_token_logps_and_entropies(trainer.model, ids, mask, t)
+    rollout_logps = torch.tensor([r + [0.0] * (t - len(r)) for r in logps])
+    ratio = torch.exp(train_logps - rollout_logps) * completion_mask
+    assert torch.allclose(ratio[completion_mask.bool()], torch.ones(()), atol=1e-4)
+    assert (rollout_logps[completion_mask.bool()] < 0).all()
+
+
+def test_rollout_leaves_lora_adapter_and_base_weights_bit_identical(tiny_random_model_dir, tmp_path):
+    from peft import LoraConfig
+
+    model, tok = load_model_and_tokenizer(str(tiny_random_model_dir))
+    model = spread_weights(model).to(torch.bfloat16)  # bf16: where an unmerge by subtraction would drift
+    lora = LoraConfig(r=4, lora_alpha=8, lora_dropout=0.0, target_modules=["q_proj", "v_proj", "down_proj"],
+                      task_type="CAUSAL_LM")
+    trainer = build_trainer(model, tok, tmp_path, peft_config=lora, generation_backend="compiled")
+    with torch.no_grad():
+        for name, p in trainer.model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.5)
+    before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
+    assert any(p.requires_grad for n, p in trainer.model.named_parameters() if "lora_" in n)
+    torch.manual_seed(0)
+    completions, _ = trainer._generate_single_turn(prompt_batch(tok), None, {}, 4)
+    assert trainer._rollout_engine is not None and all(completions)
+    for n, p in trainer.model.named_parameters():
+        assert torch.equal(p, before[n]), n
+    assert trainer.model.training
+
+
+# ---------------------------------------------------------------------- vLLM switch
+
+
+def test_vllm_settings_reach_trls_config_and_a_missing_package_is_named(tmp_path, tiny_random_model_dir):
+    from saah_lib.training.run import grpo_args, trl_kwargs
+
+    cfg = make_config("tiny", generation_backend="vllm", vllm_mode="server",
+                      vllm_server_base_url="http://localhost:8000")
+    stock = GRPOConfig(**trl_kwargs(cfg, tmp_path, progress=False))
+    ours = grpo_args(cfg, tmp_path, progress=False)
+    for args in (stock, ours):
+        assert args.use_vllm and args.vllm_mode == "server"
+        assert args.vllm_server_base_url == "http://localhost:8000"
+    colocate = grpo_args(make_config("tiny", generation_backend="vllm"), tmp_path, progress=False)
+    assert colocate.use_vllm and colocate.vllm_mode == "colocate"
+    assert not grpo_args(make_config("tiny"), tmp_path, progress=False).use_vllm
+
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is None:
+        model, tok = load_model_and_tokenizer(str(tiny_random_model_dir))
+        with pytest.raises(ImportError, match="'vllm' package"):
+            build_trainer(model, tok, tmp_path, generation_backend="vllm")

@@ -1,0 +1,157 @@
+"""The CPU stand-in model: tokenizer, chat template, save/load by path, cached builds."""
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from saah_lib.method.reward import TAGS
+from saah_lib.models import warmstart as tiny_model
+from saah_lib.models.tiny import IM_END, IM_START, PAD_TOKEN, build_tokenizer
+from saah_lib.models.warmstart import (
+    BUILD_INFO_FILE,
+    WarmStartSettings,
+    build_warm_start,
+    read_build_info,
+    tokenizer_corpus,
+)
+from saah_lib.tasks.prompts import SYSTEM_PROMPT, make_prompt
+from saah_lib.tasks.synthetic import generate_problems
+
+# Small enough that a whole build takes a second or two.
+TINY = WarmStartSettings(
+    hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1, intermediate_size=64,
+    tokenizer_problems=100, sft_steps=3, batch_size=4, n_sft_problems=20, n_heldout=4,
+    max_new_tokens=8,
+)
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return build_tokenizer(tokenizer_corpus(TINY, seed=0))
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> Path:
+    return build_warm_start(tmp_path_factory.mktemp("warm") / "model", seed=0, settings=TINY,
+                            progress=False)
+
+
+def token_count(tokenizer, text: str) -> int:
+    return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def test_tags_and_chat_markers_are_single_tokens(tokenizer):
+    for token in (*TAGS, IM_START, IM_END, PAD_TOKEN):
+        assert token_count(tokenizer, token) == 1, token
+    assert tokenizer.eos_token == IM_END and tokenizer.pad_token == PAD_TOKEN
+
+
+def test_digits_are_single_tokens(tokenizer):
+    ids = tokenizer("1234567890", add_special_tokens=False)["input_ids"]
+    assert tokenizer.convert_ids_to_tokens(ids) == list("1234567890")
+
+
+def test_vocabulary_is_small(tokenizer):
+    assert 256 < len(tokenizer) < 1000
+
+
+def test_tagged_solution_round_trips(tokenizer):
+    for problem in generate_problems(20, seed=1):
+        ids = tokenizer(problem.solution, add_special_tokens=False)["input_ids"]
+        # TRL decodes completions with skip_special_tokens=True: tags must survive it.
+        assert tokenizer.decode(ids, skip_special_tokens=True) == problem.solution
+
+
+def test_any_text_round_trips(tokenizer):
+    text = "Émile paid $1,234.50 — 15% off!\n\tÜber ✓ <SOLUTION>7</SOLUTION>"
+    assert tokenizer.decode(tokenizer(text)["input_ids"]) == text
+
+
+def test_chat_template_renders_through_make_prompt(tokenizer):
+    prompt = make_prompt("How many?", tokenizer)
+    assert prompt == (f"{IM_START}system\n{SYSTEM_PROMPT}{IM_END}\n"
+                      f"{IM_START}user\nHow many?{IM_END}\n{IM_START}assistant\n")
+
+
+def test_prompts_and_completions_are_short(tokenizer):
+    problem = generate_problems(1, seed=2, min_steps=3, max_steps=3)[0]
+    assert token_count(tokenizer, make_prompt(problem.question, tokenizer)) < 130
+    assert token_count(tokenizer, problem.solution) < 90
+
+
+def test_build_writes_a_model_folder(built):
+    for name in ("config.json", "model.safetensors", "tokenizer.json", BUILD_INFO_FILE):
+        assert (built / name).is_file(), name
+    info = read_build_info(built)
+    assert info["seed"] == 0 and info["sft_steps"] == TINY.sft_steps
+    assert info["parameters"] > 0 and info["build_seconds"] >= 0
+    assert 0.0 <= info["heldout_pass_at_1"] <= 1.0
+    assert info["final_sft_loss"] > 0
+    assert not list(built.parent.glob(".*building*"))
+
+
+def test_folder_loads_by_path_and_generates(built):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(built)
+    tokenizer = AutoTokenizer.from_pretrained(built)
+    assert type(model).__name__ == "Qwen2ForCausalLM"
+    assert model.config.tie_word_embeddings
+    assert model.config.vocab_size == len(tokenizer)
+    assert tokenizer.chat_template and tokenizer.eos_token == IM_END
+    batch = tokenizer([make_prompt("Tom has 3 pens.", tokenizer)], return_tensors="pt")
+    with torch.no_grad():
+        output = model.generate(**batch, max_new_tokens=5, do_sample=False)
+    assert output.shape[1] > batch["input_ids"].shape[1]
+
+
+def test_reloaded_tokenizer_encodes_like_the_built_one(built, tokenizer):
+    from transformers import AutoTokenizer
+
+    reloaded = AutoTokenizer.from_pretrained(built)
+    problem = generate_problems(1, seed=3)[0]
+    text = make_prompt(problem.question, tokenizer) + problem.solution + IM_END
+    assert reloaded(text)["input_ids"] == tokenizer(text)["input_ids"]
+
+
+def test_same_seed_and_settings_reuse_the_cache(built, monkeypatch):
+    def fail(*args, **kwargs):
+        raise AssertionError("rebuilt although cached")
+
+    monkeypatch.setattr(tiny_model, "_build_into", fail)
+    assert build_warm_start(built, seed=0, settings=TINY, progress=False) == built
+
+
+def test_other_settings_or_force_rebuild(built, monkeypatch):
+    calls = []
+
+    def record(folder, seed, settings, progress):
+        calls.append(seed)
+        folder.mkdir(parents=True)
+        return {"seed": seed, "settings": "stub"}
+
+    monkeypatch.setattr(tiny_model, "_build_into", record)
+    target = built.parent / "other"
+    build_warm_start(target, seed=1, settings=TINY, progress=False)
+    build_warm_start(target, seed=1, settings=TINY, force=True, progress=False)
+    assert calls == [1, 1]
+    assert json.loads((target / BUILD_INFO_FILE).read_text())["seed"] == 1
+
+
+def test_interrupted_build_leaves_nothing_behind(tmp_path, monkeypatch):
+    def crash(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(tiny_model, "supervised_finetune", crash)
+    with pytest.raises(KeyboardInterrupt):
+        build_warm_start(tmp_path / "model", settings=TINY, progress=False)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_builds_are_deterministic(built, tmp_path):
+    again = build_warm_start(tmp_path / "model", seed=0, settings=TINY, progress=False)
+    first, second = read_build_info(built), read_build_info(again)
+    assert first["final_sft_loss"] == second["final_sft_loss"]
+    assert (built / "model.safetensors").read_bytes() == (again / "model.safetensors").read_bytes()

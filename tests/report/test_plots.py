@@ -1,0 +1,132 @@
+"""Tests of saah_lib.report.plots (Agg, files written to tmp_path)."""
+
+from __future__ import annotations
+
+import re
+
+import matplotlib
+import numpy as np
+
+from saah_lib.analysis.reported import read_paper_reported
+from saah_lib.analysis.resultset import ResultSet
+from saah_lib.analysis.summaries import token_weights
+from saah_lib.paths import REPO_ROOT
+from saah_lib.report import plots as P
+
+REPORTED = REPO_ROOT / "results" / "paper_reported"
+
+
+def _names(paths):
+    return {p.name for p in paths}
+
+
+def test_no_pyplot_state():
+    import sys
+
+    fig = P.plot_token_weights([0.1, 0.2], [0.3], 0.5)
+    assert fig.canvas.__class__.__name__ == "FigureCanvasAgg"
+    # building figures must not depend on (or switch) a pyplot backend
+    assert "matplotlib.pyplot" not in sys.modules or matplotlib.get_backend()
+
+
+def test_reported_figures(tmp_path):
+    rs = read_paper_reported(REPORTED)
+    paths = P.write_all_figures(rs, tmp_path, prefix="reported", dpi=40)
+    expected = {f"reported_{n}.{e}" for n in ("pass_at_1", "overlay", "alpha_ablation", "reward", "entropy_weight")
+                for e in ("pdf", "png")}
+    assert _names(paths) == expected  # no token entropies in the paper: schematic skipped
+    for p in paths:
+        assert p.stat().st_size > 2_000
+        head = p.read_bytes()[:8]
+        assert head.startswith(b"%PDF") if p.suffix == ".pdf" else head.startswith(b"\x89PNG")
+
+
+def test_reported_trajectory_uses_paper_points():
+    rs = read_paper_reported(REPORTED)
+    fig = P.plot_pass_at_1(rs)
+    ax3b = fig.axes[0]
+    sa = [ln for ln in ax3b.get_lines() if ln.get_label().startswith("SA-AH-GRPO")][0]
+    assert list(sa.get_xdata()) == [30, 60, 90, 120, 150, 180]
+    assert np.allclose(sa.get_ydata(), [0.858, 0.844, 0.858, 0.854, 0.854, 0.846])
+    base = [ln for ln in ax3b.get_lines() if "baseline" in str(ln.get_label())][0]
+    assert np.allclose(base.get_ydata(), 0.831)
+
+
+def test_synthetic_figures(tmp_path, results_root):
+    rs = ResultSet.from_runs(results_root, tolerate_problems=True)
+    paths = P.write_all_figures(rs, tmp_path / "figs", prefix="mini", dpi=40, formats=("png",))
+    assert _names(paths) == {f"mini_{n}.png" for n in P.FIGURE_NAMES}
+
+
+def test_multi_seed_band_is_std_across_seeds(results_root):
+    rs = ResultSet.from_runs(results_root, tolerate_problems=True)
+    ck = rs.checkpoints
+    g = ck[(ck.model_label == "tiny") & (ck.method == "grpo")].sort_values("step")
+    half, kind = P._band(g)
+    assert kind == "±1 s.d. across seeds"
+    assert np.allclose(half, g["pass_at_1_std"])
+
+
+def test_token_weight_schematic_draws_real_weights():
+    h_pos = np.array([0.1, 0.5, 0.2, 0.9])
+    h_neg = np.array([0.3, 0.7, 0.6])
+    fig = P.plot_token_weights(h_pos, h_neg, alpha=0.5)
+    axes = np.array(fig.axes).reshape(4, 2)
+    for col, (h, adv) in enumerate(((h_pos, 1.0), (h_neg, -1.0))):
+        assert np.allclose([b.get_height() for b in axes[0, col].patches], h)
+        for row, method in enumerate(("grpo", "ah", "sa"), start=1):
+            heights = [b.get_height() for b in axes[row, col].patches]
+            assert np.allclose(heights, token_weights(h, 0.5, method, adv))
+    # SA: discount on the negative rollout only
+    assert np.allclose([b.get_height() for b in axes[3, 0].patches], 1.0)
+    assert np.allclose([b.get_height() for b in axes[3, 1].patches], np.exp(-0.5 * np.cumsum(h_neg)))
+
+
+def test_missing_data_skipped_and_stale_removed(tmp_path, run_maker):
+    out = tmp_path / "figs"
+    out.mkdir()
+    stale = out / "mini_alpha_ablation.png"
+    stale.write_bytes(b"old")
+    root = tmp_path / "results"
+    run_maker(root, "g", "tiny", "grpo", 0.0, 1)  # one run: no ablation, no token entropies
+    paths = P.write_all_figures(ResultSet.from_runs(root), out, prefix="mini", dpi=40, formats=("png",))
+    names = _names(paths)
+    assert "mini_pass_at_1.png" in names and "mini_reward.png" in names
+    assert "mini_alpha_ablation.png" not in names and not stale.exists()
+    assert "mini_token_weights.png" not in names
+    assert "mini_overlay.png" not in names  # a single method is no overlay
+    # nothing at all
+    assert P.write_all_figures(ResultSet.from_runs(tmp_path / "empty"), tmp_path / "f2", prefix="x") == []
+
+
+def test_tolerated_problems_are_named_in_figure_titles(tmp_path, results_root):
+    rs = ResultSet.from_runs(results_root, tolerate_problems=True)  # one run is incomplete
+    figs = P.build_all_figures(rs)
+    assert figs and all("WARNING: read with problems tolerated" in f._suptitle.get_text() for f in figs.values())
+    clean = tmp_path / "clean"
+    for seed in (1, 2):
+        run = results_root / "runs" / f"tiny-grpo-s{seed}"
+        (clean / "runs").mkdir(parents=True, exist_ok=True)
+        run.rename(clean / "runs" / run.name)
+    assert not any("WARNING" in f._suptitle.get_text()
+                   for f in P.build_all_figures(ResultSet.from_runs(clean)).values())
+
+
+def test_every_figure_in_the_paper_names_the_function_that_draws_it():
+    import importlib
+
+    tex = (REPO_ROOT / "paper" / "main.tex").read_text().splitlines()
+    figures = [i for i, line in enumerate(tex) if line.startswith("\\maybefigure")]
+    assert len(figures) >= 3 * len(P.FIGURE_NAMES)
+    for i in figures:
+        name = re.search(r"\{((?:reported|mini|ours|extended)_[a-z_0-9]+)\}", tex[i]).group(1)
+        note = re.fullmatch(r"% (\w+): drawn by saah_lib\.([\w.]+)\.(\w+) \(saved by (\w+)\)", tex[i - 1])
+        assert note and note.group(1) == name, tex[i]
+        module = importlib.import_module(f"saah_lib.{note.group(2)}")
+        drawer, saver = getattr(module, note.group(3)), getattr(module, note.group(4))
+        assert callable(drawer)
+        # the saver really calls the drawer, directly or through the figure builder it calls
+        called = set(saver.__code__.co_names)
+        if "build_all_figures" in called:
+            called |= set(module.build_all_figures.__code__.co_names)
+        assert note.group(3) in called, (name, note.groups())

@@ -1,0 +1,221 @@
+"""Tests of saah_lib.report.tables.
+
+The main check regenerates the tables from ``results/paper_reported`` and
+compares them, row by row and cell by cell, with the tables parsed out of the
+paper's own LaTeX source -- an independent check of the CSV transcription
+and of the number formatting.  It is skipped when the paper is not available.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from saah_lib.analysis.reported import read_paper_reported
+from saah_lib.analysis.resultset import ResultSet
+from saah_lib.paths import REPO_ROOT
+from saah_lib.report.latex import MISSING, fmt, fmt_alpha, fmt_pm, tex_escape
+from saah_lib.report.tables import render_all_tables, write_all_tables
+
+REPO = REPO_ROOT
+REPORTED = REPO / "results" / "paper_reported"
+# The paper's LaTeX source is not part of this repository; it sits beside it where available.
+PAPER = REPO.parent / "shared" / "spec" / "sa-ah-grpo-paper.tex"
+needs_paper = pytest.mark.skipif(not PAPER.is_file(), reason=f"paper source not found at {PAPER}")
+
+# paper label -> (generated file stem, generated label)
+TABLE_MAP = {
+    "tab:main": ("main", "reported:main"),
+    "tab:checkpoints_3b": ("checkpoints", "reported:checkpoints:3b"),
+    "tab:checkpoints_1b": ("checkpoints", "reported:checkpoints:1p5b"),
+    "tab:alpha_ablation": ("ablation", "reported:ablation"),
+    "tab:sa_log_3b": ("diagnostics", "reported:diag:sa:3b"),
+    "tab:sa_log_1b": ("diagnostics", "reported:diag:sa:1p5b"),
+}
+
+
+# ---------------------------------------------------------------------------
+# a small, independent parser of booktabs tables
+# ---------------------------------------------------------------------------
+
+def tabular_after_label(tex: str, label: str) -> str:
+    """Body of the first ``tabular`` after ``\\label{label}``."""
+    i = tex.index(f"\\label{{{label}}}")
+    j = tex.index("\\begin{tabular}", i)
+    k = tex.index("\\end{tabular}", j)
+    return tex[j:k]
+
+
+def data_rows(tabular: str) -> list[list[str]]:
+    """Cells of the data rows: from the first ``\\midrule`` to ``\\bottomrule``."""
+    body = tabular[tabular.index("\\midrule") + len("\\midrule"):tabular.index("\\bottomrule")]
+    body = re.sub(r"\\(mid|top|bottom)rule|\\cmidrule(\([^)]*\))?\{[^}]*\}", "", body)
+    rows = [r for r in (x.strip() for x in body.split("\\\\")) if r]
+    return [[c.strip() for c in r.split("&")] for r in rows]
+
+
+def cell_tokens(cell: str) -> tuple[str, ...]:
+    """The numbers (as written) and '---' markers of a cell, ignoring markup."""
+    c = re.sub(r"\\multirow\{[^}]*\}\{[^}]*\}\{([^}]*)\}", r"\1", cell)
+    c = c.replace("\\phantom{-}", "")
+    c = re.sub(r"\^\{?\\dagger\}?|\^\{?\\ast\}?", "", c)
+    return tuple(re.findall(r"---|-?\d+\.\d+|-?\d+", c))
+
+
+def table_tokens(tex: str, label: str) -> list[list[tuple[str, ...]]]:
+    return [[cell_tokens(c) for c in row] for row in data_rows(tabular_after_label(tex, label))]
+
+
+@pytest.fixture(scope="module")
+def reported_tables(tmp_path_factory) -> dict[str, str]:
+    out = tmp_path_factory.mktemp("generated")
+    rs = read_paper_reported(REPORTED)
+    paths = write_all_tables(rs, out, prefix="reported")
+    return {p.stem.split("_", 1)[1]: p.read_text() for p in paths}
+
+
+@needs_paper
+@pytest.mark.parametrize("paper_label", list(TABLE_MAP))
+def test_reported_tables_match_paper_cell_for_cell(paper_label, reported_tables):
+    paper = PAPER.read_text(encoding="utf-8")
+    stem, ours_label = TABLE_MAP[paper_label]
+    expected = table_tokens(paper, paper_label)
+    got = table_tokens(reported_tables[stem], ours_label)
+    assert len(got) == len(expected), f"{paper_label}: {len(got)} rows generated, paper has {len(expected)}"
+    for i, (g, e) in enumerate(zip(got, expected)):
+        assert g == e, f"{paper_label} row {i}: generated {g} != paper {e}"
+    # and the numbers appear exactly as the paper writes them (same rounding)
+    n_cells = sum(len(c) for row in expected for c in row)
+    assert n_cells > 10
+
+
+@needs_paper
+def test_reported_hparams_match_paper(reported_tables):
+    paper = PAPER.read_text(encoding="utf-8")
+    norm = lambda rows: [[re.sub(r"\s+", "", c) for c in r] for r in rows]  # noqa: E731
+    assert norm(data_rows(tabular_after_label(reported_tables["hparams"], "reported:hparams"))) == \
+        norm(data_rows(tabular_after_label(paper, "tab:hparams")))
+
+
+def test_reported_tables_written(reported_tables):
+    assert set(reported_tables) == {"main", "checkpoints", "ablation", "diagnostics", "hparams"}
+    t = reported_tables["ablation"]
+    assert "0.676}$^{\\dagger}$" in t and "(180 steps)" in t  # bold (highest peak) and flagged partial
+    assert "0.000$^{\\dagger}$" in reported_tables["diagnostics"]
+    for text in reported_tables.values():
+        assert "\\toprule" in text and "\\bottomrule" in text
+
+
+# ---------------------------------------------------------------------------
+# formatting helpers
+# ---------------------------------------------------------------------------
+
+def test_formatting():
+    assert fmt(float("nan"), 3) == MISSING and fmt(None, 3) == MISSING
+    assert fmt(0.063, 4) == "0.0630" and fmt(243.0, 0) == "243"
+    assert fmt(3e-7, 5) == "$3.0\\times10^{-7}$"
+    assert fmt_pm(0.846, 0.0316, 3) == "$0.846 \\pm 0.032$"
+    assert fmt_pm(0.846, None, 3) == "$0.846$"
+    assert fmt_pm(float("nan"), 0.1, 3) == MISSING
+    assert fmt_alpha(0.0) == "0.0" and fmt_alpha(0.25) == "0.25" and fmt_alpha(0.1, 2) == "0.10"
+    assert fmt_alpha(-0.25, 2, phantom=True) == "$-0.25$"
+    assert fmt_alpha(0.5, 2, phantom=True) == "$\\phantom{-}0.50$"
+    assert tex_escape("a_b & 50%") == "a\\_b \\& 50\\%"
+
+
+# ---------------------------------------------------------------------------
+# our runs
+# ---------------------------------------------------------------------------
+
+@pytest.fixture
+def synthetic(tmp_path, results_root):
+    rs = ResultSet.from_runs(results_root, tolerate_problems=True)
+    out = tmp_path / "generated"
+    paths = write_all_tables(rs, out, prefix="mini")
+    return rs, out, {p.stem.split("_", 1)[1]: p.read_text() for p in paths}
+
+
+def test_synthetic_tables(synthetic):
+    rs, out, t = synthetic
+    assert set(t) == {"main", "checkpoints", "ablation", "diagnostics", "setup"}
+    main = t["main"]
+    assert "Seeds" in main  # the two GRPO seeds are aggregated
+    rows = data_rows(tabular_after_label(main, "mini:main"))
+    grpo = [r for r in rows if r[1] == "GRPO" and "tiny" not in r[0]]
+    assert any(r[-1] == "2" for r in grpo)  # seed count of tiny GRPO
+    assert any("Base (before RL)" in r[1] for r in rows) and any("Base (step 0)" in r[1] for r in rows)
+    # missing values are '---', never 0 or nan
+    assert "nan" not in "".join(t.values()).lower()
+    ck = data_rows(tabular_after_label(t["checkpoints"], "mini:checkpoints:tiny"))
+    grpo_row = [r for r in ck if r[0].startswith("GRPO")][0]
+    assert grpo_row[-1] == MISSING  # GRPO has no step 25
+    # the incomplete alpha=-0.25 run: '---' after step 10 and a dagger on its peak
+    ab = data_rows(tabular_after_label(t["ablation"], "mini:ablation"))
+    neg = [r for r in ab if r[0] == "$-0.25$"][0]
+    assert neg[3:5] == [MISSING, MISSING] and "\\dagger" in neg[5]
+    # diagnostics: first logged step plus every eval_every, Pass@1 only where evaluated
+    d = data_rows(tabular_after_label(t["diagnostics"], "mini:diag:sa:tiny"))
+    assert [r[0] for r in d] == ["1", "5", "10", "15", "20", "25"]
+    assert d[0][1] == MISSING and d[1][1] != MISSING
+    assert "\\texttt{tiny-ah-a-0.25}" in t["setup"]
+
+
+def test_stale_tables_removed(tmp_path, run_maker):
+    root = tmp_path / "results"
+    run_maker(root, "only-grpo", "tiny", "grpo", 0.0, 1)
+    out = tmp_path / "gen"
+    out.mkdir()
+    (out / "mini_ablation.tex").write_text("old")
+    written = write_all_tables(ResultSet.from_runs(root), out, prefix="mini")
+    assert not (out / "mini_ablation.tex").exists()
+    assert {p.name for p in written} == {"mini_main.tex", "mini_checkpoints.tex", "mini_setup.tex"}
+    # an empty root writes nothing
+    assert write_all_tables(ResultSet.from_runs(tmp_path / "nothing"), tmp_path / "gen2", prefix="x") == []
+
+
+@pytest.mark.skipif(shutil.which("pdflatex") is None, reason="pdflatex not installed (tools/install_latex.sh)")
+def test_generated_tables_compile(synthetic, reported_tables, tmp_path):
+    _, out, _ = synthetic
+    for name, text in reported_tables.items():
+        (out / f"reported_{name}.tex").write_text(text)
+    inputs = "\n".join(f"\\input{{{p.stem}}}" for p in sorted(out.glob("*.tex")))
+    doc = (r"\documentclass{article}\usepackage{booktabs,graphicx,amsmath,float}"
+           r"\IfFileExists{multirow.sty}{\usepackage{multirow}}{}\providecommand{\multirow}[3]{#3}"
+           r"\begin{document}" + inputs + r"\end{document}")
+    (out / "doc.tex").write_text(doc)
+    res = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "doc.tex"], cwd=out,
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stdout[-3000:]
+
+
+def test_tiny_values_stay_in_one_math_group():
+    from saah_lib.report.tables import pm_cell
+
+    assert fmt(1.2e-5, 5, sci=True) == "$1.2\\times10^{-5}$"
+    assert fmt(0.00537, 5, sci=True) == "0.00537"  # the paper's KL keeps its form
+    assert pm_cell(fmt(1.2e-5, 5, sci=True), fmt(1.8e-6, 5, sci=True)) == "$1.2\\times10^{-5} \\pm 1.8\\times10^{-6}$"
+
+
+def test_tolerated_problems_are_marked_in_every_table(tmp_path, run_maker):
+    root = tmp_path / "results"
+    for run_id, method, alpha, seed in (("g1", "grpo", 0.0, 1), ("g2", "grpo", 0.0, 2), ("a1", "ah", 0.5, 1),
+                                        ("s1", "sa", 0.5, 1), ("s2", "sa", 0.5, 2)):
+        run_maker(root, run_id, "tiny", method, alpha, seed)
+    clean = render_all_tables(ResultSet.from_runs(root))
+    assert not any("Warning" in t or r"\S" in t for t in clean.values())
+    ev = root / "runs" / "g1" / "eval.jsonl"  # torn final evaluation of one GRPO seed
+    ev.write_text(ev.read_text()[:-20])
+    (root / "runs" / "s2" / "config.json").unlink()  # an SA run that cannot be placed
+    tables = render_all_tables(ResultSet.from_runs(root, tolerate_problems=True))
+    rows = data_rows(tabular_after_label(tables["main"], "reported:main"))
+    grpo = [r for r in rows if r[1] == "GRPO"][0]
+    assert grpo[3].endswith(r"$^{\ast}$$^{\S}$")  # incomplete and damaged
+    assert [r for r in rows if r[1] == "SA-AH-GRPO"][0][3] == "20"  # the intact SA seed is unmarked
+    assert "damaged logs in a run of this row" in tables["main"]
+    for name, text in tables.items():
+        assert r"\textbf{Warning:} read with problems tolerated" in text, name
+        assert "flagged (1): g1" in text and "left out, config unusable (1): s2" in text
+    assert r"\texttt{g1}$^{\ast}$$^{\S}$" in tables["setup"]

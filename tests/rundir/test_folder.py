@@ -1,0 +1,41 @@
+
+import pytest
+
+from saah_lib.rundir.folder import RunDir, trained_and_evaluated
+
+
+def test_complete_means_trained_to_steps_and_evaluated_there():
+    assert trained_and_evaluated([1, 2, 3], [0, 3], 3)
+    assert not trained_and_evaluated([1, 2, 3], [0, 2], 3)  # no final evaluation
+    assert not trained_and_evaluated([1, 2], [0, 3], 3)  # not trained to the end
+    assert not trained_and_evaluated([], [3], 3)
+
+
+def test_truncate_after_drops_later_steps_everywhere(tmp_path):
+    log = RunDir(tmp_path / "run")
+    for step in range(1, 6):
+        log.log_step({"step": step, "reward_mean": step})
+    for step in (0, 2, 4):
+        log.log_eval({"step": step, "pass_at_1": 0.5}, [{"id": "x", "correct": True}])
+    log.truncate_after(3)
+    assert [r["step"] for r in log.train_log()] == [1, 2, 3]
+    assert log.evaluated_steps() == {0, 2}
+    assert sorted(p.name for p in log.samples_dir.iterdir()) == ["step_0000.jsonl", "step_0002.jsonl"]
+
+
+def test_config_reuse_with_other_settings_is_refused(tmp_path):
+    log = RunDir(tmp_path / "run")
+    log.write_config({"method": "sa", "alpha": 0.5, "results_dir": "a"}, {"git_commit": "x"})
+    log.write_config({"method": "sa", "alpha": 0.5, "results_dir": "b"}, {"git_commit": "y"})  # same run
+    with pytest.raises(ValueError, match="alpha: 0.5 -> 0.25"):
+        log.write_config({"method": "sa", "alpha": 0.25, "results_dir": "b"}, {})
+    assert log.read_config()["alpha"] == 0.5
+
+
+def test_is_complete_needs_the_last_step_and_its_evaluation(tmp_path):
+    log = RunDir(tmp_path / "run")
+    for step in (1, 2):
+        log.log_step({"step": step})
+    assert not log.is_complete(2)
+    log.log_eval({"step": 2, "pass_at_1": 0.1}, [])
+    assert log.is_complete(2)

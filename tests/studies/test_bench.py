@@ -1,0 +1,72 @@
+"""The benchmark runs on CPU (a smoke test of its plumbing, not a measurement)."""
+
+import json
+
+import pytest
+import torch
+
+from saah_lib.studies.bench import QWEN25_ARCHITECTURES, main, qwen25_config
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.mark.parametrize("profile,millions", [("qwen2.5-1.5b", 1544), ("qwen2.5-3b", 3086)])
+def test_qwen25_architectures_have_the_papers_parameter_counts(profile, millions):
+    from transformers import Qwen2ForCausalLM
+
+    with torch.device("meta"):
+        model = Qwen2ForCausalLM(qwen25_config(profile))
+    assert round(sum(p.numel() for p in model.parameters()) / 1e6) == millions
+    assert set(QWEN25_ARCHITECTURES) == {"qwen2.5-1.5b", "qwen2.5-3b"}
+
+
+def test_benchmark_writes_its_report(tiny_random_model_dir, tmp_path, capsys):
+    main(["--profile", "tiny", "--model-dir", str(tiny_random_model_dir), "--steps", "1", "--warmup", "1",
+          "--variants", "trl-bnpo", "grpo", "sa-exact", "sa-top500", "--eval-problems", "4",
+          "--max-completion-length", "8", "--out-dir", str(tmp_path)])
+    (report_path,) = tmp_path.glob("*.json")
+    report = json.loads(report_path.read_text())
+    assert [v["variant"] for v in report["variants"]] == ["trl-bnpo", "grpo", "sa-exact", "sa-top500"]
+    assert all(len(v["step_times_s"]) == 2 and v["median_step_s"] > 0 for v in report["variants"])
+    # no grpo-top500 variant was timed, so sa-top500 has no ratio against it
+    assert set(report["ratios"]) == {"grpo/trl-bnpo", "sa-exact/trl-bnpo", "sa-top500/trl-bnpo", "sa-exact/grpo"}
+    assert report["eval"]["problems"] == 4 and report["eval"]["problems_per_s"] > 0
+    assert "grpo/trl-bnpo=" in capsys.readouterr().out
+
+
+def test_benchmark_times_both_backends_with_generation_split_out(tiny_random_model_dir, tmp_path):
+    main(["--profile", "tiny", "--model-dir", str(tiny_random_model_dir), "--steps", "1", "--warmup", "1",
+          "--variants", "trl-bnpo", "grpo", "sa-exact", "--generation-backend", "hf", "compiled",
+          "--eval-problems", "3", "--max-completion-length", "8", "--rollout-repeats", "1",
+          "--out-dir", str(tmp_path)])
+    report = json.loads(next(tmp_path.glob("*.json")).read_text())
+    assert report["rollout"]["hf"]["median_s"] > 0 and report["rollout"]["compiled"]["median_s"] > 0
+    assert set(report["eval_by_backend"]) == {"hf", "compiled"}
+    names = [v["variant"] for v in report["variants"]]
+    assert names == ["trl-bnpo", "grpo", "sa-exact", "grpo@compiled", "sa-exact@compiled"]
+    assert report["complete"] and report["generation_backends"] == ["hf", "compiled"]
+    for v in report["variants"]:
+        assert len(v["generation_times_s"]) == 2 and 0 < v["median_generation_s"] < v["median_step_s"]
+        assert v["one_time_cost_s"] == pytest.approx(v["first_step_s"] - v["median_step_s"])
+    assert "sa-exact@compiled/grpo@compiled" in report["ratios"] and "grpo@compiled/trl-bnpo" in report["ratios"]
+    assert report["eval"]["generation_backend"] == "compiled"
+
+
+def test_a_run_cut_off_keeps_the_variants_it_finished(tiny_random_model_dir, tmp_path, monkeypatch):
+    import saah_lib.studies.bench as bench
+
+    real, calls = bench.time_variant, []
+
+    def second_one_dies(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # what a time limit looks like from inside
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(bench, "time_variant", second_one_dies)
+    with pytest.raises(KeyboardInterrupt):
+        main(["--profile", "tiny", "--model-dir", str(tiny_random_model_dir), "--steps", "1", "--warmup", "1",
+              "--variants", "trl-bnpo", "grpo", "--eval-problems", "0", "--max-completion-length", "8",
+              "--out-dir", str(tmp_path)])
+    report = json.loads(next(tmp_path.glob("*.json")).read_text())
+    assert [v["variant"] for v in report["variants"]] == ["trl-bnpo"] and not report["complete"]

@@ -1,0 +1,84 @@
+"""The mini study driver, and that the committed mini results match the code that made them."""
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+
+from saah_lib.models.warmstart import WARMSTART_VERSION, WarmStartSettings
+from saah_lib.paths import REPO_ROOT
+from saah_lib.studies.mini import planned_runs, write_answer_kinds
+
+COMMITTED = REPO_ROOT / "results" / "mini"
+
+
+def _write_samples(path: Path, answers: list[str], gold: str = "19") -> None:
+    working = "<start_working_out>\n1. 3 * 4 = 12\n2. 12 + 7 = 19\n</start_working_out>\n"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps({"completion": f"{working}<SOLUTION>{a}</SOLUTION>", "gold": gold}) + "\n"
+                            for a in answers))
+
+
+def test_planned_runs_cover_methods_seeds_and_the_sweep():
+    main = [(m, a, s) for s in (0, 1, 2) for m, a in (("grpo", 0.0), ("ah", 0.5), ("sa", 0.5))]
+    sweeps = [(m, a, 0) for m in ("ah", "sa") for a in (-0.25, 0.1, 0.25)]  # 0 and 0.5 are main runs
+    assert planned_runs((0, 1, 2)) == main + sweeps
+
+
+def test_answer_kinds_summary_reads_first_and_last_evaluation(tmp_path):
+    samples = tmp_path / "runs" / "r1" / "eval_samples"
+    _write_samples(samples / "step_0000.jsonl", ["12", "12", "19"])
+    _write_samples(samples / "step_0020.jsonl", ["5", "5", "5"])
+    _write_samples(samples / "step_0040.jsonl", ["19", "19", "12"])
+    summary = write_answer_kinds(tmp_path)
+    expected = {"r1": {"0": {"correct": 1, "intermediate": 2, "other": 0},
+                       "40": {"correct": 2, "intermediate": 1, "other": 0}}}
+    assert summary == expected
+    assert json.loads((tmp_path / "answer_kinds.json").read_text()) == expected
+
+
+needs_committed = pytest.mark.skipif(not (COMMITTED / "runs").is_dir(), reason="no committed mini study")
+
+
+@needs_committed
+def test_committed_warm_start_record_matches_the_default_settings():
+    build = json.loads((COMMITTED / "warmstart_build.json").read_text())
+    assert build["version"] == WARMSTART_VERSION
+    assert build["settings"] == asdict(WarmStartSettings())
+
+
+@needs_committed
+def test_committed_answer_kinds_are_what_the_code_computes(tmp_path):
+    import shutil
+
+    shutil.copytree(COMMITTED / "runs", tmp_path / "runs", ignore=shutil.ignore_patterns("checkpoints"))
+    recomputed = write_answer_kinds(tmp_path)
+    assert recomputed == json.loads((COMMITTED / "answer_kinds.json").read_text())
+
+
+def test_promote_replaces_the_committed_study_keeps_other_runs_and_refuses_unfinished_reruns(tmp_path):
+    from saah_lib.rundir.folder import RunDir
+    from saah_lib.rundir.manifest import check_manifest
+    from saah_lib.studies.mini import PROMOTED_FILES, planned_configs, promote
+
+    rerun, committed = tmp_path / "rerun", tmp_path / "committed"
+    for cfg in planned_configs(rerun):
+        log = RunDir(cfg.run_dir)
+        log.log_step({"step": cfg.steps, "reward_mean": 1.0})
+        log.log_eval({"step": cfg.steps, "pass_at_1": 0.5}, [{"id": "p", "correct": True}])
+        (log.checkpoints_dir / "checkpoint-60").mkdir(parents=True)
+    (rerun / "baselines" / "b").mkdir(parents=True)
+    for name in PROMOTED_FILES:
+        (rerun / name).write_text("{}\n")
+    with pytest.raises(ValueError, match="not a finished rerun"):
+        promote(rerun, committed, figures=False)  # no reproduction report yet
+    (rerun / "reproduction.json").write_text("{}\n")
+
+    (committed / "runs" / "tiny-old-run").mkdir(parents=True)  # e.g. a run make mini does not plan
+    promote(rerun, committed, figures=False)
+    runs = sorted(p.name for p in (committed / "runs").iterdir())
+    assert runs == sorted([c.run_id for c in planned_configs(rerun)] + ["tiny-old-run"])
+    assert not any((committed / "runs").glob("*/checkpoints"))
+    check_manifest(committed)  # written by promote
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["committed", "rerun"]  # no staging folder left

@@ -1,0 +1,125 @@
+"""The top-K entropy ablation: hand-worked errors, rollouts from a real (random) model, the table and figure,
+and the extended study's run plan."""
+
+import math
+
+import pytest
+import torch
+
+from saah_lib.jsonio import atomic_write_json, write_jsonl
+from saah_lib.report.evidence_report import plot_topk, render_evidence, table_topk
+from saah_lib.rundir.folder import RunDir
+from saah_lib.studies.extended import estimate_seconds, pending, planned_configs
+from saah_lib.studies.extended import main as extended_main
+from saah_lib.studies.topk import (
+    RESULT_FILE,
+    completion_mask,
+    measure_topk,
+    topk_errors,
+    topk_run_id,
+    topk_training_configs,
+)
+
+
+def test_completion_mask_keeps_the_first_eos_and_drops_what_follows():
+    ids = torch.tensor([[5, 6, 2, 2, 2], [5, 6, 7, 8, 9], [2, 3, 3, 3, 3]])
+    assert completion_mask(ids, eos_token_id=2).tolist() == [[1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [1, 0, 0, 0, 0]]
+
+
+def test_uniform_rows_give_the_closed_form_errors():
+    """Uniform logits over V: exact H/log V = 1, top-K gives log K / log V; the weight error compounds."""
+    V, T, K, alpha = 64, 5, 8, 0.5
+    logits = torch.zeros(2, T, V)
+    mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]])
+    r = topk_errors([(logits, mask)], ks=(K, V), alphas=(alpha,))
+    dh = math.log(K) / math.log(V) - 1.0  # per-token error of the estimate (negative: it misses the tail)
+    row, exact = r["per_k"]
+    assert r["n_tokens"] == 8 and r["n_rollouts"] == 2 and r["vocab_size"] == V
+    assert row["entropy_abs_err"]["mean"] == pytest.approx(abs(dh), rel=1e-5)
+    assert row["entropy_signed_err_mean"] == pytest.approx(dh, rel=1e-5)
+    assert row["topk_mass"]["mean"] == pytest.approx(K / V, rel=1e-5)
+    # relative weight error at token t (1-based): exp(-alpha * t * dh) - 1
+    rel = [math.exp(-alpha * t * dh) - 1 for t in range(1, 6)]
+    w = row["weights"]["0.5"]
+    assert w["rel_err"]["max"] == pytest.approx(rel[4], rel=1e-4)
+    assert w["rel_err"]["mean"] == pytest.approx((sum(rel) + sum(rel[:3])) / 8, rel=1e-4)
+    assert w["last_token_rel_err"]["mean"] == pytest.approx((rel[4] + rel[2]) / 2, rel=1e-4)
+    assert exact["exact"] and exact["entropy_abs_err"]["max"] == 0 and exact["weights"]["0.5"]["rel_err"]["max"] == 0
+
+
+def test_topk_errors_needs_rollouts():
+    with pytest.raises(ValueError, match="no rollouts"):
+        topk_errors([])
+
+
+def test_measure_topk_on_sampled_rollouts_of_a_real_model(tiny_random_model_dir):
+    r = measure_topk(tiny_random_model_dir, n_prompts=2, per_prompt=2, ks=(5, 50), alphas=(0.5,), seed=0)
+    assert r["vocab_size"] == 660 and [row["k"] for row in r["per_k"]] == [5, 50, 660]
+    assert r["n_rollouts"] == 4 and r["n_tokens"] > 4
+    e5, e50, exact = (row["entropy_abs_err"]["mean"] for row in r["per_k"])
+    assert e5 > e50 > exact == 0  # fewer logits, larger error; K = V is the exact entropy
+    # a random model's next-token distribution is nearly uniform
+    assert r["exact_entropy_norm"]["mean"] > 0.9
+    again = measure_topk(tiny_random_model_dir, n_prompts=2, per_prompt=2, ks=(5, 50), alphas=(0.5,), seed=0)
+    assert again["per_k"] == r["per_k"]  # seeded sampling
+
+
+def test_topk_training_configs_have_their_own_run_ids():
+    configs = topk_training_configs((5, 20), (0, 1), results_dir="r", steps=3)
+    assert [c.run_id for c in configs] == ["tiny-sa-a0.5-k5-s0", "tiny-sa-a0.5-k5-s1", "tiny-sa-a0.5-k20-s0",
+                                           "tiny-sa-a0.5-k20-s1"]
+    assert {(c.method, c.alpha, c.steps) for c in configs} == {("sa", 0.5, 3)}
+    assert [c.entropy_top_k for c in configs] == [5, 5, 20, 20]
+    assert topk_run_id(100, 2) == "tiny-sa-a0.5-k100-s2"
+
+
+def _topk_result():
+    rows = []
+    for k, err in ((5, 1e-3), (20, 1e-4), (660, 0.0)):
+        w = {"abs_err": {"mean": err, "max": 10 * err}, "rel_err": {"mean": err, "max": 10 * err},
+             "last_token_rel_err": {"mean": 2 * err, "max": 20 * err}, "last_token_weight_exact_mean": 0.9}
+        rows.append({"k": k, "frac_vocab": k / 660, "exact": k == 660, "entropy_abs_err": {"mean": err, "max": 5 * err},
+                     "entropy_signed_err_mean": -err, "entropy_rel_err_of_total": -err,
+                     "topk_mass": {"mean": 1 - err, "min": 0.9}, "weights": {"0.5": w}})
+    return {"vocab_size": 660, "n_rollouts": 8, "n_tokens": 400, "n_prompts": 2, "per_prompt": 4,
+            "temperature": 1.0, "model": "model", "exact_entropy_norm": {"mean": 0.01, "max": 0.3, "median": 0.0},
+            "alphas": [0.5], "per_k": rows}
+
+
+def test_topk_table_and_figure(tmp_path):
+    tex = table_topk(_topk_result(), prefix="t")
+    assert r"\label{t:topk}" in tex and "$V=660$" in tex
+    assert tex.count(r"\\") == 1 + 2  # header and the two truncating K (K = V is the reference)
+    assert r"5 & 0.8\%" in tex
+    assert plot_topk(_topk_result()) is not None
+    root = tmp_path / "root"
+    atomic_write_json(root / RESULT_FILE, _topk_result())
+    out = render_evidence(root, tmp_path / "tables", tmp_path / "figs", prefix="t", n_resamples=10)
+    assert sorted(p.name for p in out["written"]) == ["t_topk.pdf", "t_topk.png", "t_topk.tex"]
+
+
+# ------------------------------------------------------------------ the extended study's plan
+
+def test_extended_plan_counts_and_skips_complete_runs(tmp_path):
+    configs = planned_configs(tmp_path, seeds=(0, 1, 2, 3, 4), topk_ks=(5, 20, 100))
+    ids = [c.run_id for c in configs]
+    assert len(ids) == len(set(ids)) == 15 + 6 + 3
+    assert {"tiny-sa-a-0.25-s0", "tiny-sa-a0.1-s0", "tiny-sa-a0.25-s0", "tiny-ah-a0.1-s0",
+            "tiny-sa-a0.5-k20-s0", "tiny-grpo-a0-s4"} <= set(ids)
+    done = configs[0]
+    log = RunDir(done.run_dir)
+    write_jsonl(log.train_log_path, [{"step": done.steps}])
+    write_jsonl(log.eval_path, [{"step": done.steps, "pass_at_1": 0.5}])
+    assert [c.run_id for c in pending(configs)] == ids[1:]
+
+
+def test_extended_time_estimate():
+    assert estimate_seconds(12, 2, measure=False) == 6 * 72
+    assert estimate_seconds(3, 2, steps=30, measure=True) == 2 * 36 + 20
+
+
+def test_extended_plan_command_prints_and_trains_nothing(tmp_path, capsys):
+    extended_main(["--root", str(tmp_path), "--seeds", "0", "--topk-ks", "5", "--plan"])
+    out = capsys.readouterr().out
+    assert "10 runs planned, 0 already complete, 10 to train" in out and "tiny-sa-a0.5-k5-s0" in out
+    assert not (tmp_path / "runs").exists()

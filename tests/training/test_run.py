@@ -1,0 +1,194 @@
+"""Whole runs on CPU: layout of results/, interruption and resume, completed runs skipped."""
+
+import json
+
+import pytest
+from transformers import TrainerCallback
+
+from saah_lib.rundir.checkpoints import checkpoints, resume_point
+from saah_lib.rundir.folder import RunDir
+from saah_lib.rundir.layout import TRAIN_LOG_KEYS
+from saah_lib.training.config import make_config
+from saah_lib.training.run import run_training
+
+pytestmark = pytest.mark.slow
+
+
+def tiny_run_config(model_dir, results_dir, method, **overrides):
+    settings = dict(
+        model_name=str(model_dir), method=method, alpha=0.5, steps=4, save_every=2, eval_every=2,
+        n_train=32, n_eval=6, max_completion_length=12, eval_max_new_tokens=12, eval_batch_size=4,
+        results_dir=str(results_dir), seed=0, learning_rate=1e-3,
+    )
+    return make_config("tiny", **{**settings, **overrides})
+
+
+class InterruptAfterLogging(TrainerCallback):
+    """Simulates a crash right after a step was logged (and after a checkpoint before it)."""
+
+    def __init__(self, step):
+        self.step = step
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if state.global_step == self.step and logs and "reward" in logs:
+            raise KeyboardInterrupt(f"simulated interruption at step {self.step}")
+
+
+@pytest.mark.parametrize("method", ["grpo", "ah", "sa"])
+def test_a_run_writes_the_documented_layout(method, tiny_random_model_dir, tmp_path):
+    run_dir = run_training(tiny_run_config(tiny_random_model_dir, tmp_path, method), progress=False)
+    assert run_dir == tmp_path / "runs" / f"tiny-{method}-a{0 if method == 'grpo' else 0.5}-s0"
+    config = json.loads((run_dir / "config.json").read_text())
+    assert config["method"] == method and config["steps"] == 4
+    assert config["versions"]["trl"] and config["versions"]["torch"] and "git_commit" in config
+    assert len(config["data"]["train_ids"]) == 32 and len(config["data"]["eval_sha256"]) == 64
+
+    log = RunDir(run_dir)
+    steps = log.train_log()
+    assert [r["step"] for r in steps] == [1, 2, 3, 4]
+    for record in steps:
+        assert set(TRAIN_LOG_KEYS) <= set(record)
+        assert record["step_time"] > 0 and record["kl"] is not None and 0 <= record["entropy_norm"] <= 1
+        assert -1.0 <= record["reward_mean"] <= 7.5
+    if method == "grpo":
+        assert all(r["weight_mean"] == 1.0 for r in steps)
+
+    evals = log.evals()
+    assert [r["step"] for r in evals] == [0, 2, 4]
+    assert all(r["n"] == 6 and 0 <= r["pass_at_1"] <= 1 for r in evals)
+    samples = (run_dir / "eval_samples" / "step_0004.jsonl").read_text().splitlines()
+    assert len(samples) == 6 and {"id", "completion", "extracted", "gold", "correct"} <= set(json.loads(samples[0]))
+    assert resume_point(log.checkpoints_dir)[0].name == "checkpoint-4"
+    if method != "grpo":
+        entropies = [json.loads(line) for line in log.token_entropy_path.read_text().splitlines()]
+        assert entropies and all(len(e["entropy_norm"]) >= 1 for e in entropies)
+
+
+def test_interrupted_run_resumes_without_losing_or_repeating_a_step(tiny_random_model_dir, tmp_path):
+    reference = run_training(tiny_run_config(tiny_random_model_dir, tmp_path / "a", "sa"), progress=False)
+
+    cfg = tiny_run_config(tiny_random_model_dir, tmp_path / "b", "sa")
+    with pytest.raises(KeyboardInterrupt):
+        run_training(cfg, callbacks=[InterruptAfterLogging(3)], progress=False)
+    log = RunDir(cfg.run_dir)
+    assert [r["step"] for r in log.train_log()] == [1, 2, 3]  # step 3 logged, but its checkpoint never written
+    assert resume_point(log.checkpoints_dir)[0].name == "checkpoint-2"
+
+    run_training(cfg, progress=False)
+    resumed = log.train_log()
+    assert [r["step"] for r in resumed] == [1, 2, 3, 4]
+    assert [r["step"] for r in log.evals()] == [0, 2, 4]
+    # the resumed run retraces the uninterrupted one (RNG, data order and optimiser state restored)
+    expected = RunDir(reference).train_log()
+    for got, want in zip(resumed, expected):
+        assert got["reward_mean"] == pytest.approx(want["reward_mean"], abs=1e-6)
+        assert got["loss"] == pytest.approx(want["loss"], abs=1e-5)
+
+
+def test_a_complete_run_is_not_trained_again(tiny_random_model_dir, tmp_path, capsys):
+    cfg = tiny_run_config(tiny_random_model_dir, tmp_path, "grpo", steps=2)
+    run_training(cfg, progress=False)
+    before = (cfg.run_dir / "train_log.jsonl").read_text()
+    run_training(cfg, progress=False)
+    assert "already complete" in capsys.readouterr().out
+    assert (cfg.run_dir / "train_log.jsonl").read_text() == before
+
+
+def test_reusing_a_run_id_with_other_settings_is_refused(tiny_random_model_dir, tmp_path):
+    run_training(tiny_run_config(tiny_random_model_dir, tmp_path, "ah", steps=2), progress=False)
+    other = tiny_run_config(tiny_random_model_dir, tmp_path, "ah", steps=2, learning_rate=5e-4)
+    with pytest.raises(ValueError, match="learning_rate"):
+        run_training(other, progress=False)
+
+
+# --------------------------------------------------------------------------
+# a damaged newest checkpoint: fall back to the previous intact one
+# --------------------------------------------------------------------------
+
+
+def _tear(path, keep=0.5):
+    data = path.read_bytes()
+    path.write_bytes(data[: int(len(data) * keep)])
+
+
+@pytest.fixture(scope="module")
+def interrupted_run(tiny_random_model_dir, tmp_path_factory):
+    """An uninterrupted reference run and a copy stopped after logging step 3.
+
+    Checkpoints every step, keeping two (the tiny profile's rotation): the
+    stopped run holds checkpoint-1 and checkpoint-2 and logged steps 1-3.
+    """
+    root = tmp_path_factory.mktemp("damaged_checkpoints")
+    settings = dict(save_every=1)
+    reference = RunDir(run_training(tiny_run_config(tiny_random_model_dir, root / "reference", "sa", **settings),
+                                    progress=False))
+    cfg = tiny_run_config(tiny_random_model_dir, root / "stopped", "sa", **settings)
+    with pytest.raises(KeyboardInterrupt):
+        run_training(cfg, callbacks=[InterruptAfterLogging(3)], progress=False)
+    assert list(checkpoints(RunDir(cfg.run_dir).checkpoints_dir)) == [1, 2]
+    return reference, cfg
+
+
+def _copy_of(interrupted_run, tmp_path, **overrides):
+    import shutil
+
+    reference, cfg = interrupted_run
+    shutil.copytree(cfg.results_dir, tmp_path / "results")
+    copy = tiny_run_config(cfg.model_name, tmp_path / "results", "sa", save_every=1, **overrides)
+    return reference, copy, RunDir(copy.run_dir)
+
+
+def _assert_retraces(log, reference):
+    """No step lost or repeated, and the same trajectory as the uninterrupted run."""
+    assert [r["step"] for r in log.train_log()] == [1, 2, 3, 4]
+    assert [r["step"] for r in log.evals()] == [0, 2, 4]
+    for got, want in zip(log.train_log(), reference.train_log()):
+        assert got["reward_mean"] == pytest.approx(want["reward_mean"], abs=1e-6)
+        assert got["loss"] == pytest.approx(want["loss"], abs=1e-5)
+    assert log.is_complete(4)
+
+
+@pytest.mark.parametrize("damage, problem", [
+    (lambda d: _tear(d / "model.safetensors"), "model.safetensors does not load"),
+    (lambda d: _tear(d / "trainer_state.json"), "trainer_state.json does not parse"),
+    (lambda d: _tear(d / "optimizer.pt", keep=0.9), "optimizer.pt does not load"),
+])
+def test_a_damaged_newest_checkpoint_falls_back_to_the_previous_one(interrupted_run, tmp_path, capsys, damage,
+                                                                     problem):
+    reference, cfg, log = _copy_of(interrupted_run, tmp_path)
+    damaged = log.checkpoints_dir / "checkpoint-2"
+    damage(damaged)
+    before = sorted(p.name for p in damaged.iterdir())
+
+    run_training(cfg, progress=False)
+
+    out = capsys.readouterr().out
+    assert f"checkpoint {damaged} is damaged: {problem}" in out
+    assert "resumes from checkpoint-1" in out and "resuming tiny-sa-a0.5-s0 from step 1" in out
+    _assert_retraces(log, reference)
+    # the damaged folder is kept, out of the way of the trainer's rotation (which kept the two newest)
+    kept = log.checkpoints_dir / "damaged" / "checkpoint-2"
+    assert sorted(p.name for p in kept.iterdir()) == before
+    assert list(checkpoints(log.checkpoints_dir)) == [3, 4] and resume_point(log.checkpoints_dir)[0].name == "checkpoint-4"
+
+
+def test_only_interrupted_saves_start_the_run_over(interrupted_run, tmp_path, capsys):
+    reference, cfg, log = _copy_of(interrupted_run, tmp_path)
+    for step in (1, 2):
+        (log.checkpoints_dir / f"checkpoint-{step}" / "trainer_state.json").unlink()
+    run_training(cfg, progress=False)
+    assert "resumes from the start (no intact checkpoint is left)" in capsys.readouterr().out
+    _assert_retraces(log, reference)
+    assert sorted(p.name for p in (log.checkpoints_dir / "damaged").iterdir()) == ["checkpoint-1", "checkpoint-2"]
+
+
+def test_no_intact_finished_checkpoint_is_an_error_that_changes_nothing(interrupted_run, tmp_path):
+    _, cfg, log = _copy_of(interrupted_run, tmp_path)
+    _tear(log.checkpoints_dir / "checkpoint-2" / "model.safetensors")
+    _tear(log.checkpoints_dir / "checkpoint-1" / "rng_state.pth")
+    logged = log.train_log_path.read_text()
+    with pytest.raises(RuntimeError, match="cannot resume: no intact checkpoint .*checkpoint-2: model.safetensors "
+                                           "does not load.*checkpoint-1: rng_state.pth does not load"):
+        run_training(cfg, progress=False)
+    assert list(checkpoints(log.checkpoints_dir)) == [1, 2] and not (log.checkpoints_dir / "damaged").exists()
+    assert log.train_log_path.read_text() == logged
