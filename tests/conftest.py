@@ -2,6 +2,9 @@
 
 import json
 import os
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -165,3 +168,38 @@ def baseline_maker():
 def jsonl_writer():
     """:func:`write_jsonl_text`, for tests that write logs by hand."""
     return write_jsonl_text
+
+
+# ---------------------------------------------------------------------------
+# another process holding a folder's lock
+# ---------------------------------------------------------------------------
+
+_LOCK_HOLDER = textwrap.dedent("""
+    import sys, time
+    from saah_lib.rundir.lock import run_lock, study_lock
+    kind, folder = sys.argv[1], sys.argv[2]
+    held = run_lock(folder) if kind == "run" else study_lock(folder)  # kept: a dropped one is released
+    held.__enter__()
+    print("held", flush=True)
+    time.sleep(600)
+""")
+
+
+@pytest.fixture
+def lock_holder():
+    """``lock_holder("run" | "study", folder)``: a separate process that holds that lock until the test ends
+    (or until the test kills it); returns its ``Popen``."""
+    started = []
+
+    def start(kind: str, folder: Path) -> subprocess.Popen:
+        env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+        proc = subprocess.Popen([sys.executable, "-c", _LOCK_HOLDER, kind, str(folder)], stdout=subprocess.PIPE,
+                                env=env, text=True)
+        started.append(proc)
+        assert proc.stdout.readline().strip() == "held"
+        return proc
+
+    yield start
+    for proc in started:
+        proc.kill()
+        proc.wait()

@@ -2,57 +2,24 @@
 
 import os
 import signal
-import subprocess
-import sys
-import textwrap
 
 import pytest
 
-from saah_lib.paths import REPO_ROOT
 from saah_lib.rundir.layout import RUN_LOCK_FILE, STUDY_LOCK_FILE
 from saah_lib.rundir.lock import FolderLockedError, run_lock, study_lock
 
-HOLDER = textwrap.dedent("""
-    import sys, time
-    from saah_lib.rundir.lock import run_lock, study_lock
-    kind, folder = sys.argv[1], sys.argv[2]
-    held = run_lock(folder) if kind == "run" else study_lock(folder)  # kept: a dropped one is released
-    held.__enter__()
-    print("held", flush=True)
-    time.sleep(120)
-""")
 
-
-@pytest.fixture
-def holder():
-    """Start a separate process that holds a lock (``holder("run" | "study", folder)``); killed at the end."""
-    started = []
-
-    def start(kind, folder):
-        env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-        proc = subprocess.Popen([sys.executable, "-c", HOLDER, kind, str(folder)], stdout=subprocess.PIPE, env=env,
-                                text=True)
-        started.append(proc)
-        assert proc.stdout.readline().strip() == "held"
-        return proc
-
-    yield start
-    for proc in started:
-        proc.kill()
-        proc.wait()
-
-
-def test_a_second_writer_of_a_run_is_refused_with_the_holders_pid(tmp_path, holder):
+def test_a_second_writer_of_a_run_is_refused_with_the_holders_pid(tmp_path, lock_holder):
     run = tmp_path / "runs" / "tiny-sa-a0.5-s0"
-    first = holder("run", run)
+    first = lock_holder("run", run)
     with pytest.raises(FolderLockedError, match=rf"run 'tiny-sa-a0.5-s0' \({run}\) is being written by another "
                                                 rf"process \(pid {first.pid}, lock {run / RUN_LOCK_FILE}\)"):
         run_lock(run).acquire()
 
 
-def test_a_lock_left_by_a_killed_process_is_no_obstacle(tmp_path, holder):
+def test_a_lock_left_by_a_killed_process_is_no_obstacle(tmp_path, lock_holder):
     run = tmp_path / "run"
-    first = holder("run", run)
+    first = lock_holder("run", run)
     first.send_signal(signal.SIGKILL)
     first.wait()
     assert (run / RUN_LOCK_FILE).read_text().strip() == str(first.pid)  # the file stays: it means nothing
@@ -69,14 +36,14 @@ def test_two_locks_of_one_folder_exclude_each_other_even_in_one_process(tmp_path
         pass
 
 
-def test_the_study_lock_is_reentrant_in_its_process_and_exclusive_between_processes(tmp_path, holder):
+def test_the_study_lock_is_reentrant_in_its_process_and_exclusive_between_processes(tmp_path, lock_holder):
     root = tmp_path / "study"
     with study_lock(root):
         with study_lock(root):  # a study's stages hold the root again
             assert (root / STUDY_LOCK_FILE).is_file()
         assert (root / STUDY_LOCK_FILE).is_file()  # still held by the outer one
     assert not (root / STUDY_LOCK_FILE).exists()
-    first = holder("study", root)
+    first = lock_holder("study", root)
     with pytest.raises(FolderLockedError, match=rf"results root {root} is being written by another process "
                                                 rf"\(pid {first.pid}"):
         with study_lock(root):
