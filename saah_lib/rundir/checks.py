@@ -20,8 +20,9 @@ every breach is reported, so strict reading stops and tolerant reading flags the
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from saah_lib.jsonio import scan_jsonl
 from saah_lib.method.reward import COMPONENT_BOUNDS, MAX_TOTAL, MIN_TOTAL
@@ -65,11 +66,14 @@ def _is_int(x: Any) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
 
 
+def _slack(bound: float) -> float:
+    return TOLERANCE * max(1.0, abs(bound))
+
+
 def _out_of_range(value: float, lo: float, hi: float, lo_allowed: bool) -> str | None:
-    slack = lambda bound: TOLERANCE * max(1.0, abs(bound))  # noqa: E731
-    if value < lo - slack(lo) or (not lo_allowed and value <= lo):
+    if value < lo - _slack(lo) or (not lo_allowed and value <= lo):
         return f"below {lo:g}" if lo_allowed else f"not above {lo:g}"
-    if value > hi + slack(hi):
+    if value > hi + _slack(hi):
         return f"above {hi:g}"
     return None
 

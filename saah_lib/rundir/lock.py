@@ -36,7 +36,7 @@ class FolderLock:
         self.what = what
         self.fd: int | None = None
 
-    def acquire(self) -> "FolderLock":
+    def acquire(self) -> FolderLock:
         if self.fd is not None:
             raise RuntimeError(f"{self.what}: this lock is already held by this object")
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -71,7 +71,7 @@ class FolderLock:
         os.close(self.fd)
         self.fd = None
 
-    def __enter__(self) -> "FolderLock":
+    def __enter__(self) -> FolderLock:
         return self.acquire()
 
     def __exit__(self, *exc) -> None:

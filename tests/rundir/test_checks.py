@@ -23,8 +23,8 @@ def test_a_gap_keeps_the_sequence_going_a_repeat_or_an_earlier_step_is_left_out(
     assert messages == [
         "train_log.jsonl: line 3: step 4 where step 3 was expected (steps run 1, 2, 3, ... once each, in order)",
         "train_log.jsonl: line 4: step 3 where step 5 was expected (steps run 1, 2, 3, ... once each, in order)",
-        "train_log.jsonl: line 6: step 5 where step 6 was expected (steps run 1, 2, 3, ... once each, in order; "
-        "step 5 is also on line 5)",
+        ("train_log.jsonl: line 6: step 5 where step 6 was expected (steps run 1, 2, 3, ... once each, in order; "
+         "step 5 is also on line 5)"),
     ]
 
 

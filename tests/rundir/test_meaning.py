@@ -138,8 +138,8 @@ def _renumber(records):
 
 TRAIN_PROBES = {  # name: (edit of the 60 lines, message)
     "duplicated": (lambda r: r[:10] + [r[9]] + r[10:],
-                   "line 11: step 10 where step 11 was expected (steps run 1, 2, 3, ... once each, in order; "
-                   "step 10 is also on line 10)"),
+                   ("line 11: step 10 where step 11 was expected (steps run 1, 2, 3, ... once each, in order; "
+                    "step 10 is also on line 10)")),
     "swapped": (_swap, "line 10: step 11 where step 10 was expected"),
     "missing": (lambda r: r[:29] + r[30:], "line 30: step 31 where step 30 was expected"),
     "renumbered": (_renumber, "line 60: step 61 is beyond the run's 60 steps"),
