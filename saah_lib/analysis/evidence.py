@@ -316,17 +316,18 @@ def compare_pairs(runs: list[RunEvidence], pairs=DEFAULT_PAIRS, *, n_resamples: 
                   seed: int = 0, left_out: list[str] | None = None) -> list[EvidenceRow]:
     """All rows of the given pairs, Holm-adjusted together.
 
-    A pair with no run of one of its arms has nothing to compare and is skipped (logged).  A pair whose
-    runs cannot be compared (no common seed, other evaluation problems) is an error, or, given a
-    ``left_out`` list (tolerant reading), named there as ``"<A> vs <B>: <why>"`` for the summary and
-    sentence to report: a pair never disappears from the tests silently.
+    A pair with no run of one of its arms, or no seed that both have, has nothing to compare and is
+    skipped (logged).  A pair whose runs cannot be compared (other evaluation problems, two runs of one
+    seed) is an error, or, given a ``left_out`` list (tolerant reading), named there as
+    ``"<A> vs <B>: <why>"`` for the summary and sentence to report: runs that exist never disappear
+    from the tests silently.
     """
     rows = []
     for a, b in pairs:
-        if not (a.runs_by_seed(runs) and b.runs_by_seed(runs)):
-            log.info("%s vs %s left out: no runs of one of them", a.label, b.label)
-            continue
         try:
+            if not set(a.runs_by_seed(runs)) & set(b.runs_by_seed(runs)):
+                log.info("%s vs %s left out: no seed has runs of both", a.label, b.label)
+                continue
             rows += compare_arms(a, b, runs, n_resamples=n_resamples, seed=seed)
         except ValueError as err:
             if left_out is None:

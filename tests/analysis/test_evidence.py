@@ -295,3 +295,21 @@ def test_an_incomplete_run_is_an_error_or_is_left_out_and_named(tmp_path):
     summary = evidence_summary(root, n_resamples=50, tolerate_problems=True)
     assert summary["left_out"] == [broken.name] and "WARNING" in summary["sentence"]
     assert not Path(summary["root"]).is_absolute() or str(tmp_path) in summary["root"]
+
+
+def test_a_pair_that_cannot_be_compared_is_an_error_or_named_never_dropped_silently(tmp_path):
+    root = tmp_path / "root"
+    _two_arms(root, {0: 30, 1: 28}, {0: 10, 1: 12})
+    write_run(root, "ah", 0.5, 0, {0: _pattern(30, 5), 20: _pattern(30, 9)})  # 30 problems, not 40
+    with pytest.raises(ValueError, match=r"SA-AH-GRPO \(α=0.5\) vs AH-GRPO \(α=0.5\) cannot be compared: .*other "
+                                         r"problems"):
+        evidence_summary(root, n_resamples=50)
+    summary = evidence_summary(root, n_resamples=50, tolerate_problems=True)
+    assert len(summary["pairs_left_out"]) == 2  # SA vs AH and AH vs GRPO; SA vs GRPO is compared
+    assert "WARNING: 2 comparison(s) could not be made: SA-AH-GRPO (α=0.5) vs AH-GRPO (α=0.5):" in summary["sentence"]
+    assert {(r["a"], r["b"]) for r in summary["rows"]} == {("SA-AH-GRPO (α=0.5)", "GRPO")}
+    # no seed in common is nothing to compare, not a problem
+    write_run(tmp_path / "apart", "sa", 0.5, 0, {0: [True], 20: [True]})
+    write_run(tmp_path / "apart", "grpo", 0.0, 1, {0: [True], 20: [False]})
+    apart = evidence_summary(tmp_path / "apart", n_resamples=50)
+    assert apart["rows"] == [] and "pairs_left_out" not in apart
