@@ -131,8 +131,9 @@ def checkpoint_problem(folder: Path, step: int | None = None, world_size: int = 
     if problem is not None:
         return problem
     record = json.loads(state_path.read_text())
-    if step is not None and (not isinstance(record, dict) or record.get("global_step") != step):
-        return f"{TRAINER_STATE} records step {record.get('global_step') if isinstance(record, dict) else None}, not {step}"
+    recorded = record.get("global_step") if isinstance(record, dict) else None
+    if step is not None and recorded != step:
+        return f"{TRAINER_STATE} records step {recorded}, not {step}"
     return None
 
 

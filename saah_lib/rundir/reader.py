@@ -25,9 +25,11 @@ problem found.  With ``tolerate_problems=True`` the results are read anyway:
 a folder whose config cannot be read is *excluded*; any other run is kept with
 its valid lines (a line that breaks a check is left out, a repeated step keeps
 its first line) and *flagged* (``damaged`` / ``complete`` columns), and
-:attr:`RunFolder.problems` says why.  Folders that :func:`saah_lib.rundir.layout.is_ignored`
-(hidden, ``__pycache__``) are not runs, for this reader as for the manifest.  :class:`saah_lib.analysis.resultset.ResultSet`
+:attr:`RunFolder.problems` says why.  :class:`saah_lib.analysis.resultset.ResultSet`
 carries every message in ``warnings`` so the tables and figures can say so.
+
+Folders that :func:`saah_lib.rundir.layout.is_ignored` (hidden, ``__pycache__``)
+are not runs, for this reader as for the manifest.
 """
 
 from __future__ import annotations

@@ -16,7 +16,8 @@ def make_checkpoint(folder, step, lora=False, world_size=1):
     from safetensors.torch import save_file
 
     folder.mkdir(parents=True)
-    weights, config = ("adapter_model.safetensors", "adapter_config.json") if lora else ("model.safetensors", "config.json")
+    weights, config = ("adapter_model.safetensors", "adapter_config.json") if lora else \
+        ("model.safetensors", "config.json")
     save_file({"w": torch.ones(4, 4)}, str(folder / weights))
     (folder / config).write_text('{"model_type": "qwen2"}')
     (folder / "tokenizer_config.json").write_text("{}")

@@ -1,4 +1,4 @@
-"""Two processes training the same run id: the second stops with an error naming the first, and the folder stays whole."""
+"""Two processes training one run id: the second stops with an error naming the first; the folder stays whole."""
 
 import os
 import signal
