@@ -7,6 +7,11 @@ a log grows by appending one complete line per call (:func:`append_jsonl`).
 Readers report every bad line by number (:func:`scan_jsonl`); a log still being
 written may end in a torn line, which :func:`read_jsonl` drops unless the file
 is finished.  Values are written JSON-safe: NaN and infinities become null.
+
+A whole-file write killed before its rename leaves a hidden temporary file
+(``.<name>.<random>.tmp``) beside the target; the next writer of that folder
+removes it (:func:`remove_temp_files`).  Written files get the ordinary
+permissions of a new file (``0666`` less the umask), as ``open()`` gives.
 """
 
 from __future__ import annotations
@@ -15,9 +20,14 @@ import json
 import logging
 import math
 import os
-import tempfile
+import re
+import secrets
 from pathlib import Path
 from typing import Any, Iterable
+
+#: The temporary file of an atomic write: hidden, beside its target, ``.<name>.<random>.tmp``
+#: (the random part of ``tempfile.mkstemp``, used before, is matched too).
+TEMP_FILE_RE = re.compile(r"\..+\.[A-Za-z0-9_]+\.tmp")
 
 
 def json_safe(value: Any) -> Any:
@@ -39,19 +49,48 @@ def dumps(record: Any) -> str:
     return json.dumps(json_safe(record), allow_nan=False)
 
 
+def _new_temp_file(path: Path) -> tuple[int, Path]:
+    """A new temporary file beside ``path``, opened for writing.
+
+    Not ``tempfile.mkstemp``: that creates files with mode 0600, which the rename would hand on to
+    the result.  Mode 0666 here is reduced by the umask exactly as for a file made by ``open()``.
+    """
+    while True:
+        tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), tmp
+        except FileExistsError:  # another writer drew the same name: draw again
+            continue
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = _new_temp_file(path)
     try:
-        with os.fdopen(fd, "w") as f:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
+
+
+def remove_temp_files(folder: str | os.PathLike) -> list[Path]:
+    """Remove the temporary files that interrupted atomic writes left in ``folder`` (not its subfolders).
+
+    Call it only as the folder's one writer (holding its lock, :mod:`saah_lib.rundir.lock`): the
+    temporary file of a write still in progress would be removed too.
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    stale = sorted(p for p in folder.iterdir() if TEMP_FILE_RE.fullmatch(p.name) and p.is_file())
+    for path in stale:
+        path.unlink(missing_ok=True)
+    return stale
 
 
 def atomic_write_json(path: Path, obj: Any) -> None:

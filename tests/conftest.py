@@ -2,6 +2,9 @@
 
 import json
 import os
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -80,9 +83,20 @@ def _train_rows(steps: int, base: float, slope: float, seed: int, method: str, a
     return rows
 
 
+def write_evaluation(folder: Path, step: int, n: int, n_correct: int) -> dict:
+    """One evaluation as the trainer writes it: its per-problem file, and its ``eval.jsonl`` line (returned)."""
+    samples = [{"id": f"p{j:03d}", "question": "q", "gold": "1", "completion": "c", "extracted": "1",
+                "correct": j < n_correct} for j in range(n)]
+    write_jsonl_text(folder / "eval_samples" / f"step_{step:04d}.jsonl", samples)
+    p = n_correct / n
+    return {"step": step, "pass_at_1": p, "ci95": pass_at_1_ci(p, n), "n": n, "n_correct": n_correct}
+
+
 def make_run(root: Path, run_id: str, model: str, method: str, alpha: float, seed: int, steps: int = 20,
              eval_every: int = 5, logged: int | None = None, evals: dict | None = None,
-             trailing: str | None = None, token_entropies: list | None = None) -> Path:
+             trailing: str | None = None, token_entropies: list | None = None, n_eval: int = 100) -> Path:
+    """A run folder in the committed format: every step logged once, evaluations on the schedule with their
+    per-problem files (``evals``: step -> Pass@1, rounded to a whole number of the ``n_eval`` problems)."""
     d = root / "runs" / run_id
     d.mkdir(parents=True, exist_ok=True)
     cfg = {"run_id": run_id, "profile": "mini", "model_name": f"org/{model}", "model_label": model,
@@ -95,11 +109,19 @@ def make_run(root: Path, run_id: str, model: str, method: str, alpha: float, see
         evals = {0: 0.40}
         for s in range(eval_every, logged + 1, eval_every):
             evals[s] = round(0.40 + 0.01 * s + 0.01 * seed, 3)
-    write_jsonl_text(d / "eval.jsonl", [{"step": s, "pass_at_1": p, "ci95": pass_at_1_ci(p, 50), "n": 50,
-                                     "n_correct": int(round(p * 50))} for s, p in sorted(evals.items())],
-                 trailing)
+    lines = [write_evaluation(d, s, n_eval, round(p * n_eval)) for s, p in sorted(evals.items())]
+    write_jsonl_text(d / "eval.jsonl", lines, trailing)
     if token_entropies is not None:
         write_jsonl_text(d / "token_entropies.jsonl", token_entropies)
+    return d
+
+
+def write_baseline(root: Path, name: str, model_label: str, n: int, n_correct: int, ci95: bool = True) -> Path:
+    """A baseline folder as ``run_baseline`` writes it (``ci95=False``: the line's ci95 is null)."""
+    d = root / "baselines" / name
+    line = write_evaluation(d, 0, n, n_correct)
+    write_jsonl_text(d / "eval.jsonl", [{**line, "ci95": line["ci95"] if ci95 else None}])
+    (d / "config.json").write_text(json.dumps({"model_label": model_label, "profile": "mini"}))
     return d
 
 
@@ -120,9 +142,7 @@ def make_results_root(root: Path) -> Path:
     ]
     make_run(root, "tiny-sa-s1", TINY, "sa", 0.5, 1, steps=25, token_entropies=te)
     make_run(root, "small-grpo-s1", SMALL, "grpo", 0.0, 1, steps=10)
-    write_jsonl_text(root / "baselines" / "tiny_zero_shot" / "eval.jsonl",
-                 [{"step": 0, "pass_at_1": 0.38, "ci95": None, "n": 50, "n_correct": 19}])
-    (root / "baselines" / "tiny_zero_shot" / "config.json").write_text(json.dumps({"model_label": TINY, "profile": "mini"}))
+    write_baseline(root, "tiny_zero_shot", TINY, 50, 19, ci95=False)
     return root
 
 
@@ -139,6 +159,47 @@ def run_maker():
 
 
 @pytest.fixture
+def baseline_maker():
+    """:func:`write_baseline`, for tests that build their own results root."""
+    return write_baseline
+
+
+@pytest.fixture
 def jsonl_writer():
     """:func:`write_jsonl_text`, for tests that write logs by hand."""
     return write_jsonl_text
+
+
+# ---------------------------------------------------------------------------
+# another process holding a folder's lock
+# ---------------------------------------------------------------------------
+
+_LOCK_HOLDER = textwrap.dedent("""
+    import sys, time
+    from saah_lib.rundir.lock import run_lock, study_lock
+    kind, folder = sys.argv[1], sys.argv[2]
+    held = run_lock(folder) if kind == "run" else study_lock(folder)  # kept: a dropped one is released
+    held.__enter__()
+    print("held", flush=True)
+    time.sleep(600)
+""")
+
+
+@pytest.fixture
+def lock_holder():
+    """``lock_holder("run" | "study", folder)``: a separate process that holds that lock until the test ends
+    (or until the test kills it); returns its ``Popen``."""
+    started = []
+
+    def start(kind: str, folder: Path) -> subprocess.Popen:
+        env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+        proc = subprocess.Popen([sys.executable, "-c", _LOCK_HOLDER, kind, str(folder)], stdout=subprocess.PIPE,
+                                env=env, text=True)
+        started.append(proc)
+        assert proc.stdout.readline().strip() == "held"
+        return proc
+
+    yield start
+    for proc in started:
+        proc.kill()
+        proc.wait()

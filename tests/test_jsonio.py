@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from saah_lib.jsonio import append_jsonl, atomic_write_json, read_jsonl
+from saah_lib.jsonio import append_jsonl, atomic_write_json, read_jsonl, remove_temp_files, write_jsonl
 
 
 def test_nan_is_written_as_null(tmp_path):
@@ -46,3 +46,37 @@ def test_failed_atomic_write_keeps_the_old_file(tmp_path):
         atomic_write_json(tmp_path / "c.json", {"a": 2, "b": object()})
     assert json.loads((tmp_path / "c.json").read_text()) == {"a": 1}
     assert [p.name for p in tmp_path.iterdir()] == ["c.json"]
+
+
+
+
+@pytest.mark.parametrize("mask", [0o022, 0o077, 0o002])
+def test_atomic_writes_give_a_new_files_ordinary_permissions(tmp_path, mask):
+    import os
+    import stat
+
+    old = os.umask(mask)
+    try:
+        atomic_write_json(tmp_path / "a.json", {"x": 1})
+        write_jsonl(tmp_path / "b.jsonl", [{"step": 1}])
+        with open(tmp_path / "reference", "w") as f:  # what open() gives a new file
+            f.write("x")
+    finally:
+        os.umask(old)
+    want = stat.S_IMODE((tmp_path / "reference").stat().st_mode)
+    assert want == 0o666 & ~mask  # not mkstemp's 0600
+    for name in ("a.json", "b.jsonl"):
+        assert stat.S_IMODE((tmp_path / name).stat().st_mode) == want, name
+
+
+def test_temporary_files_of_interrupted_writes_are_removed_and_nothing_else(tmp_path):
+    stale = [tmp_path / ".eval.jsonl.3fa9c1d2e4b5.tmp", tmp_path / ".config.json.k2_x9abc.tmp"]  # ours, mkstemp's
+    kept = [tmp_path / "eval.jsonl", tmp_path / ".run.lock", tmp_path / "notes.tmp", tmp_path / ".hidden"]
+    for path in stale + kept:
+        path.write_text("half")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / ".x.json.abc123.tmp").write_text("half")  # another folder: not this one's
+    assert remove_temp_files(tmp_path) == sorted(stale)
+    assert all(p.exists() for p in kept) and not any(p.exists() for p in stale)
+    assert (tmp_path / "sub" / ".x.json.abc123.tmp").exists()
+    assert remove_temp_files(tmp_path / "missing") == []

@@ -313,17 +313,26 @@ def established(row: EvidenceRow, level: float = LEVEL) -> bool:
 
 
 def compare_pairs(runs: list[RunEvidence], pairs=DEFAULT_PAIRS, *, n_resamples: int = DEFAULT_RESAMPLES,
-                  seed: int = 0) -> list[EvidenceRow]:
-    """All rows of the given pairs (those without common seeds are skipped, logged), Holm-adjusted together."""
+                  seed: int = 0, left_out: list[str] | None = None) -> list[EvidenceRow]:
+    """All rows of the given pairs, Holm-adjusted together.
+
+    A pair with no run of one of its arms, or no seed that both have, has nothing to compare and is
+    skipped (logged).  A pair whose runs cannot be compared (other evaluation problems, two runs of one
+    seed) is an error, or, given a ``left_out`` list (tolerant reading), named there as
+    ``"<A> vs <B>: <why>"`` for the summary and sentence to report: runs that exist never disappear
+    from the tests silently.
+    """
     rows = []
     for a, b in pairs:
-        if not (a.runs_by_seed(runs) and b.runs_by_seed(runs)):
-            log.info("%s vs %s left out: no runs of one of them", a.label, b.label)
-            continue
         try:
+            if not set(a.runs_by_seed(runs)) & set(b.runs_by_seed(runs)):
+                log.info("%s vs %s left out: no seed has runs of both", a.label, b.label)
+                continue
             rows += compare_arms(a, b, runs, n_resamples=n_resamples, seed=seed)
         except ValueError as err:
-            log.warning("%s vs %s left out: %s", a.label, b.label, err)
+            if left_out is None:
+                raise ValueError(f"{a.label} vs {b.label} cannot be compared: {err}") from err
+            left_out.append(f"{a.label} vs {b.label}: {err}")
     return adjust(rows)
 
 
@@ -429,8 +438,9 @@ def evidence_summary(root: str | Path, pairs=DEFAULT_PAIRS, *, n_resamples: int 
     runs = load_root_evidence(root, tolerate_problems, left_out)
     if pairs == "topk":
         pairs = topk_pairs(runs)
-    rows = compare_pairs(runs, pairs, n_resamples=n_resamples, seed=seed)
-    return {
+    pairs_left_out: list[str] | None = [] if tolerate_problems else None
+    rows = compare_pairs(runs, pairs, n_resamples=n_resamples, seed=seed, left_out=pairs_left_out)
+    summary = {
         "root": repo_relative(root),
         "runs": [r.run_id for r in runs],
         "left_out": left_out,
@@ -440,5 +450,10 @@ def evidence_summary(root: str | Path, pairs=DEFAULT_PAIRS, *, n_resamples: int 
         "rows": [r.to_dict() for r in rows],
         "sentence": evidence_sentence(rows, level) + (
             f" WARNING: {len(left_out)} damaged or incomplete run(s) were left out: {', '.join(left_out)}."
-            if left_out else ""),
+            if left_out else "") + (
+            f" WARNING: {len(pairs_left_out)} comparison(s) could not be made: {'; '.join(pairs_left_out)}."
+            if pairs_left_out else ""),
     }
+    if pairs_left_out:  # only then: the committed summaries keep their keys
+        summary["pairs_left_out"] = pairs_left_out
+    return summary

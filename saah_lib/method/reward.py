@@ -56,7 +56,15 @@ STEPS_EMPTY = 0.0
 STEP_BINS = ((0, 0.1), (2, 0.4), (4, 0.7))
 STEPS_MANY = 1.0
 
+#: The lowest and highest value of each component (the table above), keyed as in reward_components.
+COMPONENT_BOUNDS = {
+    "correct": (CORRECT_MISSING, CORRECT_EXACT),
+    "format": (FORMAT_DUPLICATE, FORMAT_FULL),
+    "present": (0.0, PRESENT_CLOSED),
+    "steps": (STEPS_EMPTY, STEPS_MANY),
+}
 MAX_TOTAL = CORRECT_EXACT + FORMAT_FULL + PRESENT_CLOSED + STEPS_MANY  # 7.5
+MIN_TOTAL = CORRECT_MISSING + FORMAT_DUPLICATE + 0.0 + STEPS_EMPTY  # -1.0: no number, a repeated tag, nothing else
 
 # Characters typeset text uses for a minus sign: U+2212 MINUS SIGN, U+2012
 # FIGURE DASH, U+2013 EN DASH, U+FE63 SMALL HYPHEN-MINUS, U+FF0D FULLWIDTH

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from huggingface_hub import constants as hub_constants
+from huggingface_hub import try_to_load_from_cache
+
 from saah_lib.paths import TINY_WARMSTART_DIR, in_repo, repo_relative
 
 TINY_WARMSTART = "tiny-warmstart"
@@ -35,6 +38,8 @@ def canonical_model_name(name: str) -> str:
         return TINY_WARMSTART
     if not looks_like_path(name):
         return name
+    if not in_repo(name).exists():
+        return name  # kept as written ("./model"), so it still names a folder and its absence is reported
     return repo_relative(name)
 
 
@@ -57,3 +62,20 @@ def model_folder_problem(name: str) -> str | None:
     if not any((folder / f).is_file() for f in ("config.json", "adapter_config.json")):
         return f"folder {name!r} holds no model (no config.json)"
     return None
+
+
+def offline_hub_problem(name: str) -> str | None:
+    """Why a hub id cannot be loaded with the hub offline (``HF_HUB_OFFLINE``): no folder of that name
+    in the repository and no copy in the local hub cache.  None for folders, the warm start, a cached
+    model, or when the hub may be reached."""
+    name = canonical_model_name(name)
+    if name == TINY_WARMSTART or looks_like_path(name) or not hub_constants.HF_HUB_OFFLINE:
+        return None
+    try:
+        cached = try_to_load_from_cache(name, "config.json")
+    except ValueError as err:  # huggingface_hub's HFValidationError: not a valid hub id either
+        return f"{name!r} is neither a folder (no {in_repo(name)}) nor a hub id ({err})"
+    if isinstance(cached, str):
+        return None
+    return (f"{name!r} is not a folder (no {in_repo(name)}) and the hub is offline (HF_HUB_OFFLINE=1) "
+            "with no cached copy of it; give the model's folder, or unset HF_HUB_OFFLINE to download it")

@@ -113,10 +113,22 @@ def table_paired(rows: list[dict], summary: dict, prefix: str = "mini", name: st
         f"$^{{*}}$: established at the {100 * summary['level']:g}\\% level (Holm $p$ below it and, for Pass@1, "
         "the interval excludes 0). Peak rows compare each run's best checkpoint, chosen on these same problems."
     )
-    if summary.get("left_out"):
-        caption += (f" \textbf{{Warning: {len(summary['left_out'])} damaged or incomplete run(s) left out:}} "
-                    + tex_escape(", ".join(summary["left_out"])) + ".")
+    warning = left_out_warning(summary)
+    if warning:
+        caption += r" \textbf{Warning:} " + tex_escape(warning)
     return _table_float(body, "lcccccccc", caption, f"{prefix}:{name}")
+
+
+def left_out_warning(summary: dict) -> str:
+    """What a tolerant reading left out of the comparisons ("" when nothing): runs, then whole pairs."""
+    parts = []
+    if summary.get("left_out"):
+        parts.append(f"{len(summary['left_out'])} damaged or incomplete run(s) left out: "
+                     + ", ".join(summary["left_out"]) + ".")
+    if summary.get("pairs_left_out"):
+        parts.append(f"{len(summary['pairs_left_out'])} comparison(s) not made: "
+                     + "; ".join(summary["pairs_left_out"]) + ".")
+    return " ".join(parts)
 
 
 def table_topk(result: dict, prefix: str = "mini", alpha: str = f"{MAIN_ALPHA:g}") -> str:
@@ -174,9 +186,10 @@ def _figure(ncols: int, width: float, height: float):
     return fig, np.atleast_1d(fig.subplots(1, ncols, squeeze=False))[0]
 
 
-def plot_paired(rows: list[dict], level: float = LEVEL) -> Figure | None:
+def plot_paired(rows: list[dict], level: float = LEVEL, warning: str = "") -> Figure | None:
     """Forest plot: Pass@1 differences (final, peak) with bootstrap intervals and p-values; per-seed
-    differences of training-reward variance and mean KL with their means and sign-flip p-values."""
+    differences of training-reward variance and mean KL with their means and sign-flip p-values.
+    ``warning`` (what a tolerant reading left out) is printed under the title."""
     if not rows:
         return None
     pairs = list(dict.fromkeys((r["a"], r["b"]) for r in rows))
@@ -217,7 +230,8 @@ def plot_paired(rows: list[dict], level: float = LEVEL) -> Figure | None:
                Line2D([], [], color="0.4", ls="", marker="o", label="filled: established")]
     fig.legend(handles=handles, loc="outside lower center", ncol=5, fontsize=7, frameon=False)
     fig.suptitle(f"Paired differences at matched seeds: bars = 95% bootstrap CI (problems resampled); "
-                 f"filled = established at {level:.0%} after Holm", fontsize=9)
+                 f"filled = established at {level:.0%} after Holm" + (f"\nWARNING: {warning}" if warning else ""),
+                 fontsize=9)
     return fig
 
 
@@ -305,7 +319,8 @@ def render_evidence(root: str | Path = MINI_ROOT, tables_dir: str | Path = PAPER
                               tables_dir / f"{prefix}_{name}.tex", repo_relative(root))
         sentence = tex_text(summary["sentence"]) + "\n" if rows else ""
         written += _write_tex(sentence, tables_dir / f"{prefix}_{name}_sentence.tex", repo_relative(root))
-        written += _save(plot_paired(rows, summary["level"]), figures_dir, f"{prefix}_{name}")
+        written += _save(plot_paired(rows, summary["level"], left_out_warning(summary)), figures_dir,
+                         f"{prefix}_{name}")
     topk_path = root / TOPK_ERROR_FILE
     topk = read_json(topk_path, default={})
     written += _write_tex(table_topk(topk, prefix) if topk else "", tables_dir / f"{prefix}_topk.tex", repo_relative(topk_path))

@@ -1,3 +1,4 @@
 """The run folder, its only owner: layout and log keys (:mod:`.layout`), writing (:mod:`.folder`),
-strict reading (:mod:`.reader`), checkpoints (:mod:`.checkpoints`), provenance (:mod:`.provenance`)
-and the integrity manifest of a results root (:mod:`.manifest`)."""
+strict reading (:mod:`.reader`) and what the logs must mean (:mod:`.checks`), one writer at a time
+(:mod:`.lock`), checkpoints (:mod:`.checkpoints`), provenance (:mod:`.provenance`) and the integrity
+manifest of a results root (:mod:`.manifest`)."""

@@ -10,54 +10,79 @@ from __future__ import annotations
 import json
 import os
 import re
+import zipfile
 from pathlib import Path
 
 from saah_lib.rundir.layout import DAMAGED_CHECKPOINTS
 
-# Files a trainer checkpoint may hold that torch.load reads (transformers loads
-# each with weights_only=True; the RNG state needs numpy's types allowed).
-TORCH_STATE_FILES = ("optimizer.pt", "scheduler.pt", "scaler.pt", "rng_state.pth")
+TRAINER_STATE = "trainer_state.json"  # written last: a checkpoint without it is an interrupted save
+#: What transformers' ``Trainer._save_checkpoint`` writes into every checkpoint of our runs (transformers
+#: 5.x, full fine-tuning and LoRA alike; checked against a real 2-step run in tests/training/test_run.py):
+#: the trainer state, the optimizer and scheduler states, the training arguments, and the tokenizer
+#: (``processing_class.save_pretrained``; each tokenizer writes ``tokenizer_config.json``).
+#: The RNG state is :func:`rng_files`; the weights are :data:`WEIGHTS`.
+ALWAYS_WRITTEN = (TRAINER_STATE, "optimizer.pt", "scheduler.pt", "training_args.bin", "tokenizer_config.json")
+#: Model weights, one set of which every checkpoint holds: (config file, weight files it may come with).
+WEIGHTS = {
+    "full model": ("config.json", ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")),
+    "LoRA adapter": ("adapter_config.json", ("adapter_model.safetensors", "adapter_model.bin")),
+}
+# Files torch.load reads on resume (transformers loads each with weights_only=True; the RNG state
+# needs numpy's types allowed).  scaler.pt exists only with fp16 mixed precision.
+TORCH_STATE_FILES = ("optimizer.pt", "scheduler.pt", "scaler.pt", "pytorch_model.bin", "adapter_model.bin")
 
 
-def checkpoint_problem(folder: Path, step: int | None = None) -> str | None:
-    """What stops the trainer from resuming from ``folder``, or None when every file loads.
+def rng_files(world_size: int = 1) -> tuple[str, ...]:
+    """The RNG state files of a checkpoint saved by ``world_size`` processes (one per process when several)."""
+    return ("rng_state.pth",) if world_size <= 1 else tuple(f"rng_state_{i}.pth" for i in range(world_size))
 
-    Checked: ``trainer_state.json`` exists, parses and (given ``step``) records
-    that step; every other JSON file parses (model config, adapter config,
-    tokenizer files); there are model or adapter weights and every
-    ``.safetensors`` file's header and data extent are intact; the optimizer,
-    scheduler, scaler and RNG states load with ``torch.load(weights_only=True)``,
-    as the trainer will load them.  This catches files torn by a crash during
-    saving, truncated copies and edited JSON; it cannot catch bytes changed
-    inside tensor data (safetensors has no checksums).
-    """
-    folder = Path(folder)
-    state_path = folder / "trainer_state.json"
-    if not state_path.is_file():
-        return "no trainer_state.json (the save was interrupted)"
+
+def missing_files(folder: Path, world_size: int = 1) -> list[str]:
+    """The files of a complete save that ``folder`` lacks (weights: one complete set of either kind)."""
+    missing = [name for name in (*ALWAYS_WRITTEN, *rng_files(world_size)) if not (folder / name).is_file()]
+    weight_sets = []
+    for kind, (config, weights) in WEIGHTS.items():
+        present = [w for w in weights if (folder / w).is_file()]
+        if (folder / config).is_file() and present:
+            return missing + _missing_shards(folder, present)
+        weight_sets.append(f"{config} with {' or '.join(weights)} ({kind})")
+    return missing + ["model or adapter weights: " + "; or ".join(weight_sets)]
+
+
+def _missing_shards(folder: Path, present: list[str]) -> list[str]:
+    """The shard files a sharded model's index names that are not there."""
+    index = folder / "model.safetensors.index.json"
+    if index.name not in present:
+        return []
+    try:
+        shards = set(json.loads(index.read_text())["weight_map"].values())
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+        return [f"{index.name} does not list its shards ({error})"]
+    return sorted(shard for shard in shards if not (folder / shard).is_file())
+
+
+def unreadable_file(folder: Path) -> str | None:
+    """The first file of ``folder`` that does not load as the trainer will load it, and why; None when all do."""
     for path in sorted(folder.glob("*.json")):
         try:
-            record = json.loads(path.read_text())
+            json.loads(path.read_text())
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
             return f"{path.name} does not parse ({error})"
-        if path == state_path and step is not None and (
-                not isinstance(record, dict) or record.get("global_step") != step):
-            return f"trainer_state.json records step {record.get('global_step') if isinstance(record, dict) else None}, not {step}"
-    weights = sorted(folder.glob("*.safetensors"))
-    if not weights and not (folder / "pytorch_model.bin").is_file() and not (folder / "adapter_model.bin").is_file():
-        return "no model or adapter weights"
     from safetensors import safe_open
 
-    for path in weights:
+    for path in sorted(folder.glob("*.safetensors")):
         try:
             with safe_open(str(path), framework="pt") as handle:
                 handle.keys()
         except Exception as error:  # safetensors raises its own error types for torn files
             return f"{path.name} does not load ({type(error).__name__}: {error})"
+    args = folder / "training_args.bin"
+    if args.is_file() and not _whole_zip(args):
+        return f"{args.name} does not load (not a whole torch archive)"
     import torch
     from transformers.trainer_pt_utils import safe_globals
 
-    for path in [folder / name for name in TORCH_STATE_FILES] + sorted(folder.glob("rng_state_*.pth")):
+    for path in [folder / name for name in TORCH_STATE_FILES] + sorted(folder.glob("rng_state*.pth")):
         if not path.is_file():
             continue
         try:
@@ -65,6 +90,50 @@ def checkpoint_problem(folder: Path, step: int | None = None) -> str | None:
                 torch.load(path, map_location="cpu", weights_only=True)
         except Exception as error:  # torch raises several types for torn or foreign files
             return f"{path.name} does not load ({type(error).__name__}: {error})"
+    return None
+
+
+def _whole_zip(path: Path) -> bool:
+    """A torch archive (a zip) whose every member passes its CRC check.
+
+    ``training_args.bin`` is a pickled ``TrainingArguments``: transformers never loads it on resume, and
+    unpickling it would run code, so its archive is checked instead of its content.
+    """
+    try:
+        with zipfile.ZipFile(path) as archive:
+            return archive.testzip() is None
+    except (OSError, zipfile.BadZipFile, EOFError):
+        return False
+
+
+def checkpoint_problem(folder: Path, step: int | None = None, world_size: int = 1) -> str | None:
+    """What stops the trainer from resuming exactly from ``folder``, or None when the checkpoint is intact.
+
+    Intact means complete and readable.  Complete: ``trainer_state.json`` (given ``step``, recording
+    that step), every file of :data:`ALWAYS_WRITTEN`, the RNG state of each of ``world_size``
+    processes, and one set of model or adapter weights (:data:`WEIGHTS`, shards included).  Readable:
+    every JSON file parses, every ``.safetensors`` file's header and data extent are intact, the
+    optimizer, scheduler, scaler and RNG states load with ``torch.load(weights_only=True)`` as the
+    trainer will load them, and ``training_args.bin`` is a whole archive.  A missing optimizer,
+    scheduler or RNG state would not stop transformers (it warns, or starts them afresh), but the run
+    would no longer retrace the uninterrupted one.  This catches files torn by a crash during saving,
+    truncated or partial copies and edited JSON; it cannot catch bytes changed inside tensor data
+    (safetensors has no checksums).
+    """
+    folder = Path(folder)
+    state_path = folder / TRAINER_STATE
+    if not state_path.is_file():
+        return f"no {TRAINER_STATE} (the save was interrupted)"
+    missing = missing_files(folder, world_size)
+    if missing:
+        return f"incomplete: no {', '.join(missing)}"
+    problem = unreadable_file(folder)
+    if problem is not None:
+        return problem
+    record = json.loads(state_path.read_text())
+    recorded = record.get("global_step") if isinstance(record, dict) else None
+    if step is not None and recorded != step:
+        return f"{TRAINER_STATE} records step {recorded}, not {step}"
     return None
 
 
@@ -81,7 +150,7 @@ def checkpoints(checkpoints_dir: Path) -> dict[int, Path]:
     return dict(sorted(found.items()))
 
 
-def resume_point(checkpoints_dir: Path) -> tuple[Path | None, dict[Path, str]]:
+def resume_point(checkpoints_dir: Path, world_size: int = 1) -> tuple[Path | None, dict[Path, str]]:
     """The newest checkpoint whose files all load, and the newer ones that do not.
 
     Checkpoints are tried newest first (see :func:`checkpoint_problem`); the
@@ -91,7 +160,7 @@ def resume_point(checkpoints_dir: Path) -> tuple[Path | None, dict[Path, str]]:
     """
     damaged = {}
     for step, path in reversed(checkpoints(checkpoints_dir).items()):
-        problem = checkpoint_problem(path, step)
+        problem = checkpoint_problem(path, step, world_size)
         if problem is None:
             return path, damaged
         damaged[path] = problem
@@ -116,7 +185,7 @@ def set_aside(checkpoint: Path) -> Path:
     return target
 
 
-def resume_checkpoint(run) -> Path | None:
+def resume_checkpoint(run, world_size: int = 1) -> Path | None:
     """The newest intact checkpoint of ``run`` (a :class:`~saah_lib.rundir.folder.RunDir`); newer damaged
     ones are set aside, never deleted.
 
@@ -133,8 +202,8 @@ def resume_checkpoint(run) -> Path | None:
     an error naming the folders, and nothing is changed: they may be
     repairable, or the user moves them away to start over.
     """
-    checkpoint, damaged = resume_point(run.checkpoints_dir)
-    finished = [folder for folder in damaged if (folder / "trainer_state.json").is_file()]
+    checkpoint, damaged = resume_point(run.checkpoints_dir, world_size)
+    finished = [folder for folder in damaged if (folder / TRAINER_STATE).is_file()]
     if checkpoint is None and finished:
         details = "; ".join(f"{folder}: {problem}" for folder, problem in damaged.items())
         raise RuntimeError(

@@ -7,12 +7,17 @@ Every other module asks here where a run's files are; none spells a file name it
     <root>/baselines/<name>/    config.json, eval.jsonl, eval_samples/step_0000.jsonl
     <root>/MANIFEST.json        sha256 of every results file (committed roots)
     <root>/warmstart_build.json, answer_kinds.json, timings.json, topk_entropy_error.json   (studies)
+    <root>/.study.lock, <root>/runs/<run_id>/.run.lock     held by the process writing there (rundir.lock)
+
+What is *not* a result, for every reader and for the manifest alike (:func:`is_ignored`): hidden
+files and folders (locks, the temporary files of atomic writes, editor and notebook checkpoints),
+``__pycache__`` folders, and the trainer checkpoints inside a run or baseline folder.
 """
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
+from pathlib import Path, PurePath
 
 RUNS = "runs"
 BASELINES = "baselines"
@@ -26,6 +31,12 @@ TOKEN_ENTROPIES_FILE = "token_entropies.jsonl"
 CHECKPOINTS_DIR = "checkpoints"
 DAMAGED_CHECKPOINTS = "damaged"  # checkpoints/damaged/: checkpoints set aside on resume
 MANIFEST_FILE = "MANIFEST.json"
+RUN_LOCK_FILE = ".run.lock"  # in a run or baseline folder: held by the one process writing it
+STUDY_LOCK_FILE = ".study.lock"  # in a results root: held by the one study process writing it
+PYCACHE = "__pycache__"
+#: Names a run id may not take: ``__pycache__`` is skipped by every reader, and ``checkpoints``
+#: folders are git-ignored (``results/**/checkpoints/``), so such a run would never be committed.
+RESERVED_NAMES = (PYCACHE, CHECKPOINTS_DIR)
 # Files of a study root beside runs/ and baselines/
 WARMSTART_RECORD_FILE = "warmstart_build.json"  # the warm start's build record and weight hashes
 ANSWER_KINDS_FILE = "answer_kinds.json"  # answers by kind at the first and last evaluation of each run
@@ -73,9 +84,28 @@ def samples_file(step: int) -> str:
     return f"step_{step:04d}.jsonl"
 
 
+def is_ignored(relative: str | os.PathLike) -> bool:
+    """True for a path (relative to a results root) that holds no result: the one rule that both
+    the reader (:func:`folders`) and the manifest (:func:`saah_lib.rundir.manifest.results_files`) follow.
+
+    Ignored: the manifest itself, any hidden part (``.x``: locks, atomic writes' temporary files,
+    ``.ipynb_checkpoints``), any ``__pycache__`` part, and ``checkpoints/`` directly inside a run or
+    baseline folder (``runs/<id>/checkpoints/``: git-ignored trainer state).  A run folder copied
+    to ``runs/checkpoints/`` is therefore a run for both, never a result for one and not the other.
+    """
+    parts = PurePath(relative).parts
+    if parts == (MANIFEST_FILE,):
+        return True
+    if any(p.startswith(".") or p == PYCACHE for p in parts):
+        return True
+    return len(parts) >= 3 and parts[0] in KINDS and parts[2] == CHECKPOINTS_DIR
+
+
 def folders(root: str | os.PathLike, kind: str = RUNS) -> list[Path]:
-    """The run (or baseline) folders under ``root``, sorted by name."""
+    """The run (or baseline) folders under ``root``, sorted by name (none that :func:`is_ignored`)."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     path = Path(root) / kind
-    return sorted(p for p in path.iterdir() if p.is_dir()) if path.is_dir() else []
+    if not path.is_dir():
+        return []
+    return sorted(p for p in path.iterdir() if p.is_dir() and not is_ignored(Path(kind) / p.name))

@@ -6,9 +6,14 @@ A study writes ``<root>/MANIFEST.json`` when it finishes (:func:`write_manifest`
 before it reaches a table, with a message naming each changed, missing and
 extra file.  Paths in the manifest are relative to the root (POSIX style).
 
-Not results, so not listed: the manifest itself, hidden files and folders
-(editor and notebook checkpoints, the temporary files of atomic writes), and
-the git-ignored trainer checkpoints (``checkpoints/`` folders).
+Not results, so not listed: what every reader also ignores, by the one rule of
+:func:`saah_lib.rundir.layout.is_ignored` (the manifest itself, hidden files and
+folders such as locks and the temporary files of atomic writes, ``__pycache__``,
+and the git-ignored trainer checkpoints inside run folders).  A run folder the
+tables read is therefore always covered.
+
+A manifest is ``{"algorithm": "sha256", "files": {relative path: hex digest}}``;
+anything else is a :class:`ManifestError` saying what is wrong.
 
 Command line::
 
@@ -21,25 +26,20 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import re
 import sys
 from pathlib import Path
 
 from saah_lib.jsonio import atomic_write_json
 from saah_lib.paths import in_repo
-from saah_lib.rundir.layout import CHECKPOINTS_DIR, MANIFEST_FILE
+from saah_lib.rundir.layout import MANIFEST_FILE, is_ignored
 
-NOT_RESULTS = (CHECKPOINTS_DIR, "__pycache__")  # folder names whose contents are not results
+ALGORITHM = "sha256"
+_HEX_DIGEST = re.compile(r"[0-9a-f]{64}")
 
 
 class ManifestError(RuntimeError):
-    """Results that do not match their manifest (or have none)."""
-
-
-def _is_result(rel: Path) -> bool:
-    parts = rel.parts
-    if rel.as_posix() == MANIFEST_FILE or any(p.startswith(".") for p in parts):
-        return False
-    return not any(p in NOT_RESULTS for p in parts[:-1])
+    """Results that do not match their manifest (or have none, or one that is not a manifest)."""
 
 
 def sha256_of(path: Path) -> str:
@@ -56,7 +56,7 @@ def results_files(root: str | Path) -> dict[str, str]:
     found = {}
     for path in sorted(root.rglob("*")):
         rel = path.relative_to(root)
-        if path.is_file() and _is_result(rel):
+        if path.is_file() and not is_ignored(rel):
             found[rel.as_posix()] = sha256_of(path)
     return found
 
@@ -67,8 +67,29 @@ def write_manifest(root: str | Path) -> Path:
     if not root.is_dir():
         raise FileNotFoundError(f"results root {root} does not exist")
     path = root / MANIFEST_FILE
-    atomic_write_json(path, {"algorithm": "sha256", "files": results_files(root)})
+    atomic_write_json(path, {"algorithm": ALGORITHM, "files": results_files(root)})
     return path
+
+
+def read_manifest(path: Path) -> dict[str, str]:
+    """The ``files`` of a manifest, after checking its schema (a :class:`ManifestError` says what is wrong)."""
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ManifestError(f"{path} is not a readable manifest ({exc})") from None
+    if not isinstance(manifest, dict):
+        raise ManifestError(f"{path}: a manifest is a JSON object, got {type(manifest).__name__}")
+    if manifest.get("algorithm") != ALGORITHM:
+        raise ManifestError(f"{path}: \"algorithm\" is {manifest.get('algorithm')!r}; only {ALGORITHM!r} "
+                            "is written and checked")
+    files = manifest.get("files")
+    if not isinstance(files, dict):
+        raise ManifestError(f"{path}: \"files\" is {files!r}, not a mapping of relative paths to sha256 digests")
+    bad = [f"{k!r}: {v!r}" for k, v in files.items() if not (isinstance(v, str) and _HEX_DIGEST.fullmatch(v))]
+    if bad:
+        raise ManifestError(f"{path}: \"files\" must map each path to a 64-digit hex sha256; "
+                            f"{len(bad)} entries do not, e.g. {bad[0]}")
+    return files
 
 
 def manifest_differences(root: str | Path) -> dict[str, list[str]]:
@@ -78,10 +99,7 @@ def manifest_differences(root: str | Path) -> dict[str, list[str]]:
     if not path.is_file():
         raise ManifestError(f"{path} not found: {root} has no integrity manifest "
                             f"(write one with `python -m saah_lib.rundir.manifest write {root}`)")
-    try:
-        listed = json.loads(path.read_text(encoding="utf-8"))["files"]
-    except (json.JSONDecodeError, KeyError, TypeError) as exc:
-        raise ManifestError(f"{path} is not a readable manifest ({exc})") from None
+    listed = read_manifest(path)
     actual = results_files(root)
     return {
         "changed": sorted(p for p in listed if p in actual and actual[p] != listed[p]),

@@ -10,7 +10,12 @@ becomes one message naming the file (and line, for logs):
 * a metric that is not a number.  ``null`` is allowed in the training log
   (TRL logs nothing for some quantities at some steps, e.g. ``weight_neg_mean``
   when no rollout had a negative advantage); an evaluation needs a numeric
-  ``pass_at_1``;
+  ``pass_at_1`` and integer ``n`` and ``n_correct``;
+* a line that is well-formed but wrong (:mod:`saah_lib.rundir.checks`): a value out
+  of its range, steps repeated, missing, out of order or beyond the run, an
+  evaluation off the schedule or repeated, ``pass_at_1`` that is not
+  ``n_correct / n``, an inconsistent ``ci95``, a per-problem file that does not
+  hold exactly the ``n`` records and ``n_correct`` correct answers its line says;
 * an incomplete run: not trained to its ``steps`` or not evaluated at that
   step (:func:`saah_lib.rundir.folder.trained_and_evaluated`, the one definition of a
   complete run, also behind ``RunDir.is_complete``).
@@ -18,9 +23,13 @@ becomes one message naming the file (and line, for logs):
 By default a problem raises :class:`DamagedResultsError` listing every
 problem found.  With ``tolerate_problems=True`` the results are read anyway:
 a folder whose config cannot be read is *excluded*; any other run is kept with
-its valid lines and *flagged* (``damaged`` / ``complete`` columns), and
+its valid lines (a line that breaks a check is left out, a repeated step keeps
+its first line) and *flagged* (``damaged`` / ``complete`` columns), and
 :attr:`RunFolder.problems` says why.  :class:`saah_lib.analysis.resultset.ResultSet`
 carries every message in ``warnings`` so the tables and figures can say so.
+
+Folders that :func:`saah_lib.rundir.layout.is_ignored` (hidden, ``__pycache__``)
+are not runs, for this reader as for the manifest.
 """
 
 from __future__ import annotations
@@ -32,9 +41,12 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from saah_lib.jsonio import scan_jsonl
-from saah_lib.rundir import layout
-from saah_lib.rundir.folder import trained_and_evaluated
+from saah_lib.rundir import checks, layout
+from saah_lib.rundir.folder import RunDir, trained_and_evaluated
 from saah_lib.rundir.layout import EVAL_KEYS, TRAIN_LOG_KEYS
+
+#: What every evaluation line must hold as a number (the others of EVAL_KEYS may be null).
+EVAL_REQUIRED = ("pass_at_1", "n", "n_correct")
 
 #: Run metadata merged into every long table.
 META_COLUMNS = ("run_id", "model_label", "method", "alpha", "seed", "steps", "eval_every", "profile")
@@ -114,8 +126,8 @@ def read_config(path: Path, required: Iterable[str] = ("method", "alpha", "steps
     return flat, []
 
 
-def read_log(path: Path, numeric: Iterable[str], required: Iterable[str] = ()) -> tuple[list[dict], list[str]]:
-    """The valid lines of a finished log and one message per bad line (the line is left out).
+def read_lines(path: Path, numeric: Iterable[str], required: Iterable[str] = ()) -> tuple[checks.Lines, list[str]]:
+    """The valid lines of a finished log, as ``[(line number, record)]``, and one message per bad line.
 
     A valid line is a JSON object with an integer ``step`` whose ``numeric``
     keys hold numbers or null, and whose ``required`` keys hold numbers.
@@ -135,8 +147,14 @@ def read_log(path: Path, numeric: Iterable[str], required: Iterable[str] = ()) -
         if bad:
             messages.append(f"{path}: line {i}: " + ", ".join(f"{k} is {rec.get(k)!r}, not a number" for k in bad))
             continue
-        good.append(rec)
+        good.append((i, rec))
     return good, messages
+
+
+def read_log(path: Path, numeric: Iterable[str], required: Iterable[str] = ()) -> tuple[list[dict], list[str]]:
+    """The valid lines of a finished log (see :func:`read_lines`) and one message per bad line."""
+    lines, messages = read_lines(path, numeric, required)
+    return [rec for _, rec in lines], messages
 
 
 def _token_entropy_lines(path: Path) -> tuple[list[dict], list[str]]:
@@ -155,6 +173,27 @@ def _token_entropy_lines(path: Path) -> tuple[list[dict], list[str]]:
 # one folder, one root
 # ---------------------------------------------------------------------------
 
+def _schedule(cfg: dict, damage: list[str], config_path: Path) -> set[int] | None:
+    every = cfg.get("eval_every")
+    if isinstance(every, int) and not isinstance(every, bool) and every >= 1:
+        return checks.eval_schedule(cfg["steps"], every)
+    damage.append(f"{config_path}: eval_every is {every!r}, not a positive integer, so the evaluations "
+                  "cannot be checked against their schedule")
+    return None
+
+
+def _read_evals(folder_dir: Path, schedule: set[int] | None, trained_to: int | None) -> tuple[list[dict], list[str]]:
+    """The usable evaluation lines of a folder, with every syntactic, meaning and per-problem-file problem."""
+    eval_path = folder_dir / layout.EVAL_FILE
+    lines, messages = read_lines(eval_path, EVAL_KEYS[1:], required=EVAL_REQUIRED)
+    # every step some line names, even a line left out above: that step is reported, not also missing
+    named = [r.get("step") for _, r in scan_jsonl(eval_path)[0] if isinstance(r, dict)]
+    lines, wrong = checks.check_evals(eval_path, lines, schedule, trained_to, named)
+    files = RunDir(folder_dir)
+    messages += wrong + checks.check_samples(files.samples_dir, eval_path, lines, files.sample_files(), named)
+    return [rec for _, rec in lines], messages
+
+
 def read_run_folder(run_dir: Path) -> RunFolder:
     """Everything in one run folder, with every problem recorded (never raises on bad content)."""
     cfg, damage = read_config(run_dir / layout.CONFIG_FILE)
@@ -165,13 +204,17 @@ def read_run_folder(run_dir: Path) -> RunFolder:
     for key in META_COLUMNS:
         cfg.setdefault(key, None)
     folder.config = cfg
-    folder.evals, bad_evals = read_log(run_dir / layout.EVAL_FILE, EVAL_KEYS[2:], required=("pass_at_1",))
-    folder.train_log, bad_steps = read_log(run_dir / layout.TRAIN_LOG_FILE, TRAIN_LOG_KEYS[1:])
-    folder.token_entropies, bad_h = _token_entropy_lines(run_dir / layout.TOKEN_ENTROPIES_FILE)
-    folder.damage += bad_evals + bad_steps + bad_h
-    logged = [r["step"] for r in folder.train_log]
-    evaluated = [r["step"] for r in folder.evals]
     steps = cfg["steps"]
+    log_path = run_dir / layout.TRAIN_LOG_FILE
+    train, bad_steps = read_lines(log_path, TRAIN_LOG_KEYS[1:])
+    train, wrong_steps = checks.check_train_log(log_path, train, steps, cfg.get("max_completion_length"))
+    folder.train_log = [rec for _, rec in train]
+    logged = [r["step"] for r in folder.train_log]
+    schedule = _schedule(cfg, folder.damage, run_dir / layout.CONFIG_FILE)
+    folder.evals, bad_evals = _read_evals(run_dir, schedule, max(logged, default=0))
+    folder.token_entropies, bad_h = _token_entropy_lines(run_dir / layout.TOKEN_ENTROPIES_FILE)
+    folder.damage += bad_evals + bad_steps + wrong_steps + bad_h
+    evaluated = [r["step"] for r in folder.evals]
     if not trained_and_evaluated(logged, evaluated, steps):
         reached = f"trained to step {max(logged)}" if logged else "no training step logged"
         evaluated_last = "evaluated" if steps in evaluated else "not evaluated"
@@ -180,11 +223,11 @@ def read_run_folder(run_dir: Path) -> RunFolder:
 
 
 def read_baseline_folder(folder_dir: Path) -> RunFolder:
-    """A ``baselines/<name>/`` folder: its config and evaluations, with every problem recorded."""
+    """A ``baselines/<name>/`` folder: its config and its one evaluation (step 0), with every problem recorded."""
     cfg, damage = read_config(folder_dir / layout.CONFIG_FILE, required=())
     folder = RunFolder(folder_dir, cfg, damage=damage)
     if cfg is not None:
-        folder.evals, bad = read_log(folder_dir / layout.EVAL_FILE, EVAL_KEYS[2:], required=("pass_at_1",))
+        folder.evals, bad = _read_evals(folder_dir, {0}, 0)
         folder.damage += bad
     return folder
 

@@ -29,6 +29,7 @@ import torch
 
 from saah_lib.jsonio import atomic_write_json
 from saah_lib.paths import EXTENDED_ROOT, TINY_WARMSTART_DIR, in_repo
+from saah_lib.rundir.lock import FolderLockedError, study_lock
 from saah_lib.rundir.manifest import write_manifest
 from saah_lib.studies.mini import planned_configs as mini_planned_configs
 from saah_lib.studies.runner import pending, run_study
@@ -75,13 +76,14 @@ def run_extended_study(root: Path, seeds=EXTENDED_SEEDS, steps: int | None = Non
     root = Path(root)
     configs = planned_configs(root, seeds, steps, topk_ks, topk_seeds)
     print(describe_plan(configs, pending(configs), jobs, measure), flush=True)
-    timings = run_study(root, configs, jobs=jobs, timings_file="extended_timings.json")
-    if measure:
-        with timings.stage("top-K entropy error") as info:
-            result = measure_topk(TINY_WARMSTART_DIR, n_prompts=measure_prompts)
-            atomic_write_json(root / RESULT_FILE, result)
-            info["n_tokens"] = result["n_tokens"]
-    write_manifest(root)  # the results root changed: its integrity manifest follows
+    with study_lock(root):  # one study process per root, to the manifest
+        timings = run_study(root, configs, jobs=jobs, timings_file="extended_timings.json")
+        if measure:
+            with timings.stage("top-K entropy error") as info:
+                result = measure_topk(TINY_WARMSTART_DIR, n_prompts=measure_prompts)
+                atomic_write_json(root / RESULT_FILE, result)
+                info["n_tokens"] = result["n_tokens"]
+        write_manifest(root)  # the results root changed: its integrity manifest follows
     return timings.record
 
 
@@ -102,9 +104,12 @@ def main(argv=None):
         print(describe_plan(configs, pending(configs), args.jobs, not args.no_measure))
         return
     torch.set_num_threads(1)
-    record = run_extended_study(args.root, tuple(args.seeds), args.steps, args.jobs, tuple(args.topk_ks),
-                                tuple(args.topk_seeds), measure=not args.no_measure,
-                                measure_prompts=args.measure_prompts)
+    try:
+        record = run_extended_study(args.root, tuple(args.seeds), args.steps, args.jobs, tuple(args.topk_ks),
+                                    tuple(args.topk_seeds), measure=not args.no_measure,
+                                    measure_prompts=args.measure_prompts)
+    except FolderLockedError as err:
+        parser.exit(1, f"error: {err}\n")
     print(f"\nextended study done in {record['total_wall_s'] / 60:.1f} min; "
           f"timings in {args.root / 'extended_timings.json'}")
 

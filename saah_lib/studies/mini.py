@@ -30,6 +30,7 @@ from saah_lib.paths import MINI_ROOT, PAPER_TABLES, RERUN_ROOT, in_repo
 from saah_lib.report.render import render_report
 from saah_lib.rundir import layout
 from saah_lib.rundir.folder import RunDir
+from saah_lib.rundir.lock import FolderLockedError, study_lock
 from saah_lib.rundir.manifest import write_manifest
 from saah_lib.studies.reproduce import compare_studies, write_report
 from saah_lib.studies.runner import run_study
@@ -63,13 +64,14 @@ def run_mini_study(root: Path, seeds: tuple[int, ...] = SEEDS, steps: int | None
     """Every stage of the study into ``root``; tables and figures into the given folders
     (default: the committed ``paper/generated`` and ``figures``)."""
     root = Path(root)
-    timings = run_study(root, planned_configs(root, seeds, steps), jobs=jobs, progress=progress)
-    write_answer_kinds(root)
-    write_manifest(root)  # the figures check the results against it
-    if figures:
-        with timings.stage("tables and figures"):
-            render_figures(root, tables_dir=tables_dir, figures_dir=figures_dir)
-        write_manifest(root)  # again: timings.json gained the figures stage
+    with study_lock(root):  # the whole study, not only its training: one study process per root
+        timings = run_study(root, planned_configs(root, seeds, steps), jobs=jobs, progress=progress)
+        write_answer_kinds(root)
+        write_manifest(root)  # the figures check the results against it
+        if figures:
+            with timings.stage("tables and figures"):
+                render_figures(root, tables_dir=tables_dir, figures_dir=figures_dir)
+            write_manifest(root)  # again: timings.json gained the figures stage
     return timings.record
 
 
@@ -79,20 +81,36 @@ def rerun_and_verify(committed: Path = COMMITTED_ROOT, rerun: Path = RERUN_MINI,
     tables and figures there, and compare everything with the committed study.
 
     The report (``<rerun>/reproduction.{json,md}``) is returned; a rerun that differs is
-    reported, not raised: the report says what differs and by how much.
+    reported, not raised: the report says what differs and by how much.  The rerun root is held
+    from the start (:func:`~saah_lib.rundir.lock.study_lock`): while another study process writes
+    there, this one stops before deleting or writing anything.
     """
     committed, rerun = Path(committed), Path(rerun)
     if rerun.resolve() == committed.resolve():
         raise ValueError(f"the rerun root {rerun} is the committed study; choose another folder")
-    if rerun.exists() and not resume:
-        shutil.rmtree(rerun)  # a rerun starts fresh; --resume continues an interrupted one
-    tables_dir, figures_dir = rerun / "generated", rerun / "figures"
-    run_mini_study(rerun, jobs=jobs, progress=progress, tables_dir=tables_dir, figures_dir=figures_dir)
-    tables = {f"paper/generated/{p.name}": (p, tables_dir / p.name) for p in sorted(PAPER_TABLES.glob("mini_*.tex"))}
-    report = compare_studies(committed, rerun, tables=tables, run_ids=[c.run_id for c in planned_configs(rerun)])
-    json_path, md_path = write_report(report, rerun)
+    with study_lock(rerun):
+        if not resume:
+            clear_root(rerun)  # a rerun starts fresh; --resume continues an interrupted one
+        tables_dir, figures_dir = rerun / "generated", rerun / "figures"
+        run_mini_study(rerun, jobs=jobs, progress=progress, tables_dir=tables_dir, figures_dir=figures_dir)
+        tables = {f"paper/generated/{p.name}": (p, tables_dir / p.name)
+                  for p in sorted(PAPER_TABLES.glob("mini_*.tex"))}
+        report = compare_studies(committed, rerun, tables=tables, run_ids=[c.run_id for c in planned_configs(rerun)])
+        json_path, md_path = write_report(report, rerun)
     print(f"\n{md_path.read_text()}\nreport: {json_path} and {md_path}\n{report['verdict']}", flush=True)
     return report
+
+
+def clear_root(root: Path) -> None:
+    """Delete everything under ``root`` but its study lock (held by the caller: deleting the file
+    would let another process lock a new one while this one still holds the old)."""
+    for entry in sorted(Path(root).iterdir()):
+        if entry.name == layout.STUDY_LOCK_FILE:
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
 
 
 def promote(rerun: Path = RERUN_MINI, committed: Path = COMMITTED_ROOT, figures: bool = True) -> None:
@@ -103,6 +121,11 @@ def promote(rerun: Path = RERUN_MINI, committed: Path = COMMITTED_ROOT, figures:
     kept.
     """
     rerun, committed = Path(rerun), Path(committed)
+    with study_lock(rerun):  # not while a study still writes the rerun
+        _promote(rerun, committed, figures)
+
+
+def _promote(rerun: Path, committed: Path, figures: bool) -> None:
     unfinished = [cfg.run_id for cfg in planned_configs(rerun)
                   if not RunDir(layout.run_dir(rerun, cfg.run_id)).is_complete(cfg.steps)]
     if unfinished or not (rerun / "reproduction.json").is_file():
@@ -111,11 +134,12 @@ def promote(rerun: Path = RERUN_MINI, committed: Path = COMMITTED_ROOT, figures:
                          f"{(rerun / 'reproduction.json').is_file()}); run `make mini` first")
     staging = committed.with_name(f".{committed.name}.promoting")
     shutil.rmtree(staging, ignore_errors=True)
+    not_results = shutil.ignore_patterns(layout.CHECKPOINTS_DIR, ".*")  # nor locks and temporary files
     for name in PROMOTED_FOLDERS:
-        shutil.copytree(rerun / name, staging / name, ignore=shutil.ignore_patterns(layout.CHECKPOINTS_DIR))
+        shutil.copytree(rerun / name, staging / name, ignore=not_results)
         for kept in sorted((committed / name).glob("*")):
             if not (staging / name / kept.name).exists():
-                shutil.copytree(kept, staging / name / kept.name, ignore=shutil.ignore_patterns(layout.CHECKPOINTS_DIR))
+                shutil.copytree(kept, staging / name / kept.name, ignore=not_results)
                 print(f"kept {kept} (not rerun by make mini)")
     for kept in sorted(committed.glob("*.json")):
         if kept.name not in PROMOTED_FILES + (layout.MANIFEST_FILE,):
@@ -177,6 +201,13 @@ def main(argv=None):
     parser.add_argument("--jobs", type=int, default=2, help="training runs in parallel (one thread each)")
     parser.add_argument("--no-figures", action="store_true")
     args = parser.parse_args(argv)
+    try:
+        _run_command(args)
+    except FolderLockedError as err:
+        parser.exit(1, f"error: {err}\n")
+
+
+def _run_command(args) -> None:
     started = time.perf_counter()
     if args.command == "answer-kinds":
         write_answer_kinds(args.root)

@@ -5,10 +5,22 @@ plan, a list of :class:`~saah_lib.training.config.SAAHConfig`, handed to
 :func:`run_study`.  Runs already complete are skipped, so an interrupted study
 continues where it stopped.  Each stage's wall time and peak memory go to the
 study's timings file.
+
+One study process at a time writes a results root: :func:`run_study` holds the
+root's lock (:func:`saah_lib.rundir.lock.study_lock`), so a second study (a
+``--resume`` while the first still runs, say) stops with an error naming the
+first.  The training workers die with the study process however it ends
+(:func:`die_with_parent`): a killed study leaves no worker training on beside
+the next one.
 """
 
 from __future__ import annotations
 
+import ctypes
+import os
+import signal
+import sys
+import threading
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
@@ -17,19 +29,21 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from saah_lib.jsonio import atomic_write_json
+from saah_lib.jsonio import atomic_write_json, remove_temp_files
 from saah_lib.models.loading import resolve_model
 from saah_lib.models.names import TINY_WARMSTART
 from saah_lib.models.warmstart import read_build_info
 from saah_lib.paths import TINY_WARMSTART_DIR
 from saah_lib.rundir import layout
 from saah_lib.rundir.folder import RunDir
+from saah_lib.rundir.lock import study_lock
 from saah_lib.rundir.manifest import sha256_of
 from saah_lib.studies.timing import PeakMemory, Timings
 from saah_lib.training.config import make_config
 from saah_lib.training.run import baseline_for, run_training
 
 BASELINE_NAME = "tiny-warmstart"  # the baseline folder of every tiny study: the warm start, evaluated once
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>: the signal a process gets when its parent ends
 
 
 def pending(configs) -> list:
@@ -47,10 +61,37 @@ def _train_one(cfg) -> dict:
             "peak_rss_mb": round(memory.peak / 2**20, 1)}
 
 
+def die_with_parent(parent_pid: int) -> None:
+    """Worker initializer: end this worker when the process that started it ends, however it ends.
+
+    On Linux the kernel sends SIGKILL at the parent's death (``prctl(PR_SET_PDEATHSIG)``); elsewhere a
+    watchdog thread notices that the parent changed.  Either way a worker found orphaned at once
+    (its parent died before this ran) exits here.
+    """
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+    else:
+        threading.Thread(target=_exit_when_orphaned, args=(parent_pid,), daemon=True).start()
+    if os.getppid() != parent_pid:
+        os._exit(1)
+
+
+def _exit_when_orphaned(parent_pid: int, interval_s: float = 0.5) -> None:
+    while os.getppid() == parent_pid:
+        time.sleep(interval_s)
+    os._exit(1)
+
+
 def train_all(configs, jobs: int) -> list[dict]:
-    """Train every config, ``jobs`` worker processes at a time, with one progress bar."""
+    """Train every config, ``jobs`` worker processes at a time, with one progress bar.
+
+    The workers die with this process (:func:`die_with_parent`).
+    """
     done = []
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn"), initializer=die_with_parent,
+                             initargs=(os.getpid(),)) as pool:
         futures = [pool.submit(_train_one, cfg) for cfg in configs]
         with tqdm(total=len(futures), desc="training runs", unit="run") as bar:
             for future in as_completed(futures):
@@ -76,10 +117,16 @@ def run_study(root: Path, configs, *, jobs: int = 2, timings_file: str = layout.
     """Warm start (built once here, not by each worker), its record, the baseline, then every pending run.
 
     Returns the :class:`~saah_lib.studies.timing.Timings` so a study can add stages; the caller writes
-    the manifest (:func:`saah_lib.rundir.manifest.write_manifest`) when it is done.
+    the manifest (:func:`saah_lib.rundir.manifest.write_manifest`) when it is done.  The root is held
+    (:func:`~saah_lib.rundir.lock.study_lock`) throughout: a second study process stops at once.
     """
     root = Path(root)
-    root.mkdir(parents=True, exist_ok=True)
+    with study_lock(root):
+        remove_temp_files(root)  # left by a write that a kill interrupted; we are the root's one writer
+        return _run_stages(root, configs, jobs, timings_file, progress)
+
+
+def _run_stages(root: Path, configs, jobs: int, timings_file: str, progress: bool) -> Timings:
     timings = Timings(root / timings_file)
     with timings.stage("warm start") as info:
         resolve_model(TINY_WARMSTART, progress=progress)

@@ -13,7 +13,7 @@ import papermill
 
 from saah_lib.paths import NOTEBOOKS, REPO_ROOT
 from saah_lib.rundir.folder import RunDir
-from saah_lib.training.config import make_config
+from saah_lib.training.config import check_overrides, make_config
 
 TRAIN_NOTEBOOK = NOTEBOOKS / "02_train.ipynb"
 
@@ -22,7 +22,7 @@ def run_alpha_sweep(alphas, *, profile: str = "tiny", method: str = "ah", seed: 
                     steps: int | None = None, results_dir: str = "results", overrides: dict | None = None,
                     notebook: Path = TRAIN_NOTEBOOK, kernel: str = "python3") -> list[dict]:
     """Train one run per alpha (skipping complete ones); returns what happened to each."""
-    overrides = dict(overrides or {})
+    overrides = check_overrides(overrides)  # a list here would otherwise fail inside the notebook
     # every config is validated before the first run starts
     configs = [make_config(profile, method=method, alpha=a, seed=seed, steps=steps, results_dir=results_dir,
                            **overrides) for a in alphas]

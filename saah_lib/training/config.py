@@ -12,6 +12,7 @@ import dataclasses
 import math
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from saah_lib.method.methods import MAIN_ALPHA, METHODS, PAPER_ENTROPY_TOP_K, me
 from saah_lib.models.backends import BACKENDS, VLLM_MODES
 from saah_lib.models.names import TINY_WARMSTART, canonical_model_name, model_folder_problem
 from saah_lib.paths import in_repo
-from saah_lib.rundir.layout import run_dir
+from saah_lib.rundir.layout import RESERVED_NAMES, run_dir
 
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
@@ -196,21 +197,41 @@ PROFILES: dict[str, dict] = {
 }
 
 
-def make_config(profile: str = "tiny", **overrides) -> SAAHConfig:
-    """A config from a named profile with explicit overrides (None means 'keep the profile's')."""
+def make_config(profile: str = "tiny", overrides: dict | None = None, **fields) -> SAAHConfig:
+    """A config from a named profile with explicit settings (None means 'keep the profile's').
+
+    ``overrides`` (a notebook's parameter of that name) is a mapping of further fields; ``fields``
+    given by name win over it.
+    """
     if not isinstance(profile, str) or profile not in PROFILES:
         raise ValueError(f"unknown profile {profile!r}: expected one of {', '.join(PROFILES)}")
+    settings = {**check_overrides(overrides), **fields}
     known = {f.name for f in dataclasses.fields(SAAHConfig)}
-    unknown = sorted(set(overrides) - known)
+    unknown = sorted(set(settings) - known)
     if unknown:
         raise ValueError(f"unknown config field(s): {', '.join(unknown)}")
     values = dict(PROFILES[profile], profile=profile)
-    values.update({k: v for k, v in overrides.items() if v is not None})
+    values.update({k: v for k, v in settings.items() if v is not None})
     return SAAHConfig(**values)
 
 
+def check_overrides(overrides) -> dict:
+    """``overrides`` as a dict of config fields: None is none; anything but a mapping with string keys is an error."""
+    if overrides is None:
+        return {}
+    if not isinstance(overrides, Mapping) or not all(isinstance(k, str) for k in overrides):
+        raise ValueError(f"overrides must be a mapping of SAAHConfig field names to values, e.g. "
+                         f"{{\"learning_rate\": 1e-5}}; got {type(overrides).__name__} {overrides!r}")
+    return dict(overrides)
+
+
+def field_error(name: str, message: str) -> ValueError:
+    """The error of a bad config field: its message starts by naming the field."""
+    return ValueError(f"config field {name!r}: {message}")
+
+
 def _fail(name: str, message: str):
-    raise ValueError(f"config field {name!r}: {message}")
+    raise field_error(name, message)
 
 
 # Schedulers transformers builds from the run's settings alone (the others
@@ -317,6 +338,9 @@ def validate(cfg: SAAHConfig) -> None:
     if not isinstance(cfg.run_id, str) or not _RUN_ID_RE.fullmatch(cfg.run_id):
         _fail("run_id", "must be a plain folder name (letters, digits and _ . + = -, not starting with '.' "
                         f"or '-', at most 200 characters), got {cfg.run_id!r}")
+    if cfg.run_id in RESERVED_NAMES:
+        _fail("run_id", f"{cfg.run_id!r} is reserved for other folders ({', '.join(RESERVED_NAMES)}); "
+                        "choose another name")
     if cfg.data_dir is not None:
         if not isinstance(cfg.data_dir, (str, os.PathLike)) or not str(cfg.data_dir).strip():
             _fail("data_dir", f"must be a folder name or None, got {cfg.data_dir!r}")
@@ -340,3 +364,10 @@ def _check_model(cfg: SAAHConfig) -> None:
     problem = model_folder_problem(cfg.model_name)
     if problem is not None:
         _fail("model_name", problem)
+
+
+def check_vocabulary(cfg: SAAHConfig, vocab_size: int) -> None:
+    """Checks that need the model's vocabulary (known once it is loaded, still before anything is written)."""
+    if cfg.entropy_top_k is not None and cfg.entropy_top_k > vocab_size:
+        _fail("entropy_top_k", f"{cfg.entropy_top_k} is larger than the model's vocabulary of {vocab_size} "
+                               "tokens (the top-K estimate needs K <= V; None gives the exact entropy)")

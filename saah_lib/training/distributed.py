@@ -30,6 +30,12 @@ def world_size() -> int:
     return int(os.environ.get("WORLD_SIZE", "1"))
 
 
+def is_main_process() -> bool:
+    """The process that writes a run's logs: rank 0 of a launch (``RANK``, set by ``accelerate launch`` /
+    ``torchrun``), or the only process."""
+    return int(os.environ.get("RANK", "0")) == 0
+
+
 def batch_layout(completions_per_step: int, num_generations: int, gradient_accumulation_steps: int,
                  num_processes: int = 1) -> BatchLayout:
     """Per-process batch and accumulation that give ``completions_per_step`` per optimiser step.

@@ -13,6 +13,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from saah_lib.rundir.lock import FolderLockedError  # light: no torch
+
 
 def parse_overrides(pairs: list[str]) -> dict:
     out = {}
@@ -47,7 +49,10 @@ def main(argv=None):
     cfg = make_config(args.profile, method=args.method, alpha=args.alpha, steps=args.steps, seed=args.seed,
                       run_id=args.run_id, results_dir=args.results_dir, generation_backend=args.generation_backend,
                       **parse_overrides(args.overrides))
-    return run_training(cfg, progress=args.progress)
+    try:
+        return run_training(cfg, progress=args.progress)
+    except FolderLockedError as err:  # another process trains this run: say so, without a traceback
+        p.exit(1, f"error: {err}\n")
 
 
 if __name__ == "__main__":

@@ -1,35 +1,44 @@
 """One training run, start to finish: ``run_training(make_config(...))``.
 
-Reading order: check the config, data and model paths -> load data -> load
-model -> write config.json -> resume point (the newest intact checkpoint) ->
+Reading order: check the config, the chosen backend's packages, the data, model and
+results paths -> load data -> load model (and check what needs its vocabulary) -> lock
+the run folder -> write config.json -> resume point (the newest intact checkpoint) ->
 build trainer (TRL + our loss) -> train, logging every step and evaluating
 every ``eval_every`` steps into ``<results>/runs/<run_id>/``.  Nothing is
-written (not even the run folder) until the inputs have been found and loaded.
+written (not even the run folder) until the inputs have been checked and loaded.
+The run folder is locked (:func:`saah_lib.rundir.lock.run_lock`) from the first write to the
+end, so a second process training the same run id stops with an error naming the first.
 :func:`baseline_for` evaluates a config's untrained model the same way, once.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 from pathlib import Path
 
 import torch
 from peft import LoraConfig
 
+from saah_lib.jsonio import remove_temp_files
 from saah_lib.method.reward import TRL_REWARD_FUNCS
+from saah_lib.models.backends import require_vllm
 from saah_lib.models.evaluate import evaluate_pass_at_1
 from saah_lib.models.loading import load_for_eval, load_model_and_tokenizer, resolve_model
+from saah_lib.models.names import offline_hub_problem
 from saah_lib.paths import in_repo, repo_relative
 from saah_lib.rundir.checkpoints import resume_checkpoint
 from saah_lib.rundir.folder import RunDir
 from saah_lib.rundir.layout import baseline_dir
+from saah_lib.rundir.lock import run_lock
 from saah_lib.rundir.provenance import provenance
 from saah_lib.tasks.gsm8k import check_gsm8k_dir, paper_split
 from saah_lib.tasks.problems import Problem
 from saah_lib.tasks.prompts import to_trl_dataset
 from saah_lib.tasks.synthetic import synthetic_split
 from saah_lib.training.callbacks import PassAtOneCallback, TrainLogCallback
-from saah_lib.training.config import SAAHConfig, validate
-from saah_lib.training.distributed import batch_layout, world_size
+from saah_lib.training.config import SAAHConfig, check_vocabulary, field_error, validate
+from saah_lib.training.distributed import batch_layout, is_main_process, world_size
 from saah_lib.training.trainer import SAAHGRPOConfig, SAAHGRPOTrainer
 
 
@@ -43,10 +52,32 @@ def load_split(cfg: SAAHConfig):
 def check_inputs(cfg: SAAHConfig) -> None:
     """Fail fast, before anything loads or is written: the config's fields (it
     may have been changed since it was made, so they are checked again), the
-    GSM8K folder and a local model folder.  The tiny warm start is built on first use."""
+    packages of the chosen generation backend, the GSM8K folder, a local model
+    folder (or, offline, a cached hub model) and the results folder.  The tiny
+    warm start is built on first use."""
     validate(cfg)
+    if cfg.generation_backend == "vllm":
+        require_vllm()
+    problem = offline_hub_problem(cfg.model_name)
+    if problem is not None:
+        raise field_error("model_name", problem)
     if cfg.dataset == "gsm8k":
         check_gsm8k_dir(cfg.data_dir)
+    check_results_dir(cfg.run_dir)
+
+
+def check_results_dir(folder: Path, folder_field: str = "run_id") -> None:
+    """A run or baseline ``folder`` can be made or written: no file stands where it or a folder above it
+    should be, and the nearest existing folder on the way is writable.  The error names the config
+    field at fault: ``folder_field`` for the folder itself, ``results_dir`` for anything above it."""
+    for path in [folder, *folder.parents]:
+        if path.exists() and not path.is_dir():
+            name = folder_field if path == folder else "results_dir"
+            raise field_error(name, f"{path} is a file, not a folder (on the way to {folder})")
+        if path.is_dir():
+            if not os.access(path, os.W_OK | os.X_OK):
+                raise field_error("results_dir", f"cannot write into {path} (on the way to {folder})")
+            return
 
 
 def trl_kwargs(cfg: SAAHConfig, output_dir: Path, progress: bool) -> dict:
@@ -121,6 +152,7 @@ def baseline_for(cfg: SAAHConfig, name: str | None = None, progress: bool = True
               "method": "base", "n_eval": cfg.n_eval, "eval_max_new_tokens": cfg.eval_max_new_tokens,
               "data": split.info}
     out_dir = baseline_dir(in_repo(cfg.results_dir), name)
+    check_results_dir(out_dir, folder_field="results_dir")
     return run_baseline(resolve_model(cfg.model_name, progress), split.eval, out_dir, config=config,
                         dtype=cfg.dtype, max_new_tokens=cfg.eval_max_new_tokens, batch_size=cfg.eval_batch_size,
                         progress=progress)
@@ -139,11 +171,29 @@ def run_baseline(model_path: str, problems: list[Problem], out_dir: Path, *, con
     if done:
         return done[0]
     model, tokenizer = load_for_eval(model_path, dtype)
-    log.write_config(config, provenance())
-    result = evaluate_pass_at_1(model, tokenizer, problems, max_new_tokens=max_new_tokens,
-                                batch_size=batch_size, progress=progress, desc="baseline")
-    log.log_eval(result.summary(0), result.records)
+    with writer_of(log):
+        done = [r for r in log.evals() if r["step"] == 0]  # written meanwhile by the previous holder
+        if done:
+            return done[0]
+        log.write_config(config, provenance())
+        result = evaluate_pass_at_1(model, tokenizer, problems, max_new_tokens=max_new_tokens,
+                                    batch_size=batch_size, progress=progress, desc="baseline")
+        log.log_eval(result.summary(0), result.records)
     return result.summary(0)
+
+
+@contextlib.contextmanager
+def writer_of(run: RunDir):
+    """Be the one writer of ``run``'s folder: hold its lock (the main process only, as only it writes its
+    logs; the others of an ``accelerate launch`` share the folder), and remove the temporary files that
+    an interrupted atomic write left behind."""
+    lock = run_lock(run.dir) if is_main_process() else contextlib.nullcontext()
+    with lock:
+        if is_main_process():
+            for folder in (run.dir, run.samples_dir):
+                for stale in remove_temp_files(folder):
+                    print(f"removed {stale}, left by an interrupted write")
+        yield run
 
 
 def run_training(cfg: SAAHConfig, callbacks=(), progress: bool = True) -> Path:
@@ -153,13 +203,20 @@ def run_training(cfg: SAAHConfig, callbacks=(), progress: bool = True) -> Path:
     split = load_split(cfg)
     model_path = resolve_model(cfg.model_name, progress)
     model, tokenizer = load_model_and_tokenizer(model_path, cfg.dtype)
+    check_vocabulary(cfg, model.get_output_embeddings().weight.size(0))
     resolved = repo_relative(model_path) if Path(model_path).exists() else model_path
-    run.write_config(cfg.run_settings(), {"resolved_model": resolved, **provenance(), "data": split.info})
-    if run.is_complete(cfg.steps):
-        print(f"run {cfg.run_id} is already complete ({cfg.steps} steps): nothing to do")
-        return run.dir
+    with writer_of(run):
+        run.write_config(cfg.run_settings(), {"resolved_model": resolved, **provenance(), "data": split.info})
+        if run.is_complete(cfg.steps):
+            print(f"run {cfg.run_id} is already complete ({cfg.steps} steps): nothing to do")
+            return run.dir
+        _train(cfg, run, model, tokenizer, split, callbacks, progress)
+    return run.dir
 
-    checkpoint = resume_checkpoint(run)
+
+def _train(cfg: SAAHConfig, run: RunDir, model, tokenizer, split, callbacks, progress: bool) -> None:
+    """Resume from the newest intact checkpoint (or start) and train to ``cfg.steps``."""
+    checkpoint = resume_checkpoint(run, world_size())
     resume_step = int(checkpoint.name.split("-")[1]) if checkpoint else 0
     run.truncate_after(resume_step)  # anything logged after the checkpoint is redone
     if checkpoint:
@@ -181,4 +238,3 @@ def run_training(cfg: SAAHConfig, callbacks=(), progress: bool = True) -> Path:
     for cb in callbacks:
         trainer.add_callback(cb)
     trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
-    return run.dir

@@ -25,24 +25,30 @@ from saah_lib.jsonio import atomic_write_json, write_jsonl
 from saah_lib.paths import REPO_ROOT
 from saah_lib.report.evidence_report import render_evidence, tex_text
 from saah_lib.rundir.folder import RunDir
+from saah_lib.tasks.scoring import pass_at_1_ci
 
 REPO = REPO_ROOT
 
 
 def write_run(root: Path, method: str, alpha: float, seed: int, correct: dict[int, list[bool]],
               rewards=(1.0, 2.0, 1.5, 2.5), kl=0.01, top_k=None, run_id=None) -> Path:
-    """A minimal complete run folder: config, train log, eval.jsonl and per-problem samples."""
+    """A minimal complete run folder in the committed format: config, a train log line per step (the
+    ``rewards`` spread over the steps in equal blocks), eval.jsonl and per-problem samples."""
     run_id = run_id or f"tiny-{method}-a{alpha:g}-s{seed}" + (f"-k{top_k}" if top_k else "")
     steps = max(correct)
+    every = min(s for s in correct if s > 0)
     log = RunDir(root / "runs" / run_id)
     atomic_write_json(log.config_path, {"run_id": run_id, "method": method, "alpha": alpha, "seed": seed,
-                                        "steps": steps, "model_label": "tiny", "entropy_top_k": top_k})
+                                        "steps": steps, "eval_every": every, "model_label": "tiny",
+                                        "entropy_top_k": top_k})
     n = len(rewards)
-    write_jsonl(log.train_log_path, [{"step": round((i + 1) * steps / n), "reward_mean": r, "kl": kl}
-                                     for i, r in enumerate(rewards)])
+    write_jsonl(log.train_log_path, [{"step": s, "reward_mean": rewards[(s - 1) * n // steps], "kl": kl}
+                                     for s in range(1, steps + 1)])
     for step, values in sorted(correct.items()):
         samples = [{"id": f"p{j:03d}", "correct": bool(v)} for j, v in enumerate(values)]
-        log.log_eval({"step": step, "pass_at_1": float(np.mean(values)), "n": len(values)}, samples)
+        k, m = sum(map(bool, values)), len(values)
+        log.log_eval({"step": step, "pass_at_1": k / m, "ci95": pass_at_1_ci(k / m, m), "n": m, "n_correct": k},
+                     samples)
     return log.dir
 
 
@@ -59,8 +65,8 @@ def test_load_run_evidence_final_and_earliest_peak(tmp_path):
     assert (ev.final_step, ev.peak_step) == (60, 20)
     assert sum(ev.at("final").values()) == 6 and sum(ev.at("peak").values()) == 6
     assert (ev.method, ev.alpha, ev.seed, ev.entropy_top_k) == ("sa", 0.5, 0, None)
-    # the per-seed summaries are the tables' own definitions: second half of [1, 2, 1.5, 2.5] -> var(1.5, 2.5)
-    assert ev.train_var == pytest.approx(0.5)
+    # the per-seed summaries are the tables' own definitions: second half of the 60 steps, 15 at 1.5 and 15 at 2.5
+    assert ev.train_var == pytest.approx(np.var([1.5] * 15 + [2.5] * 15, ddof=1))
     assert ev.mean_kl == pytest.approx(0.01)
 
 
@@ -289,3 +295,21 @@ def test_an_incomplete_run_is_an_error_or_is_left_out_and_named(tmp_path):
     summary = evidence_summary(root, n_resamples=50, tolerate_problems=True)
     assert summary["left_out"] == [broken.name] and "WARNING" in summary["sentence"]
     assert not Path(summary["root"]).is_absolute() or str(tmp_path) in summary["root"]
+
+
+def test_a_pair_that_cannot_be_compared_is_an_error_or_named_never_dropped_silently(tmp_path):
+    root = tmp_path / "root"
+    _two_arms(root, {0: 30, 1: 28}, {0: 10, 1: 12})
+    write_run(root, "ah", 0.5, 0, {0: _pattern(30, 5), 20: _pattern(30, 9)})  # 30 problems, not 40
+    with pytest.raises(ValueError, match=r"SA-AH-GRPO \(α=0.5\) vs AH-GRPO \(α=0.5\) cannot be compared: .*other "
+                                         r"problems"):
+        evidence_summary(root, n_resamples=50)
+    summary = evidence_summary(root, n_resamples=50, tolerate_problems=True)
+    assert len(summary["pairs_left_out"]) == 2  # SA vs AH and AH vs GRPO; SA vs GRPO is compared
+    assert "WARNING: 2 comparison(s) could not be made: SA-AH-GRPO (α=0.5) vs AH-GRPO (α=0.5):" in summary["sentence"]
+    assert {(r["a"], r["b"]) for r in summary["rows"]} == {("SA-AH-GRPO (α=0.5)", "GRPO")}
+    # no seed in common is nothing to compare, not a problem
+    write_run(tmp_path / "apart", "sa", 0.5, 0, {0: [True], 20: [True]})
+    write_run(tmp_path / "apart", "grpo", 0.0, 1, {0: [True], 20: [False]})
+    apart = evidence_summary(tmp_path / "apart", n_resamples=50)
+    assert apart["rows"] == [] and "pairs_left_out" not in apart

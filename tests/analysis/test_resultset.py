@@ -1,6 +1,5 @@
 """Tests of saah_lib.analysis.resultset (and saah_lib.analysis.reported through ResultSet.from_paper_reported)."""
 
-import json
 import math
 
 import numpy as np
@@ -79,11 +78,10 @@ def test_resultset_from_paper_reported():
     assert rs.curves["weight_neg_mean"].isna().sum() == 3
 
 
-def test_zero_shot_baseline_preferred(tmp_path, run_maker, jsonl_writer):
+def test_zero_shot_baseline_preferred(tmp_path, run_maker, baseline_maker):
     root = tmp_path / "r"
     run_maker(root, "g", TINY, "grpo", 0.0, 1)
-    for name, p in (("a_warmstart", 0.5), ("tiny_zero_shot", 0.3)):
-        jsonl_writer(root / "baselines" / name / "eval.jsonl", [{"step": 0, "pass_at_1": p, "n": 50}])
-        (root / "baselines" / name / "config.json").write_text(json.dumps({"model_label": TINY}))
+    for name, correct in (("a_warmstart", 25), ("tiny_zero_shot", 15)):
+        baseline_maker(root, name, TINY, 50, correct)
     b = ResultSet.from_runs(root).baseline_for(TINY)
     assert b["name"] == "tiny_zero_shot" and b["pass_at_1"] == 0.3

@@ -354,6 +354,19 @@ TAGGED_TEXT = st.lists(FRAGMENTS, max_size=30).map("".join)
 GOLD = st.sampled_from(["18", "-3", "1234", "0", "2.5", ""])
 
 
+def test_the_bounds_the_log_reader_checks_are_the_rewards_extremes():
+    from saah_lib.method.reward import COMPONENT_BOUNDS, MAX_TOTAL, MIN_TOTAL
+
+    # hand-computed extremes of the table in the module docstring
+    assert COMPONENT_BOUNDS == {"correct": (-0.5, 4.0), "format": (-0.5, 1.5), "present": (0.0, 1.0),
+                                "steps": (0.0, 1.0)}
+    assert (MIN_TOTAL, MAX_TOTAL) == (-1.0, 7.5)
+    # both are reached: no number, a repeated tag, no SOLUTION, blank reasoning; and full credit
+    worst = "<start_working_out><start_working_out>"
+    assert reward_components(worst, "18") == {"correct": -0.5, "format": -0.5, "present": 0.0, "steps": 0.0}
+    assert total_reward(worst, "18") == MIN_TOTAL and total_reward(FULL_CREDIT, "18") == MAX_TOTAL
+
+
 def _check_bounds(completion, gold):
     components = reward_components(completion, gold)
     assert components["correct"] in {-0.5, 0.0, 1.5, 4.0}

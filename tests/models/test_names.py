@@ -1,6 +1,12 @@
 """What a model name means and where its files are (saah_lib.models.names)."""
 
-from saah_lib.models.names import TINY_WARMSTART, canonical_model_name, model_folder_problem, model_location
+from saah_lib.models.names import (
+    TINY_WARMSTART,
+    canonical_model_name,
+    model_folder_problem,
+    model_location,
+    offline_hub_problem,
+)
 from saah_lib.paths import REPO_ROOT, TINY_WARMSTART_DIR
 from saah_lib.training.config import make_config
 
@@ -29,3 +35,19 @@ def test_a_model_folder_must_exist_and_hold_a_model(tmp_path):
     assert "holds no model" in model_folder_problem(str(tmp_path))
     (tmp_path / "config.json").write_text("{}")
     assert model_folder_problem(str(tmp_path)) is None
+
+
+def test_a_relative_folder_that_does_not_exist_is_not_taken_for_a_hub_id():
+    assert canonical_model_name("./no-such-model") == "./no-such-model"  # not "no-such-model", a hub id
+    assert "model folder './no-such-model' does not exist" in model_folder_problem("./no-such-model")
+
+
+def test_offline_a_hub_id_must_be_in_the_local_cache(monkeypatch, tmp_path):
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    assert "the hub is offline" in offline_hub_problem("no-such-org/no-such-model")
+    assert "nor a hub id" in offline_hub_problem("a/b/c")
+    assert offline_hub_problem(TINY_WARMSTART) is None and offline_hub_problem(str(tmp_path)) is None
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    assert offline_hub_problem("no-such-org/no-such-model") is None  # checked when downloaded

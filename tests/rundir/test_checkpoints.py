@@ -2,12 +2,13 @@ import json
 
 import pytest
 
-from saah_lib.rundir.checkpoints import checkpoint_problem, checkpoints, resume_point, set_aside
+from saah_lib.rundir.checkpoints import ALWAYS_WRITTEN, checkpoint_problem, checkpoints, resume_point, set_aside
 from saah_lib.rundir.folder import RunDir
 
 
-def make_checkpoint(folder, step):
-    """A small checkpoint with the files a trainer writes, each loadable."""
+def make_checkpoint(folder, step, lora=False, world_size=1):
+    """A small checkpoint with the files a trainer writes, each loadable (the real list is checked against a
+    real run in tests/training/test_run.py)."""
     import random
 
     import numpy as np
@@ -15,13 +16,18 @@ def make_checkpoint(folder, step):
     from safetensors.torch import save_file
 
     folder.mkdir(parents=True)
-    save_file({"w": torch.ones(4, 4)}, str(folder / "model.safetensors"))
-    (folder / "config.json").write_text('{"model_type": "qwen2"}')
+    weights, config = ("adapter_model.safetensors", "adapter_config.json") if lora else \
+        ("model.safetensors", "config.json")
+    save_file({"w": torch.ones(4, 4)}, str(folder / weights))
+    (folder / config).write_text('{"model_type": "qwen2"}')
+    (folder / "tokenizer_config.json").write_text("{}")
+    torch.save({"output_dir": "x"}, folder / "training_args.bin")
     torch.save({"state": {0: {"exp_avg": torch.zeros(4)}}, "param_groups": [{"lr": 1e-3, "params": [0]}]},
                folder / "optimizer.pt")
     torch.save({"last_epoch": step}, folder / "scheduler.pt")
-    torch.save({"python": random.getstate(), "numpy": np.random.get_state(), "cpu": torch.random.get_rng_state()},
-               folder / "rng_state.pth")
+    rng = {"python": random.getstate(), "numpy": np.random.get_state(), "cpu": torch.random.get_rng_state()}
+    for name in ["rng_state.pth"] if world_size == 1 else [f"rng_state_{i}.pth" for i in range(world_size)]:
+        torch.save(rng, folder / name)
     (folder / "trainer_state.json").write_text(json.dumps({"global_step": step}))
     return folder
 
@@ -45,6 +51,39 @@ def test_resume_point_needs_a_trainer_state(tmp_path):
 
 def test_an_intact_checkpoint_has_no_problem(tmp_path):
     assert checkpoint_problem(make_checkpoint(tmp_path / "checkpoint-3", 3), 3) is None
+    assert checkpoint_problem(make_checkpoint(tmp_path / "lora" / "checkpoint-3", 3, lora=True), 3) is None
+    several = make_checkpoint(tmp_path / "ddp" / "checkpoint-3", 3, world_size=2)
+    assert checkpoint_problem(several, 3, world_size=2) is None
+
+
+@pytest.mark.parametrize("name", [n for n in ALWAYS_WRITTEN if n != "trainer_state.json"] + ["rng_state.pth"])
+@pytest.mark.parametrize("lora", [False, True])
+def test_a_checkpoint_without_a_file_the_trainer_writes_is_incomplete(tmp_path, name, lora):
+    folder = make_checkpoint(tmp_path / "checkpoint-3", 3, lora=lora)
+    (folder / name).unlink()
+    assert checkpoint_problem(folder, 3) == f"incomplete: no {name}"
+
+
+@pytest.mark.parametrize("lora", [False, True])
+def test_weights_without_their_config_or_config_without_weights_are_incomplete(tmp_path, lora):
+    folder = make_checkpoint(tmp_path / "checkpoint-3", 3, lora=lora)
+    (folder / ("adapter_config.json" if lora else "config.json")).unlink()
+    assert "incomplete: no model or adapter weights" in checkpoint_problem(folder, 3)
+
+
+def test_the_rng_state_of_every_process_is_needed(tmp_path):
+    folder = make_checkpoint(tmp_path / "checkpoint-3", 3, world_size=3)
+    assert checkpoint_problem(folder, 3) == "incomplete: no rng_state.pth"  # resumed by one process
+    (folder / "rng_state_2.pth").unlink()
+    assert checkpoint_problem(folder, 3, world_size=3) == "incomplete: no rng_state_2.pth"
+
+
+def test_a_sharded_model_needs_every_shard_its_index_names(tmp_path):
+    folder = make_checkpoint(tmp_path / "checkpoint-3", 3)
+    (folder / "model.safetensors").rename(folder / "model-00001-of-00002.safetensors")
+    (folder / "model.safetensors.index.json").write_text(json.dumps(
+        {"weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}}))
+    assert checkpoint_problem(folder, 3) == "incomplete: no model-00002-of-00002.safetensors"
 
 
 @pytest.mark.parametrize("damage, problem", [
@@ -59,6 +98,7 @@ def test_an_intact_checkpoint_has_no_problem(tmp_path):
     (lambda d: tear(d / "scheduler.pt"), "scheduler.pt does not load"),
     (lambda d: tear(d / "rng_state.pth"), "rng_state.pth does not load"),
     (lambda d: (d / "optimizer.pt").write_bytes(b"not a torch file"), "optimizer.pt does not load"),
+    (lambda d: tear(d / "training_args.bin", keep=0.9), "training_args.bin does not load"),
 ])
 def test_damaged_checkpoint_files_are_named(tmp_path, damage, problem):
     folder = make_checkpoint(tmp_path / "checkpoint-3", 3)

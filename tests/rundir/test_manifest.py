@@ -1,14 +1,17 @@
 """Tests of saah_lib.rundir.manifest: the integrity manifest of committed results."""
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from saah_lib.analysis.resultset import ResultSet
 from saah_lib.paths import REPO_ROOT
-from saah_lib.rundir.manifest import MANIFEST_FILE, ManifestError, check_manifest, write_manifest
+from saah_lib.rundir.manifest import MANIFEST_FILE, ManifestError, check_manifest, results_files, write_manifest
+from saah_lib.rundir.reader import read_folders
 
 REPO = REPO_ROOT
 
@@ -52,7 +55,7 @@ def test_a_root_without_manifest_is_an_error(tmp_path):
         check_manifest(_root(tmp_path))
 
 
-@pytest.mark.parametrize("root", ["results/mini", "results/paper_reported"])
+@pytest.mark.parametrize("root", ["results/mini", "results/extended", "results/paper_reported"])
 def test_committed_results_match_their_manifest(root):
     assert (REPO / root / MANIFEST_FILE).is_file()
     check_manifest(REPO / root)
@@ -67,3 +70,67 @@ def test_command_line_check_fails_with_the_file_named(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "saah_lib.rundir.manifest", "check", str(root)], cwd=REPO,
                          capture_output=True, text=True)
     assert bad.returncode == 1 and "changed: " in bad.stderr and "eval.jsonl" in bad.stderr
+
+
+# ---------------------------------------------------------------------------
+# the manifest and the reader follow one rule (issue 22)
+# ---------------------------------------------------------------------------
+
+def _study(tmp_path, run_maker):
+    root = tmp_path / "study"
+    run_maker(root, "tiny-sa-s1", "tiny", "sa", 0.5, 1)
+    run_maker(root, "tiny-sa-s2", "tiny", "sa", 0.5, 2)
+    (root / "runs" / "tiny-sa-s1" / "checkpoints" / "checkpoint-5").mkdir(parents=True)
+    (root / "runs" / "tiny-sa-s1" / "checkpoints" / "checkpoint-5" / "model.safetensors").write_bytes(b"w")
+    write_manifest(root)
+    return root
+
+
+def _copy_run(root, where):
+    shutil.copytree(root / "runs" / "tiny-sa-s2", root / "runs" / where, ignore=shutil.ignore_patterns("checkpoints"))
+
+
+def test_a_run_copied_under_runs_checkpoints_is_read_and_caught_by_the_manifest(tmp_path, run_maker):
+    root = _study(tmp_path, run_maker)
+    _copy_run(root, "checkpoints")
+    assert "checkpoints" in [f.path.name for f in read_folders(root)[0]]  # the tables read it ...
+    with pytest.raises(ManifestError, match=r"extra: .*runs/checkpoints/eval.jsonl"):
+        check_manifest(root)  # ... and the manifest names every one of its files
+
+
+@pytest.mark.parametrize("where", ["__pycache__", ".x", ".ipynb_checkpoints"])
+def test_a_run_copied_where_the_manifest_does_not_look_is_not_read_either(tmp_path, run_maker, where):
+    root = _study(tmp_path, run_maker)
+    before = ResultSet.from_runs(root).summary
+    _copy_run(root, where)
+    check_manifest(root)  # not a result for the manifest ...
+    assert [f.path.name for f in read_folders(root)[0]] == ["tiny-sa-s1", "tiny-sa-s2"]  # ... nor for the reader
+    assert ResultSet.from_runs(root).summary.equals(before)
+
+
+def test_every_file_the_reader_reads_is_covered_by_the_manifest(tmp_path, run_maker):
+    root = _study(tmp_path, run_maker)
+    _copy_run(root, "checkpoints")
+    _copy_run(root, ".hidden")
+    listed = results_files(root)
+    for kind in ("runs", "baselines"):
+        for folder in read_folders(root, kind, tolerate_problems=True)[0]:
+            read = [p for p in folder.path.rglob("*") if p.is_file() and "checkpoints" not in
+                    p.relative_to(folder.path).parts[:1]]
+            assert read and all(p.relative_to(root).as_posix() in listed for p in read), folder.path
+
+
+@pytest.mark.parametrize("content, message", [
+    ({"algorithm": "md5", "files": {}}, "\"algorithm\" is 'md5'; only 'sha256'"),
+    ({"files": {}}, "\"algorithm\" is None"),
+    ({"algorithm": "sha256", "files": None}, "\"files\" is None, not a mapping"),
+    ({"algorithm": "sha256", "files": ["runs/a"]}, "\"files\" is \\['runs/a'\\], not a mapping"),
+    ({"algorithm": "sha256", "files": {"runs/a": 5}}, "each path to a 64-digit hex sha256; 1 entries do not"),
+    ({"algorithm": "sha256", "files": {"runs/a": "abc"}}, "1 entries do not, e.g. 'runs/a': 'abc'"),
+    (["sha256"], "a manifest is a JSON object, got list"),
+])
+def test_a_manifest_with_the_wrong_schema_is_a_manifest_error(tmp_path, content, message):
+    root = _root(tmp_path)
+    (root / MANIFEST_FILE).write_text(json.dumps(content))
+    with pytest.raises(ManifestError, match=message):
+        check_manifest(root)

@@ -157,6 +157,8 @@ def test_paper_profiles_override_every_tiny_default_they_need():
         (dict(run_id="a b"), "run_id"),
         (dict(run_id="-rf"), "run_id"),
         (dict(run_id="x" * 201), "run_id"),
+        (dict(run_id="checkpoints"), "run_id"),  # git-ignored: such a run would never be committed
+        (dict(run_id="__pycache__"), "run_id"),  # no reader reads it
         (dict(data_dir=""), "data_dir"),
     ],
 )

@@ -5,9 +5,10 @@ import json
 import pytest
 from transformers import TrainerCallback
 
-from saah_lib.rundir.checkpoints import checkpoints, resume_point
+from saah_lib.rundir.checkpoints import ALWAYS_WRITTEN, WEIGHTS, checkpoint_problem, checkpoints, resume_point
 from saah_lib.rundir.folder import RunDir
 from saah_lib.rundir.layout import TRAIN_LOG_KEYS
+from saah_lib.studies.reproduce import compare_run
 from saah_lib.training.config import make_config
 from saah_lib.training.run import run_training
 
@@ -139,12 +140,11 @@ def _copy_of(interrupted_run, tmp_path, **overrides):
 
 
 def _assert_retraces(log, reference):
-    """No step lost or repeated, and the same trajectory as the uninterrupted run."""
+    """No step lost or repeated, and the same trajectory as the uninterrupted run: identical logs and samples."""
     assert [r["step"] for r in log.train_log()] == [1, 2, 3, 4]
     assert [r["step"] for r in log.evals()] == [0, 2, 4]
-    for got, want in zip(log.train_log(), reference.train_log()):
-        assert got["reward_mean"] == pytest.approx(want["reward_mean"], abs=1e-6)
-        assert got["loss"] == pytest.approx(want["loss"], abs=1e-5)
+    result = compare_run(reference.dir, log.dir)
+    assert result["identical"], json.dumps(result, default=str)[:3000]
     assert log.is_complete(4)
 
 
@@ -152,6 +152,10 @@ def _assert_retraces(log, reference):
     (lambda d: _tear(d / "model.safetensors"), "model.safetensors does not load"),
     (lambda d: _tear(d / "trainer_state.json"), "trainer_state.json does not parse"),
     (lambda d: _tear(d / "optimizer.pt", keep=0.9), "optimizer.pt does not load"),
+    # transformers would resume without these (fresh optimizer or scheduler state, unrestored RNG) and diverge
+    (lambda d: (d / "optimizer.pt").unlink(), "incomplete: no optimizer.pt"),
+    (lambda d: (d / "scheduler.pt").unlink(), "incomplete: no scheduler.pt"),
+    (lambda d: (d / "rng_state.pth").unlink(), "incomplete: no rng_state.pth"),
 ])
 def test_a_damaged_newest_checkpoint_falls_back_to_the_previous_one(interrupted_run, tmp_path, capsys, damage,
                                                                      problem):
@@ -192,3 +196,37 @@ def test_no_intact_finished_checkpoint_is_an_error_that_changes_nothing(interrup
         run_training(cfg, progress=False)
     assert list(checkpoints(log.checkpoints_dir)) == [1, 2] and not (log.checkpoints_dir / "damaged").exists()
     assert log.train_log_path.read_text() == logged
+
+
+# Files a real checkpoint holds besides the ones a complete save needs (checkpoints.ALWAYS_WRITTEN, rng_state.pth,
+# the weights): what the tokenizer and model add beyond their configs, which depends on their kind.
+NOT_NEEDED_TO_RESUME = {"tokenizer.json", "chat_template.jinja", "special_tokens_map.json", "generation_config.json",
+                        "README.md"}
+
+
+@pytest.mark.parametrize("use_lora", [False, True])
+def test_the_files_a_complete_checkpoint_needs_are_the_files_the_trainer_writes(tiny_random_model_dir, tmp_path,
+                                                                                  use_lora):
+    cfg = tiny_run_config(tiny_random_model_dir, tmp_path, "sa", steps=2, save_every=2, eval_every=2,
+                          use_lora=use_lora, lora_target_modules=["q_proj", "v_proj"])
+    folder = RunDir(run_training(cfg, progress=False)).checkpoints_dir / "checkpoint-2"
+    written = {p.name for p in folder.iterdir()}
+    config, weights = WEIGHTS["LoRA adapter" if use_lora else "full model"]
+    needed = {*ALWAYS_WRITTEN, "rng_state.pth", config, weights[0]}
+    assert needed <= written  # never more than the trainer writes
+    assert written - needed <= NOT_NEEDED_TO_RESUME, written - needed  # a new file is a decision to make
+    assert checkpoint_problem(folder, 2) is None
+
+
+def test_the_next_writer_removes_the_temporary_files_of_an_interrupted_write(tiny_random_model_dir, tmp_path,
+                                                                               capsys):
+    cfg = tiny_run_config(tiny_random_model_dir, tmp_path, "grpo", steps=2)
+    log = RunDir(run_training(cfg, progress=False))
+    # what a kill between writing and renaming leaves (the final evaluation's samples, and config.json)
+    stale = [log.samples_dir / ".step_0002.jsonl.0a1b2c3d4e5f.tmp", log.dir / ".config.json.9f8e7d6c5b4a.tmp"]
+    for path in stale:
+        path.write_text('{"id": "half a line')
+    run_training(cfg, progress=False)
+    out = capsys.readouterr().out
+    assert not any(p.exists() for p in stale) and all(f"removed {p}" in out for p in stale)
+    assert "already complete" in out and log.is_complete(2)

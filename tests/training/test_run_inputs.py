@@ -1,5 +1,7 @@
 """run_training and baseline_for find bad input before loading a model or writing a file."""
 
+import importlib.util
+
 import pytest
 
 import saah_lib.training.run as train
@@ -80,3 +82,70 @@ def test_check_gsm8k_dir_accepts_a_complete_folder_and_the_hub(tmp_path, monkeyp
     folder = _gsm8k_folder(tmp_path)
     assert check_gsm8k_dir(folder) == folder
     assert check_gsm8k_dir(None) is None  # the hub: checked when loaded (still before the model)
+
+
+# --------------------------------------------------------------------------
+# every check before the first write (issue 22)
+# --------------------------------------------------------------------------
+
+def _nothing_written(results):
+    assert not results.exists() or not any(results.rglob("config.json")), sorted(results.rglob("*"))
+
+
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vllm is installed")
+def test_the_vllm_backend_without_vllm_fails_before_anything_is_written(tmp_path, no_model_loading):
+    cfg = make_config("tiny", generation_backend="vllm", results_dir=str(tmp_path / "results"),
+                      model_name=str(_model_folder(tmp_path)))
+    with pytest.raises(ImportError, match="generation_backend='vllm'.*needs the 'vllm' package"):
+        train.run_training(cfg, progress=False)
+    assert not (tmp_path / "results").exists()
+
+
+def test_a_results_dir_that_is_a_file_is_named(tmp_path, no_model_loading):
+    (tmp_path / "results").write_text("not a folder")
+    model = str(_model_folder(tmp_path))
+    cfg = make_config("tiny", results_dir=str(tmp_path / "results"), model_name=model)
+    with pytest.raises(ValueError, match=r"config field 'results_dir': .*results is a file, not a folder"):
+        train.run_training(cfg, progress=False)
+    with pytest.raises(ValueError, match=r"config field 'results_dir': .*results is a file"):
+        train.baseline_for(cfg, progress=False)
+    cfg = make_config("tiny", results_dir=str(tmp_path / "r2"), model_name=model)
+    cfg.run_dir.parent.mkdir(parents=True)
+    cfg.run_dir.write_text("a file where the run folder goes")
+    with pytest.raises(ValueError, match=r"config field 'run_id': .* is a file, not a folder"):
+        train.run_training(cfg, progress=False)
+
+
+@pytest.mark.parametrize("name", ["./no-such-model", "no-such-org/no-such-model"])
+def test_a_missing_model_folder_is_named_before_anything_is_written(tmp_path, monkeypatch, no_model_loading, name):
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)  # as in every test: nothing reaches the hub
+    with pytest.raises(ValueError, match=r"config field 'model_name': .*no-such-model"):
+        cfg = make_config("tiny", results_dir=str(tmp_path / "results"), model_name=name)
+        train.run_training(cfg, progress=False)
+    _nothing_written(tmp_path / "results")
+
+
+def test_overrides_must_be_a_mapping(tmp_path):
+    from saah_lib.studies.sweep import run_alpha_sweep
+
+    with pytest.raises(ValueError, match=r"overrides must be a mapping of SAAHConfig field names.*got list"):
+        make_config("tiny", overrides=["learning_rate", 1e-5])
+    with pytest.raises(ValueError, match=r"overrides must be a mapping"):
+        run_alpha_sweep([0.1], overrides=[("learning_rate", 1e-5)], results_dir=str(tmp_path))
+    assert make_config("tiny", overrides={"learning_rate": 1e-5}).learning_rate == 1e-5
+    assert make_config("tiny", overrides={"seed": 3}, seed=4).seed == 4  # a named field wins
+    assert not any(tmp_path.iterdir())
+
+
+def test_entropy_top_k_above_the_vocabulary_is_named_before_anything_is_written(tmp_path, tiny_random_model_dir):
+    from transformers import AutoConfig
+
+    vocab = AutoConfig.from_pretrained(tiny_random_model_dir).vocab_size
+    cfg = make_config("tiny", entropy_top_k=vocab + 1, results_dir=str(tmp_path / "results"),
+                      model_name=str(tiny_random_model_dir))
+    with pytest.raises(ValueError, match=rf"config field 'entropy_top_k': {vocab + 1} is larger than the model's "
+                                         rf"vocabulary of {vocab} tokens"):
+        train.run_training(cfg, progress=False)
+    assert not (tmp_path / "results").exists()

@@ -1,0 +1,255 @@
+"""Logs that are valid JSON but wrong (issue 22's probes) are caught by the reader, on a copy of committed runs.
+
+Each probe edits one file of a copy of six runs of ``results/mini`` (grpo / ah / sa at seeds 0 and 1) and its
+baseline.  Read strictly, the reader names the file and line; read with problems tolerated, the run is
+flagged in every table and figure, and the paired evidence leaves it out by name.
+"""
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from saah_lib.analysis.evidence import evidence_summary
+from saah_lib.analysis.resultset import ResultSet
+from saah_lib.paths import MINI_ROOT
+from saah_lib.report import plots as P
+from saah_lib.report.evidence_report import left_out_warning, plot_paired, render_evidence
+from saah_lib.report.tables import DAMAGED_MARK, write_all_tables
+from saah_lib.rundir.reader import DamagedResultsError, read_folders
+
+RUN_IDS = [f"tiny-{m}-s{seed}" for seed in (0, 1) for m in ("grpo-a0", "ah-a0.5", "sa-a0.5")]
+SA = "tiny-sa-a0.5-s0"
+
+pytestmark = pytest.mark.skipif(not (MINI_ROOT / "runs" / SA).is_dir(), reason="no committed mini study")
+
+
+@pytest.fixture
+def study(tmp_path) -> Path:
+    """A copy of six committed runs and the committed baseline (a results root in the committed format)."""
+    root = tmp_path / "study"
+    for run_id in RUN_IDS:
+        shutil.copytree(MINI_ROOT / "runs" / run_id, root / "runs" / run_id)
+    shutil.copytree(MINI_ROOT / "baselines", root / "baselines")
+    return root
+
+
+def lines_of(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def write_lines(path: Path, records: list[dict]) -> None:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+
+
+def edit_line(path: Path, number: int, **changes) -> None:
+    """Change fields of the ``number``-th line (1-based) of a JSON-lines file."""
+    records = lines_of(path)
+    records[number - 1].update(changes)
+    write_lines(path, records)
+
+
+def run_file(root: Path, name: str, run_id: str = SA) -> Path:
+    return root / "runs" / run_id / name
+
+
+def strict_error(root: Path, kind: str = "runs") -> str:
+    with pytest.raises(DamagedResultsError) as err:
+        read_folders(root, kind)
+    return str(err.value)
+
+
+def test_the_copied_committed_runs_and_every_committed_run_pass_every_check(study):
+    assert read_folders(study)[1] == [] and read_folders(study, "baselines")[1] == []
+    for root in (MINI_ROOT, MINI_ROOT.parent / "extended"):
+        for kind in ("runs", "baselines"):
+            assert read_folders(root, kind)[1] == [], (root, kind)
+
+
+# ---------------------------------------------------------------------------
+# eval.jsonl
+# ---------------------------------------------------------------------------
+
+EVAL_PROBES = {
+    "pass_at_1 above 1": (dict(pass_at_1=1.7), r"line 4: pass_at_1 is 1.7, outside \[0, 1\]"),
+    "pass_at_1 below 0": (dict(pass_at_1=-0.2), r"line 4: pass_at_1 is -0.2, outside \[0, 1\]"),
+    "pass_at_1 not n_correct / n": (dict(pass_at_1=0.9), r"line 4: pass_at_1 is 0.9, but n_correct / n = 84/200"),
+    "n_correct above n": (dict(n_correct=201), r"line 4: n_correct is 201, not an integer from 0 to n = 200"),
+    "n not an integer": (dict(n=200.5), r"line 4: n is 200.5, not a positive integer"),
+    "ci95 not binomial": (dict(ci95=0.01), r"line 4: ci95 is 0.01, but 1.96 \* sqrt"),
+    "n_correct missing": (dict(n_correct=None), r"line 4: n_correct is None, not a number"),
+}
+
+
+@pytest.mark.parametrize("probe", sorted(EVAL_PROBES))
+def test_a_wrong_final_evaluation_is_an_error_naming_file_and_line(study, probe):
+    changes, message = EVAL_PROBES[probe]
+    edit_line(run_file(study, "eval.jsonl"), 4, **changes)
+    assert re.search(f"{SA}/eval.jsonl: {message}", strict_error(study))
+
+
+def test_a_repeated_evaluation_step_is_an_error_not_the_last_line_kept(study):
+    path = run_file(study, "eval.jsonl")
+    records = lines_of(path)
+    write_lines(path, records + [{**records[-1], "pass_at_1": 0.815, "n_correct": 163,
+                                  "ci95": records[-1]["ci95"]}])
+    assert "eval.jsonl: line 5: step 60 evaluated again (line 4 has it)" in strict_error(study)
+    # tolerated: the first line counts, the run is flagged
+    runs = ResultSet.from_runs(study, tolerate_problems=True).runs.set_index("run_id")
+    assert runs.loc[SA, "final_pass_at_1"] == pytest.approx(0.42) and runs.loc[SA, "damaged"]
+
+
+def test_evaluations_off_the_schedule_or_missing_from_it_are_errors(study):
+    path = run_file(study, "eval.jsonl")
+    records = lines_of(path)
+    extra = {**records[1], "step": 30}
+    write_lines(path, records[:2] + [extra] + records[2:])
+    assert "eval.jsonl: line 3: step 30 is not on the evaluation schedule (0, 20, 40, 60)" in strict_error(study)
+    write_lines(path, [records[0], records[2], records[3]])  # step 20 gone, with its samples
+    run_file(study, "eval_samples/step_0020.jsonl").unlink()
+    assert "eval.jsonl: no evaluation at step 20 (scheduled: 0, 20, 40, 60; training reached step 60)" \
+        in strict_error(study)
+    write_lines(path, [records[0], records[2], records[1], records[3]])  # out of order
+    assert "eval.jsonl: line 3: step 20 after step 40" in strict_error(study)
+
+
+def test_the_baseline_is_checked_like_a_run(study):
+    path = study / "baselines" / "tiny-warmstart" / "eval.jsonl"
+    edit_line(path, 1, pass_at_1=0.9)
+    assert "tiny-warmstart/eval.jsonl: line 1: pass_at_1 is 0.9, but n_correct / n" in strict_error(study, "baselines")
+
+
+# ---------------------------------------------------------------------------
+# train_log.jsonl
+# ---------------------------------------------------------------------------
+
+def _swap(records):
+    records[9], records[10] = records[10], records[9]
+    return records
+
+
+def _renumber(records):
+    for r in records[29:]:
+        r["step"] += 1
+    return records
+
+
+TRAIN_PROBES = {  # name: (edit of the 60 lines, message)
+    "duplicated": (lambda r: r[:10] + [r[9]] + r[10:],
+                   ("line 11: step 10 where step 11 was expected (steps run 1, 2, 3, ... once each, in order; "
+                    "step 10 is also on line 10)")),
+    "swapped": (_swap, "line 10: step 11 where step 10 was expected"),
+    "missing": (lambda r: r[:29] + r[30:], "line 30: step 31 where step 30 was expected"),
+    "renumbered": (_renumber, "line 60: step 61 is beyond the run's 60 steps"),
+    "extra": (lambda r: r + [{**r[-1], "step": 61}], "line 61: step 61 is beyond the run's 60 steps"),
+    "reward_mean 1e6": (lambda r: [{**x, "reward_mean": 1e6} if x["step"] == 7 else x for x in r],
+                        "line 7: reward_mean is 1000000.0, above 7.5"),
+    "reward below the minimum total": (lambda r: [{**x, "reward_mean": -1.5} if x["step"] == 7 else x for x in r],
+                                       "line 7: reward_mean is -1.5, below -1"),
+    "kl -3": (lambda r: [{**x, "kl": -3} if x["step"] == 8 else x for x in r], "line 8: kl is -3, below 0"),
+    "neg_frac 5": (lambda r: [{**x, "neg_frac": 5} if x["step"] == 9 else x for x in r],
+                   "line 9: neg_frac is 5, above 1"),
+    "weight 0": (lambda r: [{**x, "weight_mean": 0.0} if x["step"] == 9 else x for x in r],
+                 "line 9: weight_mean is 0.0, not above 0"),
+    "a component above its maximum": (lambda r: [{**x, "reward_correct": 4.5} if x["step"] == 3 else x for x in r],
+                                      "line 3: reward_correct is 4.5, above 4"),
+}
+
+
+@pytest.mark.parametrize("probe", sorted(TRAIN_PROBES))
+def test_a_wrong_training_log_is_an_error_naming_file_and_line(study, probe):
+    edit, message = TRAIN_PROBES[probe]
+    path = run_file(study, "train_log.jsonl")
+    write_lines(path, edit(lines_of(path)))
+    assert f"{SA}/train_log.jsonl: {message}" in strict_error(study)
+
+
+def test_float_error_is_not_a_breach(study):
+    path = run_file(study, "train_log.jsonl")
+    write_lines(path, [{**r, "kl": -1e-9, "entropy_norm": 1 + 1e-9} if r["step"] == 5 else r for r in lines_of(path)])
+    assert read_folders(study)[1] == []
+
+
+def test_tolerated_breaches_leave_their_lines_out_and_flag_the_run(study):
+    path = run_file(study, "train_log.jsonl")
+    records = lines_of(path)
+    records[30]["reward_mean"] = 1e6  # would make the training variance about 1e10
+    write_lines(path, records[:10] + [records[9]] + records[10:])  # and step 10 twice
+    runs = ResultSet.from_runs(study, tolerate_problems=True).runs.set_index("run_id")
+    assert runs.loc[SA, "damaged"] and runs.loc[SA, "n_steps_logged"] == 59
+    assert runs.loc[SA, "train_var"] < 10
+
+
+# ---------------------------------------------------------------------------
+# eval_samples/step_XXXX.jsonl
+# ---------------------------------------------------------------------------
+
+def _drop_one_record(path: Path) -> None:
+    path.write_text("".join(path.read_text().splitlines(keepends=True)[1:]))
+
+
+def test_a_sample_file_must_hold_exactly_the_evaluation_it_summarises(study):
+    samples = run_file(study, "eval_samples/step_0060.jsonl")
+    original = samples.read_text()
+    _drop_one_record(samples)
+    assert (f"{SA}/eval_samples/step_0060.jsonl: 199 records, but {study}/runs/{SA}/eval.jsonl line 4 says n = 200"
+            in strict_error(study))
+    records = [json.loads(line) for line in original.splitlines()]
+    first_right = next(i for i, r in enumerate(records) if r["correct"])
+    records[first_right]["correct"] = False
+    write_lines(samples, records)
+    assert "step_0060.jsonl: 83 correct, but" in strict_error(study) and "says n_correct = 84" in strict_error(study)
+    records[first_right]["correct"] = "yes"
+    write_lines(samples, records)
+    assert f"step_0060.jsonl: line {first_right + 1}: correct is 'yes', not true or false" in strict_error(study)
+    records = [json.loads(line) for line in original.splitlines()]
+    records[5]["id"] = records[0]["id"]
+    write_lines(samples, records)
+    assert f"step_0060.jsonl: line 6: problem id {records[0]['id']!r} is also on line 1" in strict_error(study)
+    samples.unlink()
+    assert f"step_0060.jsonl: missing ({study}/runs/{SA}/eval.jsonl line 4 evaluated this step)" in strict_error(study)
+
+
+def test_a_sample_file_without_its_evaluation_line_is_an_error(study):
+    shutil.copy(run_file(study, "eval_samples/step_0020.jsonl"), run_file(study, "eval_samples/step_0030.jsonl"))
+    assert "eval_samples/step_0030.jsonl: no line of eval.jsonl evaluates step 30" in strict_error(study)
+
+
+def test_a_deleted_sample_record_never_silently_drops_paired_tests(study, tmp_path):
+    full = evidence_summary(study, n_resamples=100)
+    _drop_one_record(run_file(study, "eval_samples/step_0060.jsonl"))
+    with pytest.raises(DamagedResultsError, match="step_0060.jsonl: 199 records"):
+        evidence_summary(study, n_resamples=100)
+    tolerated = evidence_summary(study, n_resamples=100, tolerate_problems=True)
+    assert tolerated["left_out"] == [SA]
+    assert f"WARNING: 1 damaged or incomplete run(s) were left out: {SA}." in tolerated["sentence"]
+    assert len(tolerated["rows"]) == len(full["rows"])  # the SA pairs remain, on the other seed
+    assert {r["n_seeds"] for r in tolerated["rows"] if r["a"].startswith("SA")} == {1}
+    render_evidence(study, tmp_path / "t", tmp_path / "f", prefix="x", n_resamples=100, tolerate_problems=True)
+    table = (tmp_path / "t" / "x_paired.tex").read_text()
+    assert rf"\textbf{{Warning:}} 1 damaged or incomplete run(s) left out: {SA}." in table
+    assert f"left out: {SA}" in (tmp_path / "t" / "x_paired_sentence.tex").read_text()
+    figure = plot_paired(tolerated["rows"], tolerated["level"], left_out_warning(tolerated))
+    assert f"WARNING: 1 damaged or incomplete run(s) left out: {SA}." in figure._suptitle.get_text()
+
+
+# ---------------------------------------------------------------------------
+# a tolerated breach is visible in every table and figure
+# ---------------------------------------------------------------------------
+
+def test_a_tolerated_breach_is_flagged_in_every_table_and_figure(study, tmp_path):
+    edit_line(run_file(study, "eval.jsonl"), 4, pass_at_1=0.9)
+    rs = ResultSet.from_runs(study, tolerate_problems=True)
+    assert any(f"{SA}/eval.jsonl: line 4" in w for w in rs.warnings)
+    sa = rs.summary[rs.summary["method"] == "sa"].iloc[0]
+    assert sa["damaged"] and sa["final_pass_at_1"] != pytest.approx((0.9 + 0.42) / 2)
+    tables = write_all_tables(rs, tmp_path / "tables", prefix="x")
+    assert tables
+    for path in tables:
+        assert r"\textbf{Warning:} read with problems tolerated" in path.read_text(), path.name
+    main = (tmp_path / "tables" / "x_main.tex").read_text()
+    assert DAMAGED_MARK in main and SA.replace("_", r"\_") in main
+    figures = P.build_all_figures(rs)
+    assert figures and all("WARNING: read with problems tolerated" in f._suptitle.get_text() for f in figures.values())

@@ -1,0 +1,96 @@
+"""A study's processes: its workers die with it, and one study process at a time writes a results root."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from saah_lib.paths import REPO_ROOT
+from saah_lib.rundir.folder import RunDir
+from saah_lib.studies import mini
+from saah_lib.studies.reproduce import compare_run
+from saah_lib.training.config import make_config
+
+# A study process as the runner makes it: the root held, the plan trained by two spawned workers.
+STUDY = """
+import json, sys, torch
+torch.set_num_threads(1)
+from saah_lib.rundir.lock import study_lock
+from saah_lib.studies.runner import train_all
+from saah_lib.training.config import SAAHConfig
+with study_lock(sys.argv[1]):
+    train_all([SAAHConfig.from_dict(d) for d in json.loads(sys.argv[2])], jobs=2)
+"""
+
+
+def plan(model_dir, root):
+    settings = dict(model_name=str(model_dir), alpha=0.5, steps=10, save_every=2, eval_every=5, n_train=32,
+                    n_eval=6, max_completion_length=12, eval_max_new_tokens=12, eval_batch_size=4,
+                    results_dir=str(root), seed=0, learning_rate=1e-3)
+    return [make_config("tiny", method=method, **settings) for method in ("grpo", "sa")]
+
+
+def start_study(configs, root, log) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    return subprocess.Popen([sys.executable, "-c", STUDY, str(root), json.dumps([c.to_dict() for c in configs])],
+                            env=env, stdout=log, stderr=log)
+
+
+def alive(process: psutil.Process) -> bool:
+    try:
+        return process.status() != psutil.STATUS_ZOMBIE  # a dead orphan that no init process reaped
+    except psutil.NoSuchProcess:
+        return False
+
+
+@pytest.mark.slow
+def test_killing_the_study_kills_its_workers_and_the_resumed_study_matches_an_uninterrupted_one(
+        tiny_random_model_dir, tmp_path):
+    from saah_lib.training.run import run_training
+
+    reference = [run_training(cfg, progress=False) for cfg in plan(tiny_random_model_dir, tmp_path / "reference")]
+    configs = plan(tiny_random_model_dir, tmp_path / "study")
+    runs = [RunDir(c.run_dir) for c in configs]
+    with open(tmp_path / "study.log", "w") as log:
+        study = start_study(configs, tmp_path / "study", log)
+        deadline = time.monotonic() + 600
+        workers = []
+        while not (len(workers) >= 2 and any(len(r.train_log()) >= 3 for r in runs)):
+            assert study.poll() is None and time.monotonic() < deadline, (tmp_path / "study.log").read_text()[-3000:]
+            workers = [p for p in psutil.Process(study.pid).children() if "spawn_main" in " ".join(p.cmdline())]
+            time.sleep(0.05)
+        descendants = psutil.Process(study.pid).children(recursive=True)
+        study.send_signal(signal.SIGKILL)
+        study.wait()
+    assert not all(r.is_complete(10) for r in runs), "both runs finished before the kill: nothing was tested"
+    deadline = time.monotonic() + 30
+    while any(alive(p) for p in descendants) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert [p.pid for p in descendants if alive(p)] == []  # no worker trains on as an orphan
+
+    with open(tmp_path / "resume.log", "w") as log:  # the study again, as --resume does: finished runs skipped
+        assert start_study(configs, tmp_path / "study", log).wait(timeout=600) == 0, \
+            (tmp_path / "resume.log").read_text()[-3000:]
+    for done, run in zip(reference, runs):
+        result = compare_run(done, run.dir)
+        assert result["identical"], json.dumps(result, default=str)[:3000]
+
+
+def test_resume_refuses_to_start_while_another_study_holds_the_root(tmp_path, lock_holder, capsys):
+    rerun = tmp_path / "rerun"
+    (rerun / "runs").mkdir(parents=True)
+    (rerun / "runs" / "marker").write_text("written by the running study")
+    holder = lock_holder("study", rerun)
+    for command in (["verify", "--resume"], ["verify"], ["promote"]):
+        with pytest.raises(SystemExit) as stop:
+            mini.main([*command, "--root", str(tmp_path / "committed"), "--rerun-root", str(rerun)])
+        assert stop.value.code == 1
+        assert (f"error: results root {rerun} is being written by another process (pid {holder.pid}"
+                in capsys.readouterr().err)
+        assert (rerun / "runs" / "marker").is_file()  # nothing deleted or written
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rerun"]
