@@ -111,8 +111,11 @@ def primary_comparison(committed: dict[str, dict[int, float]], rerun: dict[str, 
 def compare_conclusions(committed_root: Path, rerun_root: Path, arms=None) -> dict:
     """Level 2 for two study roots (see the module docstring); ``line`` sums it up in one clause."""
     arms = list(arms or (Arm(method, alpha) for method, alpha in MAIN_ALPHAS.items()))
-    committed, problems, left_committed = final_pass_at_1(Path(committed_root), arms + list(PRIMARY))
-    rerun, _, left_rerun = final_pass_at_1(Path(rerun_root), arms + list(PRIMARY))
+    try:
+        committed, problems, left_committed = final_pass_at_1(Path(committed_root), arms + list(PRIMARY))
+        rerun, _, left_rerun = final_pass_at_1(Path(rerun_root), arms + list(PRIMARY))
+    except ValueError as err:  # e.g. two runs of one method share a seed: the report is still written
+        return {"rule": RULE, "reproduced": None, "line": f"conclusions not checked: {err}"}
     methods = {arm.label: method_within_tolerance(committed[arm.label], rerun[arm.label], problems[arm.label])
                for arm in arms}
     primary = primary_comparison(committed, rerun)

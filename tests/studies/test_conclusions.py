@@ -5,13 +5,14 @@ in its comments.
 """
 
 import math
+import shutil
 from pathlib import Path
 
 import pytest
 
 from saah_lib.rundir.folder import RunDir
 from saah_lib.studies.conclusions import compare_conclusions, method_within_tolerance
-from saah_lib.studies.reproduce import compare_studies, report_markdown
+from saah_lib.studies.reproduce import compare_studies, conclusions_markdown, report_markdown
 
 N = 200  # problems per evaluation
 ALPHAS = {"grpo": 0.0, "ah": 0.5, "sa": 0.5}
@@ -125,3 +126,12 @@ def test_sign_flip_significance_is_reported_with_its_smallest_possible_p(tmp_pat
     side = result["primary"]["committed"]
     assert side["min_p"] == pytest.approx(2 / 2**3) and side["significant"] is False
     assert math.isclose(side["mean_difference"], 0.01, abs_tol=1e-12)
+
+
+def test_runs_that_cannot_be_paired_leave_the_conclusions_unchecked_with_the_reason(tmp_path):
+    committed = write_root(tmp_path / "a", COMMITTED)
+    rerun = write_root(tmp_path / "b", COMMITTED)
+    shutil.copytree(rerun / "runs" / "tiny-sa-a0.5-s0", rerun / "runs" / "tiny-sa-a0.5-s0-again")  # seed 0 twice
+    result = compare_conclusions(committed, rerun)
+    assert result["reproduced"] is None and "share seed 0" in result["line"]
+    assert conclusions_markdown(result) == [f"Conclusions (level 2, because bits differ): {result['line']}"]
