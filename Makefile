@@ -11,8 +11,13 @@ STAMP  := $(VENV)/.installed
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 export PYTHONUNBUFFERED := 1
+# Pinned CPU numerics (torch's AVX2 kernels on every x86-64 CPU, so that results match the committed studies bit
+# for bit) for every process below, whatever it imports first. saah_lib.numerics owns the settings and says why;
+# `import saah_lib` applies them again. SAAH_CPU_NUMERICS=native switches them off (faster on AVX-512 CPUs, not
+# comparable bit for bit). Read with the system python: it needs no package, and .venv may not exist yet.
+$(foreach setting,$(shell $(PYTHON) -m saah_lib.numerics env),$(eval export $(setting)))
 
-.PHONY: setup test mini mini-promote extended figures paper bench latex
+.PHONY: setup test mini mini-timing mini-promote extended figures paper bench latex
 
 setup: $(STAMP)
 
@@ -23,6 +28,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q -e '.[test]'
 	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (saah)" >/dev/null
+	$(PY) -m saah_lib.numerics kernelspec $(VENV)/share/jupyter/kernels/python3
 	touch $(STAMP)
 
 # Non-fatal: without root or apt the PDF test skips and `make paper` says what to install.
@@ -32,8 +38,17 @@ latex:
 test: setup latex
 	$(PY) -m pytest -q
 
+# MINI_ARGS: more options of `python -m saah_lib.studies.mini verify` (--rerun-root, --resume, --jobs)
 mini: setup
-	$(PY) -m saah_lib.studies.mini verify
+	$(PY) -m saah_lib.studies.mini verify $(MINI_ARGS)
+
+# make mini twice on this machine, first with native CPU numerics (into results/rerun/mini-native), then pinned
+# (results/rerun/mini), each building its own warm start as a fresh clone does; then each stage's wall time side by
+# side with the ratio. About twice a fresh-clone `make mini`. Leaves the pinned warm start in cache/.
+mini-timing: setup
+	-SAAH_CPU_NUMERICS=native $(MAKE) --no-print-directory mini MINI_ARGS="--rerun-root results/rerun/mini-native --rebuild-warm-start"
+	$(MAKE) --no-print-directory mini MINI_ARGS="--rebuild-warm-start"
+	$(PY) -m saah_lib.studies.timing results/rerun/mini-native results/rerun/mini
 
 # Explicit: replace the committed study by the last finished `make mini` rerun, then redraw its tables and figures.
 mini-promote: setup

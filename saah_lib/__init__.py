@@ -3,6 +3,7 @@
 The package's folders follow the data, each importing only from those before it::
 
     paths, jsonio   where things live; reading and writing JSON
+    numerics        the pinned CPU numerics, applied here, on import, before anything loads torch
     method/         loss, token weights, reward: pure functions of tensors and strings
     tasks/          problems, GSM8K, the synthetic CPU task, prompts, scoring
     models/         model names and loading, generation backends, greedy evaluation, the tiny warm start
@@ -19,6 +20,12 @@ make_config`` imports only what that name needs (torch and TRL load on first use
 from __future__ import annotations
 
 import importlib
+
+from saah_lib.numerics import apply_once
+
+# First, before any module of the package can import torch: torch fixes its CPU kernels
+# from the environment at its first operation (saah_lib.numerics says what is set and why).
+apply_once()
 
 _PUBLIC = {
     "SAAHConfig": "saah_lib.training.config",

@@ -12,6 +12,10 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+# saah_lib before torch: importing it pins the CPU numerics (saah_lib.numerics), which torch reads once.
+import saah_lib  # noqa: E402, F401
+
+# isort: split
 import torch  # noqa: E402
 
 from saah_lib.tasks.scoring import pass_at_1_ci  # noqa: E402

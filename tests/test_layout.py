@@ -13,7 +13,7 @@ from saah_lib.paths import REPO_ROOT
 
 PACKAGE = REPO_ROOT / "saah_lib"
 #: Lowest first. A module may import from its own layer and the layers before it, never after.
-LAYERS = ("paths", "jsonio", "method", "tasks", "models", "rundir", "training", "analysis", "report", "studies")
+LAYERS = ("paths", "jsonio", "numerics", "method", "tasks", "models", "rundir", "training", "analysis", "report", "studies")
 #: The only imports allowed inside functions, and why: each keeps a heavy package out of a light entry point.
 FUNCTION_LEVEL_IMPORTS = {
     # `python -m saah_lib.training.launch --help` answers without loading torch or TRL

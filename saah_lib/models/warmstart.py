@@ -31,6 +31,7 @@ from saah_lib.jsonio import atomic_write_json, read_json
 from saah_lib.models.evaluate import evaluate_pass_at_1
 from saah_lib.models.tiny import CHAT_ROLES, build_tokenizer, init_tiny_model, parameter_count
 from saah_lib.models.warmstart_targets import PLAIN_ANSWER, sft_targets
+from saah_lib.numerics import RECORD_KEY, cpu_numerics_record
 from saah_lib.paths import TINY_WARMSTART_DIR
 from saah_lib.tasks.problems import Problem
 from saah_lib.tasks.prompts import SYSTEM_PROMPT, make_prompt
@@ -235,12 +236,28 @@ def read_build_info(out_dir: str | os.PathLike) -> dict | None:
         return None
 
 
+def built_with_other_kernels(info: dict) -> str | None:
+    """The torch CPU capability a cached build recorded, when this process runs another one (else None).
+
+    Such a build holds other weights than this process would build (different float rounding);
+    builds that recorded no capability (made before it was recorded) are trusted.
+    """
+    recorded = (info.get(RECORD_KEY) or {}).get("capability")
+    return recorded if recorded and recorded != torch.backends.cpu.get_cpu_capability() else None
+
+
 def _is_cached(out_dir: Path, seed: int, settings: WarmStartSettings) -> bool:
     info = read_build_info(out_dir)
     if info is None:
         return False
     key = _cache_key(seed, settings)
-    return all(info.get(field) == value for field, value in key.items())
+    if not all(info.get(field) == value for field, value in key.items()):
+        return False
+    if other := built_with_other_kernels(info):
+        print(f"{out_dir} was built with torch's {other} CPU kernels, this process runs "
+              f"{torch.backends.cpu.get_cpu_capability()}: rebuilding it (saah_lib.numerics)", flush=True)
+        return False
+    return True
 
 
 def _build_into(folder: Path, seed: int, settings: WarmStartSettings, progress: bool) -> dict:
@@ -262,6 +279,7 @@ def _build_into(folder: Path, seed: int, settings: WarmStartSettings, progress: 
         losses = supervised_finetune(model, tokenizer, sft_problems, settings, seed, progress)
         pass_at_1 = evaluate_pass_at_1(model, tokenizer, heldout, max_new_tokens=settings.max_new_tokens,
                                        batch_size=50, progress=False).pass_at_1
+        numerics = cpu_numerics_record()  # inside the block: the thread count the build ran with
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     tail = losses[-10:]
@@ -275,6 +293,8 @@ def _build_into(folder: Path, seed: int, settings: WarmStartSettings, progress: 
         "heldout_pass_at_1": pass_at_1,
         "heldout_n": len(heldout),
         "torch_threads": BUILD_THREADS,
+        # recorded, not part of the cache key (_cache_key): a build is reused whatever machine made it
+        RECORD_KEY: numerics,
     }
 
 

@@ -1,4 +1,4 @@
-"""Provenance: what produced a result (git commit, package versions), recorded in every config."""
+"""Provenance: what produced a result (git commit, package versions, CPU numerics), recorded in every config."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Iterable
 
+from saah_lib.numerics import RECORD_KEY, cpu_numerics_record
 from saah_lib.paths import REPO_ROOT
 
 TRACKED_PACKAGES = ("saah_lib", "torch", "transformers", "trl", "peft", "accelerate", "datasets", "tokenizers")
@@ -35,4 +36,6 @@ def package_versions(names: Iterable[str] = TRACKED_PACKAGES) -> dict[str, str |
 
 
 def provenance(repo: Path = REPO_ROOT) -> dict:
-    return {"git_commit": git_commit(repo), "versions": package_versions()}
+    """Commit, versions, and the CPU numerics of this process as it is now (threads included: call it
+    where the computation runs, after its thread count is set)."""
+    return {"git_commit": git_commit(repo), "versions": package_versions(), RECORD_KEY: cpu_numerics_record()}

@@ -21,18 +21,20 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import sys
 import time
 from pathlib import Path
 
 from saah_lib.jsonio import atomic_write_json, read_jsonl
 from saah_lib.method.methods import MAIN_ALPHAS, SWEEP_ALPHAS
+from saah_lib.numerics import MODE_VARIABLE, NATIVE, cpu_numerics_record, summary
 from saah_lib.paths import MINI_ROOT, PAPER_TABLES, RERUN_ROOT, in_repo
 from saah_lib.report.render import render_report
 from saah_lib.rundir import layout
 from saah_lib.rundir.folder import RunDir
 from saah_lib.rundir.lock import FolderLockedError, study_lock
 from saah_lib.rundir.manifest import write_manifest
-from saah_lib.studies.reproduce import compare_studies, write_report
+from saah_lib.studies.reproduce import BITS_REPRODUCED, CONCLUSIONS, FILES_DIFFER, compare_studies, write_report
 from saah_lib.studies.runner import run_study
 from saah_lib.tasks.synthetic import count_answer_kinds
 from saah_lib.training.config import make_config
@@ -60,12 +62,14 @@ def planned_configs(root: Path, seeds: tuple[int, ...] = SEEDS, steps: int | Non
 
 def run_mini_study(root: Path, seeds: tuple[int, ...] = SEEDS, steps: int | None = None,
                    figures: bool = True, progress: bool = True, jobs: int = 2,
-                   tables_dir: Path | None = None, figures_dir: Path | None = None) -> dict:
+                   tables_dir: Path | None = None, figures_dir: Path | None = None,
+                   rebuild_warm_start: bool = False) -> dict:
     """Every stage of the study into ``root``; tables and figures into the given folders
     (default: the committed ``paper/generated`` and ``figures``)."""
     root = Path(root)
     with study_lock(root):  # the whole study, not only its training: one study process per root
-        timings = run_study(root, planned_configs(root, seeds, steps), jobs=jobs, progress=progress)
+        timings = run_study(root, planned_configs(root, seeds, steps), jobs=jobs, progress=progress,
+                            rebuild_warm_start=rebuild_warm_start)
         write_answer_kinds(root)
         write_manifest(root)  # the figures check the results against it
         if figures:
@@ -76,7 +80,7 @@ def run_mini_study(root: Path, seeds: tuple[int, ...] = SEEDS, steps: int | None
 
 
 def rerun_and_verify(committed: Path = COMMITTED_ROOT, rerun: Path = RERUN_MINI, *, resume: bool = False,
-                     jobs: int = 2, progress: bool = True) -> dict:
+                     jobs: int = 2, progress: bool = True, rebuild_warm_start: bool = False) -> dict:
     """``make mini``: rerun the whole study into ``rerun`` (never over ``committed``), draw its
     tables and figures there, and compare everything with the committed study.
 
@@ -92,7 +96,8 @@ def rerun_and_verify(committed: Path = COMMITTED_ROOT, rerun: Path = RERUN_MINI,
         if not resume:
             clear_root(rerun)  # a rerun starts fresh; --resume continues an interrupted one
         tables_dir, figures_dir = rerun / "generated", rerun / "figures"
-        run_mini_study(rerun, jobs=jobs, progress=progress, tables_dir=tables_dir, figures_dir=figures_dir)
+        run_mini_study(rerun, jobs=jobs, progress=progress, tables_dir=tables_dir, figures_dir=figures_dir,
+                       rebuild_warm_start=rebuild_warm_start)
         tables = {f"paper/generated/{p.name}": (p, tables_dir / p.name)
                   for p in sorted(PAPER_TABLES.glob("mini_*.tex"))}
         report = compare_studies(committed, rerun, tables=tables, run_ids=[c.run_id for c in planned_configs(rerun)])
@@ -111,6 +116,35 @@ def clear_root(root: Path) -> None:
             shutil.rmtree(entry)
         else:
             entry.unlink()
+
+
+def judge(report: dict, numerics: dict) -> tuple[int, str]:
+    """``make mini``'s exit status and the sentence that explains it, from the report and this process's
+    CPU numerics (:func:`saah_lib.numerics.cpu_numerics_record`).
+
+    0 when the bits reproduce, or when they differ where they may (native numerics, a CPU where the
+    pin cannot hold, or an Intel CPU, whose MKL kernels differ from those of the committed studies)
+    and the conclusions reproduce.  1 otherwise: the conclusions changed or could not be checked, a
+    study file differs between identical runs, or the bits differ where they should not, which the
+    CPU cannot explain.
+    """
+    found = report["outcome"]
+    if found == BITS_REPRODUCED:
+        return 0, "bits reproduced"
+    if found == FILES_DIFFER:
+        return 1, "every run is identical, yet a study file differs: a change in the code that writes it"
+    if found != CONCLUSIONS[True]:
+        return 1, f"{found}: the rerun does not support the committed study's conclusions"
+    if numerics.get("comparable_bit_for_bit"):
+        return 1, (f"bits differ although this CPU runs the committed studies' kernels ({summary(numerics)}): not "
+                   "the CPU; look for other causes (package versions, code; docs/reproducibility.md)")
+    if numerics.get("mode") == NATIVE:
+        why = f"{MODE_VARIABLE}={NATIVE}"
+    elif numerics.get("pin_obstacle") or not numerics.get("pin_holds"):
+        why = numerics.get("pin_obstacle") or "the pin did not hold"
+    else:
+        why = "on an Intel CPU MKL runs other kernels than those of the committed studies"
+    return 0, f"bits differ, as expected here ({why}); the conclusions reproduced"
 
 
 def promote(rerun: Path = RERUN_MINI, committed: Path = COMMITTED_ROOT, figures: bool = True) -> None:
@@ -200,6 +234,8 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=None, help="`run` only: override the tiny profile's steps")
     parser.add_argument("--jobs", type=int, default=2, help="training runs in parallel (one thread each)")
     parser.add_argument("--no-figures", action="store_true")
+    parser.add_argument("--rebuild-warm-start", action="store_true",
+                        help="build the warm start even if cached (to time what a fresh clone does)")
     args = parser.parse_args(argv)
     try:
         _run_command(args)
@@ -209,17 +245,24 @@ def main(argv=None):
 
 def _run_command(args) -> None:
     started = time.perf_counter()
+    status = 0
     if args.command == "answer-kinds":
         write_answer_kinds(args.root)
         print(f"wrote {args.root / 'answer_kinds.json'}")
     elif args.command == "promote":
         promote(args.rerun_root, args.root, figures=not args.no_figures)
     elif args.command == "run":
-        run_mini_study(args.root, tuple(args.seeds), args.steps, figures=not args.no_figures, jobs=args.jobs)
+        run_mini_study(args.root, tuple(args.seeds), args.steps, figures=not args.no_figures, jobs=args.jobs,
+                       rebuild_warm_start=args.rebuild_warm_start)
     else:
-        rerun_and_verify(args.root, args.rerun_root, resume=args.resume, jobs=args.jobs)
-    print(f"\n{args.command} done in {(time.perf_counter() - started) / 60:.1f} min", flush=True)
+        report = rerun_and_verify(args.root, args.rerun_root, resume=args.resume, jobs=args.jobs,
+                                  rebuild_warm_start=args.rebuild_warm_start)
+        status, reason = judge(report, cpu_numerics_record())
+        print(f"{'ok' if status == 0 else 'FAILED'}: {reason}", flush=True)
+    print(f"\n{args.command} done in {(time.perf_counter() - started) / 60:.1f} min "
+          f"(CPU numerics: {summary(cpu_numerics_record())})", flush=True)
+    return status
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -8,8 +8,18 @@ how many runs are identical, the largest difference of each metric (with the
 run and step where it occurs), and one verdict line. ``write_report`` saves it
 as ``reproduction.json`` and ``reproduction.md``.
 
+Two levels.  Level 1 is bits: ``15/15 runs reproduced exactly``.  Whenever a run
+differs, level 2 asks whether the study's conclusions hold
+(:func:`saah_lib.studies.conclusions.compare_conclusions`), and the verdict says
+both: ``bits differ on 15/15 runs; conclusions reproduced: 3/3 methods within
+tolerance, primary comparison unchanged``, or names what changed.
+
 Timing fields (``step_time``, build and wall times) are expected to differ and
-are not compared.
+are not compared.  Neither are the CPU numerics a result was computed under
+(``cpu_numerics``: CPU model, torch's CPU capability, threads, pinned or not;
+:mod:`saah_lib.numerics`): they describe the machine, not the computation's
+settings, and the report prints both sides' values wherever they differ, since
+they explain differing bits.
 """
 
 from __future__ import annotations
@@ -19,13 +29,15 @@ from pathlib import Path
 
 from saah_lib.jsonio import atomic_write_json, atomic_write_text, read_json, read_jsonl
 from saah_lib.models.names import canonical_model_name
+from saah_lib.numerics import RECORD_KEY, summary
 from saah_lib.paths import repo_relative
 from saah_lib.rundir import layout
 from saah_lib.rundir.folder import RunDir
-from saah_lib.rundir.layout import ANSWER_KINDS_FILE, WARMSTART_RECORD_FILE
+from saah_lib.rundir.layout import ANSWER_KINDS_FILE, TIMINGS_FILE, WARMSTART_RECORD_FILE
+from saah_lib.studies.conclusions import compare_conclusions
 
 # Fields that describe where or when a run happened, not what it computed.
-NOT_COMPARED_CONFIG = {"results_dir", "resolved_model", "git_commit", "versions"}
+NOT_COMPARED_CONFIG = {"results_dir", "resolved_model", "git_commit", "versions", RECORD_KEY}
 NOT_COMPARED_METRICS = {"step_time"}
 WARM_START_FIGURES = ("parameters", "vocab_size", "sft_steps", "final_sft_loss", "heldout_pass_at_1", "heldout_n",
                       "weights_sha256")
@@ -83,12 +95,25 @@ def _meaning(config: dict | None) -> dict:
     return meaning
 
 
+def numerics_difference(committed: dict | None, rerun: dict | None) -> dict | None:
+    """Both sides' CPU numerics records, summed up, when they differ (None when they do not).
+
+    A side that holds no record (results made before they were recorded) reads "not recorded".
+    """
+    committed, rerun = committed or {}, rerun or {}
+    fields = sorted(k for k in committed.keys() | rerun.keys() if committed.get(k) != rerun.get(k))
+    if not fields:
+        return None
+    return {"committed": summary(committed), "rerun": summary(rerun), "fields": fields}
+
+
 def compare_run(committed_dir: Path, rerun_dir: Path) -> dict:
     """Everything that differs between two folders of the same run."""
     a, b = RunDir(committed_dir), RunDir(rerun_dir)
     if not a.dir.is_dir() or not b.dir.is_dir():
         return {"identical": False, "missing": True, "missing_from": "committed" if not a.dir.is_dir() else "rerun"}
-    settings_a, settings_b = _meaning(a.read_config()), _meaning(b.read_config())
+    config_a, config_b = a.read_config() or {}, b.read_config() or {}
+    settings_a, settings_b = _meaning(config_a), _meaning(config_b)
     config_differs = sorted(k for k in settings_a.keys() | settings_b.keys() if settings_a.get(k) != settings_b.get(k))
     train = _compare_step_logs(a.train_log(), b.train_log())
     evals = _compare_step_logs(a.evals(), b.evals())
@@ -101,7 +126,8 @@ def compare_run(committed_dir: Path, rerun_dir: Path) -> dict:
         and not samples["missing_steps"] and not samples["correctness_differs"] and not samples["completion_differs"]
     )
     return {"identical": identical, "missing": False, "config_differs": config_differs, "train_log": train,
-            "eval": evals, "token_entropies": entropies, "eval_samples": samples}
+            "eval": evals, "token_entropies": entropies, "eval_samples": samples,
+            "cpu_numerics": numerics_difference(config_a.get(RECORD_KEY), config_b.get(RECORD_KEY))}
 
 
 def _flatten_entropies(log: RunDir) -> list[dict]:
@@ -122,7 +148,23 @@ def compare_warm_start(committed_root: Path, rerun_root: Path) -> dict:
     differs = sorted(k for k, v in figures.items() if v["committed"] != v["rerun"])
     not_recorded = sorted(k for k in WARM_START_FIGURES if (k in a) != (k in b))
     return {"identical": not differs and bool(figures), "differs": differs, "figures": figures,
-            "recorded_on_one_side_only": not_recorded}
+            "recorded_on_one_side_only": not_recorded,
+            "cpu_numerics": numerics_difference(a.get(RECORD_KEY), b.get(RECORD_KEY))}
+
+
+def compare_study_numerics(committed_root: Path, rerun_root: Path, runs: dict, baselines: dict,
+                           warm_start: dict) -> list[dict]:
+    """Where the two studies' CPU numerics differ, grouped: each distinct (committed, rerun) pair and where it is."""
+    timings = [read_json(root / TIMINGS_FILE, default={}).get("machine", {}).get(RECORD_KEY)
+               for root in (committed_root, rerun_root)]
+    found = {"warm start build": warm_start.get("cpu_numerics"), "study process": numerics_difference(*timings),
+             **{f"baseline {k}": v.get("cpu_numerics") for k, v in baselines.items()},
+             **{k: v.get("cpu_numerics") for k, v in runs.items()}}
+    groups: dict[tuple[str, str], list[str]] = {}
+    for where, diff in found.items():
+        if diff:
+            groups.setdefault((diff["committed"], diff["rerun"]), []).append(where)
+    return [{"committed": c, "rerun": r, "where": where} for (c, r), where in groups.items()]
 
 
 def compare_files(pairs: dict[str, tuple[Path, Path]], renamed: tuple[str, str] | None = None) -> dict[str, bool]:
@@ -139,8 +181,12 @@ def compare_files(pairs: dict[str, tuple[Path, Path]], renamed: tuple[str, str] 
 
 
 def compare_studies(committed_root: Path, rerun_root: Path, tables: dict[str, tuple[Path, Path]] | None = None,
-                    run_ids: list[str] | None = None) -> dict:
-    """Compare ``run_ids`` (default: every committed run) and the study-level files of two roots."""
+                    run_ids: list[str] | None = None, conclusions=compare_conclusions) -> dict:
+    """Compare ``run_ids`` (default: every committed run) and the study-level files of two roots.
+
+    ``conclusions(committed_root, rerun_root)`` is level 2, asked whenever a run differs; it
+    returns a dict with ``reproduced`` (True, False or None: not checked) and ``line``.
+    """
     committed_root, rerun_root = Path(committed_root), Path(rerun_root)
     committed_ids = [d.name for d in layout.folders(committed_root, layout.RUNS)]
     run_ids = committed_ids if run_ids is None else sorted(run_ids)
@@ -159,21 +205,48 @@ def compare_studies(committed_root: Path, rerun_root: Path, tables: dict[str, tu
                     largest[name] = {**m, "run": run_id}
     identical = sum(r["identical"] for r in runs.values())
     warm_start = compare_warm_start(committed_root, rerun_root)
-    verdict = f"{identical}/{len(runs)} runs reproduced exactly"
     others = [name for name, ok in (("warm start", warm_start["identical"]),
                                     *((f"baseline {k}", v["identical"]) for k, v in baselines.items()),
                                     *files.items()) if not ok]
-    verdict += "; " + (f"differs: {', '.join(others)}" if others else
-                       "warm start, baseline, answer kinds and tables identical")
-    return {"verdict": verdict, "committed_root": repo_relative(committed_root), "rerun_root": repo_relative(rerun_root),
+    level2 = conclusions(committed_root, rerun_root) if identical < len(runs) else None
+    return {"verdict": verdict_line(identical, len(runs), others, level2),
+            "outcome": outcome(identical, len(runs), others, level2),
+            "committed_root": repo_relative(committed_root), "rerun_root": repo_relative(rerun_root),
             "runs_compared": len(runs), "runs_identical": identical,
             "committed_runs_not_compared": sorted(set(committed_ids) - set(run_ids)), "largest_difference": largest,
+            "conclusions": level2,
+            "cpu_numerics": compare_study_numerics(committed_root, rerun_root, runs, baselines, warm_start),
             "warm_start": warm_start, "baselines": baselines, "files_identical": files, "runs": runs}
+
+
+def verdict_line(identical: int, compared: int, others: list[str], level2: dict | None) -> str:
+    """Level 1 alone when every run is identical; otherwise how many differ, then level 2's clause."""
+    if identical == compared:
+        return f"{identical}/{compared} runs reproduced exactly; " + (
+            f"differs: {', '.join(others)}" if others else "warm start, baseline, answer kinds and tables identical")
+    line = f"bits differ on {compared - identical}/{compared} runs"
+    if others:
+        line += f" (and {', '.join(others)})"
+    return f"{line}; {level2['line']}"
+
+
+#: What a reproduction can find.
+BITS_REPRODUCED, FILES_DIFFER = "bits reproduced", "study files differ"
+CONCLUSIONS = {True: "conclusions reproduced", None: "conclusions not checked", False: "conclusions changed"}
+
+
+def outcome(identical: int, compared: int, others: list[str], level2: dict | None) -> str:
+    """``bits reproduced``; ``study files differ`` (every run identical, yet the warm start, a baseline
+    or a table is not); or, when a run differs, level 2's ``conclusions reproduced / not checked / changed``."""
+    if identical == compared:
+        return FILES_DIFFER if others else BITS_REPRODUCED
+    return CONCLUSIONS[level2["reproduced"]]
 
 
 def report_markdown(report: dict) -> str:
     lines = ["# Reproduction report\n", f"**{report['verdict']}**\n",
              f"Committed study `{report['committed_root']}`, rerun `{report['rerun_root']}`.\n",
+             *numerics_markdown(report.get("cpu_numerics") or []),
              "| run | identical | train-log metrics that differ (largest) | Pass@1 largest difference | "
              "problems whose correctness differs | completions that differ |",
              "| --- | --- | --- | --- | --- | --- |"]
@@ -199,12 +272,53 @@ def report_markdown(report: dict) -> str:
                       f"({len(report['committed_runs_not_compared'])}): "
                       + ", ".join(report["committed_runs_not_compared"])]
     lines += ["", "Files: " + ", ".join(f"{k} {'identical' if v else 'DIFFERS'}" for k, v in report["files_identical"].items())]
+    if report.get("conclusions"):
+        lines += ["", *conclusions_markdown(report["conclusions"])]
     if report["largest_difference"]:
         lines += ["", "Largest difference per metric over all runs:", "", "| metric | difference | run | step |",
                   "| --- | --- | --- | --- |"]
         lines += [f"| {k} | {m['difference']:.3g} | {m['run']} | {m['step']} |"
                   for k, m in sorted(report["largest_difference"].items())]
     return "\n".join(lines) + "\n"
+
+
+def numerics_markdown(groups: list[dict]) -> list[str]:
+    """The CPU numerics of both sides where they differ (recorded, not compared)."""
+    if not groups:
+        return []
+    lines = ["CPU numerics (recorded, not compared; they explain differing bits):", ""]
+    for g in groups:
+        where = g["where"] if len(g["where"]) <= 4 else g["where"][:3] + [f"{len(g['where']) - 3} more"]
+        lines += [f"- {', '.join(where)}: committed: {g['committed']}; rerun: {g['rerun']}"]
+    return lines + [""]
+
+
+def conclusions_markdown(level2: dict) -> list[str]:
+    """Level 2: each method's mean final Pass@1 on both sides with its tolerance, and the primary comparison."""
+    lines = ["Conclusions (level 2, because bits differ): " + level2["line"]]
+    if "methods" not in level2:  # another level 2 than compare_conclusions: its line says it all
+        return lines
+    lines += ["", f"Rule: {level2['rule']}.", "",
+             "| method | seeds | committed mean | rerun mean | difference | tolerance | within |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    for label, m in level2["methods"].items():
+        if m["within"] is None:
+            lines.append(f"| {label} | {', '.join(map(str, m['seeds']))} | | | | | not checked: {m['reason']} |")
+            continue
+        lines.append(f"| {label} | {', '.join(map(str, m['seeds']))} | {m['committed_mean']:.3f} | "
+                     f"{m['rerun_mean']:.3f} | {m['difference']:+.3f} | {m['tolerance']:.3f} | "
+                     f"{'yes' if m['within'] else 'NO'} |")
+    p = level2["primary"]
+    lines.append("")
+    if p["unchanged"] is None:
+        return lines + [f"Primary comparison {p['a']} vs {p['b']}: not checked ({p['change']})."]
+    for side in ("committed", "rerun"):
+        s = p[side]
+        lines.append(f"Primary comparison, {side}: {p['a']} {s['direction']} {p['b']} by {s['mean_difference']:+.3f} "
+                     f"(mean over seeds {', '.join(map(str, s['seeds']))}; sign-flip p = {s['p_value']:.3g}, "
+                     f"smallest possible {s['min_p']:.3g}; "
+                     f"{'significant' if s['significant'] else 'not significant'}).")
+    return lines + [f"Primary comparison {'unchanged' if p['unchanged'] else p['change']}."]
 
 
 def write_report(report: dict, out_dir: Path) -> tuple[Path, Path]:

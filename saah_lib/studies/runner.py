@@ -32,7 +32,8 @@ from tqdm.auto import tqdm
 from saah_lib.jsonio import atomic_write_json, remove_temp_files
 from saah_lib.models.loading import resolve_model
 from saah_lib.models.names import TINY_WARMSTART
-from saah_lib.models.warmstart import read_build_info
+from saah_lib.models.warmstart import build_warm_start, read_build_info
+from saah_lib.numerics import cpu_numerics_record
 from saah_lib.paths import TINY_WARMSTART_DIR
 from saah_lib.rundir import layout
 from saah_lib.rundir.folder import RunDir
@@ -57,8 +58,10 @@ def _train_one(cfg) -> dict:
     start = time.perf_counter()
     with PeakMemory() as memory:
         run_training(cfg, progress=False)
+    numerics = cpu_numerics_record()  # the worker's own: spawned, it set up torch itself
     return {"run_id": cfg.run_id, "wall_s": round(time.perf_counter() - start, 2),
-            "peak_rss_mb": round(memory.peak / 2**20, 1)}
+            "peak_rss_mb": round(memory.peak / 2**20, 1),
+            "cpu_capability": numerics["capability"], "torch_threads": numerics["torch_threads"]}
 
 
 def die_with_parent(parent_pid: int) -> None:
@@ -113,8 +116,10 @@ def warm_start_record(model_dir: Path = TINY_WARMSTART_DIR) -> dict:
 
 
 def run_study(root: Path, configs, *, jobs: int = 2, timings_file: str = layout.TIMINGS_FILE,
-              progress: bool = True) -> Timings:
+              progress: bool = True, rebuild_warm_start: bool = False) -> Timings:
     """Warm start (built once here, not by each worker), its record, the baseline, then every pending run.
+
+    ``rebuild_warm_start`` builds the warm start even when a cached build would do (to time a fresh clone).
 
     Returns the :class:`~saah_lib.studies.timing.Timings` so a study can add stages; the caller writes
     the manifest (:func:`saah_lib.rundir.manifest.write_manifest`) when it is done.  The root is held
@@ -123,12 +128,15 @@ def run_study(root: Path, configs, *, jobs: int = 2, timings_file: str = layout.
     root = Path(root)
     with study_lock(root):
         remove_temp_files(root)  # left by a write that a kill interrupted; we are the root's one writer
-        return _run_stages(root, configs, jobs, timings_file, progress)
+        return _run_stages(root, configs, jobs, timings_file, progress, rebuild_warm_start)
 
 
-def _run_stages(root: Path, configs, jobs: int, timings_file: str, progress: bool) -> Timings:
+def _run_stages(root: Path, configs, jobs: int, timings_file: str, progress: bool,
+                rebuild_warm_start: bool) -> Timings:
     timings = Timings(root / timings_file)
     with timings.stage("warm start") as info:
+        if rebuild_warm_start:
+            build_warm_start(force=True, progress=progress)
         resolve_model(TINY_WARMSTART, progress=progress)
         build = warm_start_record()
         # The model folder is a git-ignored cache; its build record is committed with the study.

@@ -1,7 +1,13 @@
-"""Wall time and peak memory of a study's stages, written to ``<root>/timings.json`` as they finish."""
+"""Wall time and peak memory of a study's stages, written to ``<root>/timings.json`` as they finish.
+
+The file also says what ran them: the machine (CPU model, cores, memory) and the CPU numerics
+of the study's process (:func:`saah_lib.numerics.cpu_numerics_record`: pinned or not, torch's CPU
+capability and thread count); each training run's entry adds its worker's capability and threads.
+"""
 
 from __future__ import annotations
 
+import argparse
 import platform
 import threading
 import time
@@ -10,7 +16,10 @@ from pathlib import Path
 
 import psutil
 
-from saah_lib.jsonio import atomic_write_json
+from saah_lib.jsonio import atomic_write_json, read_json
+from saah_lib.numerics import RECORD_KEY, cpu_numerics_record, summary
+from saah_lib.paths import in_repo, repo_relative
+from saah_lib.rundir.layout import TIMINGS_FILE
 
 
 class PeakMemory:
@@ -42,7 +51,8 @@ class Timings:
         self.path = path
         self.record = {
             "machine": {"platform": platform.platform(), "cpus": psutil.cpu_count(),
-                        "memory_gb": round(psutil.virtual_memory().total / 2**30, 1)},
+                        "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
+                        RECORD_KEY: cpu_numerics_record()},
             "stages": [],
         }
 
@@ -58,3 +68,48 @@ class Timings:
         self.record["total_wall_s"] = round(sum(s["wall_s"] for s in self.record["stages"]), 2)
         atomic_write_json(self.path, self.record)
         print(f"--- {name}: {entry['wall_s']:.1f} s, peak RSS {entry['peak_rss_mb']:.0f} MB", flush=True)
+
+
+def stage_times(record: dict) -> dict[str, float]:
+    """Stage -> wall seconds, with the warm start's build time where it was cached (wall 0) and a total."""
+    out = {}
+    for stage in record.get("stages", []):
+        out[stage["stage"]] = stage["wall_s"]
+        if stage["stage"] == "warm start" and stage.get("build_seconds") and stage["wall_s"] < 1:
+            out["warm start (cached; its build took)"] = stage["build_seconds"]
+    out["total"] = record.get("total_wall_s", sum(out.values()))
+    return out
+
+
+def compare_timings(paths: list[Path]) -> str:
+    """A markdown table of each stage's wall time in several timings files, and each one's ratio to the first."""
+    records = [read_json(Path(p)) for p in paths]
+    times = [stage_times(r) for r in records]
+    stages = list(dict.fromkeys(name for t in times for name in t))
+    heads = [summary(r.get("machine", {}).get(RECORD_KEY)).split(";")[0] for r in records]
+    columns = [f"{repo_relative(Path(p).parent)} ({h})" for p, h in zip(paths, heads, strict=True)]
+    lines = ["| stage | " + " | ".join(columns) + " |",
+             "| --- |" + " --- |" * len(paths)]
+    for name in stages:
+        cells = []
+        for t in times:
+            value, first = t.get(name), times[0].get(name)
+            ratio = f" ({value / first:.2f}x)" if value is not None and first and t is not times[0] else ""
+            cells.append("" if value is None else f"{value:.1f} s{ratio}")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description="wall time per stage of several studies, side by side")
+    parser.add_argument("timings", nargs="+", type=in_repo, help="timings.json files, or study roots holding one")
+    args = parser.parse_args(argv)
+    paths = [p / TIMINGS_FILE if p.is_dir() else p for p in args.timings]
+    missing = [str(p) for p in paths if not p.is_file()]
+    if missing:
+        parser.error(f"no timings file: {', '.join(missing)}")
+    print(compare_timings(paths))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,6 +1,8 @@
 """The CPU stand-in model: tokenizer, chat template, save/load by path, cached builds."""
 
+import hashlib
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,14 @@ from saah_lib.models.warmstart import (
     build_warm_start,
     read_build_info,
     tokenizer_corpus,
+)
+from saah_lib.numerics import (
+    MODE_VARIABLE,
+    PINNED_CAPABILITY,
+    RECORD_KEY,
+    cpu_description,
+    cpu_numerics_record,
+    pin_obstacle,
 )
 from saah_lib.tasks.prompts import SYSTEM_PROMPT, make_prompt
 from saah_lib.tasks.synthetic import generate_problems
@@ -155,3 +165,56 @@ def test_builds_are_deterministic(built, tmp_path):
     first, second = read_build_info(built), read_build_info(again)
     assert first["final_sft_loss"] == second["final_sft_loss"]
     assert (built / "model.safetensors").read_bytes() == (again / "model.safetensors").read_bytes()
+
+
+# ---------------------------------------------------------------------- under the pinned CPU numerics
+
+def _cached_build_copy(built: Path, target: Path, numerics: dict | None) -> Path:
+    """A copy of a finished build whose record claims ``numerics`` (None: recorded before numerics were)."""
+    shutil.copytree(built, target)
+    info = read_build_info(target)
+    info.pop(RECORD_KEY, None)
+    if numerics is not None:
+        info[RECORD_KEY] = numerics
+    (target / BUILD_INFO_FILE).write_text(json.dumps(info))
+    (target / "marker").write_text("this copy")  # gone if the folder is rebuilt
+    return target
+
+
+def test_the_build_records_its_cpu_numerics_outside_the_cache_key(built):
+    info = read_build_info(built)
+    assert info[RECORD_KEY]["capability"] == torch.backends.cpu.get_cpu_capability()
+    assert info[RECORD_KEY]["torch_threads"] == tiny_model.BUILD_THREADS
+    assert RECORD_KEY not in tiny_model._cache_key(0, TINY)
+
+
+def test_a_cached_build_made_with_other_kernels_is_rebuilt_and_an_unrecorded_one_reused(built, tmp_path):
+    here = torch.backends.cpu.get_cpu_capability()
+    other = _cached_build_copy(built, tmp_path / "other", {"capability": "DEFAULT" if here != "DEFAULT" else "AVX2"})
+    build_warm_start(other, seed=0, settings=TINY, progress=False)
+    assert not (other / "marker").exists() and read_build_info(other)[RECORD_KEY]["capability"] == here
+    older = _cached_build_copy(built, tmp_path / "older", None)
+    build_warm_start(older, seed=0, settings=TINY, progress=False)
+    assert (older / "marker").exists()  # a build from before numerics were recorded stays valid
+
+
+# A short build at a few hundred SFT steps. Its weights under the pinned numerics with torch 2.13.0, measured on
+# an AMD EPYC (AVX-512) CPU; the same build with torch's AVX-512 kernels (SAAH_CPU_NUMERICS=native there) gives
+# 327cbdfe60fec812bea6aa264f9fc42e47be5176a07cee9458ffabaca0ce9339, so a process that lost the pin fails here.
+SHORT = WarmStartSettings(hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=2, intermediate_size=256,
+                          tokenizer_problems=500, sft_steps=300, n_sft_problems=2400, n_heldout=20, max_new_tokens=48)
+SHORT_BUILD_SHA256 = "e4d0f53d5194ced9de2c883efc1cfd4cf6661f7bd3c245834747cb58b47cbc1b"
+
+
+def test_a_short_build_under_the_pinned_numerics_has_the_committed_weights(tmp_path):
+    numerics = cpu_numerics_record()
+    if pin_obstacle(cpu_description()):
+        pytest.skip(f"the pin cannot hold on this CPU: {pin_obstacle(cpu_description())}")
+    if numerics["mkl_kernels"] != "generic":
+        pytest.skip("MKL runs its Intel kernels on this CPU, not the generic ones this hash was made with "
+                    "(docs/reproducibility.md)")
+    assert numerics["mode"] == "pinned", f"{MODE_VARIABLE} switches the pin off in this process"
+    assert numerics["capability"] == PINNED_CAPABILITY  # conftest imports saah_lib before torch
+    model = build_warm_start(tmp_path / "short", settings=SHORT, progress=False)
+    digest = hashlib.sha256((model / "model.safetensors").read_bytes()).hexdigest()
+    assert digest == SHORT_BUILD_SHA256, "other weights than under the pinned numerics (torch still 2.13.0?)"

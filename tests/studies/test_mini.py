@@ -82,3 +82,30 @@ def test_promote_replaces_the_committed_study_keeps_other_runs_and_refuses_unfin
     assert not any((committed / "runs").glob("*/checkpoints"))
     check_manifest(committed)  # written by promote
     assert sorted(p.name for p in tmp_path.iterdir()) == ["committed", "rerun"]  # no staging folder left
+
+
+PINNED_AMD = {"mode": "pinned", "pin_holds": True, "mkl_kernels": "generic", "comparable_bit_for_bit": True,
+              "capability": "AVX2", "torch_threads": 2, "cpu_model": "AMD EPYC", "machine": "x86_64",
+              "pinned_settings": {"ATEN_CPU_CAPABILITY": "avx2"}}
+
+
+@pytest.mark.parametrize("outcome, numerics, status, reason", [
+    ("bits reproduced", PINNED_AMD, 0, "bits reproduced"),
+    ("conclusions reproduced", {**PINNED_AMD, "mode": "native", "pin_holds": None, "comparable_bit_for_bit": False},
+     0, "bits differ, as expected here (SAAH_CPU_NUMERICS=native); the conclusions reproduced"),
+    ("conclusions reproduced", {**PINNED_AMD, "capability": "SVE256", "pin_holds": False, "machine": "aarch64",
+                                "comparable_bit_for_bit": False, "pin_obstacle": "this CPU is aarch64"},
+     0, "bits differ, as expected here (this CPU is aarch64); the conclusions reproduced"),
+    ("conclusions reproduced", {**PINNED_AMD, "mkl_kernels": "Intel", "comparable_bit_for_bit": False},
+     0, "bits differ, as expected here (on an Intel CPU MKL runs other kernels"),
+    ("conclusions reproduced", PINNED_AMD, 1, "bits differ although this CPU runs the committed studies' kernels"),
+    ("conclusions changed", {**PINNED_AMD, "mode": "native"}, 1, "conclusions changed: the rerun does not support"),
+    ("conclusions not checked", {**PINNED_AMD, "mode": "native"}, 1, "conclusions not checked"),
+    ("study files differ", PINNED_AMD, 1, "every run is identical, yet a study file differs"),
+])
+def test_make_mini_fails_unless_the_bits_or_where_they_may_differ_the_conclusions_reproduce(outcome, numerics,
+                                                                                          status, reason):
+    from saah_lib.studies.mini import judge
+
+    got_status, got_reason = judge({"outcome": outcome}, numerics)
+    assert got_status == status and got_reason.startswith(reason), got_reason

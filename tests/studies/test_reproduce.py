@@ -68,7 +68,10 @@ def test_differences_are_located_and_sized(tmp_path):
     fake_run(tmp_path / "b" / "runs" / "r1", rewards=(1.0, 2.25), correct=(False, False), completion="y")
     fake_run(tmp_path / "a" / "runs" / "r2")
     report = compare_studies(tmp_path / "a", tmp_path / "b")
-    assert report["verdict"].startswith("0/2 runs reproduced exactly")
+    # never a bare "0/2 reproduced": these runs are no study, so level 2 says it could not check
+    assert report["verdict"].startswith("bits differ on 2/2 runs (and warm start, answer_kinds.json); "
+                                        "conclusions not checked: GRPO: 0 common seed(s)")
+    assert report["outcome"] == "conclusions not checked"
     assert report["largest_difference"]["reward_mean"] == {"difference": 0.25, "step": 2, "run": "r1"}
     assert report["largest_difference"]["eval/pass_at_1"]["difference"] == 0.5
     r1 = report["runs"]["r1"]
@@ -99,6 +102,36 @@ def test_a_changed_setting_is_a_difference(tmp_path):
     fake_run(tmp_path / "x" / "runs" / "r")
     shutil.copytree(tmp_path / "b", tmp_path / "y" / "runs" / "r")
     assert "| r | no (settings differ: alpha) |" in report_markdown(compare_studies(tmp_path / "x", tmp_path / "y"))
+
+
+# ---------------------------------------------------------------------- CPU numerics: recorded, not compared
+
+NUMERICS = {"mode": "pinned", "pinned_settings": {"ATEN_CPU_CAPABILITY": "avx2"}, "capability": "AVX2",
+            "torch_threads": 1, "pin_holds": True, "cpu_model": "AMD EPYC", "machine": "x86_64"}
+
+
+def test_cpu_numerics_are_not_a_difference_but_both_sides_are_printed(tmp_path):
+    fake_run(tmp_path / "a" / "runs" / "r1")  # made before numerics were recorded
+    fake_run(tmp_path / "b" / "runs" / "r1")
+    path = tmp_path / "b" / "runs" / "r1" / "config.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "cpu_numerics": NUMERICS}))
+    report = compare_studies(tmp_path / "a", tmp_path / "b")
+    assert report["runs_identical"] == 1 and report["verdict"].startswith("1/1 runs reproduced exactly")
+    rerun_side = "pinned (ATEN_CPU_CAPABILITY=avx2); torch CPU capability AVX2, 1 thread; CPU AMD EPYC (x86_64)"
+    assert report["cpu_numerics"] == [{"committed": "not recorded", "rerun": rerun_side, "where": ["r1"]}]
+    assert f"- r1: committed: not recorded; rerun: {rerun_side}" in report_markdown(report)
+    same = compare_run(tmp_path / "b" / "runs" / "r1", tmp_path / "b" / "runs" / "r1")
+    assert same["cpu_numerics"] is None
+
+
+def test_differing_numerics_print_both_sides_and_a_pin_that_did_not_hold_says_so(tmp_path):
+    for root, numerics in (("a", NUMERICS), ("b", {**NUMERICS, "capability": "AVX512", "pin_holds": False})):
+        fake_run(tmp_path / root)
+        path = tmp_path / root / "config.json"
+        path.write_text(json.dumps({**json.loads(path.read_text()), "cpu_numerics": numerics}))
+    diff = compare_run(tmp_path / "a", tmp_path / "b")["cpu_numerics"]
+    assert diff["fields"] == ["capability", "pin_holds"]
+    assert diff["rerun"].startswith("pinned (ATEN_CPU_CAPABILITY=avx2) NOT HOLDING; torch CPU capability AVX512")
 
 
 # ---------------------------------------------------------------------- bit-identical reruns (slow)

@@ -1,0 +1,144 @@
+"""Which environment settings change the bits of a CPU study? (the measurement behind saah_lib.numerics)
+
+    .venv/bin/python tools/cpu_numerics_probe.py                  # every configuration below, about 40 s each
+    .venv/bin/python tools/cpu_numerics_probe.py --only pin native-avx512
+    .venv/bin/python tools/cpu_numerics_probe.py --emulate-intel-mkl   # also MKL's Intel code paths (needs gcc)
+
+Each configuration runs in a fresh process with ``SAAH_CPU_NUMERICS=native`` (so
+that ``import saah_lib`` leaves the environment as given): a short warm-start build
+at the study's model size (sha256 of its weights) and a short GRPO run of the tiny
+profile from it (sha256 of its train log without wall times, and of its evaluation
+completions).  Configurations are then grouped by identical results: settings in
+one group change nothing here.
+
+``--emulate-intel-mkl`` preloads a two-function library telling MKL the CPU is an
+Intel one, so that on an AMD CPU MKL runs the code paths it chooses on Intel CPUs
+(AVX-512, or AVX2 under ``MKL_CBWR=AVX2``); MKL_VERBOSE's first line names the
+path.  It is an emulation: the kernels are Intel's, the machine is not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PIN = {"ATEN_CPU_CAPABILITY": "avx2"}
+CONFIGS = {
+    "pin": PIN,
+    "native-avx512": {"ATEN_CPU_CAPABILITY": "avx512"},
+    "pin+mkl-cbwr-avx2": {**PIN, "MKL_CBWR": "AVX2"},
+    "pin+onednn-avx2": {**PIN, "ONEDNN_MAX_CPU_ISA": "AVX2"},
+    "pin+mkl-cbwr-compatible": {**PIN, "MKL_CBWR": "COMPATIBLE"},
+    "pin+mkl-cbwr-avx2-strict": {**PIN, "MKL_CBWR": "AVX2,STRICT"},
+}
+INTEL_CONFIGS = {
+    "pin+intel-mkl": PIN,
+    "pin+intel-mkl+mkl-cbwr-avx2": {**PIN, "MKL_CBWR": "AVX2"},
+    "pin+intel-mkl+mkl-cbwr-compatible": {**PIN, "MKL_CBWR": "COMPATIBLE"},
+    "pin+intel-mkl+mkl-cbwr-avx2-strict": {**PIN, "MKL_CBWR": "AVX2,STRICT"},
+}
+MKL_HEADER = "import torch; torch.ones(8, 8) @ torch.ones(8, 8)"  # one matrix product: MKL_VERBOSE names its path
+FAKE_INTEL = "int mkl_serv_intel_cpu_true(void) { return 1; }\nint mkl_serv_intel_cpu(void) { return 1; }\n"
+
+CHILD = r"""
+import hashlib, json, sys, time
+from pathlib import Path
+import saah_lib
+import torch
+torch.set_num_threads(1)
+from saah_lib.models.warmstart import WarmStartSettings, build_warm_start, read_build_info
+from saah_lib.training.config import make_config
+from saah_lib.training.run import run_training
+
+out = Path(sys.argv[1])
+settings = WarmStartSettings(sft_steps=int(sys.argv[2]), n_sft_problems=8 * int(sys.argv[2]), n_heldout=40)
+started = time.perf_counter()
+model = build_warm_start(out / "warmstart", settings=settings, force=True, progress=False)
+built = time.perf_counter() - started
+result = {"capability": torch.backends.cpu.get_cpu_capability(),
+          "weights": hashlib.sha256((model / "model.safetensors").read_bytes()).hexdigest(),
+          "heldout_pass_at_1": read_build_info(model)["heldout_pass_at_1"], "build_s": round(built, 1)}
+if int(sys.argv[3]):
+    cfg = make_config("tiny", model_name=str(model), method="sa", seed=0, steps=int(sys.argv[3]),
+                      eval_every=int(sys.argv[3]), n_eval=40, save_every=1000, results_dir=str(out / "results"))
+    run = run_training(cfg, progress=False)
+    log = [{k: v for k, v in json.loads(line).items() if k != "step_time"}
+           for line in (run / "train_log.jsonl").read_text().splitlines()]
+    samples = sorted((run / "eval_samples").glob("*.jsonl"))
+    result["train_log"] = hashlib.sha256(json.dumps(log).encode()).hexdigest()
+    result["completions"] = hashlib.sha256(b"".join(p.read_bytes() for p in samples)).hexdigest()
+    result["final_reward_mean"] = log[-1]["reward_mean"]
+print("PROBE " + json.dumps(result))
+"""
+
+
+def fake_intel_library(folder: Path) -> Path:
+    source, library = folder / "fake_intel.c", folder / "libfake_intel.so"
+    source.write_text(FAKE_INTEL)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(library), str(source)], check=True)
+    return library
+
+
+def probe(name: str, settings: dict, folder: Path, sft_steps: int, grpo_steps: int, preload: Path | None) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "ONEDNN_MAX_CPU_ISA")}
+    env.update(settings, SAAH_CPU_NUMERICS="native", PYTHONPATH=str(REPO), HF_HUB_OFFLINE="1", ONEDNN_VERBOSE="1",
+               OMP_NUM_THREADS="1")
+    if preload:
+        env["LD_PRELOAD"] = str(preload)
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", CHILD, str(folder / name), str(sft_steps), str(grpo_steps)],
+                          env=env, cwd=folder, capture_output=True, text=True)
+    lines = done.stdout.splitlines()
+    result = next((json.loads(x[6:]) for x in lines if x.startswith("PROBE ")), None)
+    if done.returncode or result is None:
+        raise RuntimeError(f"{name} failed:\n{done.stderr[-3000:]}")
+    wall = round(time.perf_counter() - started, 1)
+    header = subprocess.run([sys.executable, "-c", MKL_HEADER], env={**env, "MKL_VERBOSE": "1"}, capture_output=True,
+                            text=True).stdout
+    mkl = next((x for x in header.splitlines() if x.startswith("MKL_VERBOSE oneMKL")), "")
+    result.update(settings=settings, wall_s=wall, mkl_path=mkl.split(" for ")[-1].split(",")[0] if mkl else None,
+                  onednn_primitives_run=sum("onednn_verbose" in x and ",exec," in x for x in lines))
+    return result
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="+", help="configuration names (default: all)")
+    parser.add_argument("--sft-steps", type=int, default=200)
+    parser.add_argument("--grpo-steps", type=int, default=4, help="0: warm start only")
+    parser.add_argument("--emulate-intel-mkl", action="store_true")
+    parser.add_argument("--out", type=Path, help="write the results here as JSON")
+    args = parser.parse_args(argv)
+    configs = {**CONFIGS, **(INTEL_CONFIGS if args.emulate_intel_mkl else {})}
+    unknown = sorted(set(args.only or ()) - set(configs))
+    if unknown:
+        parser.error(f"unknown configurations {unknown}; known: {sorted(configs)}")
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="numerics-probe-") as tmp:
+        preload = fake_intel_library(Path(tmp)) if args.emulate_intel_mkl else None
+        for name, settings in configs.items():
+            if args.only and name not in args.only:
+                continue
+            results[name] = probe(name, settings, Path(tmp), args.sft_steps, args.grpo_steps,
+                                  preload if "intel-mkl" in name else None)
+            print(name, json.dumps(results[name]), flush=True)
+    groups: dict[tuple, list[str]] = {}
+    for name, r in results.items():
+        groups.setdefault((r["weights"], r.get("train_log"), r.get("completions")), []).append(name)
+    print("\nidentical results:")
+    for key, names in groups.items():
+        print(f"  weights {key[0][:12]} train log {(key[1] or '-')[:12]} completions {(key[2] or '-')[:12]}: "
+              + ", ".join(names))
+    if args.out:
+        args.out.write_text(json.dumps({"results": results, "groups": list(groups.values())}, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
