@@ -27,11 +27,12 @@ def write_root(root: Path, correct: dict[str, tuple[int, ...]], steps: int = 2) 
         for seed, k in enumerate(per_seed):
             log = RunDir(root / "runs" / f"tiny-{method}-a{ALPHAS[method]:g}-s{seed}")
             log.write_config({"method": method, "alpha": ALPHAS[method], "seed": seed, "steps": steps,
-                              "model_label": "tiny"}, {})
+                              "eval_every": steps, "model_label": "tiny"}, {})
             for step in range(1, steps + 1):
                 log.log_step({"step": step, "reward_mean": 1.0 + seed})
-            log.log_eval({"step": 0, "pass_at_1": 0.1}, [{"id": f"p{i}", "correct": i < 20} for i in range(N)])
-            log.log_eval({"step": steps, "pass_at_1": k / N}, [{"id": f"p{i}", "correct": i < k} for i in range(N)])
+            for step, right in ((0, 20), (steps, k)):  # the committed format: counts beside Pass@1
+                log.log_eval({"step": step, "pass_at_1": right / N, "n": N, "n_correct": right},
+                             [{"id": f"p{i}", "correct": i < right} for i in range(N)])
     return root
 
 
