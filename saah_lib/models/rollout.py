@@ -129,7 +129,7 @@ class StaticRollout:
     """
 
     def __init__(self, *, max_new_tokens: int, pad_token_id: int, eos_token_ids, compile: bool = False,
-                 compile_mode: str | None = None, buckets: tuple[int, ...] = PROMPT_BUCKETS,
+                 compile_mode: str | None = None, compile_backend: str | None = None, buckets: tuple[int, ...] = PROMPT_BUCKETS,
                  early_exit_every: int | None = None):
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
@@ -139,6 +139,7 @@ class StaticRollout:
         self.eos_token_ids = sorted({int(e) for e in eos if e is not None})
         self.compile = compile
         self.compile_mode = compile_mode
+        self.compile_backend = compile_backend or "inductor"
         self.buckets = tuple(buckets)
         # Stop once every row has ended, checked every N tokens (a host sync). Uncompiled: every token, as
         # generate does, so the global RNG advances exactly as on TRL's path and runs stay reproducible
@@ -160,7 +161,10 @@ class StaticRollout:
             return self._step
         if self._compiled_step is None:
             mode = self.compile_mode or ("reduce-overhead" if torch.cuda.is_available() else None)
-            self._compiled_step = torch.compile(self._step, mode=mode, fullgraph=False, dynamic=False)
+            if self.compile_backend != "inductor":
+                mode = None  # modes are inductor's
+            self._compiled_step = torch.compile(self._step, backend=self.compile_backend, mode=mode,
+                                                fullgraph=False, dynamic=False)
         return self._compiled_step
 
     def _cache(self, model, batch: int, length: int, device, dtype):

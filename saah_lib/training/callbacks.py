@@ -51,11 +51,12 @@ class PassAtOneCallback(TrainerCallback):
     """
 
     def __init__(self, run: RunDir, tokenizer, problems, *, eval_every: int, max_new_tokens: int,
-                 batch_size: int, progress: bool = True, generation_backend: str = "hf"):
+                 batch_size: int, progress: bool = True, generation_backend: str = "hf", trainer=None):
         self.run, self.tokenizer, self.problems = run, tokenizer, problems
         self.eval_every, self.max_new_tokens, self.batch_size = eval_every, max_new_tokens, batch_size
         self.progress = progress
         self.generation_backend = generation_backend
+        self.trainer = trainer  # when given, its static engine settings (compilation) apply to evaluation too
         self.engine = None  # the compiled backend's StaticRollout, kept so its graph is reused
         self.history: list[dict] = []
 
@@ -64,7 +65,9 @@ class PassAtOneCallback(TrainerCallback):
             return
         backend = self.generation_backend
         device = next(model.parameters()).device
-        if self.engine is None and evaluation_backend(backend, device) == "compiled":
+        if self.engine is None and evaluation_backend(backend, device) == "compiled" and self.trainer is not None:
+            self.engine = self.trainer.evaluation_engine(self.max_new_tokens)
+        elif self.engine is None and evaluation_backend(backend, device) == "compiled":
             self.engine = StaticRollout(max_new_tokens=self.max_new_tokens, eos_token_ids=self.tokenizer.eos_token_id,
                                         pad_token_id=self.tokenizer.pad_token_id, compile=device.type == "cuda")
         result = evaluate_pass_at_1(model, self.tokenizer, self.problems, max_new_tokens=self.max_new_tokens,

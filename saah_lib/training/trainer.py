@@ -56,6 +56,9 @@ class SAAHGRPOConfig(GRPOConfig):
     rollout_compile: bool | None = field(
         default=None, metadata={"help": "torch.compile the compiled backend's decode step; None: only on CUDA"}
     )
+    rollout_compile_backend: str | None = field(
+        default=None, metadata={"help": "torch.compile backend of that step (inductor, aot_eager, eager); None: inductor"}
+    )
     # The paper's loss: token-level normalisation and the plain k3 KL estimator.
     loss_type: str = "bnpo"
     use_bias_correction_kl: bool = False
@@ -109,13 +112,20 @@ class SAAHGRPOTrainer(GRPOTrainer):
 
     def rollout_engine(self) -> StaticRollout:
         if self._rollout_engine is None:
-            compile_ = self.args.rollout_compile
-            self._rollout_engine = StaticRollout(
-                max_new_tokens=self.max_completion_length, pad_token_id=self._tokenizer.pad_token_id,
-                eos_token_ids=self.eos_token_ids,
-                compile=self.accelerator.device.type == "cuda" if compile_ is None else compile_,
-            )
+            self._rollout_engine = self._static_engine(self.max_completion_length, self.eos_token_ids)
         return self._rollout_engine
+
+    def evaluation_engine(self, max_new_tokens: int) -> StaticRollout:
+        """A static engine for greedy evaluation with the same compile settings as the rollouts."""
+        return self._static_engine(max_new_tokens, self._tokenizer.eos_token_id)
+
+    def _static_engine(self, max_new_tokens: int, eos_token_ids) -> StaticRollout:
+        compile_ = self.args.rollout_compile
+        return StaticRollout(
+            max_new_tokens=max_new_tokens, pad_token_id=self._tokenizer.pad_token_id, eos_token_ids=eos_token_ids,
+            compile=self.accelerator.device.type == "cuda" if compile_ is None else compile_,
+            compile_backend=self.args.rollout_compile_backend,
+        )
 
     def _static_rollout(self, prompt_ids):
         """TRL's regular generation path with the static-shape engine in place of ``model.generate``.
