@@ -53,14 +53,21 @@ class CompileHealth:
         self.fallback: dict | None = None
 
     # ------------------------------------------------------------------ counting
-    def configure(self, backend: str, mode: str | None, device) -> None:
-        self.backend, self.mode = backend, mode
+    def configure(self, backend, mode: str | None, device) -> None:
+        self.backend, self.mode = getattr(backend, "__name__", str(backend)), mode
         self.cuda_graphs = str(device).startswith("cuda") and mode == "reduce-overhead"
 
     @contextmanager
     def watching(self):
-        """Dynamo settings for a decode loop: a limit hit is an error (never a silent eager run)."""
-        with torch._dynamo.config.patch(recompile_limit=MAX_GRAPHS, fail_on_recompile_limit_hit=True):
+        """Dynamo settings for a decode loop.
+
+        A limit hit is an error, never a silent eager run. Hooks are guarded: by default dynamo
+        ignores a forward hook added to a module after compilation (``skip_nnmodule_hook_guards``),
+        so the graph would silently skip it; guarded, such a hook forces a recompile, which is an
+        error here, and the run falls back to ``hf``, which honours it.
+        """
+        with torch._dynamo.config.patch(recompile_limit=MAX_GRAPHS, fail_on_recompile_limit_hit=True,
+                                        skip_nnmodule_hook_guards=False):
             yield
 
     def call(self, key: tuple, fn, *args) -> None:
@@ -98,7 +105,8 @@ class CompileHealth:
             return
         reason = f"{type(error).__name__}: {error}".strip()[:2000]
         self.fallback = {"reason": reason, "where": where, "step": step}
-        warnings.warn(f"compiled decoding failed in {where} ({reason.splitlines()[0]}); "
+        short = " ".join(reason.split())[:400]  # dynamo puts the cause on later lines
+        warnings.warn(f"compiled decoding failed in {where} ({short}); "
                       "this run continues with generation_backend='hf'", RuntimeWarning, stacklevel=2)
 
     # ------------------------------------------------------------------ record

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
+
 @dataclass(frozen=True)
 class SamplingSettings:
     do_sample: bool = True

@@ -61,7 +61,7 @@ class SAAHGRPOConfig(GRPOConfig):
         default=None, metadata={"help": "torch.compile the compiled backend's decode step; None: only on CUDA"}
     )
     rollout_compile_backend: str | None = field(
-        default=None, metadata={"help": "torch.compile backend of that step (inductor, aot_eager, eager); None: inductor"}
+        default=None, metadata={"help": "that step's torch.compile backend: inductor, aot_eager, eager; None: inductor"}
     )
     # The paper's loss: token-level normalisation and the plain k3 KL estimator.
     loss_type: str = "bnpo"
