@@ -369,12 +369,13 @@ def run_benchmark(args) -> dict:
     backends = list(dict.fromkeys(resolve_backend(b) for b in args.generation_backend))
     if "vllm" in backends:
         raise ValueError("the benchmark times hf and compiled; vLLM runs are TRL's own (trl vllm-serve)")
-    if "compiled" in backends and compiles(args) and args.warmup + args.steps < MIN_COMPILED_STEPS:
-        raise ValueError(f"--warmup + --steps is {args.warmup + args.steps}; with compilation on it must be at least "
-                         f"{MIN_COMPILED_STEPS}, so that recompiles (dynamo gives up after 8) show")
     variants = [v for v in VARIANTS if not args.variants or v[0] in args.variants]
     runs = [(v, "hf") for v in variants if v[1] == "trl"]
     runs += [(v, b) for b in backends for v in variants if v[1] != "trl"]
+    compiled_training = any(b == "compiled" for _, b in runs) and compiles(args)
+    if compiled_training and args.warmup + args.steps < MIN_COMPILED_STEPS:
+        raise ValueError(f"--warmup + --steps is {args.warmup + args.steps}; with compilation on it must be at least "
+                         f"{MIN_COMPILED_STEPS}, so that recompiles (dynamo gives up after 8) show")
     path = out_dir / f"{device_name().replace(' ', '_')}-{args.profile}.json"
     report = {
         "device": device_name(), "profile": args.profile, "model": label, "dtype": str(dtype),
