@@ -9,7 +9,9 @@ What changes relative to TRL, and nothing else:
    estimate from the backbone's final hidden states (captured with a forward
    hook) through a chunked, gradient-free ``lm_head`` product.
 2. ``_generate_and_score_completions``: groups whose reward standard deviation
-   is below ``reward_std_threshold`` get zero advantage.
+   is below ``reward_std_threshold`` get zero advantage; the input-gradient hooks
+   transformers leaves behind at each of TRL's checkpointing toggles are dropped
+   (they repeat the one it tracks; no value changes).
 3. ``_generate_single_turn``: with ``generation_backend="compiled"`` rollouts go
    through ``saah_lib.models.rollout`` (static KV cache, compiled decode step, LoRA
    merged for the rollout); ``hf`` and ``vllm`` are TRL's own paths. If compiled
