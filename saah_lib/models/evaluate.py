@@ -6,7 +6,8 @@ import torch
 from tqdm.auto import tqdm
 
 from saah_lib.models.backends import evaluation_backend
-from saah_lib.models.rollout import SamplingSettings, StaticRollout, merged_lora
+from saah_lib.models.rollout import StaticRollout, merged_lora
+from saah_lib.models.sampling import SamplingSettings
 from saah_lib.tasks.problems import Problem
 from saah_lib.tasks.prompts import make_prompt
 from saah_lib.tasks.scoring import EvalResult, score_completions
@@ -32,7 +33,9 @@ def greedy_completions(model, tokenizer, prompts: list[str], *, max_new_tokens: 
     ``generation_backend``: ``hf`` (``model.generate``), ``compiled`` (:mod:`saah_lib.models.rollout`,
     static shapes, LoRA merged) or ``auto`` (compiled on CUDA, hf elsewhere); ``vllm``
     evaluates like ``auto`` since evaluation runs on the trainer's own model.
-    ``engine`` reuses a ``StaticRollout`` (and its compiled graph) across calls.
+    ``engine`` reuses a ``StaticRollout`` (and its compiled graphs) across calls. If compiled
+    decoding fails, the failure is recorded in ``engine.health`` with a warning, and this and every
+    later call sharing that record decode with ``hf``.
     """
     was_training = model.training
     model.eval()
@@ -45,23 +48,41 @@ def greedy_completions(model, tokenizer, prompts: list[str], *, max_new_tokens: 
     batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
     if backend == "compiled" and engine is None:
         engine = StaticRollout(max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id,
-                               eos_token_ids=tokenizer.eos_token_id, compile=device.type == "cuda")
+                               eos_token_ids=tokenizer.eos_token_id, compile=device.type == "cuda",
+                               name="evaluation")
     try:
         for batch in tqdm(batches, desc=desc, disable=not progress, leave=False):
             texts = [prompts[i] for i in batch]
-            if backend == "compiled":
-                new_tokens = _static_greedy(model, tokenizer, texts, engine, batch_size)
-            else:
-                enc = tokenizer(texts, return_tensors="pt", padding=True,
-                                padding_side="left", add_special_tokens=False).to(device)
-                gen = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False,
-                                     pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
-                new_tokens = gen[:, enc["input_ids"].shape[1]:].tolist()
+            new_tokens = None
+            if backend == "compiled" and not engine.health.fell_back:
+                new_tokens = _static_greedy_or_none(model, tokenizer, texts, engine, batch_size, desc)
+            if new_tokens is None:
+                new_tokens = _hf_greedy(model, tokenizer, texts, max_new_tokens)
             for i, ids in zip(batch, new_tokens):
                 out[i] = _completion_text(ids, tokenizer)
     finally:
         model.train(was_training)
     return out  # type: ignore[return-value]
+
+
+def _hf_greedy(model, tokenizer, texts: list[str], max_new_tokens: int) -> list[list[int]]:
+    device = next(model.parameters()).device
+    enc = tokenizer(texts, return_tensors="pt", padding=True, padding_side="left",
+                    add_special_tokens=False).to(device)
+    gen = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False,
+                         pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
+    return gen[:, enc["input_ids"].shape[1]:].tolist()
+
+
+def _static_greedy_or_none(model, tokenizer, texts, engine, batch_size: int, where: str):
+    """The static engine's completions; None (recorded in ``engine.health``) if compiled decoding failed."""
+    try:
+        return _static_greedy(model, tokenizer, texts, engine, batch_size)
+    except Exception as error:
+        if not engine.compile:
+            raise  # no compiler involved: a bug to see, not a reason to change backend
+        engine.health.fall_back(error, where)
+        return None
 
 
 def _static_greedy(model, tokenizer, texts: list[str], engine, batch_size: int) -> list[list[int]]:

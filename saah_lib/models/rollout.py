@@ -1,35 +1,57 @@
-"""Fast rollouts: a static-shape decode loop that ``torch.compile`` can capture once.
+"""Fast rollouts: a static-shape decode loop that ``torch.compile`` captures once per shape.
 
 Why this exists: ``model.generate`` with a dynamic cache spends most of a GPU
 step launching kernels (about 90 ms per decode step for Qwen2.5-1.5B against
 ~7 ms once compiled with a static cache), and TRL builds its generation config
 with ``disable_compile=True``. This module decodes with
 
-* a static KV cache (``transformers.StaticCache``) of ``bucket + max_new_tokens``,
 * prompt lengths left-padded up to one of a few static sizes (``prompt_bucket``),
-* a fixed completion budget and a full-length 2D attention mask, so every decode
-  step has the same shapes and a compiled step never recompiles,
+* per (batch, bucket) one static state kept for the engine's life: a KV cache
+  (``transformers.StaticCache``) of ``bucket + max_new_tokens`` and the decode
+  buffers (tokens, log-probs, finished flags, step counter, attention mask), all at
+  static addresses, so a compiled step, and its CUDA graph, is built once per shape,
+* one compiled call per token that runs the model, samples, computes the log-prob,
+  updates the finished flags and writes the token into the buffers: nothing per token
+  happens outside the graph, and the host reads the device only to stop early once
+  every row has ended, at most once every ``EARLY_EXIT_EVERY`` tokens,
 * LoRA adapters merged into the base weights for the rollout and the base
-  weights copied back bit for bit afterwards (``merged_lora``).
+  weights copied back bit for bit afterwards (``merged_lora``),
+* the model normalised for decoding (``decoding_state``): eval mode, gradient-checkpointing
+  flags off and transformers' input-gradient hooks detached, all restored afterwards, so
+  that TRL's toggling of gradient checkpointing around each generation cannot change what
+  the compiled step's guards see (it used to add a hook per toggle: a recompile per step).
 
-Sampling follows ``generate``'s order: min-new-tokens, temperature, top-k,
-top-p, min-p, then ``torch.multinomial``; finished rows emit the pad token.
-The returned log-probabilities are ``log_softmax(logits / temperature)`` at the
-sampled token, the quantity TRL's training forward computes, so the importance
-ratio at the start of a step is 1.
+Sampling follows ``generate``'s order (min-new-tokens, temperature, top-k, top-p, min-p)
+and then draws by ``torch.multinomial``'s own algorithm without its host-side checks
+(:mod:`saah_lib.models.sampling`): uncompiled, or compiled with the ``eager``/``aot_eager``
+backends, the same tokens as TRL's ``generate`` path for a seed; with inductor the same
+distribution. Finished rows emit the pad token. The returned
+log-probabilities are ``log_softmax(logits / temperature)`` at the sampled token, the
+quantity TRL's training forward computes, so the importance ratio at the start of a step is 1.
 """
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-from dataclasses import dataclass
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, fields
 
 import torch
 from peft.tuners.lora import LoraLayer
+from torch.profiler import record_function
 from transformers import StaticCache
+
+from saah_lib.models.compile_health import CompileHealth
+from saah_lib.models.sampling import SamplingSettings, invalid_probabilities, process_logits, race_sample
 
 # Prompt lengths are padded up to the first of these (then to multiples of the last).
 PROMPT_BUCKETS = (64, 128, 256, 512, 1024)
+#: Compiled decoding reads "has every row ended?" on the host once per this many tokens.
+EARLY_EXIT_EVERY = 16
+#: transformers' (and PEFT's) forward hooks that only set requires_grad on the input embeddings' output.
+INPUT_GRAD_HOOKS = ("make_inputs_require_grads", "make_inputs_require_grad")
+
+__all__ = ["PROMPT_BUCKETS", "EARLY_EXIT_EVERY", "SamplingSettings", "StaticRollout", "merged_lora",
+           "decoding_state", "drop_orphaned_input_grad_hooks", "prompt_bucket", "completion_lists"]
 
 
 def prompt_bucket(length: int, buckets: tuple[int, ...] = PROMPT_BUCKETS) -> int:
@@ -41,55 +63,7 @@ def prompt_bucket(length: int, buckets: tuple[int, ...] = PROMPT_BUCKETS) -> int
     return -(-length // step) * step
 
 
-@dataclass(frozen=True)
-class SamplingSettings:
-    do_sample: bool = True
-    temperature: float = 1.0
-    top_k: int | None = None
-    top_p: float | None = None
-    min_p: float | None = None
-    min_new_tokens: int = 0
-
-    @classmethod
-    def from_generation_kwargs(cls, kwargs: dict) -> "SamplingSettings":
-        """From TRL's ``generation_kwargs`` dict; settings this engine does not implement are an error."""
-        penalty = kwargs.get("repetition_penalty")
-        if penalty not in (None, 1.0):
-            raise ValueError(f"generation_backend='compiled' does not implement repetition_penalty={penalty}; "
-                             "use generation_backend='hf'")
-        for key in ("suppress_tokens", "num_beams", "stop_strings"):
-            if kwargs.get(key) not in (None, 1, [], ()):
-                raise ValueError(f"generation_backend='compiled' does not implement {key}; use generation_backend='hf'")
-        return cls(do_sample=bool(kwargs.get("do_sample", True)),
-                   temperature=float(kwargs.get("temperature") or 1.0),
-                   top_k=kwargs.get("top_k") or None,
-                   top_p=kwargs.get("top_p"), min_p=kwargs.get("min_p"),
-                   min_new_tokens=int(kwargs.get("min_new_tokens") or 0))
-
-
-def process_logits(logits: torch.Tensor, s: SamplingSettings) -> torch.Tensor:
-    """Temperature, top-k, top-p and min-p, as ``generate``'s warpers apply them (float32 in and out)."""
-    if s.temperature != 1.0:
-        logits = logits / s.temperature
-    if s.top_k is not None and s.top_k > 0:
-        k = min(s.top_k, logits.size(-1))
-        kth = torch.topk(logits, k).values[..., -1, None]
-        logits = logits.masked_fill(logits < kth, -float("inf"))
-    if s.top_p is not None and s.top_p < 1.0:
-        sorted_logits, sorted_idx = torch.sort(logits, descending=False)
-        cum = sorted_logits.softmax(dim=-1).cumsum(dim=-1)
-        remove_sorted = cum <= (1 - s.top_p)
-        remove_sorted[..., -1:] = False  # keep at least one token
-        remove = remove_sorted.scatter(1, sorted_idx, remove_sorted)
-        logits = logits.masked_fill(remove, -float("inf"))
-    if s.min_p is not None and s.min_p > 0:
-        probs = logits.softmax(dim=-1)
-        threshold = s.min_p * probs.max(dim=-1, keepdim=True).values
-        logits = logits.masked_fill(probs < threshold, -float("inf"))
-    return logits
-
-
-# ---------------------------------------------------------------------- LoRA
+# ---------------------------------------------------------------------- the model during a rollout
 
 
 @contextmanager
@@ -117,20 +91,174 @@ def merged_lora(model):
                 module.merged_adapters.clear()
 
 
+def _input_embeddings(model):
+    try:
+        return model.get_input_embeddings()
+    except (AttributeError, NotImplementedError):
+        return None
+
+
+def _is_input_grad_hook(hook) -> bool:
+    return getattr(getattr(hook, "__code__", None), "co_name", None) in INPUT_GRAD_HOOKS
+
+
+@contextmanager
+def decoding_state(model):
+    """The model as every decode call sees it, whoever calls and whatever TRL toggled before.
+
+    Inside: every module in eval mode, every ``gradient_checkpointing`` flag False, and the
+    input-gradient hooks of transformers and PEFT detached from the input embeddings. All three
+    are restored exactly on exit. None of them changes a decoded value: checkpointing only acts in
+    training mode, and those hooks only mark the embeddings' output as requiring grad, which does
+    nothing under ``torch.no_grad``. But a compiled step guards on each of them, and TRL turns
+    checkpointing off for generation (not for our evaluations) and adds a hook each time it turns
+    it back on, so without this the guards fail at every step.
+    """
+    modes = [(m, m.training) for m in model.modules()]
+    checkpointing = [(m, m.gradient_checkpointing) for m in model.modules()
+                     if isinstance(getattr(m, "gradient_checkpointing", None), bool)]
+    embeddings = _input_embeddings(model)
+    hooks = dict(embeddings._forward_hooks) if embeddings is not None else {}
+    try:
+        for hook_id, hook in hooks.items():
+            if _is_input_grad_hook(hook):
+                del embeddings._forward_hooks[hook_id]
+        model.eval()
+        for module, _ in checkpointing:
+            module.gradient_checkpointing = False
+        yield model
+    finally:
+        if embeddings is not None:
+            embeddings._forward_hooks.clear()
+            embeddings._forward_hooks.update(hooks)  # same hooks, same order
+        for module, flag in checkpointing:
+            module.gradient_checkpointing = flag
+        for module, mode in modes:
+            module.training = mode
+
+
+def drop_orphaned_input_grad_hooks(model) -> int:
+    """Remove input-gradient hooks that transformers registered and no longer tracks; returns how many.
+
+    ``gradient_checkpointing_enable`` registers a new ``make_inputs_require_grads`` hook on the input
+    embeddings and keeps only the newest handle (``_require_grads_hooks``); the disable call removes
+    it only for a model loaded with transformers' own PEFT integration. TRL disables and re-enables
+    checkpointing around every generation, so a PEFT-wrapped model gains two such hooks per step,
+    all doing what the tracked one does. Removing the untracked ones changes no value.
+    """
+    embeddings = _input_embeddings(model)
+    tracked = {h.id for m in model.modules() for h in getattr(m, "_require_grads_hooks", None) or ()}
+    if embeddings is None or not tracked:
+        return 0  # nothing tracked: we cannot tell an orphan from a hook someone needs
+    orphans = [hook_id for hook_id, hook in embeddings._forward_hooks.items()
+               if getattr(hook.__code__, "co_name", None) == "make_inputs_require_grads" and hook_id not in tracked]
+    for hook_id in orphans:
+        del embeddings._forward_hooks[hook_id]
+    return len(orphans)
+
+
+# ---------------------------------------------------------------------- one decode step
+
+
+@dataclass
+class DecodeBuffers:
+    """The decode state of one (batch, bucket) shape, updated in place at static addresses."""
+
+    tokens: torch.Tensor  # (batch, max_new_tokens) sampled tokens, pad after a row's end
+    logps: torch.Tensor  # (batch, max_new_tokens) float32 log-probabilities of those tokens
+    finished: torch.Tensor  # (batch,) bool: the row has emitted an end-of-sequence token
+    all_finished: torch.Tensor  # () bool: every row has
+    t: torch.Tensor  # () long: index of the next token to sample
+    last: torch.Tensor  # (batch, 1) long: the token sampled last, fed to the next step
+    start: torch.Tensor  # (batch, 1) long: each row's prompt length (position of its first new token)
+    mask: torch.Tensor  # (batch, bucket + max_new_tokens) attention mask: prompt padding 0, all else 1
+    eos: torch.Tensor  # (vocab,) bool: the end-of-sequence tokens
+    invalid: torch.Tensor  # () bool: some sampling distribution had a NaN or negative probability
+
+    @classmethod
+    def allocate(cls, batch: int, bucket: int, max_new_tokens: int, vocab: int, eos_token_ids, device):
+        def zeros(*shape, dtype=torch.long):
+            return torch.zeros(shape, dtype=dtype, device=device)
+
+        eos = zeros(vocab, dtype=torch.bool)
+        eos[[e for e in eos_token_ids if e < vocab]] = True
+        buffers = cls(tokens=zeros(batch, max_new_tokens), logps=zeros(batch, max_new_tokens, dtype=torch.float32),
+                      finished=zeros(batch, dtype=torch.bool), all_finished=zeros(dtype=torch.bool), t=zeros(),
+                      last=zeros(batch, 1), start=zeros(batch, 1), mask=zeros(batch, bucket + max_new_tokens), eos=eos,
+                      invalid=zeros(dtype=torch.bool))
+        for tensor in buffers.tensors():
+            torch._dynamo.mark_static_address(tensor)  # mutated in the graph: CUDA graphs need fixed addresses
+        return buffers
+
+    def tensors(self) -> list[torch.Tensor]:
+        return [getattr(self, f.name) for f in fields(self)]
+
+    def reset(self, prompt_mask: torch.Tensor, lengths: torch.Tensor, pad_token_id: int) -> None:
+        bucket = prompt_mask.size(1)
+        self.tokens.fill_(pad_token_id)
+        self.logps.zero_()
+        self.finished.zero_()
+        self.all_finished.zero_()
+        self.invalid.zero_()
+        self.t.zero_()
+        self.start.copy_(lengths[:, None])
+        self.mask[:, :bucket].copy_(prompt_mask)
+        self.mask[:, bucket:] = 1  # future slots: the causal mask hides what is not written yet
+
+
+def _forward(model, input_ids, position_ids, attention_mask, cache) -> torch.Tensor:
+    out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                past_key_values=cache, use_cache=True, logits_to_keep=1)
+    return out.logits[:, -1, :].float()
+
+
+def _advance(buf: DecodeBuffers, logits: torch.Tensor, sampling: SamplingSettings, pad_token_id: int) -> None:
+    """Sample token ``buf.t`` of every row from ``logits`` and write it, its log-prob and the flags into ``buf``."""
+    if sampling.min_new_tokens > 0:
+        logits = logits.masked_fill(buf.eos & (buf.t < sampling.min_new_tokens), -float("inf"))
+    if sampling.do_sample:
+        probs = process_logits(logits, sampling).softmax(dim=-1)
+        buf.invalid.logical_or_(invalid_probabilities(probs))  # checked once the rollout ends: no sync here
+        nxt = race_sample(probs)
+    else:
+        nxt = logits.argmax(dim=-1)
+    scaled = logits / sampling.temperature if sampling.temperature != 1.0 else logits
+    logp = scaled.log_softmax(dim=-1).gather(1, nxt[:, None]).squeeze(1)
+    nxt = torch.where(buf.finished, pad_token_id, nxt)
+    logp = torch.where(buf.finished, 0.0, logp)
+    column = buf.t.view(1)
+    buf.tokens.index_copy_(1, column, nxt[:, None])
+    buf.logps.index_copy_(1, column, logp[:, None])
+    finished = buf.finished | buf.eos[nxt]
+    buf.finished.copy_(finished)
+    buf.all_finished.copy_(finished.all())
+    buf.last.copy_(nxt[:, None])
+    buf.t.add_(1)
+
+
+def _decode_step(model, cache, buf: DecodeBuffers, sampling: SamplingSettings, pad_token_id: int):
+    """Feed the last token, sample the next one: the function that is compiled, one graph per shape."""
+    logits = _forward(model, buf.last, buf.start + buf.t - 1, buf.mask, cache)
+    _advance(buf, logits, sampling, pad_token_id)
+
+
 # ---------------------------------------------------------------------- engine
 
 
 class StaticRollout:
     """Static-shape batched decoding for one causal LM.
 
-    ``compile=True`` wraps the one-token decode step in ``torch.compile`` (with
-    CUDA graphs, ``mode="reduce-overhead"``, on CUDA); the prefill stays eager.
-    Caches are kept per (batch, bucket) so repeated calls reuse one graph.
+    ``compile=True`` wraps the one-token decode step in ``torch.compile`` (``fullgraph=True``;
+    inductor with CUDA graphs, ``mode="reduce-overhead"``, on CUDA); the prefill stays eager.
+    The KV cache and decode buffers are kept per (batch, bucket), so repeated calls reuse one
+    graph each. ``health`` counts what compilation did and is shared with the run's other
+    engine; ``name`` keys this engine's graphs in it.
     """
 
     def __init__(self, *, max_new_tokens: int, pad_token_id: int, eos_token_ids, compile: bool = False,
-                 compile_mode: str | None = None, buckets: tuple[int, ...] = PROMPT_BUCKETS,
-                 early_exit_every: int | None = None):
+                 compile_mode: str | None = None, compile_backend: str | None = None,
+                 buckets: tuple[int, ...] = PROMPT_BUCKETS, early_exit_every: int | None = None,
+                 health: CompileHealth | None = None, name: str = "rollout"):
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
         self.max_new_tokens = max_new_tokens
@@ -139,44 +267,54 @@ class StaticRollout:
         self.eos_token_ids = sorted({int(e) for e in eos if e is not None})
         self.compile = compile
         self.compile_mode = compile_mode
+        self.compile_backend = compile_backend or "inductor"
         self.buckets = tuple(buckets)
         # Stop once every row has ended, checked every N tokens (a host sync). Uncompiled: every token, as
-        # generate does, so the global RNG advances exactly as on TRL's path and runs stay reproducible
-        # across backends; compiled: every 16, so the CPU can queue CUDA-graph replays ahead.
-        self.early_exit_every = early_exit_every or (16 if compile else 1)
-        self._caches: dict = {}
+        # generate does, so that the global RNG advances exactly as on TRL's path; compiled: every 16, so
+        # the host can queue decode steps (CUDA-graph replays) ahead.
+        self.early_exit_every = early_exit_every or (EARLY_EXIT_EVERY if compile else 1)
+        self.health = health if health is not None else CompileHealth()
+        self.name = name
+        self._states: dict = {}  # (batch, bucket, device, dtype) -> (StaticCache, DecodeBuffers)
         self._compiled_step = None
         self.compiled_steps_seen: set = set()  # (batch, bucket) shapes the compiled step has run with
 
-    # -------------------------------------------------------------- model calls
-    @staticmethod
-    def _step(model, input_ids, position_ids, attention_mask, cache):
-        out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                    past_key_values=cache, use_cache=True, logits_to_keep=1)
-        return out.logits[:, -1, :].float()
-
-    def _decode_fn(self):
+    # -------------------------------------------------------------- static state
+    def _decode_fn(self, device):
         if not self.compile:
-            return self._step
+            return _decode_step
         if self._compiled_step is None:
-            mode = self.compile_mode or ("reduce-overhead" if torch.cuda.is_available() else None)
-            self._compiled_step = torch.compile(self._step, mode=mode, fullgraph=False, dynamic=False)
+            mode = None
+            if self.compile_backend == "inductor":  # modes are inductor's
+                mode = self.compile_mode or ("reduce-overhead" if torch.device(device).type == "cuda" else None)
+            self._compiled_step = torch.compile(_decode_step, backend=self.compile_backend, mode=mode,
+                                                fullgraph=True, dynamic=False)
+            self.health.configure(self.compile_backend, mode, device)
         return self._compiled_step
 
-    def _cache(self, model, batch: int, length: int, device, dtype):
-        key = (batch, length, str(device), dtype)
-        cache = self._caches.get(key)
-        if cache is None:
-            cache = StaticCache(config=model.config, max_cache_len=length)
-            self._caches = {key: cache}  # keep one: a new shape drops the old buffers
-        else:
-            cache.reset()
-        return cache
+    def _static_state(self, model, batch: int, bucket: int, device, dtype):
+        key = (batch, bucket, str(device), dtype)
+        if key not in self._states:
+            head = model.get_output_embeddings()
+            vocab = head.weight.size(0) if head is not None else model.config.vocab_size
+            cache = StaticCache(config=model.config, max_cache_len=bucket + self.max_new_tokens)
+            buffers = DecodeBuffers.allocate(batch, bucket, self.max_new_tokens, vocab, self.eos_token_ids, device)
+            self._states[key] = (cache, buffers)
+        return self._states[key]
+
+    def static_tensors(self) -> list[torch.Tensor]:
+        """Every tensor of every kept (batch, bucket) state: what a decode step may write."""
+        out = []
+        for cache, buffers in self._states.values():
+            for layer in cache.layers:
+                out += [t for t in (getattr(layer, "keys", None), getattr(layer, "values", None),
+                                    getattr(layer, "cumulative_length", None)) if isinstance(t, torch.Tensor)]
+            out += buffers.tensors()
+        return out
 
     # -------------------------------------------------------------- generation
     @torch.no_grad()
-    def generate(self, model, prompt_ids: list[list[int]], sampling: SamplingSettings,
-                 generator: torch.Generator | None = None):
+    def generate(self, model, prompt_ids: list[list[int]], sampling: SamplingSettings):
         """Completions for ``prompt_ids`` (lists of token ids, unpadded).
 
         Returns ``(completion_ids, logprobs)``: per row, the tokens up to and
@@ -190,63 +328,57 @@ class StaticRollout:
         if (lengths == 0).any():
             raise ValueError("every prompt needs at least one token")
         bucket = prompt_bucket(int(lengths.max()), self.buckets)
-        total = bucket + self.max_new_tokens
-
         ids = torch.full((batch, bucket), self.pad_token_id, dtype=torch.long)
-        mask = torch.zeros((batch, total), dtype=torch.long)
         for i, p in enumerate(prompt_ids):
             ids[i, bucket - len(p):] = torch.tensor(p, dtype=torch.long)
-        mask[:, :bucket] = (torch.arange(bucket) >= (bucket - lengths)[:, None]).long()
-        mask[:, bucket:] = 1  # future slots: the causal mask hides what is not written yet
-        ids, mask = ids.to(device), mask.to(device)
+        prompt_mask = (torch.arange(bucket) >= (bucket - lengths)[:, None]).long()
         # positions as generate computes them for left padding: cumsum(mask) - 1, pads at 1
-        positions = mask[:, :bucket].cumsum(-1) - 1
-        positions = positions.masked_fill(mask[:, :bucket] == 0, 1)
-        next_position = lengths.to(device)[:, None]  # (batch, 1)
+        positions = (prompt_mask.cumsum(-1) - 1).masked_fill(prompt_mask == 0, 1)
 
-        cache = self._cache(model, batch, total, device, dtype)
-        eos = torch.tensor(self.eos_token_ids, device=device, dtype=torch.long)
-        tokens = torch.full((batch, self.max_new_tokens), self.pad_token_id, dtype=torch.long, device=device)
-        logps = torch.zeros((batch, self.max_new_tokens), dtype=torch.float32, device=device)
-        finished = torch.zeros(batch, dtype=torch.bool, device=device)
-
-        logits = self._step(model, ids, positions, mask, cache)  # prefill: eager, one shape per bucket
-        decode = self._decode_fn()
-        if self.compile:
-            self.compiled_steps_seen.add((batch, bucket))
-        steps_run = 0
-        for t in range(self.max_new_tokens):
-            if t > 0:
-                logits = decode(model, tokens[:, t - 1 : t], next_position + (t - 1), mask, cache)
-                if self.compile:
-                    logits = logits.clone()  # CUDA-graph outputs are overwritten by the next replay
-            if t < sampling.min_new_tokens and eos.numel():
-                logits[:, eos] = -float("inf")
-            scaled = logits / sampling.temperature if sampling.temperature != 1.0 else logits
-            if sampling.do_sample:
-                probs = process_logits(logits, sampling).softmax(dim=-1)
-                nxt = torch.multinomial(probs, num_samples=1, generator=generator).squeeze(1)
-            else:
-                nxt = logits.argmax(dim=-1)
-            step_logp = scaled.log_softmax(dim=-1).gather(1, nxt[:, None]).squeeze(1)
-            nxt = torch.where(finished, torch.full_like(nxt, self.pad_token_id), nxt)
-            tokens[:, t] = nxt
-            logps[:, t] = torch.where(finished, torch.zeros_like(step_logp), step_logp)
-            if eos.numel():
-                finished = finished | torch.isin(nxt, eos)
-            steps_run = t + 1
-            if eos.numel() and (t + 1) % self.early_exit_every == 0 and bool(finished.all()):
-                break
-
-        tokens, logps = tokens[:, :steps_run].cpu(), logps[:, :steps_run].cpu()
+        cache, buf = self._static_state(model, batch, bucket, device, dtype)
+        cache.reset()
+        buf.reset(prompt_mask.to(device), lengths.to(device), self.pad_token_id)
+        decode = self._decode_fn(device)
+        with decoding_state(model):
+            with record_function("rollout.prefill"):  # eager, one shape per bucket
+                logits = _forward(model, ids.to(device), positions.to(device), buf.mask, cache)
+            with record_function("rollout.decode"):
+                _advance(buf, logits, sampling, self.pad_token_id)
+                steps = self._decode(model, cache, buf, sampling, decode, (self.name, batch, bucket))
+        self.health.rollouts += 1
+        self.health.token_steps += steps
+        tokens = buf.tokens[:, :steps].to("cpu", copy=True)  # the buffers are reused by the next call
+        logps = buf.logps[:, :steps].to("cpu", copy=True)
+        if buf.invalid.item():
+            raise ValueError("a sampling distribution contained a NaN or negative probability "
+                             "(what torch.multinomial refuses): the model's logits are not finite")
         return completion_lists(tokens, logps, self.eos_token_ids)
+
+    def _decode(self, model, cache, buf: DecodeBuffers, sampling: SamplingSettings, decode, key) -> int:
+        """Tokens 1.. of every row, one decode call each; returns how many tokens were sampled."""
+        if self.compile:
+            self.compiled_steps_seen.add(key[1:])
+        args = (model, cache, buf, sampling, self.pad_token_id)
+        steps = 1
+        with self.health.watching() if self.compile else nullcontext():
+            for t in range(1, self.max_new_tokens):
+                if self.eos_token_ids and t % self.early_exit_every == 0:
+                    self.health.host_syncs += 1
+                    if buf.all_finished.item():
+                        break
+                if self.compile:
+                    self.health.call(key, decode, *args)
+                else:
+                    decode(*args)
+                steps = t + 1
+        return steps
 
 
 def completion_lists(tokens: torch.Tensor, logps: torch.Tensor, eos_token_ids):
     """Cut each row after its first EOS, as TRL's generation path does."""
     is_eos = torch.isin(tokens, torch.tensor(list(eos_token_ids), dtype=tokens.dtype))
     n = tokens.size(1)
-    ends = torch.where(is_eos.any(1), is_eos.int().argmax(1) + 1, torch.full((tokens.size(0),), n))
-    ids = [tokens[i, : ends[i]].tolist() for i in range(tokens.size(0))]
-    lps = [logps[i, : ends[i]].tolist() for i in range(tokens.size(0))]
+    ends = torch.where(is_eos.any(1), is_eos.int().argmax(1) + 1, torch.full((tokens.size(0),), n)).tolist()
+    ids = [row[:end] for row, end in zip(tokens.tolist(), ends)]
+    lps = [row[:end] for row, end in zip(logps.tolist(), ends)]
     return ids, lps

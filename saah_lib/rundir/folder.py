@@ -27,8 +27,9 @@ class RunDir:
     """Reads and writes one run folder (``<root>/runs/<run_id>/``) or baseline folder."""
 
     # Fields that may differ when a run is resumed (they don't change what is computed).
-    # The generation backend changes speed, not what is sampled (tests/models/test_rollout.py), so a
-    # run may resume under another one; runs from before those fields existed resume too.
+    # The generation backend changes speed and, compiled, which tokens a seed draws, not the distribution
+    # sampled from (tests/models/test_rollout.py), so a run may resume under another one; runs from before
+    # those fields existed resume too.
     RESUMABLE_DIFFERENCES = {"results_dir", "eval_batch_size", "generation_backend", "vllm_mode",
                              "vllm_server_base_url", "vllm_gpu_memory_utilization"}
 
@@ -40,6 +41,7 @@ class RunDir:
         self.samples_dir = self.dir / layout.SAMPLES_DIR
         self.checkpoints_dir = self.dir / layout.CHECKPOINTS_DIR
         self.token_entropy_path = self.dir / layout.TOKEN_ENTROPIES_FILE
+        self.compile_health_path = self.dir / layout.COMPILE_HEALTH_FILE
 
     # ------------------------------------------------------------------ config
     def read_config(self) -> dict | None:
@@ -87,6 +89,16 @@ class RunDir:
     def log_token_entropies(self, records: list[dict]) -> None:
         for r in records:
             append_jsonl(self.token_entropy_path, r)
+
+    def write_compile_health(self, record: dict) -> None:
+        """Replace this training process's record in compile_health.json, keeping earlier processes'.
+
+        ``record["from_step"]`` is the step the process started from; a resumed run adds a record,
+        and records of processes that started later (their steps are being redone) are dropped.
+        """
+        existing = read_json(self.compile_health_path) or {"processes": []}
+        earlier = [p for p in existing["processes"] if p["from_step"] < record["from_step"]]
+        atomic_write_json(self.compile_health_path, {"processes": [*earlier, record]})
 
     def train_log(self) -> list[dict]:
         return read_jsonl(self.train_log_path)

@@ -3,7 +3,7 @@
 Every other module asks here where a run's files are; none spells a file name itself::
 
     <root>/runs/<run_id>/       config.json, train_log.jsonl, eval.jsonl, eval_samples/step_XXXX.jsonl,
-                                token_entropies.jsonl, checkpoints/checkpoint-N/
+                                token_entropies.jsonl, compile_health.json, checkpoints/checkpoint-N/
     <root>/baselines/<name>/    config.json, eval.jsonl, eval_samples/step_0000.jsonl
     <root>/MANIFEST.json        sha256 of every results file (committed roots)
     <root>/warmstart_build.json, answer_kinds.json, timings.json, topk_entropy_error.json   (studies)
@@ -28,6 +28,7 @@ TRAIN_LOG_FILE = "train_log.jsonl"
 EVAL_FILE = "eval.jsonl"
 SAMPLES_DIR = "eval_samples"
 TOKEN_ENTROPIES_FILE = "token_entropies.jsonl"
+COMPILE_HEALTH_FILE = "compile_health.json"  # the compiled backend's graphs, recompiles, syncs, fallback
 CHECKPOINTS_DIR = "checkpoints"
 DAMAGED_CHECKPOINTS = "damaged"  # checkpoints/damaged/: checkpoints set aside on resume
 MANIFEST_FILE = "MANIFEST.json"

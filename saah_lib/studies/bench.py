@@ -12,6 +12,12 @@ our variants is timed once per ``--generation-backend`` (stock TRL always uses
 its own ``generate``). Per step the generation time (TRL's generation method)
 is recorded apart from the rest (scoring, reference log-probs, training); the
 first step's excess over the steady median is the one-time compile/warm-up cost.
+Each ``compiled`` variant also records its compile health (graphs per shape,
+recompiles, graph breaks, CUDA-graph skips, host syncs per token, compile seconds;
+:mod:`saah_lib.models.compile_health`). With compilation on, a variant trains at
+least 12 steps, so that dynamo's recompile limit (8) would show. ``--rollout-profile``
+counts host syncs and eager ops per token of one rollout with the profiler
+(:mod:`saah_lib.models.profiling`), static engine against ``generate``.
 Writes ``results/bench/<device>-<profile>.json`` after every variant, so a run
 cut off by a time limit keeps what it measured, and prints a one-line summary.
 """
@@ -38,12 +44,15 @@ from saah_lib.models.backends import resolve_backend
 from saah_lib.models.evaluate import greedy_completions
 from saah_lib.models.loading import load_model_and_tokenizer, resolve_model
 from saah_lib.models.names import TINY_WARMSTART
-from saah_lib.models.rollout import SamplingSettings, StaticRollout
+from saah_lib.models.profiling import count_ops, profile_rollout
+from saah_lib.models.rollout import StaticRollout
+from saah_lib.models.sampling import SamplingSettings
 from saah_lib.paths import BENCH_RESULTS, in_repo
 from saah_lib.rundir.provenance import package_versions
 from saah_lib.studies.timing import PeakMemory
 from saah_lib.tasks.synthetic import generate_problems
 from saah_lib.training.config import make_config
+from saah_lib.training.launch import parse_overrides
 from saah_lib.training.run import lora_config, trl_kwargs
 from saah_lib.training.trainer import SAAHGRPOConfig, SAAHGRPOTrainer
 
@@ -56,6 +65,10 @@ QWEN25_ARCHITECTURES = {
 }
 QWEN25_COMMON = dict(vocab_size=151936, max_position_embeddings=32768, rope_theta=1_000_000.0,
                      rms_norm_eps=1e-6, tie_word_embeddings=True, hidden_act="silu")
+
+#: Fewest trained steps (warm-up included) of a variant that compiles: dynamo gives up after 8 recompiles,
+#: so a per-step recompile shows only in a longer run.
+MIN_COMPILED_STEPS = 12
 
 VARIANTS = (  # name, trainer, method, entropy_top_k
     ("trl-bnpo", "trl", "grpo", None),
@@ -186,7 +199,9 @@ def time_variant(variant, model_factory, cfg, args, out_dir: Path, backend: str 
     else:
         alpha = method_alpha(method, MAIN_ALPHA)
         config = SAAHGRPOConfig(method=method, alpha=alpha, entropy_top_k=top_k,
-                                reward_std_threshold=cfg.reward_std_threshold, generation_backend=backend, **common)
+                                reward_std_threshold=cfg.reward_std_threshold, generation_backend=backend,
+                                rollout_compile=compile_setting(args), rollout_compile_backend=args.compile_backend,
+                                **common)
         trainer_cls = TimedSAAHGRPOTrainer
     clock = StepClock()
     trainer = trainer_cls(model=model, reward_funcs=list(TRL_REWARD_FUNCS), args=config,
@@ -214,6 +229,8 @@ def time_variant(variant, model_factory, cfg, args, out_dir: Path, backend: str 
         "peak_gpu_mem_gib": torch.cuda.max_memory_allocated() / 2**30 if torch.cuda.is_available() else None,
         "peak_rss_gib": rss.peak / 2**30,
     }
+    if which == "ours" and backend == "compiled":
+        result["compile_health"] = trainer.compile_health.record()
     del trainer, model
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
@@ -225,20 +242,42 @@ def variant_name(name: str, backend: str) -> str:
     return name if backend == "hf" or name == "trl-bnpo" else f"{name}@{backend}"
 
 
-def eval_throughput(model_factory, cfg, n_problems: int, backend: str = "hf") -> dict:
+def compile_setting(args) -> bool | None:
+    """``--rollout-compile``: None (compile on CUDA only), True or False."""
+    return {"auto": None, "on": True, "off": False}[args.rollout_compile]
+
+
+def compiles(args) -> bool:
+    setting = compile_setting(args)
+    return torch.cuda.is_available() if setting is None else setting
+
+
+def static_engine(tokenizer, max_new_tokens: int, eos_token_ids, args, name: str) -> StaticRollout:
+    return StaticRollout(max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id,
+                         eos_token_ids=eos_token_ids, compile=compiles(args), compile_backend=args.compile_backend,
+                         name=name)
+
+
+def eval_throughput(model_factory, cfg, n_problems: int, args, backend: str = "hf") -> dict:
     model, tokenizer = model_factory()
     device = "cuda" if torch.cuda.is_available() else "cpu"
     model = model.to(device)
     prompts = [p.question for p in generate_problems(n_problems, seed=1)]
+    engine = None
+    if backend == "compiled":
+        engine = static_engine(tokenizer, cfg.eval_max_new_tokens, tokenizer.eos_token_id, args, "evaluation")
     start = time.perf_counter()
     greedy_completions(model, tokenizer, prompts, max_new_tokens=cfg.eval_max_new_tokens,
-                       batch_size=cfg.eval_batch_size, progress=False, generation_backend=backend)
+                       batch_size=cfg.eval_batch_size, progress=False, generation_backend=backend, engine=engine)
     if torch.cuda.is_available():
         torch.cuda.synchronize()
     seconds = time.perf_counter() - start
-    return {"problems": n_problems, "generation_backend": backend, "max_new_tokens": cfg.eval_max_new_tokens,
-            "seconds": seconds,
-            "problems_per_s": n_problems / seconds, "projected_s_for_500": 500 * seconds / n_problems}
+    out = {"problems": n_problems, "generation_backend": backend, "max_new_tokens": cfg.eval_max_new_tokens,
+           "seconds": seconds,
+           "problems_per_s": n_problems / seconds, "projected_s_for_500": 500 * seconds / n_problems}
+    if engine is not None:
+        out["compile_health"] = engine.health.record()  # the one-time compile is inside ``seconds``
+    return out
 
 
 def rollout_comparison(model_factory, cfg, args) -> dict:
@@ -250,8 +289,7 @@ def rollout_comparison(model_factory, cfg, args) -> dict:
     prompts = list(prompts_dataset(cfg.completions_per_step, tokenizer, args.prompt_tokens)["prompt"])
     ids = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
     n_new = cfg.max_completion_length
-    engine = StaticRollout(max_new_tokens=n_new, pad_token_id=tokenizer.pad_token_id, eos_token_ids=[],
-                           compile=device == "cuda")
+    engine = static_engine(tokenizer, n_new, [], args, "rollout")
     sampling = SamplingSettings(do_sample=True, temperature=cfg.temperature)
     enc = tokenizer(prompts, return_tensors="pt", padding=True, padding_side="left",
                     add_special_tokens=False).to(device)
@@ -276,7 +314,36 @@ def rollout_comparison(model_factory, cfg, args) -> dict:
     for name, ts in times.items():
         out[name] = {"first_s": ts[0], "median_s": statistics.median(ts[1:]), "times_s": [round(t, 4) for t in ts]}
     out["compiled/hf"] = out["compiled"]["median_s"] / out["hf"]["median_s"]
+    out["compile_health"] = engine.health.record()
     return out
+
+
+def rollout_profile(model_factory, cfg, args) -> dict:
+    """Host syncs and eager ops per token of one rollout, counted by the profiler: the static engine
+    (with ``--rollout-compile``/``--compile-backend``; compiled and warmed up first) and ``generate``."""
+    model, tokenizer = model_factory()
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    model = model.to(device).eval()
+    prompts = list(prompts_dataset(cfg.completions_per_step, tokenizer, args.prompt_tokens)["prompt"])
+    ids = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
+    n_new = cfg.max_completion_length
+    # the end-of-sequence token is live (the finished-batch check runs) but never sampled: full length
+    engine = static_engine(tokenizer, n_new, [tokenizer.eos_token_id], args, "rollout")
+    sampling = SamplingSettings(do_sample=True, temperature=cfg.temperature, min_new_tokens=n_new)
+    with torch.no_grad():
+        engine.generate(model, ids, sampling)  # compiles
+        static = profile_rollout(engine, model, ids, sampling)
+        enc = tokenizer(prompts, return_tensors="pt", padding=True, padding_side="left",
+                        add_special_tokens=False).to(device)
+        generate = dict(**enc, max_new_tokens=n_new, min_new_tokens=n_new, do_sample=True,
+                        temperature=cfg.temperature, top_k=0, pad_token_id=tokenizer.pad_token_id)
+        model.generate(**generate)  # warm-up
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            model.generate(**generate)
+    return {"completions": len(ids), "new_tokens": n_new, "compiled": engine.compile,
+            "compile_backend": args.compile_backend or "inductor", "static": static,
+            "hf_generate_whole_call": count_ops(prof.events(), n_new, region=None),
+            "compile_health": engine.health.record()}
 
 
 def device_name() -> str:
@@ -289,7 +356,7 @@ def run_benchmark(args) -> dict:
     if not torch.cuda.is_available():
         # two OpenMP threads on two shared cores can stall a step by 20x; one thread is steady
         torch.set_num_threads(args.threads)
-    cfg = make_config(args.profile, method="sa", steps=args.warmup + args.steps)
+    cfg = make_config(args.profile, method="sa", steps=args.warmup + args.steps, **parse_overrides(args.overrides))
     if args.max_completion_length:
         cfg.max_completion_length = cfg.eval_max_new_tokens = args.max_completion_length
     dtype = torch.bfloat16 if (cfg.dtype == "bfloat16" and torch.cuda.is_available()) else torch.float32
@@ -305,6 +372,10 @@ def run_benchmark(args) -> dict:
     variants = [v for v in VARIANTS if not args.variants or v[0] in args.variants]
     runs = [(v, "hf") for v in variants if v[1] == "trl"]
     runs += [(v, b) for b in backends for v in variants if v[1] != "trl"]
+    compiled_training = any(b == "compiled" for _, b in runs) and compiles(args)
+    if compiled_training and args.warmup + args.steps < MIN_COMPILED_STEPS:
+        raise ValueError(f"--warmup + --steps is {args.warmup + args.steps}; with compilation on it must be at least "
+                         f"{MIN_COMPILED_STEPS}, so that recompiles (dynamo gives up after 8) show")
     path = out_dir / f"{device_name().replace(' ', '_')}-{args.profile}.json"
     report = {
         "device": device_name(), "profile": args.profile, "model": label, "dtype": str(dtype),
@@ -313,8 +384,9 @@ def run_benchmark(args) -> dict:
         "prompt_tokens": args.prompt_tokens, "warmup_steps": args.warmup, "timed_steps": args.steps,
         "cpu_threads": None if torch.cuda.is_available() else args.threads,
         "lora": cfg.use_lora, "gradient_checkpointing": cfg.gradient_checkpointing,
-        "generation_backends": backends, "complete": False,
-        "variants": [], "ratios": {}, "rollout": None, "eval": None,
+        "generation_backends": backends, "rollout_compile": compiles(args),
+        "compile_backend": (args.compile_backend or "inductor") if compiles(args) else None, "complete": False,
+        "variants": [], "ratios": {}, "rollout": None, "rollout_profile": None, "eval": None,
         "versions": package_versions(),
         "command": "python -m saah_lib.studies.bench " + " ".join(args.argv),
     }
@@ -325,8 +397,12 @@ def run_benchmark(args) -> dict:
     if args.rollout_repeats:
         report["rollout"] = rollout_comparison(model_factory, cfg, args)
         atomic_write_json(path, report)
+    if args.rollout_profile:
+        report["rollout_profile"] = rollout_profile(model_factory, cfg, args)
+        atomic_write_json(path, report)
     if args.eval_problems:
-        report["eval_by_backend"] = {b: eval_throughput(model_factory, cfg, args.eval_problems, b) for b in backends}
+        report["eval_by_backend"] = {b: eval_throughput(model_factory, cfg, args.eval_problems, args, b)
+                                     for b in backends}
         report["eval"] = report["eval_by_backend"][backends[-1]]
     report["complete"] = True
     atomic_write_json(path, report)
@@ -357,7 +433,15 @@ def summary_line(report: dict) -> str:
     parts = [f"{report['device']} {report['profile']}:"]
     for v in report["variants"]:
         parts.append(f"{v['variant']} {v['median_step_s']:.3f}s (gen {v['median_generation_s']:.3f}s)")
+        if v.get("compile_health"):
+            h = v["compile_health"]
+            parts.append(f"{v['variant']} graphs {h['compiled_graphs']} recompiles {h['recompiles']} "
+                         f"breaks {h['graph_breaks']} fallback {'yes' if h['fallback'] else 'no'}")
     parts += [f"{k}={v:.3f}" for k, v in report["ratios"].items()]
+    if report.get("rollout_profile"):
+        r = report["rollout_profile"]["static"]
+        parts.append(f"static rollout {r['host_syncs_per_token']:.3f} syncs/token, "
+                     f"{r['eager_ops_per_token']:.2f} eager ops/token")
     if report.get("rollout"):
         r = report["rollout"]
         parts.append(f"rollout hf {r['hf']['median_s']:.3f}s compiled {r['compiled']['median_s']:.3f}s")
@@ -370,7 +454,7 @@ def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     p = argparse.ArgumentParser(description="SA-AH-GRPO step-time benchmark against stock TRL")
     p.add_argument("--profile", default="tiny", choices=["tiny", *QWEN25_ARCHITECTURES])
-    p.add_argument("--steps", type=int, default=5, help="timed steps per variant (after warm-up)")
+    p.add_argument("--steps", type=int, default=12, help="timed steps per variant (after warm-up)")
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--variants", nargs="*", help=f"subset of {[v[0] for v in VARIANTS]}")
     p.add_argument("--model-dir", default=None, help="benchmark this model folder instead")
@@ -385,6 +469,14 @@ def main(argv=None):
                         "on CUDA, hf on CPU); stock TRL is always timed with its own generate")
     p.add_argument("--rollout-repeats", type=int, default=0,
                    help="also time rollouts alone (hf generate vs the static engine), alternated this many times")
+    p.add_argument("--rollout-compile", choices=["auto", "on", "off"], default="auto",
+                   help="compile the static engine's decode step: auto (on CUDA only), on, off")
+    p.add_argument("--compile-backend", default=None,
+                   help="torch.compile backend of that step (default inductor; eager, aot_eager: quick CPU checks)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="NAME=VALUE",
+                   help="a config field of the profile (JSON value), e.g. --set use_lora=true")
+    p.add_argument("--rollout-profile", action="store_true",
+                   help="count host syncs and eager ops per token of one rollout (profiler), static engine vs generate")
     p.add_argument("--out-dir", default=str(BENCH_RESULTS.relative_to(BENCH_RESULTS.parents[1])))
     args = p.parse_args(argv)
     args.argv = argv

@@ -1,7 +1,8 @@
 """What a training run does besides training: its per-step log line and its greedy evaluations.
 
 Both are TRL callbacks; only the main process writes (several processes under
-``accelerate launch`` share one run folder).
+``accelerate launch`` share one run folder). With the compiled backend the log callback
+also keeps the run's compile health record (``compile_health.json``) up to date.
 """
 
 from __future__ import annotations
@@ -18,12 +19,29 @@ from saah_lib.rundir.layout import TRAIN_LOG_FROM_TRL
 
 
 class TrainLogCallback(TrainerCallback):
-    """Appends one line per optimiser step to train_log.jsonl (TRL logs every step)."""
+    """Appends one line per optimiser step to train_log.jsonl (TRL logs every step).
+
+    With a ``trainer`` whose backend is ``compiled`` it also rewrites the run's compile health
+    record after every step and at the end (a separate file: the log lines keep their keys).
+    """
 
     def __init__(self, run: RunDir, trainer=None):
         self.run, self.trainer = run, trainer
         self._step_started = None
         self.step_time = None
+        self._first_step = 0
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self._first_step = state.global_step  # a resumed run starts a new health record here
+
+    def on_train_end(self, args, state, control, **kwargs):
+        if state.is_world_process_zero:
+            self._write_compile_health()
+
+    def _write_compile_health(self) -> None:
+        if self.trainer is None or self.trainer.generation_backend != "compiled":
+            return
+        self.run.write_compile_health({"from_step": self._first_step, **self.trainer.compile_health.record()})
 
     def on_step_begin(self, args, state, control, **kwargs):
         self._step_started = time.perf_counter()
@@ -38,6 +56,7 @@ class TrainLogCallback(TrainerCallback):
         record.update({ours: logs.get(theirs) for ours, theirs in TRAIN_LOG_FROM_TRL.items()})
         record["step_time"] = self.step_time
         self.run.log_step(record)
+        self._write_compile_health()
         if self.trainer is not None and self.trainer.token_entropy_samples:
             samples = [{"step": state.global_step, **s} for s in self.trainer.token_entropy_samples]
             self.run.log_token_entropies(samples)
@@ -51,29 +70,38 @@ class PassAtOneCallback(TrainerCallback):
     """
 
     def __init__(self, run: RunDir, tokenizer, problems, *, eval_every: int, max_new_tokens: int,
-                 batch_size: int, progress: bool = True, generation_backend: str = "hf"):
+                 batch_size: int, progress: bool = True, generation_backend: str = "hf", trainer=None):
         self.run, self.tokenizer, self.problems = run, tokenizer, problems
         self.eval_every, self.max_new_tokens, self.batch_size = eval_every, max_new_tokens, batch_size
         self.progress = progress
         self.generation_backend = generation_backend
+        self.trainer = trainer  # when given, evaluation uses its compile settings and health record
         self.engine = None  # the compiled backend's StaticRollout, kept so its graph is reused
         self.history: list[dict] = []
 
     def _evaluate(self, model, step: int) -> None:
         if step in self.run.evaluated_steps():
             return
-        backend = self.generation_backend
-        device = next(model.parameters()).device
-        if self.engine is None and evaluation_backend(backend, device) == "compiled":
-            self.engine = StaticRollout(max_new_tokens=self.max_new_tokens, eos_token_ids=self.tokenizer.eos_token_id,
-                                        pad_token_id=self.tokenizer.pad_token_id, compile=device.type == "cuda")
         result = evaluate_pass_at_1(model, self.tokenizer, self.problems, max_new_tokens=self.max_new_tokens,
                                     batch_size=self.batch_size, progress=self.progress, desc=f"eval@{step}",
-                                    generation_backend=backend, engine=self.engine)
+                                    generation_backend=self.generation_backend, engine=self._static_engine(model))
         summary = result.summary(step)
         self.run.log_eval(summary, result.records)
         self.history.append(summary)
         print(f"step {step}: Pass@1 = {result.pass_at_1:.3f} ± {result.ci95:.3f} (n={result.n})", flush=True)
+
+    def _static_engine(self, model):
+        """The compiled backend's engine, built on first use and kept (with its graphs); None for hf."""
+        device = next(model.parameters()).device
+        if self.engine is None and evaluation_backend(self.generation_backend, device) == "compiled":
+            if self.trainer is not None:
+                self.engine = self.trainer.evaluation_engine(self.max_new_tokens)
+            else:
+                tok = self.tokenizer
+                self.engine = StaticRollout(max_new_tokens=self.max_new_tokens, pad_token_id=tok.pad_token_id,
+                                            eos_token_ids=tok.eos_token_id, compile=device.type == "cuda",
+                                            name="evaluation")
+        return self.engine
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):
         if not state.is_world_process_zero:

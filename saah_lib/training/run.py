@@ -234,6 +234,7 @@ def _train(cfg: SAAHConfig, run: RunDir, model, tokenizer, split, callbacks, pro
     trainer.add_callback(PassAtOneCallback(
         run, tokenizer, split.eval, eval_every=cfg.eval_every, max_new_tokens=cfg.eval_max_new_tokens,
         batch_size=cfg.eval_batch_size, progress=progress, generation_backend=cfg.generation_backend,
+        trainer=trainer,  # evaluation shares the trainer's compile settings and health record
     ))
     for cb in callbacks:
         trainer.add_callback(cb)

@@ -9,10 +9,14 @@ What changes relative to TRL, and nothing else:
    estimate from the backbone's final hidden states (captured with a forward
    hook) through a chunked, gradient-free ``lm_head`` product.
 2. ``_generate_and_score_completions``: groups whose reward standard deviation
-   is below ``reward_std_threshold`` get zero advantage.
+   is below ``reward_std_threshold`` get zero advantage; the input-gradient hooks
+   transformers leaves behind at each of TRL's checkpointing toggles are dropped
+   (they repeat the one it tracks; no value changes).
 3. ``_generate_single_turn``: with ``generation_backend="compiled"`` rollouts go
    through ``saah_lib.models.rollout`` (static KV cache, compiled decode step, LoRA
-   merged for the rollout); ``hf`` and ``vllm`` are TRL's own paths.
+   merged for the rollout); ``hf`` and ``vllm`` are TRL's own paths. If compiled
+   decoding fails, the run warns, records why (``compile_health``) and continues
+   with ``hf``.
 
 Reference log-probs, LoRA, accelerate, vLLM, checkpointing and
 truncated-completion masking are TRL's own.
@@ -32,7 +36,9 @@ from trl.trainer.utils import nanstd
 from saah_lib.method.loss import method_weights, normalised_entropy_from_hidden, saah_policy_loss
 from saah_lib.method.methods import MAIN_ALPHA, PAPER_ENTROPY_TOP_K, method_alpha
 from saah_lib.models.backends import check_backend, require_vllm, resolve_backend
-from saah_lib.models.rollout import SamplingSettings, StaticRollout, merged_lora
+from saah_lib.models.compile_health import CompileHealth
+from saah_lib.models.rollout import StaticRollout, drop_orphaned_input_grad_hooks, merged_lora
+from saah_lib.models.sampling import SamplingSettings
 
 
 @dataclass
@@ -55,6 +61,9 @@ class SAAHGRPOConfig(GRPOConfig):
     )
     rollout_compile: bool | None = field(
         default=None, metadata={"help": "torch.compile the compiled backend's decode step; None: only on CUDA"}
+    )
+    rollout_compile_backend: str | None = field(
+        default=None, metadata={"help": "that step's torch.compile backend: inductor, aot_eager, eager; None: inductor"}
     )
     # The paper's loss: token-level normalisation and the plain k3 KL estimator.
     loss_type: str = "bnpo"
@@ -83,6 +92,7 @@ class SAAHGRPOTrainer(GRPOTrainer):
         self.generation_backend = "vllm" if self.use_vllm else resolve_backend(
             getattr(self.args, "generation_backend", "auto"), self.accelerator.device)
         self._rollout_engine = None
+        self.compile_health = CompileHealth()  # shared by the rollout and evaluation engines
 
     def _check_supported_options(self) -> None:
         a = self.args
@@ -102,29 +112,42 @@ class SAAHGRPOTrainer(GRPOTrainer):
 
     # ------------------------------------------------------------------ generation
     def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
-        if self.generation_backend != "compiled" or images is not None or multimodal_fields:
+        static = (self.generation_backend == "compiled" and not self.compile_health.fell_back
+                  and images is None and not multimodal_fields)
+        rollout = self._static_rollout(prompt_ids) if static else None
+        if rollout is None:  # another backend, or compiled decoding failed just now
             return super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations,
                                                  has_tool_images)
-        return self._static_rollout(prompt_ids)
+        return rollout
 
     def rollout_engine(self) -> StaticRollout:
         if self._rollout_engine is None:
-            compile_ = self.args.rollout_compile
-            self._rollout_engine = StaticRollout(
-                max_new_tokens=self.max_completion_length, pad_token_id=self._tokenizer.pad_token_id,
-                eos_token_ids=self.eos_token_ids,
-                compile=self.accelerator.device.type == "cuda" if compile_ is None else compile_,
-            )
+            self._rollout_engine = self._static_engine(self.max_completion_length, self.eos_token_ids)
         return self._rollout_engine
+
+    def evaluation_engine(self, max_new_tokens: int) -> StaticRollout:
+        """A static engine for greedy evaluation with the rollouts' compile settings and health record."""
+        return self._static_engine(max_new_tokens, self._tokenizer.eos_token_id, "evaluation")
+
+    def _static_engine(self, max_new_tokens: int, eos_token_ids, name: str = "rollout") -> StaticRollout:
+        compile_ = self.args.rollout_compile
+        return StaticRollout(
+            max_new_tokens=max_new_tokens, pad_token_id=self._tokenizer.pad_token_id, eos_token_ids=eos_token_ids,
+            compile=self.accelerator.device.type == "cuda" if compile_ is None else compile_,
+            compile_backend=self.args.rollout_compile_backend, health=self.compile_health, name=name,
+        )
 
     def _static_rollout(self, prompt_ids):
         """TRL's regular generation path with the static-shape engine in place of ``model.generate``.
 
         Sampling settings come from TRL's own ``generation_kwargs`` (temperature, top-p/k, min-p and any
         user ``generation_kwargs``). The policy is sampled in eval mode with merged LoRA weights (no
-        adapter dropout); both weights are restored exactly afterwards.
+        adapter dropout); both weights are restored exactly afterwards. Returns None when compiled
+        decoding failed: the failure is recorded and the caller continues with TRL's path. The
+        failure is caught inside TRL's context, so that TRL turns gradient checkpointing back on.
         """
         sampling = SamplingSettings.from_generation_kwargs(self.generation_kwargs)
+        engine = self.rollout_engine()
         with (
             unwrap_model_for_generation(
                 self.model_wrapped, self.accelerator,
@@ -134,13 +157,14 @@ class SAAHGRPOTrainer(GRPOTrainer):
             torch.no_grad(),
             self._dist.summon_full_params(self.model_wrapped, recurse=False),
         ):
-            was_training = unwrapped_model.training
-            unwrapped_model.eval()
             try:
                 with merged_lora(unwrapped_model):
-                    return self.rollout_engine().generate(unwrapped_model, prompt_ids, sampling)
-            finally:
-                unwrapped_model.train(was_training)
+                    return engine.generate(unwrapped_model, prompt_ids, sampling)
+            except Exception as error:
+                if not engine.compile:
+                    raise  # no compiler involved: a bug to see, not a reason to change backend
+                self.compile_health.fall_back(error, "rollout", self.state.global_step)
+                return None
 
     # ------------------------------------------------------------------ rewards
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
@@ -150,6 +174,8 @@ class SAAHGRPOTrainer(GRPOTrainer):
 
     def _generate_and_score_completions(self, generation_batch):
         output = super()._generate_and_score_completions(generation_batch)
+        # TRL re-enabled gradient checkpointing twice; transformers left the old input hooks behind
+        drop_orphaned_input_grad_hooks(self.accelerator.unwrap_model(self.model))
         if self.model.training and self.args.reward_std_threshold > 0:
             output["advantages"] = self._zero_flat_groups(output["advantages"])
         return output

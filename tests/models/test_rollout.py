@@ -199,8 +199,10 @@ def test_cpu_default_keeps_trls_generate_path(tiny_random_model_dir, tmp_path):
     assert trainer._rollout_engine is None  # the static engine was never built
 
 
+@pytest.mark.parametrize("compiled", [False, True], ids=["static", "static-compiled"])
 def test_sampled_rollout_equals_trls_path_and_its_logprobs_equal_the_training_forward(tiny_random_model_dir,
-                                                                                       tmp_path):
+                                                                                       tmp_path, compiled):
+    torch._dynamo.reset()
     model, tok = load_model_and_tokenizer(str(tiny_random_model_dir))
     spread_weights(model)
     prompts = prompt_batch(tok) * 2
@@ -212,8 +214,10 @@ def test_sampled_rollout_equals_trls_path_and_its_logprobs_equal_the_training_fo
     rows, _ = probe.generate(model, prompts, SamplingSettings(temperature=0.9))
     stops = {r[min(3 + 4 * (i % 3), len(r) - 1)] for i, r in enumerate(rows)}
     model.generation_config.eos_token_id = [tok.eos_token_id, *stops]
-    trainer = build_trainer(model, tok, tmp_path, generation_backend="compiled", max_completion_length=48)
-    assert trainer.generation_backend == "compiled"
+    compile_args = dict(rollout_compile=True, rollout_compile_backend="eager") if compiled else {}
+    trainer = build_trainer(model, tok, tmp_path, generation_backend="compiled", max_completion_length=48,
+                            **compile_args)
+    assert trainer.generation_backend == "compiled" and trainer.rollout_engine().compile == compiled
     torch.manual_seed(11)
     ours, logps = trainer._generate_single_turn(prompts, None, {}, 4)
     next_draw_ours = torch.rand(3)
@@ -221,9 +225,11 @@ def test_sampled_rollout_equals_trls_path_and_its_logprobs_equal_the_training_fo
     torch.manual_seed(11)
     theirs, _ = trainer._generate_single_turn(prompts, None, {}, 4)
     assert ours == theirs  # same tokens, same EOS cut, hence the same completion mask
-    # the global RNG advanced alike, so the rest of the step (batch shuffling) is unchanged too
-    assert torch.equal(next_draw_ours, torch.rand(3))
+    # Uncompiled, the global RNG advanced alike, so the rest of the step (batch shuffling) is unchanged too.
+    # Compiled, the end is read every 16 tokens: up to 15 more draws after the last row ended (not claimed).
+    assert torch.equal(next_draw_ours, torch.rand(3)) != compiled
     assert all(len(r) < 48 for r in ours) and len({len(r) for r in ours}) > 1
+    assert trainer.compile_health.record()["compiled_graphs"] == int(compiled) and not trainer.compile_health.fell_back
 
     ids, mask, completion_mask, t = pad_for_forward(prompts, ours, tok.pad_token_id)
     with torch.no_grad():
@@ -234,14 +240,17 @@ def test_sampled_rollout_equals_trls_path_and_its_logprobs_equal_the_training_fo
     assert (rollout_logps[completion_mask.bool()] < 0).all()
 
 
-def test_rollout_leaves_lora_adapter_and_base_weights_bit_identical(tiny_random_model_dir, tmp_path):
+@pytest.mark.parametrize("compiled", [False, True], ids=["static", "static-compiled"])
+def test_rollout_leaves_lora_adapter_and_base_weights_bit_identical(tiny_random_model_dir, tmp_path, compiled):
     from peft import LoraConfig
 
+    torch._dynamo.reset()
     model, tok = load_model_and_tokenizer(str(tiny_random_model_dir))
     model = spread_weights(model).to(torch.bfloat16)  # bf16: where an unmerge by subtraction would drift
     lora = LoraConfig(r=4, lora_alpha=8, lora_dropout=0.0, target_modules=["q_proj", "v_proj", "down_proj"],
                       task_type="CAUSAL_LM")
-    trainer = build_trainer(model, tok, tmp_path, peft_config=lora, generation_backend="compiled")
+    compile_args = dict(rollout_compile=True, rollout_compile_backend="aot_eager") if compiled else {}
+    trainer = build_trainer(model, tok, tmp_path, peft_config=lora, generation_backend="compiled", **compile_args)
     with torch.no_grad():
         for name, p in trainer.model.named_parameters():
             if "lora_B" in name:
@@ -251,6 +260,8 @@ def test_rollout_leaves_lora_adapter_and_base_weights_bit_identical(tiny_random_
     torch.manual_seed(0)
     completions, _ = trainer._generate_single_turn(prompt_batch(tok), None, {}, 4)
     assert trainer._rollout_engine is not None and all(completions)
+    assert not trainer.compile_health.fell_back  # the static engine made these, not TRL's fallback path
+    assert trainer.compile_health.record()["compiled_graphs"] == int(compiled)
     for n, p in trainer.model.named_parameters():
         assert torch.equal(p, before[n]), n
     assert trainer.model.training
@@ -279,3 +290,202 @@ def test_vllm_settings_reach_trls_config_and_a_missing_package_is_named(tmp_path
         model, tok = load_model_and_tokenizer(str(tiny_random_model_dir))
         with pytest.raises(ImportError, match="'vllm' package"):
             build_trainer(model, tok, tmp_path, generation_backend="vllm")
+
+
+# ---------------------------------------------------------------------- the compiled decode step
+# Compiled with the eager and aot_eager backends: they run the traced graph with the same ATen ops
+# (inductor would take minutes on two CPU cores); what they test is the graph itself: one per shape,
+# no break, no recompile, nothing per token outside it, nothing a CUDA graph cannot capture.
+
+
+@pytest.fixture
+def fresh_dynamo():
+    """Every test compiles the same decode function: start each with dynamo's caches empty."""
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def compiled_engine(max_new, eos, backend="eager", **kw):
+    return StaticRollout(max_new_tokens=max_new, pad_token_id=0, eos_token_ids=eos, compile=True,
+                         compile_backend=backend, **kw)
+
+
+def test_compiled_sampling_draws_generates_tokens_for_a_seed(fresh_dynamo):
+    model = small_qwen2()
+    eos = eos_hit_early(model, PROMPTS, 40)
+    torch.manual_seed(3)
+    theirs = hf_completions(model, PROMPTS, 0, [eos], 40, do_sample=True, temperature=0.8, top_k=0)
+    engine = compiled_engine(40, [eos], buckets=(16,))
+    torch.manual_seed(3)
+    ours, logps = engine.generate(model, PROMPTS, SamplingSettings(temperature=0.8))
+    assert ours == theirs  # torch.multinomial's algorithm, the same random draws
+    assert any(len(r) < 40 for r in ours) and len({len(r) for r in ours}) > 1
+    assert engine.health.record()["compiled_graphs"] == 1
+
+
+def test_compiled_greedy_equals_generate_with_a_nonzero_lora(fresh_dynamo):
+    model = with_random_lora(small_qwen2())
+    eos = eos_hit_early(model, PROMPTS, 20)
+    theirs = hf_completions(model, PROMPTS, 0, [eos], 20, do_sample=False)
+    engine = compiled_engine(20, [eos], buckets=(16,))
+    with merged_lora(model):
+        ours, _ = engine.generate(model, PROMPTS, SamplingSettings(do_sample=False))
+    assert ours == theirs and any(len(r) < 20 for r in ours)
+
+
+def test_alternating_buckets_keep_one_graph_and_one_cache_per_shape(fresh_dynamo):
+    model = small_qwen2()
+    engine = compiled_engine(12, [7], buckets=(8, 16))
+    short, long = [p[:5] for p in PROMPTS], [(p * 3)[:12] for p in PROMPTS]
+    engine.generate(model, short, SamplingSettings())
+    engine.generate(model, long, SamplingSettings())
+    addresses = [t.data_ptr() for t in engine.static_tensors()]
+    for _ in range(3):  # training alternates buckets like this (GSM8K: 128 and 256)
+        engine.generate(model, short, SamplingSettings())
+        engine.generate(model, long, SamplingSettings())
+    assert [t.data_ptr() for t in engine.static_tensors()] == addresses  # no cache rebuilt
+    record = engine.health.record()
+    assert [(g["batch"], g["bucket"], g["graphs"]) for g in record["graphs"]] == [(4, 8, 1), (4, 16, 1)]
+    assert record["recompiles"] == 0 and record["graph_breaks"] == 0 and record["rollouts"] == 8
+
+
+def test_hooks_and_checkpointing_flags_do_not_reach_the_compiled_step(fresh_dynamo):
+    """What TRL does between rollouts (checkpointing off and on, a new input hook each time) changes nothing."""
+    model = with_random_lora(small_qwen2())
+    model.gradient_checkpointing_enable()
+    engine = compiled_engine(10, [7], buckets=(16,))
+    for _ in range(4):
+        model.gradient_checkpointing_disable()  # what TRL's generation context does
+        with merged_lora(model):
+            engine.generate(model, PROMPTS, SamplingSettings())
+        model.gradient_checkpointing_enable()  # ... and afterwards: one more hook on embed_tokens
+    assert len(model.get_input_embeddings()._forward_hooks) >= 4
+    assert engine.health.record()["compiled_graphs"] == 1
+
+
+def test_a_recompile_of_a_shape_is_an_error_that_names_it(fresh_dynamo):
+    from saah_lib.models.compile_health import RecompileError
+
+    model = small_qwen2()
+    engine = compiled_engine(10, [7], buckets=(16,))
+    engine.generate(model, PROMPTS, SamplingSettings())
+    # a hook added after compilation must run; dynamo would ignore it unless told to guard on hooks
+    model.model.layers[0].mlp.register_forward_hook(lambda module, args, out: out * 2)
+    with pytest.raises(RecompileError, match=r"rollout batch 4, prompt bucket 16.*_forward_hooks"):
+        engine.generate(model, PROMPTS, SamplingSettings())
+    assert engine.health.recompiles == 1
+
+
+def test_decoding_state_restores_modes_flags_and_hooks_exactly():
+    from saah_lib.models.rollout import decoding_state
+
+    model = with_random_lora(small_qwen2()).train()
+    model.gradient_checkpointing_enable()
+    model.base_model.model.model.layers[1].eval()  # a mixed state comes back mixed
+    embeddings = model.get_input_embeddings()
+    user_hook = embeddings.register_forward_hook(lambda *a: None)
+    before_hooks = list(embeddings._forward_hooks.items())
+    before = [(m.training, getattr(m, "gradient_checkpointing", None)) for m in model.modules()]
+    assert len(before_hooks) == 2  # transformers' input-gradient hook and ours
+    with decoding_state(model):
+        assert not any(m.training for m in model.modules())
+        assert not any(getattr(m, "gradient_checkpointing", False) for m in model.modules())
+        assert list(embeddings._forward_hooks) == [user_hook.id]  # only the input-gradient hooks are detached
+    assert list(embeddings._forward_hooks.items()) == before_hooks
+    assert [(m.training, getattr(m, "gradient_checkpointing", None)) for m in model.modules()] == before
+
+
+def test_orphaned_input_grad_hooks_are_dropped_and_the_tracked_one_kept():
+    from saah_lib.models.rollout import drop_orphaned_input_grad_hooks
+
+    model = with_random_lora(small_qwen2()).train()
+    model.gradient_checkpointing_enable()
+    embeddings = model.get_input_embeddings()
+    for _ in range(3):  # TRL's toggling around each generation
+        model.gradient_checkpointing_disable()
+        model.gradient_checkpointing_enable()
+    assert len(embeddings._forward_hooks) == 4
+    tracked = {h.id for m in model.modules() for h in getattr(m, "_require_grads_hooks", [])}
+    ids = torch.tensor([[3, 4, 5]])
+    out_before = model(ids).logits
+    assert drop_orphaned_input_grad_hooks(model) == 3
+    assert set(embeddings._forward_hooks) == tracked and len(tracked) == 1
+    out_after = model(ids).logits
+    assert torch.equal(out_before, out_after) and out_after.requires_grad
+
+
+def test_the_graph_is_cuda_graph_safe_and_writes_only_the_static_state(fresh_dynamo):
+    from functorch.compile import make_boxed_func
+    from torch._dynamo.backends.common import aot_autograd
+    from torch._inductor.utils import get_first_incompatible_cudagraph_node
+
+    captured = []
+
+    def keep_graph(gm, example_inputs):
+        captured[-1]["graph"] = gm
+        return make_boxed_func(gm.forward)
+
+    aot = aot_autograd(fw_compiler=keep_graph, keep_inference_input_mutations=True)
+
+    def backend(gm, example_inputs):
+        captured.append({"inputs": list(example_inputs)})
+        return aot(gm, example_inputs)
+
+    model = with_random_lora(small_qwen2())
+    engine = compiled_engine(10, [7], backend=backend, buckets=(16,))
+    with merged_lora(model):
+        engine.generate(model, PROMPTS, SamplingSettings(temperature=0.8, top_p=0.9, min_new_tokens=2))
+    (only,) = captured
+    graph, inputs = only["graph"], only["inputs"]
+    placeholders = graph.graph.find_nodes(op="placeholder")
+    assert len(placeholders) == len(inputs) and all(isinstance(x, torch.Tensor) for x in inputs)
+    assert get_first_incompatible_cudagraph_node(graph) is None  # inductor's own test before capture
+    targets = {str(n.target) for n in graph.graph.nodes if n.op == "call_function"}
+    assert not targets & {"aten._local_scalar_dense.default", "aten.nonzero.default", "aten.multinomial.default"}
+    moves = [n for n in graph.graph.nodes if "device" in n.kwargs and isinstance(n.args[0], torch.fx.Node)
+             and n.kwargs["device"] != n.args[0].meta["val"].device]
+    assert not moves  # no copy between devices (on a GPU: no CPU tensor in the graph)
+
+    written = set()
+    for node in graph.graph.nodes:
+        schema = getattr(node.target, "_schema", None)
+        if schema is None or not schema.is_mutable:
+            continue
+        for arg, formal in zip(node.args, schema.arguments):
+            if formal.alias_info is not None and formal.alias_info.is_write and arg in placeholders:
+                written.add(placeholders.index(arg))
+    static = {id(t) for t in engine.static_tensors()}
+    assert written and all(id(inputs[i]) in static for i in written)  # KV cache and decode buffers only
+    assert all(hasattr(inputs[i], "_dynamo_static_input_type") for i in written)  # fixed addresses
+    cache, buffers = next(iter(engine._states.values()))
+    assert {id(buffers.tokens), id(buffers.logps), id(cache.layers[0].keys)} <= {id(inputs[i]) for i in written}
+    assert not {id(p) for p in model.parameters()} & {id(inputs[i]) for i in written}
+
+
+def test_per_token_host_syncs_and_eager_ops_counted_by_the_profiler(fresh_dynamo):
+    from saah_lib.models.profiling import profile_rollout
+
+    model = small_qwen2()
+    prompts, sampling = PROMPTS * 2, SamplingSettings(temperature=0.9)
+    compiled = compiled_engine(48, [7], buckets=(16,))
+    compiled.generate(model, prompts, sampling)  # compiles
+    counts = profile_rollout(compiled, model, prompts, sampling)
+    assert counts["token_steps"] == 48  # token 7 never ended every row: no early exit, all reads counted
+    assert counts["host_syncs"] == 2 and counts["host_syncs_per_token"] <= 1 / 16  # after tokens 16 and 32
+    assert counts["eager_ops_per_token"] <= 6
+    # the same count sees the per-token work of the uncompiled engine: it can fail
+    eager = StaticRollout(max_new_tokens=48, pad_token_id=0, eos_token_ids=[7], buckets=(16,))
+    eager.generate(model, prompts, sampling)
+    uncompiled = profile_rollout(eager, model, prompts, sampling)
+    assert uncompiled["host_syncs_per_token"] > 0.5 and uncompiled["eager_ops_per_token"] > 6
+
+
+def test_nan_probabilities_are_an_error_at_the_end_of_the_rollout(fresh_dynamo):
+    model = small_qwen2()
+    with torch.no_grad():
+        model.lm_head.weight[5, 0] = float("nan")
+    for engine in (compiled_engine(6, [7], buckets=(16,)),
+                   StaticRollout(max_new_tokens=6, pad_token_id=0, eos_token_ids=[7], buckets=(16,))):
+        with pytest.raises(ValueError, match="NaN or negative probability"):
+            engine.generate(model, PROMPTS, SamplingSettings())

@@ -1,4 +1,6 @@
 
+import json
+
 import pytest
 
 from saah_lib.rundir.folder import RunDir, trained_and_evaluated
@@ -39,3 +41,14 @@ def test_is_complete_needs_the_last_step_and_its_evaluation(tmp_path):
     assert not log.is_complete(2)
     log.log_eval({"step": 2, "pass_at_1": 0.1}, [])
     assert log.is_complete(2)
+
+
+def test_compile_health_keeps_one_record_per_training_process(tmp_path):
+    run = RunDir(tmp_path / "run")
+    run.write_compile_health({"from_step": 0, "rollouts": 3})
+    run.write_compile_health({"from_step": 0, "rollouts": 5})  # the same process, later: replaced
+    run.write_compile_health({"from_step": 10, "rollouts": 2})  # resumed at step 10: added
+    assert [p["rollouts"] for p in json.loads(run.compile_health_path.read_text())["processes"]] == [5, 2]
+    run.write_compile_health({"from_step": 5, "rollouts": 1})  # resumed earlier: steps 10.. are redone
+    assert json.loads(run.compile_health_path.read_text())["processes"] == [
+        {"from_step": 0, "rollouts": 5}, {"from_step": 5, "rollouts": 1}]

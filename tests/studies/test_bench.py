@@ -70,3 +70,30 @@ def test_a_run_cut_off_keeps_the_variants_it_finished(tiny_random_model_dir, tmp
               "--out-dir", str(tmp_path)])
     report = json.loads(next(tmp_path.glob("*.json")).read_text())
     assert [v["variant"] for v in report["variants"]] == ["trl-bnpo"] and not report["complete"]
+
+
+def test_compiled_variants_train_12_steps_and_record_their_compile_health(tiny_random_model_dir, tmp_path):
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    common = ["--profile", "tiny", "--model-dir", str(tiny_random_model_dir), "--variants", "sa-exact",
+              "--generation-backend", "compiled", "--rollout-compile", "on", "--compile-backend", "eager",
+              "--max-completion-length", "20", "--set", "use_lora=true", "--set", "gradient_checkpointing=true",
+              "--out-dir", str(tmp_path)]
+    with pytest.raises(ValueError, match="at least 12"):
+        main([*common, "--steps", "5", "--warmup", "1", "--eval-problems", "0"])
+    main([*common, "--steps", "11", "--warmup", "1", "--eval-problems", "3", "--rollout-profile"])
+    report = json.loads(next(tmp_path.glob("*.json")).read_text())
+    (variant,) = report["variants"]
+    assert variant["variant"] == "sa-exact@compiled" and len(variant["step_times_s"]) == 12
+    health = variant["compile_health"]
+    assert health["compiled_graphs"] == len(health["graphs"]) >= 1 and health["rollouts"] == 12
+    assert health["recompiles"] == 0 and health["graph_breaks"] == 0 and health["fallback"] is None
+    assert 0 < health["host_syncs_per_token"] <= 1 / 16 and health["compile_s"] > 0
+    assert report["rollout_compile"] and report["compile_backend"] == "eager"
+    assert report["lora"] and report["gradient_checkpointing"]  # what made TRL's step loop recompile
+    profile = report["rollout_profile"]
+    assert profile["static"]["token_steps"] == 20 and profile["static"]["host_syncs_per_token"] <= 1 / 16
+    assert profile["static"]["eager_ops_per_token"] <= 6
+    assert profile["hf_generate_whole_call"]["host_syncs_per_token"] >= 2  # multinomial's checks, every token
+    assert report["eval"]["compile_health"]["compiled_graphs"] == 1

@@ -1,0 +1,139 @@
+"""What the compiled decode step did over a run: graphs, recompiles, graph breaks, syncs, and a fallback.
+
+One :class:`CompileHealth` is shared by the engines of a run (rollouts and greedy evaluation).
+Graphs are counted per engine key, ``(engine, batch, bucket)``: the rollout engine samples and
+the evaluation engine decodes greedily, so they are different graphs even at the same shape.
+Compiles, graph breaks and CUDA-graph skips are read from ``torch._dynamo``'s counters around
+each compiled call, so they count what torch did, not what we expected it to do.
+
+A second compile of a key is a :class:`RecompileError` (the graph's guards failed, e.g. because
+something changed the model's hooks): the run then falls back to ``hf`` (see ``fall_back``)
+instead of decoding at stock speed without saying so.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from contextlib import contextmanager
+
+import torch
+import torch._dynamo
+from torch._dynamo.utils import counters, guard_failures
+
+#: Graphs one process may compile for the decode step (every engine, shape and sampling setting
+#: together: dynamo counts them against one limit per function); above it dynamo raises.
+MAX_GRAPHS = 64
+
+
+class RecompileError(RuntimeError):
+    """The decode step was compiled a second time for a key it already had a graph for."""
+
+
+def _dynamo_counts() -> tuple[int, int, int]:
+    return (counters["stats"]["unique_graphs"], sum(counters["graph_break"].values()),
+            counters["inductor"]["cudagraph_skips"])
+
+
+class CompileHealth:
+    """Counters of the compiled decode step, and the reason if the run fell back to ``hf``."""
+
+    def __init__(self):
+        self.backend: str | None = None
+        self.mode: str | None = None
+        self.cuda_graphs = False
+        self.graphs: dict[tuple, dict] = {}
+        self.recompiles = 0
+        self.graph_breaks = 0
+        self.cudagraph_skips = 0
+        self.rollouts = 0
+        self.token_steps = 0  # token positions sampled: one per decode step, whatever the batch size
+        self.compiled_calls = 0
+        self.host_syncs = 0  # device-to-host reads in the decode loops (the finished-batch checks)
+        self.fallback: dict | None = None
+
+    # ------------------------------------------------------------------ counting
+    def configure(self, backend, mode: str | None, device) -> None:
+        self.backend, self.mode = getattr(backend, "__name__", str(backend)), mode
+        self.cuda_graphs = str(device).startswith("cuda") and mode == "reduce-overhead"
+
+    @contextmanager
+    def watching(self):
+        """Dynamo settings for a decode loop.
+
+        A limit hit is an error, never a silent eager run. Hooks are guarded: by default dynamo
+        ignores a forward hook added to a module after compilation (``skip_nnmodule_hook_guards``),
+        so the graph would silently skip it; guarded, such a hook forces a recompile, which is an
+        error here, and the run falls back to ``hf``, which honours it.
+        """
+        with torch._dynamo.config.patch(recompile_limit=MAX_GRAPHS, fail_on_recompile_limit_hit=True,
+                                        skip_nnmodule_hook_guards=False):
+            yield
+
+    def call(self, key: tuple, fn, *args) -> None:
+        """Run one compiled call for ``key`` and count what it compiled."""
+        before = _dynamo_counts()
+        start = time.perf_counter()
+        fn(*args)
+        self.compiled_calls += 1
+        after = _dynamo_counts()
+        if after == before:
+            return
+        self.graph_breaks += after[1] - before[1]
+        self.cudagraph_skips += after[2] - before[2]
+        if after[0] > before[0]:
+            self._note_compile(key, after[0] - before[0], time.perf_counter() - start, fn)
+
+    def _note_compile(self, key: tuple, graphs: int, seconds: float, fn) -> None:
+        if key in self.graphs:
+            self.recompiles += graphs
+            raise RecompileError(f"the decode step was compiled again for {_label(key)}; last guard failure: "
+                                 f"{_last_guard_failure(fn)}")
+        self.graphs[key] = {"engine": key[0], "batch": key[1], "bucket": key[2], "graphs": graphs,
+                            "compile_s": round(seconds, 3)}
+        if graphs > 1:  # fullgraph=True makes a break an error, so this would be a new kind of failure
+            self.recompiles += graphs - 1
+
+    # ------------------------------------------------------------------ fallback
+    @property
+    def fell_back(self) -> bool:
+        return self.fallback is not None
+
+    def fall_back(self, error: BaseException, where: str, step: int | None = None) -> None:
+        """Record that compiled decoding failed and the run continues with ``hf``; warn once."""
+        if self.fell_back:
+            return
+        reason = f"{type(error).__name__}: {error}".strip()[:2000]
+        self.fallback = {"reason": reason, "where": where, "step": step}
+        short = " ".join(reason.split())[:400]  # dynamo puts the cause on later lines
+        warnings.warn(f"compiled decoding failed in {where} ({short}); "
+                      "this run continues with generation_backend='hf'", RuntimeWarning, stacklevel=2)
+
+    # ------------------------------------------------------------------ record
+    def record(self) -> dict:
+        """JSON-ready: what ``compile_health.json`` of a run folder holds."""
+        steps = self.token_steps
+        return {
+            "backend": self.backend, "mode": self.mode,
+            "graphs": list(self.graphs.values()),
+            "compiled_graphs": sum(g["graphs"] for g in self.graphs.values()),
+            "recompiles": self.recompiles,
+            "graph_breaks": self.graph_breaks,
+            "cudagraph_skips": self.cudagraph_skips if self.cuda_graphs else None,
+            "compile_s": round(sum(g["compile_s"] for g in self.graphs.values()), 3),
+            "rollouts": self.rollouts, "token_steps": steps, "compiled_calls": self.compiled_calls,
+            "host_syncs": self.host_syncs,
+            "host_syncs_per_token": self.host_syncs / steps if steps else None,
+            "fallback": self.fallback,
+        }
+
+
+def _label(key: tuple) -> str:
+    engine, batch, bucket = key
+    return f"{engine} batch {batch}, prompt bucket {bucket}"
+
+
+def _last_guard_failure(fn) -> str:
+    code = getattr(getattr(fn, "_torchdynamo_orig_callable", fn), "__code__", None)
+    failures = guard_failures.get(code) or ["unknown"]
+    return str(failures[-1])

@@ -1,0 +1,82 @@
+"""How the static rollout engine turns logits into tokens: ``generate``'s warpers, then the exponential race.
+
+``process_logits`` applies temperature, top-k, top-p and min-p in ``generate``'s order. The
+resulting probabilities are sampled by ``race_sample``: ``argmax_i p_i / E_i`` with independent
+``E_i ~ Exp(1)``. Token ``i`` wins with probability ``p_i / sum(p)``. This is the algorithm
+``torch.multinomial(probs, 1)`` itself runs (ATen draws ``exponential_`` over a tensor shaped like
+``probs`` from the same generator, divides and takes the argmax) without its input checks,
+which read the probabilities on the host (two device-to-host syncs per call). Hence:
+
+* run eagerly, or compiled with the ``eager`` or ``aot_eager`` backend, it gives the same tokens as
+  ``torch.multinomial`` for a seed and leaves the generator in the same state
+  (``tests/models/test_sampling.py``);
+* compiled with inductor it draws through inductor's own random kernels: the same distribution
+  (checked by a chi-square test), other tokens for a seed, and another generator state;
+* where ``torch.multinomial`` stops at once on probabilities that are NaN or negative, the engine
+  flags them without a sync and raises when the rollout ends (``invalid_probabilities``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class SamplingSettings:
+    do_sample: bool = True
+    temperature: float = 1.0
+    top_k: int | None = None
+    top_p: float | None = None
+    min_p: float | None = None
+    min_new_tokens: int = 0
+
+    @classmethod
+    def from_generation_kwargs(cls, kwargs: dict) -> "SamplingSettings":
+        """From TRL's ``generation_kwargs`` dict; settings this engine does not implement are an error."""
+        penalty = kwargs.get("repetition_penalty")
+        if penalty not in (None, 1.0):
+            raise ValueError(f"generation_backend='compiled' does not implement repetition_penalty={penalty}; "
+                             "use generation_backend='hf'")
+        for key in ("suppress_tokens", "num_beams", "stop_strings"):
+            if kwargs.get(key) not in (None, 1, [], ()):
+                raise ValueError(f"generation_backend='compiled' does not implement {key}; use generation_backend='hf'")
+        return cls(do_sample=bool(kwargs.get("do_sample", True)),
+                   temperature=float(kwargs.get("temperature") or 1.0),
+                   top_k=kwargs.get("top_k") or None,
+                   top_p=kwargs.get("top_p"), min_p=kwargs.get("min_p"),
+                   min_new_tokens=int(kwargs.get("min_new_tokens") or 0))
+
+
+def process_logits(logits: torch.Tensor, s: SamplingSettings) -> torch.Tensor:
+    """Temperature, top-k, top-p and min-p, as ``generate``'s warpers apply them (float32 in and out)."""
+    if s.temperature != 1.0:
+        logits = logits / s.temperature
+    if s.top_k is not None and s.top_k > 0:
+        k = min(s.top_k, logits.size(-1))
+        kth = torch.topk(logits, k).values[..., -1, None]
+        logits = logits.masked_fill(logits < kth, -float("inf"))
+    if s.top_p is not None and s.top_p < 1.0:
+        sorted_logits, sorted_idx = torch.sort(logits, descending=False)
+        cum = sorted_logits.softmax(dim=-1).cumsum(dim=-1)
+        remove_sorted = cum <= (1 - s.top_p)
+        remove_sorted[..., -1:] = False  # keep at least one token
+        remove = remove_sorted.scatter(1, sorted_idx, remove_sorted)
+        logits = logits.masked_fill(remove, -float("inf"))
+    if s.min_p is not None and s.min_p > 0:
+        probs = logits.softmax(dim=-1)
+        threshold = s.min_p * probs.max(dim=-1, keepdim=True).values
+        logits = logits.masked_fill(probs < threshold, -float("inf"))
+    return logits
+
+
+def race_sample(probs: torch.Tensor) -> torch.Tensor:
+    """One token per row of ``probs`` (rows sum to 1), as ``torch.multinomial(probs, 1)`` draws it; no host sync."""
+    noise = torch.empty_like(probs).exponential_()
+    return (probs / noise).argmax(dim=-1)
+
+
+def invalid_probabilities(probs: torch.Tensor) -> torch.Tensor:
+    """A 0-dim bool tensor: some probability is NaN or negative (what ``torch.multinomial`` refuses)."""
+    return ~(probs >= 0).all()

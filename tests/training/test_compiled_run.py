@@ -1,0 +1,142 @@
+"""A whole training run with the compiled rollout backend: LoRA, gradient checkpointing, evaluations.
+
+TRL switches gradient checkpointing off for every generation and back on afterwards, which (for a
+PEFT-wrapped model) leaves one more forward hook on the input embeddings each time. A compiled decode
+step that guards on the model's hooks then recompiles at every step until dynamo's recompile limit,
+after which it silently runs uncompiled. These tests run long enough to see that.
+"""
+
+import json
+import warnings
+from collections import Counter
+
+import pytest
+import torch
+import torch._dynamo
+from peft import LoraConfig
+from torch._dynamo.utils import counters
+
+from saah_lib.method.reward import TRL_REWARD_FUNCS
+from saah_lib.models.loading import load_model_and_tokenizer
+from saah_lib.rundir.folder import RunDir
+from saah_lib.rundir.layout import TRAIN_LOG_KEYS
+from saah_lib.tasks.prompts import to_trl_dataset
+from saah_lib.tasks.synthetic import generate_problems
+from saah_lib.training.callbacks import PassAtOneCallback, TrainLogCallback
+from saah_lib.training.config import LORA_TARGETS
+from saah_lib.training.trainer import SAAHGRPOConfig, SAAHGRPOTrainer
+
+#: One entry per graph compiled through the counting backend: the shapes of the graph's tensor inputs.
+COMPILED: list[tuple] = []
+
+
+@torch._dynamo.register_backend(name="saah_test_counting_eager")
+def counting_eager(gm, example_inputs):
+    COMPILED.append(tuple(tuple(x.shape) for x in example_inputs if isinstance(x, torch.Tensor)))
+    return gm.forward
+
+
+def lora_checkpointed_trainer(model_dir, tmp_path, steps, backend="saah_test_counting_eager"):
+    model, tok = load_model_and_tokenizer(str(model_dir))
+    lora = LoraConfig(r=4, lora_alpha=8, lora_dropout=0.05, target_modules=list(LORA_TARGETS), task_type="CAUSAL_LM")
+    args = SAAHGRPOConfig(
+        output_dir=str(tmp_path / "out"), per_device_train_batch_size=4, num_generations=4, max_completion_length=20,
+        report_to="none", use_cpu=True, bf16=False, logging_steps=1, max_steps=steps, seed=0, beta=0.0,
+        save_strategy="no", disable_tqdm=True, gradient_checkpointing=True,
+        generation_backend="compiled", rollout_compile=True, rollout_compile_backend=backend,
+    )
+    trainer = SAAHGRPOTrainer(model=model, reward_funcs=list(TRL_REWARD_FUNCS), args=args,
+                              train_dataset=to_trl_dataset(generate_problems(64, seed=0), tok), processing_class=tok,
+                              peft_config=lora)
+    return trainer, tok
+
+
+def test_twelve_steps_and_three_evaluations_compile_one_graph_per_shape(tiny_random_model_dir, tmp_path):
+    torch._dynamo.reset()
+    COMPILED.clear()
+    counters.clear()
+    trainer, tok = lora_checkpointed_trainer(tiny_random_model_dir, tmp_path, steps=12)
+    run = RunDir(tmp_path / "run")
+    # evaluation batches of 3 against rollout batches of 4: greedy and sampled steps are different graphs,
+    # and distinct shapes keep them apart in COMPILED
+    evaluation = PassAtOneCallback(run, tok, generate_problems(6, seed=2), eval_every=6, max_new_tokens=12,
+                                   batch_size=3, progress=False, generation_backend="compiled", trainer=trainer)
+    trainer.add_callback(evaluation)
+    trainer.add_callback(TrainLogCallback(run, trainer))
+    trainer.train()
+
+    assert trainer.state.global_step == 12 and [e["step"] for e in run.evals()] == [0, 6, 12]
+    shapes = trainer.rollout_engine().compiled_steps_seen | evaluation.engine.compiled_steps_seen
+    per_graph = Counter(COMPILED)
+    assert sum(counters["graph_break"].values()) == 0
+    assert max(per_graph.values()) == 1, f"a shape was compiled again: {per_graph}"
+    assert len(per_graph) == len(shapes)  # one graph per (batch, bucket), no partial graphs
+
+    # what the run recorded about it: the same counts, in a file of its own (the log lines keep their keys)
+    assert all(list(line) == list(TRAIN_LOG_KEYS) for line in run.train_log()) and len(run.train_log()) == 12
+    (record,) = json.loads(run.compile_health_path.read_text())["processes"]
+    assert record["from_step"] == 0 and record["backend"] == "saah_test_counting_eager"
+    assert sorted((g["engine"], g["batch"]) for g in record["graphs"]) == sorted(
+        [("rollout", 4)] * len(trainer.rollout_engine().compiled_steps_seen)
+        + [("evaluation", 3)] * len(evaluation.engine.compiled_steps_seen))
+    assert record["compiled_graphs"] == len(per_graph)
+    assert record["recompiles"] == 0 and record["graph_breaks"] == 0 and record["fallback"] is None
+    assert record["cudagraph_skips"] is None  # CPU: no CUDA graphs to skip
+    assert record["rollouts"] == 12 + 3 * 2 and 0 < record["host_syncs_per_token"] <= 1 / 16
+    # transformers' leaked input-gradient hooks were dropped after each generation: still one
+    assert len(trainer.model.get_input_embeddings()._forward_hooks) == 1
+
+
+@torch._dynamo.register_backend(name="saah_test_no_capture")
+def failing_backend(gm, example_inputs):
+    raise RuntimeError("CUDA graph capture is not supported by this driver (simulated)")
+
+
+@pytest.mark.parametrize("evaluate", [True, False], ids=["fails-in-evaluation", "fails-in-rollout"])
+def test_a_compile_failure_falls_back_to_hf_once_with_a_warning_and_a_record(tiny_random_model_dir, tmp_path,
+                                                                            evaluate):
+    torch._dynamo.reset()
+    trainer, tok = lora_checkpointed_trainer(tiny_random_model_dir, tmp_path, steps=3, backend="saah_test_no_capture")
+    run = RunDir(tmp_path / "run")
+    hf_calls = []
+    real_generate = trainer.model.generate  # TRL's path and hf evaluation call the model's generate
+
+    def counting_generate(*args, **kwargs):
+        hf_calls.append(1)
+        return real_generate(*args, **kwargs)
+
+    trainer.model.generate = counting_generate
+    trainer.add_callback(TrainLogCallback(run, trainer))
+    if evaluate:
+        trainer.add_callback(PassAtOneCallback(run, tok, generate_problems(3, seed=2), eval_every=2,
+                                               max_new_tokens=8, batch_size=3, progress=False,
+                                               generation_backend="compiled", trainer=trainer))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        trainer.train()
+    fallback_warnings = [w for w in caught if "continues with generation_backend='hf'" in str(w.message)]
+    assert len(fallback_warnings) == 1 and "not supported by this driver" in str(fallback_warnings[0].message)
+    assert trainer.state.global_step == 3 and len(run.train_log()) == 3
+    (record,) = json.loads(run.compile_health_path.read_text())["processes"]
+    assert "not supported by this driver" in record["fallback"]["reason"] and record["compiled_graphs"] == 0
+    if evaluate:
+        assert record["fallback"]["where"] == "eval@0" and [e["step"] for e in run.evals()] == [0, 2, 3]
+        assert len(hf_calls) == 3 + 3  # every rollout and every evaluation batch, through generate
+    else:
+        assert record["fallback"] == {**record["fallback"], "where": "rollout", "step": 0}
+        assert len(hf_calls) == 3
+    # the failure was caught inside TRL's generation context, which turned checkpointing back on
+    assert trainer.accelerator.unwrap_model(trainer.model).is_gradient_checkpointing
+
+
+def test_an_hf_run_writes_no_compile_health_record(tiny_random_model_dir, tmp_path):
+    model, tok = load_model_and_tokenizer(str(tiny_random_model_dir))
+    args = SAAHGRPOConfig(output_dir=str(tmp_path / "out"), per_device_train_batch_size=4, num_generations=4,
+                          max_completion_length=6, report_to="none", use_cpu=True, max_steps=1, logging_steps=1,
+                          save_strategy="no", disable_tqdm=True, generation_backend="hf")
+    trainer = SAAHGRPOTrainer(model=model, reward_funcs=list(TRL_REWARD_FUNCS), args=args, processing_class=tok,
+                              train_dataset=to_trl_dataset(generate_problems(8, seed=0), tok))
+    run = RunDir(tmp_path / "run")
+    trainer.add_callback(TrainLogCallback(run, trainer))
+    trainer.train()
+    assert len(run.train_log()) == 1 and not run.compile_health_path.exists()
