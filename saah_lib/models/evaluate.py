@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import torch
-from tqdm.auto import tqdm
 
 from saah_lib.models.backends import evaluation_backend
 from saah_lib.models.rollout import SamplingSettings, StaticRollout, merged_lora
+from saah_lib.progress import bar
 from saah_lib.tasks.problems import Problem
 from saah_lib.tasks.prompts import make_prompt
 from saah_lib.tasks.scoring import EvalResult, score_completions
@@ -47,7 +47,7 @@ def greedy_completions(model, tokenizer, prompts: list[str], *, max_new_tokens: 
         engine = StaticRollout(max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id,
                                eos_token_ids=tokenizer.eos_token_id, compile=device.type == "cuda")
     try:
-        for batch in tqdm(batches, desc=desc, disable=not progress, leave=False):
+        for batch in bar(batches, desc=desc, progress=progress, leave=False):
             texts = [prompts[i] for i in batch]
             if backend == "compiled":
                 new_tokens = _static_greedy(model, tokenizer, texts, engine, batch_size)
