@@ -66,7 +66,8 @@ def parse_structured(name: str, value, kind: str):
     try:
         parsed = yaml.safe_load(value)
     except yaml.YAMLError as err:
-        raise ParameterError(f"notebook parameter {name!r}: {value!r} is not JSON or YAML ({err}); "
+        reason = getattr(err, "problem", None) or str(err).splitlines()[0]  # one line, not YAML's drawing
+        raise ParameterError(f"notebook parameter {name!r}: {value!r} is not JSON or YAML ({reason}); "
                              f"e.g. -p {name} {example}") from err
     if not isinstance(parsed, _TYPES[kind]):
         raise ParameterError(f"notebook parameter {name!r} must be a {kind}, e.g. -p {name} {example}; "
