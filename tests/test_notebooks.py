@@ -43,9 +43,10 @@ NOTEBOOKS = ["01_baseline", "02_train", "03_ablation", "04_figures"]
 
 def _makefile_kernel() -> tuple[str, str]:
     """(name, display name) of the kernel that `make setup` installs."""
-    found = re.search(r'ipykernel install .*--name (\S+) --display-name "([^"]+)"', (REPO / "Makefile").read_text())
-    assert found, "the Makefile installs no kernel"
-    return found.group(1), found.group(2)
+    makefile = (REPO / "Makefile").read_text()
+    found = re.search(r'ipykernel install .*--name (\S+) --display-name "\$\(KERNEL_DISPLAY_NAME\)"', makefile)
+    assert found, "the Makefile installs no kernel named by KERNEL_DISPLAY_NAME"
+    return found.group(1), re.search(r"^KERNEL_DISPLAY_NAME := (.+)$", makefile, flags=re.M).group(1)
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
