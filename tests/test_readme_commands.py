@@ -237,10 +237,15 @@ def test_the_readme_cpu_run_streams_progress_under_papermill_log_output(tiny_ran
     output = []
     for line in process.stdout:
         output.append(line)
-        if first_line_s is None and "run tiny-sa-a0.5-s0: sa, alpha 0.5, 1 steps" in line:
+        if first_line_s is None and "parameters checked; loading torch and TRL" in line:
             first_line_s = time.monotonic() - started
     assert process.wait(timeout=600) == 0, "".join(output)[-3000:]
     text = "".join(output)
     assert first_line_s is not None, text[-3000:]
-    assert "training tiny-sa-a0.5-s0: 0/1 steps" in text and "step 1: Pass@1" in text
-    print(f"first progress line {first_line_s:.1f} s after papermill started, {len(output)} lines in all")
+    assert "run tiny-sa-a0.5-s0: sa, alpha 0.5, 1 steps" in text and "training tiny-sa-a0.5-s0: 0/1 steps" in text
+    assert "step 1: Pass@1" in text
+    size = (tmp_path / "out.ipynb").stat().st_size
+    (Path(os.environ.get("SAAH_KEEP_NOTEBOOK", tmp_path)) / "out.ipynb").write_bytes((tmp_path / "out.ipynb").read_bytes())
+    assert size < 150_000  # no per-step lines, no bar redrawn line by line
+    print(f"first progress line {first_line_s:.1f} s after papermill started, {len(output)} lines in all, "
+          f"executed notebook {size / 1000:.0f} KB")

@@ -118,11 +118,9 @@ class ProgressLineCallback(TrainerCallback):
             self.lines = ProgressLines(f"training {self.run_id}", state.max_steps, progress=self.progress)
 
     def on_log(self, args, state, control, logs=None, **kwargs):
-        if logs and "reward" in logs:
+        # after the step (on_step_end comes before the step's log, so its reward would be the last step's)
+        if logs and "reward" in logs and self.lines is not None:
             self.reward = logs["reward"]
-
-    def on_step_end(self, args, state, control, **kwargs):
-        if self.lines is not None:
             self.lines.update(state.global_step, self._note())
 
     def on_train_end(self, args, state, control, **kwargs):

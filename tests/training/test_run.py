@@ -213,6 +213,8 @@ def test_report_to_tensorboard_writes_the_logged_steps_and_progress_is_lines_not
 
     out = capsys.readouterr().out
     assert f"training {cfg.run_id}: 0/2 steps" in out and "step 2: Pass@1" in out
+    last = [line for line in out.splitlines() if line.startswith(f"training {cfg.run_id}: 2/2 steps")]
+    assert last and last[-1].endswith(f"reward {logged[-1]['reward_mean']:.2f}")  # the last step's own reward
     assert "'reward'" not in out and "'loss'" not in out  # transformers' per-step dicts are gone
 
 
