@@ -3,6 +3,7 @@
 The package's folders follow the data, each importing only from those before it::
 
     paths, jsonio   where things live; reading and writing JSON
+    progress        progress lines and bars that show well wherever the output goes
     method/         loss, token weights, reward: pure functions of tensors and strings
     tasks/          problems, GSM8K, the synthetic CPU task, prompts, scoring
     models/         model names and loading, generation backends, greedy evaluation, the tiny warm start
