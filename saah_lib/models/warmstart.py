@@ -321,6 +321,7 @@ def build_warm_start(
         _replace_dir(staging, out_dir)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    say(f"tiny warm start built in {info['build_seconds']:.0f} s: held-out Pass@1 {info['heldout_pass_at_1']:.3f}",
-        progress)
+    if progress:  # the record's numbers are read only when the line is printed
+        say(f"tiny warm start built in {info['build_seconds']:.0f} s: held-out Pass@1 "
+            f"{info['heldout_pass_at_1']:.3f}")
     return out_dir
