@@ -2,7 +2,7 @@
 #   make mini   reruns the CPU mini study (warm start, baseline, grpo/ah/sa x 3 seeds, alpha sweep, tables,
 #               figures) into results/rerun/mini and checks it against the committed results/mini
 #   make test   the test suite
-# Everything runs offline; nothing here needs a GPU or a model hub.
+# Everything runs offline; nothing here needs a GPU or a model hub. `make` alone (or `make help`) lists the targets.
 
 PYTHON ?= python3
 VENV   := .venv
@@ -17,8 +17,17 @@ export PYTHONUNBUFFERED := 1
 # comparable bit for bit). Read with the system python: it needs no package, and .venv may not exist yet.
 $(foreach setting,$(shell $(PYTHON) -m saah_lib.numerics env),$(eval export $(setting)))
 
-.PHONY: setup test mini mini-timing mini-promote extended figures paper bench latex
+.PHONY: help setup test mini mini-timing mini-promote extended figures paper bench latex
+.DEFAULT_GOAL := help
+# the Jupyter kernel's display name, as in every notebook's metadata (tests/test_notebooks.py compares)
+KERNEL_DISPLAY_NAME := Python 3 (ipykernel)
 
+## help: this list, one line per target
+help:
+	@awk '/^## [a-z-]+: / { line = substr($$0, 4); i = index(line, ": "); \
+	  printf "  make %-13s %s\n", substr(line, 1, i - 1), substr(line, i + 2) }' $(MAKEFILE_LIST)
+
+## setup: create .venv with the pinned packages and the python3 Jupyter kernel (every target does it first)
 setup: $(STAMP)
 
 # torch is installed first and pinned: an unpinned torch would pull several GB of CUDA wheels.
@@ -27,17 +36,20 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q -e '.[test]'
-	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (saah)" >/dev/null
+	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "$(KERNEL_DISPLAY_NAME)" >/dev/null
 	$(PY) -m saah_lib.numerics kernelspec $(VENV)/share/jupyter/kernels/python3
 	touch $(STAMP)
 
 # Non-fatal: without root or apt the PDF test skips and `make paper` says what to install.
+## latex: install TeX Live's minimal set for `make paper` (needs root and apt; skipped otherwise)
 latex:
 	-bash tools/install_latex.sh
 
+## test: the test suite, offline (what CI runs)
 test: setup latex
 	$(PY) -m pytest -q
 
+## mini: rerun the CPU mini study into results/rerun/mini and compare it with the committed results/mini
 # MINI_ARGS: more options of `python -m saah_lib.studies.mini verify` (--rerun-root, --resume, --jobs)
 mini: setup
 	$(PY) -m saah_lib.studies.mini verify $(MINI_ARGS)
@@ -51,21 +63,26 @@ mini-timing: setup
 	$(PY) -m saah_lib.studies.timing results/rerun/mini-native results/rerun/mini
 
 # Explicit: replace the committed study by the last finished `make mini` rerun, then redraw its tables and figures.
+## mini-promote: replace the committed results/mini by the last finished `make mini` rerun
 mini-promote: setup
 	$(PY) -m saah_lib.studies.mini promote
 
 # The extended CPU study (five seeds, the AH and SA alpha sweeps, the top-K ablation) into results/extended.
+## extended: the extended CPU study in results/extended (five seeds, both alpha sweeps, top-K)
 extended: setup
 	$(PY) -m saah_lib.studies.extended
 
 # The committed results are checked against their MANIFEST.json first: a hand-edited or damaged
 # log stops here, named, before it reaches a table (`make paper` builds on this target).
+## figures: every table (paper/generated) and figure (figures/) from the committed results and your own
 figures: setup
 	$(PY) -m saah_lib.rundir.manifest check $(wildcard results/mini results/extended results/paper_reported)
 	$(PY) -m papermill -k python3 --log-level WARNING notebooks/04_figures.ipynb results/04_figures.out.ipynb
 
+## paper: the figures, then paper/main.pdf (latexmk)
 paper: figures latex
 	cd paper && latexmk -pdf -interaction=nonstopmode -halt-on-error main.tex >/dev/null && echo "wrote paper/main.pdf"
 
+## bench: the step-time benchmark on CPU (python -m saah_lib.studies.bench --help for GPU profiles)
 bench: setup
 	$(PY) -m saah_lib.studies.bench --profile tiny

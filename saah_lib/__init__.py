@@ -4,6 +4,7 @@ The package's folders follow the data, each importing only from those before it:
 
     paths, jsonio   where things live; reading and writing JSON
     numerics        the pinned CPU numerics, applied here, on import, before anything loads torch
+    progress        progress lines and bars that show well wherever the output goes
     method/         loss, token weights, reward: pure functions of tensors and strings
     tasks/          problems, GSM8K, the synthetic CPU task, prompts, scoring
     models/         model names and loading, generation backends, greedy evaluation, the tiny warm start
@@ -20,6 +21,19 @@ make_config`` imports only what that name needs (torch and TRL load on first use
 from __future__ import annotations
 
 import importlib
+import sys
+
+#: Every ``python -m`` command of the package, with what it does (``python -m saah_lib`` lists them).
+COMMANDS = {
+    "saah_lib": "list these commands",
+    "saah_lib.training.launch": "one training run (also under accelerate launch); --print-config shows the config",
+    "saah_lib.studies.mini": "the CPU mini study: rerun and compare with the committed one (make mini), promote",
+    "saah_lib.studies.extended": "the extended CPU study (five seeds, both alpha sweeps, top-K); --plan",
+    "saah_lib.studies.bench": "the step-time benchmark against stock TRL (make bench)",
+    "saah_lib.studies.topk": "the top-K entropy error of a model's rollouts",
+    "saah_lib.report.render": "every table and figure from the committed results and your own runs",
+    "saah_lib.rundir.manifest": "write or check a results root's MANIFEST.json",
+}
 
 from saah_lib.numerics import apply_once
 
@@ -54,3 +68,24 @@ def __getattr__(name: str):
 
 def __dir__():
     return sorted(list(globals()) + __all__)
+
+
+def _refuse_a_module_that_is_no_command() -> None:
+    """``python -m saah_lib.<module>`` of a module without a command would run nothing and exit 0,
+    even with ``--help``; name the commands instead and exit 2.
+
+    While ``-m`` locates its module (this package is imported on the way), ``sys.argv[0]`` is
+    ``"-m"`` and ``sys.orig_argv`` holds the module's name.
+    """
+    argv = getattr(sys, "orig_argv", [])
+    if not sys.argv or sys.argv[0] != "-m" or "-m" not in argv[:-1]:
+        return
+    target = argv[argv.index("-m") + 1]
+    if target.split(".")[0] != __name__ or target in COMMANDS or target.endswith(".__main__"):
+        return
+    lines = "\n".join(f"  python -m {name:28s} {text}" for name, text in COMMANDS.items())
+    sys.stderr.write(f"{target} is a library module, not a command. The commands are:\n{lines}\n")
+    raise SystemExit(2)
+
+
+_refuse_a_module_that_is_no_command()

@@ -27,6 +27,7 @@ RESULTS = REPO_ROOT / "results"
 MINI_ROOT = RESULTS / "mini"  # the committed CPU mini study
 EXTENDED_ROOT = RESULTS / "extended"  # the committed extended CPU study
 RERUN_ROOT = RESULTS / "rerun"  # git-ignored: what `make mini` reruns
+LOCAL_RESULTS = RESULTS / "local"  # git-ignored: single runs (notebooks 01-03, training.launch) by default
 PAPER_REPORTED = RESULTS / "paper_reported"  # the paper's numbers, transcribed
 BENCH_RESULTS = RESULTS / "bench"
 

@@ -13,11 +13,11 @@ from saah_lib.paths import REPO_ROOT
 
 PACKAGE = REPO_ROOT / "saah_lib"
 #: Lowest first. A module may import from its own layer and the layers before it, never after.
-LAYERS = ("paths", "jsonio", "numerics", "method", "tasks", "models", "rundir", "training", "analysis", "report", "studies")
+LAYERS = ("paths", "jsonio", "numerics", "progress", "method", "tasks", "models", "rundir", "training", "analysis",
+          "report", "studies")
 #: The only imports allowed inside functions, and why: each keeps a heavy package out of a light entry point.
 FUNCTION_LEVEL_IMPORTS = {
     # `python -m saah_lib.training.launch --help` answers without loading torch or TRL
-    ("training/launch.py", "saah_lib.training.config"),
     ("training/launch.py", "saah_lib.training.run"),
     # the config checks a backend name without loading torch; only "auto" asks torch for a GPU
     ("models/backends.py", "torch"),
@@ -65,7 +65,7 @@ def _own(path: Path) -> str:
 def test_every_module_belongs_to_a_layer():
     for path in _modules():
         first = path.relative_to(PACKAGE).parts[0].removesuffix(".py")
-        assert first in LAYERS or first == "__init__", f"{_own(path)} lies outside the layers {LAYERS}"
+        assert first in LAYERS or first in ("__init__", "__main__"), f"{_own(path)} lies outside the layers {LAYERS}"
 
 
 def test_imports_go_down_the_layers_never_up():

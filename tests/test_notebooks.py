@@ -1,6 +1,7 @@
 """The notebooks run end to end under papermill, with tiny parameters, offline."""
 
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -9,12 +10,26 @@ import papermill
 import pytest
 
 from saah_lib.rundir.folder import RunDir
+from saah_lib.studies.notebook_params import declared_parameters
 from saah_lib.studies.sweep import run_alpha_sweep
+from saah_lib.training.config import LOCAL_RESULTS_DIR, SAAHConfig
 
-pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]
 FAST = {"n_train": 16, "n_eval": 4, "max_completion_length": 12, "eval_max_new_tokens": 12,
         "eval_batch_size": 4, "save_every": 2, "eval_every": 2}
+
+
+def _outputs(nb) -> list[dict]:
+    return [o for c in nb["cells"] for o in c.get("outputs", [])]
+
+
+def _images(nb) -> int:
+    return sum("image/png" in o.get("data", {}) for o in _outputs(nb))
+
+
+def _stream_text(nb) -> str:
+    return "".join("".join(o["text"]) if isinstance(o["text"], list) else o["text"]
+                   for o in _outputs(nb) if o.get("output_type") == "stream")
 
 
 def execute(name, out_dir, **parameters):
@@ -24,31 +39,77 @@ def execute(name, out_dir, **parameters):
     return json.loads(out.read_text())
 
 
-@pytest.mark.parametrize("name", ["01_baseline", "02_train", "03_ablation", "04_figures"])
+NOTEBOOKS = ["01_baseline", "02_train", "03_ablation", "04_figures"]
+
+
+def _makefile_kernel() -> tuple[str, str]:
+    """(name, display name) of the kernel that `make setup` installs."""
+    makefile = (REPO / "Makefile").read_text()
+    found = re.search(r'ipykernel install .*--name (\S+) --display-name "\$\(KERNEL_DISPLAY_NAME\)"', makefile)
+    assert found, "the Makefile installs no kernel named by KERNEL_DISPLAY_NAME"
+    return found.group(1), re.search(r"^KERNEL_DISPLAY_NAME := (.+)$", makefile, flags=re.M).group(1)
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
 def test_notebooks_are_committed_clean_with_a_parameters_cell(name):
     nb = json.loads((REPO / "notebooks" / f"{name}.ipynb").read_text())
-    assert nb["metadata"]["kernelspec"]["name"] == "python3"
+    # the kernel `make setup` installs, by name and display name: JupyterLab marks a notebook whose
+    # kernelspec differs from the running kernel's as modified the moment it is opened
+    kernel = nb["metadata"]["kernelspec"]
+    assert (kernel["name"], kernel["display_name"]) == _makefile_kernel()
+    ids = [c["id"] for c in nb["cells"]]
+    assert len(ids) == len(set(ids))  # duplicates are rewritten (and the notebook marked modified) on opening
     code = [c for c in nb["cells"] if c["cell_type"] == "code"]
     assert not any(c.get("outputs") or c.get("execution_count") for c in code)
     assert "parameters" in code[0]["metadata"].get("tags", [])
+    assert f'read_parameters("{name}", globals())' in "".join(code[1]["source"])  # checked before anything runs
 
 
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_every_parameter_is_typed_documented_and_listed_by_papermill(name):
+    """papermill --help-notebook reads the parameters cell line by line; a second '=' on a line hid one."""
+    declared = declared_parameters(name)
+    source = "".join(json.loads((REPO / "notebooks" / f"{name}.ipynb").read_text())["cells"][1]["source"])
+    assigned = [line.split(":")[0] for line in source.splitlines() if "=" in line]
+    assert list(declared) == assigned
+    for parameter, info in declared.items():
+        assert info["inferred_type_name"] != "None", f"{parameter} has no type"
+        assert info["help"], f"{parameter} has no help"
+    assert "results_dir" not in declared or declared["results_dir"]["default"] == f'"{LOCAL_RESULTS_DIR}"'
+    assert "seed" not in declared or int(declared["seed"]["default"]) == SAAHConfig().seed
+
+
+@pytest.mark.slow
+def test_an_unknown_parameter_is_an_error_naming_the_known_ones(tmp_path):
+    with pytest.raises(papermill.PapermillExecutionError) as raised:
+        execute("04_figures", tmp_path, tolerate_problem=True)  # a typo of tolerate_problems
+    assert "'tolerate_problem'" in str(raised.value) and "tolerate_problems" in str(raised.value)
+
+
+@pytest.mark.slow
 def test_baseline_train_and_ablation_notebooks(tiny_random_model_dir, tmp_path):
     results = tmp_path / "results"
     model = str(tiny_random_model_dir)
 
-    execute("01_baseline", tmp_path, model_name=model, results_dir=str(results), overrides=FAST, progress=False)
+    # overrides as `papermill -p overrides '{...}'` passes it: a string, parsed by the notebook
+    execute("01_baseline", tmp_path, model_name=model, results_dir=str(results), overrides=json.dumps(FAST),
+            progress=False)
     assert [r["step"] for r in RunDir(results / "baselines" / "tiny-zero-shot").evals()] == [0]
 
     nb = execute("02_train", tmp_path, method="sa", alpha=0.5, steps=2, seed=0, results_dir=str(results),
-                 model_name=model, overrides=FAST, progress=False)
+                 model_name=model, overrides=FAST, progress=True)
     run = RunDir(results / "runs" / "tiny-sa-a0.5-s0")
     assert [r["step"] for r in run.train_log()] == [1, 2] and run.evaluated_steps() == {0, 2}
-    assert any(o.get("output_type") == "display_data" for c in nb["cells"] for o in c.get("outputs", []))
+    assert _images(nb) == 1  # plot_run's figure, as a PNG
+    # progress: short lines (what `papermill --log-output` streams), no per-step dicts, no bar redrawn line by line
+    text = _stream_text(nb)
+    assert "training tiny-sa-a0.5-s0: 0/2 steps" in text and "'reward'" not in text and "\r" not in text
+    assert (tmp_path / "02_train.out.ipynb").stat().st_size < 150_000
 
     overrides = dict(FAST, model_name=model)
-    execute("03_ablation", tmp_path, alphas=[0.0, 0.25], steps=2, seed=0, results_dir=str(results),
-            overrides=overrides)
+    nb = execute("03_ablation", tmp_path, alphas="[0.0, 0.25]", steps=2, seed=0, results_dir=str(results),
+                 overrides=overrides)  # alphas as `-p alphas '[0.0, 0.25]'` passes it
+    assert _images(nb) == 1
     for alpha in ("0", "0.25"):
         run_dir = results / "runs" / f"tiny-ah-a{alpha}-s0"
         assert RunDir(run_dir).is_complete(2)
@@ -63,8 +124,9 @@ def test_baseline_train_and_ablation_notebooks(tiny_random_model_dir, tmp_path):
     paper, figures = tmp_path / "paper", tmp_path / "figures"
     paper.mkdir()
     shutil.copy(REPO / "paper" / "main.tex", paper / "main.tex")
-    execute("04_figures", tmp_path, results_root=str(results), mini_root=str(tmp_path / "none"),
-            figures_dir=str(figures), tables_dir=str(paper / "generated"))
+    nb = execute("04_figures", tmp_path, results_root=str(results), mini_root=str(tmp_path / "none"),
+                 figures_dir=str(figures), tables_dir=str(paper / "generated"))
+    assert _images(nb) >= 3
     assert (paper / "generated" / "ours_main.tex").is_file() and (paper / "generated" / "reported_main.tex").is_file()
     assert (figures / "ours_pass_at_1.png").is_file() and (figures / "ours_alpha_ablation.pdf").is_file()
     if not shutil.which("latexmk"):

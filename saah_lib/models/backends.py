@@ -51,5 +51,6 @@ def require_vllm() -> None:
     if importlib.util.find_spec("vllm") is None:
         raise ImportError(
             "generation_backend='vllm' (TRL's use_vllm=True) needs the 'vllm' package, which is not installed. "
-            "Install it (pip install 'trl[vllm]') or use generation_backend='compiled' or 'hf'."
+            "Install it (pip install -e '.[vllm]', the version TRL 1.16 supports) or use generation_backend='compiled' "
+            "or 'hf'."
         )

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import torch
-from tqdm.auto import tqdm
 
 from saah_lib.models.backends import evaluation_backend
 from saah_lib.models.rollout import StaticRollout, merged_lora
 from saah_lib.models.sampling import SamplingSettings
+from saah_lib.progress import bar
 from saah_lib.tasks.problems import Problem
 from saah_lib.tasks.prompts import make_prompt
 from saah_lib.tasks.scoring import EvalResult, score_completions
@@ -51,7 +51,7 @@ def greedy_completions(model, tokenizer, prompts: list[str], *, max_new_tokens: 
                                eos_token_ids=tokenizer.eos_token_id, compile=device.type == "cuda",
                                name="evaluation")
     try:
-        for batch in tqdm(batches, desc=desc, disable=not progress, leave=False):
+        for batch in bar(batches, desc=desc, progress=progress, leave=False):
             texts = [prompts[i] for i in batch]
             new_tokens = None
             if backend == "compiled" and not engine.health.fell_back:

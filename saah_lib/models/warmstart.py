@@ -25,14 +25,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
-from tqdm.auto import tqdm
 
 from saah_lib.jsonio import atomic_write_json, read_json
 from saah_lib.models.evaluate import evaluate_pass_at_1
 from saah_lib.models.tiny import CHAT_ROLES, build_tokenizer, init_tiny_model, parameter_count
 from saah_lib.models.warmstart_targets import PLAIN_ANSWER, sft_targets
 from saah_lib.numerics import RECORD_KEY, cpu_numerics_record
-from saah_lib.paths import TINY_WARMSTART_DIR
+from saah_lib.paths import TINY_WARMSTART_DIR, repo_relative
+from saah_lib.progress import ProgressLines, bar, say
 from saah_lib.tasks.problems import Problem
 from saah_lib.tasks.prompts import SYSTEM_PROMPT, make_prompt
 from saah_lib.tasks.synthetic import (
@@ -193,8 +193,9 @@ def supervised_finetune(model, tokenizer, problems, settings: WarmStartSettings,
         optimizer, lambda step: _lr_factor(step, settings.sft_steps, warmup))
     model.train()
     losses: list[float] = []
-    bar = tqdm(range(settings.sft_steps), desc="warm-start SFT", disable=not progress)
-    for _ in bar:
+    steps = bar(range(settings.sft_steps), desc="warm-start SFT", progress=progress)
+    lines = ProgressLines("warm-start SFT", settings.sft_steps, progress=progress)
+    for step in steps:
         batch = collate_sft(next(stream), tokenizer.pad_token_id)
         loss = sft_loss(model, prefix_ids, batch)
         loss.backward()
@@ -203,7 +204,9 @@ def supervised_finetune(model, tokenizer, problems, settings: WarmStartSettings,
         scheduler.step()
         optimizer.zero_grad(set_to_none=True)
         losses.append(loss.item())
-        bar.set_postfix(loss=f"{losses[-1]:.3f}")
+        steps.set_postfix(loss=f"{losses[-1]:.3f}")
+        lines.update(step + 1, f"loss {losses[-1]:.3f}")
+    lines.finish(note=f"loss {losses[-1]:.3f}")
     model.eval()
     return losses
 
@@ -326,6 +329,8 @@ def build_warm_start(
     out_dir = Path(out_dir)
     if not force and _is_cached(out_dir, seed, settings):
         return out_dir
+    say(f"building the tiny warm start in {repo_relative(out_dir)} (once, then cached; about 4-5 min on one "
+        f"core): {settings.sft_steps} supervised steps, then a held-out evaluation", progress)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = out_dir.with_name(f".{out_dir.name}.building-{os.getpid()}")
     shutil.rmtree(staging, ignore_errors=True)
@@ -336,4 +341,7 @@ def build_warm_start(
         _replace_dir(staging, out_dir)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+    if progress:  # the record's numbers are read only when the line is printed
+        say(f"tiny warm start built in {info['build_seconds']:.0f} s: held-out Pass@1 "
+            f"{info['heldout_pass_at_1']:.3f}")
     return out_dir

@@ -37,6 +37,7 @@ from saah_lib.jsonio import atomic_write_json, atomic_write_text, read_json
 from saah_lib.method.methods import MAIN_ALPHA
 from saah_lib.paths import FIGURES, MINI_ROOT, PAPER_TABLES, in_repo, repo_relative
 from saah_lib.report.latex import fmt, tex_escape
+from saah_lib.report.plots import save_figure
 from saah_lib.rundir.layout import TOPK_ERROR_FILE
 
 log = logging.getLogger(__name__)
@@ -276,8 +277,7 @@ def _save(fig: Figure | None, out_dir: Path, name: str, dpi: int = 150) -> list[
         return []
     out_dir.mkdir(parents=True, exist_ok=True)
     for p in paths:
-        fig.savefig(p, dpi=dpi, bbox_inches="tight", pad_inches=0.05,
-                    metadata={"CreationDate": None} if p.suffix == ".pdf" else None)
+        save_figure(fig, p, dpi)  # TrueType fonts in the PDF, like every figure
     return paths
 
 

@@ -6,13 +6,18 @@ notebooks.  :func:`write_all_figures` saves each as
 ``<out_dir>/<prefix>_<name>.pdf`` and ``.png``:
 
 ``pass_at_1``       Pass@1 per evaluated step, one panel per model, every main
-                    method with its 95% band and the dashed baseline.
+                    method with its 95% band and the dashed baseline (its value
+                    written on its own panel; one legend entry).
 ``overlay``         the three methods on one panel for one model (by default the
                     largest model that has at least two of them).
 ``alpha_ablation``  peak (filled circles) and final (open squares) Pass@1 per
-                    alpha, baseline dashed, SA-AH-GRPO reference as a star.
-``reward``          training reward mean with a +-std band over steps, per method.
-``entropy_weight``  mean normalised entropy and mean token weights over steps.
+                    alpha, baseline dashed, SA-AH-GRPO reference as a star; error
+                    bars (+-1 s.d. across seeds, where there are several) are
+                    explained in the figure.
+``reward``          training reward per step (faint) and its moving average (bold), per
+                    method, beside the reward's spread within each step.
+``entropy_weight``  mean normalised entropy, and mean token weights over all tokens and
+                    over negative-advantage rollouts, each in its own panel.
 ``token_weights``   GRPO / AH / SA token weights of one positive and one negative
                     rollout, computed from logged per-token entropies.
 
@@ -21,10 +26,15 @@ binomial formula with N=500, since the paper tabulates no per-step CI).
 Several seeds: the line is the mean across seeds and the band +-1 sample
 standard deviation across seeds.  A figure without data is skipped (logged),
 never drawn from invented values.
+
+Figures are :class:`InlineFigure`, which Jupyter shows as an image (IPython asks
+it for a PNG), with no pyplot involved.  PDFs embed TrueType fonts
+(``pdf.fonttype`` 42), which journals ask for and which stay searchable.
 """
 
 from __future__ import annotations
 
+import io
 import logging
 import math
 from pathlib import Path
@@ -49,12 +59,34 @@ log = logging.getLogger(__name__)
 FIGURE_NAMES = ("pass_at_1", "overlay", "alpha_ablation", "reward", "entropy_weight", "token_weights")
 METHOD_COLORS = {"grpo": "#1f77b4", "ah": "#d62728", "sa": "#2ca02c", "base": "0.35"}
 SPARSE = 25  # draw markers when a curve has at most this many points
+#: line style per method where curves lie on top of each other (weights of AH and SA on negative rollouts)
+METHOD_LINESTYLES = {"grpo": "-", "ah": "--", "sa": "-."}
+REWARD_WINDOW = 5  # steps in the reward's moving average
+INLINE_DPI = 100  # PNG shown in a notebook: sharp on screen, a few tens of KB
+#: TrueType (Type 42) fonts in PDFs instead of matplotlib's default Type 3
+PDF_FONTS = {"pdf.fonttype": 42, "ps.fonttype": 42}
+
+
+class InlineFigure(Figure):
+    """A Figure that Jupyter displays as a PNG (``_repr_png_``) without pyplot or an inline backend."""
+
+    def _repr_png_(self) -> bytes:
+        buffer = io.BytesIO()
+        self.savefig(buffer, format="png", dpi=INLINE_DPI, bbox_inches="tight")
+        return buffer.getvalue()
+
+
+def save_figure(fig: Figure, path: Path, dpi: int = 150) -> None:
+    """Save as PDF (TrueType fonts, no creation date: the same figure gives the same bytes) or PNG."""
+    with matplotlib.rc_context(PDF_FONTS):
+        fig.savefig(path, dpi=dpi, bbox_inches="tight", pad_inches=0.05,
+                    metadata={"CreationDate": None} if path.suffix == ".pdf" else None)
 
 
 def _fig(ncols: int = 1, nrows: int = 1, w: float = 4.6, h: float = 3.2, min_width: float = 6.4,
          **kw) -> tuple[Figure, np.ndarray]:
     # at least min_width inches wide, so the shared legend and titles fit with a single panel
-    fig = Figure(figsize=(max(w * ncols, min_width), h * nrows), layout="constrained")
+    fig = InlineFigure(figsize=(max(w * ncols, min_width), h * nrows), layout="constrained")
     FigureCanvasAgg(fig)  # render with Agg regardless of the session's pyplot backend
     axes = np.atleast_1d(fig.subplots(nrows, ncols, squeeze=False, **kw))
     return fig, axes
@@ -74,10 +106,16 @@ def _fig_legend(fig: Figure, axes, ncol: int = 4, fontsize: int = 8) -> None:
 
 
 def _steps_axis(ax) -> None:
-    """x axis of training steps: integer ticks, label; y axis without offset notation."""
+    """x axis of training steps: integer ticks, label, at least two steps wide; y axis without offset notation.
+
+    Call after drawing: a single evaluated step would otherwise get an axis a fraction of a step wide.
+    """
     ax.set_xlabel("training step")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.ticklabel_format(axis="y", useOffset=False)
+    lo, hi = ax.dataLim.intervalx
+    if np.isfinite(lo) and np.isfinite(hi) and hi - lo < 2:
+        ax.set_xlim(max(0.0, lo - 1) if lo >= 0 else lo - 1, hi + 1)
 
 
 def _groups(df: pd.DataFrame, model, main_only: bool = True) -> list[tuple[str, float, pd.DataFrame]]:
@@ -105,17 +143,20 @@ def _band(g: pd.DataFrame) -> tuple[np.ndarray, str]:
 
 
 def _draw_baseline(ax, rs: ResultSet, model, with_label: bool = True) -> bool:
+    """The dashed baseline, its value written on this panel (the legend entry is shared by every panel)."""
     b = rs.baseline_for(model)
     if not b or math.isnan(number_or_nan(b.get("pass_at_1"))):
         return False
     p = number_or_nan(b["pass_at_1"])
     if rs.source == "paper_reported":
-        text = f"zero-shot baseline ({p:.3f})"
+        text = "zero-shot baseline"
     elif b.get("kind") == "baseline":
-        text = f"baseline {b.get('name')} ({p:.3f})"
+        text = f"baseline {b.get('name')}"
     else:
-        text = f"step-0 evaluation ({p:.3f})"
+        text = "step-0 evaluation"
     ax.axhline(p, ls="--", color=METHOD_COLORS["base"], lw=1.1, label=text if with_label else None)
+    ax.annotate(f"{p:.3f}", xy=(1, p), xycoords=("axes fraction", "data"), xytext=(-3, 2),
+                textcoords="offset points", ha="right", va="bottom", fontsize=7, color=METHOD_COLORS["base"])
     return True
 
 
@@ -196,14 +237,10 @@ def plot_alpha_ablation(rs: ResultSet) -> Figure | None:
     x = pd.to_numeric(core["alpha"], errors="coerce").to_numpy(float)
     peak = pd.to_numeric(core["peak_pass_at_1"], errors="coerce").to_numpy(float)
     final = pd.to_numeric(core["final_pass_at_1"], errors="coerce").to_numpy(float)
-    pstd = pd.to_numeric(core.get("peak_pass_at_1_std"), errors="coerce").to_numpy(float)
-    fstd = pd.to_numeric(core.get("final_pass_at_1_std"), errors="coerce").to_numpy(float)
     ax.plot(x, peak, color=METHOD_COLORS["ah"], lw=0.8, alpha=0.5)
     ax.plot(x, peak, "o", color=METHOD_COLORS["ah"], ms=7, label="AH-GRPO peak")
     ax.plot(x, final, "s", mfc="none", mec="k", ms=7, label="AH-GRPO final")
-    if (~np.isnan(pstd)).any() or (~np.isnan(fstd)).any():  # several seeds: +-1 s.d. across seeds
-        ax.errorbar(x, peak, yerr=np.nan_to_num(pstd), fmt="none", ecolor=METHOD_COLORS["ah"], capsize=2)
-        ax.errorbar(x, final, yerr=np.nan_to_num(fstd), fmt="none", ecolor="k", capsize=2)
+    bars = _seed_error_bars(ax, core, x, peak, final, METHOD_COLORS["ah"], "k")
     for xi, pi, partial in zip(x, peak, core["partial"].astype(bool)):
         if partial and not math.isnan(pi):
             ax.annotate("partial", (xi, pi), textcoords="offset points", xytext=(0, 8), ha="center", fontsize=7)
@@ -212,8 +249,13 @@ def plot_alpha_ablation(rs: ResultSet) -> Figure | None:
         sx = pd.to_numeric(sa["alpha"], errors="coerce").to_numpy(float)
         ax.plot(sx, pd.to_numeric(sa["peak_pass_at_1"], errors="coerce").to_numpy(float), "*-",
                 color=METHOD_COLORS["sa"], ms=11, lw=0.8, label="SA-AH-GRPO peak")
-        ax.plot(sx, pd.to_numeric(sa["final_pass_at_1"], errors="coerce").to_numpy(float), "s", ms=7, mfc="none",
-                mec=METHOD_COLORS["sa"], label="SA-AH-GRPO final")
+        sfinal = pd.to_numeric(sa["final_pass_at_1"], errors="coerce").to_numpy(float)
+        ax.plot(sx, sfinal, "s", ms=7, mfc="none", mec=METHOD_COLORS["sa"], label="SA-AH-GRPO final")
+        # SA's bars a little to the right, so that they do not hide AH-GRPO's at the same alpha
+        dodge = 0.012 * (np.nanmax(np.concatenate([x, sx])) - np.nanmin(np.concatenate([x, sx])))
+        bars |= _seed_error_bars(ax, sa, sx + dodge,
+                                 pd.to_numeric(sa["peak_pass_at_1"], errors="coerce").to_numpy(float),
+                                 sfinal, METHOD_COLORS["sa"], METHOD_COLORS["sa"])
     for _, r in (sa.iterrows() if len(sa) == 1 else ()):
         a = number_or_nan(r["alpha"])
         ax.plot([a], [number_or_nan(r["peak_pass_at_1"])], marker="*", ms=12, color=METHOD_COLORS["sa"], ls="none",
@@ -226,9 +268,31 @@ def plot_alpha_ablation(rs: ResultSet) -> Figure | None:
     ax.set_ylabel("Pass@1")
     ax.grid(alpha=0.3)
     _fig_legend(fig, axes, ncol=3, fontsize=7)
-    ax.set_title(f"{model}", fontsize=9)
+    ax.set_title(f"{model}" + (f"; error bars: ±1 s.d. across seeds ({bars_note(ab)}; "
+                               "one seed elsewhere)" if bars else ""), fontsize=8 if bars else 9)
     fig.suptitle(_suptitle(rs, "α ablation of AH-GRPO" + (" and SA-AH-GRPO" if len(sa) > 1 else "")), fontsize=10)
     return fig
+
+
+def _seed_error_bars(ax, rows: pd.DataFrame, x, peak, final, peak_color, final_color) -> bool:
+    """±1 s.d. across seeds on points that have several seeds; returns whether any was drawn."""
+    pstd = pd.to_numeric(rows.get("peak_pass_at_1_std"), errors="coerce").to_numpy(float)
+    fstd = pd.to_numeric(rows.get("final_pass_at_1_std"), errors="coerce").to_numpy(float)
+    if np.isnan(pstd).all() and np.isnan(fstd).all():
+        return False
+    ax.errorbar(x, peak, yerr=np.nan_to_num(pstd), fmt="none", ecolor=peak_color, capsize=2)
+    ax.errorbar(x, final, yerr=np.nan_to_num(fstd), fmt="none", ecolor=final_color, capsize=2)
+    return True
+
+
+def bars_note(ablation: pd.DataFrame) -> str:
+    """Which points have error bars: ``3 seeds at α = 0, 0.5`` (from the ablation's ``n_seeds``)."""
+    n = pd.to_numeric(ablation.get("n_seeds", pd.Series(1, index=ablation.index)), errors="coerce").fillna(1)
+    several = ablation[n > 1]
+    counts = sorted({int(v) for v in n[n > 1]})
+    alphas = sorted({float(a) for a in pd.to_numeric(several["alpha"], errors="coerce").dropna()})
+    seeds = " or ".join(str(c) for c in counts)
+    return f"{seeds} seeds at α = {', '.join(f'{a:g}' for a in alphas)}"
 
 
 def _curve_models(rs: ResultSet, col: str) -> list:
@@ -253,29 +317,51 @@ def _curve_groups(rs: ResultSet, model) -> list[tuple[str, float, pd.DataFrame]]
     return out
 
 
+def moving_average(y: np.ndarray, window: int = REWARD_WINDOW) -> np.ndarray:
+    """Trailing mean over up to ``window`` steps (fewer at the start), NaN steps skipped."""
+    return pd.Series(y).rolling(window, min_periods=1).mean().to_numpy(float)
+
+
+def _reward_lines(ax, x, y, color, label) -> None:
+    """A dense curve: each step faint, its moving average bold; a sparse one (the paper's steps): points."""
+    if len(x) <= SPARSE:
+        ax.plot(x, y, color=color, lw=1.2, marker="o", ms=4, label=label)
+        return
+    ax.plot(x, y, color=color, lw=0.6, alpha=0.3)
+    ax.plot(x, moving_average(y), color=color, lw=1.6, label=label)
+
+
 def plot_reward(rs: ResultSet) -> Figure | None:
-    """Training reward mean with a +-std band (the step's completions) over steps, per method."""
+    """Training reward per method: the step mean (left) and its spread over the step's completions (right).
+
+    Each step's value is drawn faint with a moving average over :data:`REWARD_WINDOW` steps on top, so the
+    methods' difference is not hidden under a band as wide as the reward's spread within a step.
+    """
     models = _curve_models(rs, "reward_mean")
     if not models:
         return None
-    fig, axes = _fig(ncols=len(models))
-    for ax, model in zip(axes.flat, models):
+    with_std = any(pd.to_numeric(rs.curves.get("reward_std"), errors="coerce").notna())
+    fig, axes = _fig(ncols=2 if with_std else 1, nrows=len(models), w=4.4, h=3.0)
+    for row, model in enumerate(models):
+        ax_mean, ax_std = axes[row, 0], axes[row, 1] if with_std else None
         for method, a, g in _curve_groups(rs, model):
             x = g["step"].to_numpy(float)
-            y = g["reward_mean"].to_numpy(float)
-            s = pd.to_numeric(g.get("reward_std"), errors="coerce").to_numpy(float)
-            color = METHOD_COLORS.get(method, "k")
-            ax.plot(x, y, color=color, lw=1.2, marker="o" if len(x) <= SPARSE else None, ms=4, label=method_label(method, a))
-            ok = ~np.isnan(s) & ~np.isnan(y)
-            if ok.any():
-                ax.fill_between(x[ok], (y - s)[ok], (y + s)[ok], color=color, alpha=0.15, lw=0)
-        ax.set_title(str(model), fontsize=9)
-        _steps_axis(ax)
-        ax.set_ylabel("total reward")
-        ax.grid(alpha=0.3)
+            color, label = METHOD_COLORS.get(method, "k"), method_label(method, a)
+            _reward_lines(ax_mean, x, g["reward_mean"].to_numpy(float), color, label)
+            if ax_std is not None:
+                _reward_lines(ax_std, x, pd.to_numeric(g.get("reward_std"), errors="coerce").to_numpy(float),
+                              color, label)
+        ax_mean.set_ylabel("mean reward of the step")
+        if ax_std is not None:
+            ax_std.set_ylabel("reward s.d. within the step")
+        for ax in (ax_mean, ax_std) if ax_std is not None else (ax_mean,):
+            ax.set_title(str(model), fontsize=9)
+            _steps_axis(ax)
+            ax.grid(alpha=0.3)
     _fig_legend(fig, axes)
-    fig.suptitle(_suptitle(rs, "Training reward: step mean, band ±1 std over the step's completions")
-                 + _curve_note(rs), fontsize=10)
+    smoothing = "" if all(len(g) <= SPARSE for m in models for _, _, g in _curve_groups(rs, m)) else \
+        f"\nfaint: each step; bold: mean of the last {REWARD_WINDOW} steps"
+    fig.suptitle(_suptitle(rs, "Training reward") + smoothing + _curve_note(rs), fontsize=10)
     return fig
 
 
@@ -285,28 +371,28 @@ def plot_entropy_weight(rs: ResultSet) -> Figure | None:
                     key=lambda m: model_order(rs.curves["model_label"]).index(m))
     if not models:
         return None
-    fig, axes = _fig(ncols=2, nrows=len(models), w=4.4, h=2.8)
+    columns = (("entropy_norm", "mean normalised entropy", "entropy"),
+               ("weight_mean", "mean token weight", "weights, all tokens"),
+               ("weight_neg_mean", "mean token weight", "weights, negative-advantage rollouts"))
+    fig, axes = _fig(ncols=3, nrows=len(models), w=3.4, h=2.8)
     for row, model in enumerate(models):
-        ax_h, ax_w = axes[row, 0], axes[row, 1]
         for method, a, g in _curve_groups(rs, model):
             x = g["step"].to_numpy(float)
-            color = METHOD_COLORS.get(method, "k")
-            mk = "o" if len(x) <= SPARSE else None
-            ax_h.plot(x, g["entropy_norm"].to_numpy(float), color=color, lw=1.2, marker=mk, ms=4, label=method_label(method, a))
-            ax_w.plot(x, g["weight_mean"].to_numpy(float), color=color, lw=1.2, marker=mk, ms=4,
-                      label=f"{METHOD_LABELS.get(method, method)}: all tokens")
-            wn = pd.to_numeric(g.get("weight_neg_mean"), errors="coerce").to_numpy(float)
-            if (~np.isnan(wn)).any():
-                ax_w.plot(x, wn, color=color, lw=1.0, ls=":", marker="v" if mk else None, ms=4,
-                          label=f"{METHOD_LABELS.get(method, method)}: negative rollouts")
-        ax_h.set_ylabel("mean normalised entropy")
-        ax_w.set_ylabel("mean token weight")
-        ax_w.set_ylim(bottom=0)
-        for ax in (ax_h, ax_w):
-            ax.set_title(str(model), fontsize=9)
+            style = dict(color=METHOD_COLORS.get(method, "k"), ls=METHOD_LINESTYLES.get(method, "-"), lw=1.2,
+                         marker="o" if len(x) <= SPARSE else None, ms=4, label=method_label(method, a))
+            for col, (key, _, _) in enumerate(columns):
+                y = pd.to_numeric(g.get(key), errors="coerce").to_numpy(float)
+                if (~np.isnan(y)).any():
+                    axes[row, col].plot(x, y, **style)
+        for col, (_, ylabel, what) in enumerate(columns):
+            ax = axes[row, col]
+            ax.set_ylabel(ylabel)
+            ax.set_title(f"{model}: {what}", fontsize=8)
             _steps_axis(ax)
             ax.grid(alpha=0.3)
-    _fig_legend(fig, axes, ncol=3, fontsize=7)
+        for ax in axes[row, 1:]:
+            ax.set_ylim(0, 1.05)
+    _fig_legend(fig, axes, ncol=3, fontsize=8)
     fig.suptitle(_suptitle(rs, "Entropy and adaptive weights") + _curve_note(rs), fontsize=10)
     return fig
 
@@ -442,8 +528,7 @@ def write_all_figures(resultset: ResultSet, out_dir: str | Path = FIGURES, prefi
                     p.unlink()
             continue
         for p in paths:
-            fig.savefig(p, dpi=dpi, bbox_inches="tight", pad_inches=0.05,
-                        metadata={"CreationDate": None} if p.suffix == ".pdf" else None)
+            save_figure(fig, p, dpi)
             written.append(p)
     return written
 

@@ -9,7 +9,7 @@ source                  folder                                        prefix
 the paper's numbers     ``results/paper_reported`` (transcribed)      reported
 the CPU mini study      ``results/mini``                              mini
 the extended study      ``results/extended``                          extended
-your own runs           ``results``                                   ours
+your own runs           ``results/local`` (git-ignored)               ours
 ======================  ============================================  =========
 
 Committed results are first checked against their ``MANIFEST.json``; runs are
@@ -20,9 +20,20 @@ older copies of them are removed.
 
 from __future__ import annotations
 
+import argparse
+
 from saah_lib.analysis.reported import read_paper_reported
 from saah_lib.analysis.resultset import ResultSet
-from saah_lib.paths import EXTENDED_ROOT, FIGURES, MINI_ROOT, PAPER_REPORTED, PAPER_TABLES, RESULTS, in_repo
+from saah_lib.paths import (
+    EXTENDED_ROOT,
+    FIGURES,
+    LOCAL_RESULTS,
+    MINI_ROOT,
+    PAPER_REPORTED,
+    PAPER_TABLES,
+    in_repo,
+    repo_relative,
+)
 from saah_lib.report.evidence_report import render_evidence
 from saah_lib.report.plots import write_all_figures
 from saah_lib.report.tables import write_all_tables
@@ -30,7 +41,7 @@ from saah_lib.rundir.layout import MANIFEST_FILE
 from saah_lib.rundir.manifest import check_manifest
 
 #: The run sources of the report, by prefix, in drawing order.
-RUN_SOURCES = {"mini": MINI_ROOT, "extended": EXTENDED_ROOT, "ours": RESULTS}
+RUN_SOURCES = {"mini": MINI_ROOT, "extended": EXTENDED_ROOT, "ours": LOCAL_RESULTS}
 
 
 def load_result_sets(sources: dict, paper_reported_dir=PAPER_REPORTED,
@@ -81,3 +92,23 @@ def render_report(sources: dict | None = None, *, paper_reported_dir=PAPER_REPOR
             print(f"{prefix}: {len(tables)} tables, {len(figures)} figure files"
                   + ("" if not rs.is_empty() else f" (no runs under {sources.get(prefix, paper_reported_dir)})"))
     return {"result_sets": result_sets, "written": written}
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m saah_lib.report.render", description=__doc__.splitlines()[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    for prefix, root in RUN_SOURCES.items():
+        parser.add_argument(f"--{prefix}-root", default=repo_relative(root), help=f"results root drawn as '{prefix}'")
+    parser.add_argument("--paper-reported-dir", default=repo_relative(PAPER_REPORTED), help="the paper's numbers")
+    parser.add_argument("--tables-dir", default=repo_relative(PAPER_TABLES), help="LaTeX tables go here")
+    parser.add_argument("--figures-dir", default=repo_relative(FIGURES), help="PDF and PNG figures go here")
+    parser.add_argument("--tolerate-problems", action="store_true",
+                        help="read damaged or incomplete runs anyway, flagged in every output")
+    args = parser.parse_args(argv)
+    sources = {prefix: getattr(args, f"{prefix}_root") for prefix in RUN_SOURCES}
+    render_report(sources, paper_reported_dir=args.paper_reported_dir, tables_dir=args.tables_dir,
+                  figures_dir=args.figures_dir, tolerate_problems=args.tolerate_problems, verbose=True)
+
+
+if __name__ == "__main__":
+    main()

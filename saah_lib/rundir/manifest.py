@@ -121,8 +121,10 @@ def check_manifest(root: str | Path) -> None:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("action", choices=("write", "check"))
+    parser = argparse.ArgumentParser(prog="python -m saah_lib.rundir.manifest", description=__doc__.splitlines()[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("action", choices=("write", "check"), help="write: record every file's sha256; check: name "
+                        "every changed, missing or extra file")
     parser.add_argument("roots", nargs="+", type=in_repo, help="results roots (relative: from the repository root)")
     args = parser.parse_args(argv)
     failed = False

@@ -452,19 +452,21 @@ def summary_line(report: dict) -> str:
 
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
-    p = argparse.ArgumentParser(description="SA-AH-GRPO step-time benchmark against stock TRL")
+    p = argparse.ArgumentParser(prog="python -m saah_lib.studies.bench",
+                                description="SA-AH-GRPO step-time benchmark against stock TRL", formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--profile", default="tiny", choices=["tiny", *QWEN25_ARCHITECTURES])
     p.add_argument("--steps", type=int, default=12, help="timed steps per variant (after warm-up)")
-    p.add_argument("--warmup", type=int, default=1)
-    p.add_argument("--variants", nargs="*", help=f"subset of {[v[0] for v in VARIANTS]}")
+    p.add_argument("--warmup", type=int, default=1, help="untimed steps first")
+    p.add_argument("--variants", nargs="*", choices=[v[0] for v in VARIANTS], help="subset to time; None: all")
     p.add_argument("--model-dir", default=None, help="benchmark this model folder instead")
     p.add_argument("--num-layers", type=int, default=None, help="shrink the architecture (smoke tests only)")
-    p.add_argument("--max-completion-length", type=int, default=None)
-    p.add_argument("--prompt-tokens", type=int, default=192)
+    p.add_argument("--max-completion-length", type=int, default=None, help="None: the profile's")
+    p.add_argument("--prompt-tokens", type=int, default=192, help="prompt length in tokens")
     p.add_argument("--eval-problems", type=int, default=64, help="0 skips the evaluation throughput")
-    p.add_argument("--no-full-length", dest="full_length", action="store_false")
+    p.add_argument("--no-full-length", dest="full_length", action="store_false",
+                   help="let completions stop at EOS (default: forced to the full length)")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads (CPU runs only)")
-    p.add_argument("--generation-backend", nargs="+", default=["auto"],
+    p.add_argument("--generation-backend", nargs="+", default=["auto"], choices=["auto", "hf", "compiled"],
                    help="rollout backends for our variants, each timed in this run: hf compiled (auto: compiled "
                         "on CUDA, hf on CPU); stock TRL is always timed with its own generate")
     p.add_argument("--rollout-repeats", type=int, default=0,
@@ -477,7 +479,8 @@ def main(argv=None):
                    help="a config field of the profile (JSON value), e.g. --set use_lora=true")
     p.add_argument("--rollout-profile", action="store_true",
                    help="count host syncs and eager ops per token of one rollout (profiler), static engine vs generate")
-    p.add_argument("--out-dir", default=str(BENCH_RESULTS.relative_to(BENCH_RESULTS.parents[1])))
+    p.add_argument("--out-dir", default=str(BENCH_RESULTS.relative_to(BENCH_RESULTS.parents[1])),
+                   help="where the JSON goes")
     args = p.parse_args(argv)
     args.argv = argv
     run_benchmark(args)

@@ -28,7 +28,7 @@ from pathlib import Path
 import torch
 
 from saah_lib.jsonio import atomic_write_json
-from saah_lib.paths import EXTENDED_ROOT, TINY_WARMSTART_DIR, in_repo
+from saah_lib.paths import EXTENDED_ROOT, TINY_WARMSTART_DIR, in_repo, repo_relative
 from saah_lib.rundir.lock import FolderLockedError, study_lock
 from saah_lib.rundir.manifest import write_manifest
 from saah_lib.studies.mini import planned_configs as mini_planned_configs
@@ -88,13 +88,14 @@ def run_extended_study(root: Path, seeds=EXTENDED_SEEDS, steps: int | None = Non
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--root", type=in_repo, default=EXTENDED_ROOT)
-    parser.add_argument("--seeds", type=int, nargs="+", default=list(EXTENDED_SEEDS))
+    parser = argparse.ArgumentParser(prog="python -m saah_lib.studies.extended", description=__doc__.splitlines()[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--root", type=in_repo, default=repo_relative(EXTENDED_ROOT), help="the study's results root")
+    parser.add_argument("--seeds", type=int, nargs="+", default=list(EXTENDED_SEEDS), help="seeds of the main comparison")
     parser.add_argument("--steps", type=int, default=None, help="override the tiny profile's steps")
     parser.add_argument("--jobs", type=int, default=2, help="training runs in parallel (one thread each)")
-    parser.add_argument("--topk-ks", type=int, nargs="+", default=list(TRAINING_KS))
-    parser.add_argument("--topk-seeds", type=int, nargs="+", default=[0])
+    parser.add_argument("--topk-ks", type=int, nargs="+", default=list(TRAINING_KS), help="K of the top-K training runs")
+    parser.add_argument("--topk-seeds", type=int, nargs="+", default=[0], help="seeds of the top-K training runs")
     parser.add_argument("--measure-prompts", type=int, default=64, help="prompts for the top-K measurement (x4 rollouts)")
     parser.add_argument("--no-measure", action="store_true", help="skip the top-K error measurement")
     parser.add_argument("--plan", action="store_true", help="print the runs still to do and the estimate, then exit")

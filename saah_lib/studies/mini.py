@@ -28,7 +28,7 @@ from pathlib import Path
 from saah_lib.jsonio import atomic_write_json, read_jsonl
 from saah_lib.method.methods import MAIN_ALPHAS, SWEEP_ALPHAS
 from saah_lib.numerics import MODE_VARIABLE, NATIVE, cpu_numerics_record, summary
-from saah_lib.paths import MINI_ROOT, PAPER_TABLES, RERUN_ROOT, in_repo
+from saah_lib.paths import MINI_ROOT, PAPER_TABLES, RERUN_ROOT, in_repo, repo_relative
 from saah_lib.report.render import render_report
 from saah_lib.rundir import layout
 from saah_lib.rundir.folder import RunDir
@@ -222,18 +222,19 @@ def render_figures(mini_root: Path, tables_dir: Path | None = None, figures_dir:
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m saah_lib.studies.mini", description=__doc__.splitlines()[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("command", nargs="?", default="verify", choices=("verify", "promote", "run", "answer-kinds"),
                         help="verify (default, `make mini`): rerun into --rerun-root and compare with --root; "
                              "promote: make a finished rerun the committed study; "
                              "run: run the study directly into --root; answer-kinds: rewrite <root>/answer_kinds.json")
-    parser.add_argument("--root", type=in_repo, default=COMMITTED_ROOT, help="the committed study")
-    parser.add_argument("--rerun-root", type=in_repo, default=RERUN_MINI)
+    parser.add_argument("--root", type=in_repo, default=repo_relative(COMMITTED_ROOT), help="the committed study")
+    parser.add_argument("--rerun-root", type=in_repo, default=repo_relative(RERUN_MINI), help="where `verify` reruns")
     parser.add_argument("--resume", action="store_true", help="continue an interrupted rerun instead of starting fresh")
     parser.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS), help="`run` only")
     parser.add_argument("--steps", type=int, default=None, help="`run` only: override the tiny profile's steps")
     parser.add_argument("--jobs", type=int, default=2, help="training runs in parallel (one thread each)")
-    parser.add_argument("--no-figures", action="store_true")
+    parser.add_argument("--no-figures", action="store_true", help="`run` and `promote`: skip the tables and figures")
     parser.add_argument("--rebuild-warm-start", action="store_true",
                         help="build the warm start even if cached (to time what a fresh clone does)")
     args = parser.parse_args(argv)

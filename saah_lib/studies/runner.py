@@ -27,7 +27,6 @@ from multiprocessing import get_context
 from pathlib import Path
 
 import torch
-from tqdm.auto import tqdm
 
 from saah_lib.jsonio import atomic_write_json, remove_temp_files
 from saah_lib.models.loading import resolve_model
@@ -53,7 +52,8 @@ def pending(configs) -> list:
 
 
 def _train_one(cfg) -> dict:
-    """One run in a worker process: a single torch thread (the models are tiny)."""
+    """One run in a worker process: a single torch thread (the models are tiny), and silent:
+    the parent prints one line per finished run (:func:`run_line`)."""
     torch.set_num_threads(1)
     start = time.perf_counter()
     with PeakMemory() as memory:
@@ -87,21 +87,28 @@ def _exit_when_orphaned(parent_pid: int, interval_s: float = 0.5) -> None:
     os._exit(1)
 
 
+def run_line(index: int, total: int, entry: dict, evals: list[dict]) -> str:
+    """``[3/15] tiny-sa-a0.5-s0: 52 s, 590 MB, Pass@1 0.270 -> 0.420`` (first and last evaluation)."""
+    text = f"[{index}/{total}] {entry['run_id']}: {entry['wall_s']:.0f} s, {entry['peak_rss_mb']:.0f} MB"
+    if evals:
+        text += f", Pass@1 {evals[0]['pass_at_1']:.3f} -> {evals[-1]['pass_at_1']:.3f}"
+    return text
+
+
 def train_all(configs, jobs: int) -> list[dict]:
-    """Train every config, ``jobs`` worker processes at a time, with one progress bar.
+    """Train every config, ``jobs`` worker processes at a time, printing one line per finished run.
 
     The workers die with this process (:func:`die_with_parent`).
     """
     done = []
+    print(f"training {len(configs)} runs, {jobs} at a time; one line as each finishes", flush=True)
     with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn"), initializer=die_with_parent,
                              initargs=(os.getpid(),)) as pool:
-        futures = [pool.submit(_train_one, cfg) for cfg in configs]
-        with tqdm(total=len(futures), desc="training runs", unit="run") as bar:
-            for future in as_completed(futures):
-                entry = future.result()
-                done.append(entry)
-                bar.set_postfix_str(f"{entry['run_id']} {entry['wall_s']:.0f}s")
-                bar.update()
+        futures = {pool.submit(_train_one, cfg): cfg for cfg in configs}
+        for future in as_completed(futures):
+            entry = future.result()
+            done.append(entry)
+            print(run_line(len(done), len(futures), entry, RunDir(futures[future].run_dir).evals()), flush=True)
     return sorted(done, key=lambda e: e["run_id"])
 
 

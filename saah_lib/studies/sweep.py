@@ -13,19 +13,33 @@ import papermill
 
 from saah_lib.paths import NOTEBOOKS, REPO_ROOT
 from saah_lib.rundir.folder import RunDir
-from saah_lib.training.config import check_overrides, make_config
+from saah_lib.studies.notebook_params import declared_parameters
+from saah_lib.training.config import LOCAL_RESULTS_DIR, check_overrides, make_config
 
 TRAIN_NOTEBOOK = NOTEBOOKS / "02_train.ipynb"
+#: the config fields each run of the sweep gets from the sweep's own arguments
+SWEEP_FIELDS = ("profile", "method", "alpha", "seed", "steps", "run_id", "results_dir")
 
 
-def run_alpha_sweep(alphas, *, profile: str = "tiny", method: str = "ah", seed: int = 123,
-                    steps: int | None = None, results_dir: str = "results", overrides: dict | None = None,
+def run_alpha_sweep(alphas, *, profile: str = "tiny", method: str = "ah", seed: int = 0,
+                    steps: int | None = None, results_dir: str = LOCAL_RESULTS_DIR, overrides: dict | None = None,
                     notebook: Path = TRAIN_NOTEBOOK, kernel: str = "python3") -> list[dict]:
-    """Train one run per alpha (skipping complete ones); returns what happened to each."""
+    """Train one run per alpha (skipping complete ones); returns what happened to each.
+
+    ``overrides`` holds other config fields; those that ``notebook`` takes as parameters of
+    their own (e.g. ``model_name``) are passed to it as such, the rest as its ``overrides``.
+    """
     overrides = check_overrides(overrides)  # a list here would otherwise fail inside the notebook
+    swept = sorted(set(overrides) & set(SWEEP_FIELDS))
+    if swept:
+        raise ValueError(f"overrides sets {', '.join(map(repr, swept))}, which the sweep sets itself "
+                         f"(from its own arguments {', '.join(SWEEP_FIELDS)})")
     # every config is validated before the first run starts
     configs = [make_config(profile, method=method, alpha=a, seed=seed, steps=steps, results_dir=results_dir,
                            **overrides) for a in alphas]
+    declared = declared_parameters(notebook)
+    as_parameters = {k: v for k, v in overrides.items() if k in declared}
+    rest = {k: v for k, v in overrides.items() if k not in declared}
     outcome = []
     for cfg in configs:
         if RunDir(cfg.run_dir).is_complete(cfg.steps):
@@ -35,7 +49,7 @@ def run_alpha_sweep(alphas, *, profile: str = "tiny", method: str = "ah", seed: 
         papermill.execute_notebook(
             str(notebook), str(cfg.run_dir / "02_train.ipynb"), kernel_name=kernel, cwd=str(REPO_ROOT),
             parameters=dict(profile=profile, method=method, alpha=cfg.alpha, seed=seed, steps=cfg.steps,
-                            run_id=cfg.run_id, results_dir=str(results_dir), overrides=overrides),
+                            run_id=cfg.run_id, results_dir=str(results_dir), **as_parameters, overrides=rest),
         )
         outcome.append({"run_id": cfg.run_id, "alpha": cfg.alpha, "status": "trained"})
     return outcome

@@ -239,13 +239,14 @@ def topk_training_configs(ks=TRAINING_KS, seeds=(0,), *, results_dir: str = "res
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", type=in_repo, default=TINY_WARMSTART_DIR)
-    parser.add_argument("--out", type=in_repo, default=EXTENDED_ROOT / RESULT_FILE)
-    parser.add_argument("--prompts", type=int, default=64)
-    parser.add_argument("--per-prompt", type=int, default=4)
-    parser.add_argument("--ks", type=int, nargs="+", default=list(DEFAULT_KS))
-    parser.add_argument("--seed", type=int, default=0)
+    parser = argparse.ArgumentParser(prog="python -m saah_lib.studies.topk", description=__doc__.splitlines()[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--model", type=in_repo, default=repo_relative(TINY_WARMSTART_DIR), help="model folder")
+    parser.add_argument("--out", type=in_repo, default=repo_relative(EXTENDED_ROOT / RESULT_FILE), help="JSON written")
+    parser.add_argument("--prompts", type=int, default=64, help="prompts sampled")
+    parser.add_argument("--per-prompt", type=int, default=4, help="rollouts per prompt")
+    parser.add_argument("--ks", type=int, nargs="+", default=list(DEFAULT_KS), help="K values measured")
+    parser.add_argument("--seed", type=int, default=0, help="sampling seed")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     result = measure_topk(args.model, n_prompts=args.prompts, per_prompt=args.per_prompt, ks=args.ks, seed=args.seed)

@@ -1,8 +1,11 @@
-"""What a training run does besides training: its per-step log line and its greedy evaluations.
+"""What a training run does besides training: its per-step log line, its greedy evaluations, its progress.
 
-Both are TRL callbacks; only the main process writes (several processes under
-``accelerate launch`` share one run folder). With the compiled backend the log callback
+All are TRL callbacks; only the main process writes (several processes under
+``accelerate launch`` share one run folder).  With the compiled backend the log callback
 also keeps the run's compile health record (``compile_health.json``) up to date.
+:func:`replace_progress_callbacks` swaps transformers' own progress output, which prints
+every step's log dict (``PrinterCallback``, ``ProgressCallback.on_log``), for a bar and
+short lines (:mod:`saah_lib.progress`).
 """
 
 from __future__ import annotations
@@ -10,10 +13,12 @@ from __future__ import annotations
 import time
 
 from transformers import TrainerCallback
+from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
 from saah_lib.models.backends import evaluation_backend
 from saah_lib.models.evaluate import evaluate_pass_at_1
 from saah_lib.models.rollout import StaticRollout
+from saah_lib.progress import ProgressLines, bars_shown
 from saah_lib.rundir.folder import RunDir
 from saah_lib.rundir.layout import TRAIN_LOG_FROM_TRL
 
@@ -88,7 +93,8 @@ class PassAtOneCallback(TrainerCallback):
         summary = result.summary(step)
         self.run.log_eval(summary, result.records)
         self.history.append(summary)
-        print(f"step {step}: Pass@1 = {result.pass_at_1:.3f} ± {result.ci95:.3f} (n={result.n})", flush=True)
+        if self.progress:
+            print(f"step {step}: Pass@1 = {result.pass_at_1:.3f} ± {result.ci95:.3f} (n={result.n})", flush=True)
 
     def _static_engine(self, model):
         """The compiled backend's engine, built on first use and kept (with its graphs); None for hf."""
@@ -115,3 +121,50 @@ class PassAtOneCallback(TrainerCallback):
         step = state.global_step
         if step % self.eval_every == 0 or step == state.max_steps:
             self._evaluate(model, step)
+
+
+class StepBar(ProgressCallback):
+    """transformers' training bar (``tqdm.auto``: a widget in Jupyter) without its per-step dict of logs."""
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        pass  # ProgressCallback writes every log dict under the bar; ProgressLines says what matters
+
+
+class ProgressLineCallback(TrainerCallback):
+    """Short progress lines while training (:class:`saah_lib.progress.ProgressLines`), with the step's mean reward."""
+
+    def __init__(self, run_id: str, progress: bool = True):
+        self.run_id, self.progress = run_id, progress
+        self.lines = None
+        self.reward = None
+
+    def _note(self) -> str:
+        return "" if self.reward is None else f"reward {self.reward:.2f}"
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if state.is_world_process_zero:
+            self.lines = ProgressLines(f"training {self.run_id}", state.max_steps, progress=self.progress)
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        # after the step (on_step_end comes before the step's log, so its reward would be the last step's)
+        if logs and "reward" in logs and self.lines is not None:
+            self.reward = logs["reward"]
+            self.lines.update(state.global_step, self._note())
+
+    def on_train_end(self, args, state, control, **kwargs):
+        if self.lines is not None:
+            self.lines.finish(state.global_step, self._note())
+
+
+def replace_progress_callbacks(trainer, run_id: str, progress: bool) -> None:
+    """Take out transformers' printing callbacks; put in a bar (where it redraws in place) and progress lines.
+
+    Only output changes: these callbacks compute nothing that training or its logs use.
+    """
+    for callback in list(trainer.callback_handler.callbacks):
+        # NotebookProgressCallback (transformers' choice inside Jupyter) is matched by name: importing it needs IPython
+        if isinstance(callback, (PrinterCallback, ProgressCallback)) or type(callback).__name__ == "NotebookProgressCallback":
+            trainer.remove_callback(callback)
+    if bars_shown(progress):
+        trainer.add_callback(StepBar())
+    trainer.add_callback(ProgressLineCallback(run_id, progress))

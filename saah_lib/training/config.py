@@ -19,8 +19,16 @@ from pathlib import Path
 from saah_lib.method.methods import MAIN_ALPHA, METHODS, PAPER_ENTROPY_TOP_K, method_alpha
 from saah_lib.models.backends import BACKENDS, VLLM_MODES
 from saah_lib.models.names import TINY_WARMSTART, canonical_model_name, model_folder_problem
-from saah_lib.paths import in_repo
+from saah_lib.paths import LOCAL_RESULTS, in_repo, repo_relative
 from saah_lib.rundir.layout import RESERVED_NAMES, run_dir
+
+#: single runs write here unless told otherwise (git-ignored); the studies pass their own roots
+LOCAL_RESULTS_DIR = repo_relative(LOCAL_RESULTS)
+#: transformers' reporting integrations (its INTEGRATION_TO_CALLBACK; tests/training/test_config.py compares)
+REPORT_INTEGRATIONS = ("azure_ml", "clearml", "codecarbon", "comet_ml", "dagshub", "dvclive", "flyte", "kubeflow",
+                       "mlflow", "neptune", "swanlab", "tensorboard", "trackio", "wandb")
+#: fields left out of a run's config.json: where its outputs go, not what was run
+NOT_RECORDED = ("results_dir", "report_to", "run_name")
 
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
@@ -38,9 +46,11 @@ class SAAHConfig:
     method: str = _field("sa", "grpo | ah | sa")
     alpha: float = _field(MAIN_ALPHA, "discount strength; 0 for grpo whatever is given")
     steps: int | None = _field(None, "optimiser steps; None: the profile's default for the method")
-    seed: int = _field(123, "seeds model initialisation of LoRA, sampling and TRL's prompt order")
+    seed: int = _field(0, "seeds LoRA initialisation, sampling and TRL's prompt order (CPU studies: 0, 1, 2, ...; "
+                          "the paper profiles: the paper's 123)")
     run_id: str | None = _field(None, "run folder name; None: <profile>-<method>-a<alpha>-s<seed>")
-    results_dir: str = _field("results", "results root (relative paths: from the repository root)")
+    results_dir: str = _field(LOCAL_RESULTS_DIR, "results root (relative paths: from the repository root; the "
+                                                 "default is git-ignored)")
     # --- model
     model_name: str = _field(TINY_WARMSTART, "hub id, model folder, or tiny-warmstart (built on first use)")
     model_label: str = _field("tiny", "the model's name in tables and figures")
@@ -84,6 +94,9 @@ class SAAHConfig:
     vllm_mode: str = _field("colocate", "TRL's vllm_mode with generation_backend='vllm': colocate | server")
     vllm_server_base_url: str | None = _field(None, "server mode: e.g. http://localhost:8000 (trl vllm-serve)")
     vllm_gpu_memory_utilization: float = _field(0.3, "colocate mode: vLLM's share of each GPU")
+    # --- experiment tracking (TRL's report_to; the run folder's logs are written whatever this is)
+    report_to: str = _field("none", "none | all | integrations, comma-separated: " + " | ".join(REPORT_INTEGRATIONS))
+    run_name: str | None = _field(None, "the run's name in those integrations; None: the run_id")
 
     def __post_init__(self):
         # Only the fields needed to derive defaults are checked here; validate() checks everything.
@@ -128,10 +141,12 @@ class SAAHConfig:
         """What a run's ``config.json`` records: every field that gives the run its meaning.
 
         ``results_dir`` is left out: it says where the run folder lies, which
-        changes when a results root is moved or promoted, not what was run.
+        changes when a results root is moved or promoted, not what was run; so are
+        ``report_to`` and ``run_name``, which say where else the logs are mirrored.
         """
         d = self.to_dict()
-        del d["results_dir"]
+        for name in NOT_RECORDED:
+            del d[name]
         return d
 
     @classmethod
@@ -154,6 +169,7 @@ PROFILE_STEPS = {
 
 # The paper's table; every field where it differs from the defaults (the tiny profile).
 _PAPER = dict(
+    seed=123,  # "All runs use a fixed random seed (123)"; the tiny profile's 0 is the CPU studies' first seed
     dtype="bfloat16",
     use_lora=True,
     gradient_checkpointing=True,
@@ -353,11 +369,28 @@ def validate(cfg: SAAHConfig) -> None:
             f"{cfg.prompts_per_step} prompts x {cfg.num_generations} completions = {cfg.completions_per_step} "
             f"completions per step cannot be split into {cfg.gradient_accumulation_steps} equal micro-batches",
         )
+    report_integrations(cfg.report_to)  # raises naming the field
+    if cfg.run_name is not None and not (isinstance(cfg.run_name, str) and cfg.run_name.strip()):
+        _fail("run_name", f"must be a non-empty string or None, got {cfg.run_name!r}")
     _check_choice("generation_backend", cfg.generation_backend, BACKENDS)
     _check_choice("vllm_mode", cfg.vllm_mode, VLLM_MODES)
     if cfg.vllm_server_base_url is not None and not (isinstance(cfg.vllm_server_base_url, str) and cfg.vllm_server_base_url):
         _fail("vllm_server_base_url", f"must be a URL string or None, got {cfg.vllm_server_base_url!r}")
     _check_model(cfg)
+
+
+def report_integrations(report_to) -> list[str]:
+    """``report_to`` as TRL's list: ``"none"`` -> [], ``"all"`` -> ["all"], ``"a,b"`` -> ["a", "b"]."""
+    if not isinstance(report_to, str) or not report_to.strip():
+        _fail("report_to", f"must be 'none', 'all' or integration names, got {report_to!r}")
+    names = [n.strip() for n in report_to.split(",")]
+    if names == ["none"]:
+        return []
+    if names == ["all"]:
+        return ["all"]
+    for name in names:
+        _check_choice("report_to", name, REPORT_INTEGRATIONS)
+    return names
 
 
 def _check_model(cfg: SAAHConfig) -> None:

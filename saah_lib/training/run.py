@@ -19,6 +19,7 @@ from pathlib import Path
 
 import torch
 from peft import LoraConfig
+from transformers.integrations import get_available_reporting_integrations
 
 from saah_lib.jsonio import remove_temp_files
 from saah_lib.method.reward import TRL_REWARD_FUNCS
@@ -27,6 +28,7 @@ from saah_lib.models.evaluate import evaluate_pass_at_1
 from saah_lib.models.loading import load_for_eval, load_model_and_tokenizer, resolve_model
 from saah_lib.models.names import offline_hub_problem
 from saah_lib.paths import in_repo, repo_relative
+from saah_lib.progress import say
 from saah_lib.rundir.checkpoints import resume_checkpoint
 from saah_lib.rundir.folder import RunDir
 from saah_lib.rundir.layout import baseline_dir
@@ -36,8 +38,8 @@ from saah_lib.tasks.gsm8k import check_gsm8k_dir, paper_split
 from saah_lib.tasks.problems import Problem
 from saah_lib.tasks.prompts import to_trl_dataset
 from saah_lib.tasks.synthetic import synthetic_split
-from saah_lib.training.callbacks import PassAtOneCallback, TrainLogCallback
-from saah_lib.training.config import SAAHConfig, check_vocabulary, field_error, validate
+from saah_lib.training.callbacks import PassAtOneCallback, TrainLogCallback, replace_progress_callbacks
+from saah_lib.training.config import SAAHConfig, check_vocabulary, field_error, report_integrations, validate
 from saah_lib.training.distributed import batch_layout, is_main_process, world_size
 from saah_lib.training.trainer import SAAHGRPOConfig, SAAHGRPOTrainer
 
@@ -64,6 +66,7 @@ def check_inputs(cfg: SAAHConfig) -> None:
     if cfg.dataset == "gsm8k":
         check_gsm8k_dir(cfg.data_dir)
     check_results_dir(cfg.run_dir)
+    check_report_to(cfg.report_to)
 
 
 def check_results_dir(folder: Path, folder_field: str = "run_id") -> None:
@@ -78,6 +81,16 @@ def check_results_dir(folder: Path, folder_field: str = "run_id") -> None:
             if not os.access(path, os.W_OK | os.X_OK):
                 raise field_error("results_dir", f"cannot write into {path} (on the way to {folder})")
             return
+
+
+def check_report_to(report_to: str) -> None:
+    """Every integration in ``report_to`` is installed (transformers would fail only after config.json is written)."""
+    missing = [n for n in report_integrations(report_to) if n != "all"
+               and n not in get_available_reporting_integrations()]
+    if missing:
+        raise ValueError(f"config field 'report_to': {', '.join(missing)} is not installed (installed: "
+                         f"{', '.join(get_available_reporting_integrations()) or 'none'}); e.g. pip install "
+                         f"tensorboard, or report_to='none'")
 
 
 def trl_kwargs(cfg: SAAHConfig, output_dir: Path, progress: bool) -> dict:
@@ -107,7 +120,8 @@ def trl_kwargs(cfg: SAAHConfig, output_dir: Path, progress: bool) -> dict:
         save_steps=cfg.save_every,
         save_total_limit=cfg.keep_checkpoints,
         logging_steps=1,
-        report_to="none",
+        report_to=report_integrations(cfg.report_to),
+        run_name=cfg.run_name or cfg.run_id,
         seed=cfg.seed,  # TRL also draws its prompt order from it (its data_seed is left unset)
         bf16=cfg.dtype == "bfloat16" and on_gpu,
         fp16=cfg.dtype == "float16" and on_gpu,
@@ -199,6 +213,8 @@ def writer_of(run: RunDir):
 def run_training(cfg: SAAHConfig, callbacks=(), progress: bool = True) -> Path:
     """Train (or resume, or skip if complete) the run described by ``cfg``; returns its folder."""
     check_inputs(cfg)
+    say(f"run {cfg.run_id}: {cfg.method}, alpha {cfg.alpha:g}, {cfg.steps} steps, seed {cfg.seed}, "
+        f"into {repo_relative(cfg.run_dir)}", progress)
     run = RunDir(cfg.run_dir)
     split = load_split(cfg)
     model_path = resolve_model(cfg.model_name, progress)
@@ -230,6 +246,7 @@ def _train(cfg: SAAHConfig, run: RunDir, model, tokenizer, split, callbacks, pro
         processing_class=tokenizer,
         peft_config=lora_config(cfg),
     )
+    replace_progress_callbacks(trainer, cfg.run_id, progress)
     trainer.add_callback(TrainLogCallback(run, trainer))
     trainer.add_callback(PassAtOneCallback(
         run, tokenizer, split.eval, eval_every=cfg.eval_every, max_new_tokens=cfg.eval_max_new_tokens,

@@ -130,3 +130,80 @@ def test_every_figure_in_the_paper_names_the_function_that_draws_it():
         if "build_all_figures" in called:
             called |= set(module.build_all_figures.__code__.co_names)
         assert note.group(3) in called, (name, note.groups())
+
+
+# --- what a reader sees: inline display, legends, bands, error bars, axes, fonts -------------------------------
+
+def test_figures_display_as_png_in_jupyter_without_pyplot():
+    from IPython.core.formatters import DisplayFormatter  # the formatter a Jupyter kernel uses
+
+    fig = P.plot_token_weights([0.1, 0.2], [0.3], 0.5)
+    data, _ = DisplayFormatter().format(fig)
+    assert data["image/png"][:8] == b"\x89PNG\r\n\x1a\n"
+    assert len(data["image/png"]) < 200_000
+
+
+def test_one_baseline_legend_entry_and_each_panels_value_on_its_panel():
+    fig = P.plot_pass_at_1(read_paper_reported(REPORTED))
+    (legend,) = fig.legends
+    labels = [t.get_text() for t in legend.get_texts()]
+    assert labels.count("zero-shot baseline") == 1 and not any("(0." in lab for lab in labels)
+    values = [[t.get_text() for t in ax.texts] for ax in fig.axes]
+    assert values == [["0.831"], ["0.637"]]  # the paper's 3B and 1.5B baselines, each on its panel
+
+
+def test_entropy_and_weights_have_one_legend_entry_per_method_and_no_hidden_series(results_root):
+    rs = ResultSet.from_runs(results_root, tolerate_problems=True)
+    fig = P.plot_entropy_weight(rs)
+    (legend,) = fig.legends
+    assert [t.get_text() for t in legend.get_texts()] == ["GRPO (α=0)", "AH-GRPO (α=0.5)", "SA-AH-GRPO (α=0.5)"]
+    axes = np.array(fig.axes).reshape(-1, 3)
+    titles = [ax.get_title() for ax in axes[0]]
+    assert [t.split(": ")[1] for t in titles] == ["entropy", "weights, all tokens",
+                                                  "weights, negative-advantage rollouts"]
+    # AH and SA differ in line style, so equal curves stay visible on top of each other
+    styles = {ln.get_label(): ln.get_linestyle() for ln in axes[0, 2].get_lines()}
+    assert len(set(styles.values())) == len(styles)
+
+
+def test_reward_is_drawn_per_step_and_as_a_moving_average_without_wide_bands():
+    rs = ResultSet.from_runs(REPO_ROOT / "results" / "mini")  # 60 steps: dense enough to smooth
+    fig = P.plot_reward(rs)
+    ax = [a for a in fig.axes if a.get_title() == "tiny" and a.get_ylabel() == "mean reward of the step"][0]
+    assert not any(a.collections for a in fig.axes)  # no ±std band over the means
+    g = [g for m, _, g in P._curve_groups(rs, "tiny") if m == "grpo"][0]
+    y = g["reward_mean"].to_numpy(float)
+    bold = [ln for ln in ax.get_lines() if ln.get_label() == "GRPO (α=0)"][0]
+    expected = [np.mean(y[max(0, i - 4): i + 1]) for i in range(len(y))]  # trailing 5-step mean, by hand
+    assert np.allclose(bold.get_ydata(), expected)
+    assert np.allclose(P.moving_average(np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0]), 3), [1, 1.5, 2, 3, 4, 5])
+
+
+def test_alpha_ablation_error_bars_are_explained():
+    rs = ResultSet.from_runs(REPO_ROOT / "results" / "mini")
+    fig = P.plot_alpha_ablation(rs)
+    title = fig.axes[0].get_title()
+    assert "error bars: ±1 s.d. across seeds (3 seeds at α = 0, 0.5; one seed elsewhere)" in title
+    reported = P.plot_alpha_ablation(read_paper_reported(REPORTED))
+    assert "error bars" not in reported.axes[0].get_title()  # one number per alpha in the paper: no bars
+
+
+def test_a_run_with_one_evaluation_gets_an_axis_of_whole_steps(tmp_path, run_maker):
+    run = run_maker(tmp_path, "one", "tiny", "sa", 0.5, 0, steps=1, eval_every=5, evals={4: 0.5})
+    fig = P.plot_run(run)
+    lo, hi = fig.axes[1].get_xlim()
+    assert hi - lo >= 2 and lo <= 3 and hi >= 5
+
+
+def test_pdfs_embed_truetype_fonts(tmp_path):
+    import shutil
+    import subprocess
+
+    path = tmp_path / "f.pdf"
+    P.save_figure(P.plot_token_weights([0.1, 0.2], [0.3], 0.5), path)
+    pdf = path.read_bytes()
+    assert b"/FontFile2" in pdf and b"/Type3" not in pdf  # TrueType programs embedded, no Type 3 glyph procedures
+    if shutil.which("pdffonts"):
+        listing = subprocess.run(["pdffonts", str(path)], capture_output=True, text=True, check=True).stdout
+        fonts = listing.splitlines()[2:]
+        assert fonts and all("TrueType" in line and " yes " in line for line in fonts), listing

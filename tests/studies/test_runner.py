@@ -1,4 +1,5 @@
-"""A study's processes: its workers die with it, and one study process at a time writes a results root."""
+"""A study's processes: its workers die with it, one study process at a time writes a results root, and the
+runner prints one line per finished run (the workers are silent)."""
 
 import json
 import os
@@ -14,6 +15,7 @@ from saah_lib.paths import REPO_ROOT
 from saah_lib.rundir.folder import RunDir
 from saah_lib.studies import mini
 from saah_lib.studies.reproduce import compare_run
+from saah_lib.studies.runner import run_line
 from saah_lib.training.config import make_config
 
 # A study process as the runner makes it: the root held, the plan trained by two spawned workers.
@@ -94,3 +96,10 @@ def test_resume_refuses_to_start_while_another_study_holds_the_root(tmp_path, lo
                 in capsys.readouterr().err)
         assert (rerun / "runs" / "marker").is_file()  # nothing deleted or written
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rerun"]
+
+
+def test_one_line_per_run_with_time_memory_and_pass_at_1():
+    entry = {"run_id": "tiny-sa-a0.5-s0", "wall_s": 51.6, "peak_rss_mb": 590.4}
+    evals = [{"step": 0, "pass_at_1": 0.27}, {"step": 60, "pass_at_1": 0.42}]
+    assert run_line(3, 15, entry, evals) == "[3/15] tiny-sa-a0.5-s0: 52 s, 590 MB, Pass@1 0.270 -> 0.420"
+    assert run_line(1, 1, entry, []) == "[1/1] tiny-sa-a0.5-s0: 52 s, 590 MB"

@@ -230,3 +230,48 @@ def test_the_next_writer_removes_the_temporary_files_of_an_interrupted_write(tin
     out = capsys.readouterr().out
     assert not any(p.exists() for p in stale) and all(f"removed {p}" in out for p in stale)
     assert "already complete" in out and log.is_complete(2)
+def test_report_to_tensorboard_writes_the_logged_steps_and_progress_is_lines_not_dicts(tiny_random_model_dir,
+                                                                                       tmp_path, capsys):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    cfg = tiny_run_config(tiny_random_model_dir, tmp_path, "sa", steps=2, report_to="tensorboard", run_name="tb")
+    run_dir = run_training(cfg, progress=True)
+    # transformers' TensorBoardCallback writes under the trainer's output folder (the run's checkpoints/runs/)
+    events = sorted((run_dir / "checkpoints" / "runs").glob("*/events.out.tfevents.*"))
+    assert len(events) == 1
+    accumulator = EventAccumulator(str(events[0].parent))
+    accumulator.Reload()
+    logged = RunDir(run_dir).train_log()
+    scalars = accumulator.Scalars("train/reward")
+    assert [s.step for s in scalars] == [1, 2]
+    assert [s.value for s in scalars] == pytest.approx([r["reward_mean"] for r in logged], rel=1e-6)  # float32
+    assert "report_to" not in json.loads((run_dir / "config.json").read_text())  # where logs go, not what ran
+
+    out = capsys.readouterr().out
+    assert f"training {cfg.run_id}: 0/2 steps" in out and "step 2: Pass@1" in out
+    last = [line for line in out.splitlines() if line.startswith(f"training {cfg.run_id}: 2/2 steps")]
+    assert last and last[-1].endswith(f"reward {logged[-1]['reward_mean']:.2f}")  # the last step's own reward
+    assert "'reward'" not in out and "'loss'" not in out  # transformers' per-step dicts are gone
+
+
+def test_report_to_an_integration_that_is_not_installed_fails_before_anything_is_written(tiny_random_model_dir,
+                                                                                           tmp_path, monkeypatch):
+    import saah_lib.training.run as run_module
+
+    monkeypatch.setattr(run_module, "get_available_reporting_integrations", lambda: [])
+    cfg = tiny_run_config(tiny_random_model_dir, tmp_path, "sa", steps=2, report_to="tensorboard")
+    with pytest.raises(ValueError, match="'report_to': tensorboard is not installed"):
+        run_training(cfg, progress=False)
+    assert not cfg.run_dir.exists()
+
+
+def test_report_to_choices_are_transformers_integrations():
+    from transformers.integrations.integration_utils import INTEGRATION_TO_CALLBACK
+
+    from saah_lib.training.config import REPORT_INTEGRATIONS, report_integrations
+
+    assert set(REPORT_INTEGRATIONS) == set(INTEGRATION_TO_CALLBACK)
+    assert report_integrations("none") == [] and report_integrations("all") == ["all"]
+    assert report_integrations("tensorboard, wandb") == ["tensorboard", "wandb"]
+    with pytest.raises(ValueError, match="'report_to'.*'tensorbord'"):
+        make_config("tiny", report_to="tensorbord")

@@ -1,0 +1,106 @@
+"""Progress that a person sees within seconds, in a terminal, a notebook, papermill or a log file.
+
+Two kinds, each used only where it shows well (:func:`display_kind`):
+
+* **bars** (``tqdm.auto``): in a terminal (text on stderr, redrawn in place) and in a Jupyter
+  kernel that has ipywidgets (a widget, one output updated in place, so an executed notebook
+  stays small).  Anywhere else a bar would print one line per update (876 KB of them in one
+  executed notebook), so :func:`bar` is then off.
+* **lines** (:class:`ProgressLines`): short lines on stdout, the first at once, then at most one
+  every ``every_s`` seconds, and the last.  They are printed wherever stdout is not a terminal:
+  ``papermill --log-output`` streams them as they come, a log file keeps them, an executed
+  notebook keeps a handful.  In a terminal the bars say the same, so lines are off there.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import time
+from typing import Callable, TextIO
+
+from tqdm.auto import tqdm
+
+#: seconds between two progress lines: a few lines a minute, so a 4-minute build prints about a dozen
+EVERY_S = 20.0
+
+
+def _in_jupyter_kernel() -> bool:
+    ipython = sys.modules.get("IPython")  # never imported here: a kernel has imported it already
+    shell = ipython.get_ipython() if ipython is not None else None
+    return shell is not None and type(shell).__name__ == "ZMQInteractiveShell"
+
+
+def display_kind() -> str:
+    """Where progress goes: ``"widget"`` (a Jupyter kernel with ipywidgets), ``"terminal"``, or ``"plain"``
+    (a kernel without ipywidgets, a pipe, a log file: only whole lines show well there)."""
+    if _in_jupyter_kernel():
+        return "widget" if importlib.util.find_spec("ipywidgets") is not None else "plain"
+    return "terminal" if sys.stderr.isatty() else "plain"
+
+
+def bars_shown(progress: bool = True) -> bool:
+    return progress and display_kind() != "plain"
+
+
+def lines_shown(progress: bool = True) -> bool:
+    return progress and display_kind() != "terminal"
+
+
+def bar(iterable=None, *, desc: str, progress: bool = True, **kwargs) -> tqdm:
+    """``tqdm.auto`` where a bar redraws in place (terminal, widget); a silent one elsewhere."""
+    return tqdm(iterable, desc=desc, disable=not bars_shown(progress), **kwargs)
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.1f} min"
+
+
+class ProgressLines:
+    """Throttled progress lines for a job of ``total`` units: ``what: 240/2400 steps (10%), 31 s, about 4.6 min
+    left; loss 0.412``.  The first line is printed by the constructor, the last by :meth:`finish`."""
+
+    def __init__(self, what: str, total: int, *, unit: str = "steps", progress: bool = True,
+                 every_s: float = EVERY_S, stream: TextIO | None = None,
+                 clock: Callable[[], float] = time.monotonic):
+        self.what, self.total, self.unit, self.every_s = what, total, unit, every_s
+        self.enabled = lines_shown(progress)
+        self.stream, self.clock = stream, clock
+        self.started = self.last = clock()
+        self.last_done = 0
+        self.lines: list[str] = []  # what was printed (tests read it)
+        self._print(f"{what}: 0/{total} {unit}")
+
+    def _print(self, line: str) -> None:
+        self.lines.append(line)
+        if self.enabled:
+            print(line, file=self.stream or sys.stdout, flush=True)
+
+    def line(self, done: int, note: str = "") -> str:
+        elapsed = self.clock() - self.started
+        text = f"{self.what}: {done}/{self.total} {self.unit} ({100 * done / max(1, self.total):.0f}%), " \
+               f"{_duration(elapsed)}"
+        if 0 < done < self.total:
+            text += f", about {_duration(elapsed / done * (self.total - done))} left"
+        return text + (f"; {note}" if note else "")
+
+    def update(self, done: int, note: str = "") -> bool:
+        """Print a line if ``every_s`` seconds passed since the last one; returns whether it printed."""
+        if self.clock() - self.last < self.every_s:
+            return False
+        self.last, self.last_done = self.clock(), done
+        self._print(self.line(done, note))
+        return True
+
+    def finish(self, done: int | None = None, note: str = "") -> None:
+        """The last line (not repeated when the last update already said it)."""
+        done = self.total if done is None else done
+        if done != self.last_done or len(self.lines) == 1:
+            self._print(self.line(done, note))
+        self.last_done = done
+
+
+def say(text: str, progress: bool = True) -> None:
+    """One line of news (a build starting, a run done), wherever progress is shown."""
+    if progress:
+        print(text, flush=True)

@@ -1,0 +1,121 @@
+"""The notebooks' parameters: what papermill injected, checked against what the notebook declares.
+
+papermill only warns about a parameter that a notebook does not declare, and hands every ``-p``
+value that does not read as a number, a boolean or None to the notebook as a string.  Each
+notebook's first code cell therefore calls :func:`read_parameters`, which
+
+* makes an unknown name an error naming it and the declared ones;
+* parses a string given for a ``dict`` or ``list`` parameter as YAML (JSON is YAML), so
+  ``-p overrides '{"n_eval": 100}'`` works like ``-y '{overrides: {n_eval: 100}}'``;
+* checks every value against the type its line declares (``name: type = default  # help``).
+
+Declared parameters are read with papermill's own parser (:func:`papermill.inspect_notebook`),
+the one behind ``papermill --help-notebook``, so what the help lists is what is accepted.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import papermill
+import yaml
+
+from saah_lib.paths import NOTEBOOKS
+
+#: the first line of the cell papermill injects after the parameters cell (its translator's comment)
+INJECTED_CELL_HEADER = "# Parameters"
+_TYPES = {"str": (str,), "int": (int,), "float": (int, float), "bool": (bool,), "dict": (dict,), "list": (list,)}
+
+
+class ParameterError(ValueError):
+    """A notebook parameter that is unknown, unparsable or of the wrong type."""
+
+
+def declared_parameters(notebook: str | Path) -> dict[str, dict]:
+    """``{name: {"inferred_type_name", "default", "help"}}`` of a notebook's parameters cell (a name
+    like ``02_train`` means ``notebooks/02_train.ipynb``)."""
+    path = Path(notebook)
+    if not path.suffix:
+        path = NOTEBOOKS / f"{notebook}.ipynb"
+    return papermill.inspect_notebook(str(path))
+
+
+def injected_names(history: list[str]) -> list[str]:
+    """Names assigned by the newest papermill-injected cell in a kernel's input history (``In``); [] if none."""
+    for source in reversed(history):
+        if source.lstrip().startswith(INJECTED_CELL_HEADER):
+            tree = ast.parse(source)
+            return [t.id for node in tree.body if isinstance(node, ast.Assign)
+                    for t in node.targets if isinstance(t, ast.Name)]
+    return []
+
+
+def _type_parts(type_name: str) -> tuple[str, bool]:
+    """``"Optional[int]"`` -> ("int", True); ``"list[float]"`` -> ("list", False)."""
+    optional = type_name.startswith("Optional[") and type_name.endswith("]")
+    inner = type_name[len("Optional["):-1] if optional else type_name
+    return inner.split("[")[0].strip(), optional
+
+
+def parse_structured(name: str, value, kind: str):
+    """A ``dict`` or ``list`` parameter given as text (``-p``): parsed as YAML, else a clear error."""
+    if not isinstance(value, str):
+        return value
+    example = '\'{"n_eval": 100}\'' if kind == "dict" else "'[0.1, 0.5]'"
+    try:
+        parsed = yaml.safe_load(value)
+    except yaml.YAMLError as err:
+        reason = getattr(err, "problem", None) or str(err).splitlines()[0]  # one line, not YAML's drawing
+        raise ParameterError(f"notebook parameter {name!r}: {value!r} is not JSON or YAML ({reason}); "
+                             f"e.g. -p {name} {example}") from err
+    if not isinstance(parsed, _TYPES[kind]):
+        raise ParameterError(f"notebook parameter {name!r} must be a {kind}, e.g. -p {name} {example}; "
+                             f"got {value!r}")
+    return parsed
+
+
+def check_type(name: str, value, type_name: str) -> None:
+    kind, optional = _type_parts(type_name)
+    if kind not in _TYPES:
+        raise ParameterError(f"notebook parameter {name!r} declares the type {type_name!r}, which is not one of "
+                             f"{', '.join(_TYPES)} (optionally Optional[...])")
+    if value is None and optional:
+        return
+    if isinstance(value, bool) and kind != "bool" or not isinstance(value, _TYPES[kind]):
+        raise ParameterError(f"notebook parameter {name!r} must be {type_name}, got {value!r} "
+                             f"({type(value).__name__})")
+
+
+def read_parameters(notebook: str | Path, namespace: dict) -> dict:
+    """Check (and where given as text, parse) a notebook's parameters in ``namespace`` (its ``globals()``).
+
+    Returns the parameters by name; parsed ``dict``/``list`` values are written back into ``namespace``.
+    """
+    declared = declared_parameters(notebook)
+    unknown = [n for n in injected_names(list(namespace.get("In", []))) if n not in declared]
+    if unknown:
+        raise ParameterError(f"unknown notebook parameter(s) {', '.join(map(repr, unknown))}: {Path(notebook).stem} "
+                             f"declares {', '.join(declared)} (papermill --help-notebook lists them)")
+    values = {}
+    for name, info in declared.items():
+        kind, _ = _type_parts(info["inferred_type_name"])
+        value = namespace[name]
+        if kind in ("dict", "list"):
+            value = namespace[name] = parse_structured(name, value, kind)
+        check_type(name, value, info["inferred_type_name"])
+        values[name] = value
+    return values
+
+
+def config_fields(parameters: dict, overrides: dict, own: tuple[str, ...]) -> dict:
+    """The config fields of a notebook: its parameters named in ``own`` plus ``overrides``.
+
+    A field has one place: ``overrides`` may not name a field that has its own parameter (no
+    precedence rule to remember); that is an error naming the parameter to use instead.
+    """
+    both = sorted(set(overrides) & set(own))
+    if both:
+        raise ParameterError(f"overrides sets {', '.join(map(repr, both))}, which the notebook takes as its own "
+                             f"parameter(s): use -p {both[0]} ... instead")
+    return {**{name: parameters[name] for name in own}, **overrides}

@@ -1,0 +1,85 @@
+"""Notebook parameters: unknown names are errors, text for dict/list parameters is parsed, types are checked."""
+
+import pytest
+
+from saah_lib.studies.notebook_params import (
+    ParameterError,
+    check_type,
+    config_fields,
+    declared_parameters,
+    injected_names,
+    parse_structured,
+    read_parameters,
+)
+from saah_lib.studies.sweep import run_alpha_sweep
+
+# what papermill's kernel history holds: the parameters cell, then the cell papermill injects
+PARAMETERS_CELL = 'from typing import Optional\n\nseed: int = 0  # s\noverrides: dict = {}  # o\n'
+
+
+def namespace(injected: str, **values) -> dict:
+    ns = {name: info for name, info in {"seed": 0, "overrides": {}}.items()}
+    ns.update(values)
+    ns["In"] = ["", PARAMETERS_CELL, injected, "read_parameters(...)"]
+    return ns
+
+
+def test_injected_names_come_from_the_newest_injected_cell():
+    history = ["x = 1", '# Parameters\nseed = 1\n', "y = 2", '# Parameters\nalpha = 0.5\nbogus = "a"\n']
+    assert injected_names(history) == ["alpha", "bogus"]
+    assert injected_names(["x = 1"]) == []  # JupyterLab without papermill: nothing injected
+
+
+def test_an_unknown_parameter_is_an_error_naming_the_known_ones():
+    ns = namespace('# Parameters\nsede = 1\n', sede=1)  # a typo of seed
+    with pytest.raises(ParameterError, match=r"'sede'.*02_train declares profile, method, alpha"):
+        read_parameters("02_train", {**ns, **{k: None for k in declared_parameters("02_train")}})
+
+
+def test_overrides_text_is_parsed_as_json_or_yaml_in_place():
+    declared = declared_parameters("02_train")
+    ns = {name: None for name in declared} | {
+        "profile": "tiny", "method": "sa", "alpha": 0, "seed": 0, "results_dir": "r", "generation_backend": "auto",
+        "vllm_mode": "colocate", "report_to": "none", "progress": True, "overrides": '{"n_eval": 100}',
+        "In": ['# Parameters\noverrides = "{\\"n_eval\\": 100}"\n']}
+    values = read_parameters("02_train", ns)
+    assert ns["overrides"] == values["overrides"] == {"n_eval": 100}
+    assert parse_structured("overrides", "{n_eval: 100, dataset: gsm8k}", "dict") == {"n_eval": 100,
+                                                                                      "dataset": "gsm8k"}
+    assert parse_structured("alphas", "[0.1, 0.5]", "list") == [0.1, 0.5]
+
+
+@pytest.mark.parametrize("text,kind,message", [
+    ("{n_eval: 100", "dict", "not JSON or YAML"),
+    ("n_eval", "dict", "must be a dict"),
+    ("0.5", "list", "must be a list"),
+])
+def test_unreadable_text_names_the_parameter_and_shows_an_example(text, kind, message):
+    with pytest.raises(ParameterError, match=f"'p'.*{message}.*-p p"):
+        parse_structured("p", text, kind)
+
+
+@pytest.mark.parametrize("value,type_name,ok", [
+    (0, "float", True), (0.5, "float", True), (True, "float", False), ("0.5", "float", False),
+    (None, "Optional[int]", True), (None, "int", False), (3, "Optional[int]", True), (1.0, "int", False),
+    (True, "bool", True), ("x", "str", True), ([1], "list", True), ({}, "dict", True),
+])
+def test_types_are_checked(value, type_name, ok):
+    if ok:
+        check_type("p", value, type_name)
+    else:
+        with pytest.raises(ParameterError, match=f"'p' must be {type_name.replace('[', '.').replace(']', '.')}"):
+            check_type("p", value, type_name)
+
+
+def test_a_field_has_one_place():
+    assert config_fields({"seed": 1, "alpha": 0.5}, {"beta": 0.1}, ("seed", "alpha")) == \
+        {"seed": 1, "alpha": 0.5, "beta": 0.1}
+    with pytest.raises(ParameterError, match="'seed'.*use -p seed"):
+        config_fields({"seed": 1}, {"seed": 2}, ("seed",))
+
+
+def test_the_sweep_refuses_overrides_of_what_it_sets(tmp_path):
+    with pytest.raises(ValueError, match="'seed'.*sets itself"):
+        run_alpha_sweep([0.1], seed=0, results_dir=str(tmp_path), overrides={"seed": 3})
+    assert not any(tmp_path.iterdir())

@@ -1,0 +1,75 @@
+"""Every ``python -m saah_lib...`` command answers --help with its choices and defaults; a module that is
+not a command says so instead of exiting 0 in silence; ``make help`` lists every make target."""
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+import saah_lib
+from saah_lib.paths import REPO_ROOT
+
+ENV = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "HF_HUB_OFFLINE": "1"}
+
+
+def _python_m(*args, timeout=300):
+    return subprocess.run([sys.executable, "-m", *args], cwd=REPO_ROOT, env=ENV, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def _modules_with_a_main() -> set[str]:
+    found = set()
+    for path in (REPO_ROOT / "saah_lib").rglob("*.py"):
+        if 'if __name__ == "__main__":' in path.read_text():
+            parts = path.relative_to(REPO_ROOT).with_suffix("").parts
+            found.add(".".join(parts[:-1] if parts[-1] == "__main__" else parts))
+    return found
+
+
+def test_the_command_list_is_every_module_with_a_main():
+    assert set(saah_lib.COMMANDS) == _modules_with_a_main()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", sorted(set(saah_lib.COMMANDS) - {"saah_lib"}))
+def test_every_command_prints_help_with_defaults(command):
+    done = _python_m(command, "--help")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.startswith(f"usage: python -m {command}")
+    assert "(default:" in done.stdout or command == "saah_lib.rundir.manifest"  # positional arguments only
+    assert str(REPO_ROOT) not in done.stdout  # defaults are shown relative to the repository, as they are meant
+
+
+def test_python_m_saah_lib_lists_the_commands():
+    done = _python_m("saah_lib")
+    assert done.returncode == 0
+    assert all(f"python -m {name}" in done.stdout for name in saah_lib.COMMANDS)
+
+
+@pytest.mark.parametrize("module", ["saah_lib.studies.sweep", "saah_lib.studies.reproduce", "saah_lib.training.run"])
+def test_a_library_module_run_as_a_command_says_so(module):
+    done = _python_m(module, "--help")
+    assert done.returncode == 2 and done.stdout == ""
+    assert f"{module} is a library module, not a command" in done.stderr
+    assert "python -m saah_lib.training.launch" in done.stderr
+
+
+def _phony_targets() -> list[str]:
+    makefile = (REPO_ROOT / "Makefile").read_text()
+    return re.search(r"^\.PHONY: (.+)$", makefile, flags=re.M).group(1).split()
+
+
+def test_make_help_has_one_line_per_target():
+    done = subprocess.run(["make", "--no-print-directory", "help"], cwd=REPO_ROOT, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    listed = [line.split()[1] for line in done.stdout.splitlines()]
+    assert sorted(listed) == sorted(_phony_targets())
+    assert all(len(line.split(maxsplit=2)) == 3 for line in done.stdout.splitlines())  # each with its text
+
+
+def test_make_alone_prints_the_help():
+    done = subprocess.run(["make", "--no-print-directory"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    assert done.stdout.splitlines()[0].split()[:2] == ["make", "help"]

@@ -1,0 +1,72 @@
+"""Progress lines: the first at once, then at most one per interval, the last once; bars only where they redraw."""
+
+import io
+import sys
+
+import pytest
+
+from saah_lib import progress
+from saah_lib.progress import ProgressLines
+
+
+class Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+@pytest.fixture
+def plain(monkeypatch):
+    """Output as in papermill or a log file: not a terminal, not a widget-capable kernel."""
+    monkeypatch.setattr(progress, "display_kind", lambda: "plain")
+
+
+def test_lines_are_throttled_and_the_last_is_not_repeated(plain):
+    clock, out = Clock(), io.StringIO()
+    lines = ProgressLines("warm-start SFT", 100, every_s=20, stream=out, clock=clock)
+    for step in range(1, 101):
+        clock.now = step * 1.0  # one second per step
+        lines.update(step, f"loss {1 / step:.3f}")
+    lines.finish(note="loss 0.010")
+    printed = out.getvalue().splitlines()
+    assert printed[0] == "warm-start SFT: 0/100 steps"
+    assert [line.split(":")[1].split()[0] for line in printed[1:]] == ["20/100", "40/100", "60/100", "80/100",
+                                                                        "100/100"]
+    # 20 s for 20 steps: 80 steps left at one second each
+    assert printed[1] == "warm-start SFT: 20/100 steps (20%), 20 s, about 80 s left; loss 0.050"
+    assert printed[-1] == "warm-start SFT: 100/100 steps (100%), 1.7 min; loss 0.010"  # minutes past 90 s
+
+
+def test_finish_prints_when_the_last_update_was_earlier(plain):
+    clock, out = Clock(), io.StringIO()
+    lines = ProgressLines("training", 3, every_s=20, stream=out, clock=clock)
+    clock.now = 5.0
+    lines.update(3)
+    lines.finish()
+    assert out.getvalue().splitlines() == ["training: 0/3 steps", "training: 3/3 steps (100%), 5 s"]
+
+
+def test_minutes_past_ninety_seconds(plain):
+    clock = Clock()
+    lines = ProgressLines("x", 10, stream=io.StringIO(), clock=clock)
+    clock.now = 120.0
+    assert lines.line(5) == "x: 5/10 steps (50%), 2.0 min, about 2.0 min left"
+
+
+def test_nothing_is_printed_without_progress_or_in_a_terminal(monkeypatch):
+    out = io.StringIO()
+    ProgressLines("quiet", 5, progress=False, stream=out).finish()
+    monkeypatch.setattr(progress, "display_kind", lambda: "terminal")  # the bar says it there
+    ProgressLines("terminal", 5, stream=out).finish()
+    assert out.getvalue() == ""
+
+
+def test_where_bars_and_lines_show(monkeypatch):
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: False, raising=False)
+    assert progress.display_kind() == "plain"  # pytest captures: no terminal, no kernel
+    assert not progress.bars_shown() and progress.lines_shown()
+    assert progress.bar(range(3), desc="x").disable
+    monkeypatch.setattr(progress, "display_kind", lambda: "widget")
+    assert progress.bars_shown() and progress.lines_shown() and not progress.bars_shown(False)

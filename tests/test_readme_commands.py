@@ -1,0 +1,251 @@
+"""Every shell command in the README and docs/ runs as written on a fresh clone, in a dry or tiny form.
+
+Commands are read from the Markdown itself: every line of a ```bash block and every inline code span
+that starts with a command word.  Each is checked in a form that runs in seconds and offline: ``make -n``,
+``--help`` (with every flag the command uses present in it), ``--print-config`` for a training run,
+``papermill --help-notebook`` plus each ``-p`` parameter and value checked the way the notebook checks it.
+A command this file does not know how to check fails the test: add its dry form here.
+One command, the README's CPU training run, is run for real (one step, a tiny model) under
+``papermill --log-output`` to see its progress lines arrive.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import time
+import tomllib
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+from papermill.cli import _resolve_type
+
+from saah_lib.paths import REPO_ROOT
+from saah_lib.studies.notebook_params import _type_parts, check_type, declared_parameters, parse_structured
+
+DOCUMENTS = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]
+COMMAND_WORDS = {"make", "python", "papermill", "accelerate", "trl", "pip", "jupyter", "tensorboard", "bash",
+                 "source", "conda", "git", "time"}
+NOT_RUN = {"git"}  # `git clone`, `git status`: git's own commands, nothing of ours to check
+BIN = Path(sys.executable).parent
+ENV = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "HF_HUB_OFFLINE": "1", "PATH": f"{BIN}:{os.environ['PATH']}"}
+PLACEHOLDER = re.compile(r"<[^>]+>|\.\.\.")
+
+
+# --------------------------------------------------------------------------- reading the commands
+
+def _without_comment(command: str) -> str:
+    """The command with a trailing shell comment (`# ...` outside quotes) removed."""
+    return shlex.join(shlex.split(command, comments=True))
+
+
+def commands_in(markdown: str) -> list[str]:
+    """Shell commands of a Markdown text: ```bash lines (continuations joined, && split) and inline spans."""
+    found = []
+    for block in re.findall(r"```bash\n(.*?)```", markdown, flags=re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            found += [_without_comment(part) for part in line.split("&&") if _without_comment(part)]
+    for span in re.findall(r"`([^`]+)`", re.sub(r"```.*?```", "", markdown, flags=re.S)):
+        span = " ".join(span.split())
+        words = span.split()
+        if len(words) > 1 and (words[0] in COMMAND_WORDS or re.fullmatch(r"[A-Z_]+=\S+", words[0])):
+            found.append(span)
+    return list(dict.fromkeys(found))
+
+
+def all_commands() -> list[tuple[str, str]]:
+    return [(doc.relative_to(REPO_ROOT).as_posix(), cmd) for doc in DOCUMENTS for cmd in commands_in(doc.read_text())]
+
+
+def _words(command: str) -> list[str]:
+    words = shlex.split(command)
+    while words and (re.fullmatch(r"[A-Z_]+=\S*", words[0]) or words[0] == "time"):
+        words = words[1:]  # CUDA_VISIBLE_DEVICES=1 ..., CI=true ..., time ...
+    return words
+
+
+def _run(args: list[str], timeout: int = 300) -> subprocess.CompletedProcess:
+    args = [sys.executable if a == "python" else a for a in args]
+    return subprocess.run(args, cwd=REPO_ROOT, env=ENV, capture_output=True, text=True, timeout=timeout)
+
+
+@lru_cache(maxsize=None)
+def _help(*prefix: str) -> str:
+    done = _run([*prefix, "--help"])
+    assert done.returncode == 0, f"{' '.join(prefix)} --help failed: {done.stderr[-1500:]}"
+    return done.stdout + done.stderr
+
+
+def _flags_in_help(args: list[str], help_text: str, what: str) -> None:
+    for flag in (a.split("=")[0] for a in args if a.startswith("--")):
+        assert re.search(rf"{re.escape(flag)}\b", help_text), f"{what} has no option {flag}"
+
+
+# --------------------------------------------------------------------------- the dry form of each kind
+
+def check_make(args: list[str]) -> None:
+    done = subprocess.run(["make", "-n", "--no-print-directory", *args], cwd=REPO_ROOT, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+
+
+def check_python_m(args: list[str]) -> None:
+    assert args[0] == "-m", f"only `python -m saah_lib...` commands are documented, got {args}"
+    module, rest = args[1], args[2:]
+    if module == "saah_lib":
+        assert _run(["python", "-m", "saah_lib"]).returncode == 0
+        return
+    help_text = _help("python", "-m", module)
+    _flags_in_help(rest, help_text, module)
+    if module == "saah_lib.training.launch" and not PLACEHOLDER.search(" ".join(rest)) and "--help" not in rest:
+        done = _run(["python", "-m", module, *rest, "--print-config"])
+        assert done.returncode == 0, done.stderr[-1500:]
+        json.loads(done.stdout)
+
+
+def check_accelerate(args: list[str]) -> None:
+    assert args[0] == "launch"
+    split = args.index("-m") if "-m" in args else len(args)
+    if len(args) > 1:
+        _flags_in_help(args[1:split], _help("accelerate", "launch"), "accelerate launch")
+    if split < len(args):
+        check_python_m(args[split:])
+
+
+def check_papermill(args: list[str]) -> None:
+    if args[0] == "--help-notebook":
+        if len(args) > 1:
+            assert _run(["papermill", "--help-notebook", args[1]]).returncode == 0
+        return
+    if args[0].startswith("--"):
+        _flags_in_help(args[:1], _help("papermill"), "papermill")
+        return
+    notebook, options = args[0], args[2:]
+    declared = declared_parameters(REPO_ROOT / notebook)
+    _flags_in_help([o for o in options if o.startswith("--")], _help("papermill"), "papermill")
+    i = 0
+    while i < len(options):
+        if options[i] == "-k":
+            assert options[i + 1] == "python3", "the notebooks' kernel is python3"
+            i += 2
+        elif options[i] == "-p":
+            name, value = options[i + 1], _resolve_type(options[i + 2])  # as papermill's command line reads it
+            assert name in declared, f"{notebook} has no parameter {name}"
+            kind, _ = _type_parts(declared[name]["inferred_type_name"])
+            if kind in ("dict", "list"):
+                value = parse_structured(name, value, kind)
+            check_type(name, value, declared[name]["inferred_type_name"])
+            i += 3
+        else:
+            i += 1
+
+
+def check_trl(args: list[str]) -> None:
+    assert args[0] == "vllm-serve"
+    _flags_in_help(args[1:], _help("trl", "vllm-serve"), "trl vllm-serve")
+
+
+def check_pip(args: list[str]) -> None:
+    extras = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    match = re.fullmatch(r"\.\[(\w+)\]", args[-1])
+    assert args[:2] == ["install", "-e"] and match and match.group(1) in extras, f"pip {args}: not an extra of ours"
+
+
+def check_jupyter(args: list[str]) -> None:
+    assert args[0] == "lab" and all((REPO_ROOT / a).exists() for a in args[1:] if not a.startswith("-"))
+    assert (BIN / "jupyter-lab").exists()
+
+
+def check_tensorboard(args: list[str]) -> None:
+    _flags_in_help(args, _help("tensorboard"), "tensorboard")
+
+
+def check_bash(args: list[str]) -> None:
+    assert _run(["bash", "-n", args[0]]).returncode == 0
+
+
+def check_source(args: list[str]) -> None:
+    assert args == [".venv/bin/activate"] and (BIN / "activate").exists()
+
+
+def check_conda(args: list[str]) -> None:
+    assert args[:2] == ["env", "create"] and (REPO_ROOT / args[args.index("-f") + 1]).is_file()
+
+
+CHECKS = {"make": check_make, "python": check_python_m, "accelerate": check_accelerate, "papermill": check_papermill,
+          "trl": check_trl, "pip": check_pip, "jupyter": check_jupyter, "tensorboard": check_tensorboard,
+          "bash": check_bash, "source": check_source, "conda": check_conda}
+
+
+# --------------------------------------------------------------------------- the tests
+
+def test_the_readme_documents_commands_and_each_has_a_dry_form():
+    commands = all_commands()
+    readme = [c for d, c in commands if d == "README.md"]
+    assert "make mini" in readme and "make test" in readme
+    assert any(c.startswith("accelerate launch") for c in readme) and any("vllm_mode server" in c for c in readme)
+    unknown = [c for _, c in commands if _words(c)[0] not in CHECKS and _words(c)[0] not in NOT_RUN]
+    assert unknown == [], f"commands without a dry form in this test: {unknown}"
+
+
+def test_the_gpu_instructions_come_right_after_the_two_commands():
+    headings = re.findall(r"^## (.+)$", (REPO_ROOT / "README.md").read_text(), flags=re.M)
+    assert headings[:2] == ["Two commands", "Run the paper on your GPU"]
+    text = (REPO_ROOT / "README.md").read_text()
+    assert text.index("## Run the paper on your GPU") < text.index("## Results") < text.index("## Design")
+    assert len(text.splitlines()) < 300 and "issue" not in text.lower()
+
+
+def test_every_file_the_documents_name_exists():
+    missing = []
+    for doc in DOCUMENTS:
+        for path in re.findall(r"`((?:saah_lib|tests|notebooks|tools|docs)/[\w./-]+\.(?:py|ipynb|sh|md))`",
+                               doc.read_text()):
+            if not (REPO_ROOT / path).exists():
+                missing.append(f"{doc.name}: {path}")
+    assert missing == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("document,command", all_commands())
+def test_command_runs_in_its_dry_form(document, command):
+    words = _words(command)
+    if words[0] in NOT_RUN:
+        return
+    CHECKS[words[0]](words[1:])
+
+
+@pytest.mark.slow
+def test_the_readme_cpu_run_streams_progress_under_papermill_log_output(tiny_random_model_dir, tmp_path):
+    (command,) = {c for d, c in all_commands() if d == "README.md" and c.startswith("papermill notebooks/02_train")
+                  and "profile" not in c}
+    fast = {"n_train": 16, "n_eval": 4, "max_completion_length": 12, "eval_max_new_tokens": 12,
+            "eval_batch_size": 4, "eval_every": 100}
+    words = _words(command)
+    words[2] = str(tmp_path / "out.ipynb")
+    words += ["-p", "steps", "1", "-p", "results_dir", str(tmp_path), "-p", "model_name", str(tiny_random_model_dir),
+              "-p", "overrides", json.dumps(fast)]
+    started = time.monotonic()
+    process = subprocess.Popen([str(BIN / "papermill"), *words[1:]], cwd=REPO_ROOT, env=ENV, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    first_line_s = None
+    output = []
+    for line in process.stdout:
+        output.append(line)
+        if first_line_s is None and "parameters checked; loading torch and TRL" in line:
+            first_line_s = time.monotonic() - started
+    assert process.wait(timeout=600) == 0, "".join(output)[-3000:]
+    text = "".join(output)
+    assert first_line_s is not None, text[-3000:]
+    assert "run tiny-sa-a0.5-s0: sa, alpha 0.5, 1 steps" in text and "training tiny-sa-a0.5-s0: 0/1 steps" in text
+    assert "step 1: Pass@1" in text
+    size = (tmp_path / "out.ipynb").stat().st_size
+    (Path(os.environ.get("SAAH_KEEP_NOTEBOOK", tmp_path)) / "out.ipynb").write_bytes((tmp_path / "out.ipynb").read_bytes())
+    assert size < 150_000  # no per-step lines, no bar redrawn line by line
+    print(f"first progress line {first_line_s:.1f} s after papermill started, {len(output)} lines in all, "
+          f"executed notebook {size / 1000:.0f} KB")

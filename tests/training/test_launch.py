@@ -1,0 +1,79 @@
+"""The training command line: flags and --set merged with one rule, help with choices and defaults."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from saah_lib.paths import REPO_ROOT
+from saah_lib.training.launch import build_parser, config_from_argv, main, merge_fields, parse_overrides
+
+
+def test_set_of_a_field_that_also_has_a_flag_works():
+    # the README's example crashed with "make_config() got multiple values for keyword argument"
+    cfg = config_from_argv(["--profile", "tiny", "--method", "sa", "--seed", "0", "--steps", "1",
+                            "--set", "generation_backend=hf"])
+    assert (cfg.generation_backend, cfg.seed, cfg.steps, cfg.method) == ("hf", 0, 1, "sa")
+
+
+def test_every_flag_field_can_be_given_through_set_instead():
+    cfg = config_from_argv(["--set", "profile=qwen2.5-1.5b", "--set", "method=grpo", "--set", "seed=4",
+                            "--set", "report_to=tensorboard", "--set", "results_dir=/tmp/x"])
+    assert (cfg.profile, cfg.method, cfg.alpha, cfg.seed, cfg.report_to) == ("qwen2.5-1.5b", "grpo", 0.0, 4,
+                                                                            "tensorboard")
+    assert cfg.learning_rate == 5e-6  # the profile's, not the tiny default
+
+
+@pytest.mark.parametrize("argv,field", [
+    (["--seed", "1", "--set", "seed=2"], "seed"),
+    (["--generation-backend", "hf", "--set", "generation_backend=compiled"], "generation_backend"),
+    (["--profile", "tiny", "--set", "profile=tiny"], "profile"),  # the same value twice is still twice
+    (["--set", "beta=0.1", "--set", "beta=0.2"], "beta"),
+])
+def test_a_field_given_twice_is_an_error_naming_it(argv, field):
+    with pytest.raises(ValueError, match=f"{field}.*(twice|given twice)"):
+        config_from_argv(argv)
+
+
+def test_a_flags_default_is_not_a_choice():
+    # --method has a default, yet --set method=... is no conflict: only typed flags count
+    assert merge_fields({}, {"method": "ah"}) == {"method": "ah"}
+    assert config_from_argv(["--set", "method=ah"]).method == "ah"
+
+
+def test_set_values_are_json_else_strings():
+    assert parse_overrides(["a=1", "b=0.5", "c=true", "d=null", "e=[1, 2]", "f=hf", "g=x=y"]) == \
+        {"a": 1, "b": 0.5, "c": True, "d": None, "e": [1, 2], "f": "hf", "g": "x=y"}
+    with pytest.raises(ValueError, match="name=value"):
+        parse_overrides(["seed"])
+
+
+def test_bad_input_exits_2_with_the_field_named(capsys):
+    with pytest.raises(SystemExit) as exited:
+        main(["--seed", "1", "--set", "seed=2", "--print-config"])
+    assert exited.value.code == 2 and "'seed' is given twice" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["--set", "report_to=tensorbord", "--print-config"])
+    assert "report_to" in capsys.readouterr().err
+
+
+def test_print_config_resolves_without_training(capsys):
+    main(["--method", "ah", "--alpha", "0.25", "--print-config"])
+    printed = json.loads(capsys.readouterr().out)
+    assert (printed["method"], printed["alpha"], printed["run_id"]) == ("ah", 0.25, "tiny-ah-a0.25-s0")
+    assert printed["results_dir"] == "results/local"
+
+
+def test_help_lists_choices_defaults_and_every_config_field():
+    text = build_parser().format_help()
+    for expected in ("{qwen2.5-1.5b,qwen2.5-3b,tiny}", "{grpo,ah,sa}", "{auto,hf,compiled,vllm}", "(default: tiny)",
+                     "(default: sa)", "learning_rate = 0.0002", "report_to = 'none'"):
+        assert expected in text, expected
+
+
+def test_help_answers_without_loading_torch():
+    code = ("import sys; from saah_lib.training.launch import build_parser; build_parser().format_help(); "
+            "print(sorted(m for m in ('torch', 'trl', 'transformers') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == "[]", done.stderr
