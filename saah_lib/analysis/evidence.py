@@ -378,22 +378,23 @@ def established(row: EvidenceRow, level: float = LEVEL) -> bool:
     return math.isnan(row.ci_low) or row.ci_low > 0 or row.ci_high < 0
 
 
-def testable(pair, runs) -> bool:
+def testable(pair, runs, min_units: int = 2) -> bool:
     a, b = pair
     common = set(a.runs_by_unit(runs)) & set(b.runs_by_unit(runs))
-    return len(common) >= 2
+    return len(common) >= min_units
 
 
 def compare_pairs(runs: list[RunEvidence], pairs, *, plan: StudyPlan | None = None,
-                  n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0, skipped: list | None = None
-                  ) -> list[EvidenceRow]:
-    """All rows of the given pairs, in families (:func:`assign_families`); pairs with fewer than two common
-    units cannot be tested over seeds and are named in ``skipped`` instead."""
+                  n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0, skipped: list | None = None,
+                  min_units: int = 2) -> list[EvidenceRow]:
+    """All rows of the given pairs, in families (:func:`assign_families`).  Pairs with fewer than ``min_units``
+    common units are named in ``skipped`` instead: two are needed for a test over seeds; with
+    ``min_units=1`` a single seed pair is shown descriptively (its McNemar test is about those two models)."""
     rows = []
     for a, b in pairs:
-        if not testable((a, b), runs):
+        if not testable((a, b), runs, min_units):
             reason = "no runs of one of them" if not (a.runs_by_unit(runs) and b.runs_by_unit(runs)) \
-                else "fewer than two common seeds"
+                else f"fewer than {min_units} common seeds"
             log.info("%s vs %s left out: %s", a.label, b.label, reason)
             if skipped is not None:
                 skipped.append(f"{a.label} vs {b.label}: {reason}")

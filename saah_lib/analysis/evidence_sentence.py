@@ -70,6 +70,11 @@ def _tests(row: EvidenceRow) -> str:
 def row_sentence(row: EvidenceRow, level: float = LEVEL) -> str:
     """One sentence per row: 'higher/lower' only for an established difference, otherwise the estimate, the
     interval and the minimum detectable effect."""
+    if row.n_units < 2:
+        mcnemar = f"; McNemar {fmt_p(row.mcnemar_p)} on these two trained models" if row.key in CHECKPOINTS else ""
+        text = (f"{row.quantity}, {row.a} minus {row.b}: {num(row.diff, row.key, True)} on one seed pair (no "
+                f"test over seeds{mcnemar})")
+        return text[0].upper() + text[1:] + "."
     if established(row, level):
         word = "higher" if row.diff > 0 else "lower"
         text = (f"{row.a} has {word} {row.quantity} than {row.b} by {num(abs(row.diff), row.key)} ({_tests(row)}; "
@@ -135,10 +140,22 @@ def counted(rows: list[EvidenceRow]) -> list[EvidenceRow]:
     return [r for r in rows if not r.same_as_final]
 
 
-def secondary_paragraph(rows: list[EvidenceRow], level: float = LEVEL, has_primary: bool = True) -> str:
-    rows = [r for r in rows if not r.primary]
-    if not rows:
+def single_seed_paragraph(rows: list[EvidenceRow]) -> str:
+    """Comparisons that rest on one seed pair: their final Pass@1 difference, and why there is no test."""
+    single = [r for r in counted(rows) if r.n_units < 2]
+    if not single:
         return ""
+    pairs = list(dict.fromkeys((r.a, r.b) for r in single))
+    finals = [row_sentence(r) for r in single if r.key == "final"]
+    return (f"{len(pairs)} comparison{'s rest' if len(pairs) != 1 else ' rests'} on one seed pair, so nothing "
+            "about another seed can be tested: " + " ".join(finals))
+
+
+def secondary_paragraph(rows: list[EvidenceRow], level: float = LEVEL, has_primary: bool = True) -> str:
+    single = single_seed_paragraph([r for r in rows if not r.primary])
+    rows = [r for r in rows if not r.primary and r.n_units >= 2]
+    if not rows:
+        return single
     distinct = counted(rows)
     found = [r for r in distinct if established(r, level)]
     pairs = len({(r.a, r.b) for r in rows})
@@ -160,7 +177,7 @@ def secondary_paragraph(rows: list[EvidenceRow], level: float = LEVEL, has_prima
     if any(r.key == "peak" for r in found):
         parts.append("Peak checkpoints are picked on the evaluation problems themselves, so a peak difference is "
                      "weaker evidence than a final one.")
-    return " ".join(parts)
+    return " ".join(parts + ([single] if single else []))
 
 
 def mcnemar_paragraph(rows: list[EvidenceRow], level: float = LEVEL) -> str:
@@ -176,7 +193,7 @@ def mcnemar_paragraph(rows: list[EvidenceRow], level: float = LEVEL) -> str:
 
 
 def floor_paragraph(rows: list[EvidenceRow], level: float = LEVEL) -> str:
-    floors = sorted({(r.n_units, r.min_p_signflip) for r in rows if r.min_p_signflip >= level})
+    floors = sorted({(r.n_units, r.min_p_signflip) for r in rows if r.min_p_signflip >= level and r.n_units >= 2})
     return " ".join(f"With {n} seed pairs the sign-flip test cannot give p below 2/2^{n} = {floor:.4g}; the t test "
                     "can, under its assumption of roughly normal per-seed differences." for n, floor in floors)
 
@@ -188,8 +205,10 @@ def health_paragraph(runs: list[RunEvidence], rows: list[EvidenceRow]) -> str:
         return f"Run health: none of the {len(runs)} runs breaks a health rule ({rules})."
     listed = "; ".join(f"{r.run_id} ({r.health_text})" for r in flagged)
     affected = sum(1 for r in rows if r.flagged_units)
+    where = (f"the {affected} rows they enter are also given without the seed pairs that contain them" if affected
+             else "they enter none of these comparisons")
     return (f"Run health ({rules}): {len(flagged)} of {len(runs)} runs flagged: {listed}. They stay in every "
-            f"result; the {affected} rows they enter are also given without the seed pairs that contain them.")
+            f"result; {where}.")
 
 
 def evidence_paragraphs(rows: list[EvidenceRow], level: float = LEVEL, *, plan: StudyPlan | None = None,

@@ -51,7 +51,9 @@ def evidence_summary(root: str | Path, pairs="plan", *, n_resamples: int = DEFAU
     runs = load_root_evidence(root, tolerate_problems, left_out)
     tested = plan.pairs if plan else topk_pairs(runs)
     skipped: list[str] = []
-    rows = compare_pairs(runs, tested, plan=plan, n_resamples=n_resamples, seed=seed, skipped=skipped)
+    # top-K runs may have one seed only: shown descriptively, their McNemar test about those two models
+    rows = compare_pairs(runs, tested, plan=plan, n_resamples=n_resamples, seed=seed, skipped=skipped,
+                         min_units=2 if plan else 1)
     attach_without_flagged(runs, rows, tested, plan, n_resamples, seed)
     parts = evidence_paragraphs(rows, level, plan=plan, runs=runs) if rows else {}
     warning = (f"WARNING: {len(left_out)} damaged or incomplete run(s) were left out: {', '.join(left_out)}."

@@ -64,7 +64,7 @@ class RunHealth:
         """What the run did against each broken rule, e.g. ``KL up to 0.169 > 0.1; best 0.290 vs 0.270 at step 0``."""
         parts = []
         if "kl_diverged" in self.flags:
-            parts.append(f"KL up to {self.kl_max:.3f} > {KL_BOUND:g}")
+            parts.append(f"KL up to {self.kl_max:.3f}, above {KL_BOUND:g}")
         if "no_gain" in self.flags:
             parts.append(f"best checkpoint {self.peak_pass_at_1:.3f} vs {self.start_pass_at_1:.3f} at step 0")
         if "fell_back" in self.flags:

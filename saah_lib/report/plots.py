@@ -37,7 +37,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from saah_lib.analysis.labels import METHOD_LABELS, method_label, model_order, model_short, number_or_nan
+from saah_lib.analysis.labels import METHOD_LABELS, is_main_alpha, method_label, model_order, model_short, number_or_nan
 from saah_lib.analysis.resultset import ResultSet
 from saah_lib.analysis.summaries import token_weights
 from saah_lib.method.methods import MAIN_ALPHA, METHODS
@@ -94,6 +94,12 @@ def _groups(df: pd.DataFrame, model, main_only: bool = True) -> list[tuple[str, 
     return out
 
 
+def seeds_text(g: pd.DataFrame) -> str:
+    """`` (n=3)``: how many seeds a plotted line or point averages (empty for the paper's single runs)."""
+    n = pd.to_numeric(g.get("n_seeds", pd.Series(dtype=float)), errors="coerce").max()
+    return f" (n={int(n)})" if pd.notna(n) else ""
+
+
 def _band(g: pd.DataFrame) -> tuple[np.ndarray, str]:
     """Half-width of the band and what it is."""
     n = pd.to_numeric(g.get("n_seeds", pd.Series(1, index=g.index)), errors="coerce").fillna(1)
@@ -131,11 +137,12 @@ def _trajectory_panel(ax, rs: ResultSet, model, note_band: bool = True, peak_in_
         half, kind = _band(g)
         band_kinds.add(kind)
         color = METHOD_COLORS.get(method, "k")
-        label = method_label(method, a)
+        label = method_label(method, a) + seeds_text(g)
         if peak_in_label and np.isfinite(y).any():
             i = int(np.nanargmax(y))
             label += f": peak {y[i]:.3f} at step {int(x[i])}, final {y[~np.isnan(y)][-1]:.3f}"
-        ax.plot(x, y, marker="o" if len(x) <= SPARSE else None, ms=4, color=color, lw=1.5, label=label)
+        ax.plot(x, y, marker="o" if len(x) <= SPARSE else None, ms=4, color=color, lw=1.5, label=label,
+                ls=_alpha_style(rs, method, a))
         ok = ~np.isnan(half)
         if ok.any():
             ax.fill_between(x[ok], (y - half)[ok], (y + half)[ok], color=color, alpha=0.15, lw=0)
@@ -207,7 +214,12 @@ def plot_alpha_ablation(rs: ResultSet) -> Figure | None:
     for xi, pi, partial in zip(x, peak, core["partial"].astype(bool)):
         if partial and not math.isnan(pi):
             ax.annotate("partial", (xi, pi), textcoords="offset points", xytext=(0, 8), ha="center", fontsize=7)
+    _annotate_seeds(ax, x, peak, core, METHOD_COLORS["ah"], above=True)
     sa = ab[ab["method"] == "sa"].sort_values("alpha")
+    if len(sa):
+        _annotate_seeds(ax, pd.to_numeric(sa["alpha"], errors="coerce").to_numpy(float),
+                        pd.to_numeric(sa["peak_pass_at_1"], errors="coerce").to_numpy(float), sa,
+                        METHOD_COLORS["sa"], above=False)
     if len(sa) > 1:  # an SA-AH-GRPO sweep: drawn as a series like AH-GRPO's
         sx = pd.to_numeric(sa["alpha"], errors="coerce").to_numpy(float)
         ax.plot(sx, pd.to_numeric(sa["peak_pass_at_1"], errors="coerce").to_numpy(float), "*-",
@@ -222,13 +234,22 @@ def plot_alpha_ablation(rs: ResultSet) -> Figure | None:
                 label="SA-AH-GRPO final")
     _draw_baseline(ax, rs, model)
     ax.set_xticks(sorted(set(np.round(np.concatenate([x, pd.to_numeric(sa["alpha"], errors="coerce").to_numpy(float)]), 4))))
-    ax.set_xlabel("α (entropy discount strength; 0 = GRPO)")
+    ax.set_xlabel("α (entropy discount strength; 0 = GRPO); n = seeds per point")
     ax.set_ylabel("Pass@1")
     ax.grid(alpha=0.3)
     _fig_legend(fig, axes, ncol=3, fontsize=7)
     ax.set_title(f"{model}", fontsize=9)
     fig.suptitle(_suptitle(rs, "α ablation of AH-GRPO" + (" and SA-AH-GRPO" if len(sa) > 1 else "")), fontsize=10)
     return fig
+
+
+def _annotate_seeds(ax, x, y, rows: pd.DataFrame, color, above: bool) -> None:
+    """``n=3`` beside each point: 1-seed points are drawn beside seed means, and the reader must see which."""
+    counts = pd.to_numeric(rows.get("n_seeds", pd.Series(np.nan, index=rows.index)), errors="coerce").to_numpy()
+    for xi, yi, n in zip(x, y, counts):
+        if np.isfinite(yi) and np.isfinite(n):
+            ax.annotate(f"n={int(n)}", (xi, yi), textcoords="offset points", xytext=(7, 6 if above else -11),
+                        fontsize=6.5, color=color)
 
 
 def _curve_models(rs: ResultSet, col: str) -> list:
@@ -245,12 +266,18 @@ def _curve_groups(rs: ResultSet, model) -> list[tuple[str, float, pd.DataFrame]]
     for method in METHODS:
         m = c[c["method"] == method]
         alphas = sorted(pd.to_numeric(m["alpha"], errors="coerce").dropna().unique())
-        if main and method in main and any(np.isclose(alphas, main[method])):
-            alphas = [a for a in alphas if np.isclose(a, main[method])]
+        if main and any(is_main_alpha(method, a, main) for a in alphas):
+            alphas = [a for a in alphas if is_main_alpha(method, a, main)]
         for a in alphas:
             g = m[np.isclose(pd.to_numeric(m["alpha"], errors="coerce"), a)].sort_values("step")
             out.append((method, a, g))
     return out
+
+
+def _alpha_style(rs: ResultSet, method: str, alpha: float) -> str:
+    """Dashed for the paper-matched alpha of a study, so its AH/SA lines differ from the main alpha's."""
+    matched = (rs.notes or {}).get("matched_alpha")
+    return "--" if matched is not None and method != "grpo" and np.isclose(alpha, matched) else "-"
 
 
 def plot_reward(rs: ResultSet) -> Figure | None:
@@ -265,7 +292,8 @@ def plot_reward(rs: ResultSet) -> Figure | None:
             y = g["reward_mean"].to_numpy(float)
             s = pd.to_numeric(g.get("reward_std"), errors="coerce").to_numpy(float)
             color = METHOD_COLORS.get(method, "k")
-            ax.plot(x, y, color=color, lw=1.2, marker="o" if len(x) <= SPARSE else None, ms=4, label=method_label(method, a))
+            ax.plot(x, y, color=color, lw=1.2, marker="o" if len(x) <= SPARSE else None, ms=4,
+                    label=method_label(method, a) + seeds_text(g), ls=_alpha_style(rs, method, a))
             ok = ~np.isnan(s) & ~np.isnan(y)
             if ok.any():
                 ax.fill_between(x[ok], (y - s)[ok], (y + s)[ok], color=color, alpha=0.15, lw=0)
@@ -292,13 +320,15 @@ def plot_entropy_weight(rs: ResultSet) -> Figure | None:
             x = g["step"].to_numpy(float)
             color = METHOD_COLORS.get(method, "k")
             mk = "o" if len(x) <= SPARSE else None
-            ax_h.plot(x, g["entropy_norm"].to_numpy(float), color=color, lw=1.2, marker=mk, ms=4, label=method_label(method, a))
+            name = method_label(method, a) + seeds_text(g)
+            ax_h.plot(x, g["entropy_norm"].to_numpy(float), color=color, lw=1.2, marker=mk, ms=4, label=name,
+                      ls=_alpha_style(rs, method, a))
             ax_w.plot(x, g["weight_mean"].to_numpy(float), color=color, lw=1.2, marker=mk, ms=4,
-                      label=f"{METHOD_LABELS.get(method, method)}: all tokens")
+                      label=f"{name}: all tokens", ls=_alpha_style(rs, method, a))
             wn = pd.to_numeric(g.get("weight_neg_mean"), errors="coerce").to_numpy(float)
             if (~np.isnan(wn)).any():
                 ax_w.plot(x, wn, color=color, lw=1.0, ls=":", marker="v" if mk else None, ms=4,
-                          label=f"{METHOD_LABELS.get(method, method)}: negative rollouts")
+                          label=f"{name}: negative rollouts")
         ax_h.set_ylabel("mean normalised entropy")
         ax_w.set_ylabel("mean token weight")
         ax_w.set_ylim(bottom=0)
@@ -354,7 +384,18 @@ def _curve_note(rs: ResultSet) -> str:
 
 
 def _suptitle(rs: ResultSet, what: str) -> str:
-    return f"{what} — {'reported in the paper' if rs.source == 'paper_reported' else 'our runs'}" + problems_note(rs)
+    return (f"{what} — {'reported in the paper' if rs.source == 'paper_reported' else 'our runs'}" + problems_note(rs)
+            + health_line(rs))
+
+
+def health_line(rs: ResultSet) -> str:
+    """A visible line naming the runs the health rules flag (included in every curve and point)."""
+    runs = rs.runs
+    if runs is None or runs.empty or "flagged" not in runs or not runs["flagged"].astype(bool).any():
+        return ""
+    flagged = runs[runs["flagged"].astype(bool)].sort_values("run_id")
+    return ("\nflagged by the health rules, included: "
+            + "; ".join(f"{r.run_id} ({r.health})" for r in flagged.itertuples()))
 
 
 def problems_note(rs: ResultSet) -> str:
@@ -373,15 +414,22 @@ def problems_note(rs: ResultSet) -> str:
 def pick_rollout_pair(token_entropies: pd.DataFrame) -> dict | None:
     """Choose one positive- and one negative-advantage rollout logged at the same step.
 
-    Prefers an SA-AH-GRPO run, then AH-GRPO, then any; within a run the latest
-    step that has both signs.  Returns ``{run_id, step, alpha, h_pos, h_neg,
-    adv_pos, adv_neg}`` or None.
+    Prefers a run at the main alpha (:data:`~saah_lib.method.methods.MAIN_ALPHA`, chosen by value, not by
+    the run id's spelling), SA-AH-GRPO before AH-GRPO before any, then the run id; within a run the latest
+    step that has both signs.  Returns ``{run_id, step, alpha, h_pos, h_neg, adv_pos, adv_neg}`` or None.
     """
     te = token_entropies
     if te is None or te.empty:
         return None
     pref = {"sa": 0, "ah": 1}
-    runs = sorted(te["run_id"].unique(), key=lambda r: (pref.get(te.loc[te.run_id == r, "method"].iloc[0], 2), str(r)))
+
+    def order(run_id):
+        first = te.loc[te.run_id == run_id].iloc[0]
+        alpha = number_or_nan(first["alpha"])
+        at_main = not math.isnan(alpha) and bool(np.isclose(alpha, MAIN_ALPHA))
+        return (not at_main, pref.get(first["method"], 2), str(run_id))
+
+    runs = sorted(te["run_id"].unique(), key=order)
     for rid in runs:
         sub = te[te.run_id == rid]
         for step in sorted(sub["step"].dropna().unique(), reverse=True):
@@ -415,7 +463,7 @@ def build_all_figures(rs: ResultSet) -> dict[str, Figure]:
         figs["token_weights"] = plot_token_weights(
             pair["h_pos"], pair["h_neg"], alpha,
             title=f"Token weights from run {pair['run_id']}, step {int(pair['step'])}, α={alpha:g}{note}"
-                  + problems_note(rs))
+                  + problems_note(rs) + health_line(rs))
     return {k: v for k, v in figs.items() if v is not None}
 
 

@@ -31,6 +31,7 @@ MANIFEST_FILE = "MANIFEST.json"
 WARMSTART_RECORD_FILE = "warmstart_build.json"  # the warm start's build record and weight hashes
 ANSWER_KINDS_FILE = "answer_kinds.json"  # answers by kind at the first and last evaluation of each run
 TIMINGS_FILE = "timings.json"  # wall time and peak memory of each stage
+EXTENDED_TIMINGS_FILE = "extended_timings.json"  # the same for the extended study
 TOPK_ERROR_FILE = "topk_entropy_error.json"  # the top-K entropy measurement
 MATCHED_ALPHA_FILE = "paper_matched_alpha.json"  # the paper-matched alpha and the measurement behind it
 STUDY_PLAN_FILE = "study_plan.json"  # a study's plan: its primary comparison, pairs, warm starts and runs

@@ -34,13 +34,13 @@ alpha, so the reader sees how far each lies from the target.
 from __future__ import annotations
 
 import argparse
-import math
 import time
 
 import torch
 
 from saah_lib.analysis.reported import negative_weight_target
-from saah_lib.jsonio import atomic_write_json, read_json
+from saah_lib.analysis.resultset import matched_alpha
+from saah_lib.jsonio import atomic_write_json
 from saah_lib.method.discount import group_advantages, mean_negative_weight, padded, solve_alpha
 from saah_lib.method.loss import normalised_entropy
 from saah_lib.method.methods import MAIN_ALPHA, check_alpha
@@ -162,14 +162,8 @@ def measure_matched_alpha(model_name: str = TINY_WARMSTART, *, other_warm_starts
 
 def read_matched_alpha(root) -> float | None:
     """The paper-matched alpha recorded in a study root, or None when it has not been measured there."""
-    path = root / MATCHED_ALPHA_FILE
-    if not path.is_file():
-        return None
-    record = read_json(path)
-    alpha = record.get("alpha") if isinstance(record, dict) else None
-    if not isinstance(alpha, (int, float)) or isinstance(alpha, bool) or not math.isfinite(alpha):
-        raise ValueError(f"{path}: no numeric 'alpha'")
-    return check_alpha(alpha)
+    alpha = matched_alpha(root)
+    return None if alpha is None else check_alpha(alpha)
 
 
 def ensure_matched_alpha(root, *, other_warm_starts=(), n_prompts: int = N_PROMPTS) -> float:

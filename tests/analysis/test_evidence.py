@@ -167,7 +167,7 @@ def test_pairs_with_one_common_seed_are_not_tested_but_named(tmp_path):
     runs = _two_arms(tmp_path, {0: 30}, {0: 10})
     skipped = []
     assert compare_pairs(runs, [(SA, GRPO)], skipped=skipped) == []
-    assert skipped == ["SA-AH-GRPO (α=0.5) vs GRPO: fewer than two common seeds"]
+    assert skipped == ["SA-AH-GRPO (α=0.5) vs GRPO: fewer than 2 common seeds"]
 
 
 def test_topk_runs_are_their_own_arm(tmp_path):

@@ -53,7 +53,7 @@ def test_missing_inputs_leave_a_rule_unchecked_not_passed():
 def test_describe_names_every_broken_rule():
     h = run_health("r", _evals([(0, 0.27), (20, 0.27), (60, 0.29)]), _log([0.02, 0.169]))
     assert h.flags == ("kl_diverged", "no_gain")
-    assert h.describe() == "KL up to 0.169 > 0.1; best checkpoint 0.290 vs 0.270 at step 0"
+    assert h.describe() == "KL up to 0.169, above 0.1; best checkpoint 0.290 vs 0.270 at step 0"
     assert set(h.to_dict()["flags"]) <= set(RULES)
 
 
