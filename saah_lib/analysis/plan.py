@@ -27,6 +27,9 @@ from saah_lib.rundir.layout import STUDY_PLAN_FILE
 
 #: The quantities of the primary comparison: the paper's two claims for SA-AH-GRPO over GRPO.
 PRIMARY_QUANTITIES = ("final", "train_var")
+#: The direction the paper claims for SA-AH-GRPO against GRPO on each primary quantity (its abstract and
+#: conclusion: higher final Pass@1 and lower training-reward variance).
+PAPER_CLAIM = {"final": "higher", "train_var": "lower"}
 QUANTITIES = {"final": "final Pass@1", "peak": "peak Pass@1", "train_var": "training-reward variance",
               "mean_kl": "mean KL"}
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import math
+import textwrap
 from pathlib import Path
 from typing import Sequence
 
@@ -49,6 +50,8 @@ log = logging.getLogger(__name__)
 FIGURE_NAMES = ("pass_at_1", "overlay", "alpha_ablation", "reward", "entropy_weight", "token_weights")
 METHOD_COLORS = {"grpo": "#1f77b4", "ah": "#d62728", "sa": "#2ca02c", "base": "0.35"}
 SPARSE = 25  # draw markers when a curve has at most this many points
+HEALTH_NAMED = 3  # flagged runs named in a figure's title (the tables name them all)
+SYMLOG_FROM = 2.0  # alphas beyond this (the CPU studies' paper-matched one) put the alpha axis on a symlog scale
 
 
 def _fig(ncols: int = 1, nrows: int = 1, w: float = 4.6, h: float = 3.2, min_width: float = 6.4,
@@ -233,7 +236,11 @@ def plot_alpha_ablation(rs: ResultSet) -> Figure | None:
         ax.plot([a], [number_or_nan(r["final_pass_at_1"])], marker="s", ms=7, mfc="none", mec=METHOD_COLORS["sa"], ls="none",
                 label="SA-AH-GRPO final")
     _draw_baseline(ax, rs, model)
-    ax.set_xticks(sorted(set(np.round(np.concatenate([x, pd.to_numeric(sa["alpha"], errors="coerce").to_numpy(float)]), 4))))
+    ticks = sorted(set(np.round(np.concatenate([x, pd.to_numeric(sa["alpha"], errors="coerce").to_numpy(float)]), 4)))
+    if ticks and max(ticks) > SYMLOG_FROM:  # a paper-matched alpha far right of the sweep: keep the sweep readable
+        ax.set_xscale("symlog", linthresh=1.0, linscale=2.0)
+    ax.set_xticks(ticks)
+    ax.set_xticklabels([f"{t:g}" for t in ticks])
     ax.set_xlabel("α (entropy discount strength; 0 = GRPO); n = seeds per point")
     ax.set_ylabel("Pass@1")
     ax.grid(alpha=0.3)
@@ -248,8 +255,8 @@ def _annotate_seeds(ax, x, y, rows: pd.DataFrame, color, above: bool) -> None:
     counts = pd.to_numeric(rows.get("n_seeds", pd.Series(np.nan, index=rows.index)), errors="coerce").to_numpy()
     for xi, yi, n in zip(x, y, counts):
         if np.isfinite(yi) and np.isfinite(n):
-            ax.annotate(f"n={int(n)}", (xi, yi), textcoords="offset points", xytext=(7, 6 if above else -11),
-                        fontsize=6.5, color=color)
+            ax.annotate(f"n={int(n)}", (xi, yi), textcoords="offset points", xytext=(0, 8 if above else -14),
+                        ha="center", fontsize=6.5, color=color)
 
 
 def _curve_models(rs: ResultSet, col: str) -> list:
@@ -394,8 +401,11 @@ def health_line(rs: ResultSet) -> str:
     if runs is None or runs.empty or "flagged" not in runs or not runs["flagged"].astype(bool).any():
         return ""
     flagged = runs[runs["flagged"].astype(bool)].sort_values("run_id")
-    return ("\nflagged by the health rules, included: "
-            + "; ".join(f"{r.run_id} ({r.health})" for r in flagged.itertuples()))
+    shown = [f"{r.run_id} ({r.health})" for r in flagged.itertuples()][:HEALTH_NAMED]
+    more = len(flagged) - len(shown)
+    text = (f"{len(flagged)} of {len(runs)} runs flagged by the health rules, included: " + "; ".join(shown)
+            + (f"; and {more} more (see the tables)" if more else ""))
+    return "\n" + textwrap.fill(text, width=110)
 
 
 def problems_note(rs: ResultSet) -> str:

@@ -30,6 +30,7 @@ from saah_lib.analysis.health import RULES
 from saah_lib.analysis.labels import METHOD_LABELS, method_label, model_order, model_short, number_or_nan, slug
 from saah_lib.analysis.resultset import ResultSet
 from saah_lib.jsonio import atomic_write_text
+from saah_lib.method.methods import MAIN_ALPHA
 from saah_lib.paths import PAPER_TABLES, in_repo, repo_relative
 from saah_lib.report.latex import DP, MISSING, bold_cell, fmt, fmt_alpha, fmt_pm, pm_cell, table_float, tex_escape
 
@@ -427,7 +428,10 @@ def table_diagnostics(rs: ResultSet, model, method: str = "sa", alpha=None, pref
     if dagger:
         notes = (r"$^{\dagger}$ no rollout had a negative advantage at this step, so no discount was applied "
                  + ("(the paper prints 0.000 here)." if rs.source == "paper_reported" else "(left empty in the log)."))
-    return table_float(body, "rcccccccc", cap, f"{prefix}:diag:{method}:{slug(model)}", notes)
+    label = f"{prefix}:diag:{method}:{slug(model)}"
+    if not np.isclose(number_or_nan(alpha), MAIN_ALPHA):  # one table per alpha: each needs its own label
+        label += f":a{number_or_nan(alpha):g}"
+    return table_float(body, "rcccccccc", cap, label, notes)
 
 
 def table_hparams(rs: ResultSet, prefix: str = "reported") -> str:

@@ -175,6 +175,13 @@ def describe_plan(root: Path, configs, todo, jobs: int, warm_starts, seeds, meas
                   for m in ("sa", "ah")]
     lines.append(f"estimated wall time: {est / 60:.1f} min (about {SECONDS_PER_RUN} s per 60-step run on one core, "
                  f"{WARM_START_SECONDS} s per warm-start build)")
+    planned = {c.run_id for c in configs}
+    # a root without the recorded alpha holds no paper-matched run yet: every unplanned folder is a stranger
+    strangers = sorted(p.name for p in layout.folders(root, layout.RUNS) if p.name not in planned)
+    if strangers:
+        lines.append(f"note: {len(strangers)} run folder(s) in {repo_relative(root)} are not in this plan and would "
+                     f"appear in its tables ({', '.join(strangers[:6])}{', ...' if len(strangers) > 6 else ''}); "
+                     "give the study a fresh --root")
     if projection is not None:
         mde, sd, source = projection
         lines.append(f"projected minimum detectable final Pass@1 difference (80% power, two-sided 5%): {mde:.3f} "
