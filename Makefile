@@ -1,6 +1,6 @@
 # Two commands do everything on a fresh machine:
-#   make mini   reruns the CPU mini study (warm start, baseline, grpo/ah/sa x 3 seeds, alpha sweep, tables,
-#               figures) into results/rerun/mini and checks it against the committed results/mini
+#   make mini   reruns the CPU mini study (warm start, baseline, paper-matched alpha, grpo/ah/sa x 3 seeds,
+#               alpha sweep, tables, figures) into results/rerun/mini and checks it against the committed results/mini
 #   make test   the test suite
 # Everything runs offline; nothing here needs a GPU or a model hub.
 
@@ -12,7 +12,7 @@ export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 export PYTHONUNBUFFERED := 1
 
-.PHONY: setup test mini mini-promote extended figures paper bench latex
+.PHONY: setup test mini mini-promote extended extended-plan figures paper bench latex
 
 setup: $(STAMP)
 
@@ -39,9 +39,15 @@ mini: setup
 mini-promote: setup
 	$(PY) -m saah_lib.studies.mini promote
 
-# The extended CPU study (five seeds, the AH and SA alpha sweeps, the top-K ablation) into results/extended.
+# The powered CPU study into results/extended (about 60 min on 2 cores): SA-AH-GRPO vs GRPO at the
+# paper-matched alpha (its primary comparison) over 10 seeds from each of two warm starts, AH-GRPO at that
+# alpha, SA-AH-GRPO at the main alpha, the top-K runs and measurement. EXTENDED_ARGS passes options
+# (e.g. EXTENDED_ARGS="--seeds 0 1 2 3 4"); `make extended-plan` prints the runs and the time estimate.
 extended: setup
-	$(PY) -m saah_lib.studies.extended
+	$(PY) -m saah_lib.studies.extended $(EXTENDED_ARGS)
+
+extended-plan: setup
+	$(PY) -m saah_lib.studies.extended --plan $(EXTENDED_ARGS)
 
 # The committed results are checked against their MANIFEST.json first: a hand-edited or damaged
 # log stops here, named, before it reaches a table (`make paper` builds on this target).
