@@ -11,7 +11,8 @@ the machine that wrote it).
 
 The tiny warm start (:mod:`saah_lib.models.warmstart`) is a build product, not
 a result: it lives in the git-ignored :data:`TINY_WARMSTART_DIR` (one built
-with another seed in :func:`tiny_warmstart_dir`) and is rebuilt on demand.  What a study compares against is its *record*
+with another seed in :func:`tiny_warmstart_dir`) and is rebuilt on demand.  What a study compares against is
+its *record*
 (``warmstart_build.json``: settings, sha256 of the weights), which each study
 root keeps beside its runs.
 """

@@ -285,7 +285,7 @@ def _per_warm_start(units: list, d: np.ndarray) -> dict:
     return out
 
 
-def _row(a: Arm, b: Arm, key: str, units: list, a_vals, b_vals, boot_input, stats: dict, extra: dict,
+def _row(a: Arm, b: Arm, key: str, units: list, a_vals, b_vals, stats: dict, extra: dict,
          a_runs: dict, b_runs: dict) -> EvidenceRow:
     d = np.asarray(a_vals, float) - np.asarray(b_vals, float)
     flagged = [unit_label(u) for u in units if a_runs[u].flagged or b_runs[u].flagged]
@@ -323,10 +323,10 @@ def compare_arms(a: Arm, b: Arm, runs: list[RunEvidence], *, n_resamples: int = 
                  for side, runs_ in (("steps_a", a_runs), ("steps_b", b_runs))}
         extra = {"mcnemar_p": pooled.p_value, "n_problems": ma.shape[1], "mcnemar": pooled.to_dict(),
                  "mcnemar_per_unit": [r.to_dict() for r in per_unit], **steps}
-        rows.append(_row(a, b, checkpoint, units, ma.mean(axis=1), mb.mean(axis=1), None, stats, extra,
-                         a_runs, b_runs))
-    rows[1].same_as_final = all(a_runs[u].peak_step == a_runs[u].final_step
-                                and b_runs[u].peak_step == b_runs[u].final_step for u in units)
+        rows.append(_row(a, b, checkpoint, units, ma.mean(axis=1), mb.mean(axis=1), stats, extra, a_runs, b_runs))
+    peak = next(r for r in rows if r.key == "peak")
+    peak.same_as_final = all(a_runs[u].peak_step == a_runs[u].final_step
+                             and b_runs[u].peak_step == b_runs[u].final_step for u in units)
     for key in SUMMARIES:
         xa = [getattr(a_runs[u], key) for u in units]
         xb = [getattr(b_runs[u], key) for u in units]
@@ -334,7 +334,7 @@ def compare_arms(a: Arm, b: Arm, runs: list[RunEvidence], *, n_resamples: int = 
             log.warning("%s vs %s: %s missing in some run; row left out", a.label, b.label, QUANTITIES[key])
             continue
         stats = _seed_level(xa, xb, np.asarray(xa) - np.asarray(xb), groups, key, n_resamples, seed)
-        rows.append(_row(a, b, key, units, xa, xb, None, stats, {}, a_runs, b_runs))
+        rows.append(_row(a, b, key, units, xa, xb, stats, {}, a_runs, b_runs))
     return rows
 
 

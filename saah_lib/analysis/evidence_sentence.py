@@ -57,8 +57,8 @@ def mde_text(row: EvidenceRow) -> str:
         return "no minimum detectable effect with fewer than two seed pairs"
     text = f"the smallest difference {_seeds(row.n_units)} detect with {POWER:.0%} power is {num(row.mde, row.key)}"
     if row.units_needed:
-        text += " (detecting " + ", ".join(f"{effect} would take {_count(n)}" for effect, n in row.units_needed.items()) \
-            + " seed pairs)"
+        needed = ", ".join(f"{effect} would take {_count(n)}" for effect, n in row.units_needed.items())
+        text += f" (detecting {needed} seed pairs)"
     return text
 
 

@@ -15,8 +15,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from saah_lib.analysis.evidence import (
-    attach_without_flagged,
     assign_families,
+    attach_without_flagged,
     compare_arms,
     compare_pairs,
     established,

@@ -140,7 +140,11 @@ def read_plan(root: str | Path) -> StudyPlan:
     path = Path(root) / STUDY_PLAN_FILE
     if not path.is_file():
         return default_plan("")
-    return StudyPlan.from_dict(read_json(path), str(path))
+    try:
+        record = read_json(path)
+    except ValueError as err:
+        raise ValueError(f"{path}: not valid JSON ({err})") from None
+    return StudyPlan.from_dict(record, str(path))
 
 
 def write_plan(root: str | Path, plan: StudyPlan) -> Path:

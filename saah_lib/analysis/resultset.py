@@ -141,7 +141,7 @@ class ResultSet:
         matched = matched_alpha(root)
         main_alphas = dict(MAIN_ALPHAS if main_alphas is None else main_alphas)
         if matched is not None:  # the paper-matched runs belong to the main comparison too
-            main_alphas = {m: a if m == "grpo" else tuple(np.atleast_1d(a)) + (matched,) for m, a in main_alphas.items()}
+            main_alphas = {m: a if m == "grpo" else (*np.atleast_1d(a), matched) for m, a in main_alphas.items()}
         folders, warnings = read_folders(root, "runs", tolerate_problems)
         folders, other_entropy = _split_by_entropy_estimate(folders)
         baseline_folders, baseline_warnings = read_folders(root, "baselines", tolerate_problems)

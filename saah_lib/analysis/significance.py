@@ -60,7 +60,6 @@ Seed-level inference (the training seed, not the problem, is the unit):
 
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import asdict, dataclass
 
@@ -415,7 +414,6 @@ def _group_index(groups, n_units: int) -> list[np.ndarray]:
 def _unit_counts(rng, members: list[np.ndarray], n_units: int, size: int) -> np.ndarray:
     """``[size, n_units]``: how often each seed is drawn in each resample (warm starts, then seeds within)."""
     counts = np.zeros((size, n_units))
-    rows = np.arange(size)[:, None]
     drawn = rng.integers(0, len(members), size=(size, len(members))) if len(members) > 1 \
         else np.zeros((size, 1), dtype=int)
     for slot in range(drawn.shape[1]):

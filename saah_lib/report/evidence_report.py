@@ -285,7 +285,8 @@ def plot_paired(rows: list[dict], level: float = LEVEL) -> Figure | None:
                Line2D([], [], color="0.4", ls="", marker="o", markersize=4, alpha=0.5, label="one seed pair"),
                Line2D([], [], color="k", ls="", marker="x", label="seed pair with a flagged run"),
                Line2D([], [], color="0.85", lw=6, label=f"±MDE ({POWER:.0%} power)"),
-               Line2D([], [], color="0.4", ls="", marker="o", markerfacecolor="white", label="mean (open: not established)")]
+               Line2D([], [], color="0.4", ls="", marker="o", markerfacecolor="white",
+                      label="mean (open: not established)")]
     fig.legend(handles=handles, loc="outside lower center", ncol=3, fontsize=7, frameon=False)
     fig.suptitle("Paired differences, the seed as the unit: bars = 95% bootstrap CI (warm starts, seeds, problems); "
                  f"filled = established at {level:.0%} after Holm", fontsize=9)
@@ -354,9 +355,11 @@ def matched_alpha_text(record: dict) -> str:
         return ""
     t, w = record["target"], record["weight_neg_mean"]
     text = (f"Paper-matched $\\alpha$: the paper's 1.5B log (\\texttt{{{tex_escape(t['file'])}}}) gives a mean "
-            f"weight on negative-advantage rollouts of {t['target']:.3f} (mean of \\texttt{{{tex_escape(t['column'])}}} "
+            f"weight on negative-advantage rollouts of {t['target']:.3f} (mean of "
+            f"\\texttt{{{tex_escape(t['column'])}}} "
             f"over its {len(t['steps'])} logged steps, {t['steps'][0]} to {t['steps'][-1]}). On "
-            f"{record['n_rollouts']} rollouts sampled from \\texttt{{{tex_escape(record['warm_start'])}}} as at the start "
+            f"{record['n_rollouts']} rollouts sampled from \\texttt{{{tex_escape(record['warm_start'])}}} as at the "
+            "start "
             f"of training ({record['n_prompts']} training prompts $\\times$ {record['per_prompt']}, scored with the "
             f"training reward, advantages normalised within each group; {record['n_negative']} negative, mean "
             f"length {record['mean_completion_length']:.1f} tokens), the same mean weight is "
@@ -365,8 +368,9 @@ def matched_alpha_text(record: dict) -> str:
             f"weight is {w['at_alpha']:.3f}.")
     others = record.get("other_warm_starts") or {}
     if others:
-        text += " At that $\\alpha$ the other warm starts give " + "; ".join(
-            f"\\texttt{{{tex_escape(name)}}} {o['weight_neg_mean']['at_alpha']:.3f}" for name, o in others.items()) + "."
+        listed = "; ".join(f"\\texttt{{{tex_escape(name)}}} {o['weight_neg_mean']['at_alpha']:.3f}"
+                           for name, o in others.items())
+        text += f" At that $\\alpha$ the other warm starts give {listed}."
     return text + "\n"
 
 

@@ -47,6 +47,7 @@ from saah_lib.method.methods import MAIN_ALPHA, check_alpha
 from saah_lib.method.reward import total_reward
 from saah_lib.models.loading import load_model_and_tokenizer, resolve_model
 from saah_lib.models.names import TINY_WARMSTART, canonical_model_name
+from saah_lib.models.warmstart import torch_threads
 from saah_lib.paths import PAPER_REPORTED
 from saah_lib.rundir.layout import MATCHED_ALPHA_FILE
 from saah_lib.studies.topk import completion_mask
@@ -77,7 +78,8 @@ def scored_rollouts(model_name: str, *, n_prompts: int = N_PROMPTS, per_prompt: 
     model.eval()
     vocab = model.get_output_embeddings().weight.size(0)
     entropies, rewards, lengths = [], [], []
-    with torch.random.fork_rng():
+    # one thread: the sampled tokens, hence the alpha, must not depend on the machine's core count
+    with torch.random.fork_rng(), torch_threads(1):
         torch.manual_seed(seed)
         for start in range(0, len(problems), batch_size):
             chunk = problems[start:start + batch_size]
@@ -183,7 +185,6 @@ def main(argv=None):
     parser.add_argument("--others", nargs="*", default=[], help="other warm starts to measure at the chosen alpha")
     parser.add_argument("--prompts", type=int, default=N_PROMPTS)
     args = parser.parse_args(argv)
-    torch.set_num_threads(1)
     record = measure_matched_alpha(args.model, other_warm_starts=args.others, n_prompts=args.prompts)
     w = record["weight_neg_mean"]
     print(f"target {record['target']['target']:.4f} (mean of {record['target']['column']} over steps "

@@ -11,7 +11,6 @@ from scipy import stats
 
 from saah_lib.analysis.evidence import (
     adjust,
-    assign_families,
     compare_arms,
     compare_pairs,
     established,
@@ -291,6 +290,9 @@ def test_a_root_plan_names_its_primary_comparison(tmp_path):
     bad["primary"] = {"a": sa6.to_dict(), "b": GRPO.to_dict(), "quantities": ["speed"]}
     (tmp_path / STUDY_PLAN_FILE).write_text(json.dumps(bad))
     with pytest.raises(ValueError, match="unknown \\['speed'\\]"):
+        read_plan(tmp_path)
+    (tmp_path / STUDY_PLAN_FILE).write_text("{not json")
+    with pytest.raises(ValueError, match="study_plan.json: not valid JSON"):
         read_plan(tmp_path)
 
 

@@ -151,7 +151,7 @@ def test_holm_hand_worked():
 
 # --------------------------------------------------------------------- scipy as reference
 
-scipy_stats = pytest.importorskip("scipy.stats", reason="scipy (test extra) is the reference implementation")
+scipy_stats = pytest.importorskip("scipy.stats", reason="scipy is the reference implementation")
 
 
 @pytest.mark.parametrize("k,n", [(0, 1), (0, 7), (3, 10), (5, 10), (12, 40), (30, 41), (97, 250)])

@@ -65,4 +65,5 @@ def test_cross_study_texts_regenerate_byte_identical(tmp_path, monkeypatch):
     monkeypatch.chdir(REPO)
     render_report(tables_dir=tmp_path / "t", figures_dir=tmp_path / "f")
     for name in CROSS_STUDY_FILES:
-        assert (tmp_path / "t" / f"{name}.tex").read_bytes() == (REPO / "paper" / "generated" / f"{name}.tex").read_bytes(), name
+        regenerated = (tmp_path / "t" / f"{name}.tex").read_bytes()
+        assert regenerated == (REPO / "paper" / "generated" / f"{name}.tex").read_bytes(), name
