@@ -14,6 +14,7 @@ from pathlib import Path
 from saah_lib.analysis.overlap import shared_runs
 from saah_lib.analysis.plan import PAPER_CLAIM
 from saah_lib.jsonio import read_json
+from saah_lib.method.methods import MAIN_ALPHA
 from saah_lib.paths import repo_relative
 from saah_lib.report.latex import tex_escape
 from saah_lib.rundir.layout import MATCHED_ALPHA_FILE, WARMSTART_RECORD_FILE
@@ -35,7 +36,8 @@ def overlap_text(roots: dict[str, Path]) -> str:
             if not result["shared"]:
                 continue
             ids = ", ".join(f"\\texttt{{{tex_escape(r)}}}" for r in result["shared"])
-            parts.append(f"{len(result['shared'])} of the {result['n_b']} runs of {_tt(roots[b])} are runs of "
+            verb = "is a run" if len(result["shared"]) == 1 else "are runs"
+            parts.append(f"{len(result['shared'])} of the {result['n_b']} runs of {_tt(roots[b])} {verb} of "
                          f"{_tt(roots[a])} (same settings, evaluations and training values; only step times "
                          f"differ): {ids}. The two studies are not independent evidence on those runs.")
     return " ".join(parts) + ("\n" if parts else "")
@@ -71,9 +73,9 @@ def _verdict(row: dict, key: str, level: float) -> str:
     established = row["p_holm"] < level and (row["ci_low"] > 0 or row["ci_high"] < 0)
     observed = "higher" if row["diff"] > 0 else "lower"
     if established:
-        agree = "as the paper claims" if observed == claim else f"opposite to the paper's claim ({claim})"
-        return f"is {observed} ({agree})"
-    return (f"shows no detectable difference (the paper claims {claim}; differences smaller than "
+        agree = "as the paper claims" if observed == claim else f"opposite to the paper's claim of {claim}"
+        return f"SA-AH-GRPO is {observed}, {agree}"
+    return (f"no difference detected (the paper claims {claim}; a difference smaller than "
             f"{_num(row['mde'], key, False)} would go unseen)")
 
 
@@ -90,11 +92,11 @@ def _discount_clause(summary: dict, root: Path, a_label: str) -> str:
         return (f"at the paper's discount level ({a_label}: a mean weight of "
                 f"{record['weight_neg_mean']['at_alpha']:.2f} on negative-advantage rollouts at the start of "
                 f"training, against {record['target']['target']:.2f} in the paper's log)")
-    if record:
+    if record and alpha is not None and math.isclose(alpha, MAIN_ALPHA):
         return (f"at a weaker discount than the paper's ({a_label}: a mean weight of "
                 f"{record['weight_neg_mean']['at_main_alpha']:.2f} on negative-advantage rollouts at the start of "
                 f"training, against {record['target']['target']:.2f} in the paper's log)")
-    return f"at {a_label}"
+    return f"at $\\alpha={alpha:g}$" if alpha is not None else ""
 
 
 def closing_text(summaries: dict[str, dict], roots: dict[str, Path]) -> str:
@@ -110,19 +112,20 @@ def closing_text(summaries: dict[str, dict], roots: dict[str, Path]) -> str:
     where = f" from {n_ws} independently built warm starts" if n_ws > 1 else " from one warm start"
     a_label = _label(final["a"])
     text = (f"In the CPU {STUDY_NAMES.get(study, study)}'s primary comparison, fixed before its runs "
-            f"({a_label} against GRPO over {final['n_units']} seed pairs{where}), "
-            f"final Pass@1 {_verdict(final, 'final', level)}: {_num(final['diff'], 'final')} "
-            f"(95\\% CI [{_num(final['ci_low'], 'final')}, {_num(final['ci_high'], 'final')}])")
+            f"({a_label} against GRPO over {final['n_units']} seed pairs{where}), final Pass@1 differs by "
+            f"{_num(final['diff'], 'final')} (95\\% CI [{_num(final['ci_low'], 'final')}, "
+            f"{_num(final['ci_high'], 'final')}]): {_verdict(final, 'final', level)}")
     if var is not None:
-        text += (f", and training-reward variance {_verdict(var, 'train_var', level)}: "
-                 f"{_num(var['diff'], 'train_var')} (95\\% CI [{_num(var['ci_low'], 'train_var')}, "
-                 f"{_num(var['ci_high'], 'train_var')}])")
+        text += (f"; training-reward variance differs by {_num(var['diff'], 'train_var')} (95\\% CI "
+                 f"[{_num(var['ci_low'], 'train_var')}, {_num(var['ci_high'], 'train_var')}]): "
+                 f"{_verdict(var, 'train_var', level)}")
     text += ". "
     build = read_json(Path(roots[study]) / WARMSTART_RECORD_FILE, default={}) or {}
     params = build.get("parameters")
     model = f"a {params / 1e6:.1f}M-parameter model" if isinstance(params, (int, float)) else "a tiny model"
-    text += (f"These runs train {model} on synthetic arithmetic problems "
-             f"{_discount_clause(summary, roots[study], a_label)}: they test the selective discount's effect "
+    clause = _discount_clause(summary, roots[study], a_label)
+    text += (f"These runs train {model} on synthetic arithmetic problems{' ' + clause if clause else ''}: they test "
+             "the selective discount's effect "
              "on such a model, and cannot confirm or refute the paper's GSM8K accuracies at 1.5B and 3B "
              "parameters.\n")
     return text
