@@ -1,6 +1,6 @@
 # Two commands do everything on a fresh machine:
-#   make mini   reruns the CPU mini study (warm start, baseline, grpo/ah/sa x 3 seeds, alpha sweep, tables,
-#               figures) into results/rerun/mini and checks it against the committed results/mini
+#   make mini   reruns the CPU mini study (warm start, baseline, paper-matched alpha, grpo/ah/sa x 3 seeds,
+#               alpha sweep, tables, figures) into results/rerun/mini and checks it against the committed results/mini
 #   make test   the test suite
 # Everything runs offline; nothing here needs a GPU or a model hub. `make` alone (or `make help`) lists the targets.
 
@@ -17,7 +17,7 @@ export PYTHONUNBUFFERED := 1
 # comparable bit for bit). Read with the system python: it needs no package, and .venv may not exist yet.
 $(foreach setting,$(shell $(PYTHON) -m saah_lib.numerics env),$(eval export $(setting)))
 
-.PHONY: help setup test mini mini-timing mini-promote extended figures paper bench latex
+.PHONY: help setup test mini mini-timing mini-promote extended extended-plan figures paper bench latex
 .DEFAULT_GOAL := help
 # the Jupyter kernel's display name, as in every notebook's metadata (tests/test_notebooks.py compares)
 KERNEL_DISPLAY_NAME := Python 3 (ipykernel)
@@ -67,10 +67,16 @@ mini-timing: setup
 mini-promote: setup
 	$(PY) -m saah_lib.studies.mini promote
 
-# The extended CPU study (five seeds, the AH and SA alpha sweeps, the top-K ablation) into results/extended.
-## extended: the extended CPU study in results/extended (five seeds, both alpha sweeps, top-K)
+# The powered CPU study into results/extended (about 60 min on 2 cores): SA-AH-GRPO vs GRPO at the
+# paper-matched alpha (its primary comparison) over 10 seeds from each of two warm starts, AH-GRPO at that
+# alpha, SA-AH-GRPO at the main alpha, the top-K runs and measurement. EXTENDED_ARGS passes options
+# (e.g. EXTENDED_ARGS="--seeds 0 1 2 3 4"); `make extended-plan` prints the runs and the time estimate.
+## extended: the powered CPU study into results/extended (about 60 min; make extended-plan prints it)
 extended: setup
-	$(PY) -m saah_lib.studies.extended
+	$(PY) -m saah_lib.studies.extended $(EXTENDED_ARGS)
+
+extended-plan: setup
+	$(PY) -m saah_lib.studies.extended --plan $(EXTENDED_ARGS)
 
 # The committed results are checked against their MANIFEST.json first: a hand-edited or damaged
 # log stops here, named, before it reaches a table (`make paper` builds on this target).

@@ -10,8 +10,9 @@ used for every path a result records (a committed file never holds a path of
 the machine that wrote it).
 
 The tiny warm start (:mod:`saah_lib.models.warmstart`) is a build product, not
-a result: it lives in the git-ignored :data:`TINY_WARMSTART_DIR` and is rebuilt
-on demand.  What a study compares against is its *record*
+a result: it lives in the git-ignored :data:`TINY_WARMSTART_DIR` (one built
+with another seed in :func:`tiny_warmstart_dir`) and is rebuilt on demand.  What a study compares against is
+its *record*
 (``warmstart_build.json``: settings, sha256 of the weights), which each study
 root keeps beside its runs.
 """
@@ -36,7 +37,15 @@ FIGURES = REPO_ROOT / "figures"
 NOTEBOOKS = REPO_ROOT / "notebooks"
 
 CACHE = REPO_ROOT / "cache"  # git-ignored build products
-TINY_WARMSTART_DIR = CACHE / "tiny-warmstart"
+TINY_WARMSTART_DIR = CACHE / "tiny-warmstart"  # the warm start built with seed 0
+
+
+def tiny_warmstart_dir(seed: int = 0) -> Path:
+    """Where the tiny warm start built with ``seed`` lives: seed 0 in :data:`TINY_WARMSTART_DIR`,
+    any other in ``cache/tiny-warmstart-s<seed>``."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"a warm-start seed is an integer >= 0, got {seed!r}")
+    return TINY_WARMSTART_DIR if seed == 0 else CACHE / f"tiny-warmstart-s{seed}"
 
 
 def in_repo(path: str | os.PathLike) -> Path:

@@ -1,27 +1,38 @@
-"""Paired comparisons of methods from run folders, and a sentence that says what they show.
+"""Paired comparisons of methods from run folders, with the training seed as the unit of inference.
 
-A method *arm* is a (method, alpha, entropy_top_k) setting, optionally of one
-model.  Two arms are compared over the seeds both have, run for run:
+A method *arm* (:class:`saah_lib.analysis.plan.Arm`) is a (method, alpha,
+entropy_top_k) setting.  Two arms are compared over the *units* both have: a
+unit is one (warm start, training seed), i.e. one training run of each arm
+from the same starting model with the same seed.  Per quantity:
 
-* **Pass@1 at the final and at the peak checkpoint** -- per-problem
-  correctness (``eval_samples/step_XXXX.jsonl``) paired by (seed, problem id):
-  an exact McNemar test per seed and pooled over seeds, and a paired
-  bootstrap interval for the pooled difference that resamples problems
-  (:mod:`saah_lib.analysis.significance`).  Final and peak steps are those of the
-  tables (:func:`saah_lib.analysis.summaries.final_and_peak`: checkpoints after step 0;
-  the peak is the earliest best).  Each run's peak is picked by its own Pass@1
-  on these same problems, so peak-versus-peak comparisons select on the
-  outcome; the final checkpoint is the unbiased one.
-* **Training-reward variance over the second half and mean KL** -- one number
-  per run (:func:`saah_lib.analysis.summaries.training_variance`, :func:`mean_kl`),
-  compared with the exact sign-flip test over seeds.
+* **per-unit values**: final and peak Pass@1 on the common evaluation problems
+  (``eval_samples/step_XXXX.jsonl``; final and peak as in the tables,
+  :func:`saah_lib.analysis.summaries.final_and_peak`), training-reward variance
+  over the second half and mean KL (one number per run);
+* **seed-level tests (primary)**: the paired t test over units and the exact
+  sign-flip test over units; the interval is a hierarchical bootstrap that
+  resamples warm starts (when there are several), seeds within them, then
+  problems (:func:`saah_lib.analysis.significance.hierarchical_bootstrap`);
+  next to each result the minimum detectable effect at 80% power (two-sided
+  5%) from the observed spread of the per-unit differences, and for Pass@1 the
+  number of units that would detect 0.03 and 0.02.  With several warm starts the
+  t test takes the (warm start, seed) pairs as independent units, which holds
+  when the method difference does not depend on the warm start; the bootstrap
+  interval does not assume it, and the per-warm-start differences are reported
+  so that a dependence shows;
+* **problem-level McNemar (secondary)**: discordant problems pooled over
+  units.  It takes the problems as the sampling unit with the trained models
+  fixed, so it is a statement about these particular trained models, not about
+  another training seed.
 
-Each quantity is its own family: its tests across the compared pairs are
-adjusted together with Holm's method (the paper makes one claim per
-quantity).  :func:`evidence_sentence` calls a difference established only
-when its Holm-adjusted p-value is below the level *and*, for Pass@1, its
-bootstrap interval excludes zero (the pooled McNemar test treats the same
-problem under different seeds as independent pairs; the interval does not).
+Multiple testing: the study plan's primary comparison (:mod:`saah_lib.analysis.plan`:
+SA-AH-GRPO vs GRPO on final Pass@1 and training-reward variance) is one Holm
+family; every other row belongs to the family of its quantity across the
+other pairs.  A difference is *established* when its Holm-adjusted t-test p is
+below the level and its bootstrap interval excludes 0.
+
+Run health (:mod:`saah_lib.analysis.health`): every comparison is made with all
+runs and again without the units in which either run is flagged.
 """
 
 from __future__ import annotations
@@ -34,27 +45,35 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from saah_lib.analysis.labels import method_label
+from saah_lib.analysis.health import RULES, run_health
+from saah_lib.analysis.plan import QUANTITIES, Arm, StudyPlan
 from saah_lib.analysis.significance import (
     DEFAULT_RESAMPLES,
+    LEVEL,
+    hierarchical_bootstrap,
     holm,
     mcnemar_exact,
     mcnemar_pooled,
-    paired_bootstrap,
+    minimum_detectable_effect,
+    paired_t_test,
     sign_flip_test,
+    units_needed,
 )
 from saah_lib.analysis.summaries import final_and_peak, mean_kl, training_variance
 from saah_lib.jsonio import read_jsonl
-from saah_lib.paths import repo_relative
+from saah_lib.models.names import canonical_model_name
 from saah_lib.rundir import layout
 from saah_lib.rundir.folder import RunDir
 from saah_lib.rundir.reader import read_folders
 
 log = logging.getLogger(__name__)
 
-LEVEL = 0.05
 CHECKPOINTS = ("final", "peak")
-SUMMARIES = {"train_var": "training-reward variance", "mean_kl": "mean KL"}
+SUMMARIES = ("train_var", "mean_kl")
+#: Pass@1 differences whose required seed count is reported beside every Pass@1 result.
+TARGET_EFFECTS = (0.03, 0.02)
+MAX_UNITS_NEEDED = 10_000  # beyond this the count is reported as "more than" (None)
+PRIMARY_FAMILY = "primary"
 
 
 # ---------------------------------------------------------------------------
@@ -63,7 +82,7 @@ SUMMARIES = {"train_var": "training-reward variance", "mean_kl": "mean KL"}
 
 @dataclass
 class RunEvidence:
-    """What one run folder contributes: its setting, checkpoints, per-problem correctness and summaries."""
+    """What one run folder contributes: its setting, checkpoints, per-problem correctness, summaries, health."""
 
     run_id: str
     model_label: str
@@ -76,6 +95,17 @@ class RunEvidence:
     correct: dict[int, dict[str, bool]] = field(repr=False)  # step -> problem id -> correct
     train_var: float
     mean_kl: float
+    warm_start: str = ""  # the canonical name of the model it started from
+    health: tuple[str, ...] = ()  # the health rules it breaks (saah_lib.analysis.health)
+    health_text: str = ""
+
+    @property
+    def unit(self) -> tuple[str, int]:
+        return (self.warm_start, self.seed)
+
+    @property
+    def flagged(self) -> bool:
+        return bool(self.health)
 
     def at(self, checkpoint: str) -> dict[str, bool]:
         if checkpoint not in CHECKPOINTS:
@@ -109,7 +139,8 @@ def load_run_evidence(run_dir: str | Path) -> RunEvidence:
     for key in ("method", "alpha", "seed"):
         if key not in cfg:
             raise ValueError(f"{runlog.config_path}: no field {key!r}")
-    points = final_and_peak(pd.DataFrame(runlog.evals()))
+    evals = pd.DataFrame(runlog.evals())
+    points = final_and_peak(evals)
     if math.isnan(points["final_step"]):
         raise ValueError(f"{runlog.eval_path}: no evaluation after step 0")
     final_step, peak_step = int(points["final_step"]), int(points["peak_step"])
@@ -121,20 +152,25 @@ def load_run_evidence(run_dir: str | Path) -> RunEvidence:
         correct[step] = read_correctness(files[step])
     train_log = pd.DataFrame(runlog.train_log())
     top_k = cfg.get("entropy_top_k")
+    run_id = str(cfg.get("run_id") or runlog.dir.name)
+    health = run_health(run_id, evals, train_log)
     return RunEvidence(
-        run_id=str(cfg.get("run_id") or runlog.dir.name), model_label=str(cfg.get("model_label", "")),
+        run_id=run_id, model_label=str(cfg.get("model_label", "")),
         method=str(cfg["method"]), alpha=float(cfg["alpha"]), entropy_top_k=None if top_k is None else int(top_k),
         seed=int(cfg["seed"]), final_step=final_step, peak_step=peak_step, correct=correct,
         train_var=training_variance(train_log), mean_kl=mean_kl(train_log),
+        warm_start=canonical_model_name(str(cfg.get("model_name") or "")), health=health.flags,
+        health_text=health.describe(),
     )
 
 
 def load_root_evidence(root: str | Path, tolerate_problems: bool = False,
                        left_out: list[str] | None = None) -> list[RunEvidence]:
-    """Every run under ``<root>/runs/``, read strictly through :func:`saah_lib.rundir.reader.read_folders`
-    (the project's one definition of a damaged or incomplete run: such a run raises
-    :class:`~saah_lib.rundir.reader.DamagedResultsError` naming it). With ``tolerate_problems`` those
-    runs are left out and named in ``left_out``, which the summary, table and sentence report."""
+    """Every run under ``root/runs``, read through :func:`saah_lib.rundir.reader.read_folders`.
+
+    A damaged or incomplete run (or one whose per-problem files are missing) stops the reading
+    (``ValueError`` naming it). With ``tolerate_problems`` those runs are left out and named in
+    ``left_out``, which the summary, table and sentence report."""
     every = layout.folders(root, layout.RUNS)
     if not every:
         return []
@@ -158,266 +194,246 @@ def load_root_evidence(root: str | Path, tolerate_problems: bool = False,
 
 
 # ---------------------------------------------------------------------------
-# arms and comparisons
+# one comparison
 # ---------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Arm:
-    """One setting whose runs (one per seed) are compared with another's."""
-
-    method: str
-    alpha: float
-    entropy_top_k: int | None = None
-    model_label: str | None = None
-
-    @property
-    def label(self) -> str:
-        text = method_label(self.method, self.alpha, show_grpo_alpha=False)
-        if self.entropy_top_k is not None:
-            text += f" top-{self.entropy_top_k}"
-        return text
-
-    def matches(self, run: RunEvidence) -> bool:
-        return (run.method == self.method and math.isclose(run.alpha, self.alpha, abs_tol=1e-9)
-                and run.entropy_top_k == self.entropy_top_k
-                and (self.model_label is None or run.model_label == self.model_label))
-
-    def runs_by_seed(self, runs: list[RunEvidence]) -> dict[int, RunEvidence]:
-        found: dict[int, RunEvidence] = {}
-        for run in runs:
-            if self.matches(run):
-                if run.seed in found:
-                    raise ValueError(f"{self.label}: runs {found[run.seed].run_id!r} and {run.run_id!r} "
-                                     f"share seed {run.seed}; give a model_label or remove one")
-                found[run.seed] = run
-        return dict(sorted(found.items()))
-
-
-#: The paper's claims, A vs B: SA-AH-GRPO against each baseline, and AH against GRPO.
-DEFAULT_PAIRS = (
-    (Arm("sa", 0.5), Arm("grpo", 0.0)),
-    (Arm("sa", 0.5), Arm("ah", 0.5)),
-    (Arm("ah", 0.5), Arm("grpo", 0.0)),
-)
-
 
 @dataclass
 class EvidenceRow:
-    """One test of one quantity between two arms (a row of the evidence table)."""
+    """One quantity compared between two arms over their common units (a row of the evidence table)."""
 
     a: str
     b: str
     quantity: str  # "final Pass@1", "peak Pass@1", "training-reward variance", "mean KL"
     key: str  # final / peak / train_var / mean_kl
-    test: str  # "McNemar" or "sign-flip"
-    a_value: float
+    a_value: float  # mean over units
     b_value: float
-    diff: float  # A - B
-    ci_low: float  # bootstrap interval (NaN for per-seed summaries)
+    diff: float  # mean over units of A - B
+    ci_low: float  # hierarchical bootstrap (warm starts, seeds, problems)
     ci_high: float
-    p_value: float
-    min_p: float  # smallest p-value the test can give with these data sizes
-    n_seeds: int
-    n_units: int  # McNemar: (seed, problem) pairs; sign-flip: seeds
-    seeds_a_ahead: int  # seeds where A - B > 0
-    seeds_b_ahead: int
-    detail: dict = field(default_factory=dict)  # per-seed tests, discordant counts, resamples
+    p_value: float  # paired t test over units (two-sided)
+    p_signflip: float  # exact sign-flip test over units
+    min_p_signflip: float  # the smallest p the sign-flip test can give with these units: 2 / 2^n
+    sd_diff: float  # standard deviation of the per-unit differences
+    mde: float  # minimum detectable effect at 80% power, two-sided 5%, from sd_diff
+    units_needed: dict  # Pass@1: {"0.03": n, "0.02": n} units that would detect that difference
+    mcnemar_p: float  # problem-level McNemar, pooled over units (Pass@1 only): these trained models
+    n_units: int  # (warm start, seed) pairs
+    n_warm_starts: int
+    n_problems: int  # Pass@1 rows; 0 for per-run summaries
+    units_a_ahead: int
+    units_b_ahead: int
+    flagged_units: list = field(default_factory=list)  # "warm start/seed" of units with a flagged run
+    detail: dict = field(default_factory=dict)
+    family: str = ""  # Holm family: "primary" or the quantity
+    primary: bool = False
+    same_as_final: bool = False  # a peak row whose checkpoints are the final ones in every run
     p_holm: float = float("nan")
+    without_flagged: dict | None = None  # the same comparison without flagged units (None: nothing flagged)
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
-def _paired_matrix(a_runs: dict[int, RunEvidence], b_runs: dict[int, RunEvidence], seeds: list[int],
-                   checkpoint: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """``[n_seeds, n_problems]`` correctness of A and B, columns in one problem order."""
-    ids = sorted(a_runs[seeds[0]].at(checkpoint))
+def unit_label(unit: tuple[str, int]) -> str:
+    return f"{unit[0]}/s{unit[1]}"
+
+
+def _pass_at_1_matrix(a_runs: dict, b_runs: dict, units: list, checkpoint: str):
+    """``[n_units, n_problems]`` correctness of A and B, columns in one problem order."""
+    first = a_runs[units[0]]
+    ids = sorted(first.at(checkpoint))
     rows_a, rows_b = [], []
-    for seed in seeds:
-        for runs in (a_runs, b_runs):
-            run = runs[seed]
+    for unit in units:
+        for run in (a_runs[unit], b_runs[unit]):
             got = set(run.at(checkpoint))
             if got != set(ids):
-                raise ValueError(f"run {run.run_id!r} evaluated other problems than {a_runs[seeds[0]].run_id!r} "
+                raise ValueError(f"run {run.run_id!r} evaluated other problems than {first.run_id!r} "
                                  f"({len(got ^ set(ids))} ids differ); pairing needs the same evaluation set")
-        rows_a.append([a_runs[seed].at(checkpoint)[i] for i in ids])
-        rows_b.append([b_runs[seed].at(checkpoint)[i] for i in ids])
-    return np.array(rows_a, dtype=bool), np.array(rows_b, dtype=bool), ids
+        rows_a.append([a_runs[unit].at(checkpoint)[i] for i in ids])
+        rows_b.append([b_runs[unit].at(checkpoint)[i] for i in ids])
+    return np.array(rows_a, dtype=bool), np.array(rows_b, dtype=bool)
+
+
+def _seed_level(a_vals, b_vals, diffs_for_bootstrap, groups, key: str, n_resamples: int, seed: int) -> dict:
+    """The seed-level statistics of one quantity: t test, sign flip, bootstrap interval, MDE, seeds needed."""
+    t = paired_t_test(a_vals, b_vals)
+    flip = sign_flip_test(a_vals, b_vals)
+    boot = hierarchical_bootstrap(diffs_for_bootstrap, groups if len(set(groups)) > 1 else None,
+                                  n_resamples=n_resamples, seed=seed)
+    mde = minimum_detectable_effect(t.sd_diff, t.n)
+    needed = {}
+    if key in CHECKPOINTS and math.isfinite(t.sd_diff):
+        needed = {f"{e:g}": _units_needed_or_none(e, t.sd_diff) for e in TARGET_EFFECTS}
+    return {"t": t, "flip": flip, "boot": boot, "mde": mde, "needed": needed}
+
+
+def _units_needed_or_none(effect: float, sd: float) -> int | None:
+    """Seed pairs that detect ``effect`` with 80% power; None when more than any study could run."""
+    try:
+        return units_needed(effect, sd, max_units=MAX_UNITS_NEEDED)
+    except ValueError:
+        return None
+
+
+def _per_warm_start(units: list, d: np.ndarray) -> dict:
+    out = {}
+    for ws in dict.fromkeys(u[0] for u in units):
+        idx = [i for i, u in enumerate(units) if u[0] == ws]
+        sub = d[idx]
+        out[ws] = {"n": len(idx), "mean_diff": float(sub.mean()),
+                   "p_value": paired_t_test(sub, np.zeros_like(sub)).p_value}
+    return out
+
+
+def _row(a: Arm, b: Arm, key: str, units: list, a_vals, b_vals, stats: dict, extra: dict,
+         a_runs: dict, b_runs: dict) -> EvidenceRow:
+    d = np.asarray(a_vals, float) - np.asarray(b_vals, float)
+    flagged = [unit_label(u) for u in units if a_runs[u].flagged or b_runs[u].flagged]
+    t, flip, boot = stats["t"], stats["flip"], stats["boot"]
+    return EvidenceRow(
+        a=a.label, b=b.label, quantity=QUANTITIES[key], key=key, a_value=float(np.mean(a_vals)),
+        b_value=float(np.mean(b_vals)), diff=float(d.mean()), ci_low=boot.low, ci_high=boot.high,
+        p_value=t.p_value, p_signflip=flip.p_value, min_p_signflip=flip.min_p, sd_diff=t.sd_diff,
+        mde=stats["mde"], units_needed=stats["needed"], mcnemar_p=extra.pop("mcnemar_p", float("nan")),
+        n_units=len(units), n_warm_starts=len({u[0] for u in units}), n_problems=extra.pop("n_problems", 0),
+        units_a_ahead=int((d > 0).sum()), units_b_ahead=int((d < 0).sum()), flagged_units=flagged,
+        detail={"units": [unit_label(u) for u in units], "a": [float(v) for v in a_vals],
+                "b": [float(v) for v in b_vals], "diffs": d.tolist(), "per_warm_start": _per_warm_start(units, d),
+                "t_test": t.to_dict(), "sign_flip": flip.to_dict(), "bootstrap": boot.to_dict(), **extra},
+    )
 
 
 def compare_arms(a: Arm, b: Arm, runs: list[RunEvidence], *, n_resamples: int = DEFAULT_RESAMPLES,
                  seed: int = 0) -> list[EvidenceRow]:
-    """Rows for final and peak Pass@1 and the per-seed summaries of A vs B at their common seeds."""
-    a_runs, b_runs = a.runs_by_seed(runs), b.runs_by_seed(runs)
-    seeds = sorted(set(a_runs) & set(b_runs))
-    if not seeds:
-        raise ValueError(f"no common seed for {a.label} (seeds {sorted(a_runs)}) and {b.label} (seeds {sorted(b_runs)})")
+    """Rows for final and peak Pass@1 and the per-run summaries of A vs B over their common units."""
+    a_runs, b_runs = a.runs_by_unit(runs), b.runs_by_unit(runs)
+    units = sorted(set(a_runs) & set(b_runs))
+    if not units:
+        raise ValueError(f"no common warm start and seed for {a.label} ({[unit_label(u) for u in a_runs]}) "
+                         f"and {b.label} ({[unit_label(u) for u in b_runs]})")
+    groups = [u[0] for u in units]
     rows = []
     for checkpoint in CHECKPOINTS:
-        ma, mb, _ = _paired_matrix(a_runs, b_runs, seeds, checkpoint)
-        per_seed = [mcnemar_exact(ma[i], mb[i]) for i in range(len(seeds))]
-        pooled = mcnemar_pooled(per_seed)
-        boot = paired_bootstrap(ma, mb, n_resamples=n_resamples, seed=seed)
-        seed_diffs = ma.mean(axis=1) - mb.mean(axis=1)
-        rows.append(EvidenceRow(
-            a=a.label, b=b.label, quantity=f"{checkpoint} Pass@1", key=checkpoint, test="McNemar",
-            a_value=float(ma.mean()), b_value=float(mb.mean()), diff=boot.diff, ci_low=boot.low, ci_high=boot.high,
-            p_value=pooled.p_value, min_p=binomial_floor(pooled.discordant), n_seeds=len(seeds),
-            n_units=pooled.n_pairs, seeds_a_ahead=int((seed_diffs > 0).sum()),
-            seeds_b_ahead=int((seed_diffs < 0).sum()),
-            detail={"seeds": seeds, "pooled": pooled.to_dict(), "per_seed": [r.to_dict() for r in per_seed],
-                    "steps_a": [getattr(a_runs[s], f"{checkpoint}_step") for s in seeds],
-                    "steps_b": [getattr(b_runs[s], f"{checkpoint}_step") for s in seeds],
-                    "bootstrap": boot.to_dict()},
-        ))
-    for key, name in SUMMARIES.items():
-        xa = [getattr(a_runs[s], key) for s in seeds]
-        xb = [getattr(b_runs[s], key) for s in seeds]
+        ma, mb = _pass_at_1_matrix(a_runs, b_runs, units, checkpoint)
+        per_unit = [mcnemar_exact(ma[i], mb[i]) for i in range(len(units))]
+        pooled = mcnemar_pooled(per_unit)
+        stats = _seed_level(ma.mean(axis=1), mb.mean(axis=1), ma.astype(float) - mb.astype(float), groups,
+                            checkpoint, n_resamples, seed)
+        steps = {side: [getattr(runs_[u], f"{checkpoint}_step") for u in units]
+                 for side, runs_ in (("steps_a", a_runs), ("steps_b", b_runs))}
+        extra = {"mcnemar_p": pooled.p_value, "n_problems": ma.shape[1], "mcnemar": pooled.to_dict(),
+                 "mcnemar_per_unit": [r.to_dict() for r in per_unit], **steps}
+        rows.append(_row(a, b, checkpoint, units, ma.mean(axis=1), mb.mean(axis=1), stats, extra, a_runs, b_runs))
+    peak = next(r for r in rows if r.key == "peak")
+    peak.same_as_final = all(a_runs[u].peak_step == a_runs[u].final_step
+                             and b_runs[u].peak_step == b_runs[u].final_step for u in units)
+    for key in SUMMARIES:
+        xa = [getattr(a_runs[u], key) for u in units]
+        xb = [getattr(b_runs[u], key) for u in units]
         if not all(math.isfinite(v) for v in xa + xb):
-            log.warning("%s vs %s: %s missing in some run; row left out", a.label, b.label, name)
+            log.warning("%s vs %s: %s missing in some run; row left out", a.label, b.label, QUANTITIES[key])
             continue
-        test = sign_flip_test(xa, xb)
-        rows.append(EvidenceRow(
-            a=a.label, b=b.label, quantity=name, key=key, test="sign-flip",
-            a_value=float(np.mean(xa)), b_value=float(np.mean(xb)), diff=test.mean_diff,
-            ci_low=float("nan"), ci_high=float("nan"), p_value=test.p_value, min_p=test.min_p,
-            n_seeds=len(seeds), n_units=len(seeds), seeds_a_ahead=test.n_positive, seeds_b_ahead=test.n_negative,
-            detail={"seeds": seeds, "a": xa, "b": xb, "sign_flip": test.to_dict()},
-        ))
+        stats = _seed_level(xa, xb, np.asarray(xa) - np.asarray(xb), groups, key, n_resamples, seed)
+        rows.append(_row(a, b, key, units, xa, xb, stats, {}, a_runs, b_runs))
     return rows
 
 
-def binomial_floor(discordant: int) -> float:
-    """Smallest two-sided McNemar p-value with this many discordant pairs (all on one side)."""
-    return min(1.0, 2.0 / 2**discordant) if discordant else 1.0
+# ---------------------------------------------------------------------------
+# families, flagged runs, all pairs
+# ---------------------------------------------------------------------------
+
+def assign_families(rows: list[EvidenceRow], plan: StudyPlan | None) -> list[EvidenceRow]:
+    """The primary comparison's rows on its quantities form one family; every other row the family of its
+    quantity.  Then Holm within each family."""
+    primary = (plan.primary[0].label, plan.primary[1].label) if plan else None
+    for row in rows:
+        row.primary = primary is not None and (row.a, row.b) == primary and row.key in plan.quantities
+        row.family = PRIMARY_FAMILY if row.primary else row.key
+    return adjust(rows)
 
 
 def adjust(rows: list[EvidenceRow]) -> list[EvidenceRow]:
-    """Fill ``p_holm``: Holm's adjustment within each quantity (``key``), across the pairs compared."""
-    for key in dict.fromkeys(r.key for r in rows):
-        family = [r for r in rows if r.key == key]
-        for row, p in zip(family, holm([r.p_value for r in family])):
+    """Fill ``p_holm``: Holm's adjustment within each family (``family``, or the quantity when unset)."""
+    for row in rows:
+        row.family = row.family or row.key
+    for name in dict.fromkeys(r.family for r in rows):
+        members = [r for r in rows if r.family == name]
+        for row, p in zip(members, holm([r.p_value for r in members])):
             row.p_holm = p
     return rows
 
 
-def family_size(rows: list[EvidenceRow], key: str) -> int:
-    return sum(r.key == key for r in rows)
+def families(rows: list[EvidenceRow]) -> dict[str, list[str]]:
+    """Family name -> the rows in it, as "A vs B: quantity" (what the JSON records)."""
+    out: dict[str, list[str]] = {}
+    for r in rows:
+        out.setdefault(r.family, []).append(f"{r.a} vs {r.b}: {r.quantity}")
+    return out
 
 
 def established(row: EvidenceRow, level: float = LEVEL) -> bool:
-    """Holm-adjusted p below ``level`` and, where there is an interval, zero outside it."""
+    """Holm-adjusted t-test p below ``level`` and the bootstrap interval excluding 0."""
     if not row.p_holm < level:
         return False
     return math.isnan(row.ci_low) or row.ci_low > 0 or row.ci_high < 0
 
 
-def compare_pairs(runs: list[RunEvidence], pairs=DEFAULT_PAIRS, *, n_resamples: int = DEFAULT_RESAMPLES,
-                  seed: int = 0, left_out: list[str] | None = None) -> list[EvidenceRow]:
-    """All rows of the given pairs, Holm-adjusted together.
+def testable(pair, runs, min_units: int = 2) -> bool:
+    a, b = pair
+    common = set(a.runs_by_unit(runs)) & set(b.runs_by_unit(runs))
+    return len(common) >= min_units
 
-    A pair with no run of one of its arms, or no seed that both have, has nothing to compare and is
-    skipped (logged).  A pair whose runs cannot be compared (other evaluation problems, two runs of one
-    seed) is an error, or, given a ``left_out`` list (tolerant reading), named there as
-    ``"<A> vs <B>: <why>"`` for the summary and sentence to report: runs that exist never disappear
-    from the tests silently.
+
+def compare_pairs(runs: list[RunEvidence], pairs, *, plan: StudyPlan | None = None,
+                  n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0, skipped: list | None = None,
+                  min_units: int = 2, left_out: list[str] | None = None) -> list[EvidenceRow]:
+    """All rows of the given pairs, in families (:func:`assign_families`).
+
+    Pairs with fewer than ``min_units`` common units have nothing to test and are named in ``skipped``:
+    two are needed for a test over seeds; with ``min_units=1`` a single seed pair is shown
+    descriptively (its McNemar test is about those two models).  A pair whose runs cannot be compared
+    (other evaluation problems, two runs of one seed) is an error, or, given a ``left_out`` list
+    (tolerant reading), named there as ``"<A> vs <B>: <why>"`` for the summary and sentence to report:
+    runs that exist never disappear from the tests silently.
     """
     rows = []
     for a, b in pairs:
+        if not testable((a, b), runs, min_units):
+            reason = "no runs of one of them" if not (a.runs_by_unit(runs) and b.runs_by_unit(runs)) \
+                else f"fewer than {min_units} common seeds"
+            log.info("%s vs %s left out: %s", a.label, b.label, reason)
+            if skipped is not None:
+                skipped.append(f"{a.label} vs {b.label}: {reason}")
+            continue
         try:
-            if not set(a.runs_by_seed(runs)) & set(b.runs_by_seed(runs)):
-                log.info("%s vs %s left out: no seed has runs of both", a.label, b.label)
-                continue
             rows += compare_arms(a, b, runs, n_resamples=n_resamples, seed=seed)
         except ValueError as err:
             if left_out is None:
                 raise ValueError(f"{a.label} vs {b.label} cannot be compared: {err}") from err
             left_out.append(f"{a.label} vs {b.label}: {err}")
-    return adjust(rows)
+    return assign_families(rows, plan)
 
 
-# ---------------------------------------------------------------------------
-# the sentence
-# ---------------------------------------------------------------------------
-
-def fmt_p(p: float) -> str:
-    return "p < 0.001" if p < 0.001 else f"p = {p:.3f}"
-
-
-def _scale(key: str) -> int:
-    return 3 if key in CHECKPOINTS else 4
-
-
-def _num(x: float, key: str, signed: bool = False) -> str:
-    dp = _scale(key)
-    if x != 0 and abs(x) < 0.5 * 10 ** (-dp):
-        return f"{x:+.1e}" if signed else f"{x:.1e}"
-    return f"{x:+.{dp}f}" if signed else f"{x:.{dp}f}"
-
-
-def row_sentence(row: EvidenceRow, level: float = LEVEL) -> str:
-    """One sentence per row; 'higher/lower' only for an established difference (:func:`established`)."""
-    ci = ""
-    if not math.isnan(row.ci_low):
-        ci = f" (95% CI [{_num(row.ci_low, row.key, True)}, {_num(row.ci_high, row.key, True)}])"
-    test = f"{row.test} {fmt_p(row.p_value)}, Holm-adjusted {fmt_p(row.p_holm)}"
-    if established(row, level):
-        word = "higher" if row.diff > 0 else "lower"
-        text = f"{row.a} has {word} {row.quantity} than {row.b} by {_num(abs(row.diff), row.key)}{ci}; {test}"
-    else:
-        verdict = "not significant"
-        if row.p_holm < level:
-            verdict = "the test is significant but the problem-resampled interval includes 0, so not established"
-        text = f"{row.quantity}, {row.a} minus {row.b}: {_num(row.diff, row.key, True)}{ci}; {test}; {verdict}"
-    if row.seeds_a_ahead and row.seeds_b_ahead:
-        text += f"; the seeds disagree on the direction ({row.seeds_a_ahead} of {row.n_seeds} favour {row.a})"
-    return text + "."
-
-
-def evidence_sentence(rows: list[EvidenceRow], level: float = LEVEL) -> str:
-    """A paragraph from Holm-adjusted rows that claims no more than they show."""
-    if not rows:
-        return "No paired comparison could be made (no two methods share a seed)."
-    if any(math.isnan(r.p_holm) for r in rows):
-        raise ValueError("rows need Holm-adjusted p-values: call adjust(rows) first")
-    pct = f"{level:.0%}"
-    seeds = sorted({r.n_seeds for r in rows})
-    seed_text = str(seeds[0]) if len(seeds) == 1 else f"{seeds[0]} to {seeds[-1]}"
-    families = list(dict.fromkeys(r.key for r in rows))
-    sizes = sorted({family_size(rows, k) for k in families})
-    per = f"{sizes[0]}" if len(sizes) == 1 else "the"
-    correction = (f"Holm correction over the {per} comparisons of each quantity" if max(sizes) > 1
-                  else "Holm correction (one comparison per quantity)")
-    found = [r for r in rows if established(r, level)]
-    head = f"Over {len(rows)} paired tests with {seed_text} matched seed{'s' if seeds[-1] > 1 else ''}, "
-    if not found:
-        head += f"no difference is established at the {pct} level after {correction}."
-    else:
-        head += (f"{len(found)} of {len(rows)} differences {'is' if len(found) == 1 else 'are'} established "
-                 f"at the {pct} level after {correction}: " + " ".join(row_sentence(r, level) for r in found))
-        head += " No other difference is established."
-    parts = [head]
-    flagged = [r for r in rows if r.p_holm < level and not established(r, level)]
-    for r in flagged:
-        parts.append(row_sentence(r, level))
-    floors = sorted({(r.n_seeds, r.min_p) for r in rows if r.test == "sign-flip" and r.min_p >= level})
-    for n_seeds, floor in floors:
-        parts.append(f"With {n_seeds} seed{'s' if n_seeds > 1 else ''} the sign-flip test cannot give p below 2/2^{n_seeds} = {floor:.4g}, "
-                     f"so no per-seed summary (training-reward variance, mean KL) can reach the {pct} level "
-                     "with these runs, however large its difference.")
-    mixed = [r for r in rows if r.test == "McNemar" and r.seeds_a_ahead and r.seeds_b_ahead]
-    if mixed:
-        parts.append("Seeds disagree on the direction of "
-                     + "; ".join(f"{r.a} vs {r.b} ({r.quantity})" for r in mixed) + ".")
-    if any(r.test == "McNemar" for r in found):
-        n_problems = sorted({r.n_units // r.n_seeds for r in found if r.test == "McNemar"})
-        parts.append(f"The Pass@1 tests take the {'/'.join(map(str, n_problems))} evaluation problems as the "
-                     "sampling unit: they show that these trained models differ on such problems, not that "
-                     "another training seed would rank the methods the same way.")
-    if any(r.key == "peak" for r in found):
-        parts.append("Peak checkpoints are picked on the evaluation problems themselves, so a peak difference "
-                     "is weaker evidence than a final one.")
-    return " ".join(parts)
+def attach_without_flagged(runs: list[RunEvidence], rows: list[EvidenceRow], pairs, plan, n_resamples: int,
+                     seed: int) -> None:
+    """Attach to each row with flagged units the same comparison over the units where neither run is flagged."""
+    flagged_units = {r.unit for r in runs if r.flagged}
+    if not flagged_units or not any(row.flagged_units for row in rows):
+        return
+    healthy = [r for r in runs if r.unit not in flagged_units]
+    again = {(r.a, r.b, r.key): r for r in compare_pairs(healthy, pairs, plan=plan, n_resamples=n_resamples,
+                                                          seed=seed)}
+    for row in rows:
+        if not row.flagged_units:
+            continue
+        other = again.get((row.a, row.b, row.key))
+        row.without_flagged = None if other is None else {
+            k: getattr(other, k) for k in ("n_units", "a_value", "b_value", "diff", "ci_low", "ci_high", "p_value",
+                                           "p_holm", "p_signflip", "sd_diff", "mde", "units_needed")}
+        if row.without_flagged is not None:
+            row.without_flagged["established"] = established(other)
+        else:
+            row.without_flagged = {"n_units": row.n_units - len(row.flagged_units), "untestable": True}
 
 
 def topk_pairs(runs: list[RunEvidence], method: str = "sa", alpha: float = 0.5) -> list[tuple[Arm, Arm]]:
@@ -428,32 +444,8 @@ def topk_pairs(runs: list[RunEvidence], method: str = "sa", alpha: float = 0.5) 
     return [(Arm(method, alpha, k), exact) for k in ks]
 
 
-def evidence_summary(root: str | Path, pairs=DEFAULT_PAIRS, *, n_resamples: int = DEFAULT_RESAMPLES,
-                     seed: int = 0, level: float = LEVEL, tolerate_problems: bool = False) -> dict:
-    """Everything about a results root as one JSON-ready dict: rows, sentence, settings.
-
-    ``pairs="topk"``: every top-K training setting against the exact-entropy runs (:func:`topk_pairs`).
-    """
-    left_out: list[str] = []
-    runs = load_root_evidence(root, tolerate_problems, left_out)
-    if pairs == "topk":
-        pairs = topk_pairs(runs)
-    pairs_left_out: list[str] | None = [] if tolerate_problems else None
-    rows = compare_pairs(runs, pairs, n_resamples=n_resamples, seed=seed, left_out=pairs_left_out)
-    summary = {
-        "root": repo_relative(root),
-        "runs": [r.run_id for r in runs],
-        "left_out": left_out,
-        "level": level,
-        "family": "Holm over every row",
-        "bootstrap": {"n_resamples": n_resamples, "seed": seed, "confidence": 0.95, "resampled": "problems"},
-        "rows": [r.to_dict() for r in rows],
-        "sentence": evidence_sentence(rows, level) + (
-            f" WARNING: {len(left_out)} damaged or incomplete run(s) were left out: {', '.join(left_out)}."
-            if left_out else "") + (
-            f" WARNING: {len(pairs_left_out)} comparison(s) could not be made: {'; '.join(pairs_left_out)}."
-            if pairs_left_out else ""),
-    }
-    if pairs_left_out:  # only then: the committed summaries keep their keys
-        summary["pairs_left_out"] = pairs_left_out
-    return summary
+def health_summary(runs: list[RunEvidence]) -> dict:
+    flagged = [r for r in runs if r.flagged]
+    return {"rules": RULES, "n_runs": len(runs),
+            "flagged": [{"run_id": r.run_id, "flags": list(r.health), "description": r.health_text}
+                        for r in sorted(flagged, key=lambda r: r.run_id)]}

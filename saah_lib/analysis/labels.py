@@ -90,10 +90,11 @@ def slug(label: Any) -> str:
 
 
 def is_main_alpha(method: str, alpha: float, main_alphas: dict) -> bool:
-    """Whether ``(method, alpha)`` is the main-comparison setting of ``method``."""
-    if method not in main_alphas:
+    """Whether ``(method, alpha)`` is a main-comparison setting of ``method`` (``main_alphas`` maps a method
+    to its alpha, or to several: the main alpha and a study's paper-matched one)."""
+    if method not in main_alphas or math.isnan(alpha):
         return False
-    return bool(np.isclose(alpha, main_alphas[method])) if not math.isnan(alpha) else False
+    return bool(np.isclose(alpha, np.atleast_1d(main_alphas[method])).any())
 
 
 def sort_groups(df: pd.DataFrame, extra: list[str] | None = None) -> pd.DataFrame:

@@ -22,6 +22,7 @@ import pandas as pd
 from saah_lib.analysis.labels import GROUP_KEYS, is_main_alpha, number_or_nan, sort_groups
 from saah_lib.analysis.resultset import DIAGNOSTIC_COLUMNS, ResultSet
 from saah_lib.method.methods import MAIN_ALPHAS
+from saah_lib.paths import repo_relative
 from saah_lib.tasks.scoring import pass_at_1_ci
 
 REPORTED_FILES = {
@@ -155,3 +156,32 @@ def read_paper_reported(directory: Path) -> ResultSet:
     hparams = read_reported_csv(d / "tab_hparams.csv") if (d / "tab_hparams.csv").is_file() else None
     return ResultSet(source="paper_reported", summary=summary, checkpoints=ck, ablation=ablation,
                      diagnostics=diagnostics, baselines=base, curves=curves, hparams=hparams, root=d, notes=notes)
+
+
+#: The paper's log that sets the CPU studies' discount level (:func:`negative_weight_target`).
+DISCOUNT_LOG_FILE = "tab_sa_log_1b.csv"
+
+
+def negative_weight_target(directory: Path, file: str = DISCOUNT_LOG_FILE) -> dict:
+    """The mean token weight on negative-advantage rollouts in the paper's SA-AH-GRPO log: the level that the
+    CPU studies' paper-matched alpha reproduces at the start of training.
+
+    Rule: the mean of ``weight_neg_mean`` over every row of the 1.5B log (``tab_sa_log_1b.csv``, steps 5 to
+    180) that has a weight; a row whose step had no negative rollout (``weight_neg_note`` set) has none.
+    All rows, not the first alone: each row is one step's handful of rollouts (0.14 at step 5, 0.81 at
+    step 30), and the log shows no trend over training, so the mean is the best estimate of the level the
+    paper trained at.  Returns ``{"target", "file", "column", "steps", "values"}``.
+    """
+    path = Path(directory) / file
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: the paper's diagnostic log is missing (results/paper_reported)")
+    log = _numeric(read_reported_csv(path), ["step", "weight_neg_mean"])
+    if "weight_neg_mean" not in log or "step" not in log:
+        raise ValueError(f"{path}: no 'step' or 'weight_neg_mean' column")
+    notes = log["weight_neg_note"].fillna("").astype(str) if "weight_neg_note" in log else ""
+    rows = log[log["weight_neg_mean"].notna() & (notes == "")]
+    if rows.empty:
+        raise ValueError(f"{path}: no row has a weight_neg_mean")
+    values = [float(v) for v in rows["weight_neg_mean"]]
+    return {"target": float(np.mean(values)), "file": repo_relative(path), "column": "weight_neg_mean",
+            "steps": [int(s) for s in rows["step"]], "values": values}

@@ -18,10 +18,12 @@ import numpy as np
 import pandas as pd
 
 from saah_lib.analysis.frames import baselines_frame, evals_long, runs_frame, token_entropies_frame, train_logs_long
+from saah_lib.analysis.health import health_frame
 from saah_lib.analysis.labels import GROUP_KEYS, is_main_alpha, model_order, number_or_nan, sort_groups
+from saah_lib.jsonio import read_json
 from saah_lib.method.methods import MAIN_ALPHAS
 from saah_lib.paths import in_repo
-from saah_lib.rundir.layout import TRAIN_LOG_KEYS
+from saah_lib.rundir.layout import MATCHED_ALPHA_FILE, TRAIN_LOG_KEYS
 from saah_lib.rundir.reader import read_folders
 from saah_lib.tasks.scoring import pass_at_1_ci
 from saah_lib.training.config import PROFILES, SAAHConfig
@@ -136,11 +138,15 @@ class ResultSet:
         out, and :attr:`warnings` lists each, for the tables and figures to show.
         """
         root = in_repo(root)
+        matched = matched_alpha(root)
         main_alphas = dict(MAIN_ALPHAS if main_alphas is None else main_alphas)
+        if matched is not None:  # the paper-matched runs belong to the main comparison too
+            main_alphas = {m: a if m == "grpo" else (*np.atleast_1d(a), matched) for m, a in main_alphas.items()}
         folders, warnings = read_folders(root, "runs", tolerate_problems)
         folders, other_entropy = _split_by_entropy_estimate(folders)
         baseline_folders, baseline_warnings = read_folders(root, "baselines", tolerate_problems)
         runs, evals, tlogs = runs_frame(folders), evals_long(folders), train_logs_long(folders)
+        runs = _with_health(runs, evals, tlogs)
         baselines = _baselines(baselines_frame(baseline_folders), evals)
         summ = _summary(runs, baselines, main_alphas)
         ck = _checkpoints(evals, main_alphas)
@@ -149,8 +155,32 @@ class ResultSet:
         return cls(source="runs", summary=summ, checkpoints=ck, ablation=abl, diagnostics=diag,
                    baselines=baselines, curves=curves, runs=runs, evals=evals, train_logs=tlogs,
                    token_entropies=token_entropies_frame(folders), root=root,
-                   notes={"main_alphas": main_alphas, "other_entropy_runs": other_entropy},
+                   notes={"main_alphas": main_alphas, "other_entropy_runs": other_entropy,
+                          "matched_alpha": matched},
                    warnings=warnings + baseline_warnings)
+
+
+def matched_alpha(root: Path) -> float | None:
+    """The paper-matched alpha recorded in a study root (:data:`saah_lib.rundir.layout.MATCHED_ALPHA_FILE`)."""
+    record = read_json(Path(root) / MATCHED_ALPHA_FILE)
+    if record is None:
+        return None
+    alpha = record.get("alpha") if isinstance(record, dict) else None
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not math.isfinite(alpha):
+        raise ValueError(f"{Path(root) / MATCHED_ALPHA_FILE}: no numeric 'alpha'")
+    return float(alpha)
+
+
+def _with_health(runs: pd.DataFrame, evals: pd.DataFrame, tlogs: pd.DataFrame) -> pd.DataFrame:
+    """The runs with their health (:mod:`saah_lib.analysis.health`): ``flags``, ``flagged``, ``health``."""
+    if runs.empty:
+        return runs.assign(flags=pd.Series(dtype=object), flagged=pd.Series(dtype=bool),
+                           health=pd.Series(dtype=object))
+    health = health_frame(evals, tlogs)[["run_id", "flags", "flagged", "health"]]
+    out = runs.merge(health, on="run_id", how="left")
+    out["flagged"] = out["flagged"].fillna(False).astype(bool)
+    out[["flags", "health"]] = out[["flags", "health"]].fillna("")
+    return out
 
 
 def _split_by_entropy_estimate(folders: list) -> tuple[list, list[str]]:
@@ -212,12 +242,13 @@ def _summary(runs: pd.DataFrame, baselines: pd.DataFrame, main_alphas: dict) -> 
         summ = aggregate_seeds(r, GROUP_KEYS, scols)
         extra = r.groupby(GROUP_KEYS, dropna=False, sort=False).agg(
             steps=("steps", "max"), complete=("complete", "all"), damaged=("damaged", "any"),
-            n_runs=("run_id", "count"),
+            n_runs=("run_id", "count"), n_flagged=("flagged", "sum"),
             seeds=("seed", lambda s: ",".join(str(int(x)) for x in pd.to_numeric(s, errors="coerce").dropna())),
         ).reset_index()
         summ = summ.merge(extra, on=GROUP_KEYS, how="left")
     else:
-        summ = pd.DataFrame(columns=GROUP_KEYS + scols + ["steps", "complete", "damaged", "n_seeds", "n_runs", "seeds"])
+        summ = pd.DataFrame(columns=GROUP_KEYS + scols + ["steps", "complete", "damaged", "n_seeds", "n_runs", "seeds",
+                                     "n_flagged"])
     for _, b in baselines.iterrows():
         summ = pd.concat([summ, pd.DataFrame([{
             "model_label": b["model_label"], "method": "base", "alpha": np.nan,

@@ -19,7 +19,10 @@ Choices the paper leaves open (also listed in the README):
 * The cumulative sum runs over completion tokens only (prompt and padding add 0).
 * Log-weights are capped at ``LOG_WEIGHT_CAP`` so that negative alpha (which
   grows the weights) cannot overflow float32; the cap is reached only when
-  ``-alpha * sum(H) > 50``, far outside the paper's settings.
+  ``-alpha * sum(H) > 50``, far outside the paper's settings.  For alpha >= 0
+  the log-weights are <= 0 and the cap never applies; far along a completion
+  a large alpha may take weights to float32's 0, which only means no gradient
+  there (the first token keeps ``exp(-alpha * H_1) >= exp(-alpha)``).
 """
 
 from __future__ import annotations

@@ -9,14 +9,16 @@ import torch
 from peft import PeftModel
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from saah_lib.models.names import TINY_WARMSTART, canonical_model_name, model_location
+from saah_lib.models.names import model_location, tiny_warm_start_seed
 from saah_lib.models.warmstart import build_warm_start
+from saah_lib.paths import tiny_warmstart_dir
 
 
 def resolve_model(model_name: str, progress: bool = True) -> str:
-    """The folder (absolute) or hub id to load ``model_name`` from; the tiny warm start is built on first use."""
-    if canonical_model_name(model_name) == TINY_WARMSTART:
-        return str(build_warm_start(progress=progress))
+    """The folder (absolute) or hub id to load ``model_name`` from; a tiny warm start is built on first use."""
+    seed = tiny_warm_start_seed(model_name)
+    if seed is not None:
+        return str(build_warm_start(tiny_warmstart_dir(seed), seed=seed, progress=progress))
     return model_location(model_name)
 
 

@@ -1,24 +1,52 @@
 """What a ``model_name`` names, and where its files are (light: no torch).
 
 A model is named by a hub id (``Qwen/Qwen2.5-1.5B-Instruct``), by a folder, or
-by :data:`TINY_WARMSTART`, the CPU model that :mod:`saah_lib.models.warmstart`
-builds on first use.  A run records the name in its ``config.json``, so the
+by the name of a tiny warm start, the CPU model that :mod:`saah_lib.models.warmstart`
+builds on first use: :data:`TINY_WARMSTART` (built with seed 0) or
+``tiny-warmstart-s<N>`` (built with seed N, an independent starting point;
+:func:`tiny_warm_start_name`).  A run records the name in its ``config.json``, so the
 name must mean the same in every clone: a folder inside the repository is
 recorded relative to the repository root, any other folder absolutely.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from huggingface_hub import constants as hub_constants
 from huggingface_hub import try_to_load_from_cache
 
-from saah_lib.paths import TINY_WARMSTART_DIR, in_repo, repo_relative
+from saah_lib.paths import in_repo, repo_relative, tiny_warmstart_dir
 
 TINY_WARMSTART = "tiny-warmstart"
 # Earlier runs named the warm start by the folder it was built in.
 _TINY_WARMSTART_FORMER_NAMES = ("results/mini/warmstart/model",)
+_OTHER_WARM_START = re.compile(rf"{TINY_WARMSTART}-s([1-9][0-9]*)")
+#: The tiny profile's model label of the seed-0 warm start; others add ``-w<N>`` (:func:`tiny_warm_start_label`).
+TINY_LABEL = "tiny"
+
+
+def tiny_warm_start_name(seed: int = 0) -> str:
+    """The model name of the tiny warm start built with ``seed``: ``tiny-warmstart``, ``tiny-warmstart-s<N>``."""
+    tiny_warmstart_dir(seed)  # checks the seed
+    return TINY_WARMSTART if seed == 0 else f"{TINY_WARMSTART}-s{seed}"
+
+
+def tiny_warm_start_seed(name: str) -> int | None:
+    """The build seed of a tiny warm start's name (former names included), or None for any other model."""
+    name = canonical_model_name(name)
+    if name == TINY_WARMSTART:
+        return 0
+    match = _OTHER_WARM_START.fullmatch(name)
+    return int(match.group(1)) if match else None
+
+
+def tiny_warm_start_label(seed: int = 0) -> str:
+    """The model label that tables and figures give runs from the warm start of ``seed``: runs from
+    different warm starts are different starting models, so they are never averaged into one row."""
+    tiny_warmstart_dir(seed)
+    return TINY_LABEL if seed == 0 else f"{TINY_LABEL}-w{seed}"
 
 
 def looks_like_path(name: str) -> bool:
@@ -32,7 +60,7 @@ def canonical_model_name(name: str) -> str:
     A folder inside the repository becomes repo-relative, another folder absolute;
     the warm start's former folder names (also as absolute paths) become :data:`TINY_WARMSTART`.
     """
-    if name == TINY_WARMSTART:
+    if name == TINY_WARMSTART or _OTHER_WARM_START.fullmatch(name):
         return name
     if any(name == former or name.endswith("/" + former) for former in _TINY_WARMSTART_FORMER_NAMES):
         return TINY_WARMSTART
@@ -45,16 +73,17 @@ def canonical_model_name(name: str) -> str:
 
 def model_location(name: str) -> str:
     """Where to load ``name`` from: a folder (absolute) or a hub id as is."""
+    seed = tiny_warm_start_seed(name)
+    if seed is not None:
+        return str(tiny_warmstart_dir(seed))
     name = canonical_model_name(name)
-    if name == TINY_WARMSTART:
-        return str(TINY_WARMSTART_DIR)
     return str(in_repo(name)) if looks_like_path(name) else name
 
 
 def model_folder_problem(name: str) -> str | None:
     """Why a local model folder cannot be loaded (missing, or no model in it); None for hub ids and the warm start."""
     name = canonical_model_name(name)
-    if name == TINY_WARMSTART or not looks_like_path(name):
+    if tiny_warm_start_seed(name) is not None or not looks_like_path(name):
         return None
     folder = Path(model_location(name))
     if not folder.is_dir():

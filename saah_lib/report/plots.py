@@ -37,6 +37,7 @@ from __future__ import annotations
 import io
 import logging
 import math
+import textwrap
 from pathlib import Path
 from typing import Sequence
 
@@ -47,7 +48,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from saah_lib.analysis.labels import METHOD_LABELS, method_label, model_order, model_short, number_or_nan
+from saah_lib.analysis.labels import METHOD_LABELS, is_main_alpha, method_label, model_order, model_short, number_or_nan
 from saah_lib.analysis.resultset import ResultSet
 from saah_lib.analysis.summaries import token_weights
 from saah_lib.method.methods import MAIN_ALPHA, METHODS
@@ -81,6 +82,8 @@ def save_figure(fig: Figure, path: Path, dpi: int = 150) -> None:
     with matplotlib.rc_context(PDF_FONTS):
         fig.savefig(path, dpi=dpi, bbox_inches="tight", pad_inches=0.05,
                     metadata={"CreationDate": None} if path.suffix == ".pdf" else None)
+HEALTH_NAMED = 3  # flagged runs named in a figure's title (the tables name them all)
+SYMLOG_FROM = 2.0  # alphas beyond this (the CPU studies' paper-matched one) put the alpha axis on a symlog scale
 
 
 def _fig(ncols: int = 1, nrows: int = 1, w: float = 4.6, h: float = 3.2, min_width: float = 6.4,
@@ -132,6 +135,12 @@ def _groups(df: pd.DataFrame, model, main_only: bool = True) -> list[tuple[str, 
     return out
 
 
+def seeds_text(g: pd.DataFrame) -> str:
+    """`` (n=3)``: how many seeds a plotted line or point averages (empty for the paper's single runs)."""
+    n = pd.to_numeric(g.get("n_seeds", pd.Series(dtype=float)), errors="coerce").max()
+    return f" (n={int(n)})" if pd.notna(n) else ""
+
+
 def _band(g: pd.DataFrame) -> tuple[np.ndarray, str]:
     """Half-width of the band and what it is."""
     n = pd.to_numeric(g.get("n_seeds", pd.Series(1, index=g.index)), errors="coerce").fillna(1)
@@ -172,11 +181,12 @@ def _trajectory_panel(ax, rs: ResultSet, model, note_band: bool = True, peak_in_
         half, kind = _band(g)
         band_kinds.add(kind)
         color = METHOD_COLORS.get(method, "k")
-        label = method_label(method, a)
+        label = method_label(method, a) + seeds_text(g)
         if peak_in_label and np.isfinite(y).any():
             i = int(np.nanargmax(y))
             label += f": peak {y[i]:.3f} at step {int(x[i])}, final {y[~np.isnan(y)][-1]:.3f}"
-        ax.plot(x, y, marker="o" if len(x) <= SPARSE else None, ms=4, color=color, lw=1.5, label=label)
+        ax.plot(x, y, marker="o" if len(x) <= SPARSE else None, ms=4, color=color, lw=1.5, label=label,
+                ls=_alpha_style(rs, method, a))
         ok = ~np.isnan(half)
         if ok.any():
             ax.fill_between(x[ok], (y - half)[ok], (y + half)[ok], color=color, alpha=0.15, lw=0)
@@ -244,7 +254,12 @@ def plot_alpha_ablation(rs: ResultSet) -> Figure | None:
     for xi, pi, partial in zip(x, peak, core["partial"].astype(bool)):
         if partial and not math.isnan(pi):
             ax.annotate("partial", (xi, pi), textcoords="offset points", xytext=(0, 8), ha="center", fontsize=7)
+    _annotate_seeds(ax, x, peak, core, METHOD_COLORS["ah"], above=True)
     sa = ab[ab["method"] == "sa"].sort_values("alpha")
+    if len(sa):
+        _annotate_seeds(ax, pd.to_numeric(sa["alpha"], errors="coerce").to_numpy(float),
+                        pd.to_numeric(sa["peak_pass_at_1"], errors="coerce").to_numpy(float), sa,
+                        METHOD_COLORS["sa"], above=False)
     if len(sa) > 1:  # an SA-AH-GRPO sweep: drawn as a series like AH-GRPO's
         sx = pd.to_numeric(sa["alpha"], errors="coerce").to_numpy(float)
         ax.plot(sx, pd.to_numeric(sa["peak_pass_at_1"], errors="coerce").to_numpy(float), "*-",
@@ -263,8 +278,12 @@ def plot_alpha_ablation(rs: ResultSet) -> Figure | None:
         ax.plot([a], [number_or_nan(r["final_pass_at_1"])], marker="s", ms=7, mfc="none", mec=METHOD_COLORS["sa"], ls="none",
                 label="SA-AH-GRPO final")
     _draw_baseline(ax, rs, model)
-    ax.set_xticks(sorted(set(np.round(np.concatenate([x, pd.to_numeric(sa["alpha"], errors="coerce").to_numpy(float)]), 4))))
-    ax.set_xlabel("α (entropy discount strength; 0 = GRPO)")
+    ticks = sorted(set(np.round(np.concatenate([x, pd.to_numeric(sa["alpha"], errors="coerce").to_numpy(float)]), 4)))
+    if ticks and max(ticks) > SYMLOG_FROM:  # a paper-matched alpha far right of the sweep: keep the sweep readable
+        ax.set_xscale("symlog", linthresh=1.0, linscale=2.0)
+    ax.set_xticks(ticks)
+    ax.set_xticklabels([f"{t:g}" for t in ticks])
+    ax.set_xlabel("α (entropy discount strength; 0 = GRPO); n = seeds per point")
     ax.set_ylabel("Pass@1")
     ax.grid(alpha=0.3)
     _fig_legend(fig, axes, ncol=3, fontsize=7)
@@ -295,6 +314,15 @@ def bars_note(ablation: pd.DataFrame) -> str:
     return f"{seeds} seeds at α = {', '.join(f'{a:g}' for a in alphas)}"
 
 
+def _annotate_seeds(ax, x, y, rows: pd.DataFrame, color, above: bool) -> None:
+    """``n=3`` beside each point: 1-seed points are drawn beside seed means, and the reader must see which."""
+    counts = pd.to_numeric(rows.get("n_seeds", pd.Series(np.nan, index=rows.index)), errors="coerce").to_numpy()
+    for xi, yi, n in zip(x, y, counts):
+        if np.isfinite(yi) and np.isfinite(n):
+            ax.annotate(f"n={int(n)}", (xi, yi), textcoords="offset points", xytext=(0, 8 if above else -14),
+                        ha="center", fontsize=6.5, color=color)
+
+
 def _curve_models(rs: ResultSet, col: str) -> list:
     c = rs.curves
     if c is None or c.empty or col not in c or c[col].notna().sum() == 0:
@@ -309,8 +337,8 @@ def _curve_groups(rs: ResultSet, model) -> list[tuple[str, float, pd.DataFrame]]
     for method in METHODS:
         m = c[c["method"] == method]
         alphas = sorted(pd.to_numeric(m["alpha"], errors="coerce").dropna().unique())
-        if main and method in main and any(np.isclose(alphas, main[method])):
-            alphas = [a for a in alphas if np.isclose(a, main[method])]
+        if main and any(is_main_alpha(method, a, main) for a in alphas):
+            alphas = [a for a in alphas if is_main_alpha(method, a, main)]
         for a in alphas:
             g = m[np.isclose(pd.to_numeric(m["alpha"], errors="coerce"), a)].sort_values("step")
             out.append((method, a, g))
@@ -322,13 +350,19 @@ def moving_average(y: np.ndarray, window: int = REWARD_WINDOW) -> np.ndarray:
     return pd.Series(y).rolling(window, min_periods=1).mean().to_numpy(float)
 
 
-def _reward_lines(ax, x, y, color, label) -> None:
+def _reward_lines(ax, x, y, color, label, ls: str = "-") -> None:
     """A dense curve: each step faint, its moving average bold; a sparse one (the paper's steps): points."""
     if len(x) <= SPARSE:
-        ax.plot(x, y, color=color, lw=1.2, marker="o", ms=4, label=label)
+        ax.plot(x, y, color=color, lw=1.2, marker="o", ms=4, label=label, ls=ls)
         return
-    ax.plot(x, y, color=color, lw=0.6, alpha=0.3)
-    ax.plot(x, moving_average(y), color=color, lw=1.6, label=label)
+    ax.plot(x, y, color=color, lw=0.6, alpha=0.3, ls=ls)
+    ax.plot(x, moving_average(y), color=color, lw=1.6, label=label, ls=ls)
+
+
+def _alpha_style(rs: ResultSet, method: str, alpha: float, default: str = "-") -> str:
+    """Dotted for the paper-matched alpha of a study, so its AH/SA lines differ from the main alpha's."""
+    matched = (rs.notes or {}).get("matched_alpha")
+    return ":" if matched is not None and method != "grpo" and np.isclose(alpha, matched) else default
 
 
 def plot_reward(rs: ResultSet) -> Figure | None:
@@ -346,11 +380,11 @@ def plot_reward(rs: ResultSet) -> Figure | None:
         ax_mean, ax_std = axes[row, 0], axes[row, 1] if with_std else None
         for method, a, g in _curve_groups(rs, model):
             x = g["step"].to_numpy(float)
-            color, label = METHOD_COLORS.get(method, "k"), method_label(method, a)
-            _reward_lines(ax_mean, x, g["reward_mean"].to_numpy(float), color, label)
+            color, label = METHOD_COLORS.get(method, "k"), method_label(method, a) + seeds_text(g)
+            _reward_lines(ax_mean, x, g["reward_mean"].to_numpy(float), color, label, _alpha_style(rs, method, a))
             if ax_std is not None:
                 _reward_lines(ax_std, x, pd.to_numeric(g.get("reward_std"), errors="coerce").to_numpy(float),
-                              color, label)
+                              color, label, _alpha_style(rs, method, a))
         ax_mean.set_ylabel("mean reward of the step")
         if ax_std is not None:
             ax_std.set_ylabel("reward s.d. within the step")
@@ -378,8 +412,9 @@ def plot_entropy_weight(rs: ResultSet) -> Figure | None:
     for row, model in enumerate(models):
         for method, a, g in _curve_groups(rs, model):
             x = g["step"].to_numpy(float)
-            style = dict(color=METHOD_COLORS.get(method, "k"), ls=METHOD_LINESTYLES.get(method, "-"), lw=1.2,
-                         marker="o" if len(x) <= SPARSE else None, ms=4, label=method_label(method, a))
+            style = dict(color=METHOD_COLORS.get(method, "k"),
+                         ls=_alpha_style(rs, method, a, METHOD_LINESTYLES.get(method, "-")), lw=1.2,
+                         marker="o" if len(x) <= SPARSE else None, ms=4, label=method_label(method, a) + seeds_text(g))
             for col, (key, _, _) in enumerate(columns):
                 y = pd.to_numeric(g.get(key), errors="coerce").to_numpy(float)
                 if (~np.isnan(y)).any():
@@ -440,7 +475,21 @@ def _curve_note(rs: ResultSet) -> str:
 
 
 def _suptitle(rs: ResultSet, what: str) -> str:
-    return f"{what} — {'reported in the paper' if rs.source == 'paper_reported' else 'our runs'}" + problems_note(rs)
+    return (f"{what} — {'reported in the paper' if rs.source == 'paper_reported' else 'our runs'}" + problems_note(rs)
+            + health_line(rs))
+
+
+def health_line(rs: ResultSet) -> str:
+    """A visible line naming the runs the health rules flag (included in every curve and point)."""
+    runs = rs.runs
+    if runs is None or runs.empty or "flagged" not in runs or not runs["flagged"].astype(bool).any():
+        return ""
+    flagged = runs[runs["flagged"].astype(bool)].sort_values("run_id")
+    shown = [f"{r.run_id} ({r.health})" for r in flagged.itertuples()][:HEALTH_NAMED]
+    more = len(flagged) - len(shown)
+    text = (f"{len(flagged)} of {len(runs)} runs flagged by the health rules, included: " + "; ".join(shown)
+            + (f"; and {more} more (see the tables)" if more else ""))
+    return "\n" + textwrap.fill(text, width=110)
 
 
 def problems_note(rs: ResultSet) -> str:
@@ -459,15 +508,22 @@ def problems_note(rs: ResultSet) -> str:
 def pick_rollout_pair(token_entropies: pd.DataFrame) -> dict | None:
     """Choose one positive- and one negative-advantage rollout logged at the same step.
 
-    Prefers an SA-AH-GRPO run, then AH-GRPO, then any; within a run the latest
-    step that has both signs.  Returns ``{run_id, step, alpha, h_pos, h_neg,
-    adv_pos, adv_neg}`` or None.
+    Prefers a run at the main alpha (:data:`~saah_lib.method.methods.MAIN_ALPHA`, chosen by value, not by
+    the run id's spelling), SA-AH-GRPO before AH-GRPO before any, then the run id; within a run the latest
+    step that has both signs.  Returns ``{run_id, step, alpha, h_pos, h_neg, adv_pos, adv_neg}`` or None.
     """
     te = token_entropies
     if te is None or te.empty:
         return None
     pref = {"sa": 0, "ah": 1}
-    runs = sorted(te["run_id"].unique(), key=lambda r: (pref.get(te.loc[te.run_id == r, "method"].iloc[0], 2), str(r)))
+
+    def order(run_id):
+        first = te.loc[te.run_id == run_id].iloc[0]
+        alpha = number_or_nan(first["alpha"])
+        at_main = not math.isnan(alpha) and bool(np.isclose(alpha, MAIN_ALPHA))
+        return (not at_main, pref.get(first["method"], 2), str(run_id))
+
+    runs = sorted(te["run_id"].unique(), key=order)
     for rid in runs:
         sub = te[te.run_id == rid]
         for step in sorted(sub["step"].dropna().unique(), reverse=True):
@@ -501,7 +557,7 @@ def build_all_figures(rs: ResultSet) -> dict[str, Figure]:
         figs["token_weights"] = plot_token_weights(
             pair["h_pos"], pair["h_neg"], alpha,
             title=f"Token weights from run {pair['run_id']}, step {int(pair['step'])}, α={alpha:g}{note}"
-                  + problems_note(rs))
+                  + problems_note(rs) + health_line(rs))
     return {k: v for k, v in figs.items() if v is not None}
 
 

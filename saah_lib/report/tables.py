@@ -26,15 +26,18 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from saah_lib.analysis.health import RULES
 from saah_lib.analysis.labels import METHOD_LABELS, method_label, model_order, model_short, number_or_nan, slug
 from saah_lib.analysis.resultset import ResultSet
 from saah_lib.jsonio import atomic_write_text
+from saah_lib.method.methods import MAIN_ALPHA
 from saah_lib.paths import PAPER_TABLES, in_repo, repo_relative
 from saah_lib.report.latex import DP, MISSING, bold_cell, fmt, fmt_alpha, fmt_pm, pm_cell, table_float, tex_escape
 
 log = logging.getLogger(__name__)
 
 DAMAGED_MARK = r"$^{\S}$"
+FLAG_MARK = r"$^{\ddagger}$"  # the row includes a run flagged by the health rules (saah_lib.analysis.health)
 DAMAGED_NOTE = (DAMAGED_MARK + " damaged logs in a run of this row (read with problems tolerated): "
                 "lines or values that could not be read were left out, so these numbers may be wrong.")
 TABLE_NAMES = ("main", "checkpoints", "ablation", "diagnostics", "hparams", "setup")
@@ -114,6 +117,7 @@ def table_main(rs: ResultSet, prefix: str = "reported") -> str:
         return ""
     multi = _multi_seed(rows)
     incomplete_note = damaged_note = False
+    flagged_rows = []
     head = ["Model", "Method", r"$\alpha$", "Steps", r"Pass@1$_{\mathrm{final}}$ $\uparrow$",
             r"Pass@1$_{\mathrm{peak}}$ $\uparrow$", r"Train\,Var $\downarrow$", r"Mean\,KL"]
     if multi:
@@ -156,6 +160,9 @@ def table_main(rs: ResultSet, prefix: str = "reported") -> str:
             if r["method"] != "base" and _truth(r.get("damaged")) is True:
                 steps += DAMAGED_MARK
                 damaged_note = True
+            if r["method"] != "base" and number_or_nan(r.get("n_flagged")) > 0:
+                steps += FLAG_MARK
+                flagged_rows.append(r)
             method_cell = METHOD_LABELS.get(r["method"], tex_escape(r["method"]))
             if r["method"] == "base" and rs.source != "paper_reported":
                 method_cell = "Base (step 0)" if str(r.get("base_kind", "")) == "step0" else "Base (before RL)"
@@ -177,9 +184,14 @@ def table_main(rs: ResultSet, prefix: str = "reported") -> str:
         if rs.baselines is not None and len(rs.baselines):
             names = [f"\\texttt{{{tex_escape(n)}}}" for n, k in zip(rs.baselines["name"], rs.baselines["kind"])
                      if k == "baseline"]
-        base_txt = ("Base rows: the model before any RL update, evaluated on the same problems"
-                    + (f" (\\texttt{{baselines/}}: {', '.join(names)})" if names else "")
-                    + "; ``Base (step 0)'' uses the runs' own step-0 evaluation.")
+        kinds = set(rows.loc[rows["method"] == "base", "base_kind"].astype(str)) if "base_kind" in rows else set()
+        parts = []
+        if "baseline" in kinds:
+            parts.append("``Base (before RL)'': the model before any RL update, evaluated once on the same problems"
+                         + (f" (\\texttt{{baselines/}}: {', '.join(names)})" if names else ""))
+        if "step0" in kinds:
+            parts.append("``Base (step 0)'': the mean of the runs' own step-0 evaluations")
+        base_txt = "; ".join(parts) + "." if parts else ""
     cap = (f"{_source_phrase(rs)}: summary per model and method. Final = Pass@1 at the last evaluated "
            "training step; peak = best training checkpoint (step 0 excluded); $\\pm$ is the 95\\% binomial "
            "half-width $1.96\\sqrt{p(1-p)/N}$. Train Var = sample variance of the per-step mean reward over "
@@ -190,9 +202,32 @@ def table_main(rs: ResultSet, prefix: str = "reported") -> str:
     notes = " ".join(n for n, on in (
         (r"$^{\ast}$ run incomplete: not trained to its configured steps or not evaluated at the last one; "
          "its numbers cover the logged part.", incomplete_note),
-        (DAMAGED_NOTE, damaged_note)) if on)
+        (DAMAGED_NOTE, damaged_note),
+        (_without_flagged_note(rs, flagged_rows), bool(flagged_rows))) if on)
     colspec = "llcccccc" + ("c" if multi else "")
     return table_float(body, colspec, cap, f"{prefix}:main", notes)
+
+
+def _without_flagged_note(rs: ResultSet, flagged_rows: list) -> str:
+    """For each row with a flagged run: its values over the other seeds (the flagged runs stay in the row)."""
+    runs = rs.runs
+    parts = []
+    for r in flagged_rows:
+        group = _match(runs, r["model_label"], r["method"], r["alpha"])
+        healthy = group[~group["flagged"].astype(bool)]
+        names = ", ".join(tex_escape(x) for x in group.loc[group["flagged"].astype(bool), "run_id"])
+        label = f"{tex_escape(model_short(r['model_label']))} {_method_cell(r['method'], r['alpha'])}"
+        if healthy.empty:
+            parts.append(f"{label}: every run flagged ({names})")
+            continue
+        values = ", ".join(f"{name} {fmt(pd.to_numeric(healthy[col], errors='coerce').mean(), dp, sci=sci)}"
+                           for name, col, dp, sci in (("final", "final_pass_at_1", DP["pass"], False),
+                                                      ("peak", "peak_pass_at_1", DP["pass"], False),
+                                                      ("Train Var", "train_var", DP["var"], True),
+                                                      ("Mean KL", "mean_kl", DP["kl"], True)))
+        parts.append(f"{label} without {names}: {values} ({len(healthy)} seed{'s' if len(healthy) != 1 else ''})")
+    return (FLAG_MARK + " includes a run flagged by the health rules (see below); the row's mean over its other "
+            "runs: " + "; ".join(parts) + ".")
 
 
 def checkpoint_steps(rs: ResultSet, model, max_columns: int = 10) -> list[int]:
@@ -393,7 +428,10 @@ def table_diagnostics(rs: ResultSet, model, method: str = "sa", alpha=None, pref
     if dagger:
         notes = (r"$^{\dagger}$ no rollout had a negative advantage at this step, so no discount was applied "
                  + ("(the paper prints 0.000 here)." if rs.source == "paper_reported" else "(left empty in the log)."))
-    return table_float(body, "rcccccccc", cap, f"{prefix}:diag:{method}:{slug(model)}", notes)
+    label = f"{prefix}:diag:{method}:{slug(model)}"
+    if not np.isclose(number_or_nan(alpha), MAIN_ALPHA):  # one table per alpha: each needs its own label
+        label += f":a{number_or_nan(alpha):g}"
+    return table_float(body, "rcccccccc", cap, label, notes)
 
 
 def table_hparams(rs: ResultSet, prefix: str = "reported") -> str:
@@ -421,7 +459,8 @@ def table_setup(rs: ResultSet, prefix: str = "ours") -> str:
     r_sorted["_o"] = r_sorted["model_label"].map({m: i for i, m in enumerate(model_order(runs["model_label"]))})
     for _, r in r_sorted.sort_values(["_o", "method", "alpha", "seed"], kind="stable").iterrows():
         marks = ((r"$^{\ast}$" if _truth(r.get("complete")) is False else "")
-                 + (DAMAGED_MARK if _truth(r.get("damaged")) is True else ""))
+                 + (DAMAGED_MARK if _truth(r.get("damaged")) is True else "")
+                 + (FLAG_MARK if _truth(r.get("flagged")) is True else ""))
         cells = [r"\texttt{" + tex_escape(r["run_id"]) + "}" + marks, tex_escape(r.get("model_label")),
                  METHOD_LABELS.get(r.get("method"), tex_escape(r.get("method"))), fmt_alpha(r.get("alpha")),
                  fmt(r.get("seed"), 0), fmt(r.get("steps"), 0), fmt(r.get("eval_every"), 0),
@@ -448,7 +487,7 @@ def render_all_tables(rs: ResultSet, prefix: str = "reported") -> dict[str, str]
         "hparams": table_hparams(rs, prefix),
         "setup": table_setup(rs, prefix),
     }
-    note = problems_note(rs) + other_entropy_note(rs)
+    note = problems_note(rs) + other_entropy_note(rs) + health_note(rs)
     return {name: text.replace("\\end{table}", note + "\\end{table}") if note else text
             for name, text in tables.items() if text}
 
@@ -461,6 +500,20 @@ def other_entropy_note(rs: ResultSet) -> str:
     return (r"\par\smallskip{\footnotesize Not in this table: " + f"{len(names)} run(s) trained with another "
             r"top-$K$ entropy estimate than their profile's (" + tex_escape(", ".join(names))
             + r"); the top-$K$ ablation reports them.\par}" + "\n")
+
+
+def health_note(rs: ResultSet) -> str:
+    """Names the runs the health rules flag (:mod:`saah_lib.analysis.health`), which stay in every number
+    ("" when none is flagged or the source has no runs)."""
+    runs = rs.runs
+    if runs is None or runs.empty or "flagged" not in runs or not runs["flagged"].astype(bool).any():
+        return ""
+    flagged = runs[runs["flagged"].astype(bool)].sort_values("run_id")
+    listed = "; ".join(f"\\texttt{{{tex_escape(r.run_id)}}} ({tex_escape(r.health)})" for r in flagged.itertuples())
+    rules = "; ".join(tex_escape(v) for v in RULES.values())
+    return (r"\par\smallskip{\footnotesize " + FLAG_MARK + f" Run health ({rules}): {len(flagged)} of {len(runs)} "
+            f"runs flagged: {listed}. Flagged runs are included in every number of this table; the paired "
+            r"evidence repeats each comparison without them.\par}" + "\n")
 
 
 def problems_note(rs: ResultSet) -> str:

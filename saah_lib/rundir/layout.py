@@ -7,6 +7,7 @@ Every other module asks here where a run's files are; none spells a file name it
     <root>/baselines/<name>/    config.json, eval.jsonl, eval_samples/step_0000.jsonl
     <root>/MANIFEST.json        sha256 of every results file (committed roots)
     <root>/warmstart_build.json, answer_kinds.json, timings.json, topk_entropy_error.json   (studies)
+    <root>/paper_matched_alpha.json, study_plan.json, warmstart_builds.json                 (studies)
     <root>/.study.lock, <root>/runs/<run_id>/.run.lock     held by the process writing there (rundir.lock)
 
 What is *not* a result, for every reader and for the manifest alike (:func:`is_ignored`): hidden
@@ -42,7 +43,11 @@ RESERVED_NAMES = (PYCACHE, CHECKPOINTS_DIR)
 WARMSTART_RECORD_FILE = "warmstart_build.json"  # the warm start's build record and weight hashes
 ANSWER_KINDS_FILE = "answer_kinds.json"  # answers by kind at the first and last evaluation of each run
 TIMINGS_FILE = "timings.json"  # wall time and peak memory of each stage
+EXTENDED_TIMINGS_FILE = "extended_timings.json"  # the same for the extended study
 TOPK_ERROR_FILE = "topk_entropy_error.json"  # the top-K entropy measurement
+MATCHED_ALPHA_FILE = "paper_matched_alpha.json"  # the paper-matched alpha and the measurement behind it
+STUDY_PLAN_FILE = "study_plan.json"  # a study's plan: its primary comparison, pairs, warm starts and runs
+WARMSTART_RECORDS_FILE = "warmstart_builds.json"  # build records of every warm start of a study, by name
 
 #: The keys of one ``train_log.jsonl`` line: the step, the step's wall time,
 #: and each key below taken from the logs TRL hands to callbacks (ours -> TRL's).

@@ -1,21 +1,38 @@
-"""The extended CPU study: more seeds, the SA alpha sweep and the top-K ablation, on the tiny profile.
+"""The powered CPU study behind ``make extended``: the primary comparison with many seeds from two warm starts.
 
-``python -m saah_lib.studies.extended`` (``make extended``) writes its own results
-root, ``results/extended/``, apart from the mini study, so that ``make mini``
-stays short and its committed tables stay exactly what its rerun reproduces.
-Runs already complete there are skipped. It holds:
+The mini study's three seeds cannot detect a Pass@1 difference smaller than
+about 0.09 (SA-AH-GRPO vs GRPO), and its alpha 0.5 barely discounts the tiny
+model's short completions.  This study is built for the paper's claim instead.
+Its plan (``python -m saah_lib.studies.extended --plan`` prints it with a time
+estimate; nothing is trained):
 
-0. the warm start's build record and baseline evaluation (as in the mini study);
-1. five seeds (0-4) of the three main methods, grpo / ah(0.5) / sa(0.5);
-2. the alpha sweep of SA-AH-GRPO at the AH sweep's alphas and seed
-   (:data:`saah_lib.method.methods.SWEEP_ALPHAS`, first seed), beside the AH sweep itself;
-3. the top-K training runs: sa(0.5) with the entropy from the top K logits
-   (:func:`saah_lib.studies.topk.topk_training_configs`, run ids ``tiny-sa-a0.5-k<K>-s<seed>``);
-4. the top-K error measurement on rollouts of the warm-started model
-   (``<root>/topk_entropy_error.json``).
+* **primary comparison, fixed here before any run** (``<root>/study_plan.json``,
+  :mod:`saah_lib.analysis.plan`): SA-AH-GRPO at the *paper-matched* alpha
+  (:mod:`saah_lib.studies.matched_alpha`, measured on ``tiny-warmstart`` before
+  training) against GRPO, on final Pass@1 and training-reward variance;
+* **warm starts as a random factor**: :data:`WARM_STARTS` independently seeded
+  warm starts (``tiny-warmstart``, ``tiny-warmstart-s1``), each built and
+  evaluated (its baseline); every arm runs :data:`SEEDS` training seeds from each;
+* **arms**: GRPO, AH-GRPO and SA-AH-GRPO at the paper-matched alpha, and
+  SA-AH-GRPO at the main alpha (so the mini study's primary comparison is
+  powered too); the secondary comparisons are SA vs AH and AH vs GRPO at the
+  paper-matched alpha, and SA (main alpha) vs GRPO;
+* **kept from the earlier extended study**: the top-K entropy training runs
+  (:func:`saah_lib.studies.topk.topk_training_configs`, warm start 0, seed 0)
+  and the top-K error measurement on the warm start.
 
-Wall time and peak memory per stage go to ``<root>/extended_timings.json``.
-``--plan`` prints the runs still to do and the time estimate, and trains nothing.
+Budget: about 60 minutes of wall time on 2 cores (:func:`estimate_seconds`:
+one 60-step run takes about :data:`SECONDS_PER_RUN` s on one core, two run at a
+time; a warm-start build about :data:`WARM_START_SECONDS` s): 2 warm starts x 10
+seeds = 20 seed pairs per comparison.  ``--plan`` also projects the minimum
+detectable final Pass@1 difference of that many seed pairs from the spread of
+SA-vs-GRPO differences in a finished pilot root (default: the mini study).
+
+The extended study's runs of warm start 0 at seeds 0-2 that the mini study also
+plans (GRPO, SA at the main alpha, AH/SA at the paper-matched alpha for seed 0)
+are the same configurations; on the same CPU they reproduce the mini runs bit
+for bit, and the report says which runs the two studies share.  Runs already
+complete are skipped; the alpha is measured once per root.
 Tables and figures come from ``make figures`` (:func:`saah_lib.report.render.render_report`).
 """
 
@@ -27,24 +44,69 @@ from pathlib import Path
 
 import torch
 
+from saah_lib.analysis.evidence import compare_arms, load_root_evidence
+from saah_lib.analysis.plan import Arm, StudyPlan, write_plan
+from saah_lib.analysis.significance import minimum_detectable_effect
 from saah_lib.jsonio import atomic_write_json
-from saah_lib.paths import EXTENDED_ROOT, TINY_WARMSTART_DIR, in_repo, repo_relative
+from saah_lib.method.methods import MAIN_ALPHA
+from saah_lib.models.loading import resolve_model
+from saah_lib.models.names import tiny_warm_start_name
+from saah_lib.models.warmstart import read_build_info
+from saah_lib.paths import EXTENDED_ROOT, MINI_ROOT, in_repo, repo_relative, tiny_warmstart_dir
+from saah_lib.rundir import layout
 from saah_lib.rundir.lock import FolderLockedError, study_lock
 from saah_lib.rundir.manifest import write_manifest
-from saah_lib.studies.mini import planned_configs as mini_planned_configs
-from saah_lib.studies.runner import pending, run_study
+from saah_lib.studies.matched_alpha import ensure_matched_alpha, read_matched_alpha
+from saah_lib.studies.runner import pending, run_study, train_all, warm_start_record
 from saah_lib.studies.topk import RESULT_FILE, TRAINING_KS, measure_topk, topk_training_configs
+from saah_lib.training.config import make_config
+from saah_lib.training.run import baseline_for
 
-EXTENDED_SEEDS = (0, 1, 2, 3, 4)
+WARM_STARTS = (0, 1)
+SEEDS = tuple(range(10))
 SECONDS_PER_RUN = 72  # one 60-step tiny run on one thread (results/mini/timings.json: 69-75 s)
+WARM_START_SECONDS = 320  # one warm-start build on one thread (results/mini/warmstart_build.json: 316 s)
 MEASURE_SECONDS = 20  # the top-K measurement (256 rollouts)
+MATCHED_SECONDS = 30  # the paper-matched alpha measurement, per warm start (512 rollouts)
+BASELINE_SECONDS = 5
 
 
-def planned_configs(root: Path, seeds=EXTENDED_SEEDS, steps: int | None = None, topk_ks=TRAINING_KS,
-                    topk_seeds=(0,)) -> list:
-    """Every run of the extended study, in training order: the mini study's plan (main comparison,
-    both sweeps) over more seeds, then the top-K runs."""
-    configs = mini_planned_configs(root, tuple(seeds), steps)
+def arms(matched_alpha: float, main_alpha_sa: bool = True) -> dict[str, Arm]:
+    """The study's arms by name."""
+    out = {"grpo": Arm("grpo", 0.0), "sa_matched": Arm("sa", matched_alpha), "ah_matched": Arm("ah", matched_alpha)}
+    if main_alpha_sa:
+        out["sa_main"] = Arm("sa", MAIN_ALPHA)
+    return out
+
+
+def study_plan(matched_alpha: float, warm_starts=WARM_STARTS, seeds=SEEDS, main_alpha_sa: bool = True) -> StudyPlan:
+    a = arms(matched_alpha, main_alpha_sa)
+    pairs = [(a["sa_matched"], a["grpo"]), (a["sa_matched"], a["ah_matched"]), (a["ah_matched"], a["grpo"])]
+    if main_alpha_sa:
+        pairs.append((a["sa_main"], a["grpo"]))
+    return StudyPlan("extended", (a["sa_matched"], a["grpo"]), tuple(pairs), extra={
+        "warm_starts": [tiny_warm_start_name(w) for w in warm_starts], "seeds": list(seeds),
+        "paper_matched_alpha": matched_alpha})
+
+
+def planned_configs(root: Path, warm_starts=WARM_STARTS, seeds=SEEDS, steps: int | None = None,
+                    topk_ks=TRAINING_KS, topk_seeds=(0,), main_alpha_sa: bool = True,
+                    matched_alpha: float | None = None) -> list:
+    """Every run, in training order (seed by seed, so an interrupted study has balanced seed pairs).
+
+    The paper-matched runs need the alpha: ``matched_alpha`` or the one recorded in ``root``; without
+    either they are left out (:func:`describe_plan` shows them as placeholders).
+    """
+    root = Path(root)
+    alpha = matched_alpha if matched_alpha is not None else read_matched_alpha(root)
+    configs = []
+    for seed in seeds:
+        for ws in warm_starts:
+            name = tiny_warm_start_name(ws)
+            settings = [("grpo", 0.0)] + ([("sa", alpha), ("ah", alpha)] if alpha is not None else [])
+            settings += [("sa", MAIN_ALPHA)] if main_alpha_sa else []
+            configs += [make_config("tiny", method=m, alpha=a, seed=seed, steps=steps, model_name=name,
+                                    results_dir=str(root)) for m, a in settings]
     configs += topk_training_configs(topk_ks, topk_seeds, results_dir=str(root), steps=steps)
     ids = [c.run_id for c in configs]
     duplicates = sorted({i for i in ids if ids.count(i) > 1})
@@ -53,34 +115,119 @@ def planned_configs(root: Path, seeds=EXTENDED_SEEDS, steps: int | None = None, 
     return configs
 
 
-def estimate_seconds(n_runs: int, jobs: int, steps: int = 60, measure: bool = True) -> float:
-    """Wall time: rounds of ``jobs`` parallel runs, each scaled from the 60-step run time, plus the measurement."""
+def n_matched_runs(warm_starts, seeds) -> int:
+    return 2 * len(warm_starts) * len(seeds)
+
+
+def _warm_start_built(seed: int) -> bool:
+    info = read_build_info(tiny_warmstart_dir(seed))
+    return info is not None and info.get("seed") == seed
+
+
+def estimate_seconds(n_runs: int, jobs: int, steps: int = 60, *, builds: int = 0, warm_starts: int = 1,
+                     alpha_measured: bool = True, measure: bool = True) -> float:
+    """Wall time: warm-start builds (one at a time), baselines, the alpha measurement, then rounds of
+    ``jobs`` parallel runs scaled from the 60-step run time, then the top-K measurement."""
     rounds = math.ceil(n_runs / max(jobs, 1))
-    return rounds * SECONDS_PER_RUN * steps / 60 + (MEASURE_SECONDS if measure else 0)
+    return (builds * WARM_START_SECONDS + warm_starts * BASELINE_SECONDS
+            + (0 if alpha_measured else warm_starts * MATCHED_SECONDS)
+            + rounds * SECONDS_PER_RUN * steps / 60 + (MEASURE_SECONDS if measure else 0))
 
 
-def describe_plan(configs, todo, jobs: int, measure: bool) -> str:
+def projected_mde(n_units: int, pilot_root: Path | None) -> tuple[float, float, str] | None:
+    """(MDE, sd, source): the final Pass@1 MDE of ``n_units`` seed pairs if the per-seed differences spread as
+    SA-AH-GRPO (main alpha) vs GRPO do in ``pilot_root`` (flagged runs left out); None without a usable pilot."""
+    if pilot_root is None or not (Path(pilot_root) / layout.RUNS).is_dir():
+        return None
+    runs = [r for r in load_root_evidence(pilot_root) if not r.flagged]
+    try:
+        row = next(r for r in compare_arms(Arm("sa", MAIN_ALPHA), Arm("grpo", 0.0), runs, n_resamples=1)
+                   if r.key == "final")
+    except ValueError:
+        return None
+    if row.n_units < 3 or not math.isfinite(row.sd_diff):
+        return None
+    return minimum_detectable_effect(row.sd_diff, n_units), row.sd_diff, f"{row.n_units} healthy seed pairs of " \
+        f"{repo_relative(pilot_root)}"
+
+
+def describe_plan(root: Path, configs, todo, jobs: int, warm_starts, seeds, measure: bool,
+                  pilot_root: Path | None = None) -> str:
+    alpha = read_matched_alpha(root)
+    missing = 0 if alpha is not None else n_matched_runs(warm_starts, seeds)
     steps = todo[0].steps if todo else 60
-    est = estimate_seconds(len(todo), jobs, steps, measure)
-    lines = [f"{len(configs)} runs planned, {len(configs) - len(todo)} already complete, {len(todo)} to train "
-             f"({jobs} at a time, one thread each):"]
-    lines += [f"  {c.run_id}  (method={c.method}, alpha={c.alpha:g}, seed={c.seed}, "
+    builds = sum(not _warm_start_built(w) for w in warm_starts)
+    est = estimate_seconds(len(todo) + missing, jobs, steps, builds=builds, warm_starts=len(warm_starts),
+                           alpha_measured=alpha is not None, measure=measure)
+    n_units = len(warm_starts) * len(seeds)
+    projection = projected_mde(n_units, pilot_root)
+    lines = [f"primary comparison (fixed in advance): SA-AH-GRPO at the paper-matched alpha vs GRPO, final Pass@1 "
+             f"and training-reward variance, over {n_units} seed pairs ({len(seeds)} seeds x {len(warm_starts)} "
+             "warm starts)",
+             f"paper-matched alpha: {alpha:g} (recorded in {layout.MATCHED_ALPHA_FILE})" if alpha is not None else
+             "paper-matched alpha: not measured yet (measured first; its runs are listed as a<matched>)",
+             f"warm starts: {', '.join(tiny_warm_start_name(w) for w in warm_starts)} ({builds} to build)",
+             f"{len(configs) + missing} runs planned, {len(configs) - len(todo)} already complete, "
+             f"{len(todo) + missing} to train ({jobs} at a time, one thread each):"]
+    lines += [f"  {c.run_id}  (method={c.method}, alpha={c.alpha:g}, seed={c.seed}, warm start={c.model_name}, "
               f"entropy_top_k={c.entropy_top_k}, steps={c.steps})" for c in todo]
-    lines.append(f"estimated wall time: {est / 60:.1f} min (about {SECONDS_PER_RUN} s per 60-step run)")
+    if missing:
+        lines += [f"  tiny-{m}-a<matched>-s{sd}{'' if w == 0 else f'-w{w}'}" for sd in seeds for w in warm_starts
+                  for m in ("sa", "ah")]
+    lines.append(f"estimated wall time: {est / 60:.1f} min (about {SECONDS_PER_RUN} s per 60-step run on one core, "
+                 f"{WARM_START_SECONDS} s per warm-start build)")
+    planned = {c.run_id for c in configs}
+    # a root without the recorded alpha holds no paper-matched run yet: every unplanned folder is a stranger
+    strangers = sorted(p.name for p in layout.folders(root, layout.RUNS) if p.name not in planned)
+    if strangers:
+        lines.append(f"note: {len(strangers)} run folder(s) in {repo_relative(root)} are not in this plan and would "
+                     f"appear in its tables ({', '.join(strangers[:6])}{', ...' if len(strangers) > 6 else ''}); "
+                     "give the study a fresh --root")
+    if projection is not None:
+        mde, sd, source = projection
+        lines.append(f"projected minimum detectable final Pass@1 difference (80% power, two-sided 5%): {mde:.3f} "
+                     f"with {n_units} seed pairs, if the per-seed differences spread as in {source} (sd {sd:.4f})")
     return "\n".join(lines)
 
 
-def run_extended_study(root: Path, seeds=EXTENDED_SEEDS, steps: int | None = None, jobs: int = 2,
-                       topk_ks=TRAINING_KS, topk_seeds=(0,), measure: bool = True,
-                       measure_prompts: int = 64) -> dict:
+def prepare_warm_starts(root: Path, warm_starts, timings, progress: bool = True) -> None:
+    """Build every warm start but seed 0's (the runner builds that one), record each, evaluate each once."""
+    records = {}
+    for ws in warm_starts:
+        name = tiny_warm_start_name(ws)
+        if ws != 0:
+            with timings.stage(f"warm start {name}") as info:
+                resolve_model(name, progress=progress)
+                info["warm_start_pass_at_1_heldout"] = read_build_info(tiny_warmstart_dir(ws)).get("heldout_pass_at_1")
+            with timings.stage(f"baseline {name}") as info:
+                info["pass_at_1"] = baseline_for(make_config("tiny", model_name=name, results_dir=str(root)), name,
+                                                 progress=progress)["pass_at_1"]
+        records[name] = warm_start_record(tiny_warmstart_dir(ws))
+    atomic_write_json(root / layout.WARMSTART_RECORDS_FILE, records)
+
+
+def run_extended_study(root: Path, warm_starts=WARM_STARTS, seeds=SEEDS, steps: int | None = None, jobs: int = 2,
+                       topk_ks=TRAINING_KS, topk_seeds=(0,), measure: bool = True, measure_prompts: int = 64,
+                       main_alpha_sa: bool = True, progress: bool = True) -> dict:
     root = Path(root)
-    configs = planned_configs(root, seeds, steps, topk_ks, topk_seeds)
-    print(describe_plan(configs, pending(configs), jobs, measure), flush=True)
-    with study_lock(root):  # one study process per root, to the manifest
-        timings = run_study(root, configs, jobs=jobs, timings_file="extended_timings.json")
+    if 0 not in warm_starts:
+        raise ValueError("the warm starts must include seed 0 (tiny-warmstart): the alpha is measured on it")
+    with study_lock(root):  # one study process per root, from the warm starts to the manifest
+        timings = run_study(root, [], jobs=jobs, timings_file=layout.EXTENDED_TIMINGS_FILE, progress=progress)
+        prepare_warm_starts(root, warm_starts, timings, progress)
+        with timings.stage("paper-matched alpha") as info:
+            others = [tiny_warm_start_name(w) for w in warm_starts if w != 0]
+            info["alpha"] = ensure_matched_alpha(root, other_warm_starts=others)
+        write_plan(root, study_plan(info["alpha"], warm_starts, seeds, main_alpha_sa))
+        configs = planned_configs(root, warm_starts, seeds, steps, topk_ks, topk_seeds, main_alpha_sa)
+        todo = pending(configs)
+        print(describe_plan(root, configs, todo, jobs, warm_starts, seeds, measure), flush=True)
+        if todo:
+            with timings.stage(f"train {len(todo)} runs, {jobs} at a time") as info:
+                info["runs"] = train_all(todo, jobs)
         if measure:
             with timings.stage("top-K entropy error") as info:
-                result = measure_topk(TINY_WARMSTART_DIR, n_prompts=measure_prompts)
+                result = measure_topk(tiny_warmstart_dir(0), n_prompts=measure_prompts)
                 atomic_write_json(root / RESULT_FILE, result)
                 info["n_tokens"] = result["n_tokens"]
         write_manifest(root)  # the results root changed: its integrity manifest follows
@@ -91,28 +238,35 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m saah_lib.studies.extended", description=__doc__.splitlines()[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--root", type=in_repo, default=repo_relative(EXTENDED_ROOT), help="the study's results root")
-    parser.add_argument("--seeds", type=int, nargs="+", default=list(EXTENDED_SEEDS), help="seeds of the main comparison")
+    parser.add_argument("--warm-starts", type=int, nargs="+", default=list(WARM_STARTS),
+                        help="warm-start build seeds (0 = tiny-warmstart, N = tiny-warmstart-sN)")
+    parser.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS), help="training seeds per warm start")
     parser.add_argument("--steps", type=int, default=None, help="override the tiny profile's steps")
     parser.add_argument("--jobs", type=int, default=2, help="training runs in parallel (one thread each)")
-    parser.add_argument("--topk-ks", type=int, nargs="+", default=list(TRAINING_KS), help="K of the top-K training runs")
-    parser.add_argument("--topk-seeds", type=int, nargs="+", default=[0], help="seeds of the top-K training runs")
+    parser.add_argument("--topk-ks", type=int, nargs="*", default=list(TRAINING_KS), help="K of the top-K training runs")
+    parser.add_argument("--topk-seeds", type=int, nargs="*", default=[0], help="seeds of the top-K training runs")
+    parser.add_argument("--no-main-alpha", action="store_true", help="leave out SA-AH-GRPO at the main alpha")
     parser.add_argument("--measure-prompts", type=int, default=64, help="prompts for the top-K measurement (x4 rollouts)")
     parser.add_argument("--no-measure", action="store_true", help="skip the top-K error measurement")
-    parser.add_argument("--plan", action="store_true", help="print the runs still to do and the estimate, then exit")
+    parser.add_argument("--pilot", type=in_repo, default=MINI_ROOT,
+                        help="a finished root whose SA-vs-GRPO spread the --plan projection uses")
+    parser.add_argument("--plan", action="store_true", help="print the plan and the time estimate, then exit")
     args = parser.parse_args(argv)
     if args.plan:
-        configs = planned_configs(args.root, tuple(args.seeds), args.steps, tuple(args.topk_ks), tuple(args.topk_seeds))
-        print(describe_plan(configs, pending(configs), args.jobs, not args.no_measure))
+        configs = planned_configs(args.root, args.warm_starts, args.seeds, args.steps, args.topk_ks, args.topk_seeds,
+                                  not args.no_main_alpha)
+        print(describe_plan(args.root, configs, pending(configs), args.jobs, args.warm_starts, args.seeds,
+                            not args.no_measure, args.pilot))
         return
     torch.set_num_threads(1)
     try:
-        record = run_extended_study(args.root, tuple(args.seeds), args.steps, args.jobs, tuple(args.topk_ks),
-                                    tuple(args.topk_seeds), measure=not args.no_measure,
-                                    measure_prompts=args.measure_prompts)
+        record = run_extended_study(args.root, tuple(args.warm_starts), tuple(args.seeds), args.steps, args.jobs,
+                                    tuple(args.topk_ks), tuple(args.topk_seeds), measure=not args.no_measure,
+                                    measure_prompts=args.measure_prompts, main_alpha_sa=not args.no_main_alpha)
     except FolderLockedError as err:
         parser.exit(1, f"error: {err}\n")
     print(f"\nextended study done in {record['total_wall_s'] / 60:.1f} min; "
-          f"timings in {args.root / 'extended_timings.json'}")
+          f"timings in {args.root / layout.EXTENDED_TIMINGS_FILE}")
 
 
 if __name__ == "__main__":

@@ -1,15 +1,25 @@
 """The CPU mini study behind ``make mini``: the whole paper pipeline at toy scale.
 
 The plan: the main comparison, grpo / ah / sa at the paper's main alpha, over
-:data:`SEEDS`; and the paper's alpha sweep of ah and sa at the first seed.
-Each sweep reuses two runs of the main comparison: alpha = 0 is the ``grpo``
-run (the weights are exactly 1 at alpha = 0, see tests/method/test_loss.py)
-and the main alpha is the ``ah`` or ``sa`` run of the same seed.
+:data:`SEEDS`; the paper's alpha sweep of ah and sa at the first seed; and ah
+and sa at the paper-matched alpha (:mod:`saah_lib.studies.matched_alpha`: the
+discount at which the warm start's negative rollouts get the paper's mean
+weight) at the first seed, like the sweep.  Each sweep reuses two runs of the
+main comparison: alpha = 0 is the ``grpo`` run (the weights are exactly 1 at
+alpha = 0, see tests/method/test_loss.py) and the main alpha is the ``ah`` or
+``sa`` run of the same seed.
+
+The primary comparison, fixed here before any run and written to
+``<root>/study_plan.json`` (:mod:`saah_lib.analysis.plan`): SA-AH-GRPO at the
+main alpha against GRPO on final Pass@1 and training-reward variance.  Three
+seeds cannot power it; the extended study (:mod:`saah_lib.studies.extended`)
+does, and the mini study's text defers to it.
 
 Stages (:func:`saah_lib.studies.runner.run_study`): build the warm-started tiny
-model -> evaluate it (the baseline) -> train the plan -> answer kinds ->
-tables and figures.  Each stage's wall time and peak memory go to
-``<root>/timings.json``.  Every stage is resumable: finished runs are skipped.
+model -> evaluate it (the baseline) -> measure the paper-matched alpha -> train
+the plan -> answer kinds -> tables and figures.  Each stage's wall time and
+peak memory go to ``<root>/timings.json``.  Every stage is resumable: finished
+runs are skipped and a recorded alpha is not measured again.
 
 ``make mini`` runs all of it into a fresh rerun root and compares the result with
 the committed study (:func:`rerun_and_verify`); ``make mini-promote`` makes a finished
@@ -25,8 +35,10 @@ import sys
 import time
 from pathlib import Path
 
+from saah_lib.analysis.plan import StudyPlan, default_plan, write_plan
 from saah_lib.jsonio import atomic_write_json, read_jsonl
 from saah_lib.method.methods import MAIN_ALPHAS, SWEEP_ALPHAS
+from saah_lib.models.names import TINY_WARMSTART
 from saah_lib.numerics import MODE_VARIABLE, NATIVE, cpu_numerics_record, summary
 from saah_lib.paths import MINI_ROOT, PAPER_TABLES, RERUN_ROOT, in_repo, repo_relative
 from saah_lib.report.render import render_report
@@ -34,8 +46,9 @@ from saah_lib.rundir import layout
 from saah_lib.rundir.folder import RunDir
 from saah_lib.rundir.lock import FolderLockedError, study_lock
 from saah_lib.rundir.manifest import write_manifest
+from saah_lib.studies.matched_alpha import ensure_matched_alpha, read_matched_alpha
 from saah_lib.studies.reproduce import BITS_REPRODUCED, CONCLUSIONS, FILES_DIFFER, compare_studies, write_report
-from saah_lib.studies.runner import run_study
+from saah_lib.studies.runner import pending, run_study, train_all
 from saah_lib.tasks.synthetic import count_answer_kinds
 from saah_lib.training.config import make_config
 
@@ -44,20 +57,35 @@ SWEEP_METHODS = ("ah", "sa")  # both swept at the same alphas and seed
 COMMITTED_ROOT = MINI_ROOT
 RERUN_MINI = RERUN_ROOT / "mini"
 PROMOTED_FOLDERS = (layout.RUNS, layout.BASELINES)
-PROMOTED_FILES = (layout.WARMSTART_RECORD_FILE, layout.ANSWER_KINDS_FILE, layout.TIMINGS_FILE)
+PROMOTED_FILES = (layout.WARMSTART_RECORD_FILE, layout.ANSWER_KINDS_FILE, layout.TIMINGS_FILE,
+                  layout.MATCHED_ALPHA_FILE, layout.STUDY_PLAN_FILE)
 
 
-def planned_runs(seeds: tuple[int, ...] = SEEDS) -> list[tuple[str, float, int]]:
-    """(method, alpha, seed) of every run: the main comparison, then the sweeps at the first seed."""
+def planned_runs(seeds: tuple[int, ...] = SEEDS, matched_alpha: float | None = None) -> list[tuple[str, float, int]]:
+    """(method, alpha, seed) of every run: the main comparison, then the sweeps at the first seed, then
+    (once measured) ah and sa at the paper-matched alpha at the first seed."""
     runs = [(method, alpha, seed) for seed in seeds for method, alpha in MAIN_ALPHAS.items()]
     for method in SWEEP_METHODS:  # the sweep's other alphas are runs of the main comparison
         runs += [(method, alpha, seeds[0]) for alpha in SWEEP_ALPHAS if alpha not in (0.0, MAIN_ALPHAS[method])]
+    if matched_alpha is not None:
+        runs += [(method, matched_alpha, seeds[0]) for method in SWEEP_METHODS
+                 if (method, matched_alpha, seeds[0]) not in runs]
     return runs
 
 
 def planned_configs(root: Path, seeds: tuple[int, ...] = SEEDS, steps: int | None = None):
+    """The configs of :func:`planned_runs`; the paper-matched runs only once ``root`` records that alpha."""
+    matched = read_matched_alpha(Path(root))
     return [make_config("tiny", method=m, alpha=a, seed=sd, steps=steps, results_dir=str(root))
-            for m, a, sd in planned_runs(seeds)]
+            for m, a, sd in planned_runs(seeds, matched)]
+
+
+def study_plan(seeds: tuple[int, ...] = SEEDS, matched_alpha: float | None = None) -> StudyPlan:
+    """The mini study's plan as the evidence reads it: primary SA-AH-GRPO (main alpha) vs GRPO."""
+    plan = default_plan("mini")
+    return StudyPlan("mini", plan.primary, plan.pairs, extra={
+        "seeds": list(seeds), "warm_starts": [TINY_WARMSTART], "paper_matched_alpha": matched_alpha,
+        "runs": [f"{m}@{a:g}/s{sd}" for m, a, sd in planned_runs(seeds, matched_alpha)]})
 
 
 def run_mini_study(root: Path, seeds: tuple[int, ...] = SEEDS, steps: int | None = None,
@@ -68,8 +96,15 @@ def run_mini_study(root: Path, seeds: tuple[int, ...] = SEEDS, steps: int | None
     (default: the committed ``paper/generated`` and ``figures``)."""
     root = Path(root)
     with study_lock(root):  # the whole study, not only its training: one study process per root
-        timings = run_study(root, planned_configs(root, seeds, steps), jobs=jobs, progress=progress,
+        timings = run_study(root, [], jobs=jobs, progress=progress,  # warm start and baseline
                             rebuild_warm_start=rebuild_warm_start)
+        with timings.stage("paper-matched alpha") as info:
+            info["alpha"] = ensure_matched_alpha(root)
+        write_plan(root, study_plan(seeds, info["alpha"]))
+        todo = pending(planned_configs(root, seeds, steps))
+        if todo:
+            with timings.stage(f"train {len(todo)} runs, {jobs} at a time") as info:
+                info["runs"] = train_all(todo, jobs)
         write_answer_kinds(root)
         write_manifest(root)  # the figures check the results against it
         if figures:

@@ -18,7 +18,13 @@ from pathlib import Path
 
 from saah_lib.method.methods import MAIN_ALPHA, METHODS, PAPER_ENTROPY_TOP_K, method_alpha
 from saah_lib.models.backends import BACKENDS, VLLM_MODES
-from saah_lib.models.names import TINY_WARMSTART, canonical_model_name, model_folder_problem
+from saah_lib.models.names import (
+    TINY_WARMSTART,
+    canonical_model_name,
+    model_folder_problem,
+    tiny_warm_start_label,
+    tiny_warm_start_seed,
+)
 from saah_lib.paths import LOCAL_RESULTS, in_repo, repo_relative
 from saah_lib.rundir.layout import RESERVED_NAMES, run_dir
 
@@ -52,7 +58,8 @@ class SAAHConfig:
     results_dir: str = _field(LOCAL_RESULTS_DIR, "results root (relative paths: from the repository root; the "
                                                  "default is git-ignored)")
     # --- model
-    model_name: str = _field(TINY_WARMSTART, "hub id, model folder, or tiny-warmstart (built on first use)")
+    model_name: str = _field(TINY_WARMSTART, "hub id, model folder, or a tiny warm start: tiny-warmstart (seed 0) "
+                                             "or tiny-warmstart-s<N> (seed N), built on first use")
     model_label: str = _field("tiny", "the model's name in tables and figures")
     dtype: str = _field("float32", "float32 | bfloat16 | float16 (bf16/fp16 autocast on a GPU)")
     use_lora: bool = _field(False, "train LoRA adapters instead of every weight")
@@ -156,7 +163,11 @@ class SAAHConfig:
 
 
 def default_run_id(cfg: SAAHConfig) -> str:
-    return f"{cfg.profile}-{cfg.method}-a{cfg.alpha:g}-s{cfg.seed}"
+    """``<profile>-<method>-a<alpha>-s<seed>``, plus ``-w<N>`` for a tiny warm start built with seed N > 0
+    (so runs of two warm starts at the same seed never share a folder)."""
+    run_id = f"{cfg.profile}-{cfg.method}-a{cfg.alpha:g}-s{cfg.seed}"
+    warm_start = tiny_warm_start_seed(cfg.model_name) if isinstance(cfg.model_name, str) else None
+    return run_id + (f"-w{warm_start}" if warm_start else "")
 
 
 # The paper trains SA-AH-GRPO longer (180 vs 150 steps). The tiny profile
@@ -217,7 +228,9 @@ def make_config(profile: str = "tiny", overrides: dict | None = None, **fields) 
     """A config from a named profile with explicit settings (None means 'keep the profile's').
 
     ``overrides`` (a notebook's parameter of that name) is a mapping of further fields; ``fields``
-    given by name win over it.
+    given by name win over it.  A tiny-profile run that names another tiny warm start
+    (``model_name="tiny-warmstart-s1"``) gets that warm start's model label (``tiny-w1``) unless one
+    is given: runs from different starting points are kept apart in every table.
     """
     if not isinstance(profile, str) or profile not in PROFILES:
         raise ValueError(f"unknown profile {profile!r}: expected one of {', '.join(PROFILES)}")
@@ -228,6 +241,9 @@ def make_config(profile: str = "tiny", overrides: dict | None = None, **fields) 
         raise ValueError(f"unknown config field(s): {', '.join(unknown)}")
     values = dict(PROFILES[profile], profile=profile)
     values.update({k: v for k, v in settings.items() if v is not None})
+    warm_start = tiny_warm_start_seed(values["model_name"]) if isinstance(values["model_name"], str) else None
+    if profile == "tiny" and warm_start and settings.get("model_label") is None:
+        values["model_label"] = tiny_warm_start_label(warm_start)
     return SAAHConfig(**values)
 
 

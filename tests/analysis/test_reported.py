@@ -154,3 +154,20 @@ def test_resultset_roundtrip_keeps_paper_rounding():
             if text != "---":
                 dp = len(text.split(".")[1])
                 assert f"{val:.{dp}f}" == text
+
+
+def test_negative_weight_target_is_the_mean_of_the_logged_weights(tmp_path):
+    from saah_lib.analysis.reported import negative_weight_target
+
+    got = negative_weight_target(D)
+    # tab_sa_log_1b: 0.143, 0.810, 0.462, 0.169, 0.439, 0.174, 0.340 at steps 5..180
+    assert got["values"] == [0.143, 0.810, 0.462, 0.169, 0.439, 0.174, 0.340]
+    assert got["steps"] == [5, 30, 60, 90, 120, 150, 180]
+    assert got["target"] == pytest.approx(2.537 / 7)
+    assert got["file"] == "results/paper_reported/tab_sa_log_1b.csv"
+    # a step without negative rollouts has no weight and does not count
+    text = (D / "tab_sa_log_1b.csv").read_text().replace(",0.143,,", ",0.000,all_positive,")
+    (tmp_path / "tab_sa_log_1b.csv").write_text(text)
+    assert negative_weight_target(tmp_path)["steps"] == [30, 60, 90, 120, 150, 180]
+    with pytest.raises(FileNotFoundError, match="tab_sa_log_1b.csv"):
+        negative_weight_target(tmp_path / "nowhere")

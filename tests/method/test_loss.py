@@ -108,7 +108,23 @@ def test_negative_alpha_grows_weights_without_overflow():
     assert (w[:, 1:] >= w[:, :-1]).all()
 
 
-@pytest.mark.parametrize("alpha", [float("nan"), float("inf"), 2.5, -2.01])
+def test_the_largest_alpha_keeps_weights_finite_and_the_loss_defined():
+    # alpha = ALPHA_RANGE[1] at maximal entropy: weights fall to float32 zero far along the completion, but the
+    # first token keeps exp(-alpha) > 0, so the weighted token count (the loss denominator) stays positive
+    from saah_lib.method.methods import ALPHA_RANGE
+
+    alpha = ALPHA_RANGE[1]
+    h, mask = torch.ones(2, 512), torch.ones(2, 512)
+    w = horizon_weights(h, mask, alpha)
+    assert torch.isfinite(w).all() and (w >= 0).all()
+    assert w[0, 0].item() == pytest.approx(math.exp(-alpha), rel=1e-6)
+    logps = torch.zeros(2, 512, requires_grad=True)
+    loss, _ = saah_policy_loss(logps, logps.detach(), logps.detach(), torch.tensor([1.0, -1.0]), mask, w)
+    loss.backward()
+    assert torch.isfinite(loss) and torch.isfinite(logps.grad).all()
+
+
+@pytest.mark.parametrize("alpha", [float("nan"), float("inf"), 10.01, -2.01])
 def test_bad_alpha_is_rejected(alpha):
     with pytest.raises(ValueError, match="alpha"):
         horizon_weights(torch.rand(1, 3), torch.ones(1, 3), alpha)

@@ -51,3 +51,28 @@ def test_offline_a_hub_id_must_be_in_the_local_cache(monkeypatch, tmp_path):
     assert offline_hub_problem(TINY_WARMSTART) is None and offline_hub_problem(str(tmp_path)) is None
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     assert offline_hub_problem("no-such-org/no-such-model") is None  # checked when downloaded
+
+
+def test_warm_starts_of_other_seeds_have_their_own_name_folder_label_and_run_ids():
+    from saah_lib.models.names import tiny_warm_start_label, tiny_warm_start_name, tiny_warm_start_seed
+    from saah_lib.paths import CACHE
+
+    assert tiny_warm_start_name(0) == TINY_WARMSTART and tiny_warm_start_name(3) == "tiny-warmstart-s3"
+    assert [tiny_warm_start_seed(n) for n in ("tiny-warmstart", "tiny-warmstart-s3", "results/mini/warmstart/model",
+                                              "tiny-warmstart-s0", "tiny-warmstart-s", "Qwen/Qwen2.5-3B")] == \
+        [0, 3, 0, None, None, None]
+    assert canonical_model_name("tiny-warmstart-s3") == "tiny-warmstart-s3"
+    assert model_location("tiny-warmstart-s3") == str(CACHE / "tiny-warmstart-s3")
+    assert model_location(TINY_WARMSTART) == str(CACHE / "tiny-warmstart")
+    assert model_folder_problem("tiny-warmstart-s3") is None  # built on first use, like seed 0
+    assert (tiny_warm_start_label(0), tiny_warm_start_label(2)) == ("tiny", "tiny-w2")
+    cfg = make_config("tiny", method="sa", alpha=0.5, seed=4, model_name="tiny-warmstart-s2")
+    assert (cfg.model_label, cfg.run_id) == ("tiny-w2", "tiny-sa-a0.5-s4-w2")
+    assert make_config("tiny", method="sa", alpha=0.5, seed=4).run_id == "tiny-sa-a0.5-s4"  # seed 0 unchanged
+    assert make_config("tiny", model_name="tiny-warmstart-s2", model_label="mine").model_label == "mine"
+    try:
+        tiny_warm_start_name(-1)
+    except ValueError as err:
+        assert "warm-start seed" in str(err)
+    else:
+        raise AssertionError("a negative seed must be refused")

@@ -55,3 +55,15 @@ def test_tables_regenerate_byte_identical(prefix, tmp_path, monkeypatch):
 def test_figures_regenerate_byte_identical(prefix, tmp_path):
     written = write_all_figures(SOURCES[prefix](), tmp_path, prefix=prefix) + _evidence(prefix, tmp_path, "f")
     _compare(written, REPO / "figures", prefix)
+
+
+@pytest.mark.slow
+def test_cross_study_texts_regenerate_byte_identical(tmp_path, monkeypatch):
+    """The overlap sentence, the mini study's pointer, the closing note and the source switches."""
+    from saah_lib.report.render import CROSS_STUDY_FILES, render_report
+
+    monkeypatch.chdir(REPO)
+    render_report(tables_dir=tmp_path / "t", figures_dir=tmp_path / "f")
+    for name in CROSS_STUDY_FILES:
+        regenerated = (tmp_path / "t" / f"{name}.tex").read_bytes()
+        assert regenerated == (REPO / "paper" / "generated" / f"{name}.tex").read_bytes(), name

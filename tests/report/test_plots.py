@@ -116,7 +116,7 @@ def test_every_figure_in_the_paper_names_the_function_that_draws_it():
     import importlib
 
     tex = (REPO_ROOT / "paper" / "main.tex").read_text().splitlines()
-    figures = [i for i, line in enumerate(tex) if line.startswith("\\maybefigure")]
+    figures = [i for i, line in enumerate(tex) if re.match(r"\\(require|optional)figure\b", line)]
     assert len(figures) >= 3 * len(P.FIGURE_NAMES)
     for i in figures:
         name = re.search(r"\{((?:reported|mini|ours|extended)_[a-z_0-9]+)\}", tex[i]).group(1)
@@ -207,3 +207,40 @@ def test_pdfs_embed_truetype_fonts(tmp_path):
         listing = subprocess.run(["pdffonts", str(path)], capture_output=True, text=True, check=True).stdout
         fonts = listing.splitlines()[2:]
         assert fonts and all("TrueType" in line and " yes " in line for line in fonts), listing
+
+
+def test_every_plotted_line_and_point_says_how_many_seeds_it_averages(results_root):
+    rs = ResultSet.from_runs(results_root, tolerate_problems=True)
+    fig = P.plot_pass_at_1(rs)
+    labels = [ln.get_label() for ax in fig.axes for ln in ax.get_lines() if not ln.get_label().startswith("_")]
+    curves = [lab for lab in labels if "GRPO" in lab]
+    assert curves and all(re.search(r"\(n=\d+\)", lab) for lab in curves), curves
+    ablation = P.plot_alpha_ablation(rs)
+    if ablation is not None:
+        texts = [t.get_text() for t in ablation.axes[0].texts]
+        assert any(t.startswith("n=") for t in texts)
+
+
+def test_token_weights_come_from_a_run_at_the_main_alpha_chosen_by_value():
+    import pandas as pd
+
+    def row(run_id, method, alpha):
+        return [{"run_id": run_id, "method": method, "alpha": alpha, "step": 5.0, "advantage": a,
+                 "entropy_norm": [0.1, 0.2]} for a in (1.0, -1.0)]
+
+    # as strings "tiny-sa-a-0.25-s0" sorts before "tiny-sa-a0.5-s0"; the main alpha must win anyway
+    te = pd.DataFrame(row("tiny-sa-a-0.25-s0", "sa", -0.25) + row("tiny-sa-a0.5-s0", "sa", 0.5)
+                      + row("tiny-ah-a0.5-s0", "ah", 0.5))
+    assert P.pick_rollout_pair(te)["run_id"] == "tiny-sa-a0.5-s0"
+    te = pd.DataFrame(row("tiny-sa-a-0.25-s0", "sa", -0.25) + row("tiny-ah-a0.5-s0", "ah", 0.5))
+    assert P.pick_rollout_pair(te)["run_id"] == "tiny-ah-a0.5-s0"  # the main alpha before the method
+
+
+def test_flagged_runs_are_named_in_every_figure_title(results_root, monkeypatch):
+    rs = ResultSet.from_runs(results_root, tolerate_problems=True)
+    rs.runs = rs.runs.assign(flagged=False, health="")
+    assert P.health_line(rs) == ""
+    first = rs.runs["run_id"].iloc[0]
+    rs.runs.loc[rs.runs["run_id"] == first, ["flagged", "health"]] = [True, "KL up to 0.200, above 0.1"]
+    figs = P.build_all_figures(rs)
+    assert figs and all(first in f._suptitle.get_text() for f in figs.values())

@@ -219,3 +219,17 @@ def test_tolerated_problems_are_marked_in_every_table(tmp_path, run_maker):
         assert r"\textbf{Warning:} read with problems tolerated" in text, name
         assert "flagged (1): g1" in text and "left out, config unusable (1): s2" in text
     assert r"\texttt{g1}$^{\ast}$$^{\S}$" in tables["setup"]
+
+
+def test_flagged_runs_are_marked_and_given_without_them_and_captions_name_only_present_rows(tmp_path, run_maker):
+    root = tmp_path / "results"
+    for seed, final in ((0, 0.55), (1, 0.6), (2, 0.31)):  # seed 2 never leaves the step-0 level
+        run_maker(root, f"tiny-grpo-a0-s{seed}", "tiny", "grpo", 0.0, seed, evals={0: 0.3, 10: final, 20: final})
+    tables = render_all_tables(ResultSet.from_runs(root), "t")
+    main = tables["main"]
+    assert "GRPO & 0.0 & 20$^{\\ddagger}$" in main
+    assert "without tiny-grpo-a0-s2: final 0.575" in main.replace("\\_", "_")
+    assert "Base (step 0)" in main and "Base (before RL)" not in main  # no baseline folder: step 0 only
+    for name, text in tables.items():
+        assert "Run health" in text and "tiny-grpo-a0-s2" in text.replace("\\_", "_"), name
+    assert "tiny-grpo-a0-s2}$^{\\ddagger}$" in tables["setup"].replace("\\_", "_")

@@ -20,10 +20,28 @@ def _write_samples(path: Path, answers: list[str], gold: str = "19") -> None:
                             for a in answers))
 
 
-def test_planned_runs_cover_methods_seeds_and_the_sweep():
+def test_planned_runs_cover_methods_seeds_the_sweep_and_the_paper_matched_alpha():
     main = [(m, a, s) for s in (0, 1, 2) for m, a in (("grpo", 0.0), ("ah", 0.5), ("sa", 0.5))]
     sweeps = [(m, a, 0) for m in ("ah", "sa") for a in (-0.25, 0.1, 0.25)]  # 0 and 0.5 are main runs
-    assert planned_runs((0, 1, 2)) == main + sweeps
+    assert planned_runs((0, 1, 2)) == main + sweeps  # before the alpha is measured
+    assert planned_runs((0, 1, 2), 5.9) == main + sweeps + [("ah", 5.9, 0), ("sa", 5.9, 0)]
+    assert planned_runs((0, 1, 2), 0.25) == main + sweeps  # a matched alpha on the sweep adds nothing
+
+
+def test_the_plan_reads_the_matched_alpha_from_the_root_and_names_the_primary_comparison(tmp_path):
+    from saah_lib.analysis.plan import read_plan, write_plan
+    from saah_lib.rundir.layout import MATCHED_ALPHA_FILE
+    from saah_lib.studies.mini import planned_configs, study_plan
+
+    assert len(planned_configs(tmp_path)) == 15
+    (tmp_path / MATCHED_ALPHA_FILE).write_text(json.dumps({"alpha": 5.9}))
+    ids = [c.run_id for c in planned_configs(tmp_path)]
+    assert ids[-2:] == ["tiny-ah-a5.9-s0", "tiny-sa-a5.9-s0"] and len(ids) == 17
+    write_plan(tmp_path, study_plan((0, 1, 2), 5.9))
+    plan = read_plan(tmp_path)
+    assert plan.study == "mini" and plan.describe() == \
+        "SA-AH-GRPO (α=0.5) vs GRPO on final Pass@1 and training-reward variance"
+    assert plan.extra["paper_matched_alpha"] == 5.9
 
 
 def test_answer_kinds_summary_reads_first_and_last_evaluation(tmp_path):
@@ -63,6 +81,8 @@ def test_promote_replaces_the_committed_study_keeps_other_runs_and_refuses_unfin
     from saah_lib.studies.mini import PROMOTED_FILES, planned_configs, promote
 
     rerun, committed = tmp_path / "rerun", tmp_path / "committed"
+    rerun.mkdir()
+    (rerun / "paper_matched_alpha.json").write_text('{"alpha": 5.9}\n')  # measured before training
     for cfg in planned_configs(rerun):
         log = RunDir(cfg.run_dir)
         log.log_step({"step": cfg.steps, "reward_mean": 1.0})
@@ -70,7 +90,8 @@ def test_promote_replaces_the_committed_study_keeps_other_runs_and_refuses_unfin
         (log.checkpoints_dir / "checkpoint-60").mkdir(parents=True)
     (rerun / "baselines" / "b").mkdir(parents=True)
     for name in PROMOTED_FILES:
-        (rerun / name).write_text("{}\n")
+        if not (rerun / name).exists():
+            (rerun / name).write_text("{}\n")
     with pytest.raises(ValueError, match="not a finished rerun"):
         promote(rerun, committed, figures=False)  # no reproduction report yet
     (rerun / "reproduction.json").write_text("{}\n")

@@ -6,11 +6,8 @@ import math
 import pytest
 import torch
 
-from saah_lib.jsonio import atomic_write_json, write_jsonl
+from saah_lib.jsonio import atomic_write_json
 from saah_lib.report.evidence_report import plot_topk, render_evidence, table_topk
-from saah_lib.rundir.folder import RunDir
-from saah_lib.studies.extended import estimate_seconds, pending, planned_configs
-from saah_lib.studies.extended import main as extended_main
 from saah_lib.studies.topk import (
     RESULT_FILE,
     completion_mask,
@@ -96,30 +93,3 @@ def test_topk_table_and_figure(tmp_path):
     atomic_write_json(root / RESULT_FILE, _topk_result())
     out = render_evidence(root, tmp_path / "tables", tmp_path / "figs", prefix="t", n_resamples=10)
     assert sorted(p.name for p in out["written"]) == ["t_topk.pdf", "t_topk.png", "t_topk.tex"]
-
-
-# ------------------------------------------------------------------ the extended study's plan
-
-def test_extended_plan_counts_and_skips_complete_runs(tmp_path):
-    configs = planned_configs(tmp_path, seeds=(0, 1, 2, 3, 4), topk_ks=(5, 20, 100))
-    ids = [c.run_id for c in configs]
-    assert len(ids) == len(set(ids)) == 15 + 6 + 3
-    assert {"tiny-sa-a-0.25-s0", "tiny-sa-a0.1-s0", "tiny-sa-a0.25-s0", "tiny-ah-a0.1-s0",
-            "tiny-sa-a0.5-k20-s0", "tiny-grpo-a0-s4"} <= set(ids)
-    done = configs[0]
-    log = RunDir(done.run_dir)
-    write_jsonl(log.train_log_path, [{"step": done.steps}])
-    write_jsonl(log.eval_path, [{"step": done.steps, "pass_at_1": 0.5}])
-    assert [c.run_id for c in pending(configs)] == ids[1:]
-
-
-def test_extended_time_estimate():
-    assert estimate_seconds(12, 2, measure=False) == 6 * 72
-    assert estimate_seconds(3, 2, steps=30, measure=True) == 2 * 36 + 20
-
-
-def test_extended_plan_command_prints_and_trains_nothing(tmp_path, capsys):
-    extended_main(["--root", str(tmp_path), "--seeds", "0", "--topk-ks", "5", "--plan"])
-    out = capsys.readouterr().out
-    assert "10 runs planned, 0 already complete, 10 to train" in out and "tiny-sa-a0.5-k5-s0" in out
-    assert not (tmp_path / "runs").exists()

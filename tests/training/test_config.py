@@ -46,7 +46,7 @@ def test_default_is_the_tiny_profile_and_needs_no_hub():
     "overrides,field",
     [
         (dict(method="ppo"), "method"),
-        (dict(alpha=2.5), "alpha"),
+        (dict(alpha=10.5), "alpha"),
         (dict(alpha=float("nan")), "alpha"),
         (dict(steps=0), "steps"),
         (dict(num_generations=1), "num_generations"),

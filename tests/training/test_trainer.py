@@ -154,4 +154,4 @@ def test_config_rejects_unknown_method_and_bad_alpha(tmp_path):
     with pytest.raises(ValueError, match="unknown method"):
         SAAHGRPOConfig(output_dir=str(tmp_path), method="ppo", use_cpu=True, report_to="none")
     with pytest.raises(ValueError, match="alpha"):
-        SAAHGRPOConfig(output_dir=str(tmp_path), method="ah", alpha=3.0, use_cpu=True, report_to="none")
+        SAAHGRPOConfig(output_dir=str(tmp_path), method="ah", alpha=11.0, use_cpu=True, report_to="none")

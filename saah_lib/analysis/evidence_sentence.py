@@ -1,0 +1,234 @@
+"""The paragraph that says what the paired evidence shows, and no more (generated from the rows alone).
+
+Order: the primary comparison first, each of its results with the minimum
+detectable effect beside it (a "no difference" always says how large a
+difference could have gone unseen); then the secondary comparisons, counted
+once each (a peak row that repeats the final one is not counted again); then
+what the problem-level McNemar tests can and cannot say; then run health.
+"""
+
+from __future__ import annotations
+
+import math
+
+from saah_lib.analysis.evidence import CHECKPOINTS, MAX_UNITS_NEEDED, EvidenceRow, RunEvidence, established
+from saah_lib.analysis.health import RULES
+from saah_lib.analysis.plan import StudyPlan
+from saah_lib.analysis.significance import LEVEL, POWER
+
+
+def fmt_p(p: float) -> str:
+    if p is None or (isinstance(p, float) and math.isnan(p)):
+        return "p not defined"
+    return "p < 0.001" if p < 0.001 else f"p = {p:.3f}"
+
+
+def _scale(key: str) -> int:
+    return 3 if key in CHECKPOINTS else 4
+
+
+def num(x: float, key: str, signed: bool = False) -> str:
+    """A value of quantity ``key`` at its scale (Pass@1 3 decimals, summaries 4), small values in e-notation."""
+    dp = _scale(key)
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "n/a"
+    if abs(x) < 1e-12:  # a mean of differences that cancel exactly, up to float rounding
+        x = 0.0
+    if x != 0 and abs(x) < 0.5 * 10 ** (-dp):
+        return f"{x:+.1e}" if signed else f"{x:.1e}"
+    return f"{x:+.{dp}f}" if signed else f"{x:.{dp}f}"
+
+
+def _count(n: int | None) -> str:
+    return f"more than {MAX_UNITS_NEEDED:,}" if n is None else str(n)
+
+
+def _seeds(n: int) -> str:
+    return f"{n} seed pair{'s' if n != 1 else ''}"
+
+
+def _ci(row: EvidenceRow) -> str:
+    return f"95% CI [{num(row.ci_low, row.key, True)}, {num(row.ci_high, row.key, True)}]"
+
+
+def mde_text(row: EvidenceRow) -> str:
+    """How large a difference these seeds detect with 80% power, and how many seeds 0.03 and 0.02 would take."""
+    if math.isnan(row.mde):
+        return "no minimum detectable effect with fewer than two seed pairs"
+    text = f"the smallest difference {_seeds(row.n_units)} detect with {POWER:.0%} power is {num(row.mde, row.key)}"
+    if row.units_needed:
+        needed = ", ".join(f"{effect} would take {_count(n)}" for effect, n in row.units_needed.items())
+        text += f" (detecting {needed} seed pairs)"
+    return text
+
+
+def _tests(row: EvidenceRow) -> str:
+    return (f"{_ci(row)}; paired t {fmt_p(row.p_value)}, Holm {fmt_p(row.p_holm)}; "
+            f"sign-flip {fmt_p(row.p_signflip)}")
+
+
+def row_sentence(row: EvidenceRow, level: float = LEVEL) -> str:
+    """One sentence per row: 'higher/lower' only for an established difference, otherwise the estimate, the
+    interval and the minimum detectable effect."""
+    if row.n_units < 2:
+        mcnemar = f"; McNemar {fmt_p(row.mcnemar_p)} on these two trained models" if row.key in CHECKPOINTS else ""
+        text = (f"{row.quantity}, {row.a} minus {row.b}: {num(row.diff, row.key, True)} on one seed pair (no "
+                f"test over seeds{mcnemar})")
+        return text[0].upper() + text[1:] + "."
+    if established(row, level):
+        word = "higher" if row.diff > 0 else "lower"
+        text = (f"{row.a} has {word} {row.quantity} than {row.b} by {num(abs(row.diff), row.key)} ({_tests(row)}; "
+                f"MDE {num(row.mde, row.key)})")
+    else:
+        verdict = "no difference detected"
+        if row.p_holm < level:
+            verdict = "the t test is significant but the bootstrap interval includes 0, so not established"
+        text = (f"{row.quantity}, {row.a} minus {row.b}: {num(row.diff, row.key, True)} ({_tests(row)}): "
+                f"{verdict}; {mde_text(row)}")
+    return text[0].upper() + text[1:] + "."
+
+
+def _direction(row: EvidenceRow) -> str:
+    ties = row.n_units - row.units_a_ahead - row.units_b_ahead
+    return (f"{row.a} is higher in {row.units_a_ahead} and lower in {row.units_b_ahead} of "
+            f"{_seeds(row.n_units)}" + (f" ({ties} equal)" if ties else ""))
+
+
+def _per_warm_start(row: EvidenceRow) -> str:
+    per = row.detail.get("per_warm_start") or {}
+    if len(per) < 2:
+        return ""
+    parts = [f"{ws}: {num(v['mean_diff'], row.key, True)} ({v['n']} seeds)" for ws, v in per.items()]
+    signs = {math.copysign(1, v["mean_diff"]) for v in per.values() if v["mean_diff"] != 0}
+    holds = "has the same sign in every warm start" if len(signs) <= 1 else "changes sign between warm starts"
+    return f"Per warm start, {row.quantity}: " + "; ".join(parts) + f": the difference {holds}."
+
+
+def _without_flagged(row: EvidenceRow) -> str:
+    w = row.without_flagged
+    if not w:
+        return ""
+    if w.get("untestable"):
+        return (f"Without the seed pairs with a flagged run ({', '.join(row.flagged_units)}) fewer than two "
+                "remain: no test.")
+    verdict = "established" if w.get("established") else "not established"
+    return (f"Without the seed pairs with a flagged run ({', '.join(row.flagged_units)}): "
+            f"{num(w['diff'], row.key, True)} (95% CI [{num(w['ci_low'], row.key, True)}, "
+            f"{num(w['ci_high'], row.key, True)}], paired t {fmt_p(w['p_value'])}, {w['n_units']} seed pairs, "
+            f"MDE {num(w['mde'], row.key)}), {verdict}.")
+
+
+def primary_paragraph(rows: list[EvidenceRow], plan: StudyPlan, level: float = LEVEL) -> str:
+    primary = [r for r in rows if r.primary]
+    if not primary:
+        return (f"The primary comparison ({plan.describe()}) could not be tested: fewer than two seeds have "
+                "runs of both.")
+    n_ws = max(r.n_warm_starts for r in primary)
+    where = f" from {n_ws} warm starts" if n_ws > 1 else ""
+    parts = [f"Primary comparison, fixed in the study plan before the runs: {plan.describe()}, over "
+             f"{_seeds(primary[0].n_units)}{where} (Holm over its {len(primary)} tests)."]
+    for row in primary:
+        parts.append(row_sentence(row, level))
+        if row.key == "train_var":
+            parts.append(f"Training-reward variance: {_direction(row)}.")
+        parts += [s for s in (_per_warm_start(row), _without_flagged(row)) if s]
+    return " ".join(parts)
+
+
+def counted(rows: list[EvidenceRow]) -> list[EvidenceRow]:
+    """The rows that are distinct comparisons: a peak row that repeats the final one is not counted twice."""
+    return [r for r in rows if not r.same_as_final]
+
+
+def single_seed_paragraph(rows: list[EvidenceRow]) -> str:
+    """Comparisons that rest on one seed pair: their final Pass@1 difference, and why there is no test."""
+    single = [r for r in counted(rows) if r.n_units < 2]
+    if not single:
+        return ""
+    pairs = list(dict.fromkeys((r.a, r.b) for r in single))
+    finals = [row_sentence(r) for r in single if r.key == "final"]
+    return (f"{len(pairs)} comparison{'s rest' if len(pairs) != 1 else ' rests'} on one seed pair, so nothing "
+            "about another seed can be tested: " + " ".join(finals))
+
+
+def secondary_paragraph(rows: list[EvidenceRow], level: float = LEVEL, has_primary: bool = True) -> str:
+    single = single_seed_paragraph([r for r in rows if not r.primary])
+    rows = [r for r in rows if not r.primary and r.n_units >= 2]
+    if not rows:
+        return single
+    distinct = counted(rows)
+    found = [r for r in distinct if established(r, level)]
+    pairs = len({(r.a, r.b) for r in rows})
+    kind = "Secondary comparisons (exploratory" if has_primary else "Comparisons ("
+    head = (f"{kind}{'; ' if has_primary else ''}Holm within each quantity across the {pairs} pair"
+            f"{'s' if pairs != 1 else ''}): ")
+    if found:
+        head += (f"{len(found)} of {len(distinct)} distinct differences {'is' if len(found) == 1 else 'are'} "
+                 "established. " + " ".join(row_sentence(r, level) for r in found))
+    else:
+        head += f"none of the {len(distinct)} distinct differences is established."
+    parts = [head]
+    repeated = sorted({f"{r.a} vs {r.b}" for r in rows if r.same_as_final})
+    if repeated:
+        parts.append("Peak and final are the same checkpoint in every run of " + "; ".join(repeated)
+                     + ", so those peak rows repeat the final ones and are counted once.")
+    almost = [r for r in distinct if r.p_holm < level and not established(r, level)]
+    parts += [row_sentence(r, level) for r in almost]
+    if any(r.key == "peak" for r in found):
+        parts.append("Peak checkpoints are picked on the evaluation problems themselves, so a peak difference is "
+                     "weaker evidence than a final one.")
+    return " ".join(parts + ([single] if single else []))
+
+
+def mcnemar_paragraph(rows: list[EvidenceRow], level: float = LEVEL) -> str:
+    """Problem-level tests that reach the level where the seed-level one does not: what they mean."""
+    only = [r for r in counted(rows) if r.key in CHECKPOINTS and r.mcnemar_p < level and not established(r, level)]
+    if not only:
+        return ""
+    listed = "; ".join(f"{r.a} vs {r.b}, {r.quantity} ({fmt_p(r.mcnemar_p)}, {r.n_problems} problems)" for r in only)
+    return ("The problem-level McNemar test (unadjusted) reaches the level where the seed-level test does not: "
+            f"{listed}. It takes the problems as the sampling unit with these trained models fixed, so it says "
+            "that these particular models differ on such problems, not that another training seed would rank the "
+            "methods the same way.")
+
+
+def floor_paragraph(rows: list[EvidenceRow], level: float = LEVEL) -> str:
+    floors = sorted({(r.n_units, r.min_p_signflip) for r in rows if r.min_p_signflip >= level and r.n_units >= 2})
+    return " ".join(f"With {n} seed pairs the sign-flip test cannot give p below 2/2^{n} = {floor:.4g}; the t test "
+                    "can, under its assumption of roughly normal per-seed differences." for n, floor in floors)
+
+
+def health_paragraph(runs: list[RunEvidence], rows: list[EvidenceRow]) -> str:
+    rules = "; ".join(RULES.values())
+    flagged = sorted((r for r in runs if r.flagged), key=lambda r: r.run_id)
+    if not flagged:
+        return f"Run health: none of the {len(runs)} runs breaks a health rule ({rules})."
+    listed = "; ".join(f"{r.run_id} ({r.health_text})" for r in flagged)
+    affected = sum(1 for r in rows if r.flagged_units)
+    where = (f"the {affected} rows they enter are also given without the seed pairs that contain them" if affected
+             else "they enter none of these comparisons")
+    return (f"Run health ({rules}): {len(flagged)} of {len(runs)} runs flagged: {listed}. They stay in every "
+            f"result; {where}.")
+
+
+def evidence_paragraphs(rows: list[EvidenceRow], level: float = LEVEL, *, plan: StudyPlan | None = None,
+                        runs: list[RunEvidence] | None = None) -> dict[str, str]:
+    """The paragraph's parts by name (``primary``, ``secondary``, ``mcnemar``, ``floors``, ``health``);
+    a part with nothing to say is empty."""
+    if any(math.isnan(r.p_holm) and not math.isnan(r.p_value) for r in rows):
+        raise ValueError("rows need Holm-adjusted p-values: call adjust(rows) first")
+    return {
+        "primary": primary_paragraph(rows, plan, level) if plan is not None and rows else "",
+        "secondary": secondary_paragraph(rows, level, has_primary=plan is not None),
+        "mcnemar": mcnemar_paragraph(rows, level),
+        "floors": floor_paragraph(rows, level),
+        "health": health_paragraph(runs, rows) if runs is not None else "",
+    }
+
+
+def evidence_sentence(rows: list[EvidenceRow], level: float = LEVEL, *, plan: StudyPlan | None = None,
+                      runs: list[RunEvidence] | None = None) -> str:
+    """A paragraph from family-adjusted rows that claims no more than they show."""
+    if not rows:
+        return "No paired comparison could be made (no two methods share two seeds)."
+    return " ".join(p for p in evidence_paragraphs(rows, level, plan=plan, runs=runs).values() if p)

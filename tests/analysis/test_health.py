@@ -1,0 +1,68 @@
+"""Run health rules: hand-made logs at and around each threshold, and the committed runs they were set from."""
+
+import math
+
+import pandas as pd
+import pytest
+
+from saah_lib.analysis.health import KL_BOUND, RULES, health_frame, run_health
+from saah_lib.analysis.resultset import ResultSet
+from saah_lib.paths import EXTENDED_ROOT, MINI_ROOT
+
+
+def _evals(points, n=200):
+    return pd.DataFrame([{"step": s, "pass_at_1": p, "n": n} for s, p in points])
+
+
+def _log(kls):
+    return pd.DataFrame([{"step": i + 1, "kl": k} for i, k in enumerate(kls)])
+
+
+def test_a_run_that_learned_is_healthy():
+    h = run_health("r", _evals([(0, 0.27), (20, 0.36), (40, 0.40), (60, 0.405)]), _log([0.001, 0.03, 0.0595]))
+    assert h.flags == () and not h.flagged and h.unchecked == ()
+    assert (h.kl_max, h.start_pass_at_1, h.peak_pass_at_1, h.final_pass_at_1) == (0.0595, 0.27, 0.405, 0.405)
+
+
+def test_kl_bound_is_strict():
+    assert run_health("r", _evals([(0, 0.2), (20, 0.4)]), _log([KL_BOUND])).flags == ()
+    assert run_health("r", _evals([(0, 0.2), (20, 0.4)]), _log([0.01, KL_BOUND + 1e-9])).flags == ("kl_diverged",)
+
+
+def test_no_gain_is_measured_against_the_step0_half_width():
+    # half-width at p = 0.27, N = 200: 1.96 * sqrt(0.27 * 0.73 / 200) = 0.06153
+    half = 1.96 * math.sqrt(0.27 * 0.73 / 200)
+    stuck = run_health("r", _evals([(0, 0.27), (20, 0.27), (40, 0.29), (60, 0.29)]), _log([0.01]))
+    assert stuck.flags == ("no_gain",)
+    assert run_health("r", _evals([(0, 0.27), (60, 0.27 + half - 1e-6)]), _log([0.01])).flags == ("no_gain",)
+    assert run_health("r", _evals([(0, 0.27), (60, 0.27 + half + 1e-6)]), _log([0.01])).flags == ()
+
+
+def test_fell_back_after_a_peak():
+    # peak 0.45 at N = 200: half-width 1.96 * sqrt(0.45 * 0.55 / 200) = 0.06895
+    h = run_health("r", _evals([(0, 0.27), (20, 0.45), (40, 0.30), (60, 0.38)]), _log([0.01]))
+    assert h.flags == ("fell_back",) and "final 0.380 after a peak of 0.450" in h.describe()
+    assert run_health("r", _evals([(0, 0.27), (20, 0.45), (60, 0.39)]), _log([0.01])).flags == ()
+
+
+def test_missing_inputs_leave_a_rule_unchecked_not_passed():
+    h = run_health("r", _evals([(20, 0.4), (40, 0.41)]), pd.DataFrame(columns=["step"]))
+    assert h.flags == () and set(h.unchecked) == {"kl_diverged", "no_gain"}
+
+
+def test_describe_names_every_broken_rule():
+    h = run_health("r", _evals([(0, 0.27), (20, 0.27), (60, 0.29)]), _log([0.02, 0.169]))
+    assert h.flags == ("kl_diverged", "no_gain")
+    assert h.describe() == "KL up to 0.169, above 0.1; best checkpoint 0.290 vs 0.270 at step 0"
+    assert set(h.to_dict()["flags"]) <= set(RULES)
+
+
+@pytest.mark.skipif(not (EXTENDED_ROOT / "runs").is_dir(), reason="committed extended study absent")
+def test_on_the_committed_studies_only_the_collapsed_grpo_seed_is_flagged():
+    flagged = []
+    for root in (MINI_ROOT, EXTENDED_ROOT):
+        rs = ResultSet.from_runs(root)
+        frame = health_frame(rs.evals, rs.train_logs)
+        assert len(frame) == len(rs.runs)
+        flagged += [(root.name, r.run_id, r.flags) for r in frame.itertuples() if r.flagged]
+    assert flagged == [("extended", "tiny-grpo-a0-s4", "kl_diverged,no_gain")]

@@ -1,0 +1,68 @@
+"""Texts across studies: shared runs, the mini study's pointer, the closing note (all from the numbers)."""
+
+import json
+import shutil
+
+from saah_lib.paths import MINI_ROOT
+from saah_lib.report.closing import closing_text, defer_text, overlap_text
+from saah_lib.rundir.layout import MATCHED_ALPHA_FILE, WARMSTART_RECORD_FILE
+
+
+def _row(key, diff, lo, hi, p_holm, mde, n=20, ws=2, a="SA-AH-GRPO (α=5.9)"):
+    return {"primary": True, "key": key, "diff": diff, "ci_low": lo, "ci_high": hi, "p_holm": p_holm, "mde": mde,
+            "n_units": n, "n_warm_starts": ws, "a": a, "b": "GRPO"}
+
+
+def _summary(final, var, alpha=5.9):
+    return {"level": 0.05, "rows": [final, var],
+            "plan": {"primary": {"a": {"method": "sa", "alpha": alpha}, "b": {"method": "grpo", "alpha": 0.0}}}}
+
+
+def test_closing_note_states_each_claim_whichever_way_it_goes(tmp_path):
+    root = tmp_path / "extended"
+    root.mkdir()
+    (root / WARMSTART_RECORD_FILE).write_text(json.dumps({"parameters": 577152}))
+    (root / MATCHED_ALPHA_FILE).write_text(json.dumps({"alpha": 5.9, "target": {"target": 0.3624},
+                                                       "weight_neg_mean": {"at_alpha": 0.361, "at_main_alpha": 0.876}}))
+    summary = _summary(_row("final", 0.004, -0.01, 0.018, 0.6, 0.021),
+                       _row("train_var", 0.05, 0.02, 0.08, 0.004, 0.03))
+    text = closing_text({"extended": summary}, {"extended": root})
+    assert "over 20 seed pairs from 2 independently built warm starts" in text
+    assert "final Pass@1 differs by +0.004 (95\\% CI [-0.010, +0.018]): no difference detected (the paper claims " \
+           "higher; a difference smaller than 0.021 would go unseen)" in text
+    assert "SA-AH-GRPO is higher, opposite to the paper's claim of lower" in text
+    assert "a 0.6M-parameter model" in text and "at the paper's discount level" in text
+    assert "a mean weight of 0.36 on negative-advantage rollouts" in text and "0.36 in the paper's log" in text
+    agreeing = _summary(_row("final", 0.04, 0.02, 0.06, 0.001, 0.02), _row("train_var", -0.05, -0.08, -0.02, 0.01, 0.03))
+    text = closing_text({"extended": agreeing}, {"extended": root})
+    assert "SA-AH-GRPO is higher, as the paper claims" in text and "SA-AH-GRPO is lower, as the paper claims" in text
+    assert text.count(". ") <= 3  # two or three sentences
+
+
+def test_the_mini_study_defers_to_the_powered_one():
+    mini = {"rows": [_row("final", -0.005, -0.04, 0.03, 0.8, 0.086, n=3, ws=1)]}
+    extended = {"rows": [_row("final", 0.0, -0.01, 0.01, 0.9, 0.017)]}
+    text = defer_text(mini, extended)
+    assert "With 3 seed pairs the mini study cannot detect a final Pass@1 difference below 0.086" in text
+    assert "with 20 seed pairs (minimum detectable difference 0.017)" in text
+    assert defer_text(mini, None) == ""
+
+
+def test_overlap_names_the_runs_two_studies_share(tmp_path):
+    if not (MINI_ROOT / "runs").is_dir():
+        return
+    a, b = tmp_path / "mini", tmp_path / "extended"
+    for run in ("tiny-grpo-a0-s0", "tiny-sa-a0.5-s0"):
+        shutil.copytree(MINI_ROOT / "runs" / run, a / "runs" / run)
+        shutil.copytree(MINI_ROOT / "runs" / run, b / "runs" / run)
+    # the same run trained again: only the step times differ
+    log = b / "runs" / "tiny-sa-a0.5-s0" / "train_log.jsonl"
+    lines = [json.loads(x) for x in log.read_text().splitlines()]
+    log.write_text("".join(json.dumps({**r, "step_time": 9.9}) + "\n" for r in lines))
+    text = overlap_text({"mini": a, "extended": b})
+    assert "2 of the 2 runs of" in text and "tiny-grpo-a0-s0" in text and "tiny-sa-a0.5-s0" in text
+    # a different run under the same id is not shared
+    lines[3]["reward_mean"] += 1
+    log.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    text = overlap_text({"mini": a, "extended": b})
+    assert "1 of the 2 runs" in text and "tiny-sa-a0.5-s0" not in text.split(":", 1)[1]

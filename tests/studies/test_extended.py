@@ -1,0 +1,125 @@
+"""The powered extended study: its plan, time estimate, --plan command and the order of its stages."""
+
+import json
+
+import pytest
+
+from saah_lib.analysis.plan import read_plan
+from saah_lib.jsonio import write_jsonl
+from saah_lib.rundir.folder import RunDir
+from saah_lib.rundir.layout import MATCHED_ALPHA_FILE
+from saah_lib.studies import extended as E
+from saah_lib.studies.timing import Timings
+
+
+def test_plan_runs_every_arm_from_every_warm_start_seed_by_seed(tmp_path):
+    configs = E.planned_configs(tmp_path, warm_starts=(0, 1), seeds=(0, 1, 2), topk_ks=(5,), matched_alpha=5.9)
+    ids = [c.run_id for c in configs]
+    assert len(ids) == len(set(ids)) == 2 * 3 * 4 + 1
+    assert ids[:8] == ["tiny-grpo-a0-s0", "tiny-sa-a5.9-s0", "tiny-ah-a5.9-s0", "tiny-sa-a0.5-s0",
+                       "tiny-grpo-a0-s0-w1", "tiny-sa-a5.9-s0-w1", "tiny-ah-a5.9-s0-w1", "tiny-sa-a0.5-s0-w1"]
+    assert ids[-1] == "tiny-sa-a0.5-k5-s0"
+    by_id = {c.run_id: c for c in configs}
+    assert by_id["tiny-grpo-a0-s2-w1"].model_name == "tiny-warmstart-s1"
+    assert by_id["tiny-grpo-a0-s2-w1"].model_label == "tiny-w1"
+    assert by_id["tiny-grpo-a0-s2"].model_name == "tiny-warmstart" and by_id["tiny-grpo-a0-s2"].model_label == "tiny"
+    # the mini study's runs of the same settings have the same run ids (and, on one CPU, the same logs)
+    assert {"tiny-grpo-a0-s0", "tiny-sa-a0.5-s1", "tiny-sa-a5.9-s0", "tiny-ah-a5.9-s0"} <= set(ids)
+    without_main = E.planned_configs(tmp_path, (0, 1), (0,), topk_ks=(), main_alpha_sa=False, matched_alpha=5.9)
+    assert len(without_main) == 2 * 3
+
+
+def test_before_the_alpha_is_measured_the_matched_runs_are_placeholders(tmp_path):
+    configs = E.planned_configs(tmp_path, warm_starts=(0, 1), seeds=(0, 1), topk_ks=())
+    assert {c.alpha for c in configs} == {0.0, 0.5}
+    text = E.describe_plan(tmp_path, configs, configs, 2, (0, 1), (0, 1), measure=False)
+    assert "paper-matched alpha: not measured yet" in text
+    assert "16 runs planned, 0 already complete, 16 to train" in text
+    assert "tiny-ah-a<matched>-s1-w1" in text
+    (tmp_path / MATCHED_ALPHA_FILE).write_text(json.dumps({"alpha": 5.9}))
+    configs = E.planned_configs(tmp_path, warm_starts=(0, 1), seeds=(0, 1), topk_ks=())
+    assert len(configs) == 16 and "tiny-sa-a5.9-s1-w1" in {c.run_id for c in configs}
+
+
+def test_complete_runs_are_skipped(tmp_path):
+    configs = E.planned_configs(tmp_path, warm_starts=(0,), seeds=(0,), topk_ks=(), matched_alpha=5.9)
+    done = configs[0]
+    log = RunDir(done.run_dir)
+    write_jsonl(log.train_log_path, [{"step": done.steps}])
+    write_jsonl(log.eval_path, [{"step": done.steps, "pass_at_1": 0.5}])
+    assert [c.run_id for c in E.pending(configs)] == [c.run_id for c in configs[1:]]
+
+
+def test_time_estimate_by_hand():
+    # 12 runs, 2 at a time: 6 rounds of 72 s
+    assert E.estimate_seconds(12, 2, measure=False) == 6 * 72 + 5
+    # a warm start to build, two baselines, the alpha measured on both, 3 runs of 30 steps, the top-K measurement
+    assert E.estimate_seconds(3, 2, steps=30, builds=1, warm_starts=2, alpha_measured=False) == \
+        320 + 2 * 5 + 2 * 30 + 2 * 36 + 20
+
+
+def test_default_plan_fits_about_an_hour():
+    n = len(E.WARM_STARTS) * len(E.SEEDS) * 4 + len(E.TRAINING_KS)
+    minutes = E.estimate_seconds(n, 2, builds=1, warm_starts=len(E.WARM_STARTS), alpha_measured=False) / 60
+    assert 45 < minutes < 65
+
+
+def test_the_plan_command_prints_the_primary_comparison_and_trains_nothing(tmp_path, capsys):
+    E.main(["--root", str(tmp_path), "--warm-starts", "0", "1", "--seeds", "0", "--topk-ks", "5", "--plan",
+            "--pilot", str(tmp_path / "none")])
+    out = capsys.readouterr().out
+    assert "primary comparison (fixed in advance): SA-AH-GRPO at the paper-matched alpha vs GRPO" in out
+    assert "over 2 seed pairs (1 seeds x 2 warm starts)" in out
+    assert "9 runs planned, 0 already complete, 9 to train" in out and "tiny-sa-a0.5-k5-s0" in out
+    assert "estimated wall time" in out and "projected" not in out  # no pilot root
+    assert not (tmp_path / "runs").exists()
+
+
+def test_projected_mde_uses_the_pilot_spread():
+    from saah_lib.paths import MINI_ROOT
+
+    if not (MINI_ROOT / "runs").is_dir():
+        pytest.skip("committed mini study absent")
+    mde, sd, source = E.projected_mde(20, MINI_ROOT)
+    assert 0 < mde < sd and "3 healthy seed pairs of results/mini" == source
+
+
+def test_stages_run_in_order_alpha_before_plan_before_training(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(E, "run_study", lambda root, configs, **kw: (calls.append(("study", list(configs))),
+                                                                      Timings(root / "t.json"))[1])
+    monkeypatch.setattr(E, "resolve_model", lambda name, progress=True: calls.append(("build", name)))
+    monkeypatch.setattr(E, "read_build_info", lambda folder: {"heldout_pass_at_1": 0.4, "seed": 1})
+    monkeypatch.setattr(E, "baseline_for", lambda cfg, name, progress=True: calls.append(("baseline", name))
+                        or {"pass_at_1": 0.3})
+    monkeypatch.setattr(E, "warm_start_record", lambda folder: {"folder": folder.name})
+
+    def measure(root, other_warm_starts=()):
+        calls.append(("alpha", tuple(other_warm_starts)))
+        (root / MATCHED_ALPHA_FILE).write_text(json.dumps({"alpha": 5.9}))
+        return 5.9
+
+    monkeypatch.setattr(E, "ensure_matched_alpha", measure)
+    monkeypatch.setattr(E, "train_all", lambda todo, jobs: calls.append(("train", [c.run_id for c in todo])) or [])
+    monkeypatch.setattr(E, "write_manifest", lambda root: calls.append(("manifest",)))
+    E.run_extended_study(tmp_path, warm_starts=(0, 1), seeds=(0, 1), topk_ks=(), measure=False, progress=False)
+    kinds = [c[0] for c in calls]
+    assert kinds == ["study", "build", "baseline", "alpha", "train", "manifest"]
+    assert calls[0] == ("study", []) and calls[1] == ("build", "tiny-warmstart-s1")
+    assert calls[3] == ("alpha", ("tiny-warmstart-s1",))
+    trained = calls[4][1]
+    assert len(trained) == 2 * 2 * 4 and "tiny-ah-a5.9-s1-w1" in trained
+    plan = read_plan(tmp_path)
+    assert plan.study == "extended" and plan.describe().startswith("SA-AH-GRPO (α=5.9) vs GRPO")
+    assert plan.extra["warm_starts"] == ["tiny-warmstart", "tiny-warmstart-s1"]
+    records = json.loads((tmp_path / "warmstart_builds.json").read_text())
+    assert set(records) == {"tiny-warmstart", "tiny-warmstart-s1"}
+    with pytest.raises(ValueError, match="must include seed 0"):
+        E.run_extended_study(tmp_path, warm_starts=(1, 2))
+
+
+def test_the_plan_warns_about_runs_that_are_not_in_it(tmp_path):
+    (tmp_path / "runs" / "tiny-ah-a0.25-s0").mkdir(parents=True)  # e.g. the earlier extended study's sweep
+    configs = E.planned_configs(tmp_path, warm_starts=(0,), seeds=(0,), topk_ks=())
+    text = E.describe_plan(tmp_path, configs, configs, 2, (0,), (0,), measure=False)
+    assert "1 run folder(s)" in text and "tiny-ah-a0.25-s0" in text and "fresh --root" in text
