@@ -32,10 +32,13 @@ quantity TRL's training forward computes, so the importance ratio at the start o
 
 from __future__ import annotations
 
+import os
+
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, fields
 
 import torch
+import torch._inductor.config as inductor_config
 from peft.tuners.lora import LoraLayer
 from torch.profiler import record_function
 from transformers import StaticCache
@@ -244,6 +247,24 @@ def _decode_step(model, cache, buf: DecodeBuffers, sampling: SamplingSettings, p
 
 # ---------------------------------------------------------------------- engine
 
+#: Bits per vector register of the ATen capabilities that ATEN_CPU_CAPABILITY can name.
+_CAPABILITY_BITS = {"avx2": 256, "avx512": 512}
+
+
+def align_inductor_cpu_isa() -> None:
+    """Tell inductor the vector width of the pinned CPU capability explicitly (``cpp.simdlen``).
+
+    Why: with ``ATEN_CPU_CAPABILITY=avx2`` on an AVX-512 CPU (the pinned numerics of
+    :mod:`saah_lib.numerics`) and ``cpp.simdlen`` left unset, torch 2.13's inductor compiled
+    ``exponential_`` into a kernel that left half of a small output unwritten (uninitialised
+    values, so the race sampler drew a wrong distribution; ``tests/models/test_sampling.py``).
+    Naming the same 256-bit width through ``cpp.simdlen`` gives correct draws.  A width the user
+    set is left alone.
+    """
+    capability = os.environ.get("ATEN_CPU_CAPABILITY", "").strip().lower()
+    if inductor_config.cpp.simdlen is None and capability in _CAPABILITY_BITS:
+        inductor_config.cpp.simdlen = _CAPABILITY_BITS[capability]
+
 
 class StaticRollout:
     """Static-shape batched decoding for one causal LM.
@@ -287,6 +308,8 @@ class StaticRollout:
             mode = None
             if self.compile_backend == "inductor":  # modes are inductor's
                 mode = self.compile_mode or ("reduce-overhead" if torch.device(device).type == "cuda" else None)
+                if torch.device(device).type == "cpu":
+                    align_inductor_cpu_isa()
             self._compiled_step = torch.compile(_decode_step, backend=self.compile_backend, mode=mode,
                                                 fullgraph=True, dynamic=False)
             self.health.configure(self.compile_backend, mode, device)

@@ -18,6 +18,7 @@ from transformers.generation.logits_process import (
     TopPLogitsWarper,
 )
 
+from saah_lib.models.rollout import align_inductor_cpu_isa
 from saah_lib.models.sampling import SamplingSettings, invalid_probabilities, process_logits, race_sample
 
 N = 40_000
@@ -53,6 +54,7 @@ def test_race_gives_multinomials_tokens_and_generator_state(backend):
 @pytest.mark.slow
 def test_race_compiled_by_inductor_draws_the_fixed_distribution():
     """Inductor draws through its own random kernel (other tokens): the distribution must still be exact."""
+    align_inductor_cpu_isa()  # as the rollout engine does before compiling on a CPU (see its docstring)
     compiled = torch.compile(race_sample, backend="inductor", fullgraph=True, dynamic=False)
     observed = draw(compiled, PROBS)
     assert observed[PROBS == 0].sum() == 0
@@ -88,3 +90,19 @@ def test_invalid_probabilities_flags_what_multinomial_refuses():
         assert invalid_probabilities(bad)
         with pytest.raises(RuntimeError):
             torch.multinomial(bad, 1)
+
+
+def test_inductor_is_told_the_pinned_vector_width_and_a_users_choice_is_kept(monkeypatch):
+    import torch._inductor.config as inductor_config
+
+    monkeypatch.setattr(inductor_config.cpp, "simdlen", None)
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")
+    align_inductor_cpu_isa()
+    assert inductor_config.cpp.simdlen == 256
+    monkeypatch.setattr(inductor_config.cpp, "simdlen", 512)  # set by the user: left alone
+    align_inductor_cpu_isa()
+    assert inductor_config.cpp.simdlen == 512
+    monkeypatch.setattr(inductor_config.cpp, "simdlen", None)
+    monkeypatch.delenv("ATEN_CPU_CAPABILITY")  # native numerics: inductor picks as it always does
+    align_inductor_cpu_isa()
+    assert inductor_config.cpp.simdlen is None

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from saah_lib.analysis.evidence import evidence_summary
+from saah_lib.analysis.evidence_summary import evidence_summary
 from saah_lib.analysis.resultset import ResultSet
 from saah_lib.paths import MINI_ROOT
 from saah_lib.report import plots as P
