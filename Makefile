@@ -57,6 +57,7 @@ mini: setup
 # make mini twice on this machine, first with native CPU numerics (into results/rerun/mini-native), then pinned
 # (results/rerun/mini), each building its own warm start as a fresh clone does; then each stage's wall time side by
 # side with the ratio. About twice a fresh-clone `make mini`. Leaves the pinned warm start in cache/.
+## mini-timing: make mini with native then pinned CPU numerics, warm start rebuilt, and the stage times side by side
 mini-timing: setup
 	-SAAH_CPU_NUMERICS=native $(MAKE) --no-print-directory mini MINI_ARGS="--rerun-root results/rerun/mini-native --rebuild-warm-start"
 	$(MAKE) --no-print-directory mini MINI_ARGS="--rebuild-warm-start"
@@ -75,6 +76,7 @@ mini-promote: setup
 extended: setup
 	$(PY) -m saah_lib.studies.extended $(EXTENDED_ARGS)
 
+## extended-plan: the powered study's runs, time estimate and projected minimum detectable effect
 extended-plan: setup
 	$(PY) -m saah_lib.studies.extended --plan $(EXTENDED_ARGS)
 

@@ -28,11 +28,14 @@ COMMANDS = {
     "saah_lib": "list these commands",
     "saah_lib.training.launch": "one training run (also under accelerate launch); --print-config shows the config",
     "saah_lib.studies.mini": "the CPU mini study: rerun and compare with the committed one (make mini), promote",
-    "saah_lib.studies.extended": "the extended CPU study (five seeds, both alpha sweeps, top-K); --plan",
+    "saah_lib.studies.extended": "the powered CPU study (make extended); --plan prints its runs and time estimate",
+    "saah_lib.studies.matched_alpha": "measure the paper-matched alpha on a warm start (the studies do it first)",
+    "saah_lib.studies.timing": "each stage's wall time of finished studies, side by side (make mini-timing)",
     "saah_lib.studies.bench": "the step-time benchmark against stock TRL (make bench)",
     "saah_lib.studies.topk": "the top-K entropy error of a model's rollouts",
     "saah_lib.report.render": "every table and figure from the committed results and your own runs",
     "saah_lib.rundir.manifest": "write or check a results root's MANIFEST.json",
+    "saah_lib.numerics": "the pinned CPU numerics: env, kernelspec, kernel (docs/reproducibility.md)",
 }
 
 from saah_lib.numerics import apply_once

@@ -95,7 +95,10 @@ def check_make(args: list[str]) -> None:
 
 
 def check_python_m(args: list[str]) -> None:
-    assert args[0] == "-m", f"only `python -m saah_lib...` commands are documented, got {args}"
+    if args[0].startswith("tools/") and args[0].endswith(".py"):  # a measurement script beside the package
+        _flags_in_help(args[1:], _help("python", args[0]), args[0])
+        return
+    assert args[0] == "-m", f"only `python -m saah_lib...` and `python tools/<script>.py` are documented, got {args}"
     module, rest = args[1], args[2:]
     if module == "saah_lib":
         assert _run(["python", "-m", "saah_lib"]).returncode == 0

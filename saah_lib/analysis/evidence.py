@@ -159,7 +159,8 @@ def load_run_evidence(run_dir: str | Path) -> RunEvidence:
         method=str(cfg["method"]), alpha=float(cfg["alpha"]), entropy_top_k=None if top_k is None else int(top_k),
         seed=int(cfg["seed"]), final_step=final_step, peak_step=peak_step, correct=correct,
         train_var=training_variance(train_log), mean_kl=mean_kl(train_log),
-        warm_start=canonical_model_name(str(cfg.get("model_name") or "")), health=health.flags,
+        warm_start=canonical_model_name(cfg["model_name"]) if cfg.get("model_name") else "model not recorded",
+        health=health.flags,
         health_text=health.describe(),
     )
 

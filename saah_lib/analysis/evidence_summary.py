@@ -61,7 +61,10 @@ def evidence_summary(root: str | Path, pairs="plan", *, n_resamples: int = DEFAU
         f"WARNING: {len(left_out)} damaged or incomplete run(s) were left out: {', '.join(left_out)}."
         if left_out else "",
         f"WARNING: {len(pairs_left_out)} comparison(s) could not be made: {'; '.join(pairs_left_out)}."
-        if pairs_left_out else "") if w)
+        if pairs_left_out else "",
+        # planned comparisons that a missing or left-out run leaves with fewer than two seeds are named, never dropped
+        f"Not tested ({len(skipped)} planned comparison(s)): {'; '.join(skipped)}." if skipped and plan else "")
+        if w)
     sentence = " ".join(p for p in (evidence_sentence(rows, level, plan=plan, runs=runs) if rows else "", warning) if p)
     return {
         "root": repo_relative(root),

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from saah_lib.analysis.evidence import LEVEL, Arm, load_root_evidence
+from saah_lib.analysis.evidence import LEVEL, Arm, load_root_evidence, unit_label
 from saah_lib.analysis.significance import sign_flip_test
 from saah_lib.method.methods import MAIN_ALPHAS
 
@@ -54,10 +54,12 @@ def final_pass_at_1(root: Path, arms) -> tuple[dict[str, dict[int, float]], dict
     left_out: list[str] = []
     runs = load_root_evidence(root, tolerate_problems=True, left_out=left_out)
     finals, problems = {}, {}
+    one_start = len({run.unit[0] for run in runs}) <= 1  # then a seed names a unit; else "<warm start>/s<seed>"
     for arm in arms:
-        by_seed = arm.runs_by_seed(runs)
-        finals[arm.label] = {seed: float(np.mean(list(run.at("final").values()))) for seed, run in by_seed.items()}
-        problems[arm.label] = min((len(run.at("final")) for run in by_seed.values()), default=0)
+        by_unit = arm.runs_by_unit(runs)
+        finals[arm.label] = {unit[1] if one_start else unit_label(unit): float(np.mean(list(run.at("final").values())))
+                             for unit, run in by_unit.items()}
+        problems[arm.label] = min((len(run.at("final")) for run in by_unit.values()), default=0)
     return finals, problems, left_out
 
 

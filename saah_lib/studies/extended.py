@@ -248,7 +248,7 @@ def main(argv=None):
     parser.add_argument("--no-main-alpha", action="store_true", help="leave out SA-AH-GRPO at the main alpha")
     parser.add_argument("--measure-prompts", type=int, default=64, help="prompts for the top-K measurement (x4 rollouts)")
     parser.add_argument("--no-measure", action="store_true", help="skip the top-K error measurement")
-    parser.add_argument("--pilot", type=in_repo, default=MINI_ROOT,
+    parser.add_argument("--pilot", type=in_repo, default=repo_relative(MINI_ROOT),
                         help="a finished root whose SA-vs-GRPO spread the --plan projection uses")
     parser.add_argument("--plan", action="store_true", help="print the plan and the time estimate, then exit")
     args = parser.parse_args(argv)

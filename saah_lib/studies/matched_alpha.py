@@ -180,7 +180,8 @@ def ensure_matched_alpha(root, *, other_warm_starts=(), n_prompts: int = N_PROMP
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m saah_lib.studies.matched_alpha", description=__doc__.splitlines()[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--model", default=TINY_WARMSTART, help="a tiny warm start's name (built if missing)")
     parser.add_argument("--others", nargs="*", default=[], help="other warm starts to measure at the chosen alpha")
     parser.add_argument("--prompts", type=int, default=N_PROMPTS)

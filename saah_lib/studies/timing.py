@@ -101,7 +101,8 @@ def compare_timings(paths: list[Path]) -> str:
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description="wall time per stage of several studies, side by side")
+    parser = argparse.ArgumentParser(prog="python -m saah_lib.studies.timing",
+                                     description="wall time per stage of several studies, side by side")
     parser.add_argument("timings", nargs="+", type=in_repo, help="timings.json files, or study roots holding one")
     args = parser.parse_args(argv)
     paths = [p / TIMINGS_FILE if p.is_dir() else p for p in args.timings]

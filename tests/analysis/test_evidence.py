@@ -3,6 +3,7 @@ rendered table and figure.  References: hand-worked cases and scipy's paired t t
 
 import json
 import math
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -43,6 +44,7 @@ def write_run(root: Path, method: str, alpha: float, seed: int, correct: dict[in
     steps = max(correct)
     every = min(s for s in correct if s > 0)
     log = RunDir(root / "runs" / run_id)
+    shutil.rmtree(log.dir, ignore_errors=True)  # a run written again replaces the old one
     atomic_write_json(log.config_path, {"run_id": run_id, "method": method, "alpha": alpha, "seed": seed,
                                         "steps": steps, "eval_every": every, "model_label": "tiny",
                                         "entropy_top_k": top_k, "model_name": warm_start})
@@ -385,7 +387,8 @@ def test_an_incomplete_run_is_an_error_or_is_left_out_and_named(tmp_path):
 def test_a_pair_that_cannot_be_compared_is_an_error_or_named_never_dropped_silently(tmp_path):
     root = tmp_path / "root"
     _two_arms(root, {0: 30, 1: 28}, {0: 10, 1: 12})
-    write_run(root, "ah", 0.5, 0, {0: _pattern(30, 5), 20: _pattern(30, 9)})  # 30 problems, not 40
+    for seed in (0, 1):  # two seeds in common: the pair would be tested, but on 30 problems, not 40
+        write_run(root, "ah", 0.5, seed, {0: _pattern(30, 5), 20: _pattern(30, 9)})
     with pytest.raises(ValueError, match=r"SA-AH-GRPO \(α=0.5\) vs AH-GRPO \(α=0.5\) cannot be compared: .*other "
                                          r"problems"):
         evidence_summary(root, n_resamples=50)

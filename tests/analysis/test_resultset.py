@@ -93,9 +93,9 @@ def test_the_paper_matched_alpha_joins_the_main_comparison_and_runs_carry_their_
     from saah_lib.rundir.layout import MATCHED_ALPHA_FILE
 
     root = tmp_path / "results"
-    run_maker(root, "tiny-grpo-a0-s0", "tiny", "grpo", 0.0, 0, evals={0: 0.3, 10: 0.5, 20: 0.55})
-    run_maker(root, "tiny-sa-a0.5-s0", "tiny", "sa", 0.5, 0, evals={0: 0.3, 10: 0.5, 20: 0.55})
-    run_maker(root, "tiny-sa-a5.9-s0", "tiny", "sa", 5.9, 0, evals={0: 0.3, 10: 0.31, 20: 0.31})
+    run_maker(root, "tiny-grpo-a0-s0", "tiny", "grpo", 0.0, 0, evals={0: 0.3, 10: 0.5, 20: 0.55}, eval_every=10)
+    run_maker(root, "tiny-sa-a0.5-s0", "tiny", "sa", 0.5, 0, evals={0: 0.3, 10: 0.5, 20: 0.55}, eval_every=10)
+    run_maker(root, "tiny-sa-a5.9-s0", "tiny", "sa", 5.9, 0, evals={0: 0.3, 10: 0.31, 20: 0.31}, eval_every=10)
     before = ResultSet.from_runs(root)
     assert not before.summary.loc[before.summary.alpha == 5.9, "in_main"].any()
     (root / MATCHED_ALPHA_FILE).write_text(json.dumps({"alpha": 5.9}))

@@ -156,7 +156,12 @@ def test_entropy_and_weights_have_one_legend_entry_per_method_and_no_hidden_seri
     rs = ResultSet.from_runs(results_root, tolerate_problems=True)
     fig = P.plot_entropy_weight(rs)
     (legend,) = fig.legends
-    assert [t.get_text() for t in legend.get_texts()] == ["GRPO (α=0)", "AH-GRPO (α=0.5)", "SA-AH-GRPO (α=0.5)"]
+    # one entry per method and seed count (the two models of this root differ in seeds), each saying how many
+    # seeds its lines average; the three panels of a row share them
+    labels = [t.get_text() for t in legend.get_texts()]
+    assert len(labels) == len(set(labels)) and all(re.search(r" \(n=\d+\)$", lab) for lab in labels)
+    assert {re.sub(r" \(n=\d+\)$", "", lab) for lab in labels} == {"GRPO (α=0)", "AH-GRPO (α=0.5)",
+                                                                   "SA-AH-GRPO (α=0.5)"}
     axes = np.array(fig.axes).reshape(-1, 3)
     titles = [ax.get_title() for ax in axes[0]]
     assert [t.split(": ")[1] for t in titles] == ["entropy", "weights, all tokens",
@@ -173,7 +178,7 @@ def test_reward_is_drawn_per_step_and_as_a_moving_average_without_wide_bands():
     assert not any(a.collections for a in fig.axes)  # no ±std band over the means
     g = [g for m, _, g in P._curve_groups(rs, "tiny") if m == "grpo"][0]
     y = g["reward_mean"].to_numpy(float)
-    bold = [ln for ln in ax.get_lines() if ln.get_label() == "GRPO (α=0)"][0]
+    bold = [ln for ln in ax.get_lines() if ln.get_label() == "GRPO (α=0) (n=3)"][0]
     expected = [np.mean(y[max(0, i - 4): i + 1]) for i in range(len(y))]  # trailing 5-step mean, by hand
     assert np.allclose(bold.get_ydata(), expected)
     assert np.allclose(P.moving_average(np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0]), 3), [1, 1.5, 2, 3, 4, 5])

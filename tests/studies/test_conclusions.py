@@ -134,5 +134,5 @@ def test_runs_that_cannot_be_paired_leave_the_conclusions_unchecked_with_the_rea
     rerun = write_root(tmp_path / "b", COMMITTED)
     shutil.copytree(rerun / "runs" / "tiny-sa-a0.5-s0", rerun / "runs" / "tiny-sa-a0.5-s0-again")  # seed 0 twice
     result = compare_conclusions(committed, rerun)
-    assert result["reproduced"] is None and "share seed 0" in result["line"]
+    assert result["reproduced"] is None and "and seed 0" in result["line"]
     assert conclusions_markdown(result) == [f"Conclusions (level 2, because bits differ): {result['line']}"]
