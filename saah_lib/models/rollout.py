@@ -33,7 +33,6 @@ quantity TRL's training forward computes, so the importance ratio at the start o
 from __future__ import annotations
 
 import os
-
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, fields
 
