@@ -225,6 +225,18 @@ def _sign_patterns(n: int, seed: int):
         yield rng.choice((1.0, -1.0), size=(min(SIGN_CHUNK, RANDOM_SIGN_PATTERNS - start), n))
 
 
+def _paired_values(x, y) -> tuple[np.ndarray, np.ndarray]:
+    """``x`` and ``y`` as float arrays of one finite value per seed each, or a ValueError saying what is wrong."""
+    x, y = np.asarray(x, dtype=float).ravel(), np.asarray(y, dtype=float).ravel()
+    if x.shape != y.shape:
+        raise ValueError(f"x and y must have one value per seed each, got {x.size} and {y.size}")
+    if x.size == 0:
+        raise ValueError("no paired values")
+    if not (np.isfinite(x).all() and np.isfinite(y).all()):
+        raise ValueError("per-seed values must be finite (a run without the summary cannot be paired)")
+    return x, y
+
+
 def sign_flip_test(x, y, *, seed: int = 0) -> SignFlipResult:
     """Exact two-sided paired sign-flip (permutation) test of ``mean(x - y) = 0``.
 
@@ -233,13 +245,7 @@ def sign_flip_test(x, y, *, seed: int = 0) -> SignFlipResult:
     :data:`RANDOM_SIGN_PATTERNS` random patterns (seeded) estimate the p-value,
     counting the observed pattern itself ((hits + 1) / (draws + 1)).
     """
-    x, y = np.asarray(x, dtype=float).ravel(), np.asarray(y, dtype=float).ravel()
-    if x.shape != y.shape:
-        raise ValueError(f"x and y must have one value per seed each, got {x.size} and {y.size}")
-    if x.size == 0:
-        raise ValueError("no paired values")
-    if not (np.isfinite(x).all() and np.isfinite(y).all()):
-        raise ValueError("per-seed values must be finite (a run without the summary cannot be paired)")
+    x, y = _paired_values(x, y)
     n = x.size
     d = x - y
     observed = abs(d.mean())
@@ -293,13 +299,7 @@ def paired_t_test(x, y, *, confidence: float = 0.95) -> PairedTResult:
     With one pair there is no spread to test against: p, t and the interval are NaN.  Differences that
     are all equal give sd 0: p = 0 unless they are all 0 (p = 1), and a zero-width interval.
     """
-    x, y = np.asarray(x, dtype=float).ravel(), np.asarray(y, dtype=float).ravel()
-    if x.shape != y.shape:
-        raise ValueError(f"x and y must have one value per seed each, got {x.size} and {y.size}")
-    if x.size == 0:
-        raise ValueError("no paired values")
-    if not (np.isfinite(x).all() and np.isfinite(y).all()):
-        raise ValueError("per-seed values must be finite (a run without the summary cannot be paired)")
+    x, y = _paired_values(x, y)
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
     d = x - y

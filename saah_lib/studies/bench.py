@@ -280,14 +280,20 @@ def eval_throughput(model_factory, cfg, n_problems: int, args, backend: str = "h
     return out
 
 
-def rollout_comparison(model_factory, cfg, args) -> dict:
-    """Rollouts only, outside the trainer: ``model.generate`` against the static engine on the same
-    prompts, alternated ``--rollout-repeats`` times so that background load hits both alike."""
+def _rollout_inputs(model_factory, cfg, args):
+    """The model in eval mode on its device, and one step's prompts as text and as token ids."""
     model, tokenizer = model_factory()
     device = "cuda" if torch.cuda.is_available() else "cpu"
     model = model.to(device).eval()
     prompts = list(prompts_dataset(cfg.completions_per_step, tokenizer, args.prompt_tokens)["prompt"])
     ids = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
+    return model, tokenizer, device, prompts, ids
+
+
+def rollout_comparison(model_factory, cfg, args) -> dict:
+    """Rollouts only, outside the trainer: ``model.generate`` against the static engine on the same
+    prompts, alternated ``--rollout-repeats`` times so that background load hits both alike."""
+    model, tokenizer, device, prompts, ids = _rollout_inputs(model_factory, cfg, args)
     n_new = cfg.max_completion_length
     engine = static_engine(tokenizer, n_new, [], args, "rollout")
     sampling = SamplingSettings(do_sample=True, temperature=cfg.temperature)
@@ -321,11 +327,7 @@ def rollout_comparison(model_factory, cfg, args) -> dict:
 def rollout_profile(model_factory, cfg, args) -> dict:
     """Host syncs and eager ops per token of one rollout, counted by the profiler: the static engine
     (with ``--rollout-compile``/``--compile-backend``; compiled and warmed up first) and ``generate``."""
-    model, tokenizer = model_factory()
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    model = model.to(device).eval()
-    prompts = list(prompts_dataset(cfg.completions_per_step, tokenizer, args.prompt_tokens)["prompt"])
-    ids = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
+    model, tokenizer, device, prompts, ids = _rollout_inputs(model_factory, cfg, args)
     n_new = cfg.max_completion_length
     # the end-of-sequence token is live (the finished-batch check runs) but never sampled: full length
     engine = static_engine(tokenizer, n_new, [tokenizer.eos_token_id], args, "rollout")
