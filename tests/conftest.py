@@ -207,3 +207,39 @@ def lock_holder():
     for proc in started:
         proc.kill()
         proc.wait()
+
+
+# ---------------------------------------------------------------------------
+# the --help of every command, from one process
+# ---------------------------------------------------------------------------
+
+_HELPS = textwrap.dedent("""
+    import contextlib, io, json, runpy, sys
+    helps = {}
+    for module in sys.argv[1:]:
+        out, err, code = io.StringIO(), io.StringIO(), 0
+        sys.argv = [module, "--help"]
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                runpy.run_module(module, run_name="__main__", alter_sys=True)
+            except SystemExit as stop:
+                code = stop.code if isinstance(stop.code, int) else int(stop.code is not None)
+        helps[module] = [code, out.getvalue(), err.getvalue()]
+    print(json.dumps(helps))
+""")
+
+
+@pytest.fixture(scope="session")
+def command_help():
+    """``command_help(module)``: ``(exit status, stdout, stderr)`` of ``python -m <module> --help`` for every
+    command of the package, all run once in one process, so that torch and TRL load once, not per command
+    (each command prints its help from its own ``main``, as from a shell)."""
+    import saah_lib
+
+    modules = sorted(set(saah_lib.COMMANDS) - {"saah_lib"})
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run([sys.executable, "-c", _HELPS, *modules], env=env, capture_output=True, text=True,
+                          timeout=600, cwd=Path(__file__).resolve().parents[1])
+    assert done.returncode == 0, done.stderr[-3000:]
+    helps = {m: tuple(v) for m, v in json.loads(done.stdout.splitlines()[-1]).items()}
+    return helps.__getitem__

@@ -34,14 +34,14 @@ def test_the_command_list_is_every_module_with_a_main():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("command", sorted(set(saah_lib.COMMANDS) - {"saah_lib"}))
-def test_every_command_prints_help_with_defaults(command):
-    done = _python_m(command, "--help")
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.startswith(f"usage: python -m {command}")
+def test_every_command_prints_help_with_defaults(command, command_help):
+    code, stdout, stderr = command_help(command)
+    assert code == 0, stderr[-2000:]
+    assert stdout.startswith(f"usage: python -m {command}")
     # positional arguments and subcommands only: no default to show
-    assert "(default:" in done.stdout or command in ("saah_lib.rundir.manifest", "saah_lib.numerics",
-                                                      "saah_lib.studies.timing")
-    assert str(REPO_ROOT) not in done.stdout  # defaults are shown relative to the repository, as they are meant
+    assert "(default:" in stdout or command in ("saah_lib.rundir.manifest", "saah_lib.numerics",
+                                                "saah_lib.studies.timing")
+    assert str(REPO_ROOT) not in stdout  # defaults are shown relative to the repository, as they are meant
 
 
 def test_python_m_saah_lib_lists_the_commands():

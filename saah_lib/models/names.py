@@ -95,10 +95,10 @@ def model_folder_problem(name: str) -> str | None:
 
 def offline_hub_problem(name: str) -> str | None:
     """Why a hub id cannot be loaded with the hub offline (``HF_HUB_OFFLINE``): no folder of that name
-    in the repository and no copy in the local hub cache.  None for folders, the warm start, a cached
-    model, or when the hub may be reached."""
+    in the repository and no copy in the local hub cache.  None for folders, the tiny warm starts (any
+    seed: built on first use), a cached model, or when the hub may be reached."""
     name = canonical_model_name(name)
-    if name == TINY_WARMSTART or looks_like_path(name) or not hub_constants.HF_HUB_OFFLINE:
+    if tiny_warm_start_seed(name) is not None or looks_like_path(name) or not hub_constants.HF_HUB_OFFLINE:
         return None
     try:
         cached = try_to_load_from_cache(name, "config.json")

@@ -49,6 +49,7 @@ def test_offline_a_hub_id_must_be_in_the_local_cache(monkeypatch, tmp_path):
     assert "the hub is offline" in offline_hub_problem("no-such-org/no-such-model")
     assert "nor a hub id" in offline_hub_problem("a/b/c")
     assert offline_hub_problem(TINY_WARMSTART) is None and offline_hub_problem(str(tmp_path)) is None
+    assert offline_hub_problem("tiny-warmstart-s1") is None  # every tiny warm start is built on first use
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     assert offline_hub_problem("no-such-org/no-such-model") is None  # checked when downloaded
 
