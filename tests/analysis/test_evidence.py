@@ -86,9 +86,9 @@ def test_load_run_evidence_final_earliest_peak_warm_start_and_health(tmp_path):
     assert ev.train_var == pytest.approx(np.var([1.5] * 15 + [2.5] * 15, ddof=1))
     assert ev.mean_kl == pytest.approx(0.01)
     assert ev.health == () and not ev.flagged
-    sick = load_run_evidence(write_run(tmp_path, "grpo", 0.0, 1, {0: _pattern(10, 2), 20: _pattern(10, 2)},
+    sick = load_run_evidence(write_run(tmp_path, "grpo", 0.0, 1, {0: _pattern(10, 8), 20: _pattern(10, 2)},
                                        kl=(0.01, 0.2, 0.1, 0.1)))
-    assert sick.health == ("kl_diverged", "no_gain") and "KL up to 0.200" in sick.health_text
+    assert sick.health == ("kl_diverged", "fell_below_start") and "KL up to 0.200" in sick.health_text
 
 
 def test_load_run_evidence_names_what_is_missing(tmp_path):

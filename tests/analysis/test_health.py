@@ -29,13 +29,15 @@ def test_kl_bound_is_strict():
     assert run_health("r", _evals([(0, 0.2), (20, 0.4)]), _log([0.01, KL_BOUND + 1e-9])).flags == ("kl_diverged",)
 
 
-def test_no_gain_is_measured_against_the_step0_half_width():
-    # half-width at p = 0.27, N = 200: 1.96 * sqrt(0.27 * 0.73 / 200) = 0.06153
-    half = 1.96 * math.sqrt(0.27 * 0.73 / 200)
-    stuck = run_health("r", _evals([(0, 0.27), (20, 0.27), (40, 0.29), (60, 0.29)]), _log([0.01]))
-    assert stuck.flags == ("no_gain",)
-    assert run_health("r", _evals([(0, 0.27), (60, 0.27 + half - 1e-6)]), _log([0.01])).flags == ("no_gain",)
-    assert run_health("r", _evals([(0, 0.27), (60, 0.27 + half + 1e-6)]), _log([0.01])).flags == ()
+def test_fell_below_start_is_measured_against_the_step0_half_width():
+    # half-width at p = 0.40, N = 200: 1.96 * sqrt(0.40 * 0.60 / 200) = 0.06790
+    half = 1.96 * math.sqrt(0.40 * 0.60 / 200)
+    worse = run_health("r", _evals([(0, 0.40), (20, 0.36), (40, 0.33), (60, 0.33)]), _log([0.01]))
+    assert worse.flags == ("fell_below_start",) and "final 0.330 below 0.400 at step 0" in worse.describe()
+    assert run_health("r", _evals([(0, 0.40), (60, 0.40 - half - 1e-6)]), _log([0.01])).flags == ("fell_below_start",)
+    assert run_health("r", _evals([(0, 0.40), (60, 0.40 - half + 1e-6)]), _log([0.01])).flags == ()
+    # a flat run is not a broken one: no gain over the warm start is not flagged
+    assert run_health("r", _evals([(0, 0.40), (20, 0.40), (40, 0.39), (60, 0.40)]), _log([0.01])).flags == ()
 
 
 def test_fell_back_after_a_peak():
@@ -47,13 +49,13 @@ def test_fell_back_after_a_peak():
 
 def test_missing_inputs_leave_a_rule_unchecked_not_passed():
     h = run_health("r", _evals([(20, 0.4), (40, 0.41)]), pd.DataFrame(columns=["step"]))
-    assert h.flags == () and set(h.unchecked) == {"kl_diverged", "no_gain"}
+    assert h.flags == () and set(h.unchecked) == {"kl_diverged", "fell_below_start"}
 
 
 def test_describe_names_every_broken_rule():
-    h = run_health("r", _evals([(0, 0.27), (20, 0.27), (60, 0.29)]), _log([0.02, 0.169]))
-    assert h.flags == ("kl_diverged", "no_gain")
-    assert h.describe() == "KL up to 0.169, above 0.1; best checkpoint 0.290 vs 0.270 at step 0"
+    h = run_health("r", _evals([(0, 0.40), (20, 0.30), (60, 0.29)]), _log([0.02, 0.169]))
+    assert h.flags == ("kl_diverged", "fell_below_start")
+    assert h.describe() == "KL up to 0.169, above 0.1; final 0.290 below 0.400 at step 0"
     assert set(h.to_dict()["flags"]) <= set(RULES)
 
 
@@ -65,4 +67,4 @@ def test_on_the_committed_studies_only_the_collapsed_grpo_seed_is_flagged():
         frame = health_frame(rs.evals, rs.train_logs)
         assert len(frame) == len(rs.runs)
         flagged += [(root.name, r.run_id, r.flags) for r in frame.itertuples() if r.flagged]
-    assert flagged == [("extended", "tiny-grpo-a0-s4", "kl_diverged,no_gain")]
+    assert flagged == [("extended", "tiny-grpo-a0-s4", "kl_diverged")]

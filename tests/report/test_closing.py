@@ -37,6 +37,11 @@ def test_closing_note_states_each_claim_whichever_way_it_goes(tmp_path):
     text = closing_text({"extended": agreeing}, {"extended": root})
     assert "SA-AH-GRPO is higher, as the paper claims" in text and "SA-AH-GRPO is lower, as the paper claims" in text
     assert text.count(". ") <= 3  # two or three sentences
+    split = _summary(_row("final", 0.019, -0.003, 0.041, 0.026, 0.020), _row("train_var", 0.01, -0.02, 0.04, 0.5, 0.03))
+    text = closing_text({"extended": split}, {"extended": root})
+    assert ("+0.019 (95\\% CI [-0.003, +0.041]): not established: the paired t test over seeds finds SA-AH-GRPO "
+            "higher, as the paper claims (Holm p = 0.026), but the interval, which also resamples the evaluation "
+            "problems, includes 0") in text
 
 
 def test_the_mini_study_defers_to_the_powered_one():

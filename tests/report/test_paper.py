@@ -1,6 +1,10 @@
 """paper/main.tex includes every generated output or leaves it out on purpose, and stops on a missing one."""
 
 import re
+import shutil
+import subprocess
+
+import pytest
 
 from saah_lib.paths import FIGURES, PAPER_TABLES, REPO_ROOT
 
@@ -53,3 +57,13 @@ def test_the_results_lead_with_the_primary_comparison():
     first_table = min(tex.index(r"\requireinput{extended_main}"), tex.index(r"\requireinput{mini_main}"))
     assert reproduced < primary < first_table
     assert tex.index(r"\requireinput{studies_closing_note}") > first_table
+
+
+@pytest.mark.skipif(shutil.which("pdffonts") is None, reason="pdffonts (poppler-utils) not installed")
+def test_the_committed_pdf_embeds_no_bitmap_fonts():
+    pdf = REPO_ROOT / "paper" / "main.pdf"
+    if not pdf.is_file():
+        pytest.skip("paper/main.pdf not built")
+    fonts = subprocess.run(["pdffonts", str(pdf)], capture_output=True, text=True, check=True).stdout
+    assert fonts.count("\n") > 3, fonts
+    assert "Type 3" not in fonts, f"a Type 3 (bitmap or unnamed) font in paper/main.pdf:\n{fonts}"

@@ -223,7 +223,7 @@ def test_tolerated_problems_are_marked_in_every_table(tmp_path, run_maker):
 
 def test_flagged_runs_are_marked_and_given_without_them_and_captions_name_only_present_rows(tmp_path, run_maker):
     root = tmp_path / "results"
-    for seed, final in ((0, 0.55), (1, 0.6), (2, 0.31)):  # seed 2 never leaves the step-0 level
+    for seed, final in ((0, 0.55), (1, 0.6), (2, 0.1)):  # seed 2 ends far below its step-0 level
         run_maker(root, f"tiny-grpo-a0-s{seed}", "tiny", "grpo", 0.0, seed, evals={0: 0.3, 10: final, 20: final},
                   eval_every=10)
     tables = render_all_tables(ResultSet.from_runs(root), "t")
