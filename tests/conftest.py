@@ -13,7 +13,7 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 # saah_lib before torch: importing it pins the CPU numerics (saah_lib.numerics), which torch reads once.
-import saah_lib  # noqa: E402, F401
+import saah_lib  # noqa: E402
 
 # isort: split
 import torch  # noqa: E402
@@ -23,6 +23,14 @@ from saah_lib.tasks.scoring import pass_at_1_ci  # noqa: E402
 # The test models are tiny: one thread is faster than two, and far faster when
 # the two cores are shared with anything else (OpenMP threads spin-wait).
 torch.set_num_threads(1)
+
+
+
+def pytest_collection_modifyitems(items):
+    """End-to-end (``slow``) tests first, in their usual order: `make test` runs on two workers
+    (pytest-xdist), and a two-minute test handed out last would leave one worker idle while it runs."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
 
 # The offline GSM8K copy lives next to the repository: <repo>/../shared/data/gsm8k
 GSM8K_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "gsm8k"
@@ -234,8 +242,6 @@ def command_help():
     """``command_help(module)``: ``(exit status, stdout, stderr)`` of ``python -m <module> --help`` for every
     command of the package, all run once in one process, so that torch and TRL load once, not per command
     (each command prints its help from its own ``main``, as from a shell)."""
-    import saah_lib
-
     modules = sorted(set(saah_lib.COMMANDS) - {"saah_lib"})
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "HF_HUB_OFFLINE": "1"}
     done = subprocess.run([sys.executable, "-c", _HELPS, *modules], env=env, capture_output=True, text=True,

@@ -1,9 +1,9 @@
 """The committed tables and figures are exactly what the code makes from the committed results.
 
-Regenerates them from ``results/mini`` and ``results/paper_reported`` into a
-temporary folder and compares bytes with ``paper/generated/`` and ``figures/``,
-so a change to the readers, summaries or formatting that moves any number
-(or a committed output edited by hand) fails here.
+Renders the whole report once (:func:`saah_lib.report.render.render_report`, what ``make figures`` runs) from
+``results/mini``, ``results/extended`` and ``results/paper_reported`` into a temporary folder and compares
+bytes with ``paper/generated/`` and ``figures/``, so a change to the readers, summaries or formatting that
+moves any number (or a committed output edited by hand) fails here.
 """
 
 import hashlib
@@ -11,59 +11,57 @@ from pathlib import Path
 
 import pytest
 
-from saah_lib.analysis.reported import read_paper_reported
-from saah_lib.analysis.resultset import ResultSet
-from saah_lib.paths import REPO_ROOT
-from saah_lib.report.evidence_report import render_evidence
-from saah_lib.report.plots import write_all_figures
-from saah_lib.report.tables import write_all_tables
+from saah_lib.paths import FIGURES, PAPER_TABLES, REPO_ROOT
+from saah_lib.report.render import CROSS_STUDY_FILES, RUN_SOURCES, render_report
 
-REPO = REPO_ROOT
-SOURCES = {"reported": lambda: read_paper_reported(REPO / "results" / "paper_reported"),
-           "mini": lambda: ResultSet.from_runs(REPO / "results" / "mini"),
-           "extended": lambda: ResultSet.from_runs(REPO / "results" / "extended")}
-ROOTS = {"mini": REPO / "results" / "mini", "extended": REPO / "results" / "extended"}  # paired tests, top-K
+PREFIXES = ("reported", "mini", "extended")
 
 
-def _evidence(prefix: str, tmp_path: Path, kind: str) -> list[Path]:
-    if prefix not in ROOTS:
-        return []
-    written = render_evidence(ROOTS[prefix], tmp_path / "t", tmp_path / "f", prefix=prefix)["written"]
-    return [p for p in written if p.parent.name == kind]
+@pytest.fixture(scope="module")
+def regenerated(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("regenerated")
+    # the user's own runs (results/local) are not part of the committed outputs: render as a fresh clone would
+    sources = {**RUN_SOURCES, "ours": out / "no-local-runs"}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(REPO_ROOT)  # captions name the results root relative to the working directory
+        render_report(sources, tables_dir=out / "tables", figures_dir=out / "figures")
+    return out
 
 
 def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _compare(written: list[Path], committed_dir: Path, prefix: str) -> None:
-    committed = sorted(p.name for p in committed_dir.glob(f"{prefix}_*") if p.suffix in {".tex", ".pdf", ".png"})
-    assert sorted(p.name for p in written) == committed
-    differ = [p.name for p in written if _sha256(p) != _sha256(committed_dir / p.name)]
+def _compare(regenerated_dir: Path, committed_dir: Path, prefix: str, suffixes: set[str]) -> None:
+    def names(folder):
+        return sorted(p.name for p in folder.glob(f"{prefix}_*") if p.suffix in suffixes)
+    assert names(regenerated_dir) == names(committed_dir)
+    differ = [n for n in names(regenerated_dir) if _sha256(regenerated_dir / n) != _sha256(committed_dir / n)]
     assert differ == [], f"regenerated outputs differ from the committed ones: {differ}"
 
 
-@pytest.mark.parametrize("prefix", sorted(SOURCES))
-def test_tables_regenerate_byte_identical(prefix, tmp_path, monkeypatch):
-    monkeypatch.chdir(REPO)  # captions name the results root relative to the working directory
-    written = write_all_tables(SOURCES[prefix](), tmp_path, prefix=prefix) + _evidence(prefix, tmp_path, "t")
-    _compare([p for p in written if p.suffix == ".tex"], REPO / "paper" / "generated", prefix)
+@pytest.mark.slow
+@pytest.mark.parametrize("prefix", PREFIXES)
+def test_tables_and_evidence_regenerate_byte_identical(prefix, regenerated):
+    _compare(regenerated / "tables", PAPER_TABLES, prefix, {".tex", ".json"})
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("prefix", sorted(SOURCES))
-def test_figures_regenerate_byte_identical(prefix, tmp_path):
-    written = write_all_figures(SOURCES[prefix](), tmp_path, prefix=prefix) + _evidence(prefix, tmp_path, "f")
-    _compare(written, REPO / "figures", prefix)
+@pytest.mark.parametrize("prefix", PREFIXES)
+def test_figures_regenerate_byte_identical(prefix, regenerated):
+    _compare(regenerated / "figures", FIGURES, prefix, {".pdf", ".png"})
 
 
 @pytest.mark.slow
-def test_cross_study_texts_regenerate_byte_identical(tmp_path, monkeypatch):
+def test_cross_study_texts_regenerate_byte_identical(regenerated):
     """The overlap sentence, the mini study's pointer, the closing note and the source switches."""
-    from saah_lib.report.render import CROSS_STUDY_FILES, render_report
-
-    monkeypatch.chdir(REPO)
-    render_report(tables_dir=tmp_path / "t", figures_dir=tmp_path / "f")
     for name in CROSS_STUDY_FILES:
-        regenerated = (tmp_path / "t" / f"{name}.tex").read_bytes()
-        assert regenerated == (REPO / "paper" / "generated" / f"{name}.tex").read_bytes(), name
+        assert (regenerated / "tables" / f"{name}.tex").read_bytes() == (PAPER_TABLES / f"{name}.tex").read_bytes(), name
+
+
+def test_the_comparison_sees_a_changed_byte(tmp_path):
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    (tmp_path / "a" / "mini_x.tex").write_text("0.393")
+    (tmp_path / "b" / "mini_x.tex").write_text("0.394")
+    with pytest.raises(AssertionError, match="mini_x.tex"):
+        _compare(tmp_path / "a", tmp_path / "b", "mini", {".tex"})
