@@ -25,7 +25,6 @@ from saah_lib.tasks.scoring import pass_at_1_ci  # noqa: E402
 torch.set_num_threads(1)
 
 
-
 def pytest_collection_modifyitems(items):
     """End-to-end (``slow``) tests first, in their usual order: `make test` runs on two workers
     (pytest-xdist), and a two-minute test handed out last would leave one worker idle while it runs."""

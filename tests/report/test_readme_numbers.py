@@ -1,7 +1,7 @@
 """The README's and docs/results.md's result numbers are the generated ones, not typed-in copies that can go stale.
 
-Every decimal number (two or more decimals) in the README's "Results" section and in the study sections of
-docs/results.md must occur, with the same digits, in a file that code wrote from the committed results: the
+Every decimal number (two or more decimals) in the README's "Results" section and in the powered study's section
+of docs/results.md must occur, with the same digits, in a file that code wrote from the committed results: the
 generated LaTeX and evidence JSON under paper/generated/, or a committed study's JSON records. A rerun that
 changes a number without the prose being updated fails here; so does a number copied from the paper.
 """
@@ -46,8 +46,11 @@ def test_number_pattern_reads_signed_and_bracketed_values():
                                                                                           "0.21", "12.50"}
 
 
-@pytest.mark.parametrize("document, heading", [("README.md", "Results"),
-                                               ("docs/results.md", "Powered CPU study (`make extended`, committed under `results/extended/`)")])
+SECTIONS = [("README.md", "Results"),
+            ("docs/results.md", "Powered CPU study (`make extended`, committed under `results/extended/`)")]
+
+
+@pytest.mark.parametrize("document, heading", SECTIONS)
 def test_result_numbers_come_from_generated_files(document, heading):
     if not any(PAPER_TABLES.glob("*.tex")):
         pytest.skip("paper/generated/ not present")
