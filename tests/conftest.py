@@ -1,5 +1,6 @@
 """Shared test fixtures.  Tests never reach a model or dataset hub."""
 
+import fcntl
 import json
 import os
 import subprocess
@@ -236,15 +237,30 @@ _HELPS = textwrap.dedent("""
 """)
 
 
-@pytest.fixture(scope="session")
-def command_help():
-    """``command_help(module)``: ``(exit status, stdout, stderr)`` of ``python -m <module> --help`` for every
-    command of the package, all run once in one process, so that torch and TRL load once, not per command
-    (each command prints its help from its own ``main``, as from a shell)."""
+def _all_command_helps() -> dict:
     modules = sorted(set(saah_lib.COMMANDS) - {"saah_lib"})
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "HF_HUB_OFFLINE": "1"}
     done = subprocess.run([sys.executable, "-c", _HELPS, *modules], env=env, capture_output=True, text=True,
                           timeout=600, cwd=Path(__file__).resolve().parents[1])
     assert done.returncode == 0, done.stderr[-3000:]
-    helps = {m: tuple(v) for m, v in json.loads(done.stdout.splitlines()[-1]).items()}
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+@pytest.fixture(scope="session")
+def command_help(tmp_path_factory):
+    """``command_help(module)``: ``(exit status, stdout, stderr)`` of ``python -m <module> --help`` for every
+    command of the package, all run once in one process, so that torch and TRL load once, not per command
+    (each command prints its help from its own ``main``, as from a shell).  Under pytest-xdist the workers of
+    one test run share that process's answer through a file named by the run's id."""
+    run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if run_id is None:
+        raw = _all_command_helps()
+    else:
+        shared = tmp_path_factory.getbasetemp().parent / f"command_help-{run_id}.json"
+        with open(f"{shared}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+            if not shared.is_file():
+                shared.write_text(json.dumps(_all_command_helps()))
+            raw = json.loads(shared.read_text())
+    helps = {m: tuple(v) for m, v in raw.items()}
     return helps.__getitem__

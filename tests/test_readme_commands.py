@@ -27,6 +27,7 @@ from papermill.cli import _resolve_type
 
 import saah_lib
 from saah_lib.paths import REPO_ROOT
+from saah_lib.rundir.folder import RunDir
 from saah_lib.studies.notebook_params import _type_parts, check_type, declared_parameters, parse_structured
 
 DOCUMENTS = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]
@@ -256,6 +257,13 @@ def test_the_readme_cpu_run_streams_progress_under_papermill_log_output(tiny_ran
     assert first_line_s is not None, text[-3000:]
     assert "run tiny-sa-a0.5-s0: sa, alpha 0.5, 1 steps" in text and "training tiny-sa-a0.5-s0: 0/1 steps" in text
     assert "step 1: Pass@1" in text
+    # what the run wrote, and what the executed notebook shows: plot_run's figure as a PNG, no per-step dicts
+    run = RunDir(tmp_path / "runs" / "tiny-sa-a0.5-s0")
+    assert [r["step"] for r in run.train_log()] == [1] and run.evaluated_steps() == {0, 1}
+    outputs = [o for c in json.loads((tmp_path / "out.ipynb").read_text())["cells"] for o in c.get("outputs", [])]
+    assert sum("image/png" in o.get("data", {}) for o in outputs) == 1
+    streamed = "".join("".join(o["text"]) for o in outputs if o.get("output_type") == "stream")
+    assert "training tiny-sa-a0.5-s0: 0/1 steps" in streamed and "'reward'" not in streamed and "\r" not in streamed
     size = (tmp_path / "out.ipynb").stat().st_size
     (Path(os.environ.get("SAAH_KEEP_NOTEBOOK", tmp_path)) / "out.ipynb").write_bytes((tmp_path / "out.ipynb").read_bytes())
     assert size < 150_000  # no per-step lines, no bar redrawn line by line
