@@ -38,17 +38,23 @@ RESAMPLED = "warm starts (when several), then seeds within each, then problems (
 
 
 def evidence_summary(root: str | Path, pairs="plan", *, n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0,
-                     level: float = LEVEL, tolerate_problems: bool = False) -> dict:
+                     level: float = LEVEL, tolerate_problems: bool = False,
+                     loaded: tuple[list, list[str]] | None = None) -> dict:
     """Everything about a results root as one dict: plan, rows, families, health, paragraph.
 
     ``pairs="plan"``: the root's study plan (its primary comparison a family of its own);
     ``pairs="topk"``: every top-K training setting against the exact-entropy runs (no primary comparison).
+    ``loaded``: the root's runs and left-out names as :func:`load_root_evidence` already gave them (read with
+    the same ``tolerate_problems``), so that several summaries of one root read its runs once.
     """
     if pairs not in ("plan", "topk"):
         raise ValueError(f"pairs must be 'plan' or 'topk', got {pairs!r}")
     plan = read_plan(root) if pairs == "plan" else None
-    left_out: list[str] = []
-    runs = load_root_evidence(root, tolerate_problems, left_out)
+    if loaded is None:
+        left_out: list[str] = []
+        runs = load_root_evidence(root, tolerate_problems, left_out)
+    else:
+        runs, left_out = loaded
     tested = plan.pairs if plan else topk_pairs(runs)
     skipped: list[str] = []
     pairs_left_out: list[str] | None = [] if tolerate_problems else None  # strict: an unpairable pair raises

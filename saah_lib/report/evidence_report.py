@@ -36,7 +36,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from saah_lib.analysis.evidence import CHECKPOINTS, MAX_UNITS_NEEDED, EvidenceRow, established
+from saah_lib.analysis.evidence import CHECKPOINTS, MAX_UNITS_NEEDED, EvidenceRow, established, load_root_evidence
 from saah_lib.analysis.evidence_summary import evidence_summary
 from saah_lib.analysis.significance import DEFAULT_RESAMPLES, LEVEL, POWER
 from saah_lib.jsonio import atomic_write_json, atomic_write_text, read_json
@@ -405,10 +405,12 @@ def render_evidence(root: str | Path = MINI_ROOT, tables_dir: str | Path = PAPER
     source = repo_relative(root)
     written = []
     summaries = {}
+    left_out: list[str] = []
+    loaded = (load_root_evidence(root, tolerate_problems, left_out), left_out)  # read once, for both summaries
     for name, which, what in (("paired", "plan", "Paired comparisons"),
                               ("topk_runs", "topk", "Top-$K$ training runs against the exact entropy, paired by seed")):
         summary = evidence_summary(root, which, n_resamples=n_resamples, seed=seed,
-                                   tolerate_problems=tolerate_problems)
+                                   tolerate_problems=tolerate_problems, loaded=loaded)
         summaries[name] = summary
         rows = summary["rows"]
         json_path = tables_dir / f"{prefix}_{name}_evidence.json"  # derived, like the tables: not in the results root
