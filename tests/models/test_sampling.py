@@ -95,14 +95,16 @@ def test_invalid_probabilities_flags_what_multinomial_refuses():
 def test_inductor_is_told_the_pinned_vector_width_and_a_users_choice_is_kept(monkeypatch):
     import torch._inductor.config as inductor_config
 
-    monkeypatch.setattr(inductor_config.cpp, "simdlen", None)
+    # inductor's own patch(), not monkeypatch: undoing a monkeypatch deletes the config entry for later tests
     monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")
-    align_inductor_cpu_isa()
-    assert inductor_config.cpp.simdlen == 256
-    monkeypatch.setattr(inductor_config.cpp, "simdlen", 512)  # set by the user: left alone
-    align_inductor_cpu_isa()
-    assert inductor_config.cpp.simdlen == 512
-    monkeypatch.setattr(inductor_config.cpp, "simdlen", None)
+    with inductor_config.patch({"cpp.simdlen": None}):
+        align_inductor_cpu_isa()
+        assert inductor_config.cpp.simdlen == 256
+    with inductor_config.patch({"cpp.simdlen": 512}):  # set by the user: left alone
+        align_inductor_cpu_isa()
+        assert inductor_config.cpp.simdlen == 512
     monkeypatch.delenv("ATEN_CPU_CAPABILITY")  # native numerics: inductor picks as it always does
-    align_inductor_cpu_isa()
-    assert inductor_config.cpp.simdlen is None
+    with inductor_config.patch({"cpp.simdlen": None}):
+        align_inductor_cpu_isa()
+        assert inductor_config.cpp.simdlen is None
+
