@@ -26,7 +26,7 @@ from saah_lib.analysis.evidence import (
     testable,
     topk_pairs,
 )
-from saah_lib.analysis.evidence_sentence import evidence_paragraphs, evidence_sentence
+from saah_lib.analysis.evidence_sentence import evidence_paragraphs
 from saah_lib.analysis.plan import read_plan
 from saah_lib.analysis.significance import DEFAULT_RESAMPLES, LEVEL, POWER
 from saah_lib.paths import repo_relative
@@ -71,7 +71,7 @@ def evidence_summary(root: str | Path, pairs="plan", *, n_resamples: int = DEFAU
         # planned comparisons that a missing or left-out run leaves with fewer than two seeds are named, never dropped
         f"Not tested ({len(skipped)} planned comparison(s)): {'; '.join(skipped)}." if skipped and plan else "")
         if w)
-    sentence = " ".join(p for p in (evidence_sentence(rows, level, plan=plan, runs=runs) if rows else "", warning) if p)
+    sentence = " ".join(p for p in (*parts.values(), warning) if p)  # evidence_sentence's join, without a second pass
     return {
         "root": repo_relative(root),
         "runs": [r.run_id for r in runs],
