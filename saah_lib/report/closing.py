@@ -16,6 +16,7 @@ from saah_lib.analysis.plan import PAPER_CLAIM
 from saah_lib.jsonio import read_json
 from saah_lib.method.methods import MAIN_ALPHA
 from saah_lib.paths import repo_relative
+from saah_lib.report.evidence_report import tex_text
 from saah_lib.report.latex import tex_escape
 from saah_lib.rundir.layout import MATCHED_ALPHA_FILE, WARMSTART_RECORD_FILE
 
@@ -84,10 +85,6 @@ def _verdict(row: dict, key: str, level: float) -> str:
             f"{_num(row['mde'], key, False)} would go unseen)")
 
 
-def _label(text: str) -> str:
-    return tex_escape(text).replace("α", "$\\alpha$")
-
-
 def _discount_clause(summary: dict, root: Path, a_label: str) -> str:
     """At which discount the primary arm ran, in the terms of the paper-matched alpha measurement."""
     record = read_json(Path(root) / MATCHED_ALPHA_FILE, default={}) or {}
@@ -115,7 +112,7 @@ def closing_text(summaries: dict[str, dict], roots: dict[str, Path]) -> str:
     level = summary["level"]
     n_ws = final["n_warm_starts"]
     where = f" from {n_ws} independently built warm starts" if n_ws > 1 else " from one warm start"
-    a_label = _label(final["a"])
+    a_label = tex_text(final["a"])
     text = (f"In the CPU {STUDY_NAMES.get(study, study)}'s primary comparison, fixed before its runs "
             f"({a_label} against GRPO over {final['n_units']} seed pairs{where}), final Pass@1 differs by "
             f"{_num(final['diff'], 'final')} (95\\% CI [{_num(final['ci_low'], 'final')}, "

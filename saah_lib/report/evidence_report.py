@@ -42,7 +42,7 @@ from saah_lib.analysis.significance import DEFAULT_RESAMPLES, LEVEL, POWER
 from saah_lib.jsonio import atomic_write_json, atomic_write_text, read_json
 from saah_lib.method.methods import MAIN_ALPHA
 from saah_lib.paths import FIGURES, MINI_ROOT, PAPER_TABLES, in_repo, repo_relative
-from saah_lib.report.latex import fmt, tex_escape
+from saah_lib.report.latex import FLAG_MARK, fmt, tex_escape
 from saah_lib.report.plots import save_figure
 from saah_lib.rundir.layout import MATCHED_ALPHA_FILE, TOPK_ERROR_FILE
 
@@ -87,9 +87,6 @@ def _table_float(body: list[str], colspec: str, caption: str, label: str, notes:
     if notes:
         lines += [r"\par\smallskip", rf"{{\footnotesize {notes}\par}}"]
     return "\n".join(lines + [r"\end{table}", ""])
-
-
-FLAG_MARK = r"$^{\ddagger}$"
 
 
 def _row_cells(r: dict, level: float) -> list[str]:

@@ -14,6 +14,8 @@ from typing import Any
 from saah_lib.analysis.labels import number_or_nan
 
 MISSING = "---"
+#: Marks a row that includes a run flagged by the health rules (saah_lib.analysis.health).
+FLAG_MARK = r"$^{\ddagger}$"
 
 #: Decimals per quantity (the paper's rounding).
 DP = {"pass": 3, "ci": 3, "var": 4, "kl": 5, "reward": 3, "entropy": 4, "weight": 3, "frac": 2, "len": 0}

@@ -32,12 +32,22 @@ from saah_lib.analysis.resultset import ResultSet
 from saah_lib.jsonio import atomic_write_text
 from saah_lib.method.methods import MAIN_ALPHA
 from saah_lib.paths import PAPER_TABLES, in_repo, repo_relative
-from saah_lib.report.latex import DP, MISSING, bold_cell, fmt, fmt_alpha, fmt_pm, pm_cell, table_float, tex_escape
+from saah_lib.report.latex import (
+    DP,
+    FLAG_MARK,
+    MISSING,
+    bold_cell,
+    fmt,
+    fmt_alpha,
+    fmt_pm,
+    pm_cell,
+    table_float,
+    tex_escape,
+)
 
 log = logging.getLogger(__name__)
 
 DAMAGED_MARK = r"$^{\S}$"
-FLAG_MARK = r"$^{\ddagger}$"  # the row includes a run flagged by the health rules (saah_lib.analysis.health)
 DAMAGED_NOTE = (DAMAGED_MARK + " damaged logs in a run of this row (read with problems tolerated): "
                 "lines or values that could not be read were left out, so these numbers may be wrong.")
 TABLE_NAMES = ("main", "checkpoints", "ablation", "diagnostics", "hparams", "setup")
