@@ -111,17 +111,41 @@ def append_jsonl(path: Path, record: dict) -> None:
         os.fsync(f.fileno())
 
 
+def _decode_problem(path: Path, data: bytes, error: UnicodeDecodeError) -> str:
+    """``<file>: line N: ...`` for bytes of ``data`` that are not UTF-8."""
+    line = data.count(b"\n", 0, error.start) + 1
+    column = error.start - (data.rfind(b"\n", 0, error.start) + 1) + 1
+    return (f"{path}: line {line}: not UTF-8 text (byte 0x{data[error.start]:02x} at column {column}: "
+            f"{error.reason})")
+
+
+def read_text(path: str | os.PathLike) -> str:
+    """The text of a UTF-8 file; bytes that are not UTF-8 raise a ValueError naming the file and line."""
+    path = Path(path)
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ValueError(_decode_problem(path, data, error)) from None
+
+
 def scan_jsonl(path: Path) -> tuple[list[tuple[int, Any]], list[tuple[int, str]]]:
     """Every non-blank line of a JSON-lines file, parsed: ``([(line, record)], [(line, problem)])``.
 
-    Nothing is dropped silently: a line that is not valid JSON is reported
-    with its 1-based line number.  A missing file has no lines.
+    Nothing is dropped silently: a line that is not UTF-8 or not valid JSON
+    is reported with its 1-based line number.  A missing file has no lines.
     """
     path = Path(path)
     if not path.is_file():
         return [], []
     records, problems = [], []
-    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    # bytes.splitlines splits at \n, \r and \r\n only, as the log's writer does
+    for i, raw in enumerate(path.read_bytes().splitlines(), 1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as error:
+            problems.append((i, f"not UTF-8 text (byte 0x{raw[error.start]:02x} at column {error.start + 1})"))
+            continue
         if not line.strip():
             continue
         try:
@@ -157,4 +181,7 @@ def read_json(path: str | os.PathLike, default: Any = None) -> Any:
     path = Path(path)
     if not path.is_file():
         return default
-    return json.loads(path.read_text(encoding="utf-8"))
+    try:
+        return json.loads(read_text(path))
+    except json.JSONDecodeError as error:  # the same type, with the file named in the message
+        raise json.JSONDecodeError(f"{path}: not valid JSON ({error.msg})", error.doc, error.pos) from None

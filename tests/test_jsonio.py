@@ -80,3 +80,29 @@ def test_temporary_files_of_interrupted_writes_are_removed_and_nothing_else(tmp_
     assert all(p.exists() for p in kept) and not any(p.exists() for p in stale)
     assert (tmp_path / "sub" / ".x.json.abc123.tmp").exists()
     assert remove_temp_files(tmp_path / "missing") == []
+
+
+def test_bytes_that_are_not_utf8_are_named_by_file_and_line(tmp_path):
+    from saah_lib.jsonio import read_json, read_text, scan_jsonl
+
+    log = tmp_path / "log.jsonl"
+    log.write_bytes(b'{"step": 1}\n{"step": 2, "note": "caf\xe9"}\n{"step": 3}\n')
+    records, problems = scan_jsonl(log)
+    assert [r["step"] for _, r in records] == [1, 3]
+    assert problems == [(2, "not UTF-8 text (byte 0xe9 at column 25)")]
+    with pytest.raises(ValueError, match=r"log.jsonl: line 2: not UTF-8 text"):
+        read_jsonl(log, finished=True)
+    config = tmp_path / "config.json"
+    config.write_bytes(b'{\n  "a": 1,\n  "b": "\xff"\n}\n')
+    for read in (read_json, read_text):
+        with pytest.raises(ValueError, match=r"config.json: line 3: not UTF-8 text \(byte 0xff at column 9"):
+            read(config)
+
+
+def test_invalid_json_in_a_whole_file_names_it(tmp_path):
+    from saah_lib.jsonio import read_json
+
+    path = tmp_path / "c.json"
+    path.write_text('{"a": 1,\n "b": }\n')
+    with pytest.raises(json.JSONDecodeError, match=r"c.json: not valid JSON .*line 2"):
+        read_json(path)

@@ -30,7 +30,7 @@ import re
 import sys
 from pathlib import Path
 
-from saah_lib.jsonio import atomic_write_json
+from saah_lib.jsonio import atomic_write_json, read_text
 from saah_lib.paths import in_repo
 from saah_lib.rundir.layout import MANIFEST_FILE, is_ignored
 
@@ -74,8 +74,8 @@ def write_manifest(root: str | Path) -> Path:
 def read_manifest(path: Path) -> dict[str, str]:
     """The ``files`` of a manifest, after checking its schema (a :class:`ManifestError` says what is wrong)."""
     try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        manifest = json.loads(read_text(path))
+    except (OSError, ValueError) as exc:  # ValueError: not UTF-8 (file and line named) or not JSON
         raise ManifestError(f"{path} is not a readable manifest ({exc})") from None
     if not isinstance(manifest, dict):
         raise ManifestError(f"{path}: a manifest is a JSON object, got {type(manifest).__name__}")

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from saah_lib.jsonio import scan_jsonl
+from saah_lib.jsonio import read_text, scan_jsonl
 from saah_lib.rundir import checks, layout
 from saah_lib.rundir.folder import RunDir, trained_and_evaluated
 from saah_lib.rundir.layout import EVAL_KEYS, TRAIN_LOG_KEYS
@@ -108,9 +108,11 @@ def read_config(path: Path, required: Iterable[str] = ("method", "alpha", "steps
     if not path.is_file():
         return None, [f"{path}: missing"]
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_text(path))
     except json.JSONDecodeError as exc:
         return None, [f"{path}: line {exc.lineno}: not valid JSON ({exc.msg})"]
+    except ValueError as exc:  # bytes that are not UTF-8: the message names file and line
+        return None, [str(exc)]
     if not isinstance(data, dict):
         return None, [f"{path}: not a JSON object"]
     flat = flatten_config(data)
