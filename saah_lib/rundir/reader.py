@@ -234,6 +234,18 @@ def read_baseline_folder(folder_dir: Path) -> RunFolder:
     return folder
 
 
+def _read_real_folder(reader, root: str | Path, kind: str, folder: Path) -> RunFolder:
+    """``reader(folder)``, with every symbolic link in it as damage; a linked folder is excluded (it is
+    another folder's content, which the manifest does not cover)."""
+    for linked in (folder.parent, folder):
+        if linked.is_symlink():
+            return RunFolder(folder, None, damage=[layout.link_problem(linked)])
+    links = layout.symlinks(root, Path(kind) / folder.name)
+    read = reader(folder)
+    read.damage += [layout.link_problem(link) for link in links]
+    return read
+
+
 def read_folders(root: str | Path, kind: str = layout.RUNS,
                  tolerate_problems: bool = False) -> tuple[list[RunFolder], list[str]]:
     """The folders under ``<root>/runs`` (``kind="runs"``) or ``<root>/baselines``, and every problem.
@@ -243,7 +255,7 @@ def read_folders(root: str | Path, kind: str = layout.RUNS,
     incomplete) come back with one message per problem, excluded folders included.
     """
     reader = read_run_folder if kind == layout.RUNS else read_baseline_folder
-    everything = [reader(p) for p in layout.folders(root, kind)]
+    everything = [_read_real_folder(reader, root, kind, p) for p in layout.folders(root, kind)]
     problems = [m for f in everything for m in f.problems]
     if problems and not tolerate_problems:
         listing = "\n".join(f"  - {m}" for m in problems)
