@@ -192,7 +192,12 @@ def _read_evals(folder_dir: Path, schedule: set[int] | None, trained_to: int | N
     named = [r.get("step") for _, r in scan_jsonl(eval_path)[0] if isinstance(r, dict)]
     lines, wrong = checks.check_evals(eval_path, lines, schedule, trained_to, named)
     files = RunDir(folder_dir)
-    messages += wrong + checks.check_samples(files.samples_dir, eval_path, lines, files.sample_files(), named)
+    try:
+        on_disk = files.sample_files()
+    except ValueError as error:  # two names for one step's file
+        on_disk = {}
+        wrong.append(str(error))
+    messages += wrong + checks.check_samples(files.samples_dir, eval_path, lines, on_disk, named)
     return [rec for _, rec in lines], messages
 
 
