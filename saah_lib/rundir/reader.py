@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -201,6 +202,51 @@ def _read_evals(folder_dir: Path, schedule: set[int] | None, trained_to: int | N
     return [rec for _, rec in lines], messages
 
 
+#: A run id made by ``saah_lib.training.config.default_run_id``: ``<profile>-<method>-a<alpha>-s<seed>[-w<N>]``.
+_DEFAULT_RUN_ID = re.compile(r"(?P<profile>.+)-(?P<method>[a-z]+)-a(?P<alpha>[-+.0-9e]+)-s(?P<seed>\d+)(?:-w\d+)?")
+
+
+def identity_problems(run_dir: Path, cfg: dict) -> list[str]:
+    """Where a run's config contradicts its own run id or its folder's name.
+
+    A folder is named after its config's run id.  A run id in the default form names the method,
+    alpha and seed, which must be the config's; a custom run id names nothing to compare.
+    """
+    config_path = run_dir / layout.CONFIG_FILE
+    messages = []
+    if cfg.get("run_id") != run_dir.name:
+        messages.append(f"{run_dir}: the folder's name is not its config's run id {cfg.get('run_id')!r} "
+                        f"({config_path}); a run folder is named after its run")
+    for what, name in (("run id", cfg.get("run_id")), ("folder name", run_dir.name)):
+        m = _DEFAULT_RUN_ID.fullmatch(str(name))
+        if not m:
+            continue
+        named = {"method": m["method"], "alpha": m["alpha"], "seed": m["seed"]}
+        has = {"method": str(cfg.get("method")), "alpha": _alpha_text(cfg.get("alpha")), "seed": str(cfg.get("seed"))}
+        wrong = [f"{k} {has[k]} (the {what} says {v})" for k, v in named.items() if has[k] != v]
+        if wrong:
+            messages.append(f"{run_dir}: {config_path.name} contradicts the {what} {name!r}: " + ", ".join(wrong))
+    return messages
+
+
+def _alpha_text(alpha: Any) -> str:
+    return f"{alpha:g}" if _is_number(alpha) else str(alpha)
+
+
+def duplicate_runs(folders: list[RunFolder]) -> list[str]:
+    """One message per folder that holds the same run (the same config run id) as another folder."""
+    by_id: dict[str, list[Path]] = {}
+    for folder in folders:
+        if folder.config is not None:
+            by_id.setdefault(folder.config["run_id"], []).append(folder.path)
+    messages = []
+    for run_id, paths in by_id.items():
+        for path in paths if len(paths) > 1 else []:
+            others = ", ".join(str(p) for p in paths if p != path)
+            messages.append(f"{path}: holds run {run_id!r}, as does {others}; a run is in one folder")
+    return messages
+
+
 def read_run_folder(run_dir: Path) -> RunFolder:
     """Everything in one run folder, with every problem recorded (never raises on bad content)."""
     cfg, damage = read_config(run_dir / layout.CONFIG_FILE)
@@ -211,6 +257,7 @@ def read_run_folder(run_dir: Path) -> RunFolder:
     for key in META_COLUMNS:
         cfg.setdefault(key, None)
     folder.config = cfg
+    folder.damage += identity_problems(run_dir, cfg)
     steps = cfg["steps"]
     log_path = run_dir / layout.TRAIN_LOG_FILE
     train, bad_steps = read_lines(log_path, TRAIN_LOG_KEYS[1:])
@@ -251,6 +298,11 @@ def _read_real_folder(reader, root: str | Path, kind: str, folder: Path) -> RunF
     return read
 
 
+def _per_folder(folders: list[RunFolder], messages: list[str]) -> list[list[str]]:
+    """``messages`` (each starting with a folder's path) shared out to their folders, in order."""
+    return [[m for m in messages if m.startswith(f"{folder.path}: ")] for folder in folders]
+
+
 def read_folders(root: str | Path, kind: str = layout.RUNS,
                  tolerate_problems: bool = False) -> tuple[list[RunFolder], list[str]]:
     """The folders under ``<root>/runs`` (``kind="runs"``) or ``<root>/baselines``, and every problem.
@@ -261,6 +313,9 @@ def read_folders(root: str | Path, kind: str = layout.RUNS,
     """
     reader = read_run_folder if kind == layout.RUNS else read_baseline_folder
     everything = [_read_real_folder(reader, root, kind, p) for p in layout.folders(root, kind)]
+    if kind == layout.RUNS:
+        for folder, message in zip(everything, _per_folder(everything, duplicate_runs(everything))):
+            folder.damage += message
     problems = [m for f in everything for m in f.problems]
     if problems and not tolerate_problems:
         listing = "\n".join(f"  - {m}" for m in problems)

@@ -94,7 +94,9 @@ def _copy_run(root, where):
 def test_a_run_copied_under_runs_checkpoints_is_read_and_caught_by_the_manifest(tmp_path, run_maker):
     root = _study(tmp_path, run_maker)
     _copy_run(root, "checkpoints")
-    assert "checkpoints" in [f.path.name for f in read_folders(root)[0]]  # the tables read it ...
+    kept, flagged = read_folders(root, tolerate_problems=True)
+    assert "checkpoints" in [f.path.name for f in kept]  # the tables read it (flagged: a copy of tiny-sa-s2) ...
+    assert any(m.startswith(f"{root / 'runs' / 'checkpoints'}: holds run 'tiny-sa-s2'") for m in flagged)
     with pytest.raises(ManifestError, match=r"extra: .*runs/checkpoints/eval.jsonl"):
         check_manifest(root)  # ... and the manifest names every one of its files
 
