@@ -16,18 +16,58 @@ permissions of a new file (``0666`` less the umask), as ``open()`` gives.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import math
 import os
 import re
 import secrets
+import shutil
 from pathlib import Path
 from typing import Any, Iterable
 
 #: The temporary file of an atomic write: hidden, beside its target, ``.<name>.<random>.tmp``
 #: (the random part of ``tempfile.mkstemp``, used before, is matched too).
 TEMP_FILE_RE = re.compile(r"\..+\.[A-Za-z0-9_]+\.tmp")
+
+
+#: What torch's zip writer says when a write comes up short, without the operating system's reason.
+TORCH_SHORT_WRITE = ("unexpected pos", "file write failed")
+#: Free space below which a short write is taken for a full disk.
+LOW_SPACE_BYTES = 1 << 20
+
+
+class DiskFullError(OSError):
+    """A write failed because the disk is full; the message says so and names what was being written."""
+
+
+def _free_bytes(path: Path) -> int:
+    """Free bytes on the file system of ``path`` (or of its nearest existing folder)."""
+    for folder in (path, *path.parents):
+        if folder.exists():
+            return shutil.disk_usage(folder).free
+    return 0
+
+
+def is_disk_full(error: BaseException, path: str | os.PathLike) -> bool:
+    """Whether ``error``, raised while writing ``path``, comes from a full disk.
+
+    An ``OSError`` says so by its errno; libraries that wrap it say so in their message, except torch's
+    zip writer, which reports only a short write: that counts when the disk is (almost) full.
+    """
+    if isinstance(error, OSError) and error.errno == errno.ENOSPC:
+        return True
+    text = str(error)
+    if "No space left on device" in text:
+        return True
+    return any(s in text for s in TORCH_SHORT_WRITE) and _free_bytes(Path(path)) < LOW_SPACE_BYTES
+
+
+def disk_full_error(what: str, path: str | os.PathLike) -> DiskFullError:
+    """The error to raise for a full disk while ``what`` (e.g. "writing the log") at ``path``."""
+    return DiskFullError(errno.ENOSPC, f"No space left on device while {what} {path}; free some space on that "
+                                       "disk and run again (what was written before is kept)")
 
 
 def json_safe(value: Any) -> Any:
@@ -73,8 +113,10 @@ def atomic_write_text(path: Path, text: str) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as error:
         tmp.unlink(missing_ok=True)
+        if isinstance(error, OSError) and is_disk_full(error, path):
+            raise disk_full_error("writing", path) from error
         raise
 
 
@@ -105,10 +147,15 @@ def append_jsonl(path: Path, record: dict) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     line = dumps(record) + "\n"
-    with open(path, "a") as f:
-        f.write(line)  # one write of one whole line
-        f.flush()
-        os.fsync(f.fileno())
+    try:
+        with open(path, "a") as f:
+            f.write(line)  # one write of one whole line
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as error:  # a torn last line is what readers of a running log already skip
+        if is_disk_full(error, path):
+            raise disk_full_error("appending to", path) from error
+        raise
 
 
 def _decode_problem(path: Path, data: bytes, error: UnicodeDecodeError) -> str:

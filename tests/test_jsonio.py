@@ -106,3 +106,37 @@ def test_invalid_json_in_a_whole_file_names_it(tmp_path):
     path.write_text('{"a": 1,\n "b": }\n')
     with pytest.raises(json.JSONDecodeError, match=r"c.json: not valid JSON .*line 2"):
         read_json(path)
+
+
+def _no_space(*args, **kwargs):
+    import errno
+
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def test_a_full_disk_is_reported_as_such_with_the_path_and_keeps_what_was_written(tmp_path, monkeypatch):
+    import saah_lib.jsonio as jsonio
+
+    target = tmp_path / "runs" / "r1" / "config.json"
+    atomic_write_json(target, {"a": 1})
+    log = tmp_path / "runs" / "r1" / "train_log.jsonl"
+    append_jsonl(log, {"step": 1})
+    monkeypatch.setattr(jsonio.os, "fsync", _no_space)
+    with pytest.raises(jsonio.DiskFullError, match=rf"No space left on device while writing {target}"):
+        atomic_write_json(target, {"a": 2})
+    with pytest.raises(jsonio.DiskFullError, match=rf"No space left on device while appending to {log}"):
+        append_jsonl(log, {"step": 2})
+    monkeypatch.undo()
+    assert json.loads(target.read_text()) == {"a": 1}
+    assert sorted(p.name for p in target.parent.iterdir()) == ["config.json", "train_log.jsonl"]  # no temp file
+    assert [r["step"] for r in read_jsonl(log)][0] == 1
+
+
+def test_torchs_short_write_counts_as_a_full_disk_only_when_the_disk_is_full(tmp_path, monkeypatch):
+    import saah_lib.jsonio as jsonio
+
+    short = RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 4160 vs 4096")
+    assert not jsonio.is_disk_full(short, tmp_path / "optimizer.pt")
+    monkeypatch.setattr(jsonio, "_free_bytes", lambda path: 0)
+    assert jsonio.is_disk_full(short, tmp_path / "optimizer.pt")
+    assert not jsonio.is_disk_full(RuntimeError("size mismatch"), tmp_path / "optimizer.pt")
