@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from saah_lib.jsonio import read_text, scan_jsonl
+from saah_lib.method.methods import METHODS
 from saah_lib.rundir import checks, layout
 from saah_lib.rundir.folder import RunDir, trained_and_evaluated
 from saah_lib.rundir.layout import EVAL_KEYS, TRAIN_LOG_KEYS
@@ -203,7 +204,8 @@ def _read_evals(folder_dir: Path, schedule: set[int] | None, trained_to: int | N
 
 
 #: A run id made by ``saah_lib.training.config.default_run_id``: ``<profile>-<method>-a<alpha>-s<seed>[-w<N>]``.
-_DEFAULT_RUN_ID = re.compile(r"(?P<profile>.+)-(?P<method>[a-z]+)-a(?P<alpha>[-+.0-9e]+)-s(?P<seed>\d+)(?:-w\d+)?")
+_DEFAULT_RUN_ID = re.compile(rf"(?P<profile>.+)-(?P<method>{'|'.join(METHODS)})-a(?P<alpha>[-+.0-9e]+)"
+                             r"-s(?P<seed>\d+)(?:-w\d+)?")
 
 
 def identity_problems(run_dir: Path, cfg: dict) -> list[str]:
