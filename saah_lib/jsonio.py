@@ -16,18 +16,58 @@ permissions of a new file (``0666`` less the umask), as ``open()`` gives.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import math
 import os
 import re
 import secrets
+import shutil
 from pathlib import Path
 from typing import Any, Iterable
 
 #: The temporary file of an atomic write: hidden, beside its target, ``.<name>.<random>.tmp``
 #: (the random part of ``tempfile.mkstemp``, used before, is matched too).
 TEMP_FILE_RE = re.compile(r"\..+\.[A-Za-z0-9_]+\.tmp")
+
+
+#: What torch's zip writer says when a write comes up short, without the operating system's reason.
+TORCH_SHORT_WRITE = ("unexpected pos", "file write failed")
+#: Free space below which a short write is taken for a full disk.
+LOW_SPACE_BYTES = 1 << 20
+
+
+class DiskFullError(OSError):
+    """A write failed because the disk is full; the message says so and names what was being written."""
+
+
+def _free_bytes(path: Path) -> int:
+    """Free bytes on the file system of ``path`` (or of its nearest existing folder)."""
+    for folder in (path, *path.parents):
+        if folder.exists():
+            return shutil.disk_usage(folder).free
+    return 0
+
+
+def is_disk_full(error: BaseException, path: str | os.PathLike) -> bool:
+    """Whether ``error``, raised while writing ``path``, comes from a full disk.
+
+    An ``OSError`` says so by its errno; libraries that wrap it say so in their message, except torch's
+    zip writer, which reports only a short write: that counts when the disk is (almost) full.
+    """
+    if isinstance(error, OSError) and error.errno == errno.ENOSPC:
+        return True
+    text = str(error)
+    if "No space left on device" in text:
+        return True
+    return any(s in text for s in TORCH_SHORT_WRITE) and _free_bytes(Path(path)) < LOW_SPACE_BYTES
+
+
+def disk_full_error(what: str, path: str | os.PathLike) -> DiskFullError:
+    """The error to raise for a full disk while ``what`` (e.g. "writing the log") at ``path``."""
+    return DiskFullError(errno.ENOSPC, f"No space left on device while {what} {path}; free some space on that "
+                                       "disk and run again (what was written before is kept)")
 
 
 def json_safe(value: Any) -> Any:
@@ -73,8 +113,10 @@ def atomic_write_text(path: Path, text: str) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as error:
         tmp.unlink(missing_ok=True)
+        if isinstance(error, OSError) and is_disk_full(error, path):
+            raise disk_full_error("writing", path) from error
         raise
 
 
@@ -105,23 +147,52 @@ def append_jsonl(path: Path, record: dict) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     line = dumps(record) + "\n"
-    with open(path, "a") as f:
-        f.write(line)  # one write of one whole line
-        f.flush()
-        os.fsync(f.fileno())
+    try:
+        with open(path, "a") as f:
+            f.write(line)  # one write of one whole line
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as error:  # a torn last line is what readers of a running log already skip
+        if is_disk_full(error, path):
+            raise disk_full_error("appending to", path) from error
+        raise
+
+
+def _decode_problem(path: Path, data: bytes, error: UnicodeDecodeError) -> str:
+    """``<file>: line N: ...`` for bytes of ``data`` that are not UTF-8."""
+    line = data.count(b"\n", 0, error.start) + 1
+    column = error.start - (data.rfind(b"\n", 0, error.start) + 1) + 1
+    return (f"{path}: line {line}: not UTF-8 text (byte 0x{data[error.start]:02x} at column {column}: "
+            f"{error.reason})")
+
+
+def read_text(path: str | os.PathLike) -> str:
+    """The text of a UTF-8 file; bytes that are not UTF-8 raise a ValueError naming the file and line."""
+    path = Path(path)
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ValueError(_decode_problem(path, data, error)) from None
 
 
 def scan_jsonl(path: Path) -> tuple[list[tuple[int, Any]], list[tuple[int, str]]]:
     """Every non-blank line of a JSON-lines file, parsed: ``([(line, record)], [(line, problem)])``.
 
-    Nothing is dropped silently: a line that is not valid JSON is reported
-    with its 1-based line number.  A missing file has no lines.
+    Nothing is dropped silently: a line that is not UTF-8 or not valid JSON
+    is reported with its 1-based line number.  A missing file has no lines.
     """
     path = Path(path)
     if not path.is_file():
         return [], []
     records, problems = [], []
-    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    # bytes.splitlines splits at \n, \r and \r\n only, as the log's writer does
+    for i, raw in enumerate(path.read_bytes().splitlines(), 1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as error:
+            problems.append((i, f"not UTF-8 text (byte 0x{raw[error.start]:02x} at column {error.start + 1})"))
+            continue
         if not line.strip():
             continue
         try:
@@ -157,4 +228,7 @@ def read_json(path: str | os.PathLike, default: Any = None) -> Any:
     path = Path(path)
     if not path.is_file():
         return default
-    return json.loads(path.read_text(encoding="utf-8"))
+    try:
+        return json.loads(read_text(path))
+    except json.JSONDecodeError as error:  # the same type, with the file named in the message
+        raise json.JSONDecodeError(f"{path}: not valid JSON ({error.msg})", error.doc, error.pos) from None

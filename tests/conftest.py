@@ -97,8 +97,8 @@ def _train_rows(steps: int, base: float, slope: float, seed: int, method: str, a
 
 def write_evaluation(folder: Path, step: int, n: int, n_correct: int) -> dict:
     """One evaluation as the trainer writes it: its per-problem file, and its ``eval.jsonl`` line (returned)."""
-    samples = [{"id": f"p{j:03d}", "question": "q", "gold": "1", "completion": "c", "extracted": "1",
-                "correct": j < n_correct} for j in range(n)]
+    samples = [{"id": f"p{j:03d}", "question": "q", "gold": "1", "completion": "c",
+                "extracted": "1" if j < n_correct else "2", "correct": j < n_correct} for j in range(n)]
     write_jsonl_text(folder / "eval_samples" / f"step_{step:04d}.jsonl", samples)
     p = n_correct / n
     return {"step": step, "pass_at_1": p, "ci95": pass_at_1_ci(p, n), "n": n, "n_correct": n_correct}

@@ -80,3 +80,63 @@ def test_temporary_files_of_interrupted_writes_are_removed_and_nothing_else(tmp_
     assert all(p.exists() for p in kept) and not any(p.exists() for p in stale)
     assert (tmp_path / "sub" / ".x.json.abc123.tmp").exists()
     assert remove_temp_files(tmp_path / "missing") == []
+
+
+def test_bytes_that_are_not_utf8_are_named_by_file_and_line(tmp_path):
+    from saah_lib.jsonio import read_json, read_text, scan_jsonl
+
+    log = tmp_path / "log.jsonl"
+    log.write_bytes(b'{"step": 1}\n{"step": 2, "note": "caf\xe9"}\n{"step": 3}\n')
+    records, problems = scan_jsonl(log)
+    assert [r["step"] for _, r in records] == [1, 3]
+    assert problems == [(2, "not UTF-8 text (byte 0xe9 at column 25)")]
+    with pytest.raises(ValueError, match=r"log.jsonl: line 2: not UTF-8 text"):
+        read_jsonl(log, finished=True)
+    config = tmp_path / "config.json"
+    config.write_bytes(b'{\n  "a": 1,\n  "b": "\xff"\n}\n')
+    for read in (read_json, read_text):
+        with pytest.raises(ValueError, match=r"config.json: line 3: not UTF-8 text \(byte 0xff at column 9"):
+            read(config)
+
+
+def test_invalid_json_in_a_whole_file_names_it(tmp_path):
+    from saah_lib.jsonio import read_json
+
+    path = tmp_path / "c.json"
+    path.write_text('{"a": 1,\n "b": }\n')
+    with pytest.raises(json.JSONDecodeError, match=r"c.json: not valid JSON .*line 2"):
+        read_json(path)
+
+
+def _no_space(*args, **kwargs):
+    import errno
+
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def test_a_full_disk_is_reported_as_such_with_the_path_and_keeps_what_was_written(tmp_path, monkeypatch):
+    import saah_lib.jsonio as jsonio
+
+    target = tmp_path / "runs" / "r1" / "config.json"
+    atomic_write_json(target, {"a": 1})
+    log = tmp_path / "runs" / "r1" / "train_log.jsonl"
+    append_jsonl(log, {"step": 1})
+    monkeypatch.setattr(jsonio.os, "fsync", _no_space)
+    with pytest.raises(jsonio.DiskFullError, match=rf"No space left on device while writing {target}"):
+        atomic_write_json(target, {"a": 2})
+    with pytest.raises(jsonio.DiskFullError, match=rf"No space left on device while appending to {log}"):
+        append_jsonl(log, {"step": 2})
+    monkeypatch.undo()
+    assert json.loads(target.read_text()) == {"a": 1}
+    assert sorted(p.name for p in target.parent.iterdir()) == ["config.json", "train_log.jsonl"]  # no temp file
+    assert [r["step"] for r in read_jsonl(log)][0] == 1
+
+
+def test_torchs_short_write_counts_as_a_full_disk_only_when_the_disk_is_full(tmp_path, monkeypatch):
+    import saah_lib.jsonio as jsonio
+
+    short = RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 4160 vs 4096")
+    assert not jsonio.is_disk_full(short, tmp_path / "optimizer.pt")
+    monkeypatch.setattr(jsonio, "_free_bytes", lambda path: 0)
+    assert jsonio.is_disk_full(short, tmp_path / "optimizer.pt")
+    assert not jsonio.is_disk_full(RuntimeError("size mismatch"), tmp_path / "optimizer.pt")

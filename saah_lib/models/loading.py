@@ -10,7 +10,7 @@ from peft import PeftModel
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from saah_lib.models.names import model_location, tiny_warm_start_seed
-from saah_lib.models.warmstart import build_warm_start
+from saah_lib.models.warmstart import BUILD_INFO_FILE, build_warm_start, cache_problem
 from saah_lib.paths import tiny_warmstart_dir
 
 
@@ -22,9 +22,27 @@ def resolve_model(model_name: str, progress: bool = True) -> str:
     return model_location(model_name)
 
 
+def check_warm_start_folder(model_name: str) -> None:
+    """A tiny warm-start folder named by path (it holds ``build.json``) must hold the files it was built with.
+
+    By name (``tiny-warmstart``) a damaged build is rebuilt (:func:`resolve_model`); by path the folder
+    may be a copy the user keeps, so it is refused with what is wrong and how to rebuild it.
+    """
+    folder = Path(model_name)
+    if not (folder / BUILD_INFO_FILE).is_file():
+        return
+    problem = cache_problem(folder)
+    if problem:
+        raise RuntimeError(f"the warm-start folder {model_name} is damaged ({problem}). Rebuild it: delete the "
+                           "folder and name the model tiny-warmstart (or tiny-warmstart-s<seed>), which builds it "
+                           "on first use, or call saah_lib.models.warmstart.build_warm_start(folder, seed, "
+                           "force=True).")
+
+
 def load_model_and_tokenizer(model_name: str, dtype: str = "float32"):
     """Load a causal LM and its tokenizer by hub id or folder, with a clear error when unavailable."""
     torch_dtype = getattr(torch, dtype)
+    check_warm_start_folder(model_name)
     try:
         tokenizer = AutoTokenizer.from_pretrained(model_name)
         model = AutoModelForCausalLM.from_pretrained(model_name, dtype=torch_dtype)

@@ -10,14 +10,23 @@ state an intermediate result as the final answer, and 40% drop some of the
 format's tags.  Greedy Pass@1 of the warm start is about 0.3, leaving headroom.
 
 The folder is cached (``build.json`` records seed, settings and recipe version)
-and built atomically.
+and built atomically.  ``files.json`` records the size and sha256 of every file
+the build wrote; each use checks them (:func:`cache_problem`), so a damaged
+cache is rebuilt with a message saying what was wrong, never used.  A build
+made before files were recorded is checked for what can be checked without
+them (every file loads, the tokenizer fits the model's embeddings) and then
+has its files recorded once.  Staging folders that killed builds left behind
+are removed by the next call (:func:`remove_dead_staging`).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import os
 import random
+import re
 import shutil
 import time
 from contextlib import contextmanager
@@ -25,8 +34,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
+from safetensors import safe_open
+from tokenizers import Tokenizer
 
-from saah_lib.jsonio import atomic_write_json, read_json
+from saah_lib.jsonio import atomic_write_json, read_json, read_text
 from saah_lib.models.evaluate import evaluate_pass_at_1
 from saah_lib.models.tiny import CHAT_ROLES, build_tokenizer, init_tiny_model, parameter_count
 from saah_lib.models.warmstart_targets import PLAIN_ANSWER, sft_targets
@@ -44,6 +55,11 @@ from saah_lib.tasks.synthetic import (
 )
 
 BUILD_INFO_FILE = "build.json"
+# size and sha256 of every other file of the build, written just before build.json
+FILES_RECORD = "files.json"
+# what loading the model and its tokenizer needs (the build writes a few more, all recorded)
+REQUIRED_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json")
+EMBEDDINGS = "model.embed_tokens.weight"
 # Bump when the build recipe changes in a way the settings do not capture.
 WARMSTART_VERSION = 2
 # Separate seed streams, so the warm start never trains on the problems
@@ -249,6 +265,87 @@ def built_with_other_kernels(info: dict) -> str | None:
     return recorded if recorded and recorded != torch.backends.cpu.get_cpu_capability() else None
 
 
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def record_files(folder: Path) -> dict:
+    """``{"algorithm": "sha256", "files": {name: {"bytes", "sha256"}}}`` of every file of a build folder."""
+    names = sorted(p.name for p in folder.iterdir() if p.is_file() and p.name not in (BUILD_INFO_FILE, FILES_RECORD))
+    return {"algorithm": "sha256",
+            "files": {name: {"bytes": (folder / name).stat().st_size, "sha256": _sha256(folder / name)}
+                      for name in names}}
+
+
+def recorded_files_problem(folder: Path) -> str | None:
+    """What differs from ``files.json`` (a file missing, of another size or hash), or None when nothing does."""
+    try:
+        record = json.loads(read_text(folder / FILES_RECORD))
+        files = record["files"]
+        expected = {name: (int(entry["bytes"]), str(entry["sha256"])) for name, entry in files.items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+        return f"{FILES_RECORD} is not a record of the build's files ({type(error).__name__}: {error})"
+    unlisted = [name for name in REQUIRED_FILES if name not in expected]
+    if unlisted:
+        return f"{FILES_RECORD} does not list {', '.join(unlisted)}"
+    for name, (size, digest) in expected.items():
+        path = folder / name
+        if not path.is_file():
+            return f"{name} is missing"
+        if path.stat().st_size != size:
+            return f"{name} has {path.stat().st_size} bytes, {size} when built"
+        if _sha256(path) != digest:
+            return f"{name} has another sha256 than when built (its bytes changed)"
+    return None
+
+
+def loadable_problem(folder: Path) -> str | None:
+    """What stops ``folder`` from loading as a model whose tokenizer fits it, or None.
+
+    Checks what needs no record: the files loading needs exist, the JSON files and the
+    safetensors header and data extent are whole, and the tokenizer has as many tokens as
+    the model has embedding rows (a tokenizer that lost tokens would encode prompts to
+    nothing, or to ids the model does not have).
+    """
+    missing = [name for name in REQUIRED_FILES if not (folder / name).is_file()]
+    if missing:
+        return f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} missing"
+    try:
+        config = json.loads(read_text(folder / "config.json"))
+        json.loads(read_text(folder / "tokenizer_config.json"))
+        tokens = Tokenizer.from_file(str(folder / "tokenizer.json")).get_vocab_size(with_added_tokens=True)
+        with safe_open(str(folder / "model.safetensors"), framework="pt") as weights:
+            rows = weights.get_slice(EMBEDDINGS).get_shape()[0]
+    except Exception as error:  # safetensors and tokenizers raise their own types for torn files
+        return f"a file does not load ({type(error).__name__}: {error})"
+    if not tokens == rows == config.get("vocab_size"):
+        return (f"the tokenizer has {tokens} tokens, the model {rows} embedding rows "
+                f"(config.json: vocab_size {config.get('vocab_size')})")
+    return None
+
+
+def cache_problem(folder: str | os.PathLike) -> str | None:
+    """What is wrong with a finished build's files, or None when they are as built.
+
+    A build that recorded its files (``files.json``) is checked against that record, then for
+    loading; one made before files were recorded is checked for loading, then its files are
+    recorded, so that any later change is caught.
+    """
+    folder = Path(folder)
+    recorded = (folder / FILES_RECORD).is_file()
+    problem = (recorded_files_problem(folder) if recorded else None) or loadable_problem(folder)
+    if problem is None and not recorded:
+        try:
+            atomic_write_json(folder / FILES_RECORD, record_files(folder))
+        except OSError as error:  # a read-only cache is still usable; it is checked for loading each time
+            print(f"{folder}: could not record its files' hashes ({error}); it loads and is used", flush=True)
+    return problem
+
+
 def _is_cached(out_dir: Path, seed: int, settings: WarmStartSettings) -> bool:
     info = read_build_info(out_dir)
     if info is None:
@@ -259,6 +356,9 @@ def _is_cached(out_dir: Path, seed: int, settings: WarmStartSettings) -> bool:
     if other := built_with_other_kernels(info):
         print(f"{out_dir} was built with torch's {other} CPU kernels, this process runs "
               f"{torch.backends.cpu.get_cpu_capability()}: rebuilding it (saah_lib.numerics)", flush=True)
+        return False
+    if problem := cache_problem(out_dir):
+        print(f"the warm-start cache {out_dir} is damaged ({problem}): rebuilding it", flush=True)
         return False
     return True
 
@@ -310,6 +410,29 @@ def _replace_dir(source: Path, target: Path) -> None:
     os.rename(source, target)
 
 
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def remove_dead_staging(out_dir: Path) -> list[Path]:
+    """Remove the staging (``.<name>.building-<pid>``) and discarded (``.<name>.old-<pid>``) folders beside
+    ``out_dir`` whose process has ended: a build killed before it finished leaves them behind."""
+    pattern = re.compile(rf"\.{re.escape(out_dir.name)}\.(?:building|old)-(\d+)")
+    if not out_dir.parent.is_dir():
+        return []
+    dead = [p for p in out_dir.parent.iterdir()
+            if (m := pattern.fullmatch(p.name)) and p.is_dir() and not _pid_alive(int(m.group(1)))]
+    for folder in dead:
+        shutil.rmtree(folder, ignore_errors=True)
+    return sorted(dead)
+
+
 def build_warm_start(
     out_dir: str | os.PathLike = TINY_WARMSTART_DIR,
     seed: int = 0,
@@ -327,6 +450,8 @@ def build_warm_start(
     """
     settings = settings or WarmStartSettings()
     out_dir = Path(out_dir)
+    for folder in remove_dead_staging(out_dir):
+        say(f"removed {folder}, left by a warm-start build that was killed", progress)
     if not force and _is_cached(out_dir, seed, settings):
         return out_dir
     say(f"building the tiny warm start in {repo_relative(out_dir)} (once, then cached; about 4-5 min on one "
@@ -336,6 +461,7 @@ def build_warm_start(
     shutil.rmtree(staging, ignore_errors=True)
     try:
         info = _build_into(staging, seed, settings, progress)
+        atomic_write_json(staging / FILES_RECORD, record_files(staging))
         # build.json last: its presence marks a complete folder.
         atomic_write_json(staging / BUILD_INFO_FILE, info)
         _replace_dir(staging, out_dir)

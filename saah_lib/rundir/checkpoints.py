@@ -185,6 +185,30 @@ def set_aside(checkpoint: Path) -> Path:
     return target
 
 
+def checkpoint_step(checkpoint: Path) -> int:
+    return int(checkpoint.name.split("-")[1])
+
+
+def check_logs_reach(run, checkpoint: Path) -> None:
+    """Raise when ``run``'s training log ends before ``checkpoint``'s step.
+
+    The trainer logs a step before it saves it, so a checkpoint is never newer than the log it was
+    saved with.  A log that ends earlier was restored or edited apart from the checkpoints (which
+    git does not keep): resuming would leave a gap (steps 1, 2, 5, ...), and cutting the checkpoint
+    back to the log is not possible, so it is an error naming both, and nothing is changed.
+    """
+    step = checkpoint_step(checkpoint)
+    logged = [r["step"] for r in run.train_log() if isinstance(r, dict) and isinstance(r.get("step"), int)]
+    last = max(logged, default=0)
+    if step > last:
+        ends = f"ends at step {last}" if logged else "has no step"
+        raise RuntimeError(
+            f"run {run.dir.name!r} cannot resume: its checkpoint {checkpoint} is at step {step}, but its training "
+            f"log {run.train_log_path} {ends}, so the log is older than the checkpoint. Nothing was changed. "
+            f"Restore the logs that go with the checkpoint, or move the checkpoints after step {last} out of "
+            f"{run.checkpoints_dir} to resume from an older one (or all of them to train again from step 0).")
+
+
 def resume_checkpoint(run, world_size: int = 1) -> Path | None:
     """The newest intact checkpoint of ``run`` (a :class:`~saah_lib.rundir.folder.RunDir`); newer damaged
     ones are set aside, never deleted.
@@ -193,6 +217,9 @@ def resume_checkpoint(run, world_size: int = 1) -> Path | None:
     ``checkpoint_problem``) is moved to ``checkpoints/damaged/`` with a
     message naming it, and the run resumes from the previous intact one, as
     it would after a crash just before the damaged save.
+
+    The run's training log must reach the checkpoint's step (:func:`check_logs_reach`): logs that
+    end later are cut back to it by the caller, logs that end earlier are an error.
 
     With no intact checkpoint left, what happens depends on the damage.  If
     every folder is an interrupted save (no ``trainer_state.json``, which the
@@ -203,6 +230,8 @@ def resume_checkpoint(run, world_size: int = 1) -> Path | None:
     repairable, or the user moves them away to start over.
     """
     checkpoint, damaged = resume_point(run.checkpoints_dir, world_size)
+    if checkpoint is not None:
+        check_logs_reach(run, checkpoint)
     finished = [folder for folder in damaged if (folder / TRAINER_STATE).is_file()]
     if checkpoint is None and finished:
         details = "; ".join(f"{folder}: {problem}" for folder, problem in damaged.items())

@@ -14,7 +14,8 @@ every breach is reported, so strict reading stops and tolerant reading flags the
   binomial half-width of :func:`saah_lib.tasks.scoring.pass_at_1_ci`.
 * ``eval_samples/step_XXXX.jsonl``: one file per evaluation, with exactly ``n`` records, each with a
   problem ``id`` (each id once) and a boolean ``correct``, ``n_correct`` of them correct; no file
-  without its evaluation line.
+  without its evaluation line; a record's ``correct`` is what its ``extracted`` answer scored against
+  its ``gold`` answer gives (records that carry them, as every record the trainer writes does).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from saah_lib.jsonio import scan_jsonl
-from saah_lib.method.reward import COMPONENT_BOUNDS, MAX_TOTAL, MIN_TOTAL
+from saah_lib.method.reward import COMPONENT_BOUNDS, MAX_TOTAL, MIN_TOTAL, answers_match
 from saah_lib.rundir.layout import samples_file
 from saah_lib.tasks.scoring import pass_at_1_ci
 
@@ -188,6 +189,20 @@ def _describe(schedule: set[int]) -> str:
 # eval_samples/step_XXXX.jsonl
 # ---------------------------------------------------------------------------
 
+def rescoring_problems(record: dict) -> list[str]:
+    """Whether a per-problem record's ``correct`` flag is what scoring its ``extracted`` answer against its
+    ``gold`` answer gives (:func:`saah_lib.method.reward.answers_match`, the evaluation's own rule)."""
+    gold, extracted = record.get("gold"), record.get("extracted")
+    if not isinstance(gold, str) or not (extracted is None or isinstance(extracted, str)):
+        return [f"gold is {gold!r} and extracted is {extracted!r}: a gold answer and an extracted answer "
+                "(or null) are text"]
+    scored = answers_match(extracted, gold)
+    if record["correct"] != scored:
+        return [f"correct is {record['correct']}, but the extracted answer {extracted!r} scored against the gold "
+                f"answer {gold!r} is {'right' if scored else 'wrong'}"]
+    return []
+
+
 def sample_file_problems(path: Path, line_ref: str, n: int, n_correct: int) -> list[str]:
     """What is wrong with one per-problem file, compared with its evaluation line (``line_ref`` names it)."""
     if not path.is_file():
@@ -201,6 +216,8 @@ def sample_file_problems(path: Path, line_ref: str, n: int, n_correct: int) -> l
             got = rec.get("correct") if isinstance(rec, dict) else rec
             messages.append(f"{path}: line {i}: correct is {got!r}, not true or false")
             continue
+        if "gold" in rec or "extracted" in rec:
+            messages += [f"{path}: line {i}: {m}" for m in rescoring_problems(rec)]
         problem_id = rec.get("id")
         if not isinstance(problem_id, (str, int)) or isinstance(problem_id, bool):
             messages.append(f"{path}: line {i}: problem id is {problem_id!r}, not a string")

@@ -76,14 +76,30 @@ class RunDir:
         return self.samples_dir / layout.samples_file(step)
 
     def sample_files(self) -> dict[int, Path]:
-        """The per-problem evaluation files on disk, by step, in step order."""
+        """The per-problem evaluation files on disk, by step, in step order.
+
+        Each step has one name (:func:`saah_lib.rundir.layout.samples_file`); a file named for a
+        step in any other way (``step_0000060.jsonl``, ``step_60.jsonl``) is a ValueError naming it
+        and the step's file, so that no reader picks one of two files for a step.
+        """
         if not self.samples_dir.is_dir():
             return {}
-        found = {}
-        for p in self.samples_dir.glob("step_*.jsonl"):
+        found, aliases = {}, []
+        for p in sorted(self.samples_dir.glob("step_*.jsonl")):
             m = re.fullmatch(r"step_(\d+)\.jsonl", p.name)
-            if m:
-                found[int(m.group(1))] = p
+            if not m:
+                continue
+            step = int(m.group(1))
+            if p.name == layout.samples_file(step):
+                found[step] = p
+            else:
+                aliases.append(p)
+        if aliases:
+            raise ValueError("; ".join(
+                f"{p}: another name for the samples of step {int(p.stem[5:])}, whose file is "
+                f"{self.samples_dir / layout.samples_file(int(p.stem[5:]))}"
+                f"{' (also present)' if int(p.stem[5:]) in found else ''}; keep one file per step, so named"
+                for p in aliases))
         return dict(sorted(found.items()))
 
     def log_token_entropies(self, records: list[dict]) -> None:

@@ -115,3 +115,27 @@ def folders(root: str | os.PathLike, kind: str = RUNS) -> list[Path]:
     if not path.is_dir():
         return []
     return sorted(p for p in path.iterdir() if p.is_dir() and not is_ignored(Path(kind) / p.name))
+
+
+def symlinks(root: str | os.PathLike, under: str | os.PathLike = "") -> list[Path]:
+    """Every symbolic link under ``root / under`` (that folder included) that :func:`is_ignored` does not skip,
+    without following any: results are real files, and the manifest and the reader refuse links alike
+    (a linked folder would be read by one and not listed by the other)."""
+    root = Path(root)
+    start = root / under
+    found = [start] if start != root and start.is_symlink() else []
+    if start.is_symlink():
+        return found
+    for folder, dirnames, filenames in os.walk(start, followlinks=False):
+        here = Path(folder)
+        entries = [here / name for name in (*dirnames, *filenames)]
+        found += [p for p in entries if p.is_symlink() and not is_ignored(p.relative_to(root))]
+        # descend into real folders that hold results (os.walk never enters linked ones)
+        dirnames[:] = [name for name in dirnames if not is_ignored((here / name).relative_to(root))]
+    return sorted(found)
+
+
+def link_problem(link: Path) -> str:
+    """The message for a symbolic link found in a results root."""
+    return (f"{link}: a symbolic link (to {os.readlink(link)}), not a results file or folder; copy what it "
+            "points at, or remove it")

@@ -30,9 +30,10 @@ import re
 import sys
 from pathlib import Path
 
-from saah_lib.jsonio import atomic_write_json
+from saah_lib.jsonio import atomic_write_json, read_text, remove_temp_files
 from saah_lib.paths import in_repo
-from saah_lib.rundir.layout import MANIFEST_FILE, is_ignored
+from saah_lib.rundir.layout import MANIFEST_FILE, is_ignored, link_problem, symlinks
+from saah_lib.rundir.lock import study_lock
 
 ALGORITHM = "sha256"
 _HEX_DIGEST = re.compile(r"[0-9a-f]{64}")
@@ -51,8 +52,15 @@ def sha256_of(path: Path) -> str:
 
 
 def results_files(root: str | Path) -> dict[str, str]:
-    """``{relative path: sha256}`` of every results file under ``root``, sorted by path."""
+    """``{relative path: sha256}`` of every results file under ``root``, sorted by path.
+
+    A symbolic link under the root is a :class:`ManifestError` naming it (the reader refuses it too).
+    """
     root = Path(root)
+    links = symlinks(root)
+    if links:
+        raise ManifestError(f"{len(links)} symbolic link(s) under {root}:\n"
+                            + "\n".join(f"  {link_problem(link)}" for link in links))
     found = {}
     for path in sorted(root.rglob("*")):
         rel = path.relative_to(root)
@@ -62,20 +70,27 @@ def results_files(root: str | Path) -> dict[str, str]:
 
 
 def write_manifest(root: str | Path) -> Path:
-    """Write ``<root>/MANIFEST.json`` listing every results file under ``root``."""
+    """Write ``<root>/MANIFEST.json`` listing every results file under ``root``.
+
+    The root is held (:func:`~saah_lib.rundir.lock.study_lock`) while it is written, so the temporary
+    files that killed writes left in it (a manifest's among them) can be removed first.
+    """
     root = Path(root)
     if not root.is_dir():
         raise FileNotFoundError(f"results root {root} does not exist")
     path = root / MANIFEST_FILE
-    atomic_write_json(path, {"algorithm": ALGORITHM, "files": results_files(root)})
+    with study_lock(root):
+        for stale in remove_temp_files(root):
+            print(f"removed {stale}, left by an interrupted write", flush=True)
+        atomic_write_json(path, {"algorithm": ALGORITHM, "files": results_files(root)})
     return path
 
 
 def read_manifest(path: Path) -> dict[str, str]:
     """The ``files`` of a manifest, after checking its schema (a :class:`ManifestError` says what is wrong)."""
     try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        manifest = json.loads(read_text(path))
+    except (OSError, ValueError) as exc:  # ValueError: not UTF-8 (file and line named) or not JSON
         raise ManifestError(f"{path} is not a readable manifest ({exc})") from None
     if not isinstance(manifest, dict):
         raise ManifestError(f"{path}: a manifest is a JSON object, got {type(manifest).__name__}")

@@ -36,11 +36,13 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from saah_lib.jsonio import scan_jsonl
+from saah_lib.jsonio import read_text, scan_jsonl
+from saah_lib.method.methods import METHODS
 from saah_lib.rundir import checks, layout
 from saah_lib.rundir.folder import RunDir, trained_and_evaluated
 from saah_lib.rundir.layout import EVAL_KEYS, TRAIN_LOG_KEYS
@@ -108,9 +110,11 @@ def read_config(path: Path, required: Iterable[str] = ("method", "alpha", "steps
     if not path.is_file():
         return None, [f"{path}: missing"]
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_text(path))
     except json.JSONDecodeError as exc:
         return None, [f"{path}: line {exc.lineno}: not valid JSON ({exc.msg})"]
+    except ValueError as exc:  # bytes that are not UTF-8: the message names file and line
+        return None, [str(exc)]
     if not isinstance(data, dict):
         return None, [f"{path}: not a JSON object"]
     flat = flatten_config(data)
@@ -190,8 +194,59 @@ def _read_evals(folder_dir: Path, schedule: set[int] | None, trained_to: int | N
     named = [r.get("step") for _, r in scan_jsonl(eval_path)[0] if isinstance(r, dict)]
     lines, wrong = checks.check_evals(eval_path, lines, schedule, trained_to, named)
     files = RunDir(folder_dir)
-    messages += wrong + checks.check_samples(files.samples_dir, eval_path, lines, files.sample_files(), named)
+    try:
+        on_disk = files.sample_files()
+    except ValueError as error:  # two names for one step's file
+        on_disk = {}
+        wrong.append(str(error))
+    messages += wrong + checks.check_samples(files.samples_dir, eval_path, lines, on_disk, named)
     return [rec for _, rec in lines], messages
+
+
+#: A run id made by ``saah_lib.training.config.default_run_id``: ``<profile>-<method>-a<alpha>-s<seed>[-w<N>]``.
+_DEFAULT_RUN_ID = re.compile(rf"(?P<profile>.+)-(?P<method>{'|'.join(METHODS)})-a(?P<alpha>[-+.0-9e]+)"
+                             r"-s(?P<seed>\d+)(?:-w\d+)?")
+
+
+def identity_problems(run_dir: Path, cfg: dict) -> list[str]:
+    """Where a run's config contradicts its own run id or its folder's name.
+
+    A folder is named after its config's run id.  A run id in the default form names the method,
+    alpha and seed, which must be the config's; a custom run id names nothing to compare.
+    """
+    config_path = run_dir / layout.CONFIG_FILE
+    messages = []
+    if cfg.get("run_id") != run_dir.name:
+        messages.append(f"{run_dir}: the folder's name is not its config's run id {cfg.get('run_id')!r} "
+                        f"({config_path}); a run folder is named after its run")
+    for what, name in (("run id", cfg.get("run_id")), ("folder name", run_dir.name)):
+        m = _DEFAULT_RUN_ID.fullmatch(str(name))
+        if not m:
+            continue
+        named = {"method": m["method"], "alpha": m["alpha"], "seed": m["seed"]}
+        has = {"method": str(cfg.get("method")), "alpha": _alpha_text(cfg.get("alpha")), "seed": str(cfg.get("seed"))}
+        wrong = [f"{k} {has[k]} (the {what} says {v})" for k, v in named.items() if has[k] != v]
+        if wrong:
+            messages.append(f"{run_dir}: {config_path.name} contradicts the {what} {name!r}: " + ", ".join(wrong))
+    return messages
+
+
+def _alpha_text(alpha: Any) -> str:
+    return f"{alpha:g}" if _is_number(alpha) else str(alpha)
+
+
+def duplicate_runs(folders: list[RunFolder]) -> list[str]:
+    """One message per folder that holds the same run (the same config run id) as another folder."""
+    by_id: dict[str, list[Path]] = {}
+    for folder in folders:
+        if folder.config is not None:
+            by_id.setdefault(folder.config["run_id"], []).append(folder.path)
+    messages = []
+    for run_id, paths in by_id.items():
+        for path in paths if len(paths) > 1 else []:
+            others = ", ".join(str(p) for p in paths if p != path)
+            messages.append(f"{path}: holds run {run_id!r}, as does {others}; a run is in one folder")
+    return messages
 
 
 def read_run_folder(run_dir: Path) -> RunFolder:
@@ -204,6 +259,7 @@ def read_run_folder(run_dir: Path) -> RunFolder:
     for key in META_COLUMNS:
         cfg.setdefault(key, None)
     folder.config = cfg
+    folder.damage += identity_problems(run_dir, cfg)
     steps = cfg["steps"]
     log_path = run_dir / layout.TRAIN_LOG_FILE
     train, bad_steps = read_lines(log_path, TRAIN_LOG_KEYS[1:])
@@ -232,6 +288,23 @@ def read_baseline_folder(folder_dir: Path) -> RunFolder:
     return folder
 
 
+def _read_real_folder(reader, root: str | Path, kind: str, folder: Path) -> RunFolder:
+    """``reader(folder)``, with every symbolic link in it as damage; a linked folder is excluded (it is
+    another folder's content, which the manifest does not cover)."""
+    for linked in (folder.parent, folder):
+        if linked.is_symlink():
+            return RunFolder(folder, None, damage=[layout.link_problem(linked)])
+    links = layout.symlinks(root, Path(kind) / folder.name)
+    read = reader(folder)
+    read.damage += [layout.link_problem(link) for link in links]
+    return read
+
+
+def _per_folder(folders: list[RunFolder], messages: list[str]) -> list[list[str]]:
+    """``messages`` (each starting with a folder's path) shared out to their folders, in order."""
+    return [[m for m in messages if m.startswith(f"{folder.path}: ")] for folder in folders]
+
+
 def read_folders(root: str | Path, kind: str = layout.RUNS,
                  tolerate_problems: bool = False) -> tuple[list[RunFolder], list[str]]:
     """The folders under ``<root>/runs`` (``kind="runs"``) or ``<root>/baselines``, and every problem.
@@ -241,7 +314,10 @@ def read_folders(root: str | Path, kind: str = layout.RUNS,
     incomplete) come back with one message per problem, excluded folders included.
     """
     reader = read_run_folder if kind == layout.RUNS else read_baseline_folder
-    everything = [reader(p) for p in layout.folders(root, kind)]
+    everything = [_read_real_folder(reader, root, kind, p) for p in layout.folders(root, kind)]
+    if kind == layout.RUNS:
+        for folder, message in zip(everything, _per_folder(everything, duplicate_runs(everything))):
+            folder.damage += message
     problems = [m for f in everything for m in f.problems]
     if problems and not tolerate_problems:
         listing = "\n".join(f"  - {m}" for m in problems)

@@ -19,7 +19,7 @@ import os
 import random
 from pathlib import Path
 
-from saah_lib.jsonio import read_jsonl
+from saah_lib.jsonio import scan_jsonl
 from saah_lib.method.reward import normalize_number
 from saah_lib.paths import in_repo, repo_relative
 from saah_lib.tasks.problems import DataSplit, Problem
@@ -51,13 +51,22 @@ def gsm8k_reasoning(answer_text: str) -> str:
     return answer_text.rsplit(GOLD_MARKER, 1)[0].strip()
 
 
-def _problem(split: str, index: int, record: dict) -> Problem:
-    return Problem(
-        id=f"{split}-{index:05d}",
-        question=record["question"],
-        answer=parse_gold_answer(record["answer"]),
-        solution=gsm8k_reasoning(record["answer"]),
-    )
+def _problem(split: str, index: int, record, where: str) -> Problem:
+    """One GSM8K record as a Problem; ``where`` (file and line, or hub row) names it in every error."""
+    if not isinstance(record, dict):
+        raise ValueError(f"{where}: a GSM8K record is a JSON object with \"question\" and \"answer\", "
+                         f"got a {type(record).__name__}")
+    for key in ("question", "answer"):
+        if key not in record:
+            raise ValueError(f"{where}: no \"{key}\" (a GSM8K record holds \"question\" and \"answer\")")
+        if not isinstance(record[key], str):
+            raise ValueError(f"{where}: \"{key}\" is a {type(record[key]).__name__}, not text")
+    try:
+        answer = parse_gold_answer(record["answer"])
+    except ValueError as error:
+        raise ValueError(f"{where}: {error}") from None
+    return Problem(id=f"{split}-{index:05d}", question=record["question"], answer=answer,
+                   solution=gsm8k_reasoning(record["answer"]))
 
 
 def _check_split(split: str) -> None:
@@ -65,12 +74,18 @@ def _check_split(split: str) -> None:
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
 
 
-def _read_gsm8k_file(path: Path) -> list[dict]:
+def _read_gsm8k_file(path: Path) -> list[tuple[str, object]]:
+    """``[(where, record)]`` of a local split file, ``where`` being ``<file>: line N``."""
     if not path.is_file():
         raise FileNotFoundError(
             f"GSM8K file not found: {path} (the folder must hold train.jsonl and test.jsonl)"
         )
-    return read_jsonl(path, finished=True)
+    records, problems = scan_jsonl(path)
+    if problems:
+        line, problem = problems[0]
+        more = f" ({len(problems) - 1} more bad lines)" if len(problems) > 1 else ""
+        raise ValueError(f"{path}: line {line}: {problem}{more}")
+    return [(f"{path}: line {line}", record) for line, record in records]
 
 
 def _load_from_hub(split: str) -> list[dict]:
@@ -128,8 +143,11 @@ def load_gsm8k(split: str, data_dir: str | os.PathLike | None = None) -> list[Pr
     """All problems of one official split ("train" or "test"), in file order."""
     _check_split(split)
     folder = resolve_gsm8k_dir(data_dir)
-    records = _read_gsm8k_file(folder / f"{split}.jsonl") if folder is not None else _load_from_hub(split)
-    return [_problem(split, index, record) for index, record in enumerate(records)]
+    if folder is not None:
+        records = _read_gsm8k_file(folder / f"{split}.jsonl")
+    else:
+        records = [(f"GSM8K {split} from the hub: row {i}", r) for i, r in enumerate(_load_from_hub(split))]
+    return [_problem(split, index, record, where) for index, (where, record) in enumerate(records)]
 
 
 # --------------------------------------------------------------------------

@@ -27,12 +27,14 @@ from __future__ import annotations
 import math
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 from trl import GRPOConfig, GRPOTrainer
 from trl.models.utils import unwrap_model_for_generation
 from trl.trainer.utils import nanstd
 
+from saah_lib.jsonio import disk_full_error, is_disk_full
 from saah_lib.method.loss import method_weights, normalised_entropy_from_hidden, saah_policy_loss
 from saah_lib.method.methods import MAIN_ALPHA, PAPER_ENTROPY_TOP_K, method_alpha
 from saah_lib.models.backends import check_backend, require_vllm, resolve_backend
@@ -93,6 +95,20 @@ class SAAHGRPOTrainer(GRPOTrainer):
             getattr(self.args, "generation_backend", "auto"), self.accelerator.device)
         self._rollout_engine = None
         self.compile_health = CompileHealth()  # shared by the rollout and evaluation engines
+
+    def _save_checkpoint(self, model, trial) -> None:
+        """transformers' checkpoint save; a full disk is reported as such, naming the run and the folder.
+
+        The interrupted save has no ``trainer_state.json`` (written last), so the next launch resumes from
+        the previous checkpoint (:func:`saah_lib.rundir.checkpoints.resume_checkpoint`).
+        """
+        try:
+            super()._save_checkpoint(model, trial)
+        except Exception as error:  # torch and safetensors wrap the OSError in their own types
+            folder = Path(self._get_output_dir(trial=trial)) / f"checkpoint-{self.state.global_step}"
+            if is_disk_full(error, folder):
+                raise disk_full_error(f"saving the checkpoint of run {self.args.run_name!r} into", folder) from error
+            raise
 
     def _check_supported_options(self) -> None:
         a = self.args

@@ -2,6 +2,7 @@
 
 import hashlib
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -11,9 +12,12 @@ import torch
 from saah_lib.method.reward import TAGS
 from saah_lib.models import warmstart as tiny_model
 from saah_lib.models.tiny import IM_END, IM_START, PAD_TOKEN, build_tokenizer
+from saah_lib.models.loading import load_model_and_tokenizer
 from saah_lib.models.warmstart import (
     BUILD_INFO_FILE,
+    FILES_RECORD,
     WarmStartSettings,
+    cache_problem,
     build_warm_start,
     read_build_info,
     tokenizer_corpus,
@@ -228,3 +232,90 @@ def test_a_build_says_at_once_what_it_does_and_how_far_it_is(tmp_path, capsys):
     assert lines[-1].startswith("tiny warm start built in ") and "held-out Pass@1" in lines[-1]
     assert len(lines) == 4  # three SFT steps: no line per step
     assert "\r" not in "".join(lines)
+
+
+# ---------------------------------------------------------------------- a damaged cache is never used
+
+def _truncate(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def _flip_a_byte(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[-100] ^= 0x01  # inside the tensor data: the header still parses
+    path.write_bytes(bytes(data))
+
+
+def _smaller_tokenizer(folder: Path) -> None:
+    (folder / "tokenizer.json").unlink()
+    small = WarmStartSettings(**{**TINY.__dict__, "tokenizer_problems": 2})
+    build_tokenizer(tokenizer_corpus(small, seed=0)).save_pretrained(folder)
+
+
+DAMAGES = {
+    "truncated weights": (lambda f: _truncate(f / "model.safetensors"), "model.safetensors has"),
+    "flipped byte": (lambda f: _flip_a_byte(f / "model.safetensors"), "model.safetensors has another sha256"),
+    "no tokenizer.json": (lambda f: (f / "tokenizer.json").unlink(), "tokenizer.json is missing"),
+    "other tokenizer": (_smaller_tokenizer, "tokenizer.json has"),
+}
+
+
+@pytest.mark.parametrize("damage", DAMAGES)
+def test_a_damaged_cache_is_rebuilt_with_a_message_and_refused_by_path(built, tmp_path, capsys, damage):
+    make_damage, problem = DAMAGES[damage]
+    copy = shutil.copytree(built, tmp_path / "model")
+    make_damage(copy)
+    with pytest.raises(RuntimeError, match=rf"the warm-start folder {copy} is damaged \({problem}.*Rebuild it"):
+        load_model_and_tokenizer(str(copy))
+    build_warm_start(copy, seed=0, settings=TINY, progress=False)
+    assert f"the warm-start cache {copy} is damaged ({problem}" in capsys.readouterr().out
+    for name in ("model.safetensors", "tokenizer.json"):
+        assert (copy / name).read_bytes() == (built / name).read_bytes()
+    assert cache_problem(copy) is None
+
+
+@pytest.mark.parametrize("damage", ["truncated weights", "no tokenizer.json", "other tokenizer"])
+def test_a_cache_built_before_files_were_recorded_is_checked_for_loading(built, tmp_path, capsys, damage):
+    copy = shutil.copytree(built, tmp_path / "model")
+    (copy / FILES_RECORD).unlink()
+    DAMAGES[damage][0](copy)
+    build_warm_start(copy, seed=0, settings=TINY, progress=False)
+    assert f"the warm-start cache {copy} is damaged (" in capsys.readouterr().out
+    assert (copy / "model.safetensors").read_bytes() == (built / "model.safetensors").read_bytes()
+
+
+def test_an_intact_cache_built_before_files_were_recorded_is_used_and_recorded_once(built, tmp_path):
+    copy = _cached_build_copy(built, tmp_path / "model", read_build_info(built)[RECORD_KEY])
+    (copy / FILES_RECORD).unlink()
+    assert build_warm_start(copy, seed=0, settings=TINY, progress=False) == copy
+    assert (copy / "marker").exists()  # used, not rebuilt
+    recorded = json.loads((copy / FILES_RECORD).read_text())["files"]
+    assert {k: v for k, v in recorded.items() if k != "marker"} == json.loads((built / FILES_RECORD).read_text())["files"]
+    _flip_a_byte(copy / "model.safetensors")  # from now on caught
+    assert "model.safetensors has another sha256" in cache_problem(copy)
+
+
+def test_the_record_lists_every_file_of_the_build_with_its_size_and_hash(built):
+    files = json.loads((built / FILES_RECORD).read_text())["files"]
+    on_disk = {p.name for p in built.iterdir()} - {BUILD_INFO_FILE, FILES_RECORD}
+    assert set(files) == on_disk and {"model.safetensors", "tokenizer.json"} <= on_disk
+    weights = built / "model.safetensors"
+    assert files["model.safetensors"] == {"bytes": weights.stat().st_size,
+                                          "sha256": hashlib.sha256(weights.read_bytes()).hexdigest()}
+
+
+def test_staging_folders_of_killed_builds_are_removed_and_a_live_ones_kept(built, tmp_path):
+    import subprocess
+    import sys
+
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead_pid = int(ended.stdout)
+    copy = shutil.copytree(built, tmp_path / "model")
+    killed = [tmp_path / f".model.building-{dead_pid}", tmp_path / f".model.old-{dead_pid}"]
+    live = tmp_path / f".model.building-{os.getpid()}"
+    other = tmp_path / f".other.building-{dead_pid}"
+    for folder in (*killed, live, other):
+        (folder / "part").mkdir(parents=True)
+    build_warm_start(copy, seed=0, settings=TINY, progress=False)
+    assert not any(f.exists() for f in killed)
+    assert live.exists() and other.exists()  # a build still running; another cache's folder

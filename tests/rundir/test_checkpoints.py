@@ -134,3 +134,42 @@ def test_set_aside_moves_a_damaged_checkpoint_out_of_reach_of_rotation(tmp_path)
     # transformers' rotation (save_total_limit) and our own listing see only checkpoint-2
     assert sort_checkpoints(str(log.checkpoints_dir)) == [str(log.checkpoints_dir / "checkpoint-2")]
     assert list(checkpoints(log.checkpoints_dir)) == [2]
+
+
+def _logged_run(tmp_path, last_step):
+    run = RunDir(tmp_path / "run")
+    for step in range(1, last_step + 1):
+        run.log_step({"step": step})
+    return run
+
+
+@pytest.mark.parametrize("last_logged", [0, 2, 3])
+def test_a_checkpoint_newer_than_the_training_log_is_an_error_naming_both_and_nothing_changes(tmp_path, last_logged):
+    from saah_lib.rundir.checkpoints import resume_checkpoint
+
+    run = _logged_run(tmp_path, last_logged)
+    make_checkpoint(run.checkpoints_dir / "checkpoint-2", 2)
+    make_checkpoint(run.checkpoints_dir / "checkpoint-4", 4)
+    tear(run.checkpoints_dir / "checkpoint-4" / "optimizer.pt")
+    make_checkpoint(run.checkpoints_dir / "checkpoint-3", 3)
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    log_before = run.train_log_path.read_bytes() if last_logged else None
+    if last_logged >= 3:
+        assert resume_checkpoint(run).name == "checkpoint-3"  # the damaged checkpoint-4 is set aside
+        return
+    with pytest.raises(RuntimeError) as error:
+        resume_checkpoint(run)
+    message = str(error.value)
+    assert f"its checkpoint {run.checkpoints_dir / 'checkpoint-3'} is at step 3" in message
+    assert f"training log {run.train_log_path} " + (f"ends at step {last_logged}" if last_logged else "has no step") \
+        in message
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+    assert (run.train_log_path.read_bytes() if last_logged else None) == log_before
+
+
+def test_a_training_log_that_reaches_the_checkpoint_lets_it_resume(tmp_path):
+    from saah_lib.rundir.checkpoints import resume_checkpoint
+
+    run = _logged_run(tmp_path, 5)  # logged beyond the checkpoint: the caller cuts the log back to it
+    make_checkpoint(run.checkpoints_dir / "checkpoint-4", 4)
+    assert resume_checkpoint(run).name == "checkpoint-4"

@@ -1,5 +1,6 @@
 
 import json
+import re
 
 import pytest
 
@@ -52,3 +53,23 @@ def test_compile_health_keeps_one_record_per_training_process(tmp_path):
     run.write_compile_health({"from_step": 5, "rollouts": 1})  # resumed earlier: steps 10.. are redone
     assert json.loads(run.compile_health_path.read_text())["processes"] == [
         {"from_step": 0, "rollouts": 5}, {"from_step": 5, "rollouts": 1}]
+
+
+@pytest.mark.parametrize("alias", ["step_0000060.jsonl", "step_60.jsonl"])
+@pytest.mark.parametrize("both", [True, False])
+def test_a_second_name_for_a_steps_sample_file_is_an_error_naming_both(tmp_path, run_maker, alias, both):
+    from saah_lib.rundir.reader import DamagedResultsError, read_folders
+
+    root = tmp_path / "r"
+    run = run_maker(root, "tiny-sa-s1", "tiny", "sa", 0.5, 1, steps=60, eval_every=20)
+    samples = run / "eval_samples"
+    (samples / alias).write_text((samples / "step_0060.jsonl").read_text().replace("true", "false"))
+    if not both:
+        (samples / "step_0060.jsonl").unlink()
+    with pytest.raises(ValueError) as error:
+        RunDir(run).sample_files()
+    assert f"{samples / alias}: another name for the samples of step 60, whose file is {samples / 'step_0060.jsonl'}" \
+        in str(error.value)
+    assert ("(also present)" in str(error.value)) == both
+    with pytest.raises(DamagedResultsError, match=re.escape(f"{samples / alias}: another name")):
+        read_folders(root)

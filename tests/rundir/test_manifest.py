@@ -1,6 +1,7 @@
 """Tests of saah_lib.rundir.manifest: the integrity manifest of committed results."""
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -11,7 +12,7 @@ import pytest
 from saah_lib.analysis.resultset import ResultSet
 from saah_lib.paths import REPO_ROOT
 from saah_lib.rundir.manifest import MANIFEST_FILE, ManifestError, check_manifest, results_files, write_manifest
-from saah_lib.rundir.reader import read_folders
+from saah_lib.rundir.reader import DamagedResultsError, read_folders
 
 REPO = REPO_ROOT
 
@@ -93,7 +94,9 @@ def _copy_run(root, where):
 def test_a_run_copied_under_runs_checkpoints_is_read_and_caught_by_the_manifest(tmp_path, run_maker):
     root = _study(tmp_path, run_maker)
     _copy_run(root, "checkpoints")
-    assert "checkpoints" in [f.path.name for f in read_folders(root)[0]]  # the tables read it ...
+    kept, flagged = read_folders(root, tolerate_problems=True)
+    assert "checkpoints" in [f.path.name for f in kept]  # the tables read it (flagged: a copy of tiny-sa-s2) ...
+    assert any(m.startswith(f"{root / 'runs' / 'checkpoints'}: holds run 'tiny-sa-s2'") for m in flagged)
     with pytest.raises(ManifestError, match=r"extra: .*runs/checkpoints/eval.jsonl"):
         check_manifest(root)  # ... and the manifest names every one of its files
 
@@ -134,3 +137,51 @@ def test_a_manifest_with_the_wrong_schema_is_a_manifest_error(tmp_path, content,
     (root / MANIFEST_FILE).write_text(json.dumps(content))
     with pytest.raises(ManifestError, match=message):
         check_manifest(root)
+
+
+@pytest.mark.parametrize("where", ["folder", "file", "samples"])
+def test_a_symbolic_link_is_refused_by_the_manifest_and_the_reader_alike(tmp_path, run_maker, where):
+    root = _study(tmp_path, run_maker)
+    other = tmp_path / "elsewhere"
+    shutil.copytree(root / "runs" / "tiny-sa-s1", other)
+    if where == "folder":  # another run linked in as a fourth seed
+        link = root / "runs" / "tiny-sa-s7"
+        link.symlink_to(other, target_is_directory=True)
+    elif where == "file":
+        link = root / "runs" / "tiny-sa-s1" / "eval.jsonl"
+        link.unlink()
+        link.symlink_to(other / "eval.jsonl")
+    else:
+        link = root / "runs" / "tiny-sa-s1" / "eval_samples"
+        shutil.rmtree(link)
+        link.symlink_to(other / "eval_samples", target_is_directory=True)
+    message = f"{link}: a symbolic link (to {other}"
+    for action in (check_manifest, write_manifest):
+        with pytest.raises(ManifestError, match=re.escape(message)):
+            action(root)
+    with pytest.raises(DamagedResultsError, match=re.escape(message)):
+        read_folders(root)
+    kept, flagged = read_folders(root, tolerate_problems=True)
+    assert any(message in m for m in flagged)
+    if where == "folder":
+        assert "tiny-sa-s7" not in {f.path.name for f in kept}
+
+
+def test_manifest_write_removes_the_temporary_files_of_killed_writes_in_its_root(tmp_path, run_maker):
+    root = _study(tmp_path, run_maker)
+    left = [root / ".MANIFEST.json.a1b2c3d4e5f6.tmp", root / ".timings.json.0f0f0f0f0f0f.tmp"]
+    for path in left:
+        path.write_text("half")
+    kept = root / ".notes"
+    kept.write_text("not a temporary file")
+    write_manifest(root)
+    assert not any(path.exists() for path in left) and kept.exists()
+    check_manifest(root)
+
+
+def test_temporary_files_in_results_roots_are_ignored_by_git():
+    probes = ["results/mini/.MANIFEST.json.a1b2c3d4e5f6.tmp", "results/extended/runs/x/.eval.jsonl.abc.tmp",
+              "results/paper_reported/.study.lock", "results/mini/runs/x/.run.lock"]
+    ignored = subprocess.run(["git", "check-ignore", "--no-index", *probes], cwd=REPO, capture_output=True,
+                             text=True).stdout.split()
+    assert ignored == probes

@@ -198,7 +198,7 @@ def test_a_sample_file_must_hold_exactly_the_evaluation_it_summarises(study):
             in strict_error(study))
     records = [json.loads(line) for line in original.splitlines()]
     first_right = next(i for i, r in enumerate(records) if r["correct"])
-    records[first_right]["correct"] = False
+    records[first_right].update(correct=False, extracted="-1")  # a wrong answer, scored as such
     write_lines(samples, records)
     assert "step_0060.jsonl: 83 correct, but" in strict_error(study) and "says n_correct = 84" in strict_error(study)
     records[first_right]["correct"] = "yes"
@@ -210,6 +210,65 @@ def test_a_sample_file_must_hold_exactly_the_evaluation_it_summarises(study):
     assert f"step_0060.jsonl: line 6: problem id {records[0]['id']!r} is also on line 1" in strict_error(study)
     samples.unlink()
     assert f"step_0060.jsonl: missing ({study}/runs/{SA}/eval.jsonl line 4 evaluated this step)" in strict_error(study)
+
+
+def test_a_correct_flag_that_scoring_does_not_give_is_an_error_naming_file_and_line(study):
+    samples = run_file(study, "eval_samples/step_0060.jsonl")
+    records = lines_of(samples)
+    right = next(i for i, r in enumerate(records) if r["correct"])
+    wrong = next(i for i, r in enumerate(records) if not r["correct"] and r["extracted"] is not None)
+    # two flags swapped: the count still agrees with eval.jsonl, the flags do not with the answers
+    records[right]["correct"], records[wrong]["correct"] = False, True
+    write_lines(samples, records)
+    error = strict_error(study)
+    assert (f"step_0060.jsonl: line {right + 1}: correct is False, but the extracted answer "
+            f"{records[right]['extracted']!r} scored against the gold answer {records[right]['gold']!r} is right"
+            in error)
+    assert f"step_0060.jsonl: line {wrong + 1}: correct is True, but the extracted answer" in error
+    assert "says n_correct" not in error
+    kept, flagged = read_folders(study, tolerate_problems=True)
+    assert SA in {f.path.name for f in kept if f.damage}
+
+
+def _edit_config(root: Path, run_id: str, **changes) -> Path:
+    path = run_file(root, "config.json", run_id)
+    path.write_text(json.dumps({**json.loads(path.read_text()), **changes}))
+    return path
+
+
+@pytest.mark.parametrize("changes, contradiction", [
+    ({"alpha": 0.25}, "alpha 0.25 (the run id says 0.5)"),
+    ({"method": "ah"}, "method ah (the run id says sa)"),
+    ({"seed": 3}, "seed 3 (the run id says 0)"),
+])
+def test_a_config_that_contradicts_its_run_id_is_an_error_naming_the_folder(study, changes, contradiction):
+    _edit_config(study, SA, **changes)
+    folder = study / "runs" / SA
+    assert f"{folder}: config.json contradicts the run id {SA!r}: {contradiction}" in strict_error(study)
+    kept, flagged = read_folders(study, tolerate_problems=True)
+    assert any(m.startswith(f"{folder}: config.json contradicts the run id") for m in flagged)
+
+
+def test_swapped_or_renamed_run_folders_are_errors_naming_the_folder(study):
+    a, b = study / "runs" / "tiny-sa-a0.5-s0", study / "runs" / "tiny-sa-a0.5-s1"
+    a.rename(study / "swap")
+    b.rename(a)
+    (study / "swap").rename(b)
+    error = strict_error(study)
+    assert (f"{a}: the folder's name is not its config's run id 'tiny-sa-a0.5-s1'" in error
+            and f"{b}: the folder's name is not its config's run id 'tiny-sa-a0.5-s0'" in error)
+    assert f"{a}: config.json contradicts the folder name 'tiny-sa-a0.5-s0': seed 1 (the folder name says 0)" in error
+
+
+def test_two_folders_holding_one_run_are_an_error_naming_both(study):
+    copy = study / "runs" / "tiny-sa-a0.5-s7"
+    shutil.copytree(study / "runs" / SA, copy)
+    original = study / "runs" / SA
+    error = strict_error(study)
+    assert f"{copy}: holds run {SA!r}, as does {original}; a run is in one folder" in error
+    assert f"{original}: holds run {SA!r}, as does {copy}; a run is in one folder" in error
+    kept, flagged = read_folders(study, tolerate_problems=True)
+    assert {m for m in flagged if "a run is in one folder" in m} and len(kept) == len(RUN_IDS) + 1
 
 
 def test_a_sample_file_without_its_evaluation_line_is_an_error(study):

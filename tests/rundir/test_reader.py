@@ -158,3 +158,22 @@ def test_baseline_folders_are_read_strictly(tmp_path, run_maker):
     (base / "config.json").write_text(json.dumps({"model_label": TINY}))
     with pytest.raises(A.DamagedResultsError, match="zero/eval.jsonl: line 2"):
         ResultSet.from_runs(root)
+
+
+def test_a_byte_that_is_not_utf8_is_an_error_naming_file_and_line_and_tolerant_reading_flags_the_run(
+        tmp_path, run_maker):
+    root = _complete_root(tmp_path / "r", run_maker)
+    run_ids = sorted(p.name for p in (root / "runs").iterdir())
+    log = root / "runs" / run_ids[0] / "train_log.jsonl"
+    lines = log.read_bytes().splitlines(keepends=True)
+    log.write_bytes(b"".join(lines[:2] + [lines[2].replace(b'"step"', b'"st\xe9p"')] + lines[3:]))
+    config = root / "runs" / run_ids[1] / "config.json"
+    config.write_bytes(config.read_bytes().replace(b'"profile"', b'"pro\xfffile"'))
+    with pytest.raises(A.DamagedResultsError) as err:
+        A.read_folders(root)
+    assert f"{log}: line 3: not UTF-8 text" in str(err.value)
+    assert f"{config}: line 1: not UTF-8 text" in str(err.value)
+    kept, flagged = A.read_folders(root, tolerate_problems=True)
+    assert {f.path.name for f in kept} == set(run_ids) - {run_ids[1]}
+    assert any(m.startswith(f"{log}: line 3: not UTF-8") for m in flagged)
+    assert any(m.startswith(f"{config.parent}: excluded") for m in flagged)

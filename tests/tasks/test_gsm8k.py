@@ -133,6 +133,24 @@ def test_bad_json_line_names_file_and_line(tmp_path):
         load_gsm8k("test", tmp_path)
 
 
+@pytest.mark.parametrize("bad_line, message", [
+    ('{"answer": "2 + 2 = 4\\n#### 4"}', 'line 2: no "question"'),
+    ('{"question": "How many?"}', 'line 2: no "answer"'),
+    ('["How many?", "#### 4"]', "line 2: a GSM8K record is a JSON object"),
+    ('{"question": 7, "answer": "#### 4"}', 'line 2: "question" is a int, not text'),
+    ('{"question": "How many?", "answer": "it is 4"}', "line 2: GSM8K answer has no '####' marker"),
+    ('{"question": "How many?", "answer": "#### four"}', "line 2: GSM8K gold answer is not a number"),
+    (b'{"question": "caf\xe9", "answer": "#### 4"}', "line 2: not UTF-8 text"),
+])
+def test_a_bad_record_is_an_error_naming_file_and_line(tmp_path, bad_line, message):
+    good = json.dumps(TEST_ROWS[0]).encode() + b"\n"
+    bad = bad_line if isinstance(bad_line, bytes) else bad_line.encode()
+    (tmp_path / "test.jsonl").write_bytes(good + bad + b"\n" + good)
+    with pytest.raises(ValueError) as error:
+        load_gsm8k("test", tmp_path)
+    assert f"{tmp_path / 'test.jsonl'}: {message}" in str(error.value)
+
+
 def test_no_local_data_and_no_hub_gives_a_clear_error(monkeypatch):
     def unreachable(*args, **kwargs):
         raise ConnectionError("hub is offline")
