@@ -132,17 +132,3 @@ def run_health(run_id: str, evals: pd.DataFrame, train_log: pd.DataFrame) -> Run
         unchecked.append("fell_back")
     return RunHealth(run_id=run_id, flags=tuple(flags), kl_max=kl, start_pass_at_1=start, peak_pass_at_1=peak,
                      final_pass_at_1=final, n_eval=n, unchecked=tuple(unchecked))
-
-
-def health_frame(evals: pd.DataFrame, train_logs: pd.DataFrame) -> pd.DataFrame:
-    """One row per run of the long frames (``run_id`` column): ``flags`` (comma-separated), ``flagged``,
-    ``health`` (the description) and the numbers behind the rules."""
-    ids = sorted(set(evals["run_id"]) | set(train_logs["run_id"])) if len(evals) or len(train_logs) else []
-    rows = []
-    for run_id in ids:
-        ev = evals[evals["run_id"] == run_id] if len(evals) else evals
-        tl = train_logs[train_logs["run_id"] == run_id] if len(train_logs) else train_logs
-        h = run_health(run_id, ev, tl)
-        rows.append({"run_id": run_id, "flags": ",".join(h.flags), "flagged": h.flagged, "health": h.describe(),
-                     "kl_max": h.kl_max, "start_pass_at_1": h.start_pass_at_1})
-    return pd.DataFrame(rows, columns=["run_id", "flags", "flagged", "health", "kl_max", "start_pass_at_1"])

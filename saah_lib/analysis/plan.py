@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from saah_lib.analysis.labels import method_label
+from saah_lib.analysis.groups import method_label
 from saah_lib.jsonio import atomic_write_json, read_json
 from saah_lib.method.methods import MAIN_ALPHA, check_alpha, check_method
 from saah_lib.rundir.layout import STUDY_PLAN_FILE

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from saah_lib.analysis.labels import number_or_nan
+from saah_lib.analysis.quantities import number_or_nan
 
 MISSING = "---"
 #: Marks a row that includes a run flagged by the health rules (saah_lib.analysis.health).

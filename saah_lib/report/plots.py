@@ -48,7 +48,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from saah_lib.analysis.labels import METHOD_LABELS, is_main_alpha, method_label, model_order, model_short, number_or_nan
+from saah_lib.analysis.groups import METHOD_LABELS, is_main_alpha, method_label, model_order, model_short
+from saah_lib.analysis.quantities import number_or_nan
 from saah_lib.analysis.resultset import ResultSet
 from saah_lib.analysis.summaries import token_weights
 from saah_lib.method.methods import MAIN_ALPHA, METHODS

@@ -27,7 +27,8 @@ import numpy as np
 import pandas as pd
 
 from saah_lib.analysis.health import RULES
-from saah_lib.analysis.labels import METHOD_LABELS, method_label, model_order, model_short, number_or_nan, slug
+from saah_lib.analysis.groups import METHOD_LABELS, method_label, model_order, model_short, slug
+from saah_lib.analysis.quantities import number_or_nan
 from saah_lib.analysis.resultset import ResultSet
 from saah_lib.jsonio import atomic_write_text
 from saah_lib.method.methods import MAIN_ALPHA
