@@ -482,10 +482,10 @@ def _suptitle(rs: ResultSet, what: str) -> str:
 
 def health_line(rs: ResultSet) -> str:
     """A visible line naming the runs the health rules flag (included in every curve and point)."""
-    runs = rs.runs
-    if runs is None or runs.empty or "flagged" not in runs or not runs["flagged"].astype(bool).any():
+    flagged = rs.flagged_runs()
+    if flagged.empty:
         return ""
-    flagged = runs[runs["flagged"].astype(bool)].sort_values("run_id")
+    runs = rs.runs
     shown = [f"{r.run_id} ({r.health})" for r in flagged.itertuples()][:HEALTH_NAMED]
     more = len(flagged) - len(shown)
     text = (f"{len(flagged)} of {len(runs)} runs flagged by the health rules, included: " + "; ".join(shown)
