@@ -1,7 +1,9 @@
-"""booktabs LaTeX tables generated from a :class:`~saah_lib.analysis.resultset.ResultSet`.
+"""The report's booktabs LaTeX tables: those of a :class:`~saah_lib.analysis.resultset.ResultSet`, of the
+paired evidence and of the top-K measurement.
 
 Every table is a complete ``table`` float that ``paper/main.tex`` can
-``\\input``.  File names are fixed per source so the report can refer to them:
+``\\input``; :mod:`saah_lib.report.render` writes each under a name fixed per source,
+so the report can refer to it:
 
 ================================  ==================================================
 ``<prefix>_main.tex``             summary: final / peak Pass@1, train variance, mean KL
@@ -10,6 +12,9 @@ Every table is a complete ``table`` float that ``paper/main.tex`` can
 ``<prefix>_diagnostics.tex``      per-step training diagnostics, one table per run group
 ``<prefix>_hparams.tex``          the paper's hyperparameter table (reported source)
 ``<prefix>_setup.tex``            the runs actually found (our runs)
+``<prefix>_paired.tex``           paired comparisons at matched seeds, the primary first
+``<prefix>_topk_runs.tex``        top-K training runs against the exact entropy, paired by seed
+``<prefix>_topk.tex``             top-K estimate errors per K
 ================================  ==================================================
 
 Cells use the paper's number formats (:mod:`saah_lib.report.latex`).  Where a
@@ -19,7 +24,6 @@ across seeds and the seed count is printed.
 
 from __future__ import annotations
 
-import logging
 import math
 from pathlib import Path
 
@@ -31,9 +35,8 @@ from saah_lib.analysis.groups import METHOD_LABELS, method_label, model_order, m
 from saah_lib.analysis.quantities import decimals, number_or_nan
 from saah_lib.analysis.resultset import ResultSet
 from saah_lib.analysis.significance import MAX_UNITS_NEEDED, POWER, established
-from saah_lib.jsonio import atomic_write_text
 from saah_lib.method.methods import MAIN_ALPHA
-from saah_lib.paths import PAPER_TABLES, in_repo, repo_relative
+from saah_lib.paths import repo_relative
 from saah_lib.report.latex import (
     FLAG_MARK,
     MISSING,
@@ -47,12 +50,9 @@ from saah_lib.report.latex import (
 )
 from saah_lib.report.texts import left_out_warning, tex_text
 
-log = logging.getLogger(__name__)
-
 DAMAGED_MARK = r"$^{\S}$"
 DAMAGED_NOTE = (DAMAGED_MARK + " damaged logs in a run of this row (read with problems tolerated): "
                 "lines or values that could not be read were left out, so these numbers may be wrong.")
-TABLE_NAMES = ("main", "checkpoints", "ablation", "diagnostics", "hparams", "setup")
 
 
 # ---------------------------------------------------------------------------
@@ -660,20 +660,32 @@ def _sci(x: float) -> str:
 # writing
 # ---------------------------------------------------------------------------
 
-def render_all_tables(rs: ResultSet, prefix: str = "reported") -> dict[str, str]:
-    """LaTeX source of every table that has data, keyed by table name (see :data:`TABLE_NAMES`)."""
-    tables = {
-        "main": table_main(rs, prefix),
-        "checkpoints": "\n".join(filter(None, (table_checkpoints(rs, m, prefix) for m in rs.models))),
-        "ablation": table_ablation(rs, prefix),
-        "diagnostics": "\n".join(filter(None, (table_diagnostics(rs, m, meth, a, prefix)
-                                                for m, meth, a in diagnostic_groups(rs)))),
-        "hparams": table_hparams(rs, prefix),
-        "setup": table_setup(rs, prefix),
-    }
+def table_checkpoints_per_model(rs: ResultSet, prefix: str = "reported") -> str:
+    """One checkpoint table per model, in one file."""
+    return "\n".join(filter(None, (table_checkpoints(rs, m, prefix) for m in rs.models)))
+
+
+def table_diagnostics_per_group(rs: ResultSet, prefix: str = "reported") -> str:
+    """One diagnostics table per (model, method, alpha) group, in one file."""
+    return "\n".join(filter(None, (table_diagnostics(rs, m, meth, a, prefix) for m, meth, a in diagnostic_groups(rs))))
+
+
+#: The tables of a result set, by name: ``<tables>/<prefix>_<name>.tex``.
+RESULT_TABLES = {
+    "main": table_main,
+    "checkpoints": table_checkpoints_per_model,
+    "ablation": table_ablation,
+    "diagnostics": table_diagnostics_per_group,
+    "hparams": table_hparams,
+    "setup": table_setup,
+}
+
+
+def with_notes(rs: ResultSet, table: str) -> str:
+    """A result set's table with the notes every one of its tables carries: problems tolerated, runs with
+    another entropy estimate, run health ("" stays "": no table)."""
     note = problems_note(rs) + other_entropy_note(rs) + health_note(rs)
-    return {name: text.replace("\\end{table}", note + "\\end{table}") if note else text
-            for name, text in tables.items() if text}
+    return table.replace("\\end{table}", note + "\\end{table}") if table and note else table
 
 
 def other_entropy_note(rs: ResultSet) -> str:
@@ -714,30 +726,3 @@ def problems_note(rs: ResultSet) -> str:
         parts.append(f"left out, config unusable ({len(excluded)}): " + ", ".join(excluded))
     return (r"\par\smallskip{\footnotesize\textbf{Warning:} read with problems tolerated; runs "
             + "; ".join(parts) + r". See \texttt{ResultSet.warnings}.\par}" + "\n")
-
-
-def write_all_tables(resultset: ResultSet, out_dir: str | Path = PAPER_TABLES,
-                     prefix: str = "reported") -> list[Path]:
-    """Write ``<out_dir>/<prefix>_<name>.tex`` for every table with data.
-
-    A table of a known name that has no data this time is removed if an older
-    copy exists (so the report never shows stale numbers).  Returns the paths
-    written.
-    """
-    out_dir = in_repo(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    tables = render_all_tables(resultset, prefix)
-    header = (f"% Generated by saah_lib.report.tables.write_all_tables (source: {resultset.source}, prefix: {prefix}).\n"
-              "% Do not edit by hand: rerun notebooks/04_figures.ipynb.\n")
-    written = []
-    for name in TABLE_NAMES:
-        path = out_dir / f"{prefix}_{name}.tex"
-        if name in tables:
-            atomic_write_text(path, header + tables[name])
-            written.append(path)
-        elif path.exists():
-            log.info("removing stale %s (no data for it now)", path)
-            path.unlink()
-        else:
-            log.info("table %s_%s skipped: no data", prefix, name)
-    return written
