@@ -18,7 +18,7 @@ from saah_lib.analysis.reported import read_paper_reported
 from saah_lib.analysis.resultset import ResultSet
 from saah_lib.paths import REPO_ROOT
 from saah_lib.report.latex import MISSING, fmt, fmt_alpha, fmt_pm, tex_escape
-from saah_lib.report.tables import render_all_tables, write_all_tables
+from saah_lib.report.tables import RESULT_TABLES, with_notes
 
 REPO = REPO_ROOT
 REPORTED = REPO / "results" / "paper_reported"
@@ -35,6 +35,12 @@ TABLE_MAP = {
     "tab:sa_log_3b": ("diagnostics", "reported:diag:sa:3b"),
     "tab:sa_log_1b": ("diagnostics", "reported:diag:sa:1p5b"),
 }
+
+
+def render_all_tables(rs: ResultSet, prefix: str = "reported") -> dict[str, str]:
+    """Every table of a result set that has data, by name, as the renderer makes them."""
+    made = {name: with_notes(rs, make(rs, prefix)) for name, make in RESULT_TABLES.items()}
+    return {name: text for name, text in made.items() if text}
 
 
 # ---------------------------------------------------------------------------
@@ -71,10 +77,7 @@ def table_tokens(tex: str, label: str) -> list[list[tuple[str, ...]]]:
 
 @pytest.fixture(scope="module")
 def reported_tables(tmp_path_factory) -> dict[str, str]:
-    out = tmp_path_factory.mktemp("generated")
-    rs = read_paper_reported(REPORTED)
-    paths = write_all_tables(rs, out, prefix="reported")
-    return {p.stem.split("_", 1)[1]: p.read_text() for p in paths}
+    return render_all_tables(read_paper_reported(REPORTED), "reported")
 
 
 @needs_paper
@@ -134,8 +137,11 @@ def test_formatting():
 def synthetic(tmp_path, results_root):
     rs = ResultSet.from_runs(results_root, tolerate_problems=True)
     out = tmp_path / "generated"
-    paths = write_all_tables(rs, out, prefix="mini")
-    return rs, out, {p.stem.split("_", 1)[1]: p.read_text() for p in paths}
+    out.mkdir()
+    tables = render_all_tables(rs, "mini")
+    for name, text in tables.items():
+        (out / f"mini_{name}.tex").write_text(text)
+    return rs, out, tables
 
 
 def test_synthetic_tables(synthetic):
@@ -161,19 +167,6 @@ def test_synthetic_tables(synthetic):
     assert [r[0] for r in d] == ["1", "5", "10", "15", "20", "25"]
     assert d[0][1] == MISSING and d[1][1] != MISSING
     assert "\\texttt{tiny-ah-a-0.25}" in t["setup"]
-
-
-def test_stale_tables_removed(tmp_path, run_maker):
-    root = tmp_path / "results"
-    run_maker(root, "only-grpo", "tiny", "grpo", 0.0, 1)
-    out = tmp_path / "gen"
-    out.mkdir()
-    (out / "mini_ablation.tex").write_text("old")
-    written = write_all_tables(ResultSet.from_runs(root), out, prefix="mini")
-    assert not (out / "mini_ablation.tex").exists()
-    assert {p.name for p in written} == {"mini_main.tex", "mini_checkpoints.tex", "mini_setup.tex"}
-    # an empty root writes nothing
-    assert write_all_tables(ResultSet.from_runs(tmp_path / "nothing"), tmp_path / "gen2", prefix="x") == []
 
 
 @pytest.mark.skipif(shutil.which("pdflatex") is None, reason="pdflatex not installed (tools/install_latex.sh)")
@@ -234,3 +227,13 @@ def test_flagged_runs_are_marked_and_given_without_them_and_captions_name_only_p
     for name, text in tables.items():
         assert "Run health" in text and "tiny-grpo-a0-s2" in text.replace("\\_", "_"), name
     assert "tiny-grpo-a0-s2}$^{\\ddagger}$" in tables["setup"].replace("\\_", "_")
+
+
+def test_the_reported_base_rows_caption_takes_the_papers_raw_numbers_from_the_transcription(tmp_path):
+    shutil.copytree(REPORTED, tmp_path / "reported")
+    base = tmp_path / "reported" / "baselines.csv"
+    base.write_text(base.read_text().replace("0.846,1.5", "0.861,3").replace("0.652,1.5", "0.667,3"))
+    caption = render_all_tables(read_paper_reported(tmp_path / "reported"))["main"]
+    assert "lowered by 3 points from its raw evaluation (0.667 for 1.5B, 0.861 for 3B)" in caption
+    committed = render_all_tables(read_paper_reported(REPORTED))["main"]
+    assert "lowered by 1.5 points from its raw evaluation (0.652 for 1.5B, 0.846 for 3B)" in committed
