@@ -269,10 +269,12 @@ def render_report(sources: dict | None = None, *, paper_reported_dir=PAPER_REPOR
     """Write every output of every source; returns ``{"result_sets": ..., "written": {prefix: [paths]}}``.
 
     ``sources`` maps a prefix to a results root (default :data:`RUN_SOURCES`, with
-    ``mini_root`` for the mini study); ``paper_reported_dir=None`` leaves the paper's numbers out.
+    ``mini_root`` for the mini study); a root given as "" or None leaves that source out (its outputs are
+    neither drawn nor removed), as ``paper_reported_dir=None`` leaves out the paper's numbers.
     """
     if sources is None:
         sources = {**RUN_SOURCES, "mini": mini_root}
+    sources = {prefix: root for prefix, root in sources.items() if root not in ("", None)}
     tables_dir, figures_dir = in_repo(tables_dir), in_repo(figures_dir)
     check_sources(sources, paper_reported_dir)
     read = []
