@@ -15,12 +15,12 @@ Each rule reads one run's own logs:
     The final checkpoint lies below the run's own step-0 evaluation by more
     than that evaluation's 95% half-width ``1.96 sqrt(p(1-p)/N)``: training
     left the model worse than the warm start.  No committed run does this
-    (largest drop 0.04 from 0.40, half-width 0.068 with N = 200).  A stricter
-    "no gain" rule (best checkpoint within the step-0 half-width) was tried
-    and dropped: in the powered study it flagged all 40 runs from the second
-    warm start, whose runs gain 0.019 on average at their best checkpoint,
-    and 12 of 40 from the first; it marked a property of a warm start, not
-    broken runs, and left 2 of 20 seed pairs for the "without flagged"
+    (largest drop 0.04 from 0.40, half-width 0.068 with N = 200).  Why not a
+    stricter "no gain" rule (best checkpoint within the step-0 half-width):
+    in the powered study it would flag all 40 runs from the second warm
+    start, whose runs gain 0.019 on average at their best checkpoint, and 12
+    of 40 from the first; it marks a property of a warm start, not broken
+    runs, and would leave 2 of 20 seed pairs for the "without flagged"
     comparison.
 ``fell_back``
     The final checkpoint lies below the peak by more than the peak's 95%

@@ -343,9 +343,17 @@ def main(argv=None) -> int:
     parser.add_argument("--figures-dir", default=repo_relative(FIGURES), help="PDF and PNG figures go here")
     parser.add_argument("--tolerate-problems", action="store_true",
                         help="read damaged or incomplete runs anyway, flagged in every output")
+    parser.add_argument("--only", metavar="ROOT", help="draw this one results root only, as the prefix --prefix "
+                        "(no other source, no texts across studies)")
+    parser.add_argument("--prefix", default="ours", help="with --only: the prefix of its outputs")
     args = parser.parse_args(argv)
     sources = {prefix: getattr(args, f"{prefix}_root") for prefix in RUN_SOURCES}
     try:
+        if args.only:
+            written = render_source(args.only, args.tables_dir, args.figures_dir, args.prefix,
+                                    tolerate_problems=args.tolerate_problems)["written"]
+            print(f"{args.prefix}: {len(written)} files from {args.only}")
+            return 0
         render_report(sources, paper_reported_dir=args.paper_reported_dir, tables_dir=args.tables_dir,
                       figures_dir=args.figures_dir, tolerate_problems=args.tolerate_problems, verbose=True)
     except (OSError, ValueError, RuntimeError) as err:  # bad input, named; nothing written before the checks
