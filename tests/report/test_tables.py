@@ -17,7 +17,7 @@ import pytest
 from saah_lib.analysis.reported import read_paper_reported
 from saah_lib.analysis.resultset import ResultSet
 from saah_lib.paths import REPO_ROOT
-from saah_lib.report.latex import MISSING, fmt, fmt_alpha, fmt_pm, tex_escape
+from saah_lib.report.latex import MISSING
 from saah_lib.report.tables import RESULT_TABLES, with_notes
 
 REPO = REPO_ROOT
@@ -113,23 +113,6 @@ def test_reported_tables_written(reported_tables):
 
 
 # ---------------------------------------------------------------------------
-# formatting helpers
-# ---------------------------------------------------------------------------
-
-def test_formatting():
-    assert fmt(float("nan"), 3) == MISSING and fmt(None, 3) == MISSING
-    assert fmt(0.063, 4) == "0.0630" and fmt(243.0, 0) == "243"
-    assert fmt(3e-7, 5) == "$3.0\\times10^{-7}$"
-    assert fmt_pm(0.846, 0.0316, 3) == "$0.846 \\pm 0.032$"
-    assert fmt_pm(0.846, None, 3) == "$0.846$"
-    assert fmt_pm(float("nan"), 0.1, 3) == MISSING
-    assert fmt_alpha(0.0) == "0.0" and fmt_alpha(0.25) == "0.25" and fmt_alpha(0.1, 2) == "0.10"
-    assert fmt_alpha(-0.25, 2, phantom=True) == "$-0.25$"
-    assert fmt_alpha(0.5, 2, phantom=True) == "$\\phantom{-}0.50$"
-    assert tex_escape("a_b & 50%") == "a\\_b \\& 50\\%"
-
-
-# ---------------------------------------------------------------------------
 # our runs
 # ---------------------------------------------------------------------------
 
@@ -182,14 +165,6 @@ def test_generated_tables_compile(synthetic, reported_tables, tmp_path):
     res = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "doc.tex"], cwd=out,
                          capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stdout[-3000:]
-
-
-def test_tiny_values_stay_in_one_math_group():
-    from saah_lib.report.tables import pm_cell
-
-    assert fmt(1.2e-5, 5, sci=True) == "$1.2\\times10^{-5}$"
-    assert fmt(0.00537, 5, sci=True) == "0.00537"  # the paper's KL keeps its form
-    assert pm_cell(fmt(1.2e-5, 5, sci=True), fmt(1.8e-6, 5, sci=True)) == "$1.2\\times10^{-5} \\pm 1.8\\times10^{-6}$"
 
 
 def test_tolerated_problems_are_marked_in_every_table(tmp_path, run_maker):
