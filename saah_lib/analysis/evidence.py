@@ -106,15 +106,12 @@ class RunEvidence:
     warm_start: str = ""  # the canonical name of the model it started from
     health: tuple[str, ...] = ()  # the health rules it breaks (saah_lib.analysis.health)
     health_text: str = ""
+    flagged: bool = False  # RunHealth.flagged, as the root's one reading found it
     folder: str = ""  # the run folder it was read from (errors name it)
 
     @property
     def unit(self) -> tuple[str, int]:
         return (self.warm_start, self.seed)
-
-    @property
-    def flagged(self) -> bool:
-        return bool(self.health)
 
     def at(self, checkpoint: str) -> dict[str, bool]:
         if checkpoint not in CHECKPOINTS:
@@ -165,7 +162,7 @@ def load_run_evidence(folder: RunFolder, health: RunHealth) -> RunEvidence:
         seed=int(cfg["seed"]), final_step=final_step, peak_step=peak_step, correct=correct,
         train_var=training_variance(train_log), mean_kl=mean_kl(train_log),
         warm_start=canonical_model_name(cfg["model_name"]) if cfg.get("model_name") else "model not recorded",
-        health=health.flags, health_text=health.describe(), folder=str(folder.path),
+        health=health.flags, health_text=health.describe(), flagged=health.flagged, folder=str(folder.path),
     )
 
 

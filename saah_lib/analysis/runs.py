@@ -4,7 +4,7 @@
 :func:`saah_lib.rundir.reader.read_folders`), applies the health rules to each run once
 (:mod:`saah_lib.analysis.health`), and refuses a root in which two folders hold the same run:
 a copied folder would otherwise count twice in every mean and every test.  Whether a run is
-*flagged* is :attr:`StudyRuns.flagged`, and nowhere else.
+*flagged* is :meth:`StudyRuns.flagged` (the health rules' verdict, ``RunHealth.flagged``), and nowhere else.
 """
 
 from __future__ import annotations
