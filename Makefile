@@ -82,11 +82,11 @@ extended: setup
 extended-plan: setup
 	$(PY) -m saah_lib.studies.extended --plan $(EXTENDED_ARGS)
 
-# The committed results are checked against their MANIFEST.json first: a hand-edited or damaged
-# log stops here, named, before it reaches a table (`make paper` builds on this target).
+# The renderer (notebook 04) checks every source first: a missing root, or committed results that differ from
+# their MANIFEST.json (a hand-edited or damaged log), stop it, named, before any table or figure is written or
+# removed (`make paper` builds on this target).
 ## figures: every table (paper/generated) and figure (figures/) from the committed results and your own
 figures: setup
-	$(PY) -m saah_lib.rundir.manifest check $(wildcard results/mini results/extended results/paper_reported)
 	$(PY) -m papermill -k python3 --log-level WARNING notebooks/04_figures.ipynb results/04_figures.out.ipynb
 
 ## paper: the figures, then paper/main.pdf (latexmk)

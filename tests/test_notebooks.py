@@ -120,7 +120,7 @@ def test_figures_notebook_and_the_pdf_from_a_users_runs(tmp_path, run_maker, bas
     paper, figures = tmp_path / "paper", tmp_path / "figures"
     paper.mkdir()
     shutil.copy(REPO / "paper" / "main.tex", paper / "main.tex")
-    nb = execute("04_figures", tmp_path, results_root=str(results), mini_root=str(tmp_path / "none"),
+    nb = execute("04_figures", tmp_path, results_root=str(results), mini_root="",
                  figures_dir=str(figures), tables_dir=str(paper / "generated"))
     assert _images(nb) >= 3
     assert (paper / "generated" / "ours_main.tex").is_file() and (paper / "generated" / "reported_main.tex").is_file()

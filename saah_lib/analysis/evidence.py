@@ -29,10 +29,14 @@ Multiple testing: the study plan's primary comparison (:mod:`saah_lib.analysis.p
 SA-AH-GRPO vs GRPO on final Pass@1 and training-reward variance) is one Holm
 family; every other row belongs to the family of its quantity across the
 other pairs.  A difference is *established* when its Holm-adjusted t-test p is
-below the level and its bootstrap interval excludes 0.
+below the level and its bootstrap interval excludes 0
+(:func:`saah_lib.analysis.significance.established`).
 
 Run health (:mod:`saah_lib.analysis.health`): every comparison is made with all
 runs and again without the units in which either run is flagged.
+
+:func:`evidence_summary` gathers a root's comparisons, their paragraph
+(:mod:`saah_lib.analysis.sentences`) and what was left out into one JSON-ready dict.
 """
 
 from __future__ import annotations
@@ -45,11 +49,17 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from saah_lib.analysis.health import RULES, run_health
-from saah_lib.analysis.plan import QUANTITIES, Arm, StudyPlan
+from saah_lib.analysis.health import RULES, RunHealth
+from saah_lib.analysis.plan import Arm, StudyPlan, read_plan
+from saah_lib.analysis.quantities import CHECKPOINTS, QUANTITIES
+from saah_lib.analysis.runs import StudyRuns, read_runs
+from saah_lib.analysis.sentences import evidence_paragraphs
 from saah_lib.analysis.significance import (
     DEFAULT_RESAMPLES,
     LEVEL,
+    MAX_UNITS_NEEDED,
+    POWER,
+    established,
     hierarchical_bootstrap,
     holm,
     mcnemar_exact,
@@ -62,17 +72,15 @@ from saah_lib.analysis.significance import (
 from saah_lib.analysis.summaries import final_and_peak, mean_kl, training_variance
 from saah_lib.jsonio import read_jsonl
 from saah_lib.models.names import canonical_model_name
-from saah_lib.rundir import layout
+from saah_lib.paths import repo_relative
 from saah_lib.rundir.folder import RunDir
-from saah_lib.rundir.reader import read_folders
+from saah_lib.rundir.reader import RunFolder
 
 log = logging.getLogger(__name__)
 
-CHECKPOINTS = ("final", "peak")
 SUMMARIES = ("train_var", "mean_kl")
 #: Pass@1 differences whose required seed count is reported beside every Pass@1 result.
 TARGET_EFFECTS = (0.03, 0.02)
-MAX_UNITS_NEEDED = 10_000  # beyond this the count is reported as "more than" (None)
 PRIMARY_FAMILY = "primary"
 
 
@@ -98,14 +106,12 @@ class RunEvidence:
     warm_start: str = ""  # the canonical name of the model it started from
     health: tuple[str, ...] = ()  # the health rules it breaks (saah_lib.analysis.health)
     health_text: str = ""
+    flagged: bool = False  # RunHealth.flagged, as the root's one reading found it
+    folder: str = ""  # the run folder it was read from (errors name it)
 
     @property
     def unit(self) -> tuple[str, int]:
         return (self.warm_start, self.seed)
-
-    @property
-    def flagged(self) -> bool:
-        return bool(self.health)
 
     def at(self, checkpoint: str) -> dict[str, bool]:
         if checkpoint not in CHECKPOINTS:
@@ -130,17 +136,15 @@ def read_correctness(path: Path) -> dict[str, bool]:
     return out
 
 
-def load_run_evidence(run_dir: str | Path) -> RunEvidence:
-    """Read one run folder; raises ValueError naming the file when something needed is missing."""
-    runlog = RunDir(Path(run_dir))
-    cfg = runlog.read_config()
-    if cfg is None:
-        raise ValueError(f"{runlog.config_path}: missing")
+def load_run_evidence(folder: RunFolder, health: RunHealth) -> RunEvidence:
+    """One run as read by :func:`saah_lib.analysis.runs.read_runs`, with its per-problem correctness at the final
+    and peak checkpoints; raises ValueError naming the file when something needed is missing."""
+    runlog = RunDir(folder.path)
+    cfg = folder.config
     for key in ("method", "alpha", "seed"):
         if key not in cfg:
             raise ValueError(f"{runlog.config_path}: no field {key!r}")
-    evals = pd.DataFrame(runlog.evals())
-    points = final_and_peak(evals)
+    points = final_and_peak(pd.DataFrame(folder.evals))
     if math.isnan(points["final_step"]):
         raise ValueError(f"{runlog.eval_path}: no evaluation after step 0")
     final_step, peak_step = int(points["final_step"]), int(points["peak_step"])
@@ -150,40 +154,33 @@ def load_run_evidence(run_dir: str | Path) -> RunEvidence:
         if step not in files:
             raise ValueError(f"{runlog.samples_path(step)}: missing (eval.jsonl lists step {step})")
         correct[step] = read_correctness(files[step])
-    train_log = pd.DataFrame(runlog.train_log())
+    train_log = pd.DataFrame(folder.train_log)
     top_k = cfg.get("entropy_top_k")
-    run_id = str(cfg.get("run_id") or runlog.dir.name)
-    health = run_health(run_id, evals, train_log)
     return RunEvidence(
-        run_id=run_id, model_label=str(cfg.get("model_label", "")),
+        run_id=health.run_id, model_label=str(cfg.get("model_label", "")),
         method=str(cfg["method"]), alpha=float(cfg["alpha"]), entropy_top_k=None if top_k is None else int(top_k),
         seed=int(cfg["seed"]), final_step=final_step, peak_step=peak_step, correct=correct,
         train_var=training_variance(train_log), mean_kl=mean_kl(train_log),
         warm_start=canonical_model_name(cfg["model_name"]) if cfg.get("model_name") else "model not recorded",
-        health=health.flags,
-        health_text=health.describe(),
+        health=health.flags, health_text=health.describe(), flagged=health.flagged, folder=str(folder.path),
     )
 
 
-def load_root_evidence(root: str | Path, tolerate_problems: bool = False,
+def load_root_evidence(root: str | Path | StudyRuns, tolerate_problems: bool = False,
                        left_out: list[str] | None = None) -> list[RunEvidence]:
-    """Every run under ``root/runs``, read through :func:`saah_lib.rundir.reader.read_folders`.
+    """Every run of a root (or of a root already read with :func:`saah_lib.analysis.runs.read_runs`).
 
     A damaged or incomplete run (or one whose per-problem files are missing) stops the reading
     (``ValueError`` naming it). With ``tolerate_problems`` those runs are left out and named in
     ``left_out``, which the summary, table and sentence report."""
-    every = layout.folders(root, layout.RUNS)
-    if not every:
-        return []
-    folders, _ = read_folders(root, layout.RUNS, tolerate_problems)
-    readable = {f.path.name for f in folders}
-    unusable = sorted(p.name for p in every if p.name not in readable)
+    study = root if isinstance(root, StudyRuns) else read_runs(root, tolerate_problems)
+    unusable = list(study.unreadable)
     out = []
-    for folder in folders:
+    for folder in study.runs:
         try:
             if folder.problems:
                 raise ValueError("; ".join(folder.problems))
-            out.append(load_run_evidence(folder.path))
+            out.append(load_run_evidence(folder, study.health[folder.path.name]))
         except ValueError as err:
             if not tolerate_problems:
                 raise
@@ -233,6 +230,9 @@ class EvidenceRow:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    def is_established(self, level: float = LEVEL) -> bool:
+        return established(self.p_holm, self.ci_low, self.ci_high, level)
 
 
 def unit_label(unit: tuple[str, int]) -> str:
@@ -372,13 +372,6 @@ def families(rows: list[EvidenceRow]) -> dict[str, list[str]]:
     return out
 
 
-def established(row: EvidenceRow, level: float = LEVEL) -> bool:
-    """Holm-adjusted t-test p below ``level`` and the bootstrap interval excluding 0."""
-    if not row.p_holm < level:
-        return False
-    return math.isnan(row.ci_low) or row.ci_low > 0 or row.ci_high < 0
-
-
 def testable(pair, runs, min_units: int = 2) -> bool:
     a, b = pair
     common = set(a.runs_by_unit(runs)) & set(b.runs_by_unit(runs))
@@ -432,7 +425,7 @@ def attach_without_flagged(runs: list[RunEvidence], rows: list[EvidenceRow], pai
             k: getattr(other, k) for k in ("n_units", "a_value", "b_value", "diff", "ci_low", "ci_high", "p_value",
                                            "p_holm", "p_signflip", "sd_diff", "mde", "units_needed")}
         if row.without_flagged is not None:
-            row.without_flagged["established"] = established(other)
+            row.without_flagged["established"] = other.is_established()
         else:
             row.without_flagged = {"n_units": row.n_units - len(row.flagged_units), "untestable": True}
 
@@ -450,3 +443,70 @@ def health_summary(runs: list[RunEvidence]) -> dict:
     return {"rules": RULES, "n_runs": len(runs),
             "flagged": [{"run_id": r.run_id, "flags": list(r.health), "description": r.health_text}
                         for r in sorted(flagged, key=lambda r: r.run_id)]}
+
+
+# ---------------------------------------------------------------------------
+# a root's evidence as one record
+# ---------------------------------------------------------------------------
+
+FAMILY_RULE = ("Holm within each family: the study plan's primary comparison (its quantities) is one family; "
+               "every other row is in the family of its quantity across the other pairs")
+TOPK_FAMILY_RULE = "Holm within each quantity across the compared pairs (no primary comparison)"
+RESAMPLED = "warm starts (when several), then seeds within each, then problems (one draw shared by all seeds)"
+
+
+def evidence_summary(root: str | Path | StudyRuns, pairs="plan", *, n_resamples: int = DEFAULT_RESAMPLES,
+                     seed: int = 0, level: float = LEVEL, tolerate_problems: bool = False,
+                     loaded: tuple[list, list[str]] | None = None) -> dict:
+    """Everything about a results root as one dict: plan, rows, families, health, paragraph.
+
+    ``pairs="plan"``: the root's study plan (its primary comparison a family of its own);
+    ``pairs="topk"``: every top-K training setting against the exact-entropy runs (no primary comparison).
+    ``root`` may be a root already read (:func:`saah_lib.analysis.runs.read_runs`); ``loaded``: its runs and
+    left-out names as :func:`load_root_evidence` already gave them (read with the same ``tolerate_problems``),
+    so that several summaries of one root read its runs once.
+    """
+    if pairs not in ("plan", "topk"):
+        raise ValueError(f"pairs must be 'plan' or 'topk', got {pairs!r}")
+    folder = root.root if isinstance(root, StudyRuns) else root
+    plan = read_plan(folder) if pairs == "plan" else None
+    if loaded is None:
+        left_out: list[str] = []
+        runs = load_root_evidence(root, tolerate_problems, left_out)
+    else:
+        runs, left_out = loaded
+    tested = plan.pairs if plan else topk_pairs(runs)
+    skipped: list[str] = []
+    pairs_left_out: list[str] | None = [] if tolerate_problems else None  # strict: an unpairable pair raises
+    # top-K runs may have one seed only: shown descriptively, their McNemar test about those two models
+    rows = compare_pairs(runs, tested, plan=plan, n_resamples=n_resamples, seed=seed, skipped=skipped,
+                         min_units=2 if plan else 1, left_out=pairs_left_out)
+    attach_without_flagged(runs, rows, tested, plan, n_resamples, seed)
+    parts = evidence_paragraphs(rows, level, plan=plan, runs=runs) if rows else {}
+    warning = " ".join(w for w in (
+        f"WARNING: {len(left_out)} damaged or incomplete run(s) were left out: {', '.join(left_out)}."
+        if left_out else "",
+        f"WARNING: {len(pairs_left_out)} comparison(s) could not be made: {'; '.join(pairs_left_out)}."
+        if pairs_left_out else "",
+        # planned comparisons that a missing or left-out run leaves with fewer than two seeds are named, never dropped
+        f"Not tested ({len(skipped)} planned comparison(s)): {'; '.join(skipped)}." if skipped and plan else "")
+        if w)
+    sentence = " ".join(p for p in (*parts.values(), warning) if p)  # the paragraph in one string
+    return {
+        "root": repo_relative(folder),
+        "runs": [r.run_id for r in runs],
+        "left_out": left_out,
+        "pairs_left_out": pairs_left_out or [],
+        "not_tested": skipped,
+        "level": level,
+        "power": POWER,
+        "plan": plan.to_dict() if plan else None,
+        "primary": plan.describe() if plan else None,
+        "family_rule": FAMILY_RULE if plan else TOPK_FAMILY_RULE,
+        "families": families(rows),
+        "bootstrap": {"n_resamples": n_resamples, "seed": seed, "confidence": 0.95, "resampled": RESAMPLED},
+        "health": health_summary(runs),
+        "rows": [r.to_dict() for r in rows],
+        "sentence": sentence,
+        "paragraphs": {**parts, "warning": warning},
+    }

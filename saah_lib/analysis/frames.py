@@ -12,7 +12,7 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
-from saah_lib.analysis.labels import number_or_nan
+from saah_lib.analysis.quantities import number_or_nan
 from saah_lib.analysis.summaries import final_and_peak, mean_kl, ordered_by_step, pass_at_1_ci, training_variance
 from saah_lib.rundir.layout import EVAL_KEYS, TRAIN_LOG_KEYS
 from saah_lib.rundir.reader import META_COLUMNS, RunFolder

@@ -15,12 +15,12 @@ Each rule reads one run's own logs:
     The final checkpoint lies below the run's own step-0 evaluation by more
     than that evaluation's 95% half-width ``1.96 sqrt(p(1-p)/N)``: training
     left the model worse than the warm start.  No committed run does this
-    (largest drop 0.04 from 0.40, half-width 0.068 with N = 200).  A stricter
-    "no gain" rule (best checkpoint within the step-0 half-width) was tried
-    and dropped: in the powered study it flagged all 40 runs from the second
-    warm start, whose runs gain 0.019 on average at their best checkpoint,
-    and 12 of 40 from the first; it marked a property of a warm start, not
-    broken runs, and left 2 of 20 seed pairs for the "without flagged"
+    (largest drop 0.04 from 0.40, half-width 0.068 with N = 200).  Why not a
+    stricter "no gain" rule (best checkpoint within the step-0 half-width):
+    in the powered study it would flag all 40 runs from the second warm
+    start, whose runs gain 0.019 on average at their best checkpoint, and 12
+    of 40 from the first; it marks a property of a warm start, not broken
+    runs, and would leave 2 of 20 seed pairs for the "without flagged"
     comparison.
 ``fell_back``
     The final checkpoint lies below the peak by more than the peak's 95%
@@ -132,17 +132,3 @@ def run_health(run_id: str, evals: pd.DataFrame, train_log: pd.DataFrame) -> Run
         unchecked.append("fell_back")
     return RunHealth(run_id=run_id, flags=tuple(flags), kl_max=kl, start_pass_at_1=start, peak_pass_at_1=peak,
                      final_pass_at_1=final, n_eval=n, unchecked=tuple(unchecked))
-
-
-def health_frame(evals: pd.DataFrame, train_logs: pd.DataFrame) -> pd.DataFrame:
-    """One row per run of the long frames (``run_id`` column): ``flags`` (comma-separated), ``flagged``,
-    ``health`` (the description) and the numbers behind the rules."""
-    ids = sorted(set(evals["run_id"]) | set(train_logs["run_id"])) if len(evals) or len(train_logs) else []
-    rows = []
-    for run_id in ids:
-        ev = evals[evals["run_id"] == run_id] if len(evals) else evals
-        tl = train_logs[train_logs["run_id"] == run_id] if len(train_logs) else train_logs
-        h = run_health(run_id, ev, tl)
-        rows.append({"run_id": run_id, "flags": ",".join(h.flags), "flagged": h.flagged, "health": h.describe(),
-                     "kl_max": h.kl_max, "start_pass_at_1": h.start_pass_at_1})
-    return pd.DataFrame(rows, columns=["run_id", "flags", "flagged", "health", "kl_max", "start_pass_at_1"])

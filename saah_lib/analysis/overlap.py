@@ -25,7 +25,7 @@ TIMING_KEYS = {"step_time"}
 def _settings(run: RunDir) -> dict:
     config = {k: v for k, v in (run.read_config() or {}).items() if k not in NOT_SETTINGS}
     if isinstance(config.get("model_name"), str):
-        config["model_name"] = canonical_model_name(config["model_name"])  # older runs named a folder
+        config["model_name"] = canonical_model_name(config["model_name"])  # a run may name its warm start by folder
     return config
 
 

@@ -20,7 +20,8 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from saah_lib.analysis.labels import method_label
+from saah_lib.analysis.groups import method_label
+from saah_lib.analysis.quantities import QUANTITIES
 from saah_lib.jsonio import atomic_write_json, read_json
 from saah_lib.method.methods import MAIN_ALPHA, check_alpha, check_method
 from saah_lib.rundir.layout import STUDY_PLAN_FILE
@@ -30,8 +31,6 @@ PRIMARY_QUANTITIES = ("final", "train_var")
 #: The direction the paper claims for SA-AH-GRPO against GRPO on each primary quantity (its abstract and
 #: conclusion: higher final Pass@1 and lower training-reward variance).
 PAPER_CLAIM = {"final": "higher", "train_var": "lower"}
-QUANTITIES = {"final": "final Pass@1", "peak": "peak Pass@1", "train_var": "training-reward variance",
-              "mean_kl": "mean KL"}
 
 
 @dataclass(frozen=True)
@@ -61,9 +60,10 @@ class Arm:
         for run in runs:
             if self.matches(run):
                 if run.unit in found:
-                    raise ValueError(f"{self.label}: runs {found[run.unit].run_id!r} and {run.run_id!r} share "
-                                     f"warm start {run.unit[0]!r} and seed {run.unit[1]}; give a model_label or "
-                                     "remove one")
+                    first = found[run.unit]
+                    raise ValueError(f"{self.label}: runs {first.run_id!r} ({first.folder}) and {run.run_id!r} "
+                                     f"({run.folder}) share warm start {run.unit[0]!r} and seed {run.unit[1]}; give "
+                                     "a model_label or remove one")
                 found[run.unit] = run
         return dict(sorted(found.items()))
 

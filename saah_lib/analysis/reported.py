@@ -19,7 +19,8 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
-from saah_lib.analysis.labels import GROUP_KEYS, is_main_alpha, number_or_nan, sort_groups
+from saah_lib.analysis.groups import GROUP_KEYS, is_main_alpha, sort_groups
+from saah_lib.analysis.quantities import number_or_nan
 from saah_lib.analysis.resultset import DIAGNOSTIC_COLUMNS, ResultSet
 from saah_lib.method.methods import MAIN_ALPHAS
 from saah_lib.paths import repo_relative

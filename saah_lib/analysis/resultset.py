@@ -18,13 +18,12 @@ import numpy as np
 import pandas as pd
 
 from saah_lib.analysis.frames import baselines_frame, evals_long, runs_frame, token_entropies_frame, train_logs_long
-from saah_lib.analysis.health import health_frame
-from saah_lib.analysis.labels import GROUP_KEYS, is_main_alpha, model_order, number_or_nan, sort_groups
+from saah_lib.analysis.groups import GROUP_KEYS, is_main_alpha, model_order, sort_groups
+from saah_lib.analysis.quantities import number_or_nan
+from saah_lib.analysis.runs import StudyRuns, read_runs
 from saah_lib.jsonio import read_json
 from saah_lib.method.methods import MAIN_ALPHAS
-from saah_lib.paths import in_repo
 from saah_lib.rundir.layout import MATCHED_ALPHA_FILE, TRAIN_LOG_KEYS
-from saah_lib.rundir.reader import read_folders
 from saah_lib.tasks.scoring import pass_at_1_ci
 from saah_lib.training.config import PROFILES, SAAHConfig
 
@@ -119,6 +118,14 @@ class ResultSet:
     def is_empty(self) -> bool:
         return all(df is None or df.empty for df in (self.summary, self.checkpoints, self.diagnostics))
 
+    def flagged_runs(self) -> pd.DataFrame:
+        """The runs the health rules flag (:meth:`saah_lib.analysis.runs.StudyRuns.flagged`), by run id; empty
+        for the paper's numbers, which have no runs."""
+        runs = self.runs
+        if runs is None or runs.empty or "flagged" not in runs:
+            return pd.DataFrame(columns=["run_id", "flagged", "health"])
+        return runs[runs["flagged"].astype(bool)].sort_values("run_id")
+
     @property
     def excluded(self) -> list[str]:
         """The warnings about folders left out entirely (``<folder>: excluded (<why>)``)."""
@@ -126,10 +133,11 @@ class ResultSet:
 
     # -- builders ----------------------------------------------------------
     @classmethod
-    def from_runs(cls, root: str | Path, main_alphas: dict | None = None, diag_every: int | None = None,
+    def from_runs(cls, root: str | Path | StudyRuns, main_alphas: dict | None = None, diag_every: int | None = None,
                   ablation_model=None, tolerate_problems: bool = False) -> "ResultSet":
-        """Build from a results root written by our trainer.
-        the runs' own step-0 evaluations (the same untouched model) are used
+        """Build from a results root written by our trainer, or from one already read
+        (:func:`saah_lib.analysis.runs.read_runs`).  A model without a baseline folder gets
+        the runs' own step-0 evaluations (the same untouched model) as its baseline,
         and ``baselines.kind`` says so.
 
         Runs are read strictly (:mod:`saah_lib.rundir.reader`): a damaged or incomplete
@@ -137,17 +145,16 @@ class ResultSet:
         (``complete``/``damaged``), a folder without a usable config is left
         out, and :attr:`warnings` lists each, for the tables and figures to show.
         """
-        root = in_repo(root)
+        study = root if isinstance(root, StudyRuns) else read_runs(root, tolerate_problems)
+        root = study.root
         matched = matched_alpha(root)
         main_alphas = dict(MAIN_ALPHAS if main_alphas is None else main_alphas)
         if matched is not None:  # the paper-matched runs belong to the main comparison too
             main_alphas = {m: a if m == "grpo" else (*np.atleast_1d(a), matched) for m, a in main_alphas.items()}
-        folders, warnings = read_folders(root, "runs", tolerate_problems)
-        folders, other_entropy = _split_by_entropy_estimate(folders)
-        baseline_folders, baseline_warnings = read_folders(root, "baselines", tolerate_problems)
+        folders, other_entropy = _split_by_entropy_estimate(study.runs)
         runs, evals, tlogs = runs_frame(folders), evals_long(folders), train_logs_long(folders)
-        runs = _with_health(runs, evals, tlogs)
-        baselines = _baselines(baselines_frame(baseline_folders), evals)
+        runs = _with_health(runs, study, folders)
+        baselines = _baselines(baselines_frame(study.baselines), evals)
         summ = _summary(runs, baselines, main_alphas)
         ck = _checkpoints(evals, main_alphas)
         abl = _ablation_from_summary(summ, main_alphas, ablation_model)
@@ -157,7 +164,7 @@ class ResultSet:
                    token_entropies=token_entropies_frame(folders), root=root,
                    notes={"main_alphas": main_alphas, "other_entropy_runs": other_entropy,
                           "matched_alpha": matched},
-                   warnings=warnings + baseline_warnings)
+                   warnings=list(study.warnings))
 
 
 def matched_alpha(root: Path) -> float | None:
@@ -171,16 +178,13 @@ def matched_alpha(root: Path) -> float | None:
     return float(alpha)
 
 
-def _with_health(runs: pd.DataFrame, evals: pd.DataFrame, tlogs: pd.DataFrame) -> pd.DataFrame:
-    """The runs with their health (:mod:`saah_lib.analysis.health`): ``flags``, ``flagged``, ``health``."""
-    if runs.empty:
-        return runs.assign(flags=pd.Series(dtype=object), flagged=pd.Series(dtype=bool),
-                           health=pd.Series(dtype=object))
-    health = health_frame(evals, tlogs)[["run_id", "flags", "flagged", "health"]]
-    out = runs.merge(health, on="run_id", how="left")
-    out["flagged"] = out["flagged"].fillna(False).astype(bool)
-    out[["flags", "health"]] = out[["flags", "health"]].fillna("")
-    return out
+def _with_health(runs: pd.DataFrame, study: StudyRuns, folders: list) -> pd.DataFrame:
+    """The runs (one row per folder, in order) with their health as :func:`read_runs` found it: ``flags``,
+    ``flagged`` (:meth:`StudyRuns.flagged`) and ``health`` (what the run did against each broken rule)."""
+    health = [study.health[f.path.name] for f in folders]
+    return runs.assign(flags=[",".join(h.flags) for h in health],
+                       flagged=pd.Series([study.flagged(f) for f in folders], index=runs.index, dtype=bool),
+                       health=[h.describe() for h in health])
 
 
 def _split_by_entropy_estimate(folders: list) -> tuple[list, list[str]]:

@@ -13,15 +13,7 @@ Three tools, each for one kind of evidence the logs hold:
     the same conditional test (each stratum's ``n10`` is binomial given its
     discordant total, so the sum is binomial given the summed total).  It
     treats pairs as independent; the same problem under several seeds is
-    not, which is why the interval below resamples whole problems.
-
-``paired_bootstrap(a, b)``
-    Percentile interval for the difference in Pass@1, ``a`` and ``b`` being
-    ``[n_seeds, n_problems]`` correctness arrays whose columns are the same
-    problems.  Problems (columns) are resampled with replacement and keep all
-    their seeds and both methods, so the pairing and the correlation of one
-    problem across seeds are both kept.  Seeded; the number of resamples is
-    part of the result.
+    not, which is why the seed-level interval resamples whole problems.
 
 ``sign_flip_test(x, y)``
     Exact paired permutation test for per-seed summaries (one number per run,
@@ -72,6 +64,16 @@ SIGN_CHUNK = 2**16  # sign patterns per block of the exact enumeration (bounds i
 RANDOM_SIGN_PATTERNS = 200_000  # sign patterns drawn when there are too many seeds to enumerate
 POWER = 0.8
 LEVEL = 0.05
+MAX_UNITS_NEEDED = 10_000  # a seed count beyond this is reported as "more than" (no study could run it)
+
+
+def established(p_holm: float, ci_low: float, ci_high: float, level: float = LEVEL) -> bool:
+    """Whether a difference is established: its Holm-adjusted t-test p is below ``level`` and its bootstrap
+    interval excludes 0.  An interval that could not be computed (NaN) excludes nothing, so it establishes
+    nothing; every table, figure and sentence asks this one function."""
+    if not p_holm < level:
+        return False
+    return ci_low > 0 or ci_high < 0
 
 
 def _as_bool_array(x, name: str) -> np.ndarray:
@@ -137,57 +139,6 @@ def mcnemar_pooled(results: list[McNemarResult]) -> McNemarResult:
         raise ValueError("no per-seed results to pool")
     tot = {k: sum(getattr(r, k) for r in results) for k in ("n_pairs", "both", "a_only", "b_only", "neither")}
     return McNemarResult(**tot, p_value=binomial_two_sided_p(tot["a_only"], tot["a_only"] + tot["b_only"]))
-
-
-@dataclass(frozen=True)
-class BootstrapResult:
-    diff: float  # observed Pass@1(A) - Pass@1(B), pooled over seeds and problems
-    low: float
-    high: float
-    confidence: float
-    n_resamples: int
-    seed: int
-    n_seeds: int
-    n_problems: int
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-def _as_seeds_by_problems(x, name: str) -> np.ndarray:
-    arr = _as_bool_array(x, name)
-    if arr.ndim == 1:
-        arr = arr[None, :]
-    if arr.ndim != 2 or arr.shape[1] == 0:
-        raise ValueError(f"{name}: expected a [n_seeds, n_problems] array with at least one problem, got {arr.shape}")
-    return arr
-
-
-def paired_bootstrap(a, b, *, n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0,
-                     confidence: float = 0.95, chunk: int = 1000) -> BootstrapResult:
-    """Percentile bootstrap interval for ``mean(a) - mean(b)``, resampling problems (columns).
-
-    ``a``, ``b``: ``[n_seeds, n_problems]`` (or ``[n_problems]``) correctness,
-    column ``j`` being the same problem in both and in every seed.
-    """
-    a, b = _as_seeds_by_problems(a, "a"), _as_seeds_by_problems(b, "b")
-    if a.shape != b.shape:
-        raise ValueError(f"a and b must pair up (same seeds x problems), got shapes {a.shape} and {b.shape}")
-    if n_resamples < 1:
-        raise ValueError(f"n_resamples must be >= 1, got {n_resamples}")
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
-    per_problem = (a.astype(float) - b.astype(float)).mean(axis=0)  # seed-averaged difference per problem
-    n = per_problem.size
-    rng = np.random.default_rng(seed)
-    stats = np.empty(n_resamples)
-    for start in range(0, n_resamples, chunk):
-        size = min(chunk, n_resamples - start)
-        stats[start:start + size] = per_problem[rng.integers(0, n, size=(size, n))].mean(axis=1)
-    tail = (1 - confidence) / 2
-    low, high = np.quantile(stats, [tail, 1 - tail])
-    return BootstrapResult(diff=float(per_problem.mean()), low=float(low), high=float(high), confidence=confidence,
-                           n_resamples=n_resamples, seed=seed, n_seeds=a.shape[0], n_problems=n)
 
 
 @dataclass(frozen=True)

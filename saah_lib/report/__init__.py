@@ -1,3 +1,2 @@
-"""The report: LaTeX cells (:mod:`.latex`), tables (:mod:`.tables`), figures (:mod:`.plots`), the
-evidence outputs (:mod:`.evidence_report`), texts across studies (:mod:`.closing`), and everything at
-once (:mod:`.render`)."""
+"""The report, by kind of output: LaTeX cells (:mod:`.latex`), tables (:mod:`.tables`), figures (:mod:`.plots`),
+texts (:mod:`.texts`), and every output of every source at once, checked, made and written (:mod:`.render`)."""

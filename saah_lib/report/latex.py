@@ -1,8 +1,7 @@
 """LaTeX cells and table floats: number formats that reproduce the paper's rounding.
 
-Missing values print as ``---``.  Decimals per quantity follow the paper
-(:data:`DP`: Pass@1 and CIs 3, train variance 4, KL 5, entropy 4, weights 3,
-negative fraction 2, length 0), so that the tables built from
+Missing values print as ``---``.  Decimals per quantity are
+:data:`saah_lib.analysis.quantities.DECIMALS` (the paper's), so that the tables built from
 ``results/paper_reported`` reproduce the paper's cells exactly.
 """
 
@@ -11,14 +10,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from saah_lib.analysis.labels import number_or_nan
+from saah_lib.analysis.quantities import number_or_nan
 
 MISSING = "---"
 #: Marks a row that includes a run flagged by the health rules (saah_lib.analysis.health).
 FLAG_MARK = r"$^{\ddagger}$"
-
-#: Decimals per quantity (the paper's rounding).
-DP = {"pass": 3, "ci": 3, "var": 4, "kl": 5, "reward": 3, "entropy": 4, "weight": 3, "frac": 2, "len": 0}
 
 
 def tex_escape(s: Any) -> str:

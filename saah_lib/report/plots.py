@@ -1,9 +1,10 @@
-"""Figures from a :class:`~saah_lib.analysis.resultset.ResultSet` (matplotlib, Agg).
+"""The report's figures (matplotlib, Agg): those of a :class:`~saah_lib.analysis.resultset.ResultSet`, of the
+paired evidence and of the top-K measurement.
 
 Figures are built with :class:`matplotlib.figure.Figure` directly (no pyplot
 state, nothing shown on screen), so they work the same in tests, scripts and
-notebooks.  :func:`write_all_figures` saves each as
-``<out_dir>/<prefix>_<name>.pdf`` and ``.png``:
+notebooks.  :mod:`saah_lib.report.render` saves each as ``<figures>/<prefix>_<name>.pdf``
+and ``.png``; those of a result set (:data:`RESULT_FIGURES`):
 
 ``pass_at_1``       Pass@1 per evaluated step, one panel per model, every main
                     method with its 95% band and the dashed baseline (its value
@@ -21,11 +22,14 @@ notebooks.  :func:`write_all_figures` saves each as
 ``token_weights``   GRPO / AH / SA token weights of one positive and one negative
                     rollout, computed from logged per-token entropies.
 
+and ``paired`` (per-seed differences, means, intervals, MDE bands: :func:`plot_paired`) and
+``topk`` (entropy and weight errors against K: :func:`plot_topk`).
+
 Bands: a single run uses its logged ``ci95`` (for the paper's numbers, the
 binomial formula with N=500, since the paper tabulates no per-step CI).
 Several seeds: the line is the mean across seeds and the band +-1 sample
-standard deviation across seeds.  A figure without data is skipped (logged),
-never drawn from invented values.
+standard deviation across seeds.  A figure without data is not drawn (its
+function returns None), never drawn from invented values.
 
 Figures are :class:`InlineFigure`, which Jupyter shows as an image (IPython asks
 it for a PNG), with no pyplot involved.  PDFs embed TrueType fonts
@@ -37,6 +41,8 @@ from __future__ import annotations
 import io
 import logging
 import math
+import os
+import secrets
 import textwrap
 from pathlib import Path
 from typing import Sequence
@@ -46,18 +52,20 @@ import numpy as np
 import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
-from saah_lib.analysis.labels import METHOD_LABELS, is_main_alpha, method_label, model_order, model_short, number_or_nan
+from saah_lib.analysis.groups import METHOD_LABELS, is_main_alpha, method_label, model_order, model_short
+from saah_lib.analysis.quantities import number_or_nan
+from saah_lib.analysis.quantities import CHECKPOINTS
 from saah_lib.analysis.resultset import ResultSet
+from saah_lib.analysis.significance import LEVEL, POWER, established
 from saah_lib.analysis.summaries import token_weights
 from saah_lib.method.methods import MAIN_ALPHA, METHODS
-from saah_lib.paths import FIGURES, in_repo
 from saah_lib.rundir.folder import RunDir
 
 log = logging.getLogger(__name__)
 
-FIGURE_NAMES = ("pass_at_1", "overlay", "alpha_ablation", "reward", "entropy_weight", "token_weights")
 METHOD_COLORS = {"grpo": "#1f77b4", "ah": "#d62728", "sa": "#2ca02c", "base": "0.35"}
 SPARSE = 25  # draw markers when a curve has at most this many points
 #: line style per method where curves lie on top of each other (weights of AH and SA on negative rollouts)
@@ -78,10 +86,21 @@ class InlineFigure(Figure):
 
 
 def save_figure(fig: Figure, path: Path, dpi: int = 150) -> None:
-    """Save as PDF (TrueType fonts, no creation date: the same figure gives the same bytes) or PNG."""
-    with matplotlib.rc_context(PDF_FONTS):
-        fig.savefig(path, dpi=dpi, bbox_inches="tight", pad_inches=0.05,
-                    metadata={"CreationDate": None} if path.suffix == ".pdf" else None)
+    """Save as PDF (TrueType fonts, no creation date: the same figure gives the same bytes) or PNG.
+
+    Written to a hidden temporary file beside ``path`` and renamed over it, so that a killed save leaves no
+    half-written figure; the next render removes such temporary files (:func:`saah_lib.jsonio.remove_temp_files`).
+    """
+    path = Path(path)
+    tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
+    try:
+        with matplotlib.rc_context(PDF_FONTS):
+            fig.savefig(tmp, format=path.suffix.lstrip("."), dpi=dpi, bbox_inches="tight", pad_inches=0.05,
+                        metadata={"CreationDate": None} if path.suffix == ".pdf" else None)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 HEALTH_NAMED = 3  # flagged runs named in a figure's title (the tables name them all)
 SYMLOG_FROM = 2.0  # alphas beyond this (the CPU studies' paper-matched one) put the alpha axis on a symlog scale
 
@@ -481,10 +500,10 @@ def _suptitle(rs: ResultSet, what: str) -> str:
 
 def health_line(rs: ResultSet) -> str:
     """A visible line naming the runs the health rules flag (included in every curve and point)."""
-    runs = rs.runs
-    if runs is None or runs.empty or "flagged" not in runs or not runs["flagged"].astype(bool).any():
+    flagged = rs.flagged_runs()
+    if flagged.empty:
         return ""
-    flagged = runs[runs["flagged"].astype(bool)].sort_values("run_id")
+    runs = rs.runs
     shown = [f"{r.run_id} ({r.health})" for r in flagged.itertuples()][:HEALTH_NAMED]
     more = len(flagged) - len(shown)
     text = (f"{len(flagged)} of {len(runs)} runs flagged by the health rules, included: " + "; ".join(shown)
@@ -538,55 +557,127 @@ def pick_rollout_pair(token_entropies: pd.DataFrame) -> dict | None:
     return None
 
 
-def build_all_figures(rs: ResultSet) -> dict[str, Figure]:
-    """Every figure that has data, keyed by name (see :data:`FIGURE_NAMES`)."""
-    figs: dict[str, Figure | None] = {
-        "pass_at_1": plot_pass_at_1(rs),
-        "overlay": plot_method_overlay(rs),
-        "alpha_ablation": plot_alpha_ablation(rs),
-        "reward": plot_reward(rs),
-        "entropy_weight": plot_entropy_weight(rs),
-        "token_weights": None,
-    }
+def plot_rollout_weights(rs: ResultSet) -> Figure | None:
+    """The token weights of one logged positive and one negative rollout (:func:`pick_rollout_pair`)."""
     pair = pick_rollout_pair(rs.token_entropies) if rs.token_entropies is not None else None
-    if pair is not None:
-        alpha = pair["alpha"]
-        note = ""
-        if math.isnan(alpha) or alpha == 0:
-            alpha, note = MAIN_ALPHA, f" (run had α=0; weights drawn with α={MAIN_ALPHA:g})"
-        figs["token_weights"] = plot_token_weights(
-            pair["h_pos"], pair["h_neg"], alpha,
-            title=f"Token weights from run {pair['run_id']}, step {int(pair['step'])}, α={alpha:g}{note}"
-                  + problems_note(rs) + health_line(rs))
-    return {k: v for k, v in figs.items() if v is not None}
+    if pair is None:
+        return None
+    alpha = pair["alpha"]
+    note = ""
+    if math.isnan(alpha) or alpha == 0:
+        alpha, note = MAIN_ALPHA, f" (run had α=0; weights drawn with α={MAIN_ALPHA:g})"
+    return plot_token_weights(
+        pair["h_pos"], pair["h_neg"], alpha,
+        title=f"Token weights from run {pair['run_id']}, step {int(pair['step'])}, α={alpha:g}{note}"
+              + problems_note(rs) + health_line(rs))
 
 
-def write_all_figures(resultset: ResultSet, out_dir: str | Path = FIGURES, prefix: str = "reported",
-                      dpi: int = 150, formats: Sequence[str] = ("pdf", "png")) -> list[Path]:
-    """Save ``<out_dir>/<prefix>_<name>.{pdf,png}`` for each figure with data.
+#: The figures of a result set, by name: ``<figures>/<prefix>_<name>.{pdf,png}``.
+RESULT_FIGURES = {
+    "pass_at_1": plot_pass_at_1,
+    "overlay": plot_method_overlay,
+    "alpha_ablation": plot_alpha_ablation,
+    "reward": plot_reward,
+    "entropy_weight": plot_entropy_weight,
+    "token_weights": plot_rollout_weights,
+}
 
-    ``formats`` and ``dpi`` (PNG resolution) can be reduced for quick checks.
 
-    Figures without data are skipped with a log message, and an older copy of
-    such a figure is removed.  Returns the paths written.
-    """
-    out_dir = in_repo(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    figs = build_all_figures(resultset)
-    written: list[Path] = []
-    for name in FIGURE_NAMES:
-        paths = [out_dir / f"{prefix}_{name}.{ext}" for ext in formats]
-        fig = figs.get(name)
-        if fig is None:
-            log.info("figure %s_%s skipped: no data for it in this result set", prefix, name)
-            for p in paths:
-                if p.exists():
-                    p.unlink()
-            continue
-        for p in paths:
-            save_figure(fig, p, dpi)
-            written.append(p)
-    return written
+# ---------------------------------------------------------------------------
+# the paired evidence and the top-K measurement
+# ---------------------------------------------------------------------------
+
+def _figure(ncols: int, width: float, height: float):
+    fig = Figure(figsize=(width, height), layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig, np.atleast_1d(fig.subplots(1, ncols, squeeze=False))[0]
+
+
+def _draw_quantity(ax, r: dict, y: float, color: str, level: float) -> None:
+    """One row: the per-seed differences (crosses for flagged seed pairs), the mean, the bootstrap interval and
+    a band of +-MDE around 0 (differences inside it are below what these seeds detect with 80% power)."""
+    diffs = np.asarray(r["detail"]["diffs"], float)
+    flagged = np.array([u in r["flagged_units"] for u in r["detail"]["units"]])
+    if math.isfinite(r["mde"]):
+        ax.fill_between([-r["mde"], r["mde"]], y - 0.13, y + 0.13, color="0.88", lw=0, zorder=0)
+    ax.scatter(diffs[~flagged], np.full((~flagged).sum(), y), s=12, color=color, alpha=0.45, zorder=2)
+    if flagged.any():
+        ax.scatter(diffs[flagged], np.full(flagged.sum(), y), s=28, marker="x", color="k", zorder=3)
+    ax.plot([r["ci_low"], r["ci_high"]], [y, y], color=color, lw=2, zorder=2)
+    filled = established(r["p_holm"], r["ci_low"], r["ci_high"], level)
+    ax.scatter([r["diff"]], [y], s=40, zorder=4, color=color if filled else "white", edgecolor=color)
+    ax.annotate(f"n={r['n_units']}, p_t={r['p_value']:.3g}, Holm {r['p_holm']:.3g}, MDE {r['mde']:.2g}",
+                (1.0, y), xycoords=("axes fraction", "data"), xytext=(-2, 4), textcoords="offset points",
+                ha="right", fontsize=6.5, color="0.25")
+
+
+def plot_paired(rows: list[dict], level: float = LEVEL, warning: str = "") -> Figure | None:
+    """Per pair of methods: Pass@1 (final, peak), training-reward variance and mean KL differences, seed by
+    seed, with their mean, bootstrap interval and a grey band of +-MDE; the primary comparison on top.
+    ``warning`` (what a tolerant reading left out) is printed under the title."""
+    if not rows:
+        return None
+    pairs = list(dict.fromkeys((r["a"], r["b"]) for r in sorted(rows, key=lambda r: not r["primary"])))
+    panels = [("Pass@1 (A − B)", CHECKPOINTS), ("training-reward variance (A − B)", ("train_var",)),
+              ("mean KL (A − B)", ("mean_kl",))]
+    fig, axes = _figure(3, 11.5, 1.4 + 0.9 * len(pairs))
+    colors = {"final": "#1f77b4", "peak": "#ff7f0e", "train_var": "#2ca02c", "mean_kl": "#9467bd"}
+    for ax, (title, keys) in zip(axes, panels):
+        for i, (a, b) in enumerate(pairs):
+            y0 = len(pairs) - 1 - i
+            for j, key in enumerate(keys):
+                match = [r for r in rows if (r["a"], r["b"], r["key"]) == (a, b, key)]
+                if match:
+                    _draw_quantity(ax, match[0], y0 + (0.18 - 0.36 * j if len(keys) > 1 else 0.0), colors[key],
+                                   level)
+        ax.axvline(0, color="0.5", lw=0.8, ls="--")
+        ax.set_title(title, fontsize=9)
+        ax.set_ylim(-0.6, len(pairs) - 0.4)
+        ax.set_yticks(range(len(pairs)))
+        primary = {(r["a"], r["b"]) for r in rows if r["primary"]}
+        ax.set_yticklabels([f"{'PRIMARY: ' if (a, b) in primary else ''}{a}\nvs {b}" for a, b in reversed(pairs)]
+                           if ax is axes[0] else [], fontsize=7.5)
+        ax.tick_params(axis="x", labelsize=8)
+        ax.ticklabel_format(axis="x", style="sci", scilimits=(-3, 3))
+    handles = [Line2D([], [], color=colors["final"], lw=2, marker="o", label="final checkpoint (95% CI)"),
+               Line2D([], [], color=colors["peak"], lw=2, marker="o", label="peak checkpoint (95% CI)"),
+               Line2D([], [], color="0.4", ls="", marker="o", markersize=4, alpha=0.5, label="one seed pair"),
+               Line2D([], [], color="k", ls="", marker="x", label="seed pair with a flagged run"),
+               Line2D([], [], color="0.85", lw=6, label=f"±MDE ({POWER:.0%} power)"),
+               Line2D([], [], color="0.4", ls="", marker="o", markerfacecolor="white",
+                      label="mean (open: not established)")]
+    fig.legend(handles=handles, loc="outside lower center", ncol=3, fontsize=7, frameon=False)
+    fig.suptitle("Paired differences, the seed as the unit: bars = 95% bootstrap CI (warm starts, seeds, problems); "
+                 f"filled = established at {level:.0%} after Holm" + (f"\nWARNING: {warning}" if warning else ""),
+                 fontsize=9)
+    return fig
+
+
+def plot_topk(result: dict, alpha: str = f"{MAIN_ALPHA:g}") -> Figure | None:
+    """Entropy error, tail mass and horizon-weight error against K (log axes; K = V, error 0, left out)."""
+    rows = [r for r in result.get("per_k", []) if not r["exact"]]
+    if not rows or alpha not in rows[0]["weights"]:
+        return None
+    k = np.array([r["k"] for r in rows])
+    fig, (ax_h, ax_w) = _figure(2, 9.0, 3.3)
+    ax_h.plot(k, [r["entropy_abs_err"]["mean"] for r in rows], "o-", label="mean |ΔH|")
+    ax_h.plot(k, [r["entropy_abs_err"]["max"] for r in rows], "s--", label="max |ΔH|")
+    ax_h.plot(k, [1 - r["topk_mass"]["mean"] for r in rows], "^:", color="0.4",
+              label="mean probability outside the top K")
+    ax_h.set_ylabel("normalised entropy error")
+    weights = [r["weights"][alpha] for r in rows]
+    ax_w.plot(k, [w["rel_err"]["mean"] for w in weights], "o-", label="mean over tokens")
+    ax_w.plot(k, [w["last_token_rel_err"]["mean"] for w in weights], "d-", label="mean at the last token")
+    ax_w.plot(k, [w["rel_err"]["max"] for w in weights], "s--", label="max over tokens")
+    ax_w.set_ylabel(f"relative weight error |Δw|/w (α={alpha})")
+    for ax in (ax_h, ax_w):
+        ax.set_xscale("log")
+        ax.set_yscale("log", nonpositive="mask")
+        ax.set_xlabel(f"K (vocabulary V = {result['vocab_size']})")
+        ax.legend(fontsize=7, frameon=False)
+    fig.suptitle(f"Top-K entropy estimate vs exact: {result['n_tokens']:,} tokens of {result['n_rollouts']} "
+                 f"sampled rollouts ({result['model']})", fontsize=9)
+    return fig
 
 
 def plot_run(run_dir: str | Path) -> Figure | None:

@@ -1,7 +1,9 @@
-"""booktabs LaTeX tables generated from a :class:`~saah_lib.analysis.resultset.ResultSet`.
+"""The report's booktabs LaTeX tables: those of a :class:`~saah_lib.analysis.resultset.ResultSet`, of the
+paired evidence and of the top-K measurement.
 
 Every table is a complete ``table`` float that ``paper/main.tex`` can
-``\\input``.  File names are fixed per source so the report can refer to them:
+``\\input``; :mod:`saah_lib.report.render` writes each under a name fixed per source,
+so the report can refer to it:
 
 ================================  ==================================================
 ``<prefix>_main.tex``             summary: final / peak Pass@1, train variance, mean KL
@@ -10,6 +12,9 @@ Every table is a complete ``table`` float that ``paper/main.tex`` can
 ``<prefix>_diagnostics.tex``      per-step training diagnostics, one table per run group
 ``<prefix>_hparams.tex``          the paper's hyperparameter table (reported source)
 ``<prefix>_setup.tex``            the runs actually found (our runs)
+``<prefix>_paired.tex``           paired comparisons at matched seeds, the primary first
+``<prefix>_topk_runs.tex``        top-K training runs against the exact entropy, paired by seed
+``<prefix>_topk.tex``             top-K estimate errors per K
 ================================  ==================================================
 
 Cells use the paper's number formats (:mod:`saah_lib.report.latex`).  Where a
@@ -19,7 +24,6 @@ across seeds and the seed count is printed.
 
 from __future__ import annotations
 
-import logging
 import math
 from pathlib import Path
 
@@ -27,13 +31,13 @@ import numpy as np
 import pandas as pd
 
 from saah_lib.analysis.health import RULES
-from saah_lib.analysis.labels import METHOD_LABELS, method_label, model_order, model_short, number_or_nan, slug
+from saah_lib.analysis.groups import METHOD_LABELS, method_label, model_order, model_short, slug
+from saah_lib.analysis.quantities import decimals, number_or_nan
 from saah_lib.analysis.resultset import ResultSet
-from saah_lib.jsonio import atomic_write_text
+from saah_lib.analysis.significance import MAX_UNITS_NEEDED, POWER, established
 from saah_lib.method.methods import MAIN_ALPHA
-from saah_lib.paths import PAPER_TABLES, in_repo, repo_relative
+from saah_lib.paths import repo_relative
 from saah_lib.report.latex import (
-    DP,
     FLAG_MARK,
     MISSING,
     bold_cell,
@@ -44,13 +48,11 @@ from saah_lib.report.latex import (
     table_float,
     tex_escape,
 )
-
-log = logging.getLogger(__name__)
+from saah_lib.report.texts import left_out_warning, tex_text
 
 DAMAGED_MARK = r"$^{\S}$"
 DAMAGED_NOTE = (DAMAGED_MARK + " damaged logs in a run of this row (read with problems tolerated): "
                 "lines or values that could not be read were left out, so these numbers may be wrong.")
-TABLE_NAMES = ("main", "checkpoints", "ablation", "diagnostics", "hparams", "setup")
 
 
 # ---------------------------------------------------------------------------
@@ -178,17 +180,16 @@ def table_main(rs: ResultSet, prefix: str = "reported") -> str:
                 method_cell = "Base (step 0)" if str(r.get("base_kind", "")) == "step0" else "Base (before RL)"
             cells = [model_cell, method_cell,
                      MISSING if r["method"] == "base" else fmt_alpha(r["alpha"]), steps,
-                     pm("final_pass_at_1", "final_ci95", DP["pass"]),
-                     pm("peak_pass_at_1", "peak_ci95", DP["pass"]),
-                     val("train_var", DP["var"]), val("mean_kl", DP["kl"])]
+                     pm("final_pass_at_1", "final_ci95", decimals("pass_at_1")),
+                     pm("peak_pass_at_1", "peak_ci95", decimals("pass_at_1")),
+                     val("train_var", decimals("train_var")), val("mean_kl", decimals("mean_kl"))]
             if multi:
                 cells.append(str(n) if r["method"] != "base" else MISSING)
             body.append("  " + " & ".join(cells) + r" \\")
         if mi < len(models) - 1:
             body.append(r"\midrule")
     if rs.source == "paper_reported":
-        base_txt = ("The Base rows are the paper's zero-shot Pass@1, which it lowered by 1.5 points "
-                    "from its raw evaluation (0.652 for 1.5B, 0.846 for 3B).")
+        base_txt = _reported_base_text(rs)
     else:
         names = []
         if rs.baselines is not None and len(rs.baselines):
@@ -218,23 +219,42 @@ def table_main(rs: ResultSet, prefix: str = "reported") -> str:
     return table_float(body, colspec, cap, f"{prefix}:main", notes)
 
 
+def _reported_base_text(rs: ResultSet) -> str:
+    """How the paper's Base rows relate to its raw zero-shot evaluation, from ``baselines.csv`` of
+    ``results/paper_reported`` ("" when it records no raw value)."""
+    b = rs.baselines
+    if b is None or b.empty or "raw_pass_at_1" not in b:
+        return ""
+    b = b[pd.to_numeric(b["raw_pass_at_1"], errors="coerce").notna()]
+    if b.empty:
+        return ""
+    smallest_first = list(reversed(model_order(b["model_label"])))
+    rows = [b[b["model_label"] == m].iloc[0] for m in smallest_first]
+    adjustments = {float(r["adjustment_pp"]) for r in rows}
+    by = f"by {adjustments.pop():g} points " if len(adjustments) == 1 else ""
+    raw = ", ".join(f"{fmt(r['raw_pass_at_1'], decimals('pass_at_1'))} for {tex_escape(model_short(r['model_label']))}"
+                    for r in rows)
+    return f"The Base rows are the paper's zero-shot Pass@1, which it lowered {by}from its raw evaluation ({raw})."
+
+
 def _without_flagged_note(rs: ResultSet, flagged_rows: list) -> str:
     """For each row with a flagged run: its values over the other seeds (the flagged runs stay in the row)."""
-    runs = rs.runs
+    flagged_ids = set(rs.flagged_runs()["run_id"])
     parts = []
     for r in flagged_rows:
-        group = _match(runs, r["model_label"], r["method"], r["alpha"])
-        healthy = group[~group["flagged"].astype(bool)]
-        names = ", ".join(tex_escape(x) for x in group.loc[group["flagged"].astype(bool), "run_id"])
+        group = _match(rs.runs, r["model_label"], r["method"], r["alpha"])
+        is_flagged = group["run_id"].isin(flagged_ids)
+        healthy = group[~is_flagged]
+        names = ", ".join(tex_escape(x) for x in group.loc[is_flagged, "run_id"])
         label = f"{tex_escape(model_short(r['model_label']))} {_method_cell(r['method'], r['alpha'])}"
         if healthy.empty:
             parts.append(f"{label}: every run flagged ({names})")
             continue
         values = ", ".join(f"{name} {fmt(pd.to_numeric(healthy[col], errors='coerce').mean(), dp, sci=sci)}"
-                           for name, col, dp, sci in (("final", "final_pass_at_1", DP["pass"], False),
-                                                      ("peak", "peak_pass_at_1", DP["pass"], False),
-                                                      ("Train Var", "train_var", DP["var"], True),
-                                                      ("Mean KL", "mean_kl", DP["kl"], True)))
+                           for name, col, dp, sci in (("final", "final_pass_at_1", decimals("pass_at_1"), False),
+                                                      ("peak", "peak_pass_at_1", decimals("pass_at_1"), False),
+                                                      ("Train Var", "train_var", decimals("train_var"), True),
+                                                      ("Mean KL", "mean_kl", decimals("mean_kl"), True)))
         parts.append(f"{label} without {names}: {values} ({len(healthy)} seed{'s' if len(healthy) != 1 else ''})")
     return (FLAG_MARK + " includes a run flagged by the health rules (see below); the row's mean over its other "
             "runs: " + "; ".join(parts) + ".")
@@ -275,9 +295,9 @@ def table_checkpoints(rs: ResultSet, model, prefix: str = "reported", max_column
         stds = dict(zip(g["step"].astype(int), g.get("pass_at_1_std", pd.Series(np.nan, index=g.index))))
         cells = []
         for s in steps:
-            c = fmt(vals.get(s), DP["pass"])
+            c = fmt(vals.get(s), decimals("pass_at_1"))
             if multi and c != MISSING and not math.isnan(number_or_nan(stds.get(s))):
-                c = pm_cell(c, fmt(stds.get(s), DP["pass"]))
+                c = pm_cell(c, fmt(stds.get(s), decimals("pass_at_1")))
             cells.append(c)
         body.append(f"{_method_cell(method, a)}\n  & " + " & ".join(cells) + r" \\")
     n_eval = ""
@@ -325,17 +345,17 @@ def table_ablation(rs: ResultSet, prefix: str = "reported", max_columns: int = 8
         stds = dict(zip(g["step"].astype(int), g.get("pass_at_1_std", pd.Series(np.nan, index=g.index))))
         cells = []
         for s in steps:
-            c = fmt(vals.get(s), DP["pass"])
+            c = fmt(vals.get(s), decimals("pass_at_1"))
             if c != MISSING and not math.isnan(number_or_nan(stds.get(s))):
-                c = pm_cell(c, fmt(stds.get(s), DP["pass"]))
+                c = pm_cell(c, fmt(stds.get(s), decimals("pass_at_1")))
             cells.append(c)
         return cells
 
     def pm(r, col):
-        s = fmt(r[col], DP["pass"])
+        s = fmt(r[col], decimals("pass_at_1"))
         std = number_or_nan(r.get(col + "_std"))
         if s != MISSING and not math.isnan(std) and number_or_nan(r.get("n_seeds")) > 1:
-            s = pm_cell(s, fmt(std, DP["pass"]))
+            s = pm_cell(s, fmt(std, decimals("pass_at_1")))
         return s
 
     for _, r in core.iterrows():
@@ -414,14 +434,14 @@ def table_diagnostics(rs: ResultSet, model, method: str = "sa", alpha=None, pref
     body = [" & ".join(head) + r" \\", r"\midrule"]
     dagger = False
     for _, r in sub.iterrows():
-        wneg = fmt(r.get("weight_neg_mean"), DP["weight"])
+        wneg = fmt(r.get("weight_neg_mean"), decimals("weight"))
         if str(r.get("weight_neg_note", "")) == "all_positive":
             wneg += r"$^{\dagger}$"
             dagger = True
-        rew = fmt_pm(r.get("reward_mean"), r.get("reward_std"), DP["reward"])
-        cells = [fmt(r["step"], 0), fmt(r.get("pass_at_1"), DP["pass"]), rew, fmt(r.get("kl"), DP["kl"], sci=True),
-                 fmt(r.get("entropy_norm"), DP["entropy"]), fmt(r.get("weight_mean"), DP["weight"]), wneg,
-                 fmt(r.get("neg_frac"), DP["frac"]), fmt(r.get("completion_length"), DP["len"])]
+        rew = fmt_pm(r.get("reward_mean"), r.get("reward_std"), decimals("reward"))
+        cells = [fmt(r["step"], 0), fmt(r.get("pass_at_1"), decimals("pass_at_1")), rew, fmt(r.get("kl"), decimals("kl"), sci=True),
+                 fmt(r.get("entropy_norm"), decimals("entropy")), fmt(r.get("weight_mean"), decimals("weight")), wneg,
+                 fmt(r.get("neg_frac"), decimals("neg_frac")), fmt(r.get("completion_length"), decimals("completion_length"))]
         body.append(" & ".join(cells) + r" \\")
     name = METHOD_LABELS.get(method, method)
     cap = (f"{_source_phrase(rs)}: {name} ($\\alpha$={fmt_alpha(alpha)}) training diagnostics, "
@@ -475,7 +495,7 @@ def table_setup(rs: ResultSet, prefix: str = "ours") -> str:
                  METHOD_LABELS.get(r.get("method"), tex_escape(r.get("method"))), fmt_alpha(r.get("alpha")),
                  fmt(r.get("seed"), 0), fmt(r.get("steps"), 0), fmt(r.get("eval_every"), 0),
                  str(int(r.get("n_steps_logged", 0))), str(int(r.get("n_evals", 0))),
-                 fmt(r.get("final_pass_at_1"), DP["pass"])]
+                 fmt(r.get("final_pass_at_1"), decimals("pass_at_1"))]
         body.append(" & ".join(cells) + r" \\")
     cap = (f"{_source_phrase(rs)}: the runs found, their configuration (\\texttt{{config.json}}) "
            "and how many training steps and evaluations they logged.")
@@ -483,23 +503,189 @@ def table_setup(rs: ResultSet, prefix: str = "ours") -> str:
 
 
 # ---------------------------------------------------------------------------
+# the paired evidence and the top-K measurement
+# ---------------------------------------------------------------------------
+
+def fmt_p_cell(p: float) -> str:
+    if p is None or math.isnan(p):
+        return MISSING
+    return "$<0.001$" if p < 0.001 else f"{p:.3f}"
+
+
+def _signed(x: float, dp: int, mark: str = "") -> str:
+    """A difference in math mode with its sign (``+`` for positive), optionally marked (``^{*}``)."""
+    if x is not None and abs(x) < 1e-12:  # differences that cancel exactly, up to float rounding
+        x = 0.0
+    s = fmt(x, dp, sci=dp >= 4)
+    if s == MISSING:
+        return s
+    return f"${'+' if x > 0 else ''}{s.strip('$')}{mark}$"
+
+
+def _row_cells(r: dict, level: float) -> list[str]:
+    dp = decimals(r["key"])
+    ci = MISSING if math.isnan(r["ci_low"]) else f"[{_signed(r['ci_low'], dp)}, {_signed(r['ci_high'], dp)}]"
+    mark = r"^{*}" if established(r["p_holm"], r["ci_low"], r["ci_high"], level) else ""
+    quantity = tex_text(r["quantity"]) + (FLAG_MARK if r["flagged_units"] else "")
+    if r["same_as_final"]:
+        quantity += r" (= final)"
+    needed = r["units_needed"] or {}
+    needed_cell = " / ".join(r"$>$" + f"{MAX_UNITS_NEEDED:,}" if needed[k] is None else str(needed[k])
+                             for k in needed) if needed else MISSING
+    return [quantity, fmt(r["a_value"], dp, sci=dp >= 4), fmt(r["b_value"], dp, sci=dp >= 4),
+            _signed(r["diff"], dp, mark), ci, fmt_p_cell(r["p_value"]), fmt_p_cell(r["p_holm"]),
+            fmt_p_cell(r["p_signflip"]), fmt(r["mde"], dp, sci=dp >= 4), needed_cell, fmt_p_cell(r["mcnemar_p"]),
+            f"{r['n_units']} ({r['units_a_ahead']}/{r['units_b_ahead']})"]
+
+
+def _blocks(rows: list[dict]) -> list[tuple[str, list[dict]]]:
+    """The primary comparison's rows first (one block), then each pair's other rows."""
+    blocks = []
+    primary = [r for r in rows if r["primary"]]
+    if primary:
+        blocks.append((rf"Primary (fixed in the study plan): \textbf{{{tex_text(primary[0]['a'])}}} vs "
+                       rf"\textbf{{{tex_text(primary[0]['b'])}}}", primary))
+    for a, b in dict.fromkeys((r["a"], r["b"]) for r in rows):
+        rest = [r for r in rows if (r["a"], r["b"]) == (a, b) and not r["primary"]]
+        if rest:
+            kind = "Secondary: " if primary else ""
+            blocks.append((rf"{kind}\textbf{{{tex_text(a)}}} vs \textbf{{{tex_text(b)}}}", rest))
+    return blocks
+
+
+def _flag_notes(rows: list[dict]) -> str:
+    lines = []
+    for r in rows:
+        w = r.get("without_flagged")
+        if not r["flagged_units"] or not w:
+            continue
+        dp = decimals(r["key"])
+        what = f"{tex_text(r['a'])} vs {tex_text(r['b'])}, {tex_text(r['quantity'])}"
+        if w.get("untestable"):
+            lines.append(f"{what}: fewer than two seed pairs left")
+            continue
+        lines.append(f"{what}: {_signed(w['diff'], dp)} [{_signed(w['ci_low'], dp)}, {_signed(w['ci_high'], dp)}], "
+                     f"$p$ {fmt_p_cell(w['p_value'])}, {w['n_units']} seed pairs")
+    if not lines:
+        return ""
+    units = sorted({u for r in rows for u in r["flagged_units"]})
+    return (FLAG_MARK + " includes seed pairs with a run flagged by the health rules ("
+            + tex_escape(", ".join(units)) + "); the same comparisons without them: " + "; ".join(lines) + ".")
+
+
+def table_paired(rows: list[dict], summary: dict, prefix: str = "mini", name: str = "paired",
+                 what: str = "Paired comparisons at matched seeds") -> str:
+    """Booktabs table: the primary comparison first, then each pair; per row the seed-level statistics."""
+    if not rows:
+        return ""
+    head = (r"Quantity & A & B & $\Delta$ (A$-$B) & 95\% CI & $p_t$ & $p_{\mathrm{Holm}}$ & $p_{\mathrm{flip}}$ & "
+            r"MDE & Seeds for 0.03 / 0.02 & McNemar $p$ & Seeds (A/B ahead) \\")
+    body = [head]
+    for title, block in _blocks(rows):
+        body += [r"\midrule", rf"\multicolumn{{12}}{{l}}{{{title}}} \\"]
+        body += [" & ".join(_row_cells(r, summary["level"])) + r" \\" for r in block]
+    boot = summary["bootstrap"]
+    n_ws = max(r["n_warm_starts"] for r in rows)
+    levels = "warm starts, then seeds within each, then" if n_ws > 1 else "seeds, then"
+    caption = (
+        f"{what} (\\texttt{{{tex_escape(summary['root'])}}}); the unit is the training seed"
+        + (f" (a seed pair: one run of each method from the same warm start; {n_ws} warm starts)" if n_ws > 1 else
+           " (a seed pair: one run of each method with that seed)") + ". "
+        "$\\Delta$: mean over seed pairs of A$-$B. 95\\% CI: percentile bootstrap resampling "
+        f"{levels} the evaluation problems (one problem draw shared by all seeds; {boot['n_resamples']:,} "
+        f"resamples, seed {boot['seed']}). $p_t$: paired $t$ test over seed pairs; $p_{{\\mathrm{{flip}}}}$: exact "
+        "sign-flip test over seed pairs. "
+        f"MDE: the smallest true difference the $t$ test detects with {100 * POWER:g}\\% power (two-sided "
+        f"{100 * summary['level']:g}\\%), from the observed spread of the per-seed differences; seeds for "
+        "0.03 / 0.02: the seed pairs that would detect a Pass@1 difference of that size. "
+        "McNemar $p$: problems as the unit, pooled over seed pairs, with these trained models fixed (a statement "
+        "about these models, not about another seed). "
+        f"$p_{{\\mathrm{{Holm}}}}$: {tex_escape(summary['family_rule'])}. "
+        f"$^{{*}}$: established at the {100 * summary['level']:g}\\% level (Holm $p$ below it and the interval "
+        "excludes 0). Peak rows compare each run's best checkpoint, chosen on these same problems; "
+        "(= final): the peak is the final checkpoint in every run, so the row repeats the final one."
+    )
+    warning = left_out_warning(summary)
+    if warning:
+        caption += r" \textbf{Warning:} " + tex_escape(warning)
+    return table_float(body, "lccccccccccc", caption, f"{prefix}:{name}", _flag_notes(rows))
+
+
+def table_topk(result: dict, prefix: str = "mini", alpha: str = f"{MAIN_ALPHA:g}") -> str:
+    """Booktabs table: per K, entropy error, top-K mass and horizon-weight error at one alpha."""
+    rows = [r for r in result.get("per_k", []) if not r["exact"]]
+    if not rows or alpha not in rows[0]["weights"]:
+        return ""
+    body = [r"$K$ & $K/V$ & mean $|\Delta H|$ & max $|\Delta H|$ & mean signed $\Delta H$ & tail mass mean (max) & "
+            r"mean rel.\ $\Delta w$ & max rel.\ $\Delta w$ & last-token rel.\ $\Delta w$ (mean / max) \\",
+            r"\midrule"]
+
+    def e(x):
+        return MISSING if x is None or (isinstance(x, float) and math.isnan(x)) else _sci(x)
+
+    for r in rows:
+        w = r["weights"][alpha]
+        body.append(" & ".join([
+            str(r["k"]), f"{100 * r['frac_vocab']:.1f}\\%", e(r["entropy_abs_err"]["mean"]),
+            e(r["entropy_abs_err"]["max"]), e(r["entropy_signed_err_mean"]),
+            f"{e(1 - r['topk_mass']['mean'])} ({e(1 - r['topk_mass']['min'])})", e(w["rel_err"]["mean"]),
+            e(w["rel_err"]["max"]), f"{e(w['last_token_rel_err']['mean'])} / {e(w['last_token_rel_err']['max'])}",
+        ]) + r" \\")
+    caption = (
+        f"Top-$K$ entropy estimate against the exact entropy on {result['n_rollouts']} sampled rollouts "
+        f"({result['n_tokens']:,} completion tokens; {result['n_prompts']} training prompts $\\times$ "
+        f"{result['per_prompt']}, temperature {result['temperature']:g}) of the model "
+        f"\\texttt{{{tex_escape(result['model'])}}}, vocabulary $V={result['vocab_size']}$. "
+        "$H$ is the normalised entropy $H_t/\\log V$ (exact mean "
+        f"{result['exact_entropy_norm']['mean']:.4f}, max {result['exact_entropy_norm']['max']:.4f}); "
+        "$\\Delta H$ = estimate $-$ exact; tail mass: probability outside the $K$ largest logits. "
+        f"Weights: $w_t=\\exp(-\\alpha\\sum_{{s\\le t}}H_s)$ at $\\alpha={alpha}$; rel.\\ $\\Delta w = |w^{{(K)}}_t-w_t|/w_t$, "
+        "over all tokens and at each completion's last token (where the error has accumulated)."
+    )
+    return table_float(body, "rrccccccc", caption, f"{prefix}:topk")
+
+
+def _sci(x: float) -> str:
+    """Four decimals, or scientific notation outside [0.001, 1000); math mode for negatives."""
+    if x == 0:
+        return "0"
+    if 1e-3 <= abs(x) < 1e3:
+        text = f"{x:.4f}" if abs(x) < 1 else f"{x:.2f}"
+        return f"${text}$" if x < 0 else text
+    mant, exp = f"{x:.1e}".split("e")
+    return f"${mant}\\times10^{{{int(exp)}}}$"
+
+
+# ---------------------------------------------------------------------------
 # writing
 # ---------------------------------------------------------------------------
 
-def render_all_tables(rs: ResultSet, prefix: str = "reported") -> dict[str, str]:
-    """LaTeX source of every table that has data, keyed by table name (see :data:`TABLE_NAMES`)."""
-    tables = {
-        "main": table_main(rs, prefix),
-        "checkpoints": "\n".join(filter(None, (table_checkpoints(rs, m, prefix) for m in rs.models))),
-        "ablation": table_ablation(rs, prefix),
-        "diagnostics": "\n".join(filter(None, (table_diagnostics(rs, m, meth, a, prefix)
-                                                for m, meth, a in diagnostic_groups(rs)))),
-        "hparams": table_hparams(rs, prefix),
-        "setup": table_setup(rs, prefix),
-    }
+def table_checkpoints_per_model(rs: ResultSet, prefix: str = "reported") -> str:
+    """One checkpoint table per model, in one file."""
+    return "\n".join(filter(None, (table_checkpoints(rs, m, prefix) for m in rs.models)))
+
+
+def table_diagnostics_per_group(rs: ResultSet, prefix: str = "reported") -> str:
+    """One diagnostics table per (model, method, alpha) group, in one file."""
+    return "\n".join(filter(None, (table_diagnostics(rs, m, meth, a, prefix) for m, meth, a in diagnostic_groups(rs))))
+
+
+#: The tables of a result set, by name: ``<tables>/<prefix>_<name>.tex``.
+RESULT_TABLES = {
+    "main": table_main,
+    "checkpoints": table_checkpoints_per_model,
+    "ablation": table_ablation,
+    "diagnostics": table_diagnostics_per_group,
+    "hparams": table_hparams,
+    "setup": table_setup,
+}
+
+
+def with_notes(rs: ResultSet, table: str) -> str:
+    """A result set's table with the notes every one of its tables carries: problems tolerated, runs with
+    another entropy estimate, run health ("" stays "": no table)."""
     note = problems_note(rs) + other_entropy_note(rs) + health_note(rs)
-    return {name: text.replace("\\end{table}", note + "\\end{table}") if note else text
-            for name, text in tables.items() if text}
+    return table.replace("\\end{table}", note + "\\end{table}") if table and note else table
 
 
 def other_entropy_note(rs: ResultSet) -> str:
@@ -515,10 +701,10 @@ def other_entropy_note(rs: ResultSet) -> str:
 def health_note(rs: ResultSet) -> str:
     """Names the runs the health rules flag (:mod:`saah_lib.analysis.health`), which stay in every number
     ("" when none is flagged or the source has no runs)."""
-    runs = rs.runs
-    if runs is None or runs.empty or "flagged" not in runs or not runs["flagged"].astype(bool).any():
+    flagged = rs.flagged_runs()
+    if flagged.empty:
         return ""
-    flagged = runs[runs["flagged"].astype(bool)].sort_values("run_id")
+    runs = rs.runs
     listed = "; ".join(f"\\texttt{{{tex_escape(r.run_id)}}} ({tex_escape(r.health)})" for r in flagged.itertuples())
     rules = "; ".join(tex_escape(v) for v in RULES.values())
     return (r"\par\smallskip{\footnotesize " + FLAG_MARK + f" Run health ({rules}): {len(flagged)} of {len(runs)} "
@@ -540,30 +726,3 @@ def problems_note(rs: ResultSet) -> str:
         parts.append(f"left out, config unusable ({len(excluded)}): " + ", ".join(excluded))
     return (r"\par\smallskip{\footnotesize\textbf{Warning:} read with problems tolerated; runs "
             + "; ".join(parts) + r". See \texttt{ResultSet.warnings}.\par}" + "\n")
-
-
-def write_all_tables(resultset: ResultSet, out_dir: str | Path = PAPER_TABLES,
-                     prefix: str = "reported") -> list[Path]:
-    """Write ``<out_dir>/<prefix>_<name>.tex`` for every table with data.
-
-    A table of a known name that has no data this time is removed if an older
-    copy exists (so the report never shows stale numbers).  Returns the paths
-    written.
-    """
-    out_dir = in_repo(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    tables = render_all_tables(resultset, prefix)
-    header = (f"% Generated by saah_lib.report.tables.write_all_tables (source: {resultset.source}, prefix: {prefix}).\n"
-              "% Do not edit by hand: rerun notebooks/04_figures.ipynb.\n")
-    written = []
-    for name in TABLE_NAMES:
-        path = out_dir / f"{prefix}_{name}.tex"
-        if name in tables:
-            atomic_write_text(path, header + tables[name])
-            written.append(path)
-        elif path.exists():
-            log.info("removing stale %s (no data for it now)", path)
-            path.unlink()
-        else:
-            log.info("table %s_%s skipped: no data", prefix, name)
-    return written

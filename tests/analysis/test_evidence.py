@@ -1,5 +1,5 @@
-"""Paired comparisons read from run folders with the seed as the unit, the generated paragraph, and the
-rendered table and figure.  References: hand-worked cases and scipy's paired t test."""
+"""Paired comparisons read from run folders with the seed as the unit, and a root's evidence summary.
+References: hand-worked cases and scipy's paired t test."""
 
 import json
 import math
@@ -11,24 +11,21 @@ import pytest
 from scipy import stats
 
 from saah_lib.analysis.evidence import (
-    adjust,
     compare_arms,
     compare_pairs,
-    established,
+    evidence_summary,
     load_root_evidence,
     load_run_evidence,
     read_correctness,
 )
-from saah_lib.analysis.evidence_sentence import evidence_sentence
-from saah_lib.analysis.evidence_summary import evidence_summary, primary_comparison
-from saah_lib.analysis.plan import Arm, StudyPlan, default_plan, read_plan, write_plan
+from saah_lib.analysis.plan import Arm, default_plan
 from saah_lib.analysis.resultset import ResultSet
+from saah_lib.analysis.runs import read_runs
 from saah_lib.analysis.significance import binomial_two_sided_p, minimum_detectable_effect
 from saah_lib.jsonio import atomic_write_json, write_jsonl
 from saah_lib.paths import REPO_ROOT
-from saah_lib.report.evidence_report import render_evidence, tex_text
 from saah_lib.rundir.folder import RunDir
-from saah_lib.rundir.layout import STUDY_PLAN_FILE
+from saah_lib.rundir.reader import DamagedResultsError
 from saah_lib.tasks.scoring import pass_at_1_ci
 
 REPO = REPO_ROOT
@@ -60,6 +57,14 @@ def write_run(root: Path, method: str, alpha: float, seed: int, correct: dict[in
     return log.dir
 
 
+def one_run(run_dir: Path):
+    """A run folder's evidence as the root's one reading gives it (problems tolerated, so that a missing file
+    reaches the evidence's own check)."""
+    study = read_runs(run_dir.parent.parent, tolerate_problems=True)
+    folder = next(f for f in study.runs if f.path == run_dir)
+    return load_run_evidence(folder, study.health[folder.path.name])
+
+
 def _pattern(n: int, ones: int) -> list[bool]:
     return [j < ones for j in range(n)]
 
@@ -78,7 +83,7 @@ def _two_arms(root, a_right: dict[int, int], b_right: dict[int, int], n=40, rewa
 def test_load_run_evidence_final_earliest_peak_warm_start_and_health(tmp_path):
     run = write_run(tmp_path, "sa", 0.5, 0, {0: _pattern(10, 2), 20: _pattern(10, 6), 40: _pattern(10, 4),
                                             60: _pattern(10, 6)}, warm_start="results/mini/warmstart/model")
-    ev = load_run_evidence(run)
+    ev = one_run(run)
     assert (ev.final_step, ev.peak_step) == (60, 20)
     assert (ev.method, ev.alpha, ev.seed, ev.entropy_top_k) == ("sa", 0.5, 0, None)
     assert ev.unit == ("tiny-warmstart", 0)  # the former folder name means the seed-0 warm start
@@ -86,7 +91,7 @@ def test_load_run_evidence_final_earliest_peak_warm_start_and_health(tmp_path):
     assert ev.train_var == pytest.approx(np.var([1.5] * 15 + [2.5] * 15, ddof=1))
     assert ev.mean_kl == pytest.approx(0.01)
     assert ev.health == () and not ev.flagged
-    sick = load_run_evidence(write_run(tmp_path, "grpo", 0.0, 1, {0: _pattern(10, 8), 20: _pattern(10, 2)},
+    sick = one_run(write_run(tmp_path, "grpo", 0.0, 1, {0: _pattern(10, 8), 20: _pattern(10, 2)},
                                        kl=(0.01, 0.2, 0.1, 0.1)))
     assert sick.health == ("kl_diverged", "fell_below_start") and "KL up to 0.200" in sick.health_text
 
@@ -95,10 +100,10 @@ def test_load_run_evidence_names_what_is_missing(tmp_path):
     run = write_run(tmp_path, "sa", 0.5, 0, {0: [True], 20: [False]})
     (run / "eval_samples" / "step_0020.jsonl").unlink()
     with pytest.raises(ValueError, match="step_0020.jsonl: missing"):
-        load_run_evidence(run)
+        one_run(run)
     (run / "config.json").unlink()
-    with pytest.raises(ValueError, match="config.json: missing"):
-        load_run_evidence(run)
+    with pytest.raises(DamagedResultsError, match="config.json"):
+        read_runs(tmp_path)
     bad = tmp_path / "bad.jsonl"
     write_jsonl(bad, [{"id": "a", "correct": True}, {"id": "a", "correct": False}])
     with pytest.raises(ValueError, match="appears twice"):
@@ -229,147 +234,6 @@ def test_flagged_runs_stay_and_every_row_is_repeated_without_them(tmp_path):
     assert summary["health"]["flagged"][0]["run_id"] == "tiny-grpo-a0-s3"
     assert "1 of 8 runs flagged: tiny-grpo-a0-s3" in summary["sentence"]
     assert "Without the seed pairs with a flagged run (tiny-warmstart/s3)" in summary["sentence"]
-
-
-# ------------------------------------------------------------------ the paragraph
-
-def test_sentence_established_primary_result(tmp_path):
-    runs = _two_arms(tmp_path, {0: 30, 1: 28, 2: 31}, {0: 10, 1: 12, 2: 9})
-    plan = default_plan()
-    rows = compare_pairs(runs, plan.pairs, plan=plan, n_resamples=1000)
-    final = next(r for r in rows if r.key == "final" and r.primary)
-    assert established(final)
-    text = evidence_sentence(rows, plan=plan, runs=runs)
-    assert text.startswith("Primary comparison, fixed in the study plan before the runs: SA-AH-GRPO (α=0.5) vs GRPO "
-                           "on final Pass@1 and training-reward variance, over 3 seed pairs")
-    assert "SA-AH-GRPO (α=0.5) has higher final Pass@1 than GRPO by 0.483" in text
-    assert f"MDE {final.mde:.3f}" in text
-    assert "cannot give p below 2/2^3 = 0.25" in text
-    assert "none of the 33 runs" not in text and "none of the 6 runs breaks a health rule" in text
-
-
-def test_sentence_no_difference_always_gives_the_mde(tmp_path):
-    runs = _two_arms(tmp_path, {0: 20, 1: 21, 2: 19}, {0: 20, 1: 20, 2: 20})
-    plan = default_plan()
-    rows = compare_pairs(runs, plan.pairs, plan=plan, n_resamples=500)
-    text = evidence_sentence(rows, plan=plan)
-    final = next(r for r in rows if r.key == "final")
-    assert "no difference detected" in text and "higher final" not in text and "lower final" not in text
-    assert f"the smallest difference 3 seed pairs detect with 80% power is {final.mde:.3f}" in text
-    n3, n2 = final.units_needed["0.03"], final.units_needed["0.02"]
-    assert f"detecting 0.03 would take {n3}, 0.02 would take {n2} seed pairs" in text
-
-
-def test_sentence_counts_a_repeated_peak_once_and_explains_mcnemar(tmp_path):
-    # every seed: A right on 25 of 40 problems, B on 15 -> McNemar p tiny; but the seeds disagree in size
-    runs = _two_arms(tmp_path, {0: 25, 1: 16, 2: 30}, {0: 15, 1: 15, 2: 14})
-    rows = compare_pairs(runs, [(SA, GRPO)], n_resamples=500)
-    text = evidence_sentence(rows)
-    assert "Peak and final are the same checkpoint in every run of SA-AH-GRPO (α=0.5) vs GRPO" in text
-    assert "of 3 distinct differences" in text or "none of the 3 distinct differences" in text
-    final = next(r for r in rows if r.key == "final")
-    if not established(final):
-        assert "these particular models differ on such problems" in text
-
-
-def test_sentence_needs_adjusted_rows(tmp_path):
-    runs = _two_arms(tmp_path, {0: 30, 1: 29}, {0: 10, 1: 9})
-    rows = compare_arms(SA, GRPO, runs, n_resamples=100)
-    with pytest.raises(ValueError, match="adjust"):
-        evidence_sentence(rows)
-    assert evidence_sentence(adjust(rows))
-    assert "No paired comparison" in evidence_sentence([])
-
-
-# ------------------------------------------------------------------ the plan and the primary comparison
-
-def test_a_root_plan_names_its_primary_comparison(tmp_path):
-    assert read_plan(tmp_path) == default_plan("")
-    sa6, ah6 = Arm("sa", 5.9), Arm("ah", 5.9)
-    plan = StudyPlan("extended", (sa6, GRPO), ((sa6, GRPO), (sa6, ah6), (SA, GRPO)), extra={"seeds": [0, 1]})
-    write_plan(tmp_path, plan)
-    back = read_plan(tmp_path)
-    assert back.primary == (sa6, GRPO) and back.pairs == plan.pairs and back.extra == {"seeds": [0, 1]}
-    assert back.describe() == "SA-AH-GRPO (α=5.9) vs GRPO on final Pass@1 and training-reward variance"
-    bad = plan.to_dict()
-    bad["primary"]["a"]["alpha"] = 99
-    (tmp_path / STUDY_PLAN_FILE).write_text(json.dumps(bad))
-    with pytest.raises(ValueError, match="primary.a: alpha must be"):
-        read_plan(tmp_path)
-    bad["primary"] = {"a": sa6.to_dict(), "b": GRPO.to_dict(), "quantities": ["speed"]}
-    (tmp_path / STUDY_PLAN_FILE).write_text(json.dumps(bad))
-    with pytest.raises(ValueError, match="unknown \\['speed'\\]"):
-        read_plan(tmp_path)
-    (tmp_path / STUDY_PLAN_FILE).write_text("{not json")
-    with pytest.raises(ValueError, match="study_plan.json: not valid JSON"):
-        read_plan(tmp_path)
-
-
-def test_primary_comparison_gives_direction_estimate_interval_p_and_mde(tmp_path):
-    _two_arms(tmp_path, {0: 30, 1: 28, 2: 31}, {0: 10, 1: 12, 2: 9})
-    result = primary_comparison(tmp_path, n_resamples=500)
-    assert result.direction == "higher" and result.established and result.n_units == 3
-    assert result.estimate == pytest.approx(np.mean([20, 16, 22]) / 40)
-    assert result.ci_low <= result.estimate <= result.ci_high and result.mde > 0
-    var = primary_comparison(tmp_path, "train_var", n_resamples=500)
-    assert var.direction == "no difference detected" and var.estimate == 0.0
-    with pytest.raises(ValueError, match="not a primary quantity"):
-        primary_comparison(tmp_path, "mean_kl")
-
-
-# ------------------------------------------------------------------ rendering
-
-def test_render_evidence_writes_table_sentences_figure_and_json(tmp_path):
-    root = tmp_path / "root"
-    _two_arms(root, {0: 30, 1: 28, 2: 31}, {0: 10, 1: 12, 2: 9})
-    out = render_evidence(root, tmp_path / "tables", tmp_path / "figs", prefix="t", n_resamples=300)
-    names = sorted(p.name for p in out["written"])
-    assert names == ["t_paired.pdf", "t_paired.png", "t_paired.tex", "t_paired_evidence.json",
-                     "t_paired_sentence.tex", "t_primary_sentence.tex"]
-    assert sorted(p.name for p in root.iterdir()) == ["runs"]  # nothing derived lands in the results root
-    tex = (tmp_path / "tables" / "t_paired.tex").read_text()
-    assert r"\label{t:paired}" in tex and r"\toprule" in tex and r"\bottomrule" in tex
-    assert r"Primary (fixed in the study plan)" in tex and "300 resamples" in tex and "80\\% power" in tex
-    assert tex.count(r"\\") == 1 + 1 + 2 + 1 + 2  # header, primary heading and its 2 rows, the rest of the pair
-    summary = json.loads((tmp_path / "tables" / "t_paired_evidence.json").read_text())
-    assert summary["families"]["primary"] == ["SA-AH-GRPO (α=0.5) vs GRPO: final Pass@1",
-                                              "SA-AH-GRPO (α=0.5) vs GRPO: training-reward variance"]
-    assert "every row" not in summary["family_rule"]
-    lead = (tmp_path / "tables" / "t_primary_sentence.tex").read_text()
-    assert "Primary comparison" in lead and "$2/2^{3}$" not in lead
-    # no data any more: the stale outputs go
-    for run in (root / "runs").iterdir():
-        (run / "config.json").unlink()
-    with pytest.raises(ValueError, match="config"):
-        render_evidence(root, tmp_path / "tables", tmp_path / "figs", prefix="t", n_resamples=300)
-    out = render_evidence(root, tmp_path / "tables", tmp_path / "figs", prefix="t", n_resamples=300,
-                          tolerate_problems=True)
-    assert out["written"] == [] and not (tmp_path / "tables" / "t_paired.tex").exists()
-    assert not (tmp_path / "tables" / "t_primary_sentence.tex").exists()
-    assert not (tmp_path / "figs" / "t_paired.png").exists()
-
-
-def test_tex_text_escapes_and_keeps_math():
-    assert tex_text("A_b (α=0.5) p < 0.001, 2/2^3 = 0.25, 5%, KL 0.2 > 0.1") == \
-        r"A\_b ($\alpha$=0.5) p $<$ 0.001, $2/2^{3}$ = 0.25, 5\%, KL 0.2 $>$ 0.1"
-
-
-def test_topk_runs_get_their_own_table_and_family(tmp_path):
-    root = tmp_path / "root"
-    _two_arms(root, {0: 30, 1: 28}, {0: 10, 1: 12})
-    for seed, right in ((0, 29), (1, 27)):
-        write_run(root, "sa", 0.5, seed, {0: _pattern(40, 5), 20: _pattern(40, right)}, top_k=5)
-    before = evidence_summary(root, n_resamples=200)
-    out = render_evidence(root, tmp_path / "tables", tmp_path / "figs", prefix="t", n_resamples=200)
-    # the main comparison is unchanged by the top-K runs (a separate family)
-    assert [r["p_holm"] for r in out["summary"]["rows"]] == [r["p_holm"] for r in before["rows"]]
-    rows = out["topk_runs"]["rows"]
-    assert {(r["a"], r["b"]) for r in rows} == {("SA-AH-GRPO (α=0.5) top-5", "SA-AH-GRPO (α=0.5)")}
-    assert not any(r["primary"] for r in rows)
-    final = next(r for r in rows if r["key"] == "final")
-    assert final["diff"] == pytest.approx(-2 / 80) and final["detail"]["mcnemar"]["b_only"] == 2
-    tex = (tmp_path / "tables" / "t_topk_runs.tex").read_text()
-    assert r"\label{t:topk_runs}" in tex and "top-5" in tex
 
 
 def test_an_incomplete_run_is_an_error_or_is_left_out_and_named(tmp_path):

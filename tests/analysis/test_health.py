@@ -5,8 +5,8 @@ import math
 import pandas as pd
 import pytest
 
-from saah_lib.analysis.health import KL_BOUND, RULES, health_frame, run_health
-from saah_lib.analysis.resultset import ResultSet
+from saah_lib.analysis.health import KL_BOUND, RULES, run_health
+from saah_lib.analysis.runs import read_runs
 from saah_lib.paths import EXTENDED_ROOT, MINI_ROOT
 
 
@@ -63,8 +63,8 @@ def test_describe_names_every_broken_rule():
 def test_on_the_committed_studies_only_the_collapsed_grpo_seed_is_flagged():
     flagged = []
     for root in (MINI_ROOT, EXTENDED_ROOT):
-        rs = ResultSet.from_runs(root)
-        frame = health_frame(rs.evals, rs.train_logs)
-        assert len(frame) == len(rs.runs)
-        flagged += [(root.name, r.run_id, r.flags) for r in frame.itertuples() if r.flagged]
-    assert flagged == [("extended", "tiny-grpo-a0-s4", "kl_diverged")]
+        study = read_runs(root)
+        assert set(study.health) == {f.path.name for f in study.runs}
+        flagged += [(root.name, study.run_id(f), study.health[f.path.name].flags) for f in study.runs
+                    if study.flagged(f)]
+    assert flagged == [("extended", "tiny-grpo-a0-s4", ("kl_diverged",))]

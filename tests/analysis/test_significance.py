@@ -9,12 +9,12 @@ import pytest
 from saah_lib.analysis.significance import (
     MAX_EXACT_SEEDS,
     binomial_two_sided_p,
+    established,
     hierarchical_bootstrap,
     holm,
     mcnemar_exact,
     mcnemar_pooled,
     minimum_detectable_effect,
-    paired_bootstrap,
     paired_t_power,
     paired_t_test,
     sign_flip_test,
@@ -66,48 +66,6 @@ def test_pooled_mcnemar_sums_discordant_pairs_over_seeds():
     assert stacked.p_value == pooled.p_value
     with pytest.raises(ValueError, match="no per-seed"):
         mcnemar_pooled([])
-
-
-# --------------------------------------------------------------------- bootstrap
-
-def test_bootstrap_interval_is_degenerate_when_every_problem_has_the_same_difference():
-    a = np.ones((3, 50), bool)
-    b = a.copy()
-    b[:, :] = False
-    r = paired_bootstrap(a, b, n_resamples=200, seed=1)
-    assert r.diff == r.low == r.high == 1.0
-    assert (r.n_seeds, r.n_problems, r.n_resamples, r.seed) == (3, 50, 200, 1)
-
-
-def test_bootstrap_is_seeded_and_brackets_the_observed_difference():
-    rng = np.random.default_rng(0)
-    a = rng.random((3, 200)) < 0.45
-    b = rng.random((3, 200)) < 0.40
-    r1 = paired_bootstrap(a, b, n_resamples=2000, seed=7)
-    r2 = paired_bootstrap(a, b, n_resamples=2000, seed=7)
-    assert r1 == r2
-    assert r1.low < r1.diff < r1.high
-    assert r1.diff == pytest.approx(a.mean() - b.mean())
-    # the interval's width is near the normal approximation for clustered problem means
-    d = (a.astype(float) - b.astype(float)).mean(axis=0)
-    se = d.std(ddof=1) / math.sqrt(d.size)
-    assert (r1.high - r1.low) == pytest.approx(2 * 1.96 * se, rel=0.15)
-
-
-def test_bootstrap_resamples_problems_not_cells():
-    # A is right on every problem of seed 0 and wrong on seed 1; B the other way round:
-    # per problem the seed-averaged difference is exactly 0, so every problem resample gives 0.
-    a = np.array([[1] * 20, [0] * 20], bool)
-    b = ~a
-    r = paired_bootstrap(a, b, n_resamples=500, seed=0)
-    assert r.low == r.high == 0.0
-
-
-def test_bootstrap_rejects_bad_input():
-    with pytest.raises(ValueError, match="pair up"):
-        paired_bootstrap(np.ones((2, 5)), np.ones((3, 5)))
-    with pytest.raises(ValueError, match="n_resamples"):
-        paired_bootstrap([1, 0], [0, 1], n_resamples=0)
 
 
 # --------------------------------------------------------------------- sign flip
@@ -182,11 +140,12 @@ def test_sign_flip_matches_scipy_exact_permutation_test(n):
     assert sign_flip_test(x, y).p_value == pytest.approx(ref.pvalue, rel=1e-12)
 
 
-def test_bootstrap_agrees_with_scipy_percentile_bootstrap():
+def test_one_seed_bootstrap_agrees_with_scipy_percentile_bootstrap():
+    # with a single seed only the problems are resampled: scipy's paired percentile bootstrap is the reference
     rng = np.random.default_rng(5)
     a = rng.random(300) < 0.5
     b = np.where(rng.random(300) < 0.6, a, rng.random(300) < 0.4)
-    ours = paired_bootstrap(a, b, n_resamples=20000, seed=1)
+    ours = hierarchical_bootstrap((a.astype(float) - b.astype(float))[None, :], n_resamples=20000, seed=1)
     ref = scipy_stats.bootstrap((a.astype(float), b.astype(float)), lambda u, v: np.mean(u - v), paired=True,
                                 vectorized=False, n_resamples=20000, method="percentile",
                                 random_state=np.random.default_rng(2)).confidence_interval
@@ -319,7 +278,6 @@ def test_hierarchical_bootstrap_sees_the_seed_spread_that_a_problem_bootstrap_hi
     r = hierarchical_bootstrap(d, n_resamples=4000, seed=1)
     # the 10 equally likely seed multisets of size 3 give means between 0.015 and 0.06
     assert 0.015 == pytest.approx(r.low) and r.low < r.diff < r.high and r.high == pytest.approx(0.06)
-    assert paired_bootstrap(d > 0, np.zeros_like(d, bool), n_resamples=500).high == 1.0  # contrast: cells
 
 
 def test_hierarchical_bootstrap_hand_enumerated_two_seeds():
@@ -358,3 +316,15 @@ def test_hierarchical_bootstrap_rejects_bad_input():
         hierarchical_bootstrap([1.0, float("nan")])
     with pytest.raises(ValueError, match="n_resamples"):
         hierarchical_bootstrap([1.0, 2.0], n_resamples=0)
+
+
+# --------------------------------------------------------------------- the rule for "established"
+
+def test_established_needs_the_holm_p_and_an_interval_that_excludes_zero():
+    assert established(0.01, 0.02, 0.05) and established(0.01, -0.05, -0.02)
+    assert not established(0.01, -0.01, 0.05)  # the t test alone is not enough
+    assert not established(0.2, 0.02, 0.05)  # nor the interval alone
+    assert not established(0.05, 0.02, 0.05)  # p must lie below the level, not on it
+    assert not established(0.01, math.nan, math.nan)  # an interval that could not be computed excludes nothing
+    assert not established(math.nan, 0.02, 0.05)
+    assert established(0.09, 0.02, 0.05, level=0.1)

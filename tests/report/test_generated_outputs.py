@@ -21,6 +21,7 @@ PREFIXES = ("reported", "mini", "extended")
 def regenerated(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("regenerated")
     # the user's own runs (results/local) are not part of the committed outputs: render as a fresh clone would
+    (out / "no-local-runs").mkdir()
     sources = {**RUN_SOURCES, "ours": out / "no-local-runs"}
     with pytest.MonkeyPatch.context() as mp:
         mp.chdir(REPO_ROOT)  # captions name the results root relative to the working directory

@@ -12,12 +12,30 @@ from saah_lib.analysis.resultset import ResultSet
 from saah_lib.analysis.summaries import token_weights
 from saah_lib.paths import REPO_ROOT
 from saah_lib.report import plots as P
+from saah_lib.report import render
+from saah_lib.report.render import OUTPUTS
 
 REPORTED = REPO_ROOT / "results" / "paper_reported"
 
 
 def _names(paths):
     return {p.name for p in paths}
+
+
+def all_figures(rs: ResultSet) -> dict:
+    """Every figure of a result set that has data, by name, as the renderer makes them."""
+    made = {name: draw(rs) for name, draw in P.RESULT_FIGURES.items()}
+    return {name: fig for name, fig in made.items() if fig is not None}
+
+
+def save_all(rs: ResultSet, out, prefix: str, formats=("pdf", "png")) -> list:
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, fig in all_figures(rs).items():
+        for ext in formats:
+            P.save_figure(fig, out / f"{prefix}_{name}.{ext}", dpi=40)
+            paths.append(out / f"{prefix}_{name}.{ext}")
+    return paths
 
 
 def test_no_pyplot_state():
@@ -31,7 +49,7 @@ def test_no_pyplot_state():
 
 def test_reported_figures(tmp_path):
     rs = read_paper_reported(REPORTED)
-    paths = P.write_all_figures(rs, tmp_path, prefix="reported", dpi=40)
+    paths = save_all(rs, tmp_path, "reported")
     expected = {f"reported_{n}.{e}" for n in ("pass_at_1", "overlay", "alpha_ablation", "reward", "entropy_weight")
                 for e in ("pdf", "png")}
     assert _names(paths) == expected  # no token entropies in the paper: schematic skipped
@@ -54,8 +72,9 @@ def test_reported_trajectory_uses_paper_points():
 
 def test_synthetic_figures(tmp_path, results_root):
     rs = ResultSet.from_runs(results_root, tolerate_problems=True)
-    paths = P.write_all_figures(rs, tmp_path / "figs", prefix="mini", dpi=40, formats=("png",))
-    assert _names(paths) == {f"mini_{n}.png" for n in P.FIGURE_NAMES}
+    paths = save_all(rs, tmp_path / "figs", "mini", formats=("png",))
+    assert _names(paths) == {f"mini_{n}.png" for n in P.RESULT_FIGURES}
+    assert not list((tmp_path / "figs").glob(".*"))  # each save renamed its temporary file into place
 
 
 def test_multi_seed_band_is_std_across_seeds(results_root):
@@ -82,26 +101,17 @@ def test_token_weight_schematic_draws_real_weights():
     assert np.allclose([b.get_height() for b in axes[3, 1].patches], np.exp(-0.5 * np.cumsum(h_neg)))
 
 
-def test_missing_data_skipped_and_stale_removed(tmp_path, run_maker):
-    out = tmp_path / "figs"
-    out.mkdir()
-    stale = out / "mini_alpha_ablation.png"
-    stale.write_bytes(b"old")
+def test_missing_data_draws_no_figure(tmp_path, run_maker):
     root = tmp_path / "results"
     run_maker(root, "g", "tiny", "grpo", 0.0, 1)  # one run: no ablation, no token entropies
-    paths = P.write_all_figures(ResultSet.from_runs(root), out, prefix="mini", dpi=40, formats=("png",))
-    names = _names(paths)
-    assert "mini_pass_at_1.png" in names and "mini_reward.png" in names
-    assert "mini_alpha_ablation.png" not in names and not stale.exists()
-    assert "mini_token_weights.png" not in names
-    assert "mini_overlay.png" not in names  # a single method is no overlay
-    # nothing at all
-    assert P.write_all_figures(ResultSet.from_runs(tmp_path / "empty"), tmp_path / "f2", prefix="x") == []
+    names = set(all_figures(ResultSet.from_runs(root)))
+    assert names == {"pass_at_1", "reward", "entropy_weight"}  # a single method is no overlay
+    assert all_figures(ResultSet.from_runs(tmp_path / "empty")) == {}
 
 
 def test_tolerated_problems_are_named_in_figure_titles(tmp_path, results_root):
     rs = ResultSet.from_runs(results_root, tolerate_problems=True)  # one run is incomplete
-    figs = P.build_all_figures(rs)
+    figs = all_figures(rs)
     assert figs and all("WARNING: read with problems tolerated" in f._suptitle.get_text() for f in figs.values())
     clean = tmp_path / "clean"
     for seed in (1, 2):
@@ -109,27 +119,28 @@ def test_tolerated_problems_are_named_in_figure_titles(tmp_path, results_root):
         (clean / "runs").mkdir(parents=True, exist_ok=True)
         run.rename(clean / "runs" / run.name)
     assert not any("WARNING" in f._suptitle.get_text()
-                   for f in P.build_all_figures(ResultSet.from_runs(clean)).values())
+                   for f in all_figures(ResultSet.from_runs(clean)).values())
 
 
 def test_every_figure_in_the_paper_names_the_function_that_draws_it():
-    import importlib
-
     tex = (REPO_ROOT / "paper" / "main.tex").read_text().splitlines()
     figures = [i for i, line in enumerate(tex) if re.match(r"\\(require|optional)figure\b", line)]
-    assert len(figures) >= 3 * len(P.FIGURE_NAMES)
+    assert len(figures) >= 3 * len(P.RESULT_FIGURES)
     for i in figures:
-        name = re.search(r"\{((?:reported|mini|ours|extended)_[a-z_0-9]+)\}", tex[i]).group(1)
-        note = re.fullmatch(r"% (\w+): drawn by saah_lib\.([\w.]+)\.(\w+) \(saved by (\w+)\)", tex[i - 1])
-        assert note and note.group(1) == name, tex[i]
-        module = importlib.import_module(f"saah_lib.{note.group(2)}")
-        drawer, saver = getattr(module, note.group(3)), getattr(module, note.group(4))
-        assert callable(drawer)
-        # the saver really calls the drawer, directly or through the figure builder it calls
-        called = set(saver.__code__.co_names)
-        if "build_all_figures" in called:
-            called |= set(module.build_all_figures.__code__.co_names)
-        assert note.group(3) in called, (name, note.groups())
+        stem = re.search(r"\{((?:reported|mini|ours|extended)_[a-z_0-9]+)\}", tex[i]).group(1)
+        note = re.fullmatch(r"% (\w+): drawn by saah_lib\.report\.plots\.(\w+) "
+                            r"\(saved by saah_lib\.report\.render\.write_outputs\)", tex[i - 1])
+        assert note and note.group(1) == stem, tex[i]
+        name = stem.split("_", 1)[1]
+        output = OUTPUTS[name if OUTPUTS.get(name, OUTPUTS["topk"]).kind == "figure" else f"{name}_figure"]
+        assert output.kind == "figure" and callable(getattr(P, note.group(2)))
+        # the registered maker calls the drawer: through RESULT_FIGURES, or through a helper of the renderer
+        called = set(output.make.__code__.co_names)
+        if "RESULT_FIGURES" in called:
+            called.add(P.RESULT_FIGURES[name].__name__)
+        called |= {n for helper in called if callable(getattr(render, helper, None)) and hasattr(
+            getattr(render, helper), "__code__") for n in getattr(render, helper).__code__.co_names}
+        assert note.group(2) in called, (stem, note.groups())
 
 
 # --- what a reader sees: inline display, legends, bands, error bars, axes, fonts -------------------------------
@@ -247,5 +258,5 @@ def test_flagged_runs_are_named_in_every_figure_title(results_root, monkeypatch)
     assert P.health_line(rs) == ""
     first = rs.runs["run_id"].iloc[0]
     rs.runs.loc[rs.runs["run_id"] == first, ["flagged", "health"]] = [True, "KL up to 0.200, above 0.1"]
-    figs = P.build_all_figures(rs)
+    figs = all_figures(rs)
     assert figs and all(first in f._suptitle.get_text() for f in figs.values())

@@ -17,8 +17,8 @@ import pytest
 from saah_lib.analysis.reported import read_paper_reported
 from saah_lib.analysis.resultset import ResultSet
 from saah_lib.paths import REPO_ROOT
-from saah_lib.report.latex import MISSING, fmt, fmt_alpha, fmt_pm, tex_escape
-from saah_lib.report.tables import render_all_tables, write_all_tables
+from saah_lib.report.latex import MISSING
+from saah_lib.report.tables import RESULT_TABLES, with_notes
 
 REPO = REPO_ROOT
 REPORTED = REPO / "results" / "paper_reported"
@@ -35,6 +35,12 @@ TABLE_MAP = {
     "tab:sa_log_3b": ("diagnostics", "reported:diag:sa:3b"),
     "tab:sa_log_1b": ("diagnostics", "reported:diag:sa:1p5b"),
 }
+
+
+def render_all_tables(rs: ResultSet, prefix: str = "reported") -> dict[str, str]:
+    """Every table of a result set that has data, by name, as the renderer makes them."""
+    made = {name: with_notes(rs, make(rs, prefix)) for name, make in RESULT_TABLES.items()}
+    return {name: text for name, text in made.items() if text}
 
 
 # ---------------------------------------------------------------------------
@@ -71,10 +77,7 @@ def table_tokens(tex: str, label: str) -> list[list[tuple[str, ...]]]:
 
 @pytest.fixture(scope="module")
 def reported_tables(tmp_path_factory) -> dict[str, str]:
-    out = tmp_path_factory.mktemp("generated")
-    rs = read_paper_reported(REPORTED)
-    paths = write_all_tables(rs, out, prefix="reported")
-    return {p.stem.split("_", 1)[1]: p.read_text() for p in paths}
+    return render_all_tables(read_paper_reported(REPORTED), "reported")
 
 
 @needs_paper
@@ -110,23 +113,6 @@ def test_reported_tables_written(reported_tables):
 
 
 # ---------------------------------------------------------------------------
-# formatting helpers
-# ---------------------------------------------------------------------------
-
-def test_formatting():
-    assert fmt(float("nan"), 3) == MISSING and fmt(None, 3) == MISSING
-    assert fmt(0.063, 4) == "0.0630" and fmt(243.0, 0) == "243"
-    assert fmt(3e-7, 5) == "$3.0\\times10^{-7}$"
-    assert fmt_pm(0.846, 0.0316, 3) == "$0.846 \\pm 0.032$"
-    assert fmt_pm(0.846, None, 3) == "$0.846$"
-    assert fmt_pm(float("nan"), 0.1, 3) == MISSING
-    assert fmt_alpha(0.0) == "0.0" and fmt_alpha(0.25) == "0.25" and fmt_alpha(0.1, 2) == "0.10"
-    assert fmt_alpha(-0.25, 2, phantom=True) == "$-0.25$"
-    assert fmt_alpha(0.5, 2, phantom=True) == "$\\phantom{-}0.50$"
-    assert tex_escape("a_b & 50%") == "a\\_b \\& 50\\%"
-
-
-# ---------------------------------------------------------------------------
 # our runs
 # ---------------------------------------------------------------------------
 
@@ -134,8 +120,11 @@ def test_formatting():
 def synthetic(tmp_path, results_root):
     rs = ResultSet.from_runs(results_root, tolerate_problems=True)
     out = tmp_path / "generated"
-    paths = write_all_tables(rs, out, prefix="mini")
-    return rs, out, {p.stem.split("_", 1)[1]: p.read_text() for p in paths}
+    out.mkdir()
+    tables = render_all_tables(rs, "mini")
+    for name, text in tables.items():
+        (out / f"mini_{name}.tex").write_text(text)
+    return rs, out, tables
 
 
 def test_synthetic_tables(synthetic):
@@ -163,19 +152,6 @@ def test_synthetic_tables(synthetic):
     assert "\\texttt{tiny-ah-a-0.25}" in t["setup"]
 
 
-def test_stale_tables_removed(tmp_path, run_maker):
-    root = tmp_path / "results"
-    run_maker(root, "only-grpo", "tiny", "grpo", 0.0, 1)
-    out = tmp_path / "gen"
-    out.mkdir()
-    (out / "mini_ablation.tex").write_text("old")
-    written = write_all_tables(ResultSet.from_runs(root), out, prefix="mini")
-    assert not (out / "mini_ablation.tex").exists()
-    assert {p.name for p in written} == {"mini_main.tex", "mini_checkpoints.tex", "mini_setup.tex"}
-    # an empty root writes nothing
-    assert write_all_tables(ResultSet.from_runs(tmp_path / "nothing"), tmp_path / "gen2", prefix="x") == []
-
-
 @pytest.mark.skipif(shutil.which("pdflatex") is None, reason="pdflatex not installed (tools/install_latex.sh)")
 def test_generated_tables_compile(synthetic, reported_tables, tmp_path):
     _, out, _ = synthetic
@@ -189,14 +165,6 @@ def test_generated_tables_compile(synthetic, reported_tables, tmp_path):
     res = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "doc.tex"], cwd=out,
                          capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stdout[-3000:]
-
-
-def test_tiny_values_stay_in_one_math_group():
-    from saah_lib.report.tables import pm_cell
-
-    assert fmt(1.2e-5, 5, sci=True) == "$1.2\\times10^{-5}$"
-    assert fmt(0.00537, 5, sci=True) == "0.00537"  # the paper's KL keeps its form
-    assert pm_cell(fmt(1.2e-5, 5, sci=True), fmt(1.8e-6, 5, sci=True)) == "$1.2\\times10^{-5} \\pm 1.8\\times10^{-6}$"
 
 
 def test_tolerated_problems_are_marked_in_every_table(tmp_path, run_maker):
@@ -234,3 +202,13 @@ def test_flagged_runs_are_marked_and_given_without_them_and_captions_name_only_p
     for name, text in tables.items():
         assert "Run health" in text and "tiny-grpo-a0-s2" in text.replace("\\_", "_"), name
     assert "tiny-grpo-a0-s2}$^{\\ddagger}$" in tables["setup"].replace("\\_", "_")
+
+
+def test_the_reported_base_rows_caption_takes_the_papers_raw_numbers_from_the_transcription(tmp_path):
+    shutil.copytree(REPORTED, tmp_path / "reported")
+    base = tmp_path / "reported" / "baselines.csv"
+    base.write_text(base.read_text().replace("0.846,1.5", "0.861,3").replace("0.652,1.5", "0.667,3"))
+    caption = render_all_tables(read_paper_reported(tmp_path / "reported"))["main"]
+    assert "lowered by 3 points from its raw evaluation (0.667 for 1.5B, 0.861 for 3B)" in caption
+    committed = render_all_tables(read_paper_reported(REPORTED))["main"]
+    assert "lowered by 1.5 points from its raw evaluation (0.652 for 1.5B, 0.846 for 3B)" in committed

@@ -12,12 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from saah_lib.analysis.evidence_summary import evidence_summary
+from saah_lib.analysis.evidence import evidence_summary
 from saah_lib.analysis.resultset import ResultSet
 from saah_lib.paths import MINI_ROOT
 from saah_lib.report import plots as P
-from saah_lib.report.evidence_report import left_out_warning, plot_paired, render_evidence
-from saah_lib.report.tables import DAMAGED_MARK, write_all_tables
+from saah_lib.report.render import render_source
+from saah_lib.report.tables import DAMAGED_MARK, RESULT_TABLES, with_notes
+from saah_lib.report.texts import left_out_warning
 from saah_lib.rundir.reader import DamagedResultsError, read_folders
 
 RUN_IDS = [f"tiny-{m}-s{seed}" for seed in (0, 1) for m in ("grpo-a0", "ah-a0.5", "sa-a0.5")]
@@ -289,11 +290,11 @@ def test_a_deleted_sample_record_never_silently_drops_paired_tests(study, tmp_pa
     assert sa_pairs and not any(r["a"].startswith("SA") for r in tolerated["rows"])
     assert len(tolerated["not_tested"]) == len(sa_pairs)
     assert f"Not tested ({len(sa_pairs)} planned comparison(s)):" in tolerated["sentence"]
-    render_evidence(study, tmp_path / "t", tmp_path / "f", prefix="x", n_resamples=100, tolerate_problems=True)
+    render_source(study, tmp_path / "t", tmp_path / "f", prefix="x", n_resamples=100, tolerate_problems=True)
     table = (tmp_path / "t" / "x_paired.tex").read_text()
     assert rf"\textbf{{Warning:}} 1 damaged or incomplete run(s) left out: {SA}." in table
     assert f"left out: {SA}" in (tmp_path / "t" / "x_paired_sentence.tex").read_text()
-    figure = plot_paired(tolerated["rows"], tolerated["level"], left_out_warning(tolerated))
+    figure = P.plot_paired(tolerated["rows"], tolerated["level"], left_out_warning(tolerated))
     assert f"WARNING: 1 damaged or incomplete run(s) left out: {SA}." in figure._suptitle.get_text()
 
 
@@ -307,11 +308,13 @@ def test_a_tolerated_breach_is_flagged_in_every_table_and_figure(study, tmp_path
     assert any(f"{SA}/eval.jsonl: line 4" in w for w in rs.warnings)
     sa = rs.summary[rs.summary["method"] == "sa"].iloc[0]
     assert sa["damaged"] and sa["final_pass_at_1"] != pytest.approx((0.9 + 0.42) / 2)
-    tables = write_all_tables(rs, tmp_path / "tables", prefix="x")
+    tables = {name: with_notes(rs, make(rs, "x")) for name, make in RESULT_TABLES.items()}
+    tables = {name: text for name, text in tables.items() if text}
     assert tables
-    for path in tables:
-        assert r"\textbf{Warning:} read with problems tolerated" in path.read_text(), path.name
-    main = (tmp_path / "tables" / "x_main.tex").read_text()
+    for name, text in tables.items():
+        assert r"\textbf{Warning:} read with problems tolerated" in text, name
+    main = tables["main"]
     assert DAMAGED_MARK in main and SA.replace("_", r"\_") in main
-    figures = P.build_all_figures(rs)
+    figures = {name: draw(rs) for name, draw in P.RESULT_FIGURES.items()}
+    figures = {name: fig for name, fig in figures.items() if fig is not None}
     assert figures and all("WARNING: read with problems tolerated" in f._suptitle.get_text() for f in figures.values())

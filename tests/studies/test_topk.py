@@ -7,7 +7,9 @@ import pytest
 import torch
 
 from saah_lib.jsonio import atomic_write_json
-from saah_lib.report.evidence_report import plot_topk, render_evidence, table_topk
+from saah_lib.report.plots import plot_topk
+from saah_lib.report.render import render_source
+from saah_lib.report.tables import table_topk
 from saah_lib.studies.topk import (
     RESULT_FILE,
     completion_mask,
@@ -91,5 +93,5 @@ def test_topk_table_and_figure(tmp_path):
     assert plot_topk(_topk_result()) is not None
     root = tmp_path / "root"
     atomic_write_json(root / RESULT_FILE, _topk_result())
-    out = render_evidence(root, tmp_path / "tables", tmp_path / "figs", prefix="t", n_resamples=10)
+    out = render_source(root, tmp_path / "tables", tmp_path / "figs", prefix="t", n_resamples=10)
     assert sorted(p.name for p in out["written"]) == ["t_topk.pdf", "t_topk.png", "t_topk.tex"]

@@ -1,4 +1,4 @@
-"""The paragraph that says what the paired evidence shows, and no more (generated from the rows alone).
+"""The paragraph that says what the paired evidence shows, and no more, written from its rows alone.
 
 Order: the primary comparison first, each of its results with the minimum
 detectable effect beside it (a "no difference" always says how large a
@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import math
 
-from saah_lib.analysis.evidence import CHECKPOINTS, MAX_UNITS_NEEDED, EvidenceRow, RunEvidence, established
 from saah_lib.analysis.health import RULES
 from saah_lib.analysis.plan import StudyPlan
-from saah_lib.analysis.significance import LEVEL, POWER
+from saah_lib.analysis.quantities import CHECKPOINTS, decimals
+from saah_lib.analysis.significance import LEVEL, MAX_UNITS_NEEDED, POWER
+
+# The rows are saah_lib.analysis.evidence.EvidenceRow and the runs its RunEvidence; that module imports this
+# one, so they are not imported here.
 
 
 def fmt_p(p: float) -> str:
@@ -23,13 +26,10 @@ def fmt_p(p: float) -> str:
     return "p < 0.001" if p < 0.001 else f"p = {p:.3f}"
 
 
-def _scale(key: str) -> int:
-    return 3 if key in CHECKPOINTS else 4
-
-
 def num(x: float, key: str, signed: bool = False) -> str:
-    """A value of quantity ``key`` at its scale (Pass@1 3 decimals, summaries 4), small values in e-notation."""
-    dp = _scale(key)
+    """A value of quantity ``key`` with its decimals (:func:`saah_lib.analysis.quantities.decimals`), values too
+    small to show in e-notation."""
+    dp = decimals(key)
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "n/a"
     if abs(x) < 1e-12:  # a mean of differences that cancel exactly, up to float rounding
@@ -47,11 +47,11 @@ def _seeds(n: int) -> str:
     return f"{n} seed pair{'s' if n != 1 else ''}"
 
 
-def _ci(row: EvidenceRow) -> str:
+def _ci(row) -> str:
     return f"95% CI [{num(row.ci_low, row.key, True)}, {num(row.ci_high, row.key, True)}]"
 
 
-def mde_text(row: EvidenceRow) -> str:
+def mde_text(row) -> str:
     """How large a difference these seeds detect with 80% power, and how many seeds 0.03 and 0.02 would take."""
     if math.isnan(row.mde):
         return "no minimum detectable effect with fewer than two seed pairs"
@@ -62,12 +62,12 @@ def mde_text(row: EvidenceRow) -> str:
     return text
 
 
-def _tests(row: EvidenceRow) -> str:
+def _tests(row) -> str:
     return (f"{_ci(row)}; paired t {fmt_p(row.p_value)}, Holm {fmt_p(row.p_holm)}; "
             f"sign-flip {fmt_p(row.p_signflip)}")
 
 
-def row_sentence(row: EvidenceRow, level: float = LEVEL) -> str:
+def row_sentence(row, level: float = LEVEL) -> str:
     """One sentence per row: 'higher/lower' only for an established difference, otherwise the estimate, the
     interval and the minimum detectable effect."""
     if row.n_units < 2:
@@ -75,7 +75,7 @@ def row_sentence(row: EvidenceRow, level: float = LEVEL) -> str:
         text = (f"{row.quantity}, {row.a} minus {row.b}: {num(row.diff, row.key, True)} on one seed pair (no "
                 f"test over seeds{mcnemar})")
         return text[0].upper() + text[1:] + "."
-    if established(row, level):
+    if row.is_established(level):
         word = "higher" if row.diff > 0 else "lower"
         text = (f"{row.a} has {word} {row.quantity} than {row.b} by {num(abs(row.diff), row.key)} ({_tests(row)}; "
                 f"MDE {num(row.mde, row.key)})")
@@ -88,13 +88,13 @@ def row_sentence(row: EvidenceRow, level: float = LEVEL) -> str:
     return text[0].upper() + text[1:] + "."
 
 
-def _direction(row: EvidenceRow) -> str:
+def _direction(row) -> str:
     ties = row.n_units - row.units_a_ahead - row.units_b_ahead
     return (f"{row.a} is higher in {row.units_a_ahead} and lower in {row.units_b_ahead} of "
             f"{_seeds(row.n_units)}" + (f" ({ties} equal)" if ties else ""))
 
 
-def _per_warm_start(row: EvidenceRow) -> str:
+def _per_warm_start(row) -> str:
     per = row.detail.get("per_warm_start") or {}
     if len(per) < 2:
         return ""
@@ -104,7 +104,7 @@ def _per_warm_start(row: EvidenceRow) -> str:
     return f"Per warm start, {row.quantity}: " + "; ".join(parts) + f": the difference {holds}."
 
 
-def _without_flagged(row: EvidenceRow) -> str:
+def _without_flagged(row) -> str:
     w = row.without_flagged
     if not w:
         return ""
@@ -118,7 +118,7 @@ def _without_flagged(row: EvidenceRow) -> str:
             f"MDE {num(w['mde'], row.key)}), {verdict}.")
 
 
-def primary_paragraph(rows: list[EvidenceRow], plan: StudyPlan, level: float = LEVEL) -> str:
+def primary_paragraph(rows: list, plan: StudyPlan, level: float = LEVEL) -> str:
     primary = [r for r in rows if r.primary]
     if not primary:
         return (f"The primary comparison ({plan.describe()}) could not be tested: fewer than two seeds have "
@@ -135,12 +135,12 @@ def primary_paragraph(rows: list[EvidenceRow], plan: StudyPlan, level: float = L
     return " ".join(parts)
 
 
-def counted(rows: list[EvidenceRow]) -> list[EvidenceRow]:
+def counted(rows: list) -> list:
     """The rows that are distinct comparisons: a peak row that repeats the final one is not counted twice."""
     return [r for r in rows if not r.same_as_final]
 
 
-def single_seed_paragraph(rows: list[EvidenceRow]) -> str:
+def single_seed_paragraph(rows: list) -> str:
     """Comparisons that rest on one seed pair: their final Pass@1 difference, and why there is no test."""
     single = [r for r in counted(rows) if r.n_units < 2]
     if not single:
@@ -151,13 +151,13 @@ def single_seed_paragraph(rows: list[EvidenceRow]) -> str:
             "about another seed can be tested: " + " ".join(finals))
 
 
-def secondary_paragraph(rows: list[EvidenceRow], level: float = LEVEL, has_primary: bool = True) -> str:
+def secondary_paragraph(rows: list, level: float = LEVEL, has_primary: bool = True) -> str:
     single = single_seed_paragraph([r for r in rows if not r.primary])
     rows = [r for r in rows if not r.primary and r.n_units >= 2]
     if not rows:
         return single
     distinct = counted(rows)
-    found = [r for r in distinct if established(r, level)]
+    found = [r for r in distinct if r.is_established(level)]
     pairs = len({(r.a, r.b) for r in rows})
     kind = "Secondary comparisons (exploratory" if has_primary else "Comparisons ("
     head = (f"{kind}{'; ' if has_primary else ''}Holm within each quantity across the {pairs} pair"
@@ -172,7 +172,7 @@ def secondary_paragraph(rows: list[EvidenceRow], level: float = LEVEL, has_prima
     if repeated:
         parts.append("Peak and final are the same checkpoint in every run of " + "; ".join(repeated)
                      + ", so those peak rows repeat the final ones and are counted once.")
-    almost = [r for r in distinct if r.p_holm < level and not established(r, level)]
+    almost = [r for r in distinct if r.p_holm < level and not r.is_established(level)]
     parts += [row_sentence(r, level) for r in almost]
     if any(r.key == "peak" for r in found):
         parts.append("Peak checkpoints are picked on the evaluation problems themselves, so a peak difference is "
@@ -180,9 +180,9 @@ def secondary_paragraph(rows: list[EvidenceRow], level: float = LEVEL, has_prima
     return " ".join(parts + ([single] if single else []))
 
 
-def mcnemar_paragraph(rows: list[EvidenceRow], level: float = LEVEL) -> str:
+def mcnemar_paragraph(rows: list, level: float = LEVEL) -> str:
     """Problem-level tests that reach the level where the seed-level one does not: what they mean."""
-    only = [r for r in counted(rows) if r.key in CHECKPOINTS and r.mcnemar_p < level and not established(r, level)]
+    only = [r for r in counted(rows) if r.key in CHECKPOINTS and r.mcnemar_p < level and not r.is_established(level)]
     if not only:
         return ""
     listed = "; ".join(f"{r.a} vs {r.b}, {r.quantity} ({fmt_p(r.mcnemar_p)}, {r.n_problems} problems)" for r in only)
@@ -192,13 +192,13 @@ def mcnemar_paragraph(rows: list[EvidenceRow], level: float = LEVEL) -> str:
             "methods the same way.")
 
 
-def floor_paragraph(rows: list[EvidenceRow], level: float = LEVEL) -> str:
+def floor_paragraph(rows: list, level: float = LEVEL) -> str:
     floors = sorted({(r.n_units, r.min_p_signflip) for r in rows if r.min_p_signflip >= level and r.n_units >= 2})
     return " ".join(f"With {n} seed pairs the sign-flip test cannot give p below 2/2^{n} = {floor:.4g}; the t test "
                     "can, under its assumption of roughly normal per-seed differences." for n, floor in floors)
 
 
-def health_paragraph(runs: list[RunEvidence], rows: list[EvidenceRow]) -> str:
+def health_paragraph(runs: list, rows: list) -> str:
     rules = "; ".join(RULES.values())
     flagged = sorted((r for r in runs if r.flagged), key=lambda r: r.run_id)
     if not flagged:
@@ -211,8 +211,8 @@ def health_paragraph(runs: list[RunEvidence], rows: list[EvidenceRow]) -> str:
             f"result; {where}.")
 
 
-def evidence_paragraphs(rows: list[EvidenceRow], level: float = LEVEL, *, plan: StudyPlan | None = None,
-                        runs: list[RunEvidence] | None = None) -> dict[str, str]:
+def evidence_paragraphs(rows: list, level: float = LEVEL, *, plan: StudyPlan | None = None,
+                        runs: list | None = None) -> dict[str, str]:
     """The paragraph's parts by name (``primary``, ``secondary``, ``mcnemar``, ``floors``, ``health``);
     a part with nothing to say is empty."""
     if any(math.isnan(r.p_holm) and not math.isnan(r.p_value) for r in rows):
@@ -225,10 +225,3 @@ def evidence_paragraphs(rows: list[EvidenceRow], level: float = LEVEL, *, plan: 
         "health": health_paragraph(runs, rows) if runs is not None else "",
     }
 
-
-def evidence_sentence(rows: list[EvidenceRow], level: float = LEVEL, *, plan: StudyPlan | None = None,
-                      runs: list[RunEvidence] | None = None) -> str:
-    """A paragraph from family-adjusted rows that claims no more than they show."""
-    if not rows:
-        return "No paired comparison could be made (no two methods share two seeds)."
-    return " ".join(p for p in evidence_paragraphs(rows, level, plan=plan, runs=runs).values() if p)

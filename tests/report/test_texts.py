@@ -1,10 +1,20 @@
-"""Texts across studies: shared runs, the mini study's pointer, the closing note (all from the numbers)."""
+"""The report's texts: LaTeX free text, the evidence's sentences, and the texts across studies (shared runs, the
+mini study's pointer, the closing note), all from the numbers."""
 
 import json
 import shutil
 
 from saah_lib.paths import MINI_ROOT
-from saah_lib.report.closing import closing_text, defer_text, overlap_text
+from saah_lib.report.texts import (
+    closing_text,
+    defer_text,
+    left_out_warning,
+    overlap_text,
+    primary_sentence,
+    secondary_sentence,
+    sources_tex,
+    tex_text,
+)
 from saah_lib.rundir.layout import MATCHED_ALPHA_FILE, WARMSTART_RECORD_FILE
 
 
@@ -71,3 +81,36 @@ def test_overlap_names_the_runs_two_studies_share(tmp_path):
     log.write_text("".join(json.dumps(r) + "\n" for r in lines))
     text = overlap_text({"mini": a, "extended": b})
     assert "1 of the 2 runs" in text and "tiny-sa-a0.5-s0" not in text.split(":", 1)[1]
+
+
+def test_tex_text_escapes_and_keeps_math():
+    assert tex_text("A_b (α=0.5) p < 0.001, 2/2^3 = 0.25, 5%, KL 0.2 > 0.1") == \
+        r"A\_b ($\alpha$=0.5) p $<$ 0.001, $2/2^{3}$ = 0.25, 5\%, KL 0.2 $>$ 0.1"
+
+
+def test_a_nan_interval_is_no_established_difference_in_the_closing_note(tmp_path):
+    # the rule is significance.established: the t test alone, with no interval, establishes nothing
+    final = _row("final", 0.02, float("nan"), float("nan"), 0.01, 0.02)
+    var = _row("train_var", -0.01, -0.02, -0.005, 0.01, 0.004)
+    text = closing_text({"extended": _summary(final, var)}, {"extended": tmp_path})
+    assert "final Pass@1 differs by +0.020 (95\\% CI [n/a, n/a]): not established" in text
+    assert "training-reward variance differs by -0.0100 (95\\% CI [-0.0200, -0.0050]): SA-AH-GRPO is lower, as the " \
+           "paper claims" in text
+
+
+def test_the_evidence_sentences_split_the_paragraphs_and_say_nothing_without_rows():
+    summary = {"rows": [{}], "paragraphs": {"primary": "P < 1.", "health": "H.", "secondary": "S.", "mcnemar": "",
+                                            "floors": "F 2/2^3.", "warning": "W."}}
+    assert primary_sentence(summary) == "P $<$ 1. H.\n"
+    assert secondary_sentence(summary) == "S. F $2/2^{3}$. W.\n"
+    assert primary_sentence({"rows": [], "paragraphs": summary["paragraphs"]}) == ""
+    assert left_out_warning({"left_out": ["r1"], "pairs_left_out": []}) == \
+        "1 damaged or incomplete run(s) left out: r1."
+
+
+def test_sources_tex_switches_and_marks():
+    tex = sources_tex({"reported": True, "ours": False}, ["mini_main", "mini_main", "mini_paired"])
+    assert tex.splitlines() == [
+        "\\newif\\ifhavereported", "\\havereportedtrue", "\\newif\\ifhaveours", "\\haveoursfalse",
+        "\\expandafter\\def\\csname generated@mini_main\\endcsname{}",
+        "\\expandafter\\def\\csname generated@mini_paired\\endcsname{}"]

@@ -1,4 +1,4 @@
-"""Names, display labels and ordering of methods and models, and reading a table cell as a number.
+"""The (model, method, alpha) group that seeds are averaged over: its names, display labels and order.
 
 Shared by the results readers, the tables and the figures so that every
 output orders and names runs the same way.
@@ -12,6 +12,8 @@ from typing import Any, Iterable
 
 import numpy as np
 import pandas as pd
+
+from saah_lib.analysis.quantities import number_or_nan
 
 #: Method identifiers used in ``config.json`` and their display names.
 METHOD_LABELS = {
@@ -45,18 +47,6 @@ def method_label(method: str, alpha=None, *, show_grpo_alpha: bool = True, alpha
     else:
         text = alpha_text(alpha)
     return f"{name} ({alpha_symbol}={text})"
-
-
-def number_or_nan(x: Any) -> float:
-    """A cell as a float: numbers and numeric strings convert, anything else (None, '---') is NaN."""
-    if x is None:
-        return float("nan")
-    if isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool):
-        return float(x)
-    try:
-        return float(str(x).strip())
-    except ValueError:
-        return float("nan")
 
 
 def model_short(label: Any) -> str:

@@ -1,0 +1,216 @@
+"""The report's texts: sentences from the paired evidence, the paper-matched alpha in words, the texts that
+read several studies at once (which runs they share, the mini study's pointer to the powered study, the
+closing note), and the switches that tell ``paper/main.tex`` which outputs exist.
+
+Every number comes from the evidence summaries (:func:`saah_lib.analysis.evidence.evidence_summary`), the
+study roots and their records; nothing is typed in.  Each function returns the text ("" when there is
+nothing to say); :mod:`saah_lib.report.render` writes them.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+from saah_lib.analysis.overlap import shared_runs
+from saah_lib.analysis.plan import PAPER_CLAIM
+from saah_lib.analysis.sentences import num
+from saah_lib.analysis.significance import established
+from saah_lib.jsonio import read_json
+from saah_lib.method.methods import MAIN_ALPHA
+from saah_lib.paths import repo_relative
+from saah_lib.report.latex import tex_escape
+from saah_lib.rundir.layout import MATCHED_ALPHA_FILE, WARMSTART_RECORD_FILE
+
+
+# ---------------------------------------------------------------------------
+# one study's evidence in words
+# ---------------------------------------------------------------------------
+
+def tex_text(s: str) -> str:
+    """Free text (labels, the generated sentence) for LaTeX: escaped, with alpha and 2^n in math mode."""
+    out = tex_escape(s).replace("α", r"$\alpha$").replace("<", "$<$").replace(">", "$>$")
+    return re.sub(r"2/2\\textasciicircum\{\}(\d+)", r"$2/2^{\1}$", out)
+
+
+def left_out_warning(summary: dict) -> str:
+    """What a tolerant reading left out of the comparisons ("" when nothing): runs, then whole pairs."""
+    parts = []
+    if summary.get("left_out"):
+        parts.append(f"{len(summary['left_out'])} damaged or incomplete run(s) left out: "
+                     + ", ".join(summary["left_out"]) + ".")
+    if summary.get("pairs_left_out"):
+        parts.append(f"{len(summary['pairs_left_out'])} comparison(s) not made: "
+                     + "; ".join(summary["pairs_left_out"]) + ".")
+    return " ".join(parts)
+
+
+def matched_alpha_text(record: dict) -> str:
+    """The paper-matched alpha of a study root in words: rule, target, measurement, choice ("" without one)."""
+    if not record:
+        return ""
+    t, w = record["target"], record["weight_neg_mean"]
+    text = (f"Paper-matched $\\alpha$: the paper's 1.5B log (\\texttt{{{tex_escape(t['file'])}}}) gives a mean "
+            f"weight on negative-advantage rollouts of {t['target']:.3f} (mean of "
+            f"\\texttt{{{tex_escape(t['column'])}}} "
+            f"over its {len(t['steps'])} logged steps, {t['steps'][0]} to {t['steps'][-1]}). On "
+            f"{record['n_rollouts']} rollouts sampled from \\texttt{{{tex_escape(record['warm_start'])}}} as at the "
+            "start "
+            f"of training ({record['n_prompts']} training prompts $\\times$ {record['per_prompt']}, scored with the "
+            f"training reward, advantages normalised within each group; {record['n_negative']} negative, mean "
+            f"length {record['mean_completion_length']:.1f} tokens), the same mean weight is "
+            f"{w['at_main_alpha']:.3f} at the main $\\alpha={MAIN_ALPHA:g}$. Bisection gives "
+            f"$\\alpha={record['solved_alpha']:.3f}$, rounded to $\\alpha={record['alpha']:g}$, where the mean "
+            f"weight is {w['at_alpha']:.3f}.")
+    others = record.get("other_warm_starts") or {}
+    if others:
+        listed = "; ".join(f"\\texttt{{{tex_escape(name)}}} {o['weight_neg_mean']['at_alpha']:.3f}"
+                           for name, o in others.items())
+        text += f" At that $\\alpha$ the other warm starts give {listed}."
+    return text + "\n"
+
+
+def _sentence_file(text: str) -> str:
+    return tex_text(text) + "\n" if text else ""
+
+
+def primary_sentence(summary: dict) -> str:
+    """The primary comparison with its run health: the paragraph that leads a study's results."""
+    if not summary["rows"]:
+        return ""
+    parts = summary.get("paragraphs", {})
+    return _sentence_file(" ".join(p for p in (parts.get("primary", ""), parts.get("health", "")) if p))
+
+
+def secondary_sentence(summary: dict) -> str:
+    """The secondary comparisons, what McNemar can say, the sign-flip floors and any warning."""
+    if not summary["rows"]:
+        return ""
+    parts = summary.get("paragraphs", {})
+    return _sentence_file(" ".join(parts[k] for k in ("secondary", "mcnemar", "floors", "warning") if parts.get(k)))
+
+
+def whole_sentence(summary: dict) -> str:
+    """Every paragraph of a summary without a primary comparison (the top-K runs)."""
+    return _sentence_file(summary["sentence"]) if summary["rows"] else ""
+
+
+
+# ---------------------------------------------------------------------------
+# several studies at once
+# ---------------------------------------------------------------------------
+
+STUDY_NAMES = {"mini": "mini study", "extended": "extended study"}
+
+
+def _tt(path) -> str:
+    return f"\\texttt{{{tex_escape(repo_relative(path))}}}"
+
+
+def overlap_text(roots: dict[str, Path]) -> str:
+    """One sentence per pair of study roots that share runs ("" when none share any)."""
+    names = [k for k in ("mini", "extended") if k in roots and Path(roots[k]).is_dir()]
+    parts = []
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            result = shared_runs(roots[a], roots[b])
+            if not result["shared"]:
+                continue
+            ids = ", ".join(f"\\texttt{{{tex_escape(r)}}}" for r in result["shared"])
+            verb = "is a run" if len(result["shared"]) == 1 else "are runs"
+            parts.append(f"{len(result['shared'])} of the {result['n_b']} runs of {_tt(roots[b])} {verb} of "
+                         f"{_tt(roots[a])} (same settings, evaluations and training values; only step times "
+                         f"differ): {ids}. The two studies are not independent evidence on those runs.")
+    return " ".join(parts) + ("\n" if parts else "")
+
+
+def _primary(summary: dict | None, key: str) -> dict | None:
+    if not summary:
+        return None
+    return next((r for r in summary["rows"] if r["primary"] and r["key"] == key), None)
+
+
+def defer_text(mini: dict | None, extended: dict | None) -> str:
+    """The mini study's primary comparison points to the powered one (numbers from both summaries)."""
+    m, e = _primary(mini, "final"), _primary(extended, "final")
+    if m is None or e is None:
+        return ""
+    return (f"With {m['n_units']} seed pairs the mini study cannot detect a final Pass@1 difference below "
+            f"{num(m['mde'], 'final')} (at 80\\% power); it checks the pipeline. The extended study "
+            f"(Section~\\ref{{sec:extended}}) tests the primary comparison with {e['n_units']} seed pairs "
+            f"(minimum detectable difference {num(e['mde'], 'final')}).\n")
+
+
+def _verdict(row: dict, key: str, level: float) -> str:
+    claim = PAPER_CLAIM[key]
+    observed = "higher" if row["diff"] > 0 else "lower"
+    agree = "as the paper claims" if observed == claim else f"opposite to the paper's claim of {claim}"
+    if established(row["p_holm"], row["ci_low"], row["ci_high"], level):
+        return f"SA-AH-GRPO is {observed}, {agree}"
+    if row["p_holm"] < level:
+        # the two criteria disagree: say so rather than call it either a difference or none
+        return (f"not established: the paired t test over seeds finds SA-AH-GRPO {observed}, {agree} "
+                f"(Holm p = {row['p_holm']:.3f}), but the interval, which also resamples the evaluation problems, "
+                f"includes 0")
+    return (f"no difference detected (the paper claims {claim}; a difference smaller than "
+            f"{num(row['mde'], key)} would go unseen)")
+
+
+def _discount_clause(summary: dict, root: Path, a_label: str) -> str:
+    """At which discount the primary arm ran, in the terms of the paper-matched alpha measurement."""
+    record = read_json(Path(root) / MATCHED_ALPHA_FILE, default={}) or {}
+    plan = summary.get("plan") or {}
+    alpha = plan.get("primary", {}).get("a", {}).get("alpha")
+    if record and alpha is not None and math.isclose(alpha, record.get("alpha", math.nan)):
+        return (f"at the paper's discount level ({a_label}: a mean weight of "
+                f"{record['weight_neg_mean']['at_alpha']:.2f} on negative-advantage rollouts at the start of "
+                f"training, against {record['target']['target']:.2f} in the paper's log)")
+    if record and alpha is not None and math.isclose(alpha, MAIN_ALPHA):
+        return (f"at a weaker discount than the paper's ({a_label}: a mean weight of "
+                f"{record['weight_neg_mean']['at_main_alpha']:.2f} on negative-advantage rollouts at the start of "
+                f"training, against {record['target']['target']:.2f} in the paper's log)")
+    return f"at $\\alpha={alpha:g}$" if alpha is not None else ""
+
+
+def closing_text(summaries: dict[str, dict], roots: dict[str, Path]) -> str:
+    """Two or three sentences: what the largest study's primary comparison supports, and what it cannot."""
+    usable = [k for k in ("extended", "mini") if _primary(summaries.get(k), "final")]
+    if not usable:
+        return ""
+    study = usable[0]
+    summary = summaries[study]
+    final, var = _primary(summary, "final"), _primary(summary, "train_var")
+    level = summary["level"]
+    n_ws = final["n_warm_starts"]
+    where = f" from {n_ws} independently built warm starts" if n_ws > 1 else " from one warm start"
+    a_label = tex_text(final["a"])
+    text = (f"In the CPU {STUDY_NAMES.get(study, study)}'s primary comparison, fixed before its runs "
+            f"({a_label} against GRPO over {final['n_units']} seed pairs{where}), final Pass@1 differs by "
+            f"{num(final['diff'], 'final', True)} (95\\% CI [{num(final['ci_low'], 'final', True)}, "
+            f"{num(final['ci_high'], 'final', True)}]): {_verdict(final, 'final', level)}")
+    if var is not None:
+        text += (f"; training-reward variance differs by {num(var['diff'], 'train_var', True)} (95\\% CI "
+                 f"[{num(var['ci_low'], 'train_var', True)}, {num(var['ci_high'], 'train_var', True)}]): "
+                 f"{_verdict(var, 'train_var', level)}")
+    text += ". "
+    build = read_json(Path(roots[study]) / WARMSTART_RECORD_FILE, default={}) or {}
+    params = build.get("parameters")
+    model = f"a {params / 1e6:.1f}M-parameter model" if isinstance(params, (int, float)) else "a tiny model"
+    clause = _discount_clause(summary, roots[study], a_label)
+    text += (f"These runs train {model} on synthetic arithmetic problems{' ' + clause if clause else ''}: they test "
+             "the selective discount's effect "
+             "on such a model, and cannot confirm or refute the paper's GSM8K accuracies at 1.5B and 3B "
+             "parameters.\n")
+    return text
+
+
+def sources_tex(present: dict[str, bool], names: list[str]) -> str:
+    """``\\newif`` switches saying which sources have results (``present``: prefix -> any), and one
+    ``generated@<name>`` mark per table or figure written, so the report includes exactly what exists
+    (``\\ifgenerated`` in ``paper/main.tex``)."""
+    lines = []
+    for prefix, have in present.items():
+        lines += [f"\\newif\\ifhave{prefix}", f"\\have{prefix}{'true' if have else 'false'}"]
+    lines += [f"\\expandafter\\def\\csname generated@{name}\\endcsname{{}}" for name in sorted(set(names))]
+    return "\n".join(lines) + "\n"
