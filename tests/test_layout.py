@@ -25,9 +25,6 @@ FUNCTION_LEVEL_IMPORTS = {
     ("rundir/checkpoints.py", "safetensors"),
     ("rundir/checkpoints.py", "torch"),
     ("rundir/checkpoints.py", "transformers.trainer_pt_utils"),
-    # the tables and figures need torch for one figure only (the token weights schematic)
-    ("analysis/summaries.py", "torch"),
-    ("analysis/summaries.py", "saah_lib.method.loss"),
     # `datasets` is slow to import and unused with local data
     ("tasks/gsm8k.py", "datasets"),
     ("tasks/prompts.py", "datasets"),

@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from saah_lib.method.methods import LOG_WEIGHT_CAP, check_alpha, check_method
 from saah_lib.tasks.scoring import pass_at_1_ci
 
 
@@ -108,15 +109,16 @@ def mean_kl(train_log: pd.DataFrame) -> float:
 
 
 def token_weights(entropy_norm, alpha: float, method: str, advantage: float) -> np.ndarray:
-    """Per-token weights of one rollout under GRPO, AH-GRPO or SA-AH-GRPO.
+    """Per-token weights of one rollout under GRPO, AH-GRPO or SA-AH-GRPO, for drawing.
 
-    The same function the trainer uses (:func:`saah_lib.method.loss.method_weights`),
-    applied to one rollout's logged normalised entropies.
+    The trainer's rule (:func:`saah_lib.method.loss.method_weights`) in float64 numpy: the trainer's float32
+    ``torch.exp`` goes through MKL, whose kernels differ between Intel and other CPUs in the last bit, and a
+    figure's coordinates must not depend on the CPU that drew it (tests/analysis/test_summaries.py checks the
+    two agree to float32 precision).
     """
-    import torch  # here, not at the top: the tables and figures never need torch otherwise
-
-    from saah_lib.method.loss import method_weights
-
-    h = torch.as_tensor(np.asarray(entropy_norm, dtype=float), dtype=torch.float64).reshape(1, -1)
-    w = method_weights(method, h, torch.ones_like(h), torch.tensor([float(advantage)]), alpha)
-    return w[0].double().numpy()
+    method = check_method(method)
+    h = np.asarray(entropy_norm, dtype=np.float64).reshape(-1)
+    alpha = check_alpha(alpha)
+    if method == "grpo" or alpha == 0.0 or (method == "sa" and not advantage < 0):
+        return np.ones_like(h)
+    return np.exp(np.minimum(-alpha * np.cumsum(h), LOG_WEIGHT_CAP))

@@ -31,9 +31,8 @@ import math
 
 import torch
 
-from saah_lib.method.methods import check_alpha, check_method
+from saah_lib.method.methods import LOG_WEIGHT_CAP, check_alpha, check_method
 
-LOG_WEIGHT_CAP = 50.0
 # Rows of a [chunk, V] float32 block: 2**25 elements is 128 MiB whatever V is.
 _BLOCK_ELEMENTS = 2**25
 

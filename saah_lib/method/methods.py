@@ -18,6 +18,8 @@ METHODS = ("grpo", "ah", "sa")
 #: <= 0, so the cap never binds, and up to 10 the first token of a completion keeps a weight >= exp(-10), so
 #: the loss's weighted token count stays positive even at maximal entropy.
 ALPHA_RANGE = (-2.0, 10.0)
+#: The largest log-weight: negative alpha grows the weights, and the cap keeps them finite.
+LOG_WEIGHT_CAP = 50.0
 
 #: The alpha of AH-GRPO and SA-AH-GRPO in the paper's main comparison.
 MAIN_ALPHA = 0.5

@@ -58,3 +58,18 @@ def test_token_weights():
     assert np.allclose(S.token_weights(h, 0.5, "sa", 1.0), 1.0)
     assert np.allclose(S.token_weights(h, 0.5, "sa", 0.0), 1.0)  # advantage 0 counts as non-negative
     assert np.allclose(S.token_weights(h, 0.5, "sa", -1.0), ah)
+
+
+@pytest.mark.parametrize("method", ["grpo", "ah", "sa"])
+@pytest.mark.parametrize("advantage", [-1.0, 0.0, 2.0])
+@pytest.mark.parametrize("alpha", [-0.25, 0.0, 0.5, 5.9])
+def test_token_weights_follow_the_trainers_rule(method, advantage, alpha):
+    """The figure's float64 weights agree with the trainer's float32 method_weights (float32 cumsum: 1e-5)."""
+    import torch
+
+    from saah_lib.method.loss import method_weights
+
+    h = np.random.default_rng(0).uniform(0.0, 0.3, size=80)
+    t = torch.as_tensor(h).reshape(1, -1)
+    trainer = method_weights(method, t, torch.ones_like(t), torch.tensor([advantage]), alpha)[0].double().numpy()
+    np.testing.assert_allclose(S.token_weights(h, alpha, method, advantage), trainer, rtol=1e-5, atol=0)
