@@ -1,33 +1,31 @@
 """Fast rollouts: a static-shape decode loop that ``torch.compile`` captures once per shape.
 
-Why this exists: ``model.generate`` with a dynamic cache spends most of a GPU
-step launching kernels (about 90 ms per decode step for Qwen2.5-1.5B against
-~7 ms once compiled with a static cache), and TRL builds its generation config
-with ``disable_compile=True``. This module decodes with
+Why: ``model.generate`` with a dynamic cache spends most of a GPU step launching kernels
+(about 90 ms per decode step for Qwen2.5-1.5B against ~7 ms once compiled with a static
+cache), and TRL builds its generation config with ``disable_compile=True``. This engine decodes with
 
-* prompt lengths left-padded up to one of a few static sizes (``prompt_bucket``),
-* per (batch, bucket) one static state kept for the engine's life: a KV cache
-  (``transformers.StaticCache``) of ``bucket + max_new_tokens`` and the decode
-  buffers (tokens, log-probs, finished flags, step counter, attention mask), all at
-  static addresses, so a compiled step, and its CUDA graph, is built once per shape,
-* one compiled call per token that runs the model, samples, computes the log-prob,
-  updates the finished flags and writes the token into the buffers: nothing per token
-  happens outside the graph, and the host reads the device only to stop early once
-  every row has ended, at most once every ``EARLY_EXIT_EVERY`` tokens,
-* LoRA adapters merged into the base weights for the rollout and the base
-  weights copied back bit for bit afterwards (``merged_lora``),
+* prompts left-padded up to one of a few static lengths (``prompt_bucket``),
+* per (batch, bucket) one static state kept for the engine's life (``StaticCache`` of
+  ``bucket + max_new_tokens`` and the decode buffers), so a compiled step and its CUDA graph
+  are built once per shape; ``release`` frees them,
+* one compiled call per token that runs the model, samples, and writes token, log-prob and
+  finished flags into the buffers; the host reads the device only to stop early, at most once
+  every ``EARLY_EXIT_EVERY`` tokens,
+* LoRA adapters left unmerged: the compiled step runs PEFT's own adapter forward, so the
+  rollout samples exactly the policy the training forward scores (a bf16 merge would round
+  the adapter's update away) and no base weight is copied,
+* grouped-query attention that never expands the KV cache (``gqa_attention``),
 * the model normalised for decoding (``decoding_state``): eval mode, gradient-checkpointing
-  flags off and transformers' input-gradient hooks detached, all restored afterwards, so
-  that TRL's toggling of gradient checkpointing around each generation cannot change what
-  the compiled step's guards see (it used to add a hook per toggle: a recompile per step).
+  flags off and transformers' input-gradient hooks detached, all restored afterwards, so that
+  TRL's toggling of checkpointing around each generation cannot fail the compiled step's guards.
 
-Sampling follows ``generate``'s order (min-new-tokens, temperature, top-k, top-p, min-p)
-and then draws by ``torch.multinomial``'s own algorithm without its host-side checks
-(:mod:`saah_lib.models.sampling`): uncompiled, or compiled with the ``eager``/``aot_eager``
-backends, the same tokens as TRL's ``generate`` path for a seed; with inductor the same
-distribution. Finished rows emit the pad token. The returned
-log-probabilities are ``log_softmax(logits / temperature)`` at the sampled token, the
-quantity TRL's training forward computes, so the importance ratio at the start of a step is 1.
+The rollout policy is the model in eval mode (no dropout) on every backend: the trainer runs
+TRL's ``generate`` path in eval mode too, and vLLM has no dropout, so the three sample the same
+distribution. Sampling follows ``generate``'s order (repetition penalty, min-new-tokens,
+temperature, top-k, top-p, min-p) and draws by ``torch.multinomial``'s own algorithm without
+its host-side checks (:mod:`saah_lib.models.sampling`). The returned log-probabilities are
+``log_softmax(logits / temperature)`` at the sampled token, the quantity TRL's training forward
+computes, so the importance ratio at the start of a step is 1 up to the dtype's rounding.
 """
 
 from __future__ import annotations
@@ -38,12 +36,13 @@ from dataclasses import dataclass, fields
 
 import torch
 import torch._inductor.config as inductor_config
-from peft.tuners.lora import LoraLayer
 from torch.profiler import record_function
 from transformers import StaticCache
 
+from saah_lib.models.attention import gqa_attention
 from saah_lib.models.compile_health import CompileHealth
-from saah_lib.models.sampling import SamplingSettings, invalid_probabilities, process_logits, race_sample
+from saah_lib.models.sampling import (SamplingSettings, invalid_probabilities, penalise_repeats, process_logits,
+                                     race_sample)
 
 # Prompt lengths are padded up to the first of these (then to multiples of the last).
 PROMPT_BUCKETS = (64, 128, 256, 512, 1024)
@@ -52,7 +51,7 @@ EARLY_EXIT_EVERY = 16
 #: transformers' (and PEFT's) forward hooks that only set requires_grad on the input embeddings' output.
 INPUT_GRAD_HOOKS = ("make_inputs_require_grads", "make_inputs_require_grad")
 
-__all__ = ["PROMPT_BUCKETS", "EARLY_EXIT_EVERY", "SamplingSettings", "StaticRollout", "merged_lora",
+__all__ = ["PROMPT_BUCKETS", "EARLY_EXIT_EVERY", "SamplingSettings", "StaticRollout", "build_engine", "eval_mode",
            "decoding_state", "drop_orphaned_input_grad_hooks", "prompt_bucket", "completion_lists"]
 
 
@@ -69,28 +68,15 @@ def prompt_bucket(length: int, buckets: tuple[int, ...] = PROMPT_BUCKETS) -> int
 
 
 @contextmanager
-def merged_lora(model):
-    """Merge active LoRA adapters into the base weights; afterwards copy the saved base weights back.
-
-    Copying back (instead of PEFT's ``unmerge``, which subtracts in the weight's
-    dtype) keeps the base weights bit-identical in bf16. Adapter weights are never
-    written. A model without LoRA layers passes through untouched.
-    """
-    saved = []
-    for module in model.modules():
-        if isinstance(module, LoraLayer) and not module.merged:
-            base = module.get_base_layer()
-            saved.append((module, base.weight.detach().clone()))
+def eval_mode(model):
+    """Every module in eval mode inside; each module's own mode restored on exit."""
+    modes = [(m, m.training) for m in model.modules()]
     try:
-        with torch.no_grad():
-            for module, _ in saved:
-                module.merge(adapter_names=list(module.active_adapters))
+        model.eval()
         yield model
     finally:
-        with torch.no_grad():
-            for module, weight in saved:
-                module.get_base_layer().weight.copy_(weight)
-                module.merged_adapters.clear()
+        for module, mode in modes:
+            module.training = mode
 
 
 def _input_embeddings(model):
@@ -108,15 +94,14 @@ def _is_input_grad_hook(hook) -> bool:
 def decoding_state(model):
     """The model as every decode call sees it, whoever calls and whatever TRL toggled before.
 
-    Inside: every module in eval mode, every ``gradient_checkpointing`` flag False, and the
-    input-gradient hooks of transformers and PEFT detached from the input embeddings. All three
-    are restored exactly on exit. None of them changes a decoded value: checkpointing only acts in
+    Inside: every module in eval mode, every ``gradient_checkpointing`` flag False, the
+    input-gradient hooks of transformers and PEFT detached from the input embeddings, and the
+    cache-copy-free attention (``gqa_attention``). All are restored exactly on exit. None of them changes a decoded value: checkpointing only acts in
     training mode, and those hooks only mark the embeddings' output as requiring grad, which does
     nothing under ``torch.no_grad``. But a compiled step guards on each of them, and TRL turns
     checkpointing off for generation (not for our evaluations) and adds a hook each time it turns
     it back on, so without this the guards fail at every step.
     """
-    modes = [(m, m.training) for m in model.modules()]
     checkpointing = [(m, m.gradient_checkpointing) for m in model.modules()
                      if isinstance(getattr(m, "gradient_checkpointing", None), bool)]
     embeddings = _input_embeddings(model)
@@ -125,18 +110,16 @@ def decoding_state(model):
         for hook_id, hook in hooks.items():
             if _is_input_grad_hook(hook):
                 del embeddings._forward_hooks[hook_id]
-        model.eval()
         for module, _ in checkpointing:
             module.gradient_checkpointing = False
-        yield model
+        with eval_mode(model), gqa_attention(model):
+            yield model
     finally:
         if embeddings is not None:
             embeddings._forward_hooks.clear()
             embeddings._forward_hooks.update(hooks)  # same hooks, same order
         for module, flag in checkpointing:
             module.gradient_checkpointing = flag
-        for module, mode in modes:
-            module.training = mode
 
 
 def drop_orphaned_input_grad_hooks(model) -> int:
@@ -176,6 +159,7 @@ class DecodeBuffers:
     mask: torch.Tensor  # (batch, bucket + max_new_tokens) attention mask: prompt padding 0, all else 1
     eos: torch.Tensor  # (vocab,) bool: the end-of-sequence tokens
     invalid: torch.Tensor  # () bool: some sampling distribution had a NaN or negative probability
+    seen: torch.Tensor  # (batch, vocab) bool: tokens already in the row, for the repetition penalty
 
     @classmethod
     def allocate(cls, batch: int, bucket: int, max_new_tokens: int, vocab: int, eos_token_ids, device):
@@ -187,7 +171,7 @@ class DecodeBuffers:
         buffers = cls(tokens=zeros(batch, max_new_tokens), logps=zeros(batch, max_new_tokens, dtype=torch.float32),
                       finished=zeros(batch, dtype=torch.bool), all_finished=zeros(dtype=torch.bool), t=zeros(),
                       last=zeros(batch, 1), start=zeros(batch, 1), mask=zeros(batch, bucket + max_new_tokens), eos=eos,
-                      invalid=zeros(dtype=torch.bool))
+                      invalid=zeros(dtype=torch.bool), seen=zeros(batch, vocab, dtype=torch.bool))
         for tensor in buffers.tensors():
             torch._dynamo.mark_static_address(tensor)  # mutated in the graph: CUDA graphs need fixed addresses
         return buffers
@@ -195,8 +179,10 @@ class DecodeBuffers:
     def tensors(self) -> list[torch.Tensor]:
         return [getattr(self, f.name) for f in fields(self)]
 
-    def reset(self, prompt_mask: torch.Tensor, lengths: torch.Tensor, pad_token_id: int) -> None:
+    def reset(self, prompt_mask: torch.Tensor, lengths: torch.Tensor, seen_ids: torch.Tensor, pad_token_id: int) -> None:
         bucket = prompt_mask.size(1)
+        self.seen.zero_()
+        self.seen.scatter_(1, seen_ids, True)
         self.tokens.fill_(pad_token_id)
         self.logps.zero_()
         self.finished.zero_()
@@ -216,6 +202,9 @@ def _forward(model, input_ids, position_ids, attention_mask, cache) -> torch.Ten
 
 def _advance(buf: DecodeBuffers, logits: torch.Tensor, sampling: SamplingSettings, pad_token_id: int) -> None:
     """Sample token ``buf.t`` of every row from ``logits`` and write it, its log-prob and the flags into ``buf``."""
+    raw = logits  # the training forward scores raw logits: no penalty, no warpers
+    if sampling.repetition_penalty != 1.0:
+        logits = penalise_repeats(logits, buf.seen, sampling.repetition_penalty)
     if sampling.min_new_tokens > 0:
         logits = logits.masked_fill(buf.eos & (buf.t < sampling.min_new_tokens), -float("inf"))
     if sampling.do_sample:
@@ -224,7 +213,7 @@ def _advance(buf: DecodeBuffers, logits: torch.Tensor, sampling: SamplingSetting
         nxt = race_sample(probs)
     else:
         nxt = logits.argmax(dim=-1)
-    scaled = logits / sampling.temperature if sampling.temperature != 1.0 else logits
+    scaled = raw / sampling.temperature if sampling.temperature != 1.0 else raw
     logp = scaled.log_softmax(dim=-1).gather(1, nxt[:, None]).squeeze(1)
     nxt = torch.where(buf.finished, pad_token_id, nxt)
     logp = torch.where(buf.finished, 0.0, logp)
@@ -235,6 +224,8 @@ def _advance(buf: DecodeBuffers, logits: torch.Tensor, sampling: SamplingSetting
     buf.finished.copy_(finished)
     buf.all_finished.copy_(finished.all())
     buf.last.copy_(nxt[:, None])
+    if sampling.repetition_penalty != 1.0:
+        buf.seen.scatter_(1, nxt[:, None], True)
     buf.t.add_(1)
 
 
@@ -263,6 +254,17 @@ def align_inductor_cpu_isa() -> None:
     capability = os.environ.get("ATEN_CPU_CAPABILITY", "").strip().lower()
     if inductor_config.cpp.simdlen is None and capability in _CAPABILITY_BITS:
         inductor_config.cpp.simdlen = _CAPABILITY_BITS[capability]
+
+
+def build_engine(*, max_new_tokens: int, pad_token_id: int, eos_token_ids, device, compile: bool | None = None,
+                 compile_backend: str | None = None, health: CompileHealth | None = None,
+                 name: str = "rollout") -> "StaticRollout":
+    """The one way the package makes an engine: ``compile=None`` compiles on CUDA only (on CPU a
+    compiled step is slower than eager and is used by tests and the preflight only)."""
+    if compile is None:
+        compile = torch.device(device).type == "cuda"
+    return StaticRollout(max_new_tokens=max_new_tokens, pad_token_id=pad_token_id, eos_token_ids=eos_token_ids,
+                         compile=compile, compile_backend=compile_backend, health=health, name=name)
 
 
 class StaticRollout:
@@ -324,15 +326,10 @@ class StaticRollout:
             self._states[key] = (cache, buffers)
         return self._states[key]
 
-    def static_tensors(self) -> list[torch.Tensor]:
-        """Every tensor of every kept (batch, bucket) state: what a decode step may write."""
-        out = []
-        for cache, buffers in self._states.values():
-            for layer in cache.layers:
-                out += [t for t in (getattr(layer, "keys", None), getattr(layer, "values", None),
-                                    getattr(layer, "cumulative_length", None)) if isinstance(t, torch.Tensor)]
-            out += buffers.tensors()
-        return out
+    def release(self) -> None:
+        """Free every kept cache and buffer (and the compiled step, whose graphs hold them)."""
+        self._states.clear()
+        self._compiled_step = None
 
     # -------------------------------------------------------------- generation
     @torch.no_grad()
@@ -359,7 +356,8 @@ class StaticRollout:
 
         cache, buf = self._static_state(model, batch, bucket, device, dtype)
         cache.reset()
-        buf.reset(prompt_mask.to(device), lengths.to(device), self.pad_token_id)
+        buf.reset(prompt_mask.to(device), lengths.to(device), _seen_ids(ids, lengths, self.pad_token_id).to(device),
+                  self.pad_token_id)
         decode = self._decode_fn(device)
         with decoding_state(model):
             with record_function("rollout.prefill"):  # eager, one shape per bucket
@@ -394,6 +392,21 @@ class StaticRollout:
                     decode(*args)
                 steps = t + 1
         return steps
+
+
+def _seen_ids(ids: torch.Tensor, lengths: torch.Tensor, pad_token_id: int) -> torch.Tensor:
+    """The bucket-padded prompt ids as ``generate`` sees them: padded only to the batch's longest prompt.
+
+    ``generate`` counts the left padding as tokens already present (the repetition penalty applies to the
+    pad token in rows shorter than the longest); the bucket's extra padding is not there, so in the longest
+    rows the padding slots repeat the prompt's first token instead.
+    """
+    bucket = ids.size(1)
+    slot = torch.arange(bucket)
+    is_pad = slot[None, :] < (bucket - lengths)[:, None]
+    first = ids.gather(1, (bucket - lengths)[:, None])
+    longest = (lengths == lengths.max())[:, None]
+    return torch.where(is_pad, torch.where(longest, first, torch.full_like(ids, pad_token_id)), ids)
 
 
 def completion_lists(tokens: torch.Tensor, logps: torch.Tensor, eos_token_ids):
