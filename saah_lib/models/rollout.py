@@ -356,7 +356,7 @@ class StaticRollout:
 
         cache, buf = self._static_state(model, batch, bucket, device, dtype)
         cache.reset()
-        buf.reset(prompt_mask.to(device), lengths.to(device), _seen_ids(ids, lengths, self.pad_token_id).to(device),
+        buf.reset(prompt_mask.to(device), lengths.to(device), _seen_ids(ids, lengths).to(device),
                   self.pad_token_id)
         decode = self._decode_fn(device)
         with decoding_state(model):
@@ -394,19 +394,15 @@ class StaticRollout:
         return steps
 
 
-def _seen_ids(ids: torch.Tensor, lengths: torch.Tensor, pad_token_id: int) -> torch.Tensor:
-    """The bucket-padded prompt ids as ``generate`` sees them: padded only to the batch's longest prompt.
+def _seen_ids(ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """The prompt tokens of each row, its padding slots repeating the first one: what the penalty counts.
 
-    ``generate`` counts the left padding as tokens already present (the repetition penalty applies to the
-    pad token in rows shorter than the longest); the bucket's extra padding is not there, so in the longest
-    rows the padding slots repeat the prompt's first token instead.
+    ``generate`` leaves the left padding out of the repetition penalty (``prompt_ignore_length``).
     """
     bucket = ids.size(1)
-    slot = torch.arange(bucket)
-    is_pad = slot[None, :] < (bucket - lengths)[:, None]
+    is_pad = torch.arange(bucket)[None, :] < (bucket - lengths)[:, None]
     first = ids.gather(1, (bucket - lengths)[:, None])
-    longest = (lengths == lengths.max())[:, None]
-    return torch.where(is_pad, torch.where(longest, first, torch.full_like(ids, pad_token_id)), ids)
+    return torch.where(is_pad, first, ids)
 
 
 def completion_lists(tokens: torch.Tensor, logps: torch.Tensor, eos_token_ids):

@@ -37,7 +37,8 @@ class SamplingSettings:
     """Every sampling setting the static engine implements; anything else is refused by name.
 
     ``repetition_penalty`` follows ``generate``'s processor: a logit of a token already in the row
-    (prompt, left padding or completion) is divided by the penalty when positive, multiplied when negative.
+    (prompt or completion, not the left padding) is divided by the penalty when positive, multiplied when
+    negative.
     """
 
     do_sample: bool = True
