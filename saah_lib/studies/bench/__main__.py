@@ -1,0 +1,3 @@
+from saah_lib.studies.bench import main
+
+main()
