@@ -155,7 +155,6 @@ def smoke_check(options: PreflightOptions) -> dict:
                                           "preflight smoke test") is None:
             break
     record = engine.health.record()
-    engine.release()
     shapes = {(g["batch"], g["bucket"]) for g in record["graphs"]}
     ok = (record["fallback"] is None and record["compiled_graphs"] == len(shapes) == 2 and record["recompiles"] == 0
           and record["graph_breaks"] == 0 and not record["cudagraph_skips"])

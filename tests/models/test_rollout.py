@@ -368,11 +368,26 @@ def test_a_recompile_of_a_shape_is_an_error_that_names_it(fresh_dynamo):
     model = small_qwen2()
     engine = compiled_engine(10, [7], buckets=(16,))
     engine.generate(model, PROMPTS, SamplingSettings())
-    # a hook added after compilation must run; dynamo would ignore it unless told to guard on hooks
-    model.model.layers[0].mlp.register_forward_hook(lambda module, args, out: out * 2)
-    with pytest.raises(RecompileError, match=r"rollout batch 4, prompt bucket 16.*_forward_hooks"):
+    # a hook added after compilation must run; the compiled step does not guard on modules, the engine's
+    # check before each rollout sees it
+    handle = model.model.layers[0].mlp.register_forward_hook(lambda module, args, out: out * 2)
+    with pytest.raises(RecompileError, match=r"rollout batch 4, prompt bucket 16: module 'model.layers.0.mlp'"):
         engine.generate(model, PROMPTS, SamplingSettings())
     assert engine.health.recompiles == 1
+    handle.remove()
+    engine.generate(model, PROMPTS, SamplingSettings())  # as compiled again: runs
+    with pytest.raises(RecompileError, match="module '<model object>'"):  # another model of the same shape
+        engine.generate(small_qwen2(), PROMPTS, SamplingSettings())
+
+
+def test_switching_lora_adapters_off_after_compiling_is_an_error(fresh_dynamo):
+    from saah_lib.models.compile_health import RecompileError
+
+    model = with_random_lora(small_qwen2())
+    engine = compiled_engine(6, [7], buckets=(16,))
+    engine.generate(model, PROMPTS, SamplingSettings())
+    with model.disable_adapter(), pytest.raises(RecompileError, match=r"module 'base_model.model.model.layers"):
+        engine.generate(model, PROMPTS, SamplingSettings())
 
 
 def test_decoding_state_restores_modes_flags_and_hooks_exactly():
