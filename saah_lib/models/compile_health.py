@@ -76,16 +76,14 @@ class CompileHealth:
 
     @contextmanager
     def watching(self):
-        """Dynamo settings for a decode loop.
+        """Dynamo and inductor settings for a decode loop.
 
         A limit hit is an error, never a silent eager run; so is a CUDA-graph skip when CUDA graphs are
-        on (the step would otherwise run without them, at a fraction of the speed). Hooks are guarded: by default dynamo
-        ignores a forward hook added to a module after compilation (``skip_nnmodule_hook_guards``),
-        so the graph would silently skip it; guarded, such a hook forces a recompile, which is an
-        error here, and the run falls back to ``hf``, which honours it.
+        on (the step would otherwise run without them, at a fraction of the speed). Hooks, modes and
+        adapters are not guarded by dynamo (the engine compiles without module guards); the engine
+        checks them once per rollout (``rollout.module_state``) and raises :class:`RecompileError`.
         """
-        with (torch._dynamo.config.patch(recompile_limit=MAX_GRAPHS, fail_on_recompile_limit_hit=True,
-                                         skip_nnmodule_hook_guards=False),
+        with (torch._dynamo.config.patch(recompile_limit=MAX_GRAPHS, fail_on_recompile_limit_hit=True),
               torch._inductor.config.patch({"triton.cudagraph_or_error": self.cuda_graphs})):
             yield
 
