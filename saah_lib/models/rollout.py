@@ -96,13 +96,12 @@ def _is_input_grad_hook(hook) -> bool:
 def decoding_state(model):
     """The model as every decode call sees it, whoever calls and whatever TRL toggled before.
 
-    Inside: every module in eval mode, every ``gradient_checkpointing`` flag False, the
-    input-gradient hooks of transformers and PEFT detached from the input embeddings, and the
-    cache-copy-free attention (``gqa_attention``). All are restored exactly on exit. None of them changes a decoded value: checkpointing only acts in
-    training mode, and those hooks only mark the embeddings' output as requiring grad, which does
-    nothing under ``torch.no_grad``. But a compiled step guards on each of them, and TRL turns
-    checkpointing off for generation (not for our evaluations) and adds a hook each time it turns
-    it back on, so without this the guards fail at every step.
+    Inside: every module in eval mode (the rollout policy), every ``gradient_checkpointing`` flag
+    False, the input-gradient hooks of transformers and PEFT detached from the input embeddings, and
+    the cache-copy-free attention (``gqa_attention``). All are restored exactly on exit. Checkpointing
+    and those hooks change no decoded value (checkpointing acts only in training mode; the hooks only
+    mark the embeddings' output as requiring grad), but TRL toggles them around every generation, and
+    the engine's module-state check would then see a changed model at every step.
     """
     checkpointing = [(m, m.gradient_checkpointing) for m in model.modules()
                      if isinstance(getattr(m, "gradient_checkpointing", None), bool)]
@@ -192,7 +191,8 @@ class DecodeBuffers:
     def tensors(self) -> list[torch.Tensor]:
         return [getattr(self, f.name) for f in fields(self)]
 
-    def reset(self, prompt_mask: torch.Tensor, lengths: torch.Tensor, seen_ids: torch.Tensor, pad_token_id: int) -> None:
+    def reset(self, prompt_mask: torch.Tensor, lengths: torch.Tensor, seen_ids: torch.Tensor,
+              pad_token_id: int) -> None:
         bucket = prompt_mask.size(1)
         self.seen.zero_()
         self.seen.scatter_(1, seen_ids, True)

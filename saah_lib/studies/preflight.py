@@ -290,7 +290,8 @@ def verdict_lines(report: dict) -> str:
                      f"log-prob {a['mean_abs_logp_gap']:.2e}")
     st = c["step"]
     if st.get("steady_step_s") is not None:
-        lines.append(f"step       {'ok' if st['ok'] else 'FAILED'}: {st['profile']} sa step {st['steady_step_s']:.2f} s "
+        lines.append(f"step       {'ok' if st['ok'] else 'FAILED'}: {st['profile']} sa step "
+                     f"{st['steady_step_s']:.2f} s "
                      f"(generation {st['generation_s']:.2f} s), evaluation of {st['eval_problems']} problems "
                      f"{st['eval_s']:.1f} s" + (f", targets {st['targets']}" if st["targets"] else ""))
     if "grid" in c:

@@ -103,8 +103,9 @@ class PassAtOneCallback(TrainerCallback):
             if self.trainer is not None:
                 self.engine = self.trainer.evaluation_engine(self.max_new_tokens)
             else:
-                self.engine = build_engine(max_new_tokens=self.max_new_tokens, pad_token_id=self.tokenizer.pad_token_id,
-                                           eos_token_ids=self.tokenizer.eos_token_id, device=device, name="evaluation")
+                tok = self.tokenizer
+                self.engine = build_engine(max_new_tokens=self.max_new_tokens, pad_token_id=tok.pad_token_id,
+                                           eos_token_ids=tok.eos_token_id, device=device, name="evaluation")
         return self.engine
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):
