@@ -6,6 +6,7 @@ step that guards on the model's hooks then recompiles at every step until dynamo
 after which it silently runs uncompiled. These tests run long enough to see that.
 """
 
+import contextlib
 import json
 import warnings
 from collections import Counter
@@ -16,6 +17,8 @@ import torch._dynamo
 from peft import LoraConfig
 from torch._dynamo.utils import counters
 
+import saah_lib.models.evaluate as evaluate
+from saah_lib.jsonio import read_jsonl
 from saah_lib.method.reward import TRL_REWARD_FUNCS
 from saah_lib.models.loading import load_model_and_tokenizer
 from saah_lib.rundir.folder import RunDir
@@ -200,3 +203,35 @@ def test_a_fallback_is_a_progress_line_and_a_summary_line(capsys):
     assert "FALLBACK: compiled decoding failed in rollout" in capsys.readouterr().out
     assert health.summary().startswith("compiled decoding fell back to hf in rollout at step 7")
     assert health.record()["fallback"]["step"] == 7
+
+
+def test_the_baseline_gets_the_same_pass_at_1_from_hf_and_compiled_on_qwen_generation_defaults(
+        tiny_random_model_dir, tmp_path, monkeypatch):
+    """The zero-shot baseline evaluates with the config's backend; on a checkpoint that ships Qwen2.5-Instruct's
+    generation defaults (a repetition penalty among them) both backends score the same completions."""
+    from saah_lib.training.run import run_baseline
+
+    model, tok = load_model_and_tokenizer(str(tiny_random_model_dir))
+    with torch.no_grad():
+        g = torch.Generator().manual_seed(4)
+        for p in model.parameters():
+            if p.dim() == 2:
+                p.copy_(torch.randn(p.shape, generator=g) * 0.5)
+    folder = tmp_path / "qwen_defaults"
+    model.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    config_path = folder / "generation_config.json"
+    config_path.write_text(json.dumps({**json.loads(config_path.read_text()), "do_sample": True, "temperature": 0.7,
+                                       "top_p": 0.8, "top_k": 20, "repetition_penalty": 1.05}))
+    problems = generate_problems(6, seed=5)
+    results = {backend: run_baseline(str(folder), problems, tmp_path / backend, config={"name": backend},
+                                     max_new_tokens=16, batch_size=4, progress=False, generation_backend=backend)
+               for backend in ("hf", "compiled")}
+    assert results["hf"]["pass_at_1"] == results["compiled"]["pass_at_1"]
+    samples = {b: [r["completion"] for r in read_jsonl(RunDir(tmp_path / b).samples_path(0))] for b in results}
+    assert samples["hf"] == samples["compiled"] and len(set(samples["hf"])) > 1
+    # had hf taken the checkpoint's penalty (as plain generate does), the two would differ: the check can fail
+    monkeypatch.setattr(evaluate, "run_generation_config", lambda model: contextlib.nullcontext(model))
+    run_baseline(str(folder), problems, tmp_path / "leaky", config={"name": "leaky"}, max_new_tokens=16,
+                 batch_size=4, progress=False, generation_backend="hf")
+    assert [r["completion"] for r in read_jsonl(RunDir(tmp_path / "leaky").samples_path(0))] != samples["hf"]
