@@ -3,7 +3,7 @@
     python tools/measure_rollout.py [--out results/local/bench]
 
 1. ``logp_gap_bf16``: mean |rollout log-prob - training log-prob| of sampled completions in bf16, for the
-   engine's unmerged LoRA (what it runs) and for LoRA merged into the bf16 weights (what it ran before),
+   engine's unmerged LoRA (what it runs) and for LoRA merged into the bf16 weights (the alternative),
    on a random Qwen2-shaped model with a LoRA update of realistic size (|B A| * scale about 1% of |W|).
 2. ``guard_host_ms``: host time of dynamo's guards per decode call on a 28-layer LoRA model (small hidden
    size: the guards do not depend on it), as the engine compiles it (guards on nn modules skipped, the
@@ -77,7 +77,7 @@ def logp_gap_bf16() -> dict:
     completions, rollout = engine.generate(model, prompts, SamplingSettings())
     rollout = [x for row in rollout for x in row]
     train = training_logps(model, prompts, completions)  # TRL's training forward: unmerged adapters
-    model.merge_adapter()  # the previous rollout path: LoRA merged into the bf16 weights
+    model.merge_adapter()  # the alternative: LoRA merged into the bf16 weights
     merged = training_logps(model, prompts, completions)  # the merged model's log-probs of the same tokens
     model.unmerge_adapter()
     return {"model": "random Qwen2, 4 layers, hidden 512, 8/2 heads, LoRA r 16 on every projection, bf16",
@@ -90,7 +90,7 @@ def logp_gap_bf16() -> dict:
 
 def guard_host_ms(module_guards: bool, calls: int = 2000) -> float:
     """Host time of the compiled step's guards per decode call, as the engine compiles it (module guards
-    skipped, checked once per rollout instead) or with dynamo's module guards on (the engine before)."""
+    skipped, checked once per rollout instead) or with dynamo's module guards on."""
     torch._dynamo.reset()
     model = lora_model(layers=28, hidden=32, heads=4, kv_heads=2, vocab=128, seed=3, dtype=torch.float32)
     engine = StaticRollout(max_new_tokens=4, pad_token_id=0, eos_token_ids=[], compile=True, compile_backend="eager",
