@@ -309,19 +309,19 @@ def parse_args(argv: list[str]) -> PreflightOptions:
     p = argparse.ArgumentParser(prog="python -m saah_lib.studies.preflight",
                                 description="checks to run on a new GPU before the grid, ending in a verdict")
     p.add_argument("--profile", default=None, choices=list(PROFILES),
-                   help="default: qwen2.5-1.5b on CUDA, tiny on CPU")
+                   help="(default: qwen2.5-1.5b on CUDA, tiny on CPU)")
     p.add_argument("--prompts", type=int, default=64 if on_cuda else 16,
-                   help="prompts of the backend agreement check (default 64 on CUDA, 16 on CPU)")
+                   help="prompts of the backend agreement check (default: 64 on CUDA, 16 on CPU)")
     p.add_argument("--eval-problems", type=int, default=500 if on_cuda else 8,
-                   help="problems of the timed evaluation (default 500 on CUDA, 8 on CPU)")
+                   help="problems of the timed evaluation (default: 500 on CUDA, 8 on CPU)")
     p.add_argument("--step-steps", type=int, default=8 if on_cuda else 2,
-                   help="timed training steps after one warm-up step (default 8 on CUDA, 2 on CPU)")
+                   help="timed training steps after one warm-up step (default: 8 on CUDA, 2 on CPU)")
     p.add_argument("--completion-tokens", type=int, default=None if on_cuda else 24,
                    help="rollout and evaluation length (default: the profile's on CUDA, 24 on CPU)")
     p.add_argument("--compile-backend", default=None,
-                   help="torch.compile backend of the decode step (default inductor on CUDA, aot_eager on CPU)")
+                   help="torch.compile backend of the decode step (default: inductor on CUDA, aot_eager on CPU)")
     p.add_argument("--model-dir", default=None, help="check this model folder instead of the profile's model")
-    p.add_argument("--out", default=None, help="folder of the JSON (default results/bench on CUDA, "
+    p.add_argument("--out", default=None, help="folder of the JSON (default: results/bench on CUDA, "
                                                "results/local/bench on CPU)")
     a = p.parse_args(argv)
     profile = a.profile or ("qwen2.5-1.5b" if on_cuda else "tiny")

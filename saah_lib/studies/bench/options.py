@@ -75,19 +75,20 @@ def parse_args(argv: list[str]) -> BenchOptions:
     p = argparse.ArgumentParser(prog="python -m saah_lib.studies.bench",
                                 description="SA-AH-GRPO step-time benchmark against stock TRL")
     p.add_argument("--profile", default="tiny", choices=PROFILES,
-                   help="tiny: the tiny warm start; qwen2.5-*: that architecture with random weights (default tiny)")
-    p.add_argument("--steps", type=int, default=12, help="timed steps per variant, after warm-up (default 12)")
-    p.add_argument("--warmup", type=int, default=1, help="untimed steps first (default 1)")
+                   help="tiny: the tiny warm start; qwen2.5-*: that architecture with random weights (default: tiny)")
+    p.add_argument("--steps", type=int, default=12, help="timed steps per variant, after warm-up (default: 12)")
+    p.add_argument("--warmup", type=int, default=1, help="untimed steps first (default: 1)")
     p.add_argument("--variants", nargs="*", default=[], choices=[v[0] for v in VARIANTS],
                    help="subset to time (default: all)")
     p.add_argument("--model-dir", default=None, help="benchmark this model folder instead")
     p.add_argument("--num-layers", type=int, default=None, help="shrink the architecture (smoke tests only)")
-    p.add_argument("--max-completion-length", type=int, default=None, help="default: the profile's")
-    p.add_argument("--prompt-tokens", type=int, default=192, help="prompt length in tokens (default 192)")
-    p.add_argument("--eval-problems", type=int, default=64, help="0 skips the evaluation throughput (default 64)")
+    p.add_argument("--max-completion-length", type=int, default=None,
+                   help="rollout and evaluation length (default: the profile's)")
+    p.add_argument("--prompt-tokens", type=int, default=192, help="prompt length in tokens (default: 192)")
+    p.add_argument("--eval-problems", type=int, default=64, help="0 skips the evaluation throughput (default: 64)")
     p.add_argument("--no-full-length", dest="full_length", action="store_false",
                    help="let completions stop at EOS; without it they are forced to the full length")
-    p.add_argument("--threads", type=int, default=1, help="torch CPU threads, CPU runs only (default 1)")
+    p.add_argument("--threads", type=int, default=1, help="torch CPU threads, CPU runs only (default: 1)")
     p.add_argument("--generation-backend", nargs="+", default=["auto"], choices=["auto", "hf", "compiled"],
                    help="rollout backends for our variants, each timed in this run (auto: compiled on CUDA, hf on "
                         "CPU); stock TRL is always timed with its own generate")
@@ -96,14 +97,15 @@ def parse_args(argv: list[str]) -> BenchOptions:
     p.add_argument("--rollout-compile", choices=list(_COMPILE), default="auto",
                    help="compile the static engine's decode step: auto (on CUDA only), on, off")
     p.add_argument("--compile-backend", default=None,
-                   help="torch.compile backend of that step (default inductor; eager, aot_eager: quick CPU checks)")
+                   help="torch.compile backend of that step (default: inductor; eager, aot_eager: quick CPU "
+                        "checks)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="NAME=VALUE",
                    help="a config field of the profile (JSON value), e.g. --set use_lora=true")
     p.add_argument("--rollout-profile", action="store_true",
                    help="count host syncs and eager ops per token of one rollout (profiler), static engine vs generate")
     p.add_argument("--out", "--out-dir", dest="out", default=None,
-                   help=f"folder of the JSON (default {LOCAL_BENCH.relative_to(LOCAL_BENCH.parents[2])}, git-ignored; "
-                        "give results/bench to update a committed measurement)")
+                   help=f"folder of the JSON (default: {LOCAL_BENCH.relative_to(LOCAL_BENCH.parents[2])}, "
+                        "git-ignored; give results/bench to update a committed measurement)")
     a = p.parse_args(argv)
     return BenchOptions(
         profile=a.profile, steps=a.steps, warmup=a.warmup, variants=tuple(a.variants), model_dir=a.model_dir,
