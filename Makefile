@@ -17,7 +17,7 @@ export PYTHONUNBUFFERED := 1
 # comparable bit for bit). Read with the system python: it needs no package, and .venv may not exist yet.
 $(foreach setting,$(shell $(PYTHON) -m saah_lib.numerics env),$(eval export $(setting)))
 
-.PHONY: help setup test mini mini-timing mini-promote extended extended-plan figures paper bench latex
+.PHONY: help setup test mini mini-timing mini-promote extended extended-plan figures paper bench gpu-check latex
 .DEFAULT_GOAL := help
 # the Jupyter kernel's display name, as in every notebook's metadata (tests/test_notebooks.py compares)
 KERNEL_DISPLAY_NAME := Python 3 (ipykernel)
@@ -93,6 +93,10 @@ figures: setup
 paper: figures latex
 	cd paper && latexmk -pdf -interaction=nonstopmode -halt-on-error main.tex >/dev/null && echo "wrote paper/main.pdf"
 
-## bench: the step-time benchmark on CPU (python -m saah_lib.studies.bench --help for GPU profiles)
+## bench: the step-time benchmark on CPU into results/local/bench (--help: GPU profiles, --out)
 bench: setup
 	$(PY) -m saah_lib.studies.bench --profile tiny
+
+## gpu-check: the checks to run on a new GPU before the grid (on CPU: the tiny ones), with a verdict
+gpu-check: setup
+	$(PY) -m saah_lib.studies.preflight

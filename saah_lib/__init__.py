@@ -32,6 +32,7 @@ COMMANDS = {
     "saah_lib.studies.matched_alpha": "measure the paper-matched alpha on a warm start (the studies do it first)",
     "saah_lib.studies.timing": "each stage's wall time of finished studies, side by side (make mini-timing)",
     "saah_lib.studies.bench": "the step-time benchmark against stock TRL (make bench)",
+    "saah_lib.studies.preflight": "checks before the grid on a new GPU, with a verdict (make gpu-check)",
     "saah_lib.studies.topk": "the top-K entropy error of a model's rollouts",
     "saah_lib.report.render": "every table and figure from the committed results and your own runs",
     "saah_lib.rundir.manifest": "write or check a results root's MANIFEST.json",

@@ -1,4 +1,4 @@
-"""Host syncs and eager ops per token of the compiled rollout engine as it was before issue 20.
+"""Host syncs and eager ops per token of the compiled rollout engine at an earlier commit.
 
     python tools/profile_rollout_before.py [--commit 8511080] [--out FILE]
 
@@ -27,7 +27,7 @@ from saah_lib.models.loading import load_model_and_tokenizer, resolve_model
 from saah_lib.models.names import TINY_WARMSTART
 from saah_lib.models.profiling import count_ops
 from saah_lib.paths import REPO_ROOT
-from saah_lib.studies.bench import prompts_dataset
+from saah_lib.studies.bench.models import prompts_dataset
 
 LOOP = "        steps_run = 0\n        for t in range(self.max_new_tokens):"
 END = "        tokens, logps = tokens[:, :steps_run].cpu(), logps[:, :steps_run].cpu()"

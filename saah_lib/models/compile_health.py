@@ -6,9 +6,11 @@ the evaluation engine decodes greedily, so they are different graphs even at the
 Compiles, graph breaks and CUDA-graph skips are read from ``torch._dynamo``'s counters around
 each compiled call, so they count what torch did, not what we expected it to do.
 
-A second compile of a key is a :class:`RecompileError` (the graph's guards failed, e.g. because
-something changed the model's hooks): the run then falls back to ``hf`` (see ``fall_back``)
-instead of decoding at stock speed without saying so.
+Only a failure to compile falls back to ``hf`` (``run_or_fall_back``): a second compile of a key
+(:class:`RecompileError`, e.g. something changed the model's hooks), dynamo or inductor refusing
+the step, and a CUDA-graph skip (inductor's ``cudagraph_or_error`` turns it into a compile error).
+Out-of-memory, NaN probabilities and every other error propagate: they would fail on ``hf`` too,
+or hide a bug. A fallback is loud: a warning, a progress line, and the record.
 """
 
 from __future__ import annotations
@@ -19,7 +21,11 @@ from contextlib import contextmanager
 
 import torch
 import torch._dynamo
+import torch._inductor.config
+from torch._dynamo.exc import FailOnRecompileLimitHit, TorchDynamoException
 from torch._dynamo.utils import counters, guard_failures
+
+from saah_lib.progress import say
 
 #: Graphs one process may compile for the decode step (every engine, shape and sampling setting
 #: together: dynamo counts them against one limit per function); above it dynamo raises.
@@ -28,6 +34,17 @@ MAX_GRAPHS = 64
 
 class RecompileError(RuntimeError):
     """The decode step was compiled a second time for a key it already had a graph for."""
+
+
+def is_compile_error(error: BaseException) -> bool:
+    """True for a failure of compilation itself; never when running out of memory caused it."""
+    chain, cause = [], error
+    while cause is not None and len(chain) < 20:
+        chain.append(cause)
+        cause = cause.__cause__ or getattr(cause, "inner_exception", None)
+    if any(isinstance(e, torch.OutOfMemoryError) for e in chain):
+        return False
+    return isinstance(error, (RecompileError, TorchDynamoException, FailOnRecompileLimitHit))
 
 
 def _dynamo_counts() -> tuple[int, int, int]:
@@ -59,15 +76,15 @@ class CompileHealth:
 
     @contextmanager
     def watching(self):
-        """Dynamo settings for a decode loop.
+        """Dynamo and inductor settings for a decode loop.
 
-        A limit hit is an error, never a silent eager run. Hooks are guarded: by default dynamo
-        ignores a forward hook added to a module after compilation (``skip_nnmodule_hook_guards``),
-        so the graph would silently skip it; guarded, such a hook forces a recompile, which is an
-        error here, and the run falls back to ``hf``, which honours it.
+        A limit hit is an error, never a silent eager run; so is a CUDA-graph skip when CUDA graphs are
+        on (the step would otherwise run without them, at a fraction of the speed). Hooks, modes and
+        adapters are not guarded by dynamo (the engine compiles without module guards); the engine
+        checks them once per rollout (``rollout.module_state``) and raises :class:`RecompileError`.
         """
-        with torch._dynamo.config.patch(recompile_limit=MAX_GRAPHS, fail_on_recompile_limit_hit=True,
-                                        skip_nnmodule_hook_guards=False):
+        with (torch._dynamo.config.patch(recompile_limit=MAX_GRAPHS, fail_on_recompile_limit_hit=True),
+              torch._inductor.config.patch({"triton.cudagraph_or_error": self.cuda_graphs})):
             yield
 
     def call(self, key: tuple, fn, *args) -> None:
@@ -99,15 +116,35 @@ class CompileHealth:
     def fell_back(self) -> bool:
         return self.fallback is not None
 
+    def run_or_fall_back(self, fn, where: str, step: int | None = None):
+        """``fn()``'s result, or None when it failed to compile (recorded and announced); other errors propagate."""
+        try:
+            return fn()
+        except Exception as error:
+            if not is_compile_error(error):
+                raise
+            self.fall_back(error, where, step)
+            return None
+
     def fall_back(self, error: BaseException, where: str, step: int | None = None) -> None:
-        """Record that compiled decoding failed and the run continues with ``hf``; warn once."""
+        """Record that compiled decoding failed and the run continues with ``hf``; warn and say so once."""
         if self.fell_back:
             return
         reason = f"{type(error).__name__}: {error}".strip()[:2000]
         self.fallback = {"reason": reason, "where": where, "step": step}
         short = " ".join(reason.split())[:400]  # dynamo puts the cause on later lines
-        warnings.warn(f"compiled decoding failed in {where} ({short}); "
-                      "this run continues with generation_backend='hf'", RuntimeWarning, stacklevel=2)
+        message = (f"compiled decoding failed in {where} ({short}); "
+                   "this run continues with generation_backend='hf', at generate's speed")
+        say(f"FALLBACK: {message}")
+        warnings.warn(message, RuntimeWarning, stacklevel=2)
+
+    def summary(self) -> str | None:
+        """One line for a run's summary when it fell back; None otherwise."""
+        if not self.fell_back:
+            return None
+        f = self.fallback
+        at = f" at step {f['step']}" if f.get("step") is not None else ""
+        return f"compiled decoding fell back to hf in {f['where']}{at}: {' '.join(f['reason'].split())[:200]}"
 
     # ------------------------------------------------------------------ record
     def record(self) -> dict:

@@ -1,16 +1,27 @@
-"""Greedy Pass@1 of a model: one greedy completion per problem, scored by :mod:`saah_lib.tasks.scoring`."""
+"""Greedy Pass@1 of a model: one greedy completion per problem, scored by :mod:`saah_lib.tasks.scoring`.
+
+Greedy means plain argmax on every backend: the settings come from this module, never from the
+checkpoint's ``generation_config.json`` (Qwen2.5-Instruct ships sampling defaults and a repetition
+penalty there, which ``generate`` would otherwise apply to ``hf`` and not to ``compiled``).
+"""
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import torch
+from transformers import GenerationConfig
 
 from saah_lib.models.backends import evaluation_backend
-from saah_lib.models.rollout import StaticRollout, merged_lora
+from saah_lib.models.rollout import build_engine, eval_mode
 from saah_lib.models.sampling import SamplingSettings
 from saah_lib.progress import bar
 from saah_lib.tasks.problems import Problem
 from saah_lib.tasks.prompts import make_prompt
 from saah_lib.tasks.scoring import EvalResult, score_completions
+
+#: What greedy evaluation decodes with, on every backend.
+GREEDY = SamplingSettings(do_sample=False)
 
 
 def _completion_text(ids: list[int], tokenizer) -> str:
@@ -23,22 +34,36 @@ def _completion_text(ids: list[int], tokenizer) -> str:
     return tokenizer.decode(ids, skip_special_tokens=False)
 
 
+@contextmanager
+def run_generation_config(model):
+    """Inside, ``generate`` sees an empty generation config: every setting it uses is one we pass.
+
+    ``generate`` fills each setting not passed from the model's ``generation_config`` (loaded from the
+    checkpoint); with an empty one those are transformers' neutral defaults. Restored on exit.
+    """
+    holders = [m for m in model.modules() if isinstance(getattr(m, "generation_config", None), GenerationConfig)]
+    saved = [(m, m.generation_config) for m in holders]
+    try:
+        for m in holders:
+            m.generation_config = GenerationConfig()
+        yield model
+    finally:
+        for m, config in saved:
+            m.generation_config = config
+
+
 @torch.no_grad()
 def greedy_completions(model, tokenizer, prompts: list[str], *, max_new_tokens: int = 512,
                        batch_size: int = 64, progress: bool = True, desc: str = "eval",
                        generation_backend: str = "hf", engine=None) -> list[str]:
-    """Greedy completions for ``prompts``, batched with left padding.
+    """Greedy completions for ``prompts``, batched with left padding, in input order.
 
-    Prompts are batched by length (less padding); results come back in input order.
-    ``generation_backend``: ``hf`` (``model.generate``), ``compiled`` (:mod:`saah_lib.models.rollout`,
-    static shapes, LoRA merged) or ``auto`` (compiled on CUDA, hf elsewhere); ``vllm``
-    evaluates like ``auto`` since evaluation runs on the trainer's own model.
-    ``engine`` reuses a ``StaticRollout`` (and its compiled graphs) across calls. If compiled
-    decoding fails, the failure is recorded in ``engine.health`` with a warning, and this and every
-    later call sharing that record decode with ``hf``.
+    Prompts are batched by length (less padding). ``generation_backend``: ``hf`` (``model.generate``),
+    ``compiled`` (:mod:`saah_lib.models.rollout`) or ``auto`` (compiled on CUDA, hf elsewhere); ``vllm``
+    evaluates like ``auto`` since evaluation runs on the trainer's own model. ``engine`` reuses a
+    ``StaticRollout`` (and its compiled graphs) across calls. If the compiled step fails to compile,
+    ``engine.health`` records it loudly and this and every later call sharing it decode with ``hf``.
     """
-    was_training = model.training
-    model.eval()
     if tokenizer.pad_token_id is None:
         raise ValueError("the tokenizer needs a pad token for batched generation")
     device = next(model.parameters()).device
@@ -47,21 +72,19 @@ def greedy_completions(model, tokenizer, prompts: list[str], *, max_new_tokens: 
     out: list[str | None] = [None] * len(prompts)
     batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
     if backend == "compiled" and engine is None:
-        engine = StaticRollout(max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id,
-                               eos_token_ids=tokenizer.eos_token_id, compile=device.type == "cuda",
-                               name="evaluation")
-    try:
+        engine = build_engine(max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id,
+                              eos_token_ids=tokenizer.eos_token_id, device=device, name="evaluation")
+    with eval_mode(model):
         for batch in bar(batches, desc=desc, progress=progress, leave=False):
             texts = [prompts[i] for i in batch]
             new_tokens = None
             if backend == "compiled" and not engine.health.fell_back:
-                new_tokens = _static_greedy_or_none(model, tokenizer, texts, engine, batch_size, desc)
+                new_tokens = engine.health.run_or_fall_back(
+                    lambda: _static_greedy(model, tokenizer, texts, engine, batch_size), desc)
             if new_tokens is None:
                 new_tokens = _hf_greedy(model, tokenizer, texts, max_new_tokens)
             for i, ids in zip(batch, new_tokens):
                 out[i] = _completion_text(ids, tokenizer)
-    finally:
-        model.train(was_training)
     return out  # type: ignore[return-value]
 
 
@@ -69,20 +92,10 @@ def _hf_greedy(model, tokenizer, texts: list[str], max_new_tokens: int) -> list[
     device = next(model.parameters()).device
     enc = tokenizer(texts, return_tensors="pt", padding=True, padding_side="left",
                     add_special_tokens=False).to(device)
-    gen = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False,
-                         pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
+    with run_generation_config(model):
+        gen = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False,
+                             pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
     return gen[:, enc["input_ids"].shape[1]:].tolist()
-
-
-def _static_greedy_or_none(model, tokenizer, texts, engine, batch_size: int, where: str):
-    """The static engine's completions; None (recorded in ``engine.health``) if compiled decoding failed."""
-    try:
-        return _static_greedy(model, tokenizer, texts, engine, batch_size)
-    except Exception as error:
-        if not engine.compile:
-            raise  # no compiler involved: a bug to see, not a reason to change backend
-        engine.health.fall_back(error, where)
-        return None
 
 
 def _static_greedy(model, tokenizer, texts: list[str], engine, batch_size: int) -> list[list[int]]:
@@ -91,8 +104,7 @@ def _static_greedy(model, tokenizer, texts: list[str], engine, batch_size: int) 
     ids = tokenizer(texts, add_special_tokens=False)["input_ids"]
     n = len(ids)
     ids = ids + [ids[-1]] * (batch_size - n)
-    with merged_lora(model):
-        completions, _ = engine.generate(model, ids, SamplingSettings(do_sample=False))
+    completions, _ = engine.generate(model, ids, GREEDY)
     return completions[:n]
 
 

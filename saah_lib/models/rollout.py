@@ -1,33 +1,31 @@
 """Fast rollouts: a static-shape decode loop that ``torch.compile`` captures once per shape.
 
-Why this exists: ``model.generate`` with a dynamic cache spends most of a GPU
-step launching kernels (about 90 ms per decode step for Qwen2.5-1.5B against
-~7 ms once compiled with a static cache), and TRL builds its generation config
-with ``disable_compile=True``. This module decodes with
+Why: ``model.generate`` with a dynamic cache spends most of a GPU step launching kernels
+(about 90 ms per decode step for Qwen2.5-1.5B against ~7 ms once compiled with a static
+cache), and TRL builds its generation config with ``disable_compile=True``. This engine decodes with
 
-* prompt lengths left-padded up to one of a few static sizes (``prompt_bucket``),
-* per (batch, bucket) one static state kept for the engine's life: a KV cache
-  (``transformers.StaticCache``) of ``bucket + max_new_tokens`` and the decode
-  buffers (tokens, log-probs, finished flags, step counter, attention mask), all at
-  static addresses, so a compiled step, and its CUDA graph, is built once per shape,
-* one compiled call per token that runs the model, samples, computes the log-prob,
-  updates the finished flags and writes the token into the buffers: nothing per token
-  happens outside the graph, and the host reads the device only to stop early once
-  every row has ended, at most once every ``EARLY_EXIT_EVERY`` tokens,
-* LoRA adapters merged into the base weights for the rollout and the base
-  weights copied back bit for bit afterwards (``merged_lora``),
+* prompts left-padded up to one of a few static lengths (``prompt_bucket``),
+* per (batch, bucket) one static state kept for the engine's life (``StaticCache`` of
+  ``bucket + max_new_tokens`` and the decode buffers), sized once, so a compiled step and its
+  CUDA graph are built once per shape,
+* one compiled call per token that runs the model, samples, and writes token, log-prob and
+  finished flags into the buffers; the host reads the device only to stop early, at most once
+  every ``EARLY_EXIT_EVERY`` tokens,
+* LoRA adapters left unmerged: the compiled step runs PEFT's own adapter forward, so the
+  rollout samples exactly the policy the training forward scores (a bf16 merge would round
+  the adapter's update away) and no base weight is copied,
+* grouped-query attention that never expands the KV cache (``gqa_attention``),
 * the model normalised for decoding (``decoding_state``): eval mode, gradient-checkpointing
-  flags off and transformers' input-gradient hooks detached, all restored afterwards, so
-  that TRL's toggling of gradient checkpointing around each generation cannot change what
-  the compiled step's guards see (it used to add a hook per toggle: a recompile per step).
+  flags off and transformers' input-gradient hooks detached, all restored afterwards, so that
+  TRL's toggling of checkpointing around each generation cannot fail the compiled step's guards.
 
-Sampling follows ``generate``'s order (min-new-tokens, temperature, top-k, top-p, min-p)
-and then draws by ``torch.multinomial``'s own algorithm without its host-side checks
-(:mod:`saah_lib.models.sampling`): uncompiled, or compiled with the ``eager``/``aot_eager``
-backends, the same tokens as TRL's ``generate`` path for a seed; with inductor the same
-distribution. Finished rows emit the pad token. The returned
-log-probabilities are ``log_softmax(logits / temperature)`` at the sampled token, the
-quantity TRL's training forward computes, so the importance ratio at the start of a step is 1.
+The rollout policy is the model in eval mode (no dropout) on every backend: the trainer runs
+TRL's ``generate`` path in eval mode too, and vLLM has no dropout, so the three sample the same
+distribution. Sampling follows ``generate``'s order (repetition penalty, min-new-tokens,
+temperature, top-k, top-p, min-p) and draws by ``torch.multinomial``'s own algorithm without
+its host-side checks (:mod:`saah_lib.models.sampling`). The returned log-probabilities are
+``log_softmax(logits / temperature)`` at the sampled token, the quantity TRL's training forward
+computes, so the importance ratio at the start of a step is 1 up to the dtype's rounding.
 """
 
 from __future__ import annotations
@@ -39,11 +37,14 @@ from dataclasses import dataclass, fields
 import torch
 import torch._inductor.config as inductor_config
 from peft.tuners.lora import LoraLayer
+from torch.compiler import skip_guard_on_all_nn_modules_unsafe
 from torch.profiler import record_function
 from transformers import StaticCache
 
-from saah_lib.models.compile_health import CompileHealth
-from saah_lib.models.sampling import SamplingSettings, invalid_probabilities, process_logits, race_sample
+from saah_lib.models.attention import gqa_attention
+from saah_lib.models.compile_health import CompileHealth, RecompileError
+from saah_lib.models.sampling import (SamplingSettings, invalid_probabilities, penalise_repeats, process_logits,
+                                     race_sample)
 
 # Prompt lengths are padded up to the first of these (then to multiples of the last).
 PROMPT_BUCKETS = (64, 128, 256, 512, 1024)
@@ -52,7 +53,7 @@ EARLY_EXIT_EVERY = 16
 #: transformers' (and PEFT's) forward hooks that only set requires_grad on the input embeddings' output.
 INPUT_GRAD_HOOKS = ("make_inputs_require_grads", "make_inputs_require_grad")
 
-__all__ = ["PROMPT_BUCKETS", "EARLY_EXIT_EVERY", "SamplingSettings", "StaticRollout", "merged_lora",
+__all__ = ["PROMPT_BUCKETS", "EARLY_EXIT_EVERY", "SamplingSettings", "StaticRollout", "build_engine", "eval_mode",
            "decoding_state", "drop_orphaned_input_grad_hooks", "prompt_bucket", "completion_lists"]
 
 
@@ -69,28 +70,15 @@ def prompt_bucket(length: int, buckets: tuple[int, ...] = PROMPT_BUCKETS) -> int
 
 
 @contextmanager
-def merged_lora(model):
-    """Merge active LoRA adapters into the base weights; afterwards copy the saved base weights back.
-
-    Copying back (instead of PEFT's ``unmerge``, which subtracts in the weight's
-    dtype) keeps the base weights bit-identical in bf16. Adapter weights are never
-    written. A model without LoRA layers passes through untouched.
-    """
-    saved = []
-    for module in model.modules():
-        if isinstance(module, LoraLayer) and not module.merged:
-            base = module.get_base_layer()
-            saved.append((module, base.weight.detach().clone()))
+def eval_mode(model):
+    """Every module in eval mode inside; each module's own mode restored on exit."""
+    modes = [(m, m.training) for m in model.modules()]
     try:
-        with torch.no_grad():
-            for module, _ in saved:
-                module.merge(adapter_names=list(module.active_adapters))
+        model.eval()
         yield model
     finally:
-        with torch.no_grad():
-            for module, weight in saved:
-                module.get_base_layer().weight.copy_(weight)
-                module.merged_adapters.clear()
+        for module, mode in modes:
+            module.training = mode
 
 
 def _input_embeddings(model):
@@ -108,15 +96,13 @@ def _is_input_grad_hook(hook) -> bool:
 def decoding_state(model):
     """The model as every decode call sees it, whoever calls and whatever TRL toggled before.
 
-    Inside: every module in eval mode, every ``gradient_checkpointing`` flag False, and the
-    input-gradient hooks of transformers and PEFT detached from the input embeddings. All three
-    are restored exactly on exit. None of them changes a decoded value: checkpointing only acts in
-    training mode, and those hooks only mark the embeddings' output as requiring grad, which does
-    nothing under ``torch.no_grad``. But a compiled step guards on each of them, and TRL turns
-    checkpointing off for generation (not for our evaluations) and adds a hook each time it turns
-    it back on, so without this the guards fail at every step.
+    Inside: every module in eval mode (the rollout policy), every ``gradient_checkpointing`` flag
+    False, the input-gradient hooks of transformers and PEFT detached from the input embeddings, and
+    the cache-copy-free attention (``gqa_attention``). All are restored exactly on exit. Checkpointing
+    and those hooks change no decoded value (checkpointing acts only in training mode; the hooks only
+    mark the embeddings' output as requiring grad), but TRL toggles them around every generation, and
+    the engine's module-state check would then see a changed model at every step.
     """
-    modes = [(m, m.training) for m in model.modules()]
     checkpointing = [(m, m.gradient_checkpointing) for m in model.modules()
                      if isinstance(getattr(m, "gradient_checkpointing", None), bool)]
     embeddings = _input_embeddings(model)
@@ -125,18 +111,16 @@ def decoding_state(model):
         for hook_id, hook in hooks.items():
             if _is_input_grad_hook(hook):
                 del embeddings._forward_hooks[hook_id]
-        model.eval()
         for module, _ in checkpointing:
             module.gradient_checkpointing = False
-        yield model
+        with eval_mode(model), gqa_attention(model):
+            yield model
     finally:
         if embeddings is not None:
             embeddings._forward_hooks.clear()
             embeddings._forward_hooks.update(hooks)  # same hooks, same order
         for module, flag in checkpointing:
             module.gradient_checkpointing = flag
-        for module, mode in modes:
-            module.training = mode
 
 
 def drop_orphaned_input_grad_hooks(model) -> int:
@@ -159,6 +143,17 @@ def drop_orphaned_input_grad_hooks(model) -> int:
     return len(orphans)
 
 
+def module_state(model) -> dict:
+    """Per module: what the compiled step's module guards would check (hooks, mode, adapters), by name."""
+    state = {"<model object>": id(model)}
+    for name, m in model.named_modules():
+        adapters = getattr(m, "active_adapters", None) if isinstance(m, LoraLayer) else None
+        state[name] = (type(m).__name__, m.training, tuple(m._forward_hooks), tuple(m._forward_pre_hooks),
+                       getattr(m, "disable_adapters", None) if isinstance(m, LoraLayer) else None,
+                       tuple(adapters or ()), getattr(m, "merged", None) if isinstance(m, LoraLayer) else None)
+    return state
+
+
 # ---------------------------------------------------------------------- one decode step
 
 
@@ -176,6 +171,7 @@ class DecodeBuffers:
     mask: torch.Tensor  # (batch, bucket + max_new_tokens) attention mask: prompt padding 0, all else 1
     eos: torch.Tensor  # (vocab,) bool: the end-of-sequence tokens
     invalid: torch.Tensor  # () bool: some sampling distribution had a NaN or negative probability
+    seen: torch.Tensor  # (batch, vocab) bool: tokens already in the row, for the repetition penalty
 
     @classmethod
     def allocate(cls, batch: int, bucket: int, max_new_tokens: int, vocab: int, eos_token_ids, device):
@@ -187,7 +183,7 @@ class DecodeBuffers:
         buffers = cls(tokens=zeros(batch, max_new_tokens), logps=zeros(batch, max_new_tokens, dtype=torch.float32),
                       finished=zeros(batch, dtype=torch.bool), all_finished=zeros(dtype=torch.bool), t=zeros(),
                       last=zeros(batch, 1), start=zeros(batch, 1), mask=zeros(batch, bucket + max_new_tokens), eos=eos,
-                      invalid=zeros(dtype=torch.bool))
+                      invalid=zeros(dtype=torch.bool), seen=zeros(batch, vocab, dtype=torch.bool))
         for tensor in buffers.tensors():
             torch._dynamo.mark_static_address(tensor)  # mutated in the graph: CUDA graphs need fixed addresses
         return buffers
@@ -195,8 +191,11 @@ class DecodeBuffers:
     def tensors(self) -> list[torch.Tensor]:
         return [getattr(self, f.name) for f in fields(self)]
 
-    def reset(self, prompt_mask: torch.Tensor, lengths: torch.Tensor, pad_token_id: int) -> None:
+    def reset(self, prompt_mask: torch.Tensor, lengths: torch.Tensor, seen_ids: torch.Tensor,
+              pad_token_id: int) -> None:
         bucket = prompt_mask.size(1)
+        self.seen.zero_()
+        self.seen.scatter_(1, seen_ids, True)
         self.tokens.fill_(pad_token_id)
         self.logps.zero_()
         self.finished.zero_()
@@ -216,6 +215,9 @@ def _forward(model, input_ids, position_ids, attention_mask, cache) -> torch.Ten
 
 def _advance(buf: DecodeBuffers, logits: torch.Tensor, sampling: SamplingSettings, pad_token_id: int) -> None:
     """Sample token ``buf.t`` of every row from ``logits`` and write it, its log-prob and the flags into ``buf``."""
+    raw = logits  # the training forward scores raw logits: no penalty, no warpers
+    if sampling.repetition_penalty != 1.0:
+        logits = penalise_repeats(logits, buf.seen, sampling.repetition_penalty)
     if sampling.min_new_tokens > 0:
         logits = logits.masked_fill(buf.eos & (buf.t < sampling.min_new_tokens), -float("inf"))
     if sampling.do_sample:
@@ -224,7 +226,7 @@ def _advance(buf: DecodeBuffers, logits: torch.Tensor, sampling: SamplingSetting
         nxt = race_sample(probs)
     else:
         nxt = logits.argmax(dim=-1)
-    scaled = logits / sampling.temperature if sampling.temperature != 1.0 else logits
+    scaled = raw / sampling.temperature if sampling.temperature != 1.0 else raw
     logp = scaled.log_softmax(dim=-1).gather(1, nxt[:, None]).squeeze(1)
     nxt = torch.where(buf.finished, pad_token_id, nxt)
     logp = torch.where(buf.finished, 0.0, logp)
@@ -235,6 +237,8 @@ def _advance(buf: DecodeBuffers, logits: torch.Tensor, sampling: SamplingSetting
     buf.finished.copy_(finished)
     buf.all_finished.copy_(finished.all())
     buf.last.copy_(nxt[:, None])
+    if sampling.repetition_penalty != 1.0:
+        buf.seen.scatter_(1, nxt[:, None], True)
     buf.t.add_(1)
 
 
@@ -263,6 +267,17 @@ def align_inductor_cpu_isa() -> None:
     capability = os.environ.get("ATEN_CPU_CAPABILITY", "").strip().lower()
     if inductor_config.cpp.simdlen is None and capability in _CAPABILITY_BITS:
         inductor_config.cpp.simdlen = _CAPABILITY_BITS[capability]
+
+
+def build_engine(*, max_new_tokens: int, pad_token_id: int, eos_token_ids, device, compile: bool | None = None,
+                 compile_backend: str | None = None, health: CompileHealth | None = None,
+                 name: str = "rollout") -> "StaticRollout":
+    """The one way the package makes an engine: ``compile=None`` compiles on CUDA only (on CPU a
+    compiled step is slower than eager and is used by tests and the preflight only)."""
+    if compile is None:
+        compile = torch.device(device).type == "cuda"
+    return StaticRollout(max_new_tokens=max_new_tokens, pad_token_id=pad_token_id, eos_token_ids=eos_token_ids,
+                         compile=compile, compile_backend=compile_backend, health=health, name=name)
 
 
 class StaticRollout:
@@ -298,6 +313,7 @@ class StaticRollout:
         self._states: dict = {}  # (batch, bucket, device, dtype) -> (StaticCache, DecodeBuffers)
         self._compiled_step = None
         self.compiled_steps_seen: set = set()  # (batch, bucket) shapes the compiled step has run with
+        self._module_state: dict | None = None  # module_state of the model the compiled step was built for
 
     # -------------------------------------------------------------- static state
     def _decode_fn(self, device):
@@ -309,8 +325,11 @@ class StaticRollout:
                 mode = self.compile_mode or ("reduce-overhead" if torch.device(device).type == "cuda" else None)
                 if torch.device(device).type == "cpu":
                     align_inductor_cpu_isa()
+            # Guards on nn modules cost ~1-5 ms of host time per call on a 28-layer PEFT model; they are
+            # replaced by one check per rollout of what they would have caught (module_state).
             self._compiled_step = torch.compile(_decode_step, backend=self.compile_backend, mode=mode,
-                                                fullgraph=True, dynamic=False)
+                                                fullgraph=True, dynamic=False,
+                                                options={"guard_filter_fn": skip_guard_on_all_nn_modules_unsafe})
             self.health.configure(self.compile_backend, mode, device)
         return self._compiled_step
 
@@ -323,16 +342,6 @@ class StaticRollout:
             buffers = DecodeBuffers.allocate(batch, bucket, self.max_new_tokens, vocab, self.eos_token_ids, device)
             self._states[key] = (cache, buffers)
         return self._states[key]
-
-    def static_tensors(self) -> list[torch.Tensor]:
-        """Every tensor of every kept (batch, bucket) state: what a decode step may write."""
-        out = []
-        for cache, buffers in self._states.values():
-            for layer in cache.layers:
-                out += [t for t in (getattr(layer, "keys", None), getattr(layer, "values", None),
-                                    getattr(layer, "cumulative_length", None)) if isinstance(t, torch.Tensor)]
-            out += buffers.tensors()
-        return out
 
     # -------------------------------------------------------------- generation
     @torch.no_grad()
@@ -359,9 +368,12 @@ class StaticRollout:
 
         cache, buf = self._static_state(model, batch, bucket, device, dtype)
         cache.reset()
-        buf.reset(prompt_mask.to(device), lengths.to(device), self.pad_token_id)
+        buf.reset(prompt_mask.to(device), lengths.to(device), _seen_ids(ids, lengths).to(device),
+                  self.pad_token_id)
         decode = self._decode_fn(device)
         with decoding_state(model):
+            if self.compile:
+                self._check_module_state(model, (self.name, batch, bucket))
             with record_function("rollout.prefill"):  # eager, one shape per bucket
                 logits = _forward(model, ids.to(device), positions.to(device), buf.mask, cache)
             with record_function("rollout.decode"):
@@ -375,6 +387,24 @@ class StaticRollout:
             raise ValueError("a sampling distribution contained a NaN or negative probability "
                              "(what torch.multinomial refuses): the model's logits are not finite")
         return completion_lists(tokens, logps, self.eos_token_ids)
+
+    def _check_module_state(self, model, key) -> None:
+        """The model's modules as the compiled step was built for them, or a :class:`RecompileError`.
+
+        The compiled step does not guard on modules (see ``_decode_fn``), so a hook added, a mode or
+        an adapter switched, or another model would otherwise go unseen by the graph.
+        """
+        state = module_state(model)
+        if self._module_state is None:
+            self._module_state = state
+            return
+        if state != self._module_state:
+            changed = next((name for name in state.keys() | self._module_state.keys()
+                            if state.get(name) != self._module_state.get(name)), "the model")
+            self.health.recompiles += 1
+            raise RecompileError(f"the model changed since the decode step was compiled for {key[0]} batch {key[1]}, "
+                                 f"prompt bucket {key[2]}: module {changed!r} (hooks, mode or adapters: "
+                                 f"{self._module_state.get(changed)} -> {state.get(changed)})")
 
     def _decode(self, model, cache, buf: DecodeBuffers, sampling: SamplingSettings, decode, key) -> int:
         """Tokens 1.. of every row, one decode call each; returns how many tokens were sampled."""
@@ -394,6 +424,17 @@ class StaticRollout:
                     decode(*args)
                 steps = t + 1
         return steps
+
+
+def _seen_ids(ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """The prompt tokens of each row, its padding slots repeating the first one: what the penalty counts.
+
+    ``generate`` leaves the left padding out of the repetition penalty (``prompt_ignore_length``).
+    """
+    bucket = ids.size(1)
+    is_pad = torch.arange(bucket)[None, :] < (bucket - lengths)[:, None]
+    first = ids.gather(1, (bucket - lengths)[:, None])
+    return torch.where(is_pad, first, ids)
 
 
 def completion_lists(tokens: torch.Tensor, logps: torch.Tensor, eos_token_ids):

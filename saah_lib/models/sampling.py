@@ -1,6 +1,7 @@
 """How the static rollout engine turns logits into tokens: ``generate``'s warpers, then the exponential race.
 
-``process_logits`` applies temperature, top-k, top-p and min-p in ``generate``'s order. The
+``process_logits`` applies temperature, top-k, top-p and min-p in ``generate``'s order, after the
+repetition penalty (``penalise_repeats``). The
 resulting probabilities are sampled by ``race_sample``: ``argmax_i p_i / E_i`` with independent
 ``E_i ~ Exp(1)``. Token ``i`` wins with probability ``p_i / sum(p)``. This is the algorithm
 ``torch.multinomial(probs, 1)`` itself runs (ATen draws ``exponential_`` over a tensor shaped like
@@ -18,35 +19,62 @@ which read the probabilities on the host (two device-to-host syncs per call). He
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import torch
 
 
+#: ``generate`` keywords that only say where and how long to decode; the engine takes these from its own
+#: arguments (pad, end-of-sequence and maximum length) or has no use for them (the cache kind).
+NON_SAMPLING_KEYS = frozenset({"max_new_tokens", "pad_token_id", "bos_token_id", "eos_token_id",
+                               "cache_implementation", "disable_compile"})
+#: Values of a ``generate`` keyword that leave sampling unchanged (what refusing a setting must allow).
+NEUTRAL_VALUES = (None, 1, 1.0, 0, 0.0, False, [], ())
+
+
 @dataclass(frozen=True)
 class SamplingSettings:
+    """Every sampling setting the static engine implements; anything else is refused by name.
+
+    ``repetition_penalty`` follows ``generate``'s processor: a logit of a token already in the row
+    (prompt or completion, not the left padding) is divided by the penalty when positive, multiplied when
+    negative.
+    """
+
     do_sample: bool = True
     temperature: float = 1.0
     top_k: int | None = None
     top_p: float | None = None
     min_p: float | None = None
     min_new_tokens: int = 0
+    repetition_penalty: float = 1.0
+
+    def __post_init__(self):
+        if not self.temperature > 0:
+            raise ValueError(f"temperature must be > 0, got {self.temperature}")
+        if not self.repetition_penalty > 0:
+            raise ValueError(f"repetition_penalty must be > 0, got {self.repetition_penalty}")
 
     @classmethod
     def from_generation_kwargs(cls, kwargs: dict) -> "SamplingSettings":
-        """From TRL's ``generation_kwargs`` dict; settings this engine does not implement are an error."""
-        penalty = kwargs.get("repetition_penalty")
-        if penalty not in (None, 1.0):
-            raise ValueError(f"generation_backend='compiled' does not implement repetition_penalty={penalty}; "
-                             "use generation_backend='hf'")
-        for key in ("suppress_tokens", "num_beams", "stop_strings"):
-            if kwargs.get(key) not in (None, 1, [], ()):
-                raise ValueError(f"generation_backend='compiled' does not implement {key}; use generation_backend='hf'")
+        """From TRL's ``generation_kwargs`` dict; a setting this engine does not implement is an error naming it."""
+        known = {f.name for f in fields(cls)} | NON_SAMPLING_KEYS
+        for key, value in kwargs.items():
+            if key not in known and value not in NEUTRAL_VALUES:
+                raise ValueError(f"generation_backend='compiled' does not implement the generation setting "
+                                 f"{key}={value!r}; drop it or use generation_backend='hf'")
         return cls(do_sample=bool(kwargs.get("do_sample", True)),
                    temperature=float(kwargs.get("temperature") or 1.0),
                    top_k=kwargs.get("top_k") or None,
                    top_p=kwargs.get("top_p"), min_p=kwargs.get("min_p"),
-                   min_new_tokens=int(kwargs.get("min_new_tokens") or 0))
+                   min_new_tokens=int(kwargs.get("min_new_tokens") or 0),
+                   repetition_penalty=float(kwargs.get("repetition_penalty") or 1.0))
+
+
+def penalise_repeats(logits: torch.Tensor, seen: torch.Tensor, penalty: float) -> torch.Tensor:
+    """``generate``'s repetition penalty on the tokens marked in ``seen`` (batch, vocab) bool."""
+    penalised = torch.where(logits < 0, logits * penalty, logits / penalty)
+    return torch.where(seen, penalised, logits)
 
 
 def process_logits(logits: torch.Tensor, s: SamplingSettings) -> torch.Tensor:

@@ -17,7 +17,7 @@ from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
 from saah_lib.models.backends import evaluation_backend
 from saah_lib.models.evaluate import evaluate_pass_at_1
-from saah_lib.models.rollout import StaticRollout
+from saah_lib.models.rollout import build_engine
 from saah_lib.progress import ProgressLines, bars_shown
 from saah_lib.rundir.folder import RunDir
 from saah_lib.rundir.layout import TRAIN_LOG_FROM_TRL
@@ -104,9 +104,8 @@ class PassAtOneCallback(TrainerCallback):
                 self.engine = self.trainer.evaluation_engine(self.max_new_tokens)
             else:
                 tok = self.tokenizer
-                self.engine = StaticRollout(max_new_tokens=self.max_new_tokens, pad_token_id=tok.pad_token_id,
-                                            eos_token_ids=tok.eos_token_id, compile=device.type == "cuda",
-                                            name="evaluation")
+                self.engine = build_engine(max_new_tokens=self.max_new_tokens, pad_token_id=tok.pad_token_id,
+                                           eos_token_ids=tok.eos_token_id, device=device, name="evaluation")
         return self.engine
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):

@@ -169,13 +169,16 @@ def baseline_for(cfg: SAAHConfig, name: str | None = None, progress: bool = True
     check_results_dir(out_dir, folder_field="results_dir")
     return run_baseline(resolve_model(cfg.model_name, progress), split.eval, out_dir, config=config,
                         dtype=cfg.dtype, max_new_tokens=cfg.eval_max_new_tokens, batch_size=cfg.eval_batch_size,
-                        progress=progress)
+                        progress=progress, generation_backend=cfg.generation_backend)
 
 
 def run_baseline(model_path: str, problems: list[Problem], out_dir: Path, *, config: dict,
                  dtype: str = "float32", max_new_tokens: int = 512, batch_size: int = 64,
-                 progress: bool = True) -> dict:
+                 progress: bool = True, generation_backend: str = "hf") -> dict:
     """Evaluate an untrained model once, in the run layout (step 0), under ``out_dir``.
+
+    ``generation_backend`` is the config's, so that the baseline and the trained runs' evaluations
+    decode on the same backend (``auto``: compiled on CUDA, hf elsewhere).
 
     ``config`` (model_label, profile, data info, ...) is stored beside the result.
     An existing result is returned as is, so a finished baseline is never recomputed.
@@ -191,7 +194,8 @@ def run_baseline(model_path: str, problems: list[Problem], out_dir: Path, *, con
             return done[0]
         log.write_config(config, provenance())
         result = evaluate_pass_at_1(model, tokenizer, problems, max_new_tokens=max_new_tokens,
-                                    batch_size=batch_size, progress=progress, desc="baseline")
+                                    batch_size=batch_size, progress=progress, desc="baseline",
+                                    generation_backend=generation_backend)
         log.log_eval(result.summary(0), result.records)
     return result.summary(0)
 

@@ -14,9 +14,12 @@ What changes relative to TRL, and nothing else:
    (they repeat the one it tracks; no value changes).
 3. ``_generate_single_turn``: with ``generation_backend="compiled"`` rollouts go
    through ``saah_lib.models.rollout`` (static KV cache, compiled decode step, LoRA
-   merged for the rollout); ``hf`` and ``vllm`` are TRL's own paths. If compiled
-   decoding fails, the run warns, records why (``compile_health``) and continues
-   with ``hf``.
+   unmerged); ``hf`` and ``vllm`` are TRL's own paths. Every backend samples the
+   model in eval mode (no dropout: vLLM has none, and the compiled step is built
+   for it) with settings taken only from this config, never from the checkpoint's
+   ``generation_config.json``. If the decode step fails to compile, the run says
+   so loudly, records why (``compile_health``) and continues with ``hf``; any
+   other error (out of memory, NaN) stops it.
 
 Reference log-probs, LoRA, accelerate, vLLM, checkpointing and
 truncated-completion masking are TRL's own.
@@ -39,7 +42,8 @@ from saah_lib.method.loss import method_weights, normalised_entropy_from_hidden,
 from saah_lib.method.methods import MAIN_ALPHA, PAPER_ENTROPY_TOP_K, method_alpha
 from saah_lib.models.backends import check_backend, require_vllm, resolve_backend
 from saah_lib.models.compile_health import CompileHealth
-from saah_lib.models.rollout import StaticRollout, drop_orphaned_input_grad_hooks, merged_lora
+from saah_lib.models.evaluate import run_generation_config
+from saah_lib.models.rollout import StaticRollout, build_engine, drop_orphaned_input_grad_hooks, eval_mode
 from saah_lib.models.sampling import SamplingSettings
 
 
@@ -95,6 +99,8 @@ class SAAHGRPOTrainer(GRPOTrainer):
             getattr(self.args, "generation_backend", "auto"), self.accelerator.device)
         self._rollout_engine = None
         self.compile_health = CompileHealth()  # shared by the rollout and evaluation engines
+        if self.generation_backend == "compiled":
+            SamplingSettings.from_generation_kwargs(self.generation_kwargs)  # a setting it lacks: an error now
 
     def _save_checkpoint(self, model, trial) -> None:
         """transformers' checkpoint save; a full disk is reported as such, naming the run and the folder.
@@ -131,10 +137,15 @@ class SAAHGRPOTrainer(GRPOTrainer):
         static = (self.generation_backend == "compiled" and not self.compile_health.fell_back
                   and images is None and not multimodal_fields)
         rollout = self._static_rollout(prompt_ids) if static else None
-        if rollout is None:  # another backend, or compiled decoding failed just now
+        if rollout is not None:
+            return rollout
+        if self.use_vllm:
             return super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations,
                                                  has_tool_images)
-        return rollout
+        # TRL's generate path (hf, or compiled decoding that failed to compile): the same policy as the engine's
+        with eval_mode(self.model), run_generation_config(self.accelerator.unwrap_model(self.model)):
+            return super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations,
+                                                 has_tool_images)
 
     def rollout_engine(self) -> StaticRollout:
         if self._rollout_engine is None:
@@ -146,21 +157,18 @@ class SAAHGRPOTrainer(GRPOTrainer):
         return self._static_engine(max_new_tokens, self._tokenizer.eos_token_id, "evaluation")
 
     def _static_engine(self, max_new_tokens: int, eos_token_ids, name: str = "rollout") -> StaticRollout:
-        compile_ = self.args.rollout_compile
-        return StaticRollout(
-            max_new_tokens=max_new_tokens, pad_token_id=self._tokenizer.pad_token_id, eos_token_ids=eos_token_ids,
-            compile=self.accelerator.device.type == "cuda" if compile_ is None else compile_,
-            compile_backend=self.args.rollout_compile_backend, health=self.compile_health, name=name,
-        )
+        return build_engine(max_new_tokens=max_new_tokens, pad_token_id=self._tokenizer.pad_token_id,
+                            eos_token_ids=eos_token_ids, device=self.accelerator.device,
+                            compile=self.args.rollout_compile, compile_backend=self.args.rollout_compile_backend,
+                            health=self.compile_health, name=name)
 
     def _static_rollout(self, prompt_ids):
-        """TRL's regular generation path with the static-shape engine in place of ``model.generate``.
+        """TRL's generation path with the static-shape engine in place of ``model.generate``.
 
-        Sampling settings come from TRL's own ``generation_kwargs`` (temperature, top-p/k, min-p and any
-        user ``generation_kwargs``). The policy is sampled in eval mode with merged LoRA weights (no
-        adapter dropout); both weights are restored exactly afterwards. Returns None when compiled
-        decoding failed: the failure is recorded and the caller continues with TRL's path. The
-        failure is caught inside TRL's context, so that TRL turns gradient checkpointing back on.
+        Sampling settings come from TRL's ``generation_kwargs`` (temperature, top-p/k, min-p, repetition
+        penalty and any user ``generation_kwargs``; one the engine lacks is an error naming it). Returns
+        None when the decode step failed to compile; the failure is caught inside TRL's context, which
+        turns gradient checkpointing back on only when its body did not raise.
         """
         sampling = SamplingSettings.from_generation_kwargs(self.generation_kwargs)
         engine = self.rollout_engine()
@@ -173,14 +181,8 @@ class SAAHGRPOTrainer(GRPOTrainer):
             torch.no_grad(),
             self._dist.summon_full_params(self.model_wrapped, recurse=False),
         ):
-            try:
-                with merged_lora(unwrapped_model):
-                    return engine.generate(unwrapped_model, prompt_ids, sampling)
-            except Exception as error:
-                if not engine.compile:
-                    raise  # no compiler involved: a bug to see, not a reason to change backend
-                self.compile_health.fall_back(error, "rollout", self.state.global_step)
-                return None
+            return self.compile_health.run_or_fall_back(
+                lambda: engine.generate(unwrapped_model, prompt_ids, sampling), "rollout", self.state.global_step)
 
     # ------------------------------------------------------------------ rewards
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):

@@ -9,7 +9,7 @@ from trl import GRPOConfig
 from saah_lib.method.reward import TRL_REWARD_FUNCS
 from saah_lib.models.backends import resolve_backend
 from saah_lib.models.loading import load_model_and_tokenizer
-from saah_lib.models.rollout import SamplingSettings, StaticRollout, merged_lora, prompt_bucket
+from saah_lib.models.rollout import SamplingSettings, StaticRollout, prompt_bucket
 from saah_lib.tasks.prompts import to_trl_dataset
 from saah_lib.tasks.synthetic import generate_problems
 from saah_lib.training.config import make_config
@@ -121,7 +121,7 @@ def test_greedy_matches_generate_on_the_tiny_model_with_early_eos(tiny_random_mo
     assert [len(x) for x in logps] == [len(r) for r in ours]
 
 
-def test_greedy_matches_generate_with_a_nonzero_lora_and_restores_weights_exactly():
+def test_greedy_matches_generate_with_a_nonzero_unmerged_lora_and_leaves_weights_exactly():
     model = with_random_lora(small_qwen2())
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
     eos = eos_hit_early(model, PROMPTS, 20)
@@ -130,25 +130,12 @@ def test_greedy_matches_generate_with_a_nonzero_lora_and_restores_weights_exactl
     with model.disable_adapter():
         assert hf_completions(model, PROMPTS, 0, [eos], 20, do_sample=False) != theirs
     engine = StaticRollout(max_new_tokens=20, pad_token_id=0, eos_token_ids=[eos], buckets=(16,))
-    with merged_lora(model):
-        ours, _ = engine.generate(model, PROMPTS, SamplingSettings(do_sample=False))
+    ours, _ = engine.generate(model, PROMPTS, SamplingSettings(do_sample=False))
     assert ours == theirs
     assert any(len(r) < 20 for r in ours)
     for n, p in model.named_parameters():
         assert torch.equal(p, before[n]), n
     assert not any(getattr(m, "merged", False) for m in model.modules())
-
-
-def test_merged_lora_restores_bf16_base_weights_bit_for_bit_where_unmerge_does_not():
-    model = with_random_lora(small_qwen2()).to(torch.bfloat16)
-    before = {n: p.detach().clone() for n, p in model.named_parameters()}
-    with merged_lora(model):
-        assert any(not torch.equal(p, before[n]) for n, p in model.named_parameters() if "base_layer" in n)
-    assert all(torch.equal(p, before[n]) for n, p in model.named_parameters())
-    # PEFT's own merge/unmerge round trip in bf16 drifts: the reason merged_lora copies weights back
-    model.merge_adapter()
-    model.unmerge_adapter()
-    assert any(not torch.equal(p, before[n]) for n, p in model.named_parameters() if "base_layer" in n)
 
 
 def test_greedy_evaluation_through_the_static_path_equals_hf(tiny_random_model_dir):
@@ -246,7 +233,9 @@ def test_rollout_leaves_lora_adapter_and_base_weights_bit_identical(tiny_random_
 
     torch._dynamo.reset()
     model, tok = load_model_and_tokenizer(str(tiny_random_model_dir))
-    model = spread_weights(model).to(torch.bfloat16)  # bf16: where an unmerge by subtraction would drift
+    model = spread_weights(model).to(torch.bfloat16)  # bf16: where any write-back of weights would show
+    # bf16 SDPA on CPU needs AVX-512 kernels that the pinned avx2 numerics disable
+    model.set_attn_implementation("eager")
     lora = LoraConfig(r=4, lora_alpha=8, lora_dropout=0.0, target_modules=["q_proj", "v_proj", "down_proj"],
                       task_type="CAUSAL_LM")
     compile_args = dict(rollout_compile=True, rollout_compile_backend="aot_eager") if compiled else {}
@@ -306,6 +295,17 @@ def fresh_dynamo():
     torch._dynamo.reset()
 
 
+def static_tensors(engine) -> list[torch.Tensor]:
+    """Every tensor of every kept (batch, bucket) state: what a decode step may write."""
+    out = []
+    for cache, buffers in engine._states.values():
+        for layer in cache.layers:
+            out += [t for t in (getattr(layer, "keys", None), getattr(layer, "values", None),
+                                getattr(layer, "cumulative_length", None)) if isinstance(t, torch.Tensor)]
+        out += buffers.tensors()
+    return out
+
+
 def compiled_engine(max_new, eos, backend="eager", **kw):
     return StaticRollout(max_new_tokens=max_new, pad_token_id=0, eos_token_ids=eos, compile=True,
                          compile_backend=backend, **kw)
@@ -329,8 +329,7 @@ def test_compiled_greedy_equals_generate_with_a_nonzero_lora(fresh_dynamo):
     eos = eos_hit_early(model, PROMPTS, 20)
     theirs = hf_completions(model, PROMPTS, 0, [eos], 20, do_sample=False)
     engine = compiled_engine(20, [eos], buckets=(16,))
-    with merged_lora(model):
-        ours, _ = engine.generate(model, PROMPTS, SamplingSettings(do_sample=False))
+    ours, _ = engine.generate(model, PROMPTS, SamplingSettings(do_sample=False))
     assert ours == theirs and any(len(r) < 20 for r in ours)
 
 
@@ -340,11 +339,11 @@ def test_alternating_buckets_keep_one_graph_and_one_cache_per_shape(fresh_dynamo
     short, long = [p[:5] for p in PROMPTS], [(p * 3)[:12] for p in PROMPTS]
     engine.generate(model, short, SamplingSettings())
     engine.generate(model, long, SamplingSettings())
-    addresses = [t.data_ptr() for t in engine.static_tensors()]
+    addresses = [t.data_ptr() for t in static_tensors(engine)]
     for _ in range(3):  # training alternates buckets like this (GSM8K: 128 and 256)
         engine.generate(model, short, SamplingSettings())
         engine.generate(model, long, SamplingSettings())
-    assert [t.data_ptr() for t in engine.static_tensors()] == addresses  # no cache rebuilt
+    assert [t.data_ptr() for t in static_tensors(engine)] == addresses  # no cache rebuilt
     record = engine.health.record()
     assert [(g["batch"], g["bucket"], g["graphs"]) for g in record["graphs"]] == [(4, 8, 1), (4, 16, 1)]
     assert record["recompiles"] == 0 and record["graph_breaks"] == 0 and record["rollouts"] == 8
@@ -357,8 +356,7 @@ def test_hooks_and_checkpointing_flags_do_not_reach_the_compiled_step(fresh_dyna
     engine = compiled_engine(10, [7], buckets=(16,))
     for _ in range(4):
         model.gradient_checkpointing_disable()  # what TRL's generation context does
-        with merged_lora(model):
-            engine.generate(model, PROMPTS, SamplingSettings())
+        engine.generate(model, PROMPTS, SamplingSettings())
         model.gradient_checkpointing_enable()  # ... and afterwards: one more hook on embed_tokens
     assert len(model.get_input_embeddings()._forward_hooks) >= 4
     assert engine.health.record()["compiled_graphs"] == 1
@@ -370,11 +368,26 @@ def test_a_recompile_of_a_shape_is_an_error_that_names_it(fresh_dynamo):
     model = small_qwen2()
     engine = compiled_engine(10, [7], buckets=(16,))
     engine.generate(model, PROMPTS, SamplingSettings())
-    # a hook added after compilation must run; dynamo would ignore it unless told to guard on hooks
-    model.model.layers[0].mlp.register_forward_hook(lambda module, args, out: out * 2)
-    with pytest.raises(RecompileError, match=r"rollout batch 4, prompt bucket 16.*_forward_hooks"):
+    # a hook added after compilation must run; the compiled step does not guard on modules, the engine's
+    # check before each rollout sees it
+    handle = model.model.layers[0].mlp.register_forward_hook(lambda module, args, out: out * 2)
+    with pytest.raises(RecompileError, match=r"rollout batch 4, prompt bucket 16: module 'model.layers.0.mlp'"):
         engine.generate(model, PROMPTS, SamplingSettings())
     assert engine.health.recompiles == 1
+    handle.remove()
+    engine.generate(model, PROMPTS, SamplingSettings())  # as compiled again: runs
+    with pytest.raises(RecompileError, match="module '<model object>'"):  # another model of the same shape
+        engine.generate(small_qwen2(), PROMPTS, SamplingSettings())
+
+
+def test_switching_lora_adapters_off_after_compiling_is_an_error(fresh_dynamo):
+    from saah_lib.models.compile_health import RecompileError
+
+    model = with_random_lora(small_qwen2())
+    engine = compiled_engine(6, [7], buckets=(16,))
+    engine.generate(model, PROMPTS, SamplingSettings())
+    with model.disable_adapter(), pytest.raises(RecompileError, match=r"module 'base_model.model.model.layers"):
+        engine.generate(model, PROMPTS, SamplingSettings())
 
 
 def test_decoding_state_restores_modes_flags_and_hooks_exactly():
@@ -434,8 +447,8 @@ def test_the_graph_is_cuda_graph_safe_and_writes_only_the_static_state(fresh_dyn
 
     model = with_random_lora(small_qwen2())
     engine = compiled_engine(10, [7], backend=backend, buckets=(16,))
-    with merged_lora(model):
-        engine.generate(model, PROMPTS, SamplingSettings(temperature=0.8, top_p=0.9, min_new_tokens=2))
+    engine.generate(model, PROMPTS, SamplingSettings(temperature=0.8, top_p=0.9, min_new_tokens=2,
+                                                     repetition_penalty=1.1))
     (only,) = captured
     graph, inputs = only["graph"], only["inputs"]
     placeholders = graph.graph.find_nodes(op="placeholder")
@@ -455,7 +468,7 @@ def test_the_graph_is_cuda_graph_safe_and_writes_only_the_static_state(fresh_dyn
         for arg, formal in zip(node.args, schema.arguments):
             if formal.alias_info is not None and formal.alias_info.is_write and arg in placeholders:
                 written.add(placeholders.index(arg))
-    static = {id(t) for t in engine.static_tensors()}
+    static = {id(t) for t in static_tensors(engine)}
     assert written and all(id(inputs[i]) in static for i in written)  # KV cache and decode buffers only
     assert all(hasattr(inputs[i], "_dynamo_static_input_type") for i in written)  # fixed addresses
     cache, buffers = next(iter(engine._states.values()))

@@ -97,3 +97,31 @@ def test_compiled_variants_train_12_steps_and_record_their_compile_health(tiny_r
     assert profile["static"]["eager_ops_per_token"] <= 6
     assert profile["hf_generate_whole_call"]["host_syncs_per_token"] >= 2  # multinomial's checks, every token
     assert report["eval"]["compile_health"]["compiled_graphs"] == 1
+
+
+def test_make_bench_writes_to_a_git_ignored_folder_and_never_to_the_committed_one():
+    import subprocess
+
+    from saah_lib.paths import BENCH_RESULTS, REPO_ROOT
+    from saah_lib.studies.bench.options import LOCAL_BENCH, parse_args
+
+    default = parse_args(["--profile", "tiny"]).out_dir()  # what `make bench` runs
+    assert default == LOCAL_BENCH and BENCH_RESULTS not in [default, *default.parents]
+    ignored = subprocess.run(["git", "check-ignore", "-q", str(default / "cpu-x86_64-tiny.json")], cwd=REPO_ROOT)
+    assert ignored.returncode == 0  # git-ignored
+    assert parse_args(["--out", "results/bench"]).out_dir().as_posix() == "results/bench"
+
+
+def test_options_are_checked_once_and_the_config_is_made_not_mutated():
+    from saah_lib.studies.bench import bench_config
+    from saah_lib.studies.bench.options import BenchOptions, parse_args
+
+    with pytest.raises(ValueError, match="variants: unknown sa-fast"):
+        BenchOptions(variants=("sa-fast",))
+    with pytest.raises(ValueError, match="vLLM"):
+        BenchOptions(generation_backends=("vllm",))
+    options = parse_args(["--max-completion-length", "8", "--steps", "3", "--set", "use_lora=true"])
+    cfg = bench_config(options)
+    assert (cfg.max_completion_length, cfg.eval_max_new_tokens, cfg.steps, cfg.use_lora) == (8, 8, 4, True)
+    with pytest.raises(Exception):
+        options.steps = 5  # frozen: nothing downstream changes what was checked

@@ -1,0 +1,89 @@
+"""The decode step's grouped-query attention: equal to transformers' attention, and no copy of the cache."""
+
+import contextlib
+
+import pytest
+import torch
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+from transformers.models.qwen2.modeling_qwen2 import eager_attention_forward
+
+import saah_lib.models.rollout as rollout
+from saah_lib.models.attention import grouped_decode_attention
+from saah_lib.models.rollout import StaticRollout
+from saah_lib.models.sampling import SamplingSettings
+from tests.models.test_rollout import PROMPTS, small_qwen2
+
+
+class Heads(torch.nn.Module):
+    def __init__(self, groups):
+        super().__init__()
+        self.num_key_value_groups, self.is_causal, self.training = groups, True, False
+
+
+@pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-6), (torch.float16, 2e-3)])
+def test_grouped_decode_attention_equals_transformers_attention(dtype, tol):
+    g = torch.Generator().manual_seed(0)
+    batch, kv_heads, groups, length, dim = 3, 2, 6, 40, 16
+    query = torch.randn(batch, kv_heads * groups, 1, dim, generator=g).to(dtype)
+    key, value = (torch.randn(batch, kv_heads, length, dim, generator=g).to(dtype) for _ in range(2))
+    mask = torch.ones(batch, 1, 1, length, dtype=torch.bool)
+    mask[0, ..., :7] = False  # a left-padded row
+    mask[2, ..., 30:] = False  # cache slots not written yet
+    module = Heads(groups)
+    ours, _ = grouped_decode_attention(module, query, key, value, mask, scaling=dim**-0.5)
+    additive = torch.zeros(mask.shape, dtype=dtype).masked_fill(~mask, torch.finfo(dtype).min)
+    reference, _ = eager_attention_forward(module, query, key, value, additive, scaling=dim**-0.5)
+    assert ours.shape == reference.shape == (batch, 1, kv_heads * groups, dim)
+    assert torch.allclose(ours.float(), reference.float(), atol=tol, rtol=tol)
+    if dtype == torch.float32:  # transformers' own SDPA path (repeat_kv) in float32
+        theirs, _ = sdpa_attention_forward(module, query, key, value, mask, scaling=dim**-0.5)
+        assert torch.allclose(ours, theirs, atol=1e-6)
+
+
+def test_prefill_goes_to_transformers_sdpa_unchanged():
+    g = torch.Generator().manual_seed(1)
+    query = torch.randn(2, 4, 5, 8, generator=g)
+    key, value = (torch.randn(2, 2, 5, 8, generator=g) for _ in range(2))
+    ours, _ = grouped_decode_attention(Heads(2), query, key, value, None, scaling=0.3)
+    theirs, _ = sdpa_attention_forward(Heads(2), query, key, value, None, scaling=0.3)
+    assert torch.equal(ours, theirs)
+
+
+def expanded_cache_nodes(monkeypatch, grouped: bool) -> int:
+    """Nodes of the compiled decode graph that hold a KV cache expanded to every query head."""
+    graphs = []
+
+    def keep(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    torch._dynamo.reset()
+    if not grouped:
+        monkeypatch.setattr(rollout, "gqa_attention", lambda model: contextlib.nullcontext(model))
+    model = small_qwen2()  # 4 query heads over 2 KV heads
+    max_new, bucket = 8, 16
+    engine = StaticRollout(max_new_tokens=max_new, pad_token_id=0, eos_token_ids=[], compile=True,
+                           compile_backend=keep, buckets=(bucket,))
+    engine.generate(model, PROMPTS, SamplingSettings(do_sample=False))
+    (graph,) = graphs
+    cfg = model.config
+    full = (len(PROMPTS), cfg.num_attention_heads, bucket + max_new, cfg.hidden_size // cfg.num_attention_heads)
+    values = [n.meta.get("example_value") for n in graph.graph.nodes]
+    return sum(1 for v in values if isinstance(v, torch.Tensor) and tuple(v.shape) == full)
+
+
+def test_the_compiled_decode_step_never_expands_the_cache(monkeypatch):
+    # the count sees transformers' repeat_kv: per layer one copy of the keys and one of the values, each the
+    # whole cache (bucket + new tokens) for every query head, at every token ...
+    assert expanded_cache_nodes(monkeypatch, grouped=False) == 2 * 2
+    monkeypatch.undo()
+    # ... and there is none with the grouped attention
+    assert expanded_cache_nodes(monkeypatch, grouped=True) == 0
+    torch._dynamo.reset()
+
+
+def test_the_attention_switch_is_undone_after_decoding():
+    model = small_qwen2()
+    engine = StaticRollout(max_new_tokens=3, pad_token_id=0, eos_token_ids=[], buckets=(16,))
+    engine.generate(model, PROMPTS, SamplingSettings())
+    assert model.config._attn_implementation == "sdpa"

@@ -1,0 +1,44 @@
+"""``make gpu-check`` on CPU: the tiny checks run, the JSON is written, and the verdict can say "not ready"."""
+
+import json
+
+import pytest
+import torch
+
+from saah_lib.studies import preflight
+
+pytestmark = pytest.mark.slow
+
+CHEAP = ["--prompts", "4", "--eval-problems", "2", "--step-steps", "1", "--completion-tokens", "8"]
+
+
+def test_on_cpu_the_checks_run_and_the_verdict_is_ready(tiny_random_model_dir, tmp_path, capsys):
+    torch._dynamo.reset()
+    status = preflight.main([*CHEAP, "--model-dir", str(tiny_random_model_dir), "--out", str(tmp_path)])
+    (path,) = tmp_path.glob("*-preflight.json")
+    report = json.loads(path.read_text())
+    assert status == 0 and report["verdict"] == "ready"
+    smoke, agreement, step = (report["checks"][k] for k in ("smoke", "agreement", "step"))
+    assert smoke["compile_health"]["compiled_graphs"] == 2 and smoke["compile_health"]["recompiles"] == 0
+    assert agreement["identical_share"] == 1.0 and agreement["mean_abs_logp_gap"] < 1e-4
+    assert step["steady_step_s"] > 0 and report["steady_step_seconds"] == step["steady_step_s"]
+    assert step["targets"] is None  # the GPU targets are not applied on CPU
+    assert "grid plan paper --step-seconds" in report["checks"]["grid"]["command"]
+    assert "VERDICT: ready" in capsys.readouterr().out
+
+
+@torch._dynamo.register_backend(name="saah_test_preflight_no_capture")
+def failing_backend(gm, example_inputs):
+    raise RuntimeError("CUDA graph capture is not supported by this driver (simulated)")
+
+
+def test_a_compiled_path_that_falls_back_makes_the_verdict_not_ready(tiny_random_model_dir, tmp_path, monkeypatch,
+                                                                     capsys):
+    torch._dynamo.reset()
+    monkeypatch.setattr(preflight, "step_check", lambda options: {"ok": True, "steady_step_s": None})
+    status = preflight.main([*CHEAP, "--model-dir", str(tiny_random_model_dir), "--out", str(tmp_path),
+                             "--compile-backend", "saah_test_preflight_no_capture"])
+    report = json.loads(next(tmp_path.glob("*-preflight.json")).read_text())
+    assert status == 1 and report["verdict"] == "not ready: smoke, agreement failed"
+    assert "not supported by this driver" in report["checks"]["smoke"]["compile_health"]["fallback"]["reason"]
+    assert "VERDICT: not ready" in capsys.readouterr().out
