@@ -60,7 +60,7 @@ def _notebook_capability(tmp_path, first_cell: str, kernel: str = "python3") -> 
 
 
 def test_a_papermill_kernel_of_a_study_notebook_pins_itself(unpinned_parent, tmp_path):
-    # as notebooks/01-04 do (and studies/sweep.py runs them): saah_lib is imported before torch
+    # as notebooks/01-04 do: saah_lib is imported before torch
     assert _notebook_capability(tmp_path, "from saah_lib import make_config") == PINNED_CAPABILITY
 
 
