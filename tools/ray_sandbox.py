@@ -46,6 +46,8 @@ HEAD_PORT_IN_NAMESPACE = 6379
 # Ray reserves 30% of the machine's memory per node for its object store unless told; the tests pass small dicts.
 DEFAULT_OBJECT_STORE_MB = 100
 NODE_KEYS = {"num_cpus": int, "num_gpus": int}  # whole numbers: what `ray start` accepts
+# How often a node's `ray start` is tried before the sandbox gives up.
+START_ATTEMPTS = 2
 # Wait this long for a node's raylet to appear after `ray start` returns.
 RAYLET_WAIT_S = 30
 
@@ -110,11 +112,11 @@ def raylet_pids(sessions: set[int] | None) -> set[int]:
     return found
 
 
-def start_node(index: int, node: dict, head_address: str | None, port: int, temp_dir: Path, env: dict,
+def start_node(node: dict, head_address: str | None, port: int, node_dir: Path, env: dict,
                object_store_mb: int) -> int:
     """``ray start`` one node on loopback (the head when ``head_address`` is None); returns the session id
     its daemons keep: ``ray start`` runs as the leader of a session of its own."""
-    args = [ray_executable(), "start", "--node-ip-address", LOOPBACK, "--temp-dir", str(temp_dir / f"node{index}"),
+    args = [ray_executable(), "start", "--node-ip-address", LOOPBACK, "--temp-dir", str(node_dir),
             "--object-store-memory", str(object_store_mb * 2**20), "--disable-usage-stats",
             "--num-cpus", str(node.get("num_cpus", 1)), "--num-gpus", str(node.get("num_gpus", 0))]
     if head_address is None:
@@ -125,7 +127,7 @@ def start_node(index: int, node: dict, head_address: str | None, port: int, temp
                             start_new_session=True)
     output, _ = proc.communicate(timeout=120)
     if proc.returncode != 0:
-        raise RuntimeError(f"ray start of node {index} failed ({proc.returncode}):\n{output}")
+        raise RuntimeError(f"ray start failed ({proc.returncode}):\n{output}")
     return proc.pid
 
 
@@ -149,12 +151,40 @@ def start_cluster(nodes: list[dict], temp_dir: Path, namespace: bool, object_sto
     raylets = []
     for index, node in enumerate(nodes):
         before = raylet_pids(None if namespace else sessions)
-        sessions.add(start_node(index, node, None if index == 0 else address, port, temp_dir, env, object_store_mb))
+        for attempt in range(1, START_ATTEMPTS + 1):
+            node_dir = temp_dir / f"node{index}-{attempt}"
+            try:
+                sessions.add(start_node(node, None if index == 0 else address, port, node_dir, env, object_store_mb))
+                break
+            except RuntimeError as error:
+                # Ray gives a node 30 s to register (fixed in its code): on an overloaded machine it may need
+                # longer. Remove what the failed start left, then start it afresh.
+                kill_processes_of(node_dir)
+                if attempt == START_ATTEMPTS:
+                    raise RuntimeError(f"node {index}: {error}") from None
+                sys.stderr.write(f"ray_sandbox: node {index} did not start (attempt {attempt}), trying again\n")
         raylets.append(wait_for_new_raylet(before, None if namespace else sessions, index))
     env.update(RAY_ADDRESS=address, SAAH_SANDBOX_RAYLET_PIDS=",".join(map(str, raylets)),
                SAAH_SANDBOX_WORKER_RAYLET_PID=str(raylets[-1]), SAAH_SANDBOX_TEMP_DIR=str(temp_dir),
                SAAH_SANDBOX_ISOLATION="namespace" if namespace else "loopback")
     return env, sessions
+
+
+def kill_processes_of(node_dir: Path) -> None:
+    """SIGKILL the processes whose command line names ``node_dir`` (a node's daemons) and their children."""
+    victims = []
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        try:
+            if any(str(node_dir) in part for part in proc.info["cmdline"] or ()):
+                victims += [proc, *proc.children(recursive=True)]
+        except psutil.Error:
+            continue
+    for proc in victims:
+        try:
+            proc.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(victims, timeout=5)
 
 
 def kill_sessions(sessions: set[int]) -> None:
@@ -216,12 +246,10 @@ def run_with_cluster(nodes: list[dict], command: list[str], namespace: bool, obj
 
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if "--" not in argv:
-        sys.stderr.write("usage: ray_sandbox.py --node num_cpus=1,num_gpus=1 [--node ...] -- COMMAND ...\n")
-        return 2
-    split = argv.index("--")
+    split = argv.index("--") if "--" in argv else len(argv)
     own, command = argv[:split], argv[split + 1:]
-    parser = argparse.ArgumentParser(prog="ray_sandbox.py", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="ray_sandbox.py", usage="%(prog)s --node SPEC [--node SPEC ...] -- COMMAND ...",
+                                     description=__doc__.splitlines()[0])
     parser.add_argument("--node", type=parse_node, action="append", required=True,
                         help="one Ray node: num_cpus=N,num_gpus=M (the first is the head)")
     parser.add_argument("--object-store-mb", type=int, default=DEFAULT_OBJECT_STORE_MB,
@@ -231,7 +259,7 @@ def main(argv=None) -> int:
     parser.add_argument(INNER_FLAG, action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(own)
     if not command:
-        parser.error("no COMMAND after --")
+        parser.error("no COMMAND: give it after --")
     if args.inside_namespace:
         return run_with_cluster(args.node, command, True, args.object_store_mb)
     if not args.no_namespace and namespace_permitted():

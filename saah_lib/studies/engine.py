@@ -37,6 +37,7 @@ instance it started, and re-raises ``KeyboardInterrupt``: nothing keeps training
 from __future__ import annotations
 
 import ipaddress
+import json
 import logging
 import os
 import secrets
@@ -51,7 +52,7 @@ from typing import Callable, Iterator
 import ray
 import ray._private.ray_constants as ray_constants
 from ray._raylet import AuthenticationTokenLoader, Config
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+from ray.experimental import internal_kv
 
 from saah_lib.numerics import MODE_VARIABLE, apply_cpu_numerics, numerics_mode
 
@@ -78,11 +79,15 @@ class Task:
 
 
 class TaskFailed(RuntimeError):
-    """A task that failed for good: its own exception, or its worker or node lost more often than retried."""
+    """A task that failed for good: its own exception, or its worker or node lost more often than retried.
+
+    ``others``: the further tasks that failed or could not run for it; ``results``: the finished tasks' results.
+    """
 
     def __init__(self, task_id: str, node: str | None, log_path: str | None, error: str,
-                 others: tuple[str, ...] = ()):
+                 others: tuple[str, ...] = (), results: dict | None = None):
         self.task_id, self.node, self.log_path, self.error, self.others = task_id, node, log_path, error, others
+        self.results = results or {}  # what the tasks that did finish returned
         where = f"on node {node or 'unknown'}, worker log {log_path or 'unknown'}"
         also = f"\n(also not completed: {', '.join(others)})" if others else ""
         super().__init__(f"task {task_id} failed {where}:\n{error}{also}")
@@ -135,44 +140,46 @@ def _topological_order(tasks: list[Task]) -> list[str]:
     return order
 
 
-@ray.remote(num_cpus=0)
-class _AttemptLog:
-    """Where each task's latest attempt runs, told by the worker as it starts: a worker that dies
-    cannot say it afterwards, and Ray's error for a lost worker names neither node nor log."""
+# Where each task's latest attempt runs, told by the worker as it starts (a worker that dies cannot say it
+# afterwards, and Ray's error for a lost worker names neither node nor log), kept in the cluster's own
+# key-value store under a key of this run_tasks call.
+_ATTEMPTS_NAMESPACE = "saah_lib.engine.attempts"
 
-    def __init__(self):
-        self.where: dict[str, dict] = {}
 
-    def started(self, task_id: str, where: dict) -> None:
-        self.where[task_id] = where
+def _attempt_key(run_key: str, task_id: str) -> str:
+    return f"{run_key}/{task_id}"
 
-    def last(self, task_id: str) -> dict | None:
-        return self.where.get(task_id)
+
+def _last_attempt(run_key: str, task_id: str) -> dict:
+    stored = internal_kv._internal_kv_get(_attempt_key(run_key, task_id), namespace=_ATTEMPTS_NAMESPACE)
+    return json.loads(stored) if stored else {}
 
 
 def _this_worker() -> dict:
-    """Node address, process id and log file of the worker running this code."""
+    """Node address and id, process id and log file of the worker running this code."""
     context = ray.get_runtime_context()
     worker_id, pid = context.get_worker_id(), os.getpid()
     logs = Path(ray._private.worker.global_worker.node.get_logs_dir_path())
     matches = sorted(logs.glob(f"worker-{worker_id}-*-{pid}.err"))
     log = matches[0] if matches else logs / f"python-core-worker-{worker_id}_{pid}.log"
-    return {"node_ip": ray.util.get_node_ip_address(), "pid": pid, "log": str(log)}
+    return {"node_ip": ray.util.get_node_ip_address(), "node_id": context.get_node_id(), "pid": pid, "log": str(log)}
 
 
 @ray.remote
-def _execute(task_id: str, fn: Callable[..., dict], kwargs: dict, attempts) -> dict:
+def _execute(run_key: str, task_id: str, fn: Callable[..., dict], kwargs: dict) -> dict:
     where = _this_worker()
-    ray.get(attempts.started.remote(task_id, where))  # before the work: a crash must find it recorded
+    # Before the work: a crash must find it recorded.
+    internal_kv._internal_kv_put(_attempt_key(run_key, task_id), json.dumps(where), namespace=_ATTEMPTS_NAMESPACE)
     return {"result": fn(**kwargs), "where": where}
 
 
 class _Scheduler:
     """Submits each task once its dependencies are done; collects results and failures."""
 
-    def __init__(self, tasks: list[Task], max_retries: int, on_finish, attempts):
-        self.order = [t for t in tasks]
-        self.max_retries, self.on_finish, self.attempts = max_retries, on_finish, attempts
+    def __init__(self, tasks: list[Task], max_retries: int, on_finish):
+        self.order = list(tasks)
+        self.max_retries, self.on_finish = max_retries, on_finish
+        self.run_key = secrets.token_hex(8)
         self.results: dict[str, dict] = {}
         self.failures: list[TaskFailed] = []
         self.in_flight: dict = {}  # ObjectRef -> Task
@@ -189,7 +196,7 @@ class _Scheduler:
                 self.order.remove(task)
                 ref = _execute.options(name=task.id, num_cpus=task.num_cpus, num_gpus=task.num_gpus,
                                        max_retries=self.max_retries, retry_exceptions=False).remote(
-                    task.id, task.fn, task.kwargs, self.attempts)
+                    self.run_key, task.id, task.fn, task.kwargs)
                 self.in_flight[ref] = task
 
     def _collect(self, ref) -> None:
@@ -204,7 +211,7 @@ class _Scheduler:
             self.on_finish(task, out["result"], out["where"]["node_ip"])
 
     def _failure(self, task: Task, error: Exception) -> TaskFailed:
-        where = ray.get(self.attempts.last.remote(task.id)) or {}
+        where = _last_attempt(self.run_key, task.id)
         if isinstance(error, ray.exceptions.RayTaskError):
             text = str(error)  # the task's own traceback
         else:
@@ -220,10 +227,11 @@ class _Scheduler:
                 self._collect(ref)
             if done:
                 self._submit_ready()
+        internal_kv._internal_kv_del(self.run_key + "/", del_by_prefix=True, namespace=_ATTEMPTS_NAMESPACE)
         if self.failures:
             first = self.failures[0]
             others = tuple(f.task_id for f in self.failures[1:])
-            raise TaskFailed(first.task_id, first.node, first.log_path, first.error, others)
+            raise TaskFailed(first.task_id, first.node, first.log_path, first.error, others, self.results)
         return self.results
 
     def cancel_all(self) -> None:
@@ -354,10 +362,7 @@ def run_tasks(tasks, *, address: str | None = None, max_retries: int = 1, num_cp
     if not tasks:
         return {}
     with ray_session(address, num_cpus, num_gpus, env_vars):
-        here = ray.get_runtime_context().get_node_id()
-        # On the driver's node: it outlives any worker node that is lost.
-        attempts = _AttemptLog.options(scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=True)).remote()
-        scheduler = _Scheduler(tasks, max_retries, on_finish, attempts)
+        scheduler = _Scheduler(tasks, max_retries, on_finish)
         try:
             return scheduler.run()
         except KeyboardInterrupt:
