@@ -158,8 +158,8 @@ def rerun_and_verify(committed: Path = COMMITTED_ROOT, rerun: Path = RERUN_MINI,
     committed, rerun = Path(committed), Path(rerun)
     if rerun.resolve() == committed.resolve() or committed.resolve().is_relative_to(rerun.resolve()):
         raise ValueError(f"the rerun root {rerun} is or holds the committed study {committed}; choose another folder")
-    check_rerun_root(rerun)  # before the lock creates the folder
     with study_lock(rerun):
+        check_rerun_root(rerun)  # --resume too: never write into a folder that is no rerun of ours
         if not resume:
             clear_rerun_root(rerun)
         atomic_write_json(rerun / RERUN_MARKER, {"study": "mini", "committed": repo_relative(committed)})
