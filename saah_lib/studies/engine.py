@@ -51,6 +51,7 @@ from typing import Callable, Iterator
 
 import ray
 import ray._private.ray_constants as ray_constants
+import ray._private.services as ray_services
 from ray._raylet import AuthenticationTokenLoader, Config
 from ray.experimental import internal_kv
 
@@ -243,10 +244,14 @@ class _Scheduler:
 
 
 def _is_loopback(address: str | None) -> bool:
+    """Whether the cluster to join (``auto``: RAY_ADDRESS, else the Ray node running here) is on loopback."""
     if address is None:
         return True
     if address == "auto":
-        address = os.environ.get("RAY_ADDRESS", "")
+        try:
+            address = ray_services.get_ray_address_from_environment(address, None) or ""
+        except Exception:  # noqa: BLE001  (no cluster found: ray.init will say so)
+            return False
     host = address.rsplit(":", 1)[0].strip("[]")
     try:
         return ipaddress.ip_address(host).is_loopback

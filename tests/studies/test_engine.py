@@ -278,3 +278,15 @@ def test_a_two_node_cluster_gpus_pin_and_a_lost_node(tmp_path):
 
     assert ray_processes(report["temp_dir"]) == [] and not Path(report["temp_dir"]).exists()
     assert home_token.exists() == token_before, "a Ray auth token was written to ~/.ray"
+
+
+@pytest.mark.slow
+def test_the_slurm_template_runs_on_a_one_node_slurm_here():
+    """tools/slurm/ray_grid.sbatch under a SLURM started on loopback (tools/slurm/check_local_slurm.sh), with the
+    cluster smoke test in place of the grid: the job ends, every task ran pinned. Skipped without slurm-wlm."""
+    done = subprocess.run(["bash", str(REPO_ROOT / "tools" / "slurm" / "check_local_slurm.sh")], env=ENV,
+                          capture_output=True, text=True, timeout=400)
+    if done.returncode == 77:
+        pytest.skip(done.stderr.strip())
+    assert done.returncode == 0 and "cluster ok" in done.stdout, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "task 1: node 127.0.0.1" in done.stdout

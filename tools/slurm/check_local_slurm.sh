@@ -27,6 +27,11 @@ fi
 shift
 
 ip link set lo up
+# Slurm's daemons resolve their listening address with AI_ADDRCONFIG, which finds nothing when loopback is the only
+# interface: a tun device that no process reads (whatever is sent to it goes nowhere) gives the namespace one more.
+ip tuntap add dev saah0 mode tun
+ip addr add 10.254.254.1/32 dev saah0
+ip link set saah0 up
 work=$(mktemp -d /tmp/saah-slurm-XXXXXX)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/ctld" "$work/d" "$work/munge"
