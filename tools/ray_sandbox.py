@@ -248,8 +248,8 @@ def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     split = argv.index("--") if "--" in argv else len(argv)
     own, command = argv[:split], argv[split + 1:]
-    parser = argparse.ArgumentParser(prog="ray_sandbox.py", usage="%(prog)s --node SPEC [--node SPEC ...] -- COMMAND ...",
-                                     description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="ray_sandbox.py", description=__doc__.splitlines()[0],
+                                     usage="%(prog)s --node SPEC [--node SPEC ...] -- COMMAND ...")
     parser.add_argument("--node", type=parse_node, action="append", required=True,
                         help="one Ray node: num_cpus=N,num_gpus=M (the first is the head)")
     parser.add_argument("--object-store-mb", type=int, default=DEFAULT_OBJECT_STORE_MB,

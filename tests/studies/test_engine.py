@@ -212,7 +212,8 @@ def on_gpu(name, peers):
     deadline = time.time() + 60  # every GPU task waits for the others: they run at the same time
     while len(list(SHARED.glob("gpu-*"))) < peers and time.time() < deadline:
         time.sleep(0.05)
-    return {"cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"), "node": ray.get_runtime_context().get_node_id(),
+    return {"cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+            "node": ray.get_runtime_context().get_node_id(),
             "together": len(list(SHARED.glob("gpu-*"))), "capability": torch.backends.cpu.get_cpu_capability()}
 
 gpu_tasks = [Task(f"gpu-{i}", on_gpu, {"name": i, "peers": 4}, num_cpus=0.5, num_gpus=1) for i in range(4)]
