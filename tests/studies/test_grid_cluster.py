@@ -12,7 +12,7 @@ import pytest
 from saah_lib.numerics import cpu_numerics_record
 from saah_lib.paths import MINI_ROOT, REPO_ROOT
 from saah_lib.rundir.folder import RunDir
-from saah_lib.studies.reproduce import compare_run
+from saah_lib.studies.verify.bits import compare_run
 from saah_lib.training.config import make_config
 
 SANDBOX = REPO_ROOT / "tools" / "ray_sandbox.py"

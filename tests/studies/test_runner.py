@@ -14,7 +14,7 @@ import pytest
 from saah_lib.paths import REPO_ROOT
 from saah_lib.rundir.folder import RunDir
 from saah_lib.studies import mini
-from saah_lib.studies.reproduce import compare_run
+from saah_lib.studies.verify.bits import compare_run
 from saah_lib.studies.runner import run_line
 from saah_lib.training.config import make_config
 
