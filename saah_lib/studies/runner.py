@@ -297,6 +297,10 @@ def run_plan(plan: Plan, timings: Timings, *, address: str | None = None, max_re
     for job in plan.jobs:  # done before, in another study or root: recorded here unless it is already
         if job.kind != "run" and job_state(job)[0] == "done" and job.id in plan.record:
             plan.record[job.id](None)
+        if job.kind == "warmstart" and job_state(job)[0] == "done":  # cached: its build time, as a fresh clone's
+            info = read_build_info(job.folder) or {}
+            timings.add_stage(_stage_label(job), {"build_seconds": info.get("build_seconds"),
+                                                  "warm_start_pass_at_1_heldout": info.get("heldout_pass_at_1")})
     todo = submitted(plan)
     ids = {j.id for j in todo}
     tasks = [Task(id=j.id, fn=j.fn, kwargs=j.kwargs, deps=tuple(d for d in j.deps if d in ids),
@@ -304,6 +308,7 @@ def run_plan(plan: Plan, timings: Timings, *, address: str | None = None, max_re
     runs = [j for j in todo if j.kind == "run"]
     by_id = {j.id: j for j in todo}
     entries: list[dict] = []
+    finished: set[str] = set()
     slots = max(1, slots or os.cpu_count() or 1)
     started = time.perf_counter()
     if runs:
@@ -318,7 +323,7 @@ def run_plan(plan: Plan, timings: Timings, *, address: str | None = None, max_re
             timings.add_stage(_stage_label(job), result)
             return
         entries.append(result)
-        finished = {f"run:{e['run_id']}" for e in entries} | {task.id}
+        finished.add(task.id)  # a matched run's task id holds a placeholder, not its run id
         done_steps = sum(j.steps for j in runs if j.id in finished)
         left_steps = sum(j.steps for j in runs) - done_steps
         if step_seconds is not None:  # the plan's estimate
