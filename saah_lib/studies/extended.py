@@ -56,7 +56,7 @@ from saah_lib.paths import EXTENDED_ROOT, MINI_ROOT, in_repo, repo_relative, tin
 from saah_lib.rundir import layout
 from saah_lib.rundir.lock import FolderLockedError, study_lock
 from saah_lib.rundir.manifest import write_manifest
-from saah_lib.studies.matched_alpha import ensure_matched_alpha, read_matched_alpha
+from saah_lib.studies.matched_alpha import read_matched_alpha
 from saah_lib.studies.runner import (BASELINE_NAME, Plan, alpha_job, baseline_job, matched_run_job, pending,
                                      record_warm_start, run_job, run_plan, warm_start_job)
 from saah_lib.studies.timing import Timings

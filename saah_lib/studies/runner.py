@@ -152,7 +152,8 @@ def warm_start_task(seed: int, root: str) -> dict:
     def build():
         resolve_model(tiny_warm_start_name(seed), progress=False)
         info = read_build_info(tiny_warmstart_dir(seed)) or {}
-        return {"build_seconds": info.get("build_seconds"), "warm_start_pass_at_1_heldout": info.get("heldout_pass_at_1")}
+        return {"build_seconds": info.get("build_seconds"),
+                "warm_start_pass_at_1_heldout": info.get("heldout_pass_at_1")}
 
     return _timed(build)
 
