@@ -3,18 +3,22 @@
     python tools/bench_grid_overhead.py [--tasks 12] [--sleep 2] [--slots 2] [--out FILE] [--local-only]
 
 On one local node (``run_tasks`` starting its own instance with ``--slots`` CPUs) and on a two-node
-cluster of ``--slots // 2`` CPUs per node (tools/ray_sandbox.py, joined with ``address="auto"``), it times
-``run_tasks`` on:
+cluster of ``--slots // 2`` CPUs per node (tools/ray_sandbox.py, joined with ``address="auto"``), it runs
+three task sets through ``run_tasks``, one call each. Every task notes when it started and ended, and the
+driver when it heard of the end (``on_finish``), so the figures below leave out the one-time start of Ray
+and of the first workers, which the machine's load makes vary by tens of seconds:
 
-- ``session``: one empty task: what any study pays once (start or join Ray, a first worker, stop);
-- ``trivial``: ``--tasks`` empty tasks: per task, (wall - session) / tasks;
-- ``chain``: ``--tasks`` empty tasks, each depending on the one before: per dependency, the same;
-- ``sleeping``: ``--tasks`` tasks sleeping ``--sleep`` s on ``--slots`` slots: per task, (wall - session -
-  ideal) / tasks, with ideal = ceil(tasks / slots) * sleep.
+- ``chain``: ``--tasks`` empty tasks, each waiting for the one before: per dependency, the time from one
+  task's end to the next one's start (result back to the driver, next task submitted, leased, started);
+- ``trivial``: ``--tasks`` independent empty tasks: the time per task from the first start to the last end;
+- ``sleeping``: ``--tasks`` tasks sleeping ``--sleep`` s on ``--slots`` slots: per task, (first start to
+  last end - ideal) / tasks, with ideal = ceil(tasks / slots) * sleep;
+- ``fixed_s`` of each: the call's wall time less its first start to its last report: starting or joining
+  Ray, the first worker, stopping.
 
-A study run on the tiny CPU profile trains for about a minute; a GPU run for hours: the per-task figures
-say what fraction Ray adds. Writes JSON to ``results/local/bench/grid_overhead.json`` (git-ignored) unless
-``--out`` says otherwise, and prints it. Not a test: the figures depend on the machine and its load.
+A tiny CPU run trains for about a minute, a GPU run for hours: the per-task figures say what fraction Ray
+adds to each. Writes JSON to ``results/local/bench/grid_overhead.json`` (git-ignored) unless ``--out``
+says otherwise, and prints it. Not a test: the figures depend on the machine and its load.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import json
 import math
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -33,31 +38,56 @@ from pathlib import Path
 import ray
 
 from saah_lib.paths import REPO_ROOT
-from saah_lib.studies.engine import Task, run_tasks, wait_seconds
+from saah_lib.studies.engine import Task, run_tasks
 
 DEFAULT_OUT = REPO_ROOT / "results" / "local" / "bench" / "grid_overhead.json"
 SANDBOX = REPO_ROOT / "tools" / "ray_sandbox.py"
 
 
-def timed_run(tasks: list[Task], address: str | None, slots: int) -> float:
+def stamped(seconds: float) -> dict:
+    """A task that sleeps and says when it ran (a clock every node of this machine shares)."""
+    start = time.time()
+    time.sleep(seconds)
+    return {"start": start, "end": time.time()}
+
+
+def timed_run(tasks: list[Task], address: str | None, slots: int) -> tuple[float, dict, dict]:
+    """(wall time, each task's start/end, when the driver heard of each end)."""
+    heard = {}
     start = time.perf_counter()
-    run_tasks(tasks, address=address, num_cpus=None if address else slots)
-    return time.perf_counter() - start
+    results = run_tasks(tasks, address=address, num_cpus=None if address else slots,
+                        on_finish=lambda task, result, node: heard.setdefault(task.id, time.time()))
+    return time.perf_counter() - start, results, heard
+
+
+def _span(results: dict, heard: dict) -> tuple[float, float]:
+    """(first start to last end, first start to the driver hearing of the last end)."""
+    first = min(r["start"] for r in results.values())
+    return max(r["end"] for r in results.values()) - first, max(heard.values()) - first
 
 
 def measure(address: str | None, n_tasks: int, sleep_s: float, slots: int) -> dict:
-    """The four timings above, on the given Ray (None: a local instance of ``slots`` CPUs)."""
-    session = timed_run([Task("empty", wait_seconds, {"seconds": 0})], address, slots)
-    trivial = timed_run([Task(f"t{i}", wait_seconds, {"seconds": 0}) for i in range(n_tasks)], address, slots)
-    chain = timed_run([Task(f"c{i}", wait_seconds, {"seconds": 0}, deps=(f"c{i - 1}",) if i else ())
-                       for i in range(n_tasks)], address, slots)
-    sleeping = timed_run([Task(f"s{i}", wait_seconds, {"seconds": sleep_s}) for i in range(n_tasks)], address, slots)
+    """The three task sets above, on the given Ray (None: a local instance of ``slots`` CPUs)."""
+    wall, results, heard = timed_run([Task(f"c{i}", stamped, {"seconds": 0}, deps=(f"c{i - 1}",) if i else ())
+                                      for i in range(n_tasks)], address, slots)
+    gaps = sorted(results[f"c{i + 1}"]["start"] - results[f"c{i}"]["end"] for i in range(n_tasks - 1))
+    chain = {"wall_s": round(wall, 2), "fixed_s": round(wall - _span(results, heard)[1], 2),
+             "per_dependency_s": {"median": round(statistics.median(gaps), 4), "max": round(gaps[-1], 4)}}
+
+    wall, results, heard = timed_run([Task(f"t{i}", stamped, {"seconds": 0}) for i in range(n_tasks)], address,
+                                     slots)
+    span, reported = _span(results, heard)
+    trivial = {"wall_s": round(wall, 2), "fixed_s": round(wall - reported, 2),
+               "per_task_s": round(span / n_tasks, 4)}
+
+    wall, results, heard = timed_run([Task(f"s{i}", stamped, {"seconds": sleep_s}) for i in range(n_tasks)],
+                                     address, slots)
+    span, reported = _span(results, heard)
     ideal = math.ceil(n_tasks / slots) * sleep_s
-    return {"session_s": round(session, 2),
-            "trivial": {"wall_s": round(trivial, 2), "per_task_s": round((trivial - session) / n_tasks, 3)},
-            "chain": {"wall_s": round(chain, 2), "per_dependency_s": round((chain - session) / n_tasks, 3)},
-            "sleeping": {"wall_s": round(sleeping, 2), "ideal_s": ideal,
-                         "per_task_overhead_s": round((sleeping - session - ideal) / n_tasks, 3)}}
+    sleeping = {"wall_s": round(wall, 2), "fixed_s": round(wall - reported, 2), "span_s": round(span, 2),
+                "ideal_s": ideal, "per_task_overhead_s": round((span - ideal) / n_tasks, 4),
+                "overhead_fraction": round((span - ideal) / ideal, 4)}
+    return {"chain": chain, "trivial": trivial, "sleeping": sleeping}
 
 
 def measure_in_sandbox(n_tasks: int, sleep_s: float, slots: int) -> dict:
@@ -75,7 +105,7 @@ def measure_in_sandbox(n_tasks: int, sleep_s: float, slots: int) -> dict:
             raise RuntimeError(f"the sandbox run failed ({done.returncode}):\n{done.stdout[-2000:]}"
                                f"{done.stderr[-2000:]}")
         result = json.loads(out.read_text())
-    result["sandbox_total_s"] = round(total, 2)  # two nodes started, the four measurements, torn down
+    result["sandbox_total_s"] = round(total, 2)  # two nodes started, the three measurements, torn down
     result["nodes"] = f"2 x {per_node} CPU"
     return result
 

@@ -141,13 +141,14 @@ def wait_for_new_raylet(before: set[int], sessions: set[int] | None, index: int)
     raise RuntimeError(f"node {index}: no raylet appeared within {RAYLET_WAIT_S} s of `ray start`")
 
 
-def start_cluster(nodes: list[dict], temp_dir: Path, namespace: bool, object_store_mb: int):
-    """Start the nodes; returns (environment for COMMAND, node session ids)."""
+def start_cluster(nodes: list[dict], temp_dir: Path, namespace: bool, object_store_mb: int,
+                  sessions: set[int]) -> dict:
+    """Start the nodes, adding each node's session id to ``sessions`` as it starts (for the teardown, even
+    when a later node fails); returns the environment for COMMAND."""
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_AUTH_TOKEN")}
     env.update(auth_environment(temp_dir), RAY_USAGE_STATS_ENABLED="0")
     port = HEAD_PORT_IN_NAMESPACE if namespace else free_port()
     address = f"{LOOPBACK}:{port}"
-    sessions: set[int] = set()
     raylets = []
     for index, node in enumerate(nodes):
         before = raylet_pids(None if namespace else sessions)
@@ -167,7 +168,7 @@ def start_cluster(nodes: list[dict], temp_dir: Path, namespace: bool, object_sto
     env.update(RAY_ADDRESS=address, SAAH_SANDBOX_RAYLET_PIDS=",".join(map(str, raylets)),
                SAAH_SANDBOX_WORKER_RAYLET_PID=str(raylets[-1]), SAAH_SANDBOX_TEMP_DIR=str(temp_dir),
                SAAH_SANDBOX_ISOLATION="namespace" if namespace else "loopback")
-    return env, sessions
+    return env
 
 
 def kill_processes_of(node_dir: Path) -> None:
@@ -210,13 +211,12 @@ def kill_sessions(sessions: set[int]) -> None:
 def run_as_init(command: list[str], env: dict) -> int:
     """Run COMMAND and wait for it while reaping every orphan the Ray daemons leave (we are PID 1 here)."""
     child = subprocess.Popen(command, env=env)
+    # A SIGTERM sent to this process is meant for COMMAND; Ctrl-C reaches COMMAND by itself (same process group).
     signal.signal(signal.SIGTERM, lambda *_: child.send_signal(signal.SIGTERM))
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     while True:
         try:
             pid, status = os.waitpid(-1, 0)
-        except KeyboardInterrupt:
-            child.send_signal(signal.SIGINT)
-            continue
         except ChildProcessError:
             return 1
         if pid == child.pid:
@@ -231,13 +231,14 @@ def run_with_cluster(nodes: list[dict], command: list[str], namespace: bool, obj
     temp_dir = Path(tempfile.mkdtemp(prefix="saah-sbx-", dir="/tmp"))
     sessions: set[int] = set()
     try:
-        env, sessions = start_cluster(nodes, temp_dir, namespace, object_store_mb)
+        env = start_cluster(nodes, temp_dir, namespace, object_store_mb, sessions)
         if namespace:
             return run_as_init(command, env)
         try:
-            return subprocess.run(command, env=env).returncode % 256 or 0
+            code = subprocess.run(command, env=env).returncode
         except KeyboardInterrupt:
             return 130
+        return 128 - code if code < 0 else code
     finally:
         if not namespace:
             kill_sessions(sessions)

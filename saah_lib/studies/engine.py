@@ -30,8 +30,9 @@ GPU-hours a second time.  Either way the tasks that do not depend on the failed 
 still run to the end; then :class:`TaskFailed` names the failed task, the node it ran on
 and its worker's log file.
 
-Ctrl-C.  The driver cancels every task in flight (their workers are killed), stops the
-instance it started, and re-raises ``KeyboardInterrupt``: nothing keeps training.
+Ctrl-C (or SIGTERM, as a scheduler's preemption sends).  The driver cancels every task in
+flight (their workers are killed), stops the instance it started, and raises
+``KeyboardInterrupt``: nothing keeps training.
 """
 
 from __future__ import annotations
@@ -42,13 +43,16 @@ import logging
 import os
 import secrets
 import shutil
+import signal
 import tempfile
+import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
+import psutil
 import ray
 import ray._private.ray_constants as ray_constants
 import ray._private.services as ray_services
@@ -61,6 +65,8 @@ LOOPBACK = "127.0.0.1"
 #: Object store of the instance we start. Results and arguments are small (dicts, configs); Ray's own
 #: default is 30% of the machine's memory per node.
 LOCAL_OBJECT_STORE_BYTES = 256 * 2**20
+#: How often the local instance is started before giving up (see _start_local).
+LOCAL_START_ATTEMPTS = 2
 #: How often the driver wakes while it waits for tasks, so that Ctrl-C is handled at once.
 WAIT_SLICE_S = 0.5
 # Ray's switch for whether a node looks beyond loopback for its address (off on macOS and Windows).
@@ -158,12 +164,13 @@ def _last_attempt(run_key: str, task_id: str) -> dict:
 
 def _this_worker() -> dict:
     """Node address and id, process id and log file of the worker running this code."""
-    context = ray.get_runtime_context()
+    context, node = ray.get_runtime_context(), ray._private.worker.global_worker.node
     worker_id, pid = context.get_worker_id(), os.getpid()
-    logs = Path(ray._private.worker.global_worker.node.get_logs_dir_path())
+    logs = Path(node.get_logs_dir_path())
     matches = sorted(logs.glob(f"worker-{worker_id}-*-{pid}.err"))
     log = matches[0] if matches else logs / f"python-core-worker-{worker_id}_{pid}.log"
-    return {"node_ip": ray.util.get_node_ip_address(), "node_id": context.get_node_id(), "pid": pid, "log": str(log)}
+    # The node's own address, as it was started (ray.util.get_node_ip_address would guess one in a worker).
+    return {"node_ip": node.node_ip_address, "node_id": context.get_node_id(), "pid": pid, "log": str(log)}
 
 
 @ray.remote
@@ -186,19 +193,24 @@ class _Scheduler:
         self.in_flight: dict = {}  # ObjectRef -> Task
 
     def _submit_ready(self) -> None:
-        failed = {f.task_id for f in self.failures}
-        for task in list(self.order):
-            if any(d in failed for d in task.deps):
-                self.order.remove(task)
-                failed.add(task.id)
-                self.failures.append(TaskFailed(task.id, None, None, f"not run: a dependency failed "
-                                                f"({', '.join(d for d in task.deps if d in failed)})"))
-            elif all(d in self.results for d in task.deps):
-                self.order.remove(task)
-                ref = _execute.options(name=task.id, num_cpus=task.num_cpus, num_gpus=task.num_gpus,
-                                       max_retries=self.max_retries, retry_exceptions=False).remote(
-                    self.run_key, task.id, task.fn, task.kwargs)
-                self.in_flight[ref] = task
+        """Submit every task whose dependencies are done; give up on those behind a failure (transitively)."""
+        progress = True
+        while progress:
+            progress = False
+            failed = {f.task_id for f in self.failures}
+            for task in list(self.order):
+                blocked = [d for d in task.deps if d in failed]
+                if blocked:
+                    self.order.remove(task)
+                    self.failures.append(TaskFailed(task.id, None, None,
+                                                    f"not run: it depends on {', '.join(blocked)}, which failed"))
+                    progress = True
+                elif all(d in self.results for d in task.deps):
+                    self.order.remove(task)
+                    ref = _execute.options(name=task.id, num_cpus=task.num_cpus, num_gpus=task.num_gpus,
+                                           max_retries=self.max_retries, retry_exceptions=False).remote(
+                        self.run_key, task.id, task.fn, task.kwargs)
+                    self.in_flight[ref] = task
 
     def _collect(self, ref) -> None:
         task = self.in_flight.pop(ref)
@@ -221,14 +233,16 @@ class _Scheduler:
         return TaskFailed(task.id, where.get("node_ip"), where.get("log"), text)
 
     def run(self) -> dict[str, dict]:
-        self._submit_ready()
-        while self.in_flight:
-            done, _ = ray.wait(list(self.in_flight), num_returns=1, timeout=WAIT_SLICE_S)
-            for ref in done:
-                self._collect(ref)
-            if done:
-                self._submit_ready()
-        internal_kv._internal_kv_del(self.run_key + "/", del_by_prefix=True, namespace=_ATTEMPTS_NAMESPACE)
+        try:
+            self._submit_ready()
+            while self.in_flight:
+                done, _ = ray.wait(list(self.in_flight), num_returns=1, timeout=WAIT_SLICE_S)
+                for ref in done:
+                    self._collect(ref)
+                if done:
+                    self._submit_ready()
+        finally:
+            internal_kv._internal_kv_del(self.run_key + "/", del_by_prefix=True, namespace=_ATTEMPTS_NAMESPACE)
         if self.failures:
             first = self.failures[0]
             others = tuple(f.task_id for f in self.failures[1:])
@@ -305,6 +319,37 @@ def _loopback_only(active: bool) -> Iterator[None]:
         ray_constants.ENABLE_RAY_CLUSTER = saved
 
 
+def _start_local(token: Path, **init_args) -> None:
+    """``ray.init`` a local instance, twice if need be: Ray gives a new node a fixed 30 s to register, which an
+    overloaded machine can exceed; the processes of the failed start are stopped first (they carry our token)."""
+    for attempt in range(1, LOCAL_START_ATTEMPTS + 1):
+        try:
+            ray.init(**init_args)
+            return
+        except Exception as error:  # noqa: BLE001  (Ray raises a bare Exception for this)
+            if "timed out during startup" not in str(error) or attempt == LOCAL_START_ATTEMPTS:
+                raise
+        ray.shutdown()
+        _kill_our_children(str(token))
+
+
+def _kill_our_children(marker: str) -> None:
+    """SIGKILL this process's descendants whose environment names ``marker`` (what a failed start left)."""
+    victims = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if marker in child.environ().get("RAY_AUTH_TOKEN_PATH", ""):
+                victims.append(child)
+        except psutil.Error:
+            continue
+    for child in victims:
+        try:
+            child.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(victims, timeout=10)
+
+
 @contextmanager
 def ray_session(address: str | None = None, num_cpus: float | None = None, num_gpus: float | None = None,
                 env_vars: dict | None = None) -> Iterator[None]:
@@ -332,9 +377,9 @@ def ray_session(address: str | None = None, num_cpus: float | None = None, num_g
     token.chmod(0o600)
     try:
         with _loopback_only(True), _auth("token", token), _environment(RAY_USAGE_STATS_ENABLED="0"):
-            ray.init(num_cpus=num_cpus, num_gpus=num_gpus, _node_ip_address=LOOPBACK, include_dashboard=False,
-                     object_store_memory=LOCAL_OBJECT_STORE_BYTES, _temp_dir=str(temp_dir),
-                     runtime_env=runtime_env, **quiet)
+            _start_local(token, num_cpus=num_cpus, num_gpus=num_gpus, _node_ip_address=LOOPBACK,
+                         include_dashboard=False, object_store_memory=LOCAL_OBJECT_STORE_BYTES,
+                         _temp_dir=str(temp_dir), runtime_env=runtime_env, **quiet)
             try:
                 yield
             finally:
@@ -346,6 +391,24 @@ def ray_session(address: str | None = None, num_cpus: float | None = None, num_g
         shutil.rmtree(temp_dir, ignore_errors=True)
         raise
     shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+@contextmanager
+def _sigterm_as_ctrl_c() -> Iterator[None]:
+    """SIGTERM (a scheduler's preemption or time limit, a plain ``kill``) ends the study the way Ctrl-C does:
+    tasks cancelled, the instance stopped, its temp dir removed, instead of the process vanishing mid-way."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def run_tasks(tasks, *, address: str | None = None, max_retries: int = 1, num_cpus: float | None = None,
@@ -366,11 +429,12 @@ def run_tasks(tasks, *, address: str | None = None, max_retries: int = 1, num_cp
         raise ValueError(f"max_retries must be >= 0, got {max_retries}")
     if not tasks:
         return {}
-    with ray_session(address, num_cpus, num_gpus, env_vars):
+    # After ray.init: Ray installs a SIGTERM handler of its own in the driver, which would exit at once.
+    with ray_session(address, num_cpus, num_gpus, env_vars), _sigterm_as_ctrl_c():
         scheduler = _Scheduler(tasks, max_retries, on_finish)
         try:
             return scheduler.run()
-        except KeyboardInterrupt:
+        except BaseException:  # Ctrl-C, or an on_finish that raised: nothing may go on running
             scheduler.cancel_all()
             raise
 

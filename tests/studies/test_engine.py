@@ -118,12 +118,14 @@ def test_a_local_instance_runs_tasks_in_dependency_order_with_the_pin_and_names_
              Task("a", _stamp, {"name": "a", "seen": []}),
              Task("b", _stamp, {"name": "b", "seen": ["a"]}, deps=("a",)),
              Task("bad", _fail, {"reason": "damaged input"}, deps=("a",)),
+             Task("after-after-bad", _noop, {}, deps=("after-bad",)),
              Task("after-bad", _noop, {}, deps=("bad",))]
     with pytest.raises(TaskFailed) as caught:
         run_tasks(tasks, num_cpus=1, max_retries=3,
                   on_finish=lambda task, result, node: finished.append((task.id, node)))
     failure = caught.value
-    assert (failure.task_id, failure.node, failure.others) == ("bad", "127.0.0.1", ("after-bad",))
+    assert (failure.task_id, failure.node) == ("bad", "127.0.0.1")
+    assert failure.others == ("after-bad", "after-after-bad")
     assert "ValueError: damaged input" in failure.error and "task bad failed on node 127.0.0.1" in str(failure)
 
     results = failure.results
@@ -140,8 +142,9 @@ def test_a_local_instance_runs_tasks_in_dependency_order_with_the_pin_and_names_
     subprocess.run(["rm", "-rf", temp_dir], check=True)
 
 
-SIGINT_DRIVER = """
-import sys, time
+SIGNAL_DRIVER = """
+import os, sys, time
+from pathlib import Path
 import saah_lib
 from saah_lib.studies.engine import Task, run_tasks, wait_seconds
 
@@ -149,8 +152,13 @@ def ready(task, result, node):
     import ray
     print("READY", ray._private.worker.global_worker.node.get_temp_dir_path(), flush=True)
 
+def sleeper(marker):
+    Path(marker).write_text(str(os.getpid()))
+    time.sleep(600)
+
 tasks = [Task("first", wait_seconds, {"seconds": 0})]
-tasks += [Task(f"sleep-{i}", wait_seconds, {"seconds": 600}, deps=("first",), num_cpus=0.5) for i in range(2)]
+tasks += [Task(f"sleep-{i}", sleeper, {"marker": f"{sys.argv[1]}/sleeping-{i}"}, deps=("first",), num_cpus=0.5)
+          for i in range(2)]
 try:
     run_tasks(tasks, num_cpus=1, on_finish=ready)
 except KeyboardInterrupt:
@@ -160,8 +168,9 @@ except KeyboardInterrupt:
 
 
 @pytest.mark.slow
-def test_ctrl_c_cancels_the_tasks_stops_the_instance_and_leaves_no_process():
-    driver = subprocess.Popen([sys.executable, "-c", SIGINT_DRIVER], env=ENV, stdout=subprocess.PIPE,
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_or_sigterm_cancels_the_tasks_stops_the_instance_and_leaves_no_process(signum, tmp_path):
+    driver = subprocess.Popen([sys.executable, "-c", SIGNAL_DRIVER, str(tmp_path)], env=ENV, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True)
     try:
         line = ""
@@ -170,17 +179,23 @@ def test_ctrl_c_cancels_the_tasks_stops_the_instance_and_leaves_no_process():
             line = driver.stdout.readline() or line
             assert driver.poll() is None, driver.stdout.read()
         temp_dir = line.split()[1]
-        time.sleep(2)  # the sleeping tasks are now running
+        while len(list(tmp_path.glob("sleeping-*"))) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(0.5)  # their pids are written
+        workers = [int(p.read_text()) for p in tmp_path.glob("sleeping-*")]
+        assert len(workers) == 2, "the sleeping tasks did not start"
         sent = time.monotonic()
-        driver.send_signal(signal.SIGINT)
+        driver.send_signal(signum)
         rest, _ = driver.communicate(timeout=30)
         took = time.monotonic() - sent
     finally:
         driver.kill()
     assert driver.returncode == 130 and "INTERRUPTED" in rest, rest[-2000:]
-    assert took < 10, f"the driver took {took:.1f} s to stop after Ctrl-C"
+    assert took < 10, f"the driver took {took:.1f} s to stop after signal {signum}"
     time.sleep(1)
     assert ray_processes(temp_dir) == []
+    assert not any(psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+                   for pid in workers), "a task's worker is still running"
     assert not Path(temp_dir).exists()
 
 
