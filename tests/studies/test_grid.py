@@ -124,3 +124,26 @@ def test_a_gpu_style_run_is_a_notebook_job_and_a_second_run_trains_nothing(tiny_
     before = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*") if p.is_file()}
     assert grid.run_study(plan, address=None, max_retries=1, step_seconds=None, slots=1) == []
     assert {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*") if p.is_file()} == before
+
+
+def test_a_worker_that_cannot_see_the_results_root_says_so(tmp_path):
+    from saah_lib.studies.runner import warm_start_task
+
+    with pytest.raises(FileNotFoundError, match=r"results root .*elsewhere is not visible on node .*shared filesystem"):
+        warm_start_task(0, str(tmp_path / "elsewhere"))
+
+
+def test_grid_run_exits_non_zero_naming_the_failed_run_its_node_and_log(tmp_path, monkeypatch, capsys):
+    from saah_lib.studies import runner
+    from saah_lib.studies.engine import TaskFailed
+
+    def failing(tasks, **kw):
+        raise TaskFailed("run:tiny-sa-a0.5-s0", "10.0.0.7", "/tmp/ray/logs/worker-1.err", "RuntimeError: boom")
+
+    monkeypatch.setattr(runner, "run_tasks", failing)
+    with pytest.raises(SystemExit) as stop:
+        grid.main(["run", "ablation", "--alphas", "0.5", "--method", "sa", "--results-dir", str(tmp_path)])
+    assert stop.value.code == 1
+    err = capsys.readouterr().err
+    assert "run:tiny-sa-a0.5-s0 failed on node 10.0.0.7" in err and "/tmp/ray/logs/worker-1.err" in err
+    assert "RuntimeError: boom" in err
