@@ -17,6 +17,7 @@ import platform
 import sys
 from pathlib import Path
 
+from saah_lib.jsonio import atomic_write_json
 from saah_lib.models.names import tiny_warm_start_seed
 from saah_lib.models.warmstart import read_build_info
 from saah_lib.paths import BENCH_RESULTS, LOCAL_RESULTS, RERUN_ROOT, in_repo, repo_relative, tiny_warmstart_dir
@@ -160,6 +161,9 @@ def run_study(plan: Plan, *, address: str | None, max_retries: int, step_seconds
     """Hold the root, build what is missing and train what is pending; a finished CPU study gets its
     answer kinds and manifest."""
     with study_lock(plan.root):
+        if plan.study == "mini" and not [p for p in plan.root.iterdir() if p.name != layout.STUDY_LOCK_FILE]:
+            # a root this command creates is a rerun of the mini study, which `mini verify` may clear later
+            atomic_write_json(plan.root / mini.RERUN_MARKER, {"study": "mini"})
         timings_file = layout.EXTENDED_TIMINGS_FILE if plan.study == "extended" else layout.TIMINGS_FILE
         if not any(job_state(j)[0] != "done" for j in plan.jobs):
             print(f"nothing to do: every job of {plan.study} in {repo_relative(plan.root)} is done", flush=True)

@@ -80,6 +80,15 @@ def test_verify_never_clears_a_rerun_root_it_did_not_create(tmp_path, holds, cap
     assert sorted(p.relative_to(rerun) for p in rerun.rglob("*")) == before
 
 
+def test_a_mini_root_that_grid_run_creates_is_marked_as_a_rerun(tmp_path, monkeypatch):
+    from saah_lib.studies import runner
+
+    monkeypatch.setattr(runner, "run_tasks", lambda tasks, **kw: {})  # nothing trains here
+    plan = mini.make_plan(tmp_path / "fresh", seeds=(0,)).only(["tiny-grpo-a0-s0"])
+    grid.run_study(plan, address=None, max_retries=1, step_seconds=None, slots=1)
+    mini.check_rerun_root(tmp_path / "fresh")  # `mini verify --rerun-root` may clear it
+
+
 def test_a_marked_earlier_rerun_is_cleared(tmp_path):
     rerun = tmp_path / "rerun"
     (rerun / "runs" / "old").mkdir(parents=True)
