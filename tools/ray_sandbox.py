@@ -2,8 +2,8 @@
 
     python tools/ray_sandbox.py --node num_cpus=1,num_gpus=1 --node num_cpus=1,num_gpus=1 -- COMMAND ...
 
-Each ``--node`` is one Ray node (the first is the head, the others join it with ``ray start
---address``); ``num_gpus`` declares GPUs that need not exist, so scheduling by GPU can be
+Each ``--node`` is one Ray node on a loopback address of its own, 127.0.0.2, 127.0.0.3, ... (the
+first is the head, the others join it with ``ray start --address``); ``num_gpus`` declares GPUs that need not exist, so scheduling by GPU can be
 tested on a CPU machine.  COMMAND runs with ``RAY_ADDRESS`` (and the cluster's auth settings)
 in its environment, so ``ray.init(address="auto")`` or ``run_tasks(address="auto")`` joins the
 cluster.  The exit status is COMMAND's (128 + N when a signal N ended it).
@@ -13,7 +13,7 @@ fresh PID and network namespace: only the loopback device exists, so nothing Ray
 reach another machine, ports cannot collide with another cluster on the host, and when
 COMMAND ends this script (the namespace's init, PID 1) exits and the kernel kills every
 process left in the namespace, including the ``log_monitor`` a killed raylet leaves behind.
-Elsewhere it says so on stderr and falls back to 127.0.0.1 with a free port for the head;
+Elsewhere it says so on stderr and falls back to the same addresses with a free port for the head;
 each node is then started in a session of its own and torn down by killing exactly the
 processes of those sessions.
 
@@ -41,7 +41,10 @@ import psutil
 
 INNER_FLAG = "--inside-namespace"
 NAMESPACE_ARGS = ["unshare", "--pid", "--net", "--fork", "--mount-proc", "--kill-child=SIGKILL"]
-LOOPBACK = "127.0.0.1"
+# Node i listens on 127.0.0.(2 + i): Ray replaces a --node-ip-address of 127.0.0.1 by a guess of the host's
+# external address (opening a socket towards a public DNS server to make it), but keeps any other loopback
+# address as given; one address per node also lets failures name distinct nodes.
+FIRST_NODE_HOST = 2
 HEAD_PORT_IN_NAMESPACE = 6379
 # Ray reserves 30% of the machine's memory per node for its object store unless told; the tests pass small dicts.
 DEFAULT_OBJECT_STORE_MB = 100
@@ -77,9 +80,13 @@ def namespace_permitted() -> bool:
     return trial.returncode == 0
 
 
-def free_port() -> int:
+def node_address(index: int) -> str:
+    return f"127.0.0.{FIRST_NODE_HOST + index}"
+
+
+def free_port(host: str) -> int:
     with socket.socket() as s:
-        s.bind((LOOPBACK, 0))
+        s.bind((host, 0))
         return s.getsockname()[1]
 
 
@@ -112,11 +119,11 @@ def raylet_pids(sessions: set[int] | None) -> set[int]:
     return found
 
 
-def start_node(node: dict, head_address: str | None, port: int, node_dir: Path, env: dict,
+def start_node(node: dict, ip: str, head_address: str | None, port: int, node_dir: Path, env: dict,
                object_store_mb: int) -> int:
     """``ray start`` one node on loopback (the head when ``head_address`` is None); returns the session id
     its daemons keep: ``ray start`` runs as the leader of a session of its own."""
-    args = [ray_executable(), "start", "--node-ip-address", LOOPBACK, "--temp-dir", str(node_dir),
+    args = [ray_executable(), "start", "--node-ip-address", ip, "--temp-dir", str(node_dir),
             "--object-store-memory", str(object_store_mb * 2**20), "--disable-usage-stats",
             "--num-cpus", str(node.get("num_cpus", 1)), "--num-gpus", str(node.get("num_gpus", 0))]
     if head_address is None:
@@ -147,15 +154,16 @@ def start_cluster(nodes: list[dict], temp_dir: Path, namespace: bool, object_sto
     when a later node fails); returns the environment for COMMAND."""
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_AUTH_TOKEN")}
     env.update(auth_environment(temp_dir), RAY_USAGE_STATS_ENABLED="0")
-    port = HEAD_PORT_IN_NAMESPACE if namespace else free_port()
-    address = f"{LOOPBACK}:{port}"
+    port = HEAD_PORT_IN_NAMESPACE if namespace else free_port(node_address(0))
+    address = f"{node_address(0)}:{port}"
     raylets = []
     for index, node in enumerate(nodes):
         before = raylet_pids(None if namespace else sessions)
         for attempt in range(1, START_ATTEMPTS + 1):
             node_dir = temp_dir / f"node{index}-{attempt}"
             try:
-                sessions.add(start_node(node, None if index == 0 else address, port, node_dir, env, object_store_mb))
+                sessions.add(start_node(node, node_address(index), None if index == 0 else address, port, node_dir,
+                                        env, object_store_mb))
                 break
             except RuntimeError as error:
                 # Ray gives a node 30 s to register (fixed in its code): on an overloaded machine it may need
@@ -268,7 +276,7 @@ def main(argv=None) -> int:
         os.execvp(NAMESPACE_ARGS[0], NAMESPACE_ARGS + [sys.executable, os.path.abspath(__file__), INNER_FLAG,
                                                        *own, "--", *command])
     if not args.no_namespace:
-        sys.stderr.write("ray_sandbox: unshare is not permitted here; running on 127.0.0.1 with a free port, "
+        sys.stderr.write("ray_sandbox: unshare is not permitted here; running on loopback addresses with a free port, "
                          "without network or PID isolation\n")
     return run_with_cluster(args.node, command, False, args.object_store_mb)
 

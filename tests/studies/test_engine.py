@@ -229,6 +229,7 @@ def on_gpu(name, peers):
         time.sleep(0.05)
     return {"cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
             "node": ray.get_runtime_context().get_node_id(),
+            "node_ip": ray._private.worker.global_worker.node.node_ip_address,
             "together": len(list(SHARED.glob("gpu-*"))), "capability": torch.backends.cpu.get_cpu_capability()}
 
 gpu_tasks = [Task(f"gpu-{i}", on_gpu, {"name": i, "peers": 4}, num_cpus=0.5, num_gpus=1) for i in range(4)]
@@ -274,13 +275,14 @@ def test_a_two_node_cluster_gpus_pin_and_a_lost_node(tmp_path):
     lines = [line for line in done.stdout.splitlines() if line.startswith("REPORT ")]
     assert done.returncode == 7 and lines, done.stdout[-3000:] + done.stderr[-3000:]
     report = json.loads(lines[0].removeprefix("REPORT "))
-    assert (report["isolation"], report["address"]) == ("namespace", "127.0.0.1:6379")
+    assert (report["isolation"], report["address"]) == ("namespace", "127.0.0.2:6379")
 
     gpu = report["gpu"].values()
     assert all(r["together"] == 4 for r in gpu), "the four GPU tasks did not run at the same time"
     assert sorted((r["node"], r["cuda_visible_devices"]) for r in gpu) == sorted(
         (node, device) for node in {r["node"] for r in gpu} for device in ("0", "1"))
     assert len({r["node"] for r in gpu}) == 2
+    assert {r["node_ip"] for r in gpu} == {"127.0.0.2", "127.0.0.3"}  # as given: no address was guessed
     assert {r["capability"] for r in gpu} == {PINNED_CAPABILITY}
     if "avx512f" in CPU_FLAGS:  # the control: without the pin this CPU runs other kernels
         assert report["unpinned_capability"] != PINNED_CAPABILITY
