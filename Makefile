@@ -17,7 +17,7 @@ export PYTHONUNBUFFERED := 1
 # comparable bit for bit). Read with the system python: it needs no package, and .venv may not exist yet.
 $(foreach setting,$(shell $(PYTHON) -m saah_lib.numerics env),$(eval export $(setting)))
 
-.PHONY: help setup test mini mini-timing mini-promote extended extended-plan figures paper bench gpu-check latex
+.PHONY: help setup test mini mini-timing mini-promote extended extended-plan grid-plan figures paper bench gpu-check latex
 .DEFAULT_GOAL := help
 # the Jupyter kernel's display name, as in every notebook's metadata (tests/test_notebooks.py compares)
 KERNEL_DISPLAY_NAME := Python 3 (ipykernel)
@@ -52,7 +52,8 @@ test: setup latex
 	$(PY) -m pytest -q -n logical --maxprocesses 4 $(TEST_ARGS)
 
 ## mini: rerun the CPU mini study into results/rerun/mini and compare it with the committed results/mini
-# MINI_ARGS: more options of `python -m saah_lib.studies.mini verify` (--rerun-root, --resume, --jobs)
+# MINI_ARGS: more options of `python -m saah_lib.studies.mini verify` (--rerun-root, --resume, --address)
+# Its runs are Ray tasks on a local Ray instance sized to this machine; the exit status is the verdict's.
 mini: setup
 	$(PY) -m saah_lib.studies.mini verify $(MINI_ARGS)
 
@@ -81,6 +82,11 @@ extended: setup
 ## extended-plan: the powered study's runs, time estimate and projected minimum detectable effect
 extended-plan: setup
 	$(PY) -m saah_lib.studies.extended --plan $(EXTENDED_ARGS)
+
+# GRID_ARGS: the study and its options, e.g. GRID_ARGS="paper --seeds 0 1 2" (python -m saah_lib.studies.grid --help)
+## grid-plan: a study's runs, their state, resources, hours and GPU-hours (default: the paper's grid)
+grid-plan: setup
+	$(PY) -m saah_lib.studies.grid plan $(or $(GRID_ARGS),paper)
 
 # The renderer (notebook 04) checks every source first: a missing root, or committed results that differ from
 # their MANIFEST.json (a hand-edited or damaged log), stop it, named, before any table or figure is written or

@@ -29,6 +29,7 @@ COMMANDS = {
     "saah_lib.training.launch": "one training run (also under accelerate launch); --print-config shows the config",
     "saah_lib.studies.mini": "the CPU mini study: rerun and compare with the committed one (make mini), promote",
     "saah_lib.studies.extended": "the powered CPU study (make extended); --plan prints its runs and time estimate",
+    "saah_lib.studies.grid": "a study's whole grid on Ray, one machine or a cluster: plan (runs, GPU-hours), run",
     "saah_lib.studies.matched_alpha": "measure the paper-matched alpha on a warm start (the studies do it first)",
     "saah_lib.studies.timing": "each stage's wall time of finished studies, side by side (make mini-timing)",
     "saah_lib.studies.bench": "the step-time benchmark against stock TRL (make bench)",
@@ -57,7 +58,7 @@ _PUBLIC = {
     "plot_run": "saah_lib.report.plots",
     "plot_alpha_ablation": "saah_lib.report.plots",
     "render_report": "saah_lib.report.render",
-    "run_alpha_sweep": "saah_lib.studies.sweep",
+    "run_ablation": "saah_lib.studies.grid",
 }
 __all__ = sorted(_PUBLIC)
 

@@ -50,7 +50,7 @@ def test_python_m_saah_lib_lists_the_commands():
     assert all(f"python -m {name}" in done.stdout for name in saah_lib.COMMANDS)
 
 
-@pytest.mark.parametrize("module", ["saah_lib.studies.sweep", "saah_lib.studies.reproduce", "saah_lib.training.run"])
+@pytest.mark.parametrize("module", ["saah_lib.studies.plans", "saah_lib.studies.verify.bits", "saah_lib.training.run"])
 def test_a_library_module_run_as_a_command_says_so(module):
     done = _python_m(module, "--help")
     assert done.returncode == 2 and done.stdout == ""

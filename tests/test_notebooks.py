@@ -11,7 +11,7 @@ import pytest
 
 from saah_lib.rundir.folder import RunDir
 from saah_lib.studies.notebook_params import declared_parameters
-from saah_lib.studies.sweep import run_alpha_sweep
+from saah_lib.studies.grid import run_ablation
 from saah_lib.training.config import LOCAL_RESULTS_DIR, SAAHConfig
 
 REPO = Path(__file__).resolve().parents[1]
@@ -102,10 +102,9 @@ def test_ablation_notebook_trains_each_alpha_once(tiny_random_model_dir, tmp_pat
     for alpha in ("0", "0.25"):
         run_dir = results / "runs" / f"tiny-ah-a{alpha}-s0"
         assert RunDir(run_dir).is_complete(2)
-        assert (run_dir / "02_train.ipynb").is_file()  # the executed job is kept beside its logs
-    # a second sweep finds both runs complete and trains nothing
+    # a second ablation finds both runs complete and trains nothing
     before = (results / "runs" / "tiny-ah-a0.25-s0" / "train_log.jsonl").read_text()
-    again = run_alpha_sweep([0.0, 0.25], method="ah", seed=0, steps=2, results_dir=str(results), overrides=overrides)
+    again = run_ablation([0.0, 0.25], method="ah", seed=0, steps=2, results_dir=str(results), overrides=overrides)
     assert [o["status"] for o in again] == ["already complete"] * 2
     assert (results / "runs" / "tiny-ah-a0.25-s0" / "train_log.jsonl").read_text() == before
 

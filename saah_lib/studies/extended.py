@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from pathlib import Path
 
 import torch
@@ -49,18 +50,18 @@ from saah_lib.analysis.plan import Arm, StudyPlan, write_plan
 from saah_lib.analysis.significance import minimum_detectable_effect
 from saah_lib.jsonio import atomic_write_json
 from saah_lib.method.methods import MAIN_ALPHA
-from saah_lib.models.loading import resolve_model
-from saah_lib.models.names import tiny_warm_start_name
+from saah_lib.models.names import tiny_warm_start_name, tiny_warm_start_seed
 from saah_lib.models.warmstart import read_build_info
 from saah_lib.paths import EXTENDED_ROOT, MINI_ROOT, in_repo, repo_relative, tiny_warmstart_dir
 from saah_lib.rundir import layout
 from saah_lib.rundir.lock import FolderLockedError, study_lock
 from saah_lib.rundir.manifest import write_manifest
-from saah_lib.studies.matched_alpha import ensure_matched_alpha, read_matched_alpha
-from saah_lib.studies.runner import pending, run_study, train_all, warm_start_record
+from saah_lib.studies.matched_alpha import read_matched_alpha
+from saah_lib.studies.runner import (BASELINE_NAME, Plan, alpha_job, baseline_job, matched_run_job, pending,
+                                     record_warm_start, run_job, run_plan, warm_start_job)
+from saah_lib.studies.timing import Timings
 from saah_lib.studies.topk import RESULT_FILE, TRAINING_KS, measure_topk, topk_training_configs
 from saah_lib.training.config import make_config
-from saah_lib.training.run import baseline_for
 
 WARM_STARTS = (0, 1)
 SEEDS = tuple(range(10))
@@ -190,41 +191,53 @@ def describe_plan(root: Path, configs, todo, jobs: int, warm_starts, seeds, meas
     return "\n".join(lines)
 
 
-def prepare_warm_starts(root: Path, warm_starts, timings, progress: bool = True) -> None:
-    """Build every warm start but seed 0's (the runner builds that one), record each, evaluate each once."""
-    records = {}
-    for ws in warm_starts:
-        name = tiny_warm_start_name(ws)
-        if ws != 0:
-            with timings.stage(f"warm start {name}") as info:
-                resolve_model(name, progress=progress)
-                info["warm_start_pass_at_1_heldout"] = read_build_info(tiny_warmstart_dir(ws)).get("heldout_pass_at_1")
-            with timings.stage(f"baseline {name}") as info:
-                info["pass_at_1"] = baseline_for(make_config("tiny", model_name=name, results_dir=str(root)), name,
-                                                 progress=progress)["pass_at_1"]
-        records[name] = warm_start_record(tiny_warmstart_dir(ws))
-    atomic_write_json(root / layout.WARMSTART_RECORDS_FILE, records)
-
-
-def run_extended_study(root: Path, warm_starts=WARM_STARTS, seeds=SEEDS, steps: int | None = None, jobs: int = 2,
-                       topk_ks=TRAINING_KS, topk_seeds=(0,), measure: bool = True, measure_prompts: int = 64,
-                       main_alpha_sa: bool = True, progress: bool = True) -> dict:
+def make_plan(root: Path, warm_starts=WARM_STARTS, seeds=SEEDS, steps: int | None = None, topk_ks=TRAINING_KS,
+              topk_seeds=(0,), main_alpha_sa: bool = True) -> Plan:
+    """Every warm start and its baseline, the paper-matched alpha (measured on warm start 0, which waits for all
+    of them), then every run, waiting for its warm start (and the alpha, for the matched runs while unmeasured)."""
     root = Path(root)
     if 0 not in warm_starts:
         raise ValueError("the warm starts must include seed 0 (tiny-warmstart): the alpha is measured on it")
+    warm = {ws: warm_start_job(root, ws) for ws in warm_starts}
+    bases = [baseline_job(make_config("tiny", model_name=tiny_warm_start_name(ws), results_dir=str(root)),
+                          BASELINE_NAME if ws == 0 else tiny_warm_start_name(ws), (warm[ws].id,)) for ws in warm_starts]
+    others = tuple(tiny_warm_start_name(w) for w in warm_starts if w != 0)
+    alpha = alpha_job(root, others, tuple(j.id for j in warm.values()))
+    configs = planned_configs(root, warm_starts, seeds, steps, topk_ks, topk_seeds, main_alpha_sa)
+    runs = [run_job(c, (warm[tiny_warm_start_seed(c.model_name)].id,)) for c in configs]
+    if read_matched_alpha(root) is None:
+        ids = tuple(j.name for j in runs)
+        for seed in seeds:
+            for ws in warm_starts:
+                suffix = "" if ws == 0 else f"-w{ws}"
+                runs += [matched_run_job(root, m, seed, f"tiny-{m}-a<matched>-s{seed}{suffix}", (warm[ws].id, alpha.id),
+                                         ids, steps=steps, model_name=tiny_warm_start_name(ws)) for m in ("sa", "ah")]
+
+    def record_alpha(result):
+        if result is None and (root / layout.STUDY_PLAN_FILE).is_file():
+            return  # measured earlier: the plan written then stands
+        write_plan(root, study_plan(read_matched_alpha(root), warm_starts, seeds, main_alpha_sa))
+
+    record = {j.id: record_warm_start(root, ws, layout.WARMSTART_RECORDS_FILE) for ws, j in warm.items()}
+    record[alpha.id] = record_alpha
+    record_first = record[warm[0].id]
+
+    def record_warm_start_0(result):  # warm start 0 also has the single-record file every study has
+        record_warm_start(root, 0)(result)
+        record_first(result)
+
+    record[warm[0].id] = record_warm_start_0
+    return Plan("extended", root, [*warm.values(), *bases, alpha, *runs], "tiny", record)
+
+
+def run_extended_study(root: Path, warm_starts=WARM_STARTS, seeds=SEEDS, steps: int | None = None,
+                       topk_ks=TRAINING_KS, topk_seeds=(0,), measure: bool = True, measure_prompts: int = 64,
+                       main_alpha_sa: bool = True, address: str | None = None, max_retries: int = 1) -> dict:
+    root = Path(root)
+    plan = make_plan(root, warm_starts, seeds, steps, topk_ks, topk_seeds, main_alpha_sa)
     with study_lock(root):  # one study process per root, from the warm starts to the manifest
-        timings = run_study(root, [], jobs=jobs, timings_file=layout.EXTENDED_TIMINGS_FILE, progress=progress)
-        prepare_warm_starts(root, warm_starts, timings, progress)
-        with timings.stage("paper-matched alpha") as info:
-            others = [tiny_warm_start_name(w) for w in warm_starts if w != 0]
-            info["alpha"] = ensure_matched_alpha(root, other_warm_starts=others)
-        write_plan(root, study_plan(info["alpha"], warm_starts, seeds, main_alpha_sa))
-        configs = planned_configs(root, warm_starts, seeds, steps, topk_ks, topk_seeds, main_alpha_sa)
-        todo = pending(configs)
-        print(describe_plan(root, configs, todo, jobs, warm_starts, seeds, measure), flush=True)
-        if todo:
-            with timings.stage(f"train {len(todo)} runs, {jobs} at a time") as info:
-                info["runs"] = train_all(todo, jobs)
+        timings = Timings(root / layout.EXTENDED_TIMINGS_FILE)
+        run_plan(plan, timings, address=address, max_retries=max_retries, step_seconds=SECONDS_PER_RUN / 60)
         if measure:
             with timings.stage("top-K entropy error") as info:
                 result = measure_topk(tiny_warmstart_dir(0), n_prompts=measure_prompts)
@@ -242,7 +255,9 @@ def main(argv=None):
                         help="warm-start build seeds (0 = tiny-warmstart, N = tiny-warmstart-sN)")
     parser.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS), help="training seeds per warm start")
     parser.add_argument("--steps", type=int, default=None, help="override the tiny profile's steps")
-    parser.add_argument("--jobs", type=int, default=2, help="training runs in parallel (one thread each)")
+    parser.add_argument("--jobs", type=int, default=2, help="--plan: runs at a time in the time estimate")
+    parser.add_argument("--address", default=None, help="a Ray cluster (auto or host:port); default: a local one")
+    parser.add_argument("--max-retries", type=int, default=1, help="retries of a run whose worker or node died")
     parser.add_argument("--topk-ks", type=int, nargs="*", default=list(TRAINING_KS), help="K of the top-K training runs")
     parser.add_argument("--topk-seeds", type=int, nargs="*", default=[0], help="seeds of the top-K training runs")
     parser.add_argument("--no-main-alpha", action="store_true", help="leave out SA-AH-GRPO at the main alpha")
@@ -257,17 +272,21 @@ def main(argv=None):
                                   not args.no_main_alpha)
         print(describe_plan(args.root, configs, pending(configs), args.jobs, args.warm_starts, args.seeds,
                             not args.no_measure, args.pilot))
-        return
+        return 0
     torch.set_num_threads(1)
     try:
-        record = run_extended_study(args.root, tuple(args.warm_starts), tuple(args.seeds), args.steps, args.jobs,
+        record = run_extended_study(args.root, tuple(args.warm_starts), tuple(args.seeds), args.steps,
                                     tuple(args.topk_ks), tuple(args.topk_seeds), measure=not args.no_measure,
-                                    measure_prompts=args.measure_prompts, main_alpha_sa=not args.no_main_alpha)
+                                    measure_prompts=args.measure_prompts, main_alpha_sa=not args.no_main_alpha,
+                                    address=args.address, max_retries=args.max_retries)
     except FolderLockedError as err:
         parser.exit(1, f"error: {err}\n")
+    except KeyboardInterrupt:
+        parser.exit(130, "\ninterrupted: the finished runs are kept; the same command continues\n")
     print(f"\nextended study done in {record['total_wall_s'] / 60:.1f} min; "
           f"timings in {args.root / layout.EXTENDED_TIMINGS_FILE}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -15,11 +15,12 @@ main alpha against GRPO on final Pass@1 and training-reward variance.  Three
 seeds cannot power it; the extended study (:mod:`saah_lib.studies.extended`)
 does, and the mini study's text defers to it.
 
-Stages (:func:`saah_lib.studies.runner.run_study`): build the warm-started tiny
-model -> evaluate it (the baseline) -> measure the paper-matched alpha -> train
-the plan -> answer kinds -> tables and figures.  Each stage's wall time and
-peak memory go to ``<root>/timings.json``.  Every stage is resumable: finished
-runs are skipped and a recorded alpha is not measured again.
+The plan (:func:`make_plan`, run by :func:`saah_lib.studies.runner.run_plan`): the
+warm-started tiny model, its baseline and the paper-matched alpha, then the runs,
+which wait for what they need.  The driver then writes the answer kinds, the
+manifest, the tables and figures.  Each stage's wall time and peak memory go to
+``<root>/timings.json``.  Finished runs are skipped and a recorded alpha is not
+measured again.
 
 ``make mini`` runs all of it into a fresh rerun root and compares the result with
 the committed study (:func:`rerun_and_verify`); ``make mini-promote`` makes a finished
@@ -36,9 +37,10 @@ import time
 from pathlib import Path
 
 from saah_lib.analysis.plan import StudyPlan, default_plan, write_plan
-from saah_lib.jsonio import atomic_write_json, read_jsonl
+from saah_lib.jsonio import atomic_write_json, read_json, read_jsonl
 from saah_lib.method.methods import MAIN_ALPHAS, SWEEP_ALPHAS
 from saah_lib.models.names import TINY_WARMSTART
+from saah_lib.models.warmstart import build_warm_start
 from saah_lib.numerics import MODE_VARIABLE, NATIVE, cpu_numerics_record, summary
 from saah_lib.paths import MINI_ROOT, PAPER_TABLES, RERUN_ROOT, in_repo, repo_relative
 from saah_lib.report.render import render_report
@@ -46,9 +48,11 @@ from saah_lib.rundir import layout
 from saah_lib.rundir.folder import RunDir
 from saah_lib.rundir.lock import FolderLockedError, study_lock
 from saah_lib.rundir.manifest import write_manifest
-from saah_lib.studies.matched_alpha import ensure_matched_alpha, read_matched_alpha
-from saah_lib.studies.reproduce import BITS_REPRODUCED, CONCLUSIONS, FILES_DIFFER, compare_studies, write_report
-from saah_lib.studies.runner import pending, run_study, train_all
+from saah_lib.studies.matched_alpha import read_matched_alpha
+from saah_lib.studies.verify.bits import BITS_REPRODUCED, CONCLUSIONS, FILES_DIFFER, compare_studies, write_report
+from saah_lib.studies.runner import (BASELINE_NAME, Plan, alpha_job, baseline_job, matched_run_job,
+                                     record_warm_start, run_job, run_plan, warm_start_job)
+from saah_lib.studies.timing import Timings
 from saah_lib.tasks.synthetic import count_answer_kinds
 from saah_lib.training.config import make_config
 
@@ -57,6 +61,8 @@ SWEEP_METHODS = ("ah", "sa")  # both swept at the same alphas and seed
 COMMITTED_ROOT = MINI_ROOT
 RERUN_MINI = RERUN_ROOT / "mini"
 PROMOTED_FOLDERS = (layout.RUNS, layout.BASELINES)
+#: written into a rerun root by the rerun: only a root holding it (or nothing) is ever cleared
+RERUN_MARKER = ".rerun-of-study.json"
 PROMOTED_FILES = (layout.WARMSTART_RECORD_FILE, layout.ANSWER_KINDS_FILE, layout.TIMINGS_FILE,
                   layout.MATCHED_ALPHA_FILE, layout.STUDY_PLAN_FILE)
 
@@ -88,51 +94,77 @@ def study_plan(seeds: tuple[int, ...] = SEEDS, matched_alpha: float | None = Non
         "runs": [f"{m}@{a:g}/s{sd}" for m, a, sd in planned_runs(seeds, matched_alpha)]})
 
 
+def make_plan(root: Path, seeds: tuple[int, ...] = SEEDS, steps: int | None = None) -> Plan:
+    """Warm start, baseline and paper-matched alpha, then every run: the runs at the matched alpha wait for it
+    (until it is recorded their ids are not known), the others for the warm start."""
+    root = Path(root)
+    warm = warm_start_job(root, 0)
+    base = baseline_job(make_config("tiny", results_dir=str(root)), BASELINE_NAME, (warm.id,))
+    alpha = alpha_job(root, (), (warm.id,))
+    matched = read_matched_alpha(root)
+    runs = [run_job(cfg, (warm.id,)) for cfg in planned_configs(root, seeds, steps)]
+    if matched is None:
+        ids = tuple(j.name for j in runs)
+        runs += [matched_run_job(root, m, seeds[0], f"tiny-{m}-a<matched>-s{seeds[0]}", (warm.id, alpha.id), ids,
+                                 steps=steps) for m in SWEEP_METHODS]
+
+    def record_alpha(result):
+        if result is None and (root / layout.STUDY_PLAN_FILE).is_file():
+            return  # measured earlier: the plan written then stands
+        write_plan(root, study_plan(seeds, read_matched_alpha(root)))
+
+    return Plan("mini", root, [warm, base, alpha, *runs], "tiny",
+                record={warm.id: record_warm_start(root, 0), alpha.id: record_alpha})
+
+
 def run_mini_study(root: Path, seeds: tuple[int, ...] = SEEDS, steps: int | None = None,
-                   figures: bool = True, progress: bool = True, jobs: int = 2,
-                   tables_dir: Path | None = None, figures_dir: Path | None = None,
-                   rebuild_warm_start: bool = False) -> dict:
+                   figures: bool = True, tables_dir: Path | None = None, figures_dir: Path | None = None,
+                   rebuild_warm_start: bool = False, address: str | None = None, max_retries: int = 1) -> dict:
     """Every stage of the study into ``root``; tables and figures into the given folders
     (default: the committed ``paper/generated`` and ``figures``)."""
     root = Path(root)
-    with study_lock(root):  # the whole study, not only its training: one study process per root
-        timings = run_study(root, [], jobs=jobs, progress=progress,  # warm start and baseline
-                            rebuild_warm_start=rebuild_warm_start)
-        with timings.stage("paper-matched alpha") as info:
-            info["alpha"] = ensure_matched_alpha(root)
-        write_plan(root, study_plan(seeds, info["alpha"]))
-        todo = pending(planned_configs(root, seeds, steps))
-        if todo:
-            with timings.stage(f"train {len(todo)} runs, {jobs} at a time") as info:
-                info["runs"] = train_all(todo, jobs)
-        write_answer_kinds(root)
-        write_manifest(root)  # the figures check the results against it
-        if figures:
-            with timings.stage("tables and figures"):
-                render_figures(root, tables_dir=tables_dir, figures_dir=figures_dir)
-            write_manifest(root)  # again: timings.json gained the figures stage
+    with study_lock(root):
+        return _run_mini(root, seeds, steps, figures, tables_dir, figures_dir, rebuild_warm_start, address,
+                         max_retries)
+
+
+def _run_mini(root, seeds, steps, figures, tables_dir, figures_dir, rebuild_warm_start, address,
+              max_retries) -> dict:
+    timings = Timings(root / layout.TIMINGS_FILE)
+    if rebuild_warm_start:
+        with timings.stage("warm start rebuilt"):
+            build_warm_start(force=True)
+    run_plan(make_plan(root, seeds, steps), timings, address=address, max_retries=max_retries)
+    write_answer_kinds(root)
+    write_manifest(root)  # the figures check the results against it
+    if figures:
+        with timings.stage("tables and figures"):
+            render_figures(root, tables_dir=tables_dir, figures_dir=figures_dir)
+        write_manifest(root)  # again: timings.json gained the figures stage
     return timings.record
 
 
 def rerun_and_verify(committed: Path = COMMITTED_ROOT, rerun: Path = RERUN_MINI, *, resume: bool = False,
-                     jobs: int = 2, progress: bool = True, rebuild_warm_start: bool = False) -> dict:
+                     progress: bool = True, rebuild_warm_start: bool = False, address: str | None = None,
+                     max_retries: int = 1) -> dict:
     """``make mini``: rerun the whole study into ``rerun`` (never over ``committed``), draw its
     tables and figures there, and compare everything with the committed study.
 
     The report (``<rerun>/reproduction.{json,md}``) is returned; a rerun that differs is
-    reported, not raised: the report says what differs and by how much.  The rerun root is held
-    from the start (:func:`~saah_lib.rundir.lock.study_lock`): while another study process writes
-    there, this one stops before deleting or writing anything.
+    reported, not raised.  The rerun root is held from the start: while another study process writes
+    there, this one stops before deleting or writing anything.  A rerun root is cleared only when it
+    holds nothing but an earlier rerun (:func:`clear_rerun_root`).
     """
     committed, rerun = Path(committed), Path(rerun)
-    if rerun.resolve() == committed.resolve():
-        raise ValueError(f"the rerun root {rerun} is the committed study; choose another folder")
+    if rerun.resolve() == committed.resolve() or committed.resolve().is_relative_to(rerun.resolve()):
+        raise ValueError(f"the rerun root {rerun} is or holds the committed study {committed}; choose another folder")
     with study_lock(rerun):
+        check_rerun_root(rerun)  # --resume too: never write into a folder that is no rerun of ours
         if not resume:
-            clear_root(rerun)  # a rerun starts fresh; --resume continues an interrupted one
+            clear_rerun_root(rerun)
+        atomic_write_json(rerun / RERUN_MARKER, {"study": "mini", "committed": repo_relative(committed)})
         tables_dir, figures_dir = rerun / "generated", rerun / "figures"
-        run_mini_study(rerun, jobs=jobs, progress=progress, tables_dir=tables_dir, figures_dir=figures_dir,
-                       rebuild_warm_start=rebuild_warm_start)
+        _run_mini(rerun, SEEDS, None, True, tables_dir, figures_dir, rebuild_warm_start, address, max_retries)
         tables = {f"paper/generated/{p.name}": (p, tables_dir / p.name)
                   for p in sorted(PAPER_TABLES.glob("mini_*.tex"))}
         report = compare_studies(committed, rerun, tables=tables, run_ids=[c.run_id for c in planned_configs(rerun)])
@@ -141,9 +173,34 @@ def rerun_and_verify(committed: Path = COMMITTED_ROOT, rerun: Path = RERUN_MINI,
     return report
 
 
-def clear_root(root: Path) -> None:
-    """Delete everything under ``root`` but its study lock (held by the caller: deleting the file
-    would let another process lock a new one while this one still holds the old)."""
+class NotARerunRoot(ValueError):
+    """The rerun root holds something that no earlier rerun of the study wrote; nothing was deleted."""
+
+
+def check_rerun_root(root: Path) -> None:
+    """Raise :class:`NotARerunRoot`, naming what is there, unless ``root`` is absent, empty (but for its lock)
+    or marked as an earlier rerun of the mini study by the rerun itself."""
+    root = Path(root)
+    if not root.exists():
+        return
+    if not root.is_dir():
+        raise NotARerunRoot(f"the rerun root {root} is a file, not a folder; choose another --rerun-root")
+    entries = sorted(p.name for p in root.iterdir() if p.name != layout.STUDY_LOCK_FILE)
+    if not entries:
+        return
+    marker = root / RERUN_MARKER
+    if marker.is_file() and read_json(marker, default={}).get("study") == "mini":
+        return
+    shown = ", ".join(entries[:8]) + (f" and {len(entries) - 8} more" if len(entries) > 8 else "")
+    raise NotARerunRoot(f"the rerun root {root} holds {shown}, which no earlier `mini verify` wrote (it has no "
+                        f"{RERUN_MARKER}); nothing was deleted. Choose an empty or new --rerun-root, or remove "
+                        "those files yourself")
+
+
+def clear_rerun_root(root: Path) -> None:
+    """Delete an earlier rerun (checked by :func:`check_rerun_root`) but the study lock, which the caller holds:
+    deleting the file would let another process lock a new one while this one still holds the old."""
+    check_rerun_root(root)
     for entry in sorted(Path(root).iterdir()):
         if entry.name == layout.STUDY_LOCK_FILE:
             continue
@@ -256,7 +313,7 @@ def render_figures(mini_root: Path, tables_dir: Path | None = None, figures_dir:
                   figures_dir=figures_dir or Path(mini_root) / "figures")
 
 
-def main(argv=None):
+def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m saah_lib.studies.mini", description=__doc__.splitlines()[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("command", nargs="?", default="verify", choices=("verify", "promote", "run", "answer-kinds"),
@@ -264,22 +321,28 @@ def main(argv=None):
                              "promote: make a finished rerun the committed study; "
                              "run: run the study directly into --root; answer-kinds: rewrite <root>/answer_kinds.json")
     parser.add_argument("--root", type=in_repo, default=repo_relative(COMMITTED_ROOT), help="the committed study")
-    parser.add_argument("--rerun-root", type=in_repo, default=repo_relative(RERUN_MINI), help="where `verify` reruns")
+    parser.add_argument("--rerun-root", type=in_repo, default=repo_relative(RERUN_MINI),
+                        help="where `verify` reruns: a new or empty folder, or an earlier rerun (nothing else is "
+                             "ever deleted)")
     parser.add_argument("--resume", action="store_true", help="continue an interrupted rerun instead of starting fresh")
     parser.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS), help="`run` only")
     parser.add_argument("--steps", type=int, default=None, help="`run` only: override the tiny profile's steps")
-    parser.add_argument("--jobs", type=int, default=2, help="training runs in parallel (one thread each)")
+    parser.add_argument("--address", default=None,
+                        help="a Ray cluster to run on (auto or host:port); default: a local Ray instance")
+    parser.add_argument("--max-retries", type=int, default=1, help="retries of a run whose worker or node died")
     parser.add_argument("--no-figures", action="store_true", help="`run` and `promote`: skip the tables and figures")
     parser.add_argument("--rebuild-warm-start", action="store_true",
                         help="build the warm start even if cached (to time what a fresh clone does)")
     args = parser.parse_args(argv)
     try:
-        _run_command(args)
-    except FolderLockedError as err:
+        return _run_command(args)
+    except (FolderLockedError, NotARerunRoot) as err:
         parser.exit(1, f"error: {err}\n")
+    except KeyboardInterrupt:
+        parser.exit(130, "\ninterrupted: the finished runs are kept; the same command with --resume continues\n")
 
 
-def _run_command(args) -> None:
+def _run_command(args) -> int:
     started = time.perf_counter()
     status = 0
     if args.command == "answer-kinds":
@@ -288,11 +351,12 @@ def _run_command(args) -> None:
     elif args.command == "promote":
         promote(args.rerun_root, args.root, figures=not args.no_figures)
     elif args.command == "run":
-        run_mini_study(args.root, tuple(args.seeds), args.steps, figures=not args.no_figures, jobs=args.jobs,
-                       rebuild_warm_start=args.rebuild_warm_start)
+        run_mini_study(args.root, tuple(args.seeds), args.steps, figures=not args.no_figures,
+                       rebuild_warm_start=args.rebuild_warm_start, address=args.address, max_retries=args.max_retries)
     else:
-        report = rerun_and_verify(args.root, args.rerun_root, resume=args.resume, jobs=args.jobs,
-                                  rebuild_warm_start=args.rebuild_warm_start)
+        report = rerun_and_verify(args.root, args.rerun_root, resume=args.resume,
+                                  rebuild_warm_start=args.rebuild_warm_start, address=args.address,
+                                  max_retries=args.max_retries)
         status, reason = judge(report, cpu_numerics_record())
         print(f"{'ok' if status == 0 else 'FAILED'}: {reason}", flush=True)
     print(f"\n{args.command} done in {(time.perf_counter() - started) / 60:.1f} min "

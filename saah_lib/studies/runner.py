@@ -1,49 +1,101 @@
-"""What every CPU study does, in order: warm start, baseline, then the planned runs.
+"""A study is a plan: the warm starts, baselines and runs it needs, each a job with the jobs it waits for.
 
-A study (:mod:`saah_lib.studies.mini`, :mod:`saah_lib.studies.extended`) is a
-plan, a list of :class:`~saah_lib.training.config.SAAHConfig`, handed to
-:func:`run_study`.  Runs already complete are skipped, so an interrupted study
-continues where it stopped.  Each stage's wall time and peak memory go to the
-study's timings file.
+:func:`run_plan` builds what is missing and trains what is pending, in dependency order, as tasks of the
+engine (:mod:`saah_lib.studies.engine`: Ray core tasks, on this machine or on a cluster).  One code path
+serves both: a CPU run calls the run function in its worker with one torch thread; a GPU run executes
+``notebooks/02_train.ipynb`` with papermill in its worker and keeps the executed notebook in its run folder.
 
-One study process at a time writes a results root: :func:`run_study` holds the
-root's lock (:func:`saah_lib.rundir.lock.study_lock`), so a second study (a
-``--resume`` while the first still runs, say) stops with an error naming the
-first.  The training workers die with the study process however it ends
-(:func:`die_with_parent`): a killed study leaves no worker training on beside
-the next one.
+Everything a job writes lies under the study's results root, which every worker must see (a shared
+filesystem on a cluster).  A complete run is skipped; an interrupted one resumes from its last intact
+checkpoint, whether the engine retries it or the study is run again.  The caller holds the root
+(:func:`saah_lib.rundir.lock.study_lock`) for the whole study: one writer per root.
 """
 
 from __future__ import annotations
 
-import ctypes
 import os
-import signal
-import sys
-import threading
+import socket
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from multiprocessing import get_context
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
+import papermill
 import torch
 
-from saah_lib.jsonio import atomic_write_json, remove_temp_files
+from saah_lib.jsonio import atomic_write_json, read_json
 from saah_lib.models.loading import resolve_model
-from saah_lib.models.names import TINY_WARMSTART
-from saah_lib.models.warmstart import build_warm_start, read_build_info
+from saah_lib.models.names import tiny_warm_start_name
+from saah_lib.models.warmstart import read_build_info
 from saah_lib.numerics import cpu_numerics_record
-from saah_lib.paths import TINY_WARMSTART_DIR
+from saah_lib.paths import NOTEBOOKS, REPO_ROOT, tiny_warmstart_dir
 from saah_lib.rundir import layout
 from saah_lib.rundir.folder import RunDir
-from saah_lib.rundir.lock import study_lock
 from saah_lib.rundir.manifest import sha256_of
+from saah_lib.studies.engine import Task, run_tasks
+from saah_lib.studies.matched_alpha import ensure_matched_alpha, read_matched_alpha
+from saah_lib.studies.notebook_params import declared_parameters
 from saah_lib.studies.timing import PeakMemory, Timings
-from saah_lib.training.config import make_config
+from saah_lib.training.config import SAAHConfig, make_config
 from saah_lib.training.run import baseline_for, run_training
 
 BASELINE_NAME = "tiny-warmstart"  # the baseline folder of every tiny study: the warm start, evaluated once
-PR_SET_PDEATHSIG = 1  # <linux/prctl.h>: the signal a process gets when its parent ends
+TRAIN_NOTEBOOK = NOTEBOOKS / "02_train.ipynb"
+EXECUTED_NOTEBOOK = "02_train.ipynb"  # the executed copy kept in a GPU run's folder
+#: config fields that 02_train.ipynb takes as parameters of its own; the rest go in its ``overrides``
+NOTEBOOK_FIELDS = ("profile", "method", "alpha", "steps", "seed", "run_id", "results_dir", "model_name",
+                   "generation_backend", "vllm_mode", "report_to", "run_name")
+
+
+@dataclass(frozen=True)
+class Job:
+    """One unit of a study: ``kind`` is warmstart, baseline, alpha or run; ``id`` is ``kind:name``."""
+
+    kind: str
+    name: str
+    fn: Callable[..., dict]
+    kwargs: dict
+    deps: tuple[str, ...] = ()
+    num_cpus: float = 1.0
+    num_gpus: float = 0.0
+    steps: int = 0  # a run's optimiser steps (0 for the other kinds)
+    folder: Path | None = None  # where its output lies: run, baseline or warm-start folder
+
+    @property
+    def id(self) -> str:
+        return f"{self.kind}:{self.name}"
+
+
+@dataclass
+class Plan:
+    """A study's jobs, in a valid order, and what the driver writes as each finishes (``record``)."""
+
+    study: str
+    root: Path
+    jobs: list[Job]
+    profile: str = "tiny"
+    record: dict[str, Callable[[dict | None], None]] = field(default_factory=dict)
+
+    @property
+    def runs(self) -> list[Job]:
+        return [j for j in self.jobs if j.kind == "run"]
+
+    @property
+    def gpu(self) -> bool:
+        return any(j.num_gpus for j in self.jobs)
+
+    def only(self, run_names) -> Plan:
+        """The plan restricted to some runs (and every non-run job, which they may need)."""
+        wanted = set(run_names)
+        unknown = sorted(wanted - {j.name for j in self.runs})
+        if unknown:
+            raise ValueError(f"--runs names {', '.join(unknown)}, not in the {self.study} plan; "
+                             f"its runs: {', '.join(j.name for j in self.runs)}")
+        jobs = [j for j in self.jobs if j.kind != "run" or j.name in wanted]
+        return Plan(self.study, self.root, jobs, self.profile, self.record)
+
+
+# ---- the state of a job on disk
 
 
 def pending(configs) -> list:
@@ -51,68 +103,159 @@ def pending(configs) -> list:
     return [c for c in configs if not RunDir(c.run_dir).is_complete(c.steps)]
 
 
-def _train_one(cfg) -> dict:
-    """One run in a worker process: a single torch thread (the models are tiny), and silent:
-    the parent prints one line per finished run (:func:`run_line`)."""
-    torch.set_num_threads(1)
+def job_state(job: Job) -> tuple[str, int | None]:
+    """``("done", None)``, ``("partial", last logged step)`` or ``("pending", None)``."""
+    if job.kind == "run":
+        if job.folder is None:  # its alpha is measured first: it cannot exist yet
+            return "pending", None
+        run = RunDir(job.folder)
+        if run.is_complete(job.steps):
+            return "done", None
+        logged = run.train_log() if run.dir.is_dir() else []
+        return ("partial", logged[-1]["step"]) if logged else ("pending", None)
+    if job.kind == "warmstart":
+        info = read_build_info(job.folder)
+        return ("done", None) if info is not None and info.get("seed") == job.kwargs["seed"] else ("pending", None)
+    if job.kind == "baseline":
+        done = job.folder.is_dir() and any(r["step"] == 0 for r in RunDir(job.folder).evals())
+        return ("done", None) if done else ("pending", None)
+    if job.kind == "alpha":
+        return ("done", None) if (Path(job.kwargs["root"]) / layout.MATCHED_ALPHA_FILE).is_file() else ("pending", None)
+    raise ValueError(f"unknown job kind {job.kind!r} ({job.id})")
+
+
+# ---- what a worker runs (module-level, so that the engine can send them to another machine)
+
+
+def _visible_root(root: str) -> Path:
+    """The results root as this worker sees it; a clear error where it cannot see it (no shared filesystem)."""
+    path = Path(root)
+    if not path.is_dir():
+        raise FileNotFoundError(
+            f"results root {root} is not visible on node {socket.gethostname()}: every node of the cluster must "
+            "see the study's results root at the same path (a shared filesystem; docs/cluster.md)")
+    return path
+
+
+def _timed(fn, *args, **kwargs) -> dict:
     start = time.perf_counter()
     with PeakMemory() as memory:
-        run_training(cfg, progress=False)
-    numerics = cpu_numerics_record()  # the worker's own: spawned, it set up torch itself
-    return {"run_id": cfg.run_id, "wall_s": round(time.perf_counter() - start, 2),
-            "peak_rss_mb": round(memory.peak / 2**20, 1),
+        out = fn(*args, **kwargs)
+    out = out if isinstance(out, dict) else {}
+    return {**out, "wall_s": round(time.perf_counter() - start, 2), "peak_rss_mb": round(memory.peak / 2**20, 1)}
+
+
+def warm_start_task(seed: int, root: str) -> dict:
+    """Build the tiny warm start of this seed unless cached (it fixes its own thread count)."""
+    _visible_root(root)
+
+    def build():
+        resolve_model(tiny_warm_start_name(seed), progress=False)
+        info = read_build_info(tiny_warmstart_dir(seed)) or {}
+        return {"build_seconds": info.get("build_seconds"),
+                "warm_start_pass_at_1_heldout": info.get("heldout_pass_at_1")}
+
+    return _timed(build)
+
+
+def baseline_task(config: dict, name: str) -> dict:
+    """Evaluate the untrained model once, into ``<root>/baselines/<name>``."""
+    cfg = SAAHConfig.from_dict(config)
+    _visible_root(cfg.results_dir)
+    if not cfg.dtype.startswith("bfloat"):  # CPU: one thread, as every CPU run
+        torch.set_num_threads(1)
+    return _timed(lambda: {"pass_at_1": baseline_for(cfg, name, progress=False)["pass_at_1"]})
+
+
+def matched_alpha_task(root: str, other_warm_starts: tuple[str, ...] = ()) -> dict:
+    """The paper-matched alpha, measured once per root (saah_lib.studies.matched_alpha)."""
+    path = _visible_root(root)
+    return _timed(lambda: {"alpha": ensure_matched_alpha(path, other_warm_starts=list(other_warm_starts))})
+
+
+def train_task(config: dict, matched_alpha_from: str | None = None, planned_ids: tuple[str, ...] = ()) -> dict:
+    """One CPU run in this worker, one torch thread, silent (the driver prints one line per finished run).
+
+    ``matched_alpha_from``: the run's alpha is the one recorded in that root (measured by an earlier job);
+    if that makes it a run the plan already holds, it is not trained twice.
+    """
+    torch.set_num_threads(1)
+    if matched_alpha_from is not None:
+        config = make_config(config.pop("profile"), **config,
+                             alpha=read_matched_alpha(_visible_root(matched_alpha_from))).to_dict()
+    cfg = SAAHConfig.from_dict(config)
+    _visible_root(cfg.results_dir)
+    if matched_alpha_from is not None and cfg.run_id in planned_ids:
+        return {"run_id": cfg.run_id, "wall_s": 0.0, "peak_rss_mb": 0.0, "same_as_planned": True}
+    result = _timed(run_training, cfg, progress=False)
+    numerics = cpu_numerics_record()  # the worker's own: it set up torch itself
+    return {"run_id": cfg.run_id, "wall_s": result["wall_s"], "peak_rss_mb": result["peak_rss_mb"],
             "cpu_capability": numerics["capability"], "torch_threads": numerics["torch_threads"]}
 
 
-def die_with_parent(parent_pid: int) -> None:
-    """Worker initializer: end this worker when the process that started it ends, however it ends.
-
-    On Linux the kernel sends SIGKILL at the parent's death (``prctl(PR_SET_PDEATHSIG)``); elsewhere a
-    watchdog thread notices that the parent changed.  Either way a worker found orphaned at once
-    (its parent died before this ran) exits here.
-    """
-    if sys.platform.startswith("linux"):
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
-            raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
-    else:
-        threading.Thread(target=_exit_when_orphaned, args=(parent_pid,), daemon=True).start()
-    if os.getppid() != parent_pid:
-        os._exit(1)
+def notebook_parameters(config: dict, declared) -> dict:
+    """The papermill parameters of one run: the notebook's own parameters as such, every other config field that
+    differs from its profile's default in ``overrides``."""
+    defaults = make_config(config["profile"], method=config["method"], steps=config.get("steps")).to_dict()
+    own = {k: config[k] for k in NOTEBOOK_FIELDS if k in declared and config.get(k) is not None}
+    rest = {k: v for k, v in config.items() if k not in NOTEBOOK_FIELDS and v != defaults.get(k)}
+    return {**own, "overrides": rest, "progress": False}
 
 
-def _exit_when_orphaned(parent_pid: int, interval_s: float = 0.5) -> None:
-    while os.getppid() == parent_pid:
-        time.sleep(interval_s)
-    os._exit(1)
+def notebook_task(config: dict, kernel: str = "python3", notebook: str = str(TRAIN_NOTEBOOK)) -> dict:
+    """One run as a papermill job of ``02_train.ipynb`` in this worker; the executed notebook stays in the run
+    folder.  The engine gave this worker its GPU (``CUDA_VISIBLE_DEVICES``); the kernel inherits it."""
+    cfg = SAAHConfig.from_dict(config)
+    _visible_root(cfg.results_dir)
+    cfg.run_dir.mkdir(parents=True, exist_ok=True)
+    executed = cfg.run_dir / EXECUTED_NOTEBOOK
+    parameters = notebook_parameters(config, declared_parameters(Path(notebook)))
+
+    def execute():
+        papermill.execute_notebook(notebook, str(executed), kernel_name=kernel, cwd=str(REPO_ROOT),
+                                   parameters=parameters, progress_bar=False)
+
+    result = _timed(execute)
+    return {"run_id": cfg.run_id, "wall_s": result["wall_s"], "peak_rss_mb": result["peak_rss_mb"],
+            "notebook": str(executed), "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
 
 
-def run_line(index: int, total: int, entry: dict, evals: list[dict]) -> str:
-    """``[3/15] tiny-sa-a0.5-s0: 52 s, 590 MB, Pass@1 0.270 -> 0.420`` (first and last evaluation)."""
-    text = f"[{index}/{total}] {entry['run_id']}: {entry['wall_s']:.0f} s, {entry['peak_rss_mb']:.0f} MB"
-    if evals:
-        text += f", Pass@1 {evals[0]['pass_at_1']:.3f} -> {evals[-1]['pass_at_1']:.3f}"
-    return text
+# ---- the jobs of a plan
 
 
-def train_all(configs, jobs: int) -> list[dict]:
-    """Train every config, ``jobs`` worker processes at a time, printing one line per finished run.
-
-    The workers die with this process (:func:`die_with_parent`).
-    """
-    done = []
-    print(f"training {len(configs)} runs, {jobs} at a time; one line as each finishes", flush=True)
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn"), initializer=die_with_parent,
-                             initargs=(os.getpid(),)) as pool:
-        futures = {pool.submit(_train_one, cfg): cfg for cfg in configs}
-        for future in as_completed(futures):
-            entry = future.result()
-            done.append(entry)
-            print(run_line(len(done), len(futures), entry, RunDir(futures[future].run_dir).evals()), flush=True)
-    return sorted(done, key=lambda e: e["run_id"])
+def warm_start_job(root: Path, seed: int) -> Job:
+    return Job("warmstart", tiny_warm_start_name(seed), warm_start_task, {"seed": seed, "root": str(root)},
+               folder=tiny_warmstart_dir(seed))
 
 
-def warm_start_record(model_dir: Path = TINY_WARMSTART_DIR) -> dict:
+def baseline_job(cfg, name: str, deps: tuple[str, ...] = ()) -> Job:
+    gpus = 0.0 if cfg.dtype == "float32" else 1.0
+    return Job("baseline", name, baseline_task, {"config": cfg.to_dict(), "name": name}, deps, num_gpus=gpus,
+               folder=layout.baseline_dir(Path(cfg.results_dir), name))
+
+
+def alpha_job(root: Path, others: tuple[str, ...], deps: tuple[str, ...]) -> Job:
+    return Job("alpha", "paper-matched", matched_alpha_task, {"root": str(root), "other_warm_starts": others}, deps)
+
+
+def run_job(cfg, deps: tuple[str, ...] = (), *, gpu: bool = False, cpus_per_gpu_run: float = 4.0) -> Job:
+    """A CPU run (one thread, the run function) or, with ``gpu``, a papermill job on one GPU."""
+    if gpu:
+        return Job("run", cfg.run_id, notebook_task, {"config": cfg.to_dict()}, deps, num_cpus=cpus_per_gpu_run,
+                   num_gpus=1.0, steps=cfg.steps, folder=cfg.run_dir)
+    return Job("run", cfg.run_id, train_task, {"config": cfg.to_dict()}, deps, steps=cfg.steps, folder=cfg.run_dir)
+
+
+def matched_run_job(root: Path, method: str, seed: int, label: str, deps: tuple[str, ...],
+                    planned_ids: tuple[str, ...], **fields) -> Job:
+    """A run at the paper-matched alpha before that alpha is measured: it reads it when it starts."""
+    config = {"profile": "tiny", "method": method, "seed": seed, "results_dir": str(root), **fields}
+    steps = make_config(**config).steps
+    return Job("run", label, train_task, {"config": config, "matched_alpha_from": str(root),
+                                          "planned_ids": planned_ids}, deps, steps=steps)
+
+
+def warm_start_record(model_dir: Path) -> dict:
     """The warm start's build record plus hashes of its weights and tokenizer (bit-identity check)."""
     record = dict(read_build_info(model_dir) or {})
     for key, name in (("weights_sha256", "model.safetensors"), ("tokenizer_sha256", "tokenizer.json")):
@@ -122,39 +265,128 @@ def warm_start_record(model_dir: Path = TINY_WARMSTART_DIR) -> dict:
     return record
 
 
-def run_study(root: Path, configs, *, jobs: int = 2, timings_file: str = layout.TIMINGS_FILE,
-              progress: bool = True, rebuild_warm_start: bool = False) -> Timings:
-    """Warm start (built once here, not by each worker), its record, the baseline, then every pending run.
+# ---- running a plan
 
-    ``rebuild_warm_start`` builds the warm start even when a cached build would do (to time a fresh clone).
 
-    Returns the :class:`~saah_lib.studies.timing.Timings` so a study can add stages; the caller writes
-    the manifest (:func:`saah_lib.rundir.manifest.write_manifest`) when it is done.  The root is held
-    (:func:`~saah_lib.rundir.lock.study_lock`) throughout: a second study process stops at once.
+def run_line(index: int, total: int, entry: dict, evals: list[dict], node: str | None = None,
+             eta_s: float | None = None) -> str:
+    """``[3/15] tiny-sa-a0.5-s0: 52 s, 590 MB, Pass@1 0.270 -> 0.420`` (first and last evaluation), then where
+    it ran and the time left."""
+    text = f"[{index}/{total}] {entry['run_id']}: {entry['wall_s']:.0f} s, {entry['peak_rss_mb']:.0f} MB"
+    if evals:
+        text += f", Pass@1 {evals[0]['pass_at_1']:.3f} -> {evals[-1]['pass_at_1']:.3f}"
+    if node:
+        text += f" (node {node})"
+    if eta_s is not None:
+        text += f"; {total - index} pending, ETA {eta_s / 60:.1f} min"
+    return text
+
+
+def submitted(plan: Plan) -> list[Job]:
+    """The jobs that still have work: runs not complete, other jobs not done."""
+    return [j for j in plan.jobs if job_state(j)[0] != "done"]
+
+
+def run_plan(plan: Plan, timings: Timings, *, address: str | None = None, max_retries: int = 1,
+             step_seconds: float | None = None, slots: int | None = None, env_vars: dict | None = None) -> list[dict]:
+    """Build what is missing and train what is pending; returns the finished runs' entries (by run id).
+
+    The caller holds the plan's root.  ``step_seconds`` and ``slots`` (runs at a time) give the ETA of the
+    progress lines.  Raises :class:`saah_lib.studies.engine.TaskFailed` naming the job, node and log file.
     """
-    root = Path(root)
-    with study_lock(root):
-        remove_temp_files(root)  # left by a write that a kill interrupted; we are the root's one writer
-        return _run_stages(root, configs, jobs, timings_file, progress, rebuild_warm_start)
+    plan.root.mkdir(parents=True, exist_ok=True)
+    for job in plan.jobs:  # done before, in another study or root: recorded here unless it is already
+        if job.kind != "run" and job_state(job)[0] == "done" and job.id in plan.record:
+            plan.record[job.id](None)
+        if job.kind == "warmstart" and job_state(job)[0] == "done":  # cached: its build time, as a fresh clone's
+            info = read_build_info(job.folder) or {}
+            timings.add_stage(_stage_label(job), {"build_seconds": info.get("build_seconds"),
+                                                  "warm_start_pass_at_1_heldout": info.get("heldout_pass_at_1")})
+    todo = submitted(plan)
+    ids = {j.id for j in todo}
+    tasks = [Task(id=j.id, fn=j.fn, kwargs=j.kwargs, deps=tuple(d for d in j.deps if d in ids),
+                  num_cpus=j.num_cpus, num_gpus=j.num_gpus) for j in todo]
+    runs = [j for j in todo if j.kind == "run"]
+    by_id = {j.id: j for j in todo}
+    entries: list[dict] = []
+    finished: set[str] = set()
+    slots = max(1, slots or os.cpu_count() or 1)
+    started = time.perf_counter()
+    if runs:
+        print(f"{len(runs)} runs to train ({len(plan.runs) - len(runs)} already complete); one line as each "
+              "finishes", flush=True)
+
+    def on_finish(task, result: dict, node: str) -> None:
+        job = by_id[task.id]
+        if job.kind != "run":
+            if job.id in plan.record:
+                plan.record[job.id](result)
+            timings.add_stage(_stage_label(job), result)
+            return
+        entries.append(result)
+        finished.add(task.id)  # a matched run's task id holds a placeholder, not its run id
+        done_steps = sum(j.steps for j in runs if j.id in finished)
+        left_steps = sum(j.steps for j in runs) - done_steps
+        if step_seconds is not None:  # the plan's estimate
+            eta = left_steps * step_seconds / min(slots, max(len(runs) - len(entries), 1))
+        else:  # what this study has taken per step so far
+            eta = (time.perf_counter() - started) / max(done_steps, 1) * left_steps
+        evals = RunDir(layout.run_dir(plan.root, result["run_id"])).evals()
+        print(run_line(len(entries), len(runs), result, evals, node, eta), flush=True)
+
+    forwarded = {k: os.environ[k] for k in ("PYTHONPATH", "HF_HUB_OFFLINE", "TOKENIZERS_PARALLELISM")
+                 if k in os.environ}
+    if tasks:
+        run_tasks(tasks, address=address, max_retries=max_retries, on_finish=on_finish,
+                  env_vars={**forwarded, **(env_vars or {})})
+    if runs:
+        timings.add_stage(f"train {len(runs)} runs", {"wall_s": round(time.perf_counter() - started, 2),
+                                                      "runs": sorted(entries, key=lambda e: e["run_id"])})
+    return sorted(entries, key=lambda e: e["run_id"])
 
 
-def _run_stages(root: Path, configs, jobs: int, timings_file: str, progress: bool,
-                rebuild_warm_start: bool) -> Timings:
-    timings = Timings(root / timings_file)
-    with timings.stage("warm start") as info:
-        if rebuild_warm_start:
-            build_warm_start(force=True, progress=progress)
-        resolve_model(TINY_WARMSTART, progress=progress)
-        build = warm_start_record()
-        # The model folder is a git-ignored cache; its build record is committed with the study.
-        atomic_write_json(root / layout.WARMSTART_RECORD_FILE, build)
-        info["build_seconds"] = build.get("build_seconds")
-        info["warm_start_pass_at_1_heldout"] = build.get("heldout_pass_at_1")
-    with timings.stage("baseline") as info:
-        result = baseline_for(make_config("tiny", results_dir=str(root)), BASELINE_NAME, progress=progress)
-        info["pass_at_1"] = result["pass_at_1"]
-    todo = pending(configs)
-    if todo:
-        with timings.stage(f"train {len(todo)} runs, {jobs} at a time") as info:
-            info["runs"] = train_all(todo, jobs)
-    return timings
+def _stage_label(job: Job) -> str:
+    """The stage names of a study's timings file."""
+    if job.kind == "alpha":
+        return "paper-matched alpha"
+    if job.kind == "warmstart":
+        return "warm start" if job.name == BASELINE_NAME else f"warm start {job.name}"
+    return "baseline" if job.name == BASELINE_NAME else f"baseline {job.name}"
+
+
+def record_warm_start(root: Path, seed: int, records_file: str = layout.WARMSTART_RECORD_FILE):
+    """The driver's record of a warm start: its build record in the study root (the model is a git-ignored
+    cache; its record is committed with the study).  With ``WARMSTART_RECORDS_FILE`` one entry per warm start.
+    Called with None for a warm start built earlier: a record already in the root is kept as it is."""
+    def record(result) -> None:
+        path = Path(root) / records_file
+        records = read_json(path, default={}) if path.is_file() else {}
+        name = tiny_warm_start_name(seed)
+        if result is None and records and (records_file == layout.WARMSTART_RECORD_FILE or name in records):
+            return  # nothing was built: the record already there stands
+        build = warm_start_record(tiny_warmstart_dir(seed))
+        if records_file == layout.WARMSTART_RECORD_FILE:
+            atomic_write_json(path, build)
+            return
+        records[name] = build
+        atomic_write_json(path, dict(sorted(records.items())))
+
+    return record
+
+
+def estimate(plan: Plan, step_seconds: float | None, slots: int) -> dict:
+    """Runs x steps x seconds per step, in hours of wall time at ``slots`` runs at a time (and GPU-hours)."""
+    pending = [j for j in plan.runs if job_state(j)[0] != "done"]
+    left_steps = 0
+    for job in pending:
+        state, last = job_state(job)
+        left_steps += job.steps - (last if state == "partial" else 0)
+    total = {"runs": len(plan.runs), "pending_runs": len(pending), "steps_left": left_steps}
+    if step_seconds is None:
+        return total
+    run_seconds = left_steps * step_seconds
+    total["hours"] = run_seconds / 3600 / max(1, min(slots, len(pending) or 1))
+    total["wall_lower_bound_hours"] = (max((j.steps for j in pending), default=0) * step_seconds) / 3600
+    if plan.gpu:
+        total["gpu_hours"] = run_seconds / 3600
+    return total

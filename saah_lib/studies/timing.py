@@ -64,10 +64,18 @@ class Timings:
             yield info
         entry = {"stage": name, "wall_s": round(time.perf_counter() - start, 2),
                  "peak_rss_mb": round(memory.peak / 2**20, 1), **info}
+        self._append(entry)
+        print(f"--- {name}: {entry['wall_s']:.1f} s, peak RSS {entry['peak_rss_mb']:.0f} MB", flush=True)
+
+    def add_stage(self, name: str, measured: dict | None) -> None:
+        """A stage that ran elsewhere (an engine task, which measured its own wall time and memory)."""
+        entry = {"stage": name, "wall_s": 0.0, **(measured or {})}
+        self._append(entry)
+
+    def _append(self, entry: dict) -> None:
         self.record["stages"].append(entry)
         self.record["total_wall_s"] = round(sum(s["wall_s"] for s in self.record["stages"]), 2)
         atomic_write_json(self.path, self.record)
-        print(f"--- {name}: {entry['wall_s']:.1f} s, peak RSS {entry['peak_rss_mb']:.0f} MB", flush=True)
 
 
 def stage_times(record: dict) -> dict[str, float]:

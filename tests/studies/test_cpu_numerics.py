@@ -23,7 +23,8 @@ from saah_lib.numerics import (
 from saah_lib.numerics.__main__ import pin_kernelspec
 from saah_lib.paths import REPO_ROOT
 from saah_lib.rundir.folder import RunDir
-from saah_lib.studies.runner import train_all
+from saah_lib.studies.runner import Plan, run_job, run_plan
+from saah_lib.studies.timing import Timings
 from saah_lib.training.config import make_config
 
 CPU = cpu_description()
@@ -39,11 +40,12 @@ def unpinned_parent(monkeypatch):
     monkeypatch.setenv("PYTHONPATH", str(REPO_ROOT))  # the children import this tree's saah_lib
 
 
-def test_a_spawned_training_worker_pins_itself_and_records_it(unpinned_parent, tiny_random_model_dir, tmp_path):
+def test_an_engine_worker_pins_itself_and_records_it(unpinned_parent, tiny_random_model_dir, tmp_path):
     cfg = make_config("tiny", model_name=str(tiny_random_model_dir), method="sa", alpha=0.5, seed=0, steps=1,
                       n_train=8, n_eval=2, max_completion_length=8, eval_max_new_tokens=8, eval_batch_size=2,
                       eval_every=1, save_every=1, results_dir=str(tmp_path))
-    [entry] = train_all([cfg], jobs=1)  # the study's own pool: spawned processes, one torch thread each
+    plan = Plan("one", tmp_path, [run_job(cfg)])  # a Ray worker of a local instance, one torch thread
+    [entry] = run_plan(plan, Timings(tmp_path / "timings.json"))
     assert (entry["cpu_capability"], entry["torch_threads"]) == (PINNED_CAPABILITY, 1)
     recorded = RunDir(cfg.run_dir).read_config()[RECORD_KEY]
     assert recorded["capability"] == PINNED_CAPABILITY and recorded["pin_holds"] is True
@@ -60,7 +62,7 @@ def _notebook_capability(tmp_path, first_cell: str, kernel: str = "python3") -> 
 
 
 def test_a_papermill_kernel_of_a_study_notebook_pins_itself(unpinned_parent, tmp_path):
-    # as notebooks/01-04 do (and studies/sweep.py runs them): saah_lib is imported before torch
+    # as notebooks/01-04 do: saah_lib is imported before torch
     assert _notebook_capability(tmp_path, "from saah_lib import make_config") == PINNED_CAPABILITY
 
 

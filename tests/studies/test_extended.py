@@ -9,7 +9,7 @@ from saah_lib.jsonio import write_jsonl
 from saah_lib.rundir.folder import RunDir
 from saah_lib.rundir.layout import MATCHED_ALPHA_FILE
 from saah_lib.studies import extended as E
-from saah_lib.studies.timing import Timings
+from saah_lib.training.config import make_config
 
 
 def test_plan_runs_every_arm_from_every_warm_start_seed_by_seed(tmp_path):
@@ -84,34 +84,36 @@ def test_projected_mde_uses_the_pilot_spread():
     assert 0 < mde < sd and "3 healthy seed pairs of results/mini" == source
 
 
-def test_stages_run_in_order_alpha_before_plan_before_training(tmp_path, monkeypatch):
-    calls = []
-    monkeypatch.setattr(E, "run_study", lambda root, configs, **kw: (calls.append(("study", list(configs))),
-                                                                      Timings(root / "t.json"))[1])
-    monkeypatch.setattr(E, "resolve_model", lambda name, progress=True: calls.append(("build", name)))
-    monkeypatch.setattr(E, "read_build_info", lambda folder: {"heldout_pass_at_1": 0.4, "seed": 1})
-    monkeypatch.setattr(E, "baseline_for", lambda cfg, name, progress=True: calls.append(("baseline", name))
-                        or {"pass_at_1": 0.3})
-    monkeypatch.setattr(E, "warm_start_record", lambda folder: {"folder": folder.name})
+def test_every_warm_start_is_a_job_and_the_matched_runs_wait_for_the_alpha(tmp_path, monkeypatch):
+    from saah_lib.studies import runner
 
-    def measure(root, other_warm_starts=()):
-        calls.append(("alpha", tuple(other_warm_starts)))
-        (root / MATCHED_ALPHA_FILE).write_text(json.dumps({"alpha": 5.9}))
-        return 5.9
+    order = []
 
-    monkeypatch.setattr(E, "ensure_matched_alpha", measure)
-    monkeypatch.setattr(E, "train_all", lambda todo, jobs: calls.append(("train", [c.run_id for c in todo])) or [])
-    monkeypatch.setattr(E, "write_manifest", lambda root: calls.append(("manifest",)))
-    E.run_extended_study(tmp_path, warm_starts=(0, 1), seeds=(0, 1), topk_ks=(), measure=False, progress=False)
-    kinds = [c[0] for c in calls]
-    assert kinds == ["study", "build", "baseline", "alpha", "train", "manifest"]
-    assert calls[0] == ("study", []) and calls[1] == ("build", "tiny-warmstart-s1")
-    assert calls[3] == ("alpha", ("tiny-warmstart-s1",))
-    trained = calls[4][1]
-    assert len(trained) == 2 * 2 * 4 and "tiny-ah-a5.9-s1-w1" in trained
-    plan = read_plan(tmp_path)
-    assert plan.study == "extended" and plan.describe().startswith("SA-AH-GRPO (α=5.9) vs GRPO")
-    assert plan.extra["warm_starts"] == ["tiny-warmstart", "tiny-warmstart-s1"]
+    def engine(tasks, *, on_finish, **kw):  # in-process stand-in: each task in the given order, deps first
+        for task in tasks:
+            assert set(task.deps) <= set(order), (task.id, task.deps, order)
+            order.append(task.id)
+            if task.id == "alpha:paper-matched":
+                (tmp_path / MATCHED_ALPHA_FILE).write_text(json.dumps({"alpha": 5.9}))
+            config = task.kwargs.get("config", {})
+            run_id = (make_config(**config, alpha=5.9).run_id if "matched_alpha_from" in task.kwargs
+                      else config.get("run_id"))
+            on_finish(task, {"run_id": run_id, "wall_s": 1.0, "peak_rss_mb": 1.0}, "127.0.0.1")
+
+    monkeypatch.setattr(runner, "run_tasks", engine)
+    monkeypatch.setattr(runner, "warm_start_record", lambda folder: {"folder": folder.name})
+    monkeypatch.setattr(runner, "read_build_info", lambda folder: None)  # no warm start built yet
+    monkeypatch.setattr(E, "write_manifest", lambda root: order.append("manifest"))
+    E.run_extended_study(tmp_path, warm_starts=(0, 1), seeds=(0, 1), topk_ks=(), measure=False)
+    assert order[:5] == ["warmstart:tiny-warmstart", "warmstart:tiny-warmstart-s1", "baseline:tiny-warmstart",
+                         "baseline:tiny-warmstart-s1", "alpha:paper-matched"]
+    assert order[-1] == "manifest" and len(order) == 5 + 2 * 2 * 4 + 1
+    plan = E.make_plan(tmp_path, warm_starts=(0, 1), seeds=(0, 1), topk_ks=())  # the alpha is recorded now
+    assert "tiny-ah-a5.9-s1-w1" in [j.name for j in plan.runs]
+    assert [j.deps for j in plan.runs if j.name == "tiny-ah-a5.9-s1-w1"] == [("warmstart:tiny-warmstart-s1",)]
+    study = read_plan(tmp_path)
+    assert study.study == "extended" and study.describe().startswith("SA-AH-GRPO (α=5.9) vs GRPO")
+    assert study.extra["warm_starts"] == ["tiny-warmstart", "tiny-warmstart-s1"]
     records = json.loads((tmp_path / "warmstart_builds.json").read_text())
     assert set(records) == {"tiny-warmstart", "tiny-warmstart-s1"}
     with pytest.raises(ValueError, match="must include seed 0"):

@@ -11,7 +11,7 @@ from saah_lib.studies.notebook_params import (
     parse_structured,
     read_parameters,
 )
-from saah_lib.studies.sweep import run_alpha_sweep
+from saah_lib.studies.plans import ablation_plan
 
 # what papermill's kernel history holds: the parameters cell, then the cell papermill injects
 PARAMETERS_CELL = 'from typing import Optional\n\nseed: int = 0  # s\noverrides: dict = {}  # o\n'
@@ -79,7 +79,7 @@ def test_a_field_has_one_place():
         config_fields({"seed": 1}, {"seed": 2}, ("seed",))
 
 
-def test_the_sweep_refuses_overrides_of_what_it_sets(tmp_path):
+def test_the_ablation_refuses_overrides_of_what_it_sets(tmp_path):
     with pytest.raises(ValueError, match="'seed'.*sets itself"):
-        run_alpha_sweep([0.1], seed=0, results_dir=str(tmp_path), overrides={"seed": 3})
+        ablation_plan([0.1], seed=0, results_dir=str(tmp_path), overrides={"seed": 3})
     assert not any(tmp_path.iterdir())

@@ -8,7 +8,7 @@ from transformers import TrainerCallback
 from saah_lib.rundir.checkpoints import ALWAYS_WRITTEN, WEIGHTS, checkpoint_problem, checkpoints, resume_point
 from saah_lib.rundir.folder import RunDir
 from saah_lib.rundir.layout import TRAIN_LOG_KEYS
-from saah_lib.studies.reproduce import compare_run
+from saah_lib.studies.verify.bits import compare_run
 from saah_lib.training.config import make_config
 from saah_lib.training.run import run_training
 

@@ -128,12 +128,12 @@ def test_a_missing_model_folder_is_named_before_anything_is_written(tmp_path, mo
 
 
 def test_overrides_must_be_a_mapping(tmp_path):
-    from saah_lib.studies.sweep import run_alpha_sweep
+    from saah_lib.studies.plans import ablation_plan
 
     with pytest.raises(ValueError, match=r"overrides must be a mapping of SAAHConfig field names.*got list"):
         make_config("tiny", overrides=["learning_rate", 1e-5])
     with pytest.raises(ValueError, match=r"overrides must be a mapping"):
-        run_alpha_sweep([0.1], overrides=[("learning_rate", 1e-5)], results_dir=str(tmp_path))
+        ablation_plan([0.1], overrides=[("learning_rate", 1e-5)], results_dir=str(tmp_path))
     assert make_config("tiny", overrides={"learning_rate": 1e-5}).learning_rate == 1e-5
     assert make_config("tiny", overrides={"seed": 3}, seed=4).seed == 4  # a named field wins
     assert not any(tmp_path.iterdir())

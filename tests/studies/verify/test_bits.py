@@ -15,7 +15,7 @@ import pytest
 from saah_lib.models.names import TINY_WARMSTART
 from saah_lib.paths import REPO_ROOT
 from saah_lib.rundir.folder import RunDir
-from saah_lib.studies.reproduce import compare_run, compare_studies, report_markdown, write_report
+from saah_lib.studies.verify.bits import compare_run, compare_studies, report_markdown, write_report
 from saah_lib.training.config import make_config
 
 ABSOLUTE_PATH_MARKERS = ("/work/", "/home/", "/Users/", "/root/", "/mnt/", "C:\\\\")

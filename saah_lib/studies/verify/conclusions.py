@@ -1,4 +1,4 @@
-"""Level 2 of a reproduction: where the bits of a rerun differ, do the study's conclusions still hold?
+"""Level 2 of the check: where the bits of a rerun differ, do the study's conclusions still hold?
 
 A rerun can differ in every bit for reasons outside the code: a CPU whose torch
 kernels round differently (docs/reproducibility.md) trains every run into another

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from saah_lib.rundir.folder import RunDir
-from saah_lib.studies.conclusions import compare_conclusions, method_within_tolerance
-from saah_lib.studies.reproduce import compare_studies, conclusions_markdown, report_markdown
+from saah_lib.studies.verify.conclusions import compare_conclusions, method_within_tolerance
+from saah_lib.studies.verify.bits import compare_studies, conclusions_markdown, report_markdown
 
 N = 200  # problems per evaluation
 ALPHAS = {"grpo": 0.0, "ah": 0.5, "sa": 0.5}

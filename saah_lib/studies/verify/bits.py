@@ -1,25 +1,12 @@
-"""Does a rerun of a study reproduce the committed one?
+"""Level 1 of the check: is every run of the rerun the committed run, bit for bit?
 
-``compare_studies(committed, rerun)`` reads two study roots (``runs/``,
-``baselines/``, ``warmstart_build.json``, ``answer_kinds.json``) and compares,
-for every committed run, each logged per-step metric, each evaluation's
-Pass@1 and every problem's correctness and completion text. The report says
-how many runs are identical, the largest difference of each metric (with the
-run and step where it occurs), and one verdict line. ``write_report`` saves it
-as ``reproduction.json`` and ``reproduction.md``.
+``compare_studies`` compares each logged per-step metric, each evaluation and every problem's correctness
+and completion text; the report gives the largest difference of each metric and where it occurs, and one
+verdict line that also carries level 2 (:mod:`saah_lib.studies.verify.conclusions`) where bits differ.
 
-Two levels.  Level 1 is bits: ``15/15 runs reproduced exactly``.  Whenever a run
-differs, level 2 asks whether the study's conclusions hold
-(:func:`saah_lib.studies.conclusions.compare_conclusions`), and the verdict says
-both: ``bits differ on 15/15 runs; conclusions reproduced: 3/3 methods within
-tolerance, primary comparison unchanged``, or names what changed.
-
-Timing fields (``step_time``, build and wall times) are expected to differ and
-are not compared.  Neither are the CPU numerics a result was computed under
-(``cpu_numerics``: CPU model, torch's CPU capability, threads, pinned or not;
-:mod:`saah_lib.numerics`): they describe the machine, not the computation's
-settings, and the report prints both sides' values wherever they differ, since
-they explain differing bits.
+Timing fields and the CPU numerics a result was computed under are not compared: they describe the machine,
+not the computation; the report prints both sides' numerics wherever they differ, since they explain
+differing bits.
 """
 
 from __future__ import annotations
@@ -34,7 +21,7 @@ from saah_lib.paths import repo_relative
 from saah_lib.rundir import layout
 from saah_lib.rundir.folder import RunDir
 from saah_lib.rundir.layout import ANSWER_KINDS_FILE, TIMINGS_FILE, WARMSTART_RECORD_FILE
-from saah_lib.studies.conclusions import compare_conclusions
+from saah_lib.studies.verify.conclusions import compare_conclusions
 
 # Fields that describe where or when a run happened, not what it computed.
 NOT_COMPARED_CONFIG = {"results_dir", "resolved_model", "git_commit", "versions", RECORD_KEY}

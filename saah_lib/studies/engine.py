@@ -1,0 +1,446 @@
+"""The scheduler of every study: Ray core tasks, on one machine or a cluster, with one code path.
+
+A study hands :func:`run_tasks` a list of :class:`Task` (a warm start, a baseline, a
+training run: any module-level function with its keyword arguments, the tasks it waits
+for, and the CPUs and GPUs it needs).  Each task runs in a Ray worker process once the
+tasks it depends on have finished; ``run_tasks`` returns every task's result by id.
+
+Where it runs.  ``address=None`` starts a Ray instance of our own on this machine and
+stops it at the end; ``"auto"`` or ``"host:port"`` joins a running cluster (started by
+``ray start``, SLURM or KubeRay: docs/cluster.md) and leaves it running.  The instance we
+start listens on 127.0.0.1 only, finds its address without Ray's detection (which opens a
+socket towards a public DNS server), bounds its object store (Ray reserves 30% of the
+machine's memory otherwise; our results are small dicts), keeps its files in a temp dir of
+its own (several instances on one host do not collide), and uses token auth with a token
+of its own in that temp dir: a bare ``ray.init()`` would write ``~/.ray/auth_token``,
+after which every ``ray start --head`` of this user turns token auth on and nodes joining
+without the token fail with ``InvalidAuthToken``.
+
+Same numbers on every worker.  Workers of a joined cluster do not inherit the driver's
+environment, and torch fixes its CPU kernels from the environment at its first
+operation, so the pinned CPU numerics (:mod:`saah_lib.numerics`) travel in the job's
+``runtime_env`` ``env_vars``, which Ray sets before the worker process starts.
+
+Failures.  A task whose worker process or node dies (killed, out of memory, preempted,
+a lost raylet) is run again, up to ``max_retries`` times, elsewhere if its node is gone:
+the study's tasks resume from their last checkpoint, so a retry loses at most the steps
+since.  An exception raised by the task's own code is not retried: it is a property of
+the run (a bad config, a damaged input) that would recur, and a retry would spend the
+GPU-hours a second time.  Either way the tasks that do not depend on the failed one
+still run to the end; then :class:`TaskFailed` names the failed task, the node it ran on
+and its worker's log file.
+
+Ctrl-C (or SIGTERM, as a scheduler's preemption sends).  The driver cancels every task in
+flight (their workers are killed), stops the instance it started, and raises
+``KeyboardInterrupt``: nothing keeps training.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import logging
+import os
+import secrets
+import shutil
+import signal
+import tempfile
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+import psutil
+import ray
+import ray._private.ray_constants as ray_constants
+import ray._private.services as ray_services
+from ray._raylet import AuthenticationTokenLoader, Config
+from ray.experimental import internal_kv
+
+from saah_lib.numerics import MODE_VARIABLE, apply_cpu_numerics, numerics_mode
+
+LOOPBACK = "127.0.0.1"
+#: Object store of the instance we start. Results and arguments are small (dicts, configs); Ray's own
+#: default is 30% of the machine's memory per node.
+LOCAL_OBJECT_STORE_BYTES = 256 * 2**20
+#: How often the local instance is started before giving up (see _start_local).
+LOCAL_START_ATTEMPTS = 2
+#: How often the driver wakes while it waits for tasks, so that Ctrl-C is handled at once.
+WAIT_SLICE_S = 0.5
+# Ray's switch for whether a node looks beyond loopback for its address (off on macOS and Windows).
+_CLUSTER_SWITCH = ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR
+
+
+@dataclass(frozen=True)
+class Task:
+    """One unit of a study: ``fn(**kwargs)`` in a worker, after the tasks named in ``deps``."""
+
+    id: str
+    fn: Callable[..., dict]
+    kwargs: dict
+    deps: tuple[str, ...] = ()
+    num_cpus: float = 1.0
+    num_gpus: float = 0.0
+
+
+class TaskFailed(RuntimeError):
+    """A task that failed for good: its own exception, or its worker or node lost more often than retried.
+
+    ``others``: the further tasks that failed or could not run for it; ``results``: the finished tasks' results.
+    """
+
+    def __init__(self, task_id: str, node: str | None, log_path: str | None, error: str,
+                 others: tuple[str, ...] = (), results: dict | None = None):
+        self.task_id, self.node, self.log_path, self.error, self.others = task_id, node, log_path, error, others
+        self.results = results or {}  # what the tasks that did finish returned
+        where = f"on node {node or 'unknown'}, worker log {log_path or 'unknown'}"
+        also = f"\n(also not completed: {', '.join(others)})" if others else ""
+        super().__init__(f"task {task_id} failed {where}:\n{error}{also}")
+
+
+def pin_env_vars(environ=os.environ) -> dict[str, str]:
+    """The environment a worker needs for this process's CPU-numerics mode (from :mod:`saah_lib.numerics`).
+
+    Pinned: the pinned settings and the record of what the pin set.  Native: only the mode, so that
+    the worker's own ``import saah_lib`` drops settings a pinned node passes on.
+    """
+    env = {MODE_VARIABLE: numerics_mode(environ)}
+    apply_cpu_numerics(env)
+    return env
+
+
+def check_tasks(tasks: list[Task]) -> None:
+    """Unique ids, known dependencies, no dependency circle; an error names the task."""
+    ids = [t.id for t in tasks]
+    duplicates = sorted({i for i in ids if ids.count(i) > 1})
+    if duplicates:
+        raise ValueError(f"task ids must be unique; repeated: {', '.join(duplicates)}")
+    known = set(ids)
+    for task in tasks:
+        if not callable(task.fn):
+            raise TypeError(f"task {task.id}: fn is {task.fn!r}, not a function")
+        missing = [d for d in task.deps if d not in known]
+        if missing:
+            raise ValueError(f"task {task.id} depends on {', '.join(missing)}, not among the tasks")
+    _topological_order(tasks)
+
+
+def _topological_order(tasks: list[Task]) -> list[str]:
+    order, state = [], {}
+    by_id = {t.id: t for t in tasks}
+
+    def visit(task_id: str, path: list[str]) -> None:
+        if state.get(task_id) == "done":
+            return
+        if state.get(task_id) == "open":
+            raise ValueError("dependency circle: " + " -> ".join(path[path.index(task_id):] + [task_id]))
+        state[task_id] = "open"
+        for dep in by_id[task_id].deps:
+            visit(dep, path + [dep])
+        state[task_id] = "done"
+        order.append(task_id)
+
+    for task in tasks:
+        visit(task.id, [task.id])
+    return order
+
+
+# Where each task's latest attempt runs, told by the worker as it starts (a worker that dies cannot say it
+# afterwards, and Ray's error for a lost worker names neither node nor log), kept in the cluster's own
+# key-value store under a key of this run_tasks call.
+_ATTEMPTS_NAMESPACE = "saah_lib.engine.attempts"
+
+
+def _attempt_key(run_key: str, task_id: str) -> str:
+    return f"{run_key}/{task_id}"
+
+
+def _last_attempt(run_key: str, task_id: str) -> dict:
+    stored = internal_kv._internal_kv_get(_attempt_key(run_key, task_id), namespace=_ATTEMPTS_NAMESPACE)
+    return json.loads(stored) if stored else {}
+
+
+def _this_worker() -> dict:
+    """Node address and id, process id and log file of the worker running this code."""
+    context, node = ray.get_runtime_context(), ray._private.worker.global_worker.node
+    worker_id, pid = context.get_worker_id(), os.getpid()
+    logs = Path(node.get_logs_dir_path())
+    matches = sorted(logs.glob(f"worker-{worker_id}-*-{pid}.err"))
+    log = matches[0] if matches else logs / f"python-core-worker-{worker_id}_{pid}.log"
+    # The node's own address, as it was started (ray.util.get_node_ip_address would guess one in a worker).
+    return {"node_ip": node.node_ip_address, "node_id": context.get_node_id(), "pid": pid, "log": str(log)}
+
+
+@ray.remote
+def _execute(run_key: str, task_id: str, fn: Callable[..., dict], kwargs: dict) -> dict:
+    where = _this_worker()
+    # Before the work: a crash must find it recorded.
+    internal_kv._internal_kv_put(_attempt_key(run_key, task_id), json.dumps(where), namespace=_ATTEMPTS_NAMESPACE)
+    return {"result": fn(**kwargs), "where": where}
+
+
+class _Scheduler:
+    """Submits each task once its dependencies are done; collects results and failures."""
+
+    def __init__(self, tasks: list[Task], max_retries: int, on_finish):
+        self.order = list(tasks)
+        self.max_retries, self.on_finish = max_retries, on_finish
+        self.run_key = secrets.token_hex(8)
+        self.results: dict[str, dict] = {}
+        self.failures: list[TaskFailed] = []
+        self.in_flight: dict = {}  # ObjectRef -> Task
+
+    def _submit_ready(self) -> None:
+        """Submit every task whose dependencies are done; give up on those behind a failure (transitively)."""
+        progress = True
+        while progress:
+            progress = False
+            failed = {f.task_id for f in self.failures}
+            for task in list(self.order):
+                blocked = [d for d in task.deps if d in failed]
+                if blocked:
+                    self.order.remove(task)
+                    self.failures.append(TaskFailed(task.id, None, None,
+                                                    f"not run: it depends on {', '.join(blocked)}, which failed"))
+                    progress = True
+                elif all(d in self.results for d in task.deps):
+                    self.order.remove(task)
+                    ref = _execute.options(name=task.id, num_cpus=task.num_cpus, num_gpus=task.num_gpus,
+                                           max_retries=self.max_retries, retry_exceptions=False).remote(
+                        self.run_key, task.id, task.fn, task.kwargs)
+                    self.in_flight[ref] = task
+
+    def _collect(self, ref) -> None:
+        task = self.in_flight.pop(ref)
+        try:
+            out = ray.get(ref)
+        except ray.exceptions.RayError as error:
+            self.failures.append(self._failure(task, error))
+            return
+        self.results[task.id] = out["result"]
+        if self.on_finish is not None:
+            self.on_finish(task, out["result"], out["where"]["node_ip"])
+
+    def _failure(self, task: Task, error: Exception) -> TaskFailed:
+        where = _last_attempt(self.run_key, task.id)
+        if isinstance(error, ray.exceptions.RayTaskError):
+            text = str(error)  # the task's own traceback
+        else:
+            text = (f"{type(error).__name__}: its worker or node was lost "
+                    f"{self.max_retries + 1} time(s) (max_retries={self.max_retries}): {error}")
+        return TaskFailed(task.id, where.get("node_ip"), where.get("log"), text)
+
+    def run(self) -> dict[str, dict]:
+        try:
+            self._submit_ready()
+            while self.in_flight:
+                done, _ = ray.wait(list(self.in_flight), num_returns=1, timeout=WAIT_SLICE_S)
+                for ref in done:
+                    self._collect(ref)
+                if done:
+                    self._submit_ready()
+        finally:
+            internal_kv._internal_kv_del(self.run_key + "/", del_by_prefix=True, namespace=_ATTEMPTS_NAMESPACE)
+        if self.failures:
+            first = self.failures[0]
+            others = tuple(f.task_id for f in self.failures[1:])
+            raise TaskFailed(first.task_id, first.node, first.log_path, first.error, others, self.results)
+        return self.results
+
+    def cancel_all(self) -> None:
+        for ref in list(self.in_flight):
+            try:
+                ray.cancel(ref, force=True)
+            except Exception:  # noqa: BLE001  (a task that ended meanwhile cannot be cancelled; nothing to do)
+                pass
+
+
+def _is_loopback(address: str | None) -> bool:
+    """Whether the cluster to join (``auto``: RAY_ADDRESS, else the Ray node running here) is on loopback."""
+    if address is None:
+        return True
+    if address == "auto":
+        try:
+            address = ray_services.get_ray_address_from_environment(address, None) or ""
+        except Exception:  # noqa: BLE001  (no cluster found: ray.init will say so)
+            return False
+    host = address.rsplit(":", 1)[0].strip("[]")
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+@contextmanager
+def _environment(**values: str) -> Iterator[None]:
+    """Set environment variables for the duration (the processes Ray starts inherit them), then restore."""
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+@contextmanager
+def _auth(mode: str, token_path: Path) -> Iterator[None]:
+    """Token auth from ``token_path`` for this process (Ray caches the mode and token read at import) and the
+    processes it starts; the previous settings come back afterwards."""
+    def reload() -> None:
+        Config.initialize("")
+        AuthenticationTokenLoader.instance().reset_cache()
+
+    try:
+        with _environment(RAY_AUTH_MODE=mode, RAY_AUTH_TOKEN_PATH=str(token_path)):
+            reload()
+            yield
+    finally:
+        reload()
+
+
+@contextmanager
+def _loopback_only(active: bool) -> Iterator[None]:
+    """On loopback, Ray's own address lookups answer 127.0.0.1 instead of probing a public DNS server."""
+    if not active:
+        yield
+        return
+    saved = ray_constants.ENABLE_RAY_CLUSTER
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
+        with _environment(**{_CLUSTER_SWITCH: "0"}):
+            yield
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = saved
+
+
+def _start_local(token: Path, **init_args) -> None:
+    """``ray.init`` a local instance, twice if need be: Ray gives a new node a fixed 30 s to register, which an
+    overloaded machine can exceed; the processes of the failed start are stopped first (they carry our token)."""
+    for attempt in range(1, LOCAL_START_ATTEMPTS + 1):
+        try:
+            ray.init(**init_args)
+            return
+        except Exception as error:  # noqa: BLE001  (Ray raises a bare Exception for this)
+            if "timed out during startup" not in str(error) or attempt == LOCAL_START_ATTEMPTS:
+                raise
+        ray.shutdown()
+        _kill_our_children(str(token))
+
+
+def _kill_our_children(marker: str) -> None:
+    """SIGKILL this process's descendants whose environment names ``marker`` (what a failed start left)."""
+    victims = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if marker in child.environ().get("RAY_AUTH_TOKEN_PATH", ""):
+                victims.append(child)
+        except psutil.Error:
+            continue
+    for child in victims:
+        try:
+            child.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(victims, timeout=10)
+
+
+@contextmanager
+def ray_session(address: str | None = None, num_cpus: float | None = None, num_gpus: float | None = None,
+                env_vars: dict | None = None) -> Iterator[None]:
+    """Connect to Ray for the duration: start a local instance (``address=None``) or join one.
+
+    Whatever it started it stops, and it removes its temp dir, unless a task failed: the worker log
+    that :class:`TaskFailed` names is in there.  A joined cluster keeps running.
+    """
+    if ray.is_initialized():
+        raise RuntimeError("Ray is already initialised in this process; run_tasks connects and disconnects itself")
+    runtime_env = {"env_vars": {**pin_env_vars(), **(env_vars or {})}}
+    quiet = {"logging_level": logging.ERROR, "log_to_driver": False, "configure_logging": True}
+    if address is not None:
+        with _loopback_only(_is_loopback(address)):
+            ray.init(address=address, runtime_env=runtime_env, **quiet)
+            try:
+                yield
+            finally:
+                ray.shutdown()
+        return
+    # Short path: Ray's Unix socket paths below it must stay within 107 bytes.
+    temp_dir = Path(tempfile.mkdtemp(prefix="saah-ray-", dir="/tmp"))
+    token = temp_dir / "auth_token"
+    token.write_text(secrets.token_hex(32))
+    token.chmod(0o600)
+    try:
+        with _loopback_only(True), _auth("token", token), _environment(RAY_USAGE_STATS_ENABLED="0"):
+            _start_local(token, num_cpus=num_cpus, num_gpus=num_gpus, _node_ip_address=LOOPBACK,
+                         include_dashboard=False, object_store_memory=LOCAL_OBJECT_STORE_BYTES,
+                         _temp_dir=str(temp_dir), runtime_env=runtime_env, **quiet)
+            try:
+                yield
+            finally:
+                ray.shutdown()
+    except TaskFailed:
+        # The failure names a worker log in this folder: keep it for the user to read.
+        raise
+    except BaseException:
+        shutil.rmtree(temp_dir, ignore_errors=True)
+        raise
+    shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+@contextmanager
+def _sigterm_as_ctrl_c() -> Iterator[None]:
+    """SIGTERM (a scheduler's preemption or time limit, a plain ``kill``) ends the study the way Ctrl-C does:
+    tasks cancelled, the instance stopped, its temp dir removed, instead of the process vanishing mid-way."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def run_tasks(tasks, *, address: str | None = None, max_retries: int = 1, num_cpus: float | None = None,
+              num_gpus: float | None = None, on_finish=None, env_vars: dict | None = None) -> dict[str, dict]:
+    """Run every task once its dependencies are done; returns ``{task id: fn's result}``.
+
+    ``address``: None starts a local Ray instance sized to the machine, or to ``num_cpus`` /
+    ``num_gpus`` (GPUs declared beyond the real ones are scheduling labels only); ``"auto"`` or
+    ``"host:port"`` joins a cluster.  ``max_retries``: how often a task is run again after its
+    worker or node was lost (its own exceptions are not retried).  ``on_finish(task, result,
+    node_ip)`` is called in this process as each task finishes.  ``env_vars`` are set in every
+    worker, beside the CPU-numerics pin.  Raises :class:`TaskFailed` once every task that could
+    run has run, if any failed.
+    """
+    tasks = list(tasks)
+    check_tasks(tasks)
+    if max_retries < 0:
+        raise ValueError(f"max_retries must be >= 0, got {max_retries}")
+    if not tasks:
+        return {}
+    # After ray.init: Ray installs a SIGTERM handler of its own in the driver, which would exit at once.
+    with ray_session(address, num_cpus, num_gpus, env_vars), _sigterm_as_ctrl_c():
+        scheduler = _Scheduler(tasks, max_retries, on_finish)
+        try:
+            return scheduler.run()
+        except BaseException:  # Ctrl-C, or an on_finish that raised: nothing may go on running
+            scheduler.cancel_all()
+            raise
+
+
+def wait_seconds(seconds: float) -> dict:
+    """A task that sleeps: for tests and the overhead benchmark (module-level, so workers can import it)."""
+    start = time.perf_counter()
+    time.sleep(seconds)
+    return {"slept_s": time.perf_counter() - start}

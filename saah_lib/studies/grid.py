@@ -1,0 +1,256 @@
+"""A study's whole grid in one command, on one machine or a Ray cluster.
+
+    python -m saah_lib.studies.grid plan paper --seeds 0 1 2      # every run, its state, resources, hours, disk
+    python -m saah_lib.studies.grid run paper --seeds 0 1 2 --address auto
+
+``plan`` trains nothing.  ``run`` holds the results root for the whole study, skips complete runs and resumes
+interrupted ones from their last intact checkpoint; a worker or node that dies is retried (``--max-retries``).
+On a cluster the results root must be on a filesystem every node sees at the same path (docs/cluster.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+from pathlib import Path
+
+from saah_lib.jsonio import atomic_write_json
+from saah_lib.models.names import tiny_warm_start_seed
+from saah_lib.models.warmstart import read_build_info
+from saah_lib.paths import BENCH_RESULTS, LOCAL_RESULTS, RERUN_ROOT, in_repo, repo_relative, tiny_warmstart_dir
+from saah_lib.rundir import layout
+from saah_lib.rundir.lock import FolderLockedError, study_lock
+from saah_lib.rundir.manifest import write_manifest
+from saah_lib.studies import mini
+from saah_lib.studies.engine import TaskFailed
+from saah_lib.studies.plans import PAPER_SEED, STUDIES, ablation_plan, study_plan
+from saah_lib.studies.runner import Job, Plan, estimate, job_state, run_plan
+from saah_lib.studies.timing import Timings
+from saah_lib.training.config import SAAHConfig, make_config
+
+#: keys a benchmark file may give its steady per-step seconds under, most specific first
+STEP_SECONDS_KEYS = ("steady_step_seconds", "step_seconds", "median_step_s")
+UNMEASURED = "unmeasured: run `make gpu-check` first"
+ADAM_BYTES_PER_PARAMETER = 12  # a float32 weight and Adam's two float32 moments, in every checkpoint
+#: (hidden, layers, intermediate, key/value width) from each model's config.json on the hub: the size of its
+#: LoRA adapters, which is what a paper-profile checkpoint holds
+ARCHITECTURES = {"Qwen/Qwen2.5-1.5B-Instruct": (1536, 28, 8960, 256),
+                 "Qwen/Qwen2.5-3B-Instruct": (2048, 36, 11008, 256)}
+LOG_MB_PER_STEP = 0.008  # a tiny run's logs: results/mini/runs/*/ hold about 0.45 MB for 60 steps
+
+
+def default_root(study: str, command: str) -> Path | None:
+    """``plan`` reads a study's own root; ``run`` of a committed study writes a rerun root (never the committed one)."""
+    if study in ("mini", "extended") and command == "run":
+        return RERUN_ROOT / study
+    if study == "paper":
+        return LOCAL_RESULTS / "paper"
+    return None
+
+
+# ---- the estimate's per-step figure
+
+
+def bench_step_seconds(path: Path) -> float | None:
+    """The per-step seconds a benchmark file gives: a top-level key, else the slowest of our trainer's variants."""
+    record = json.loads(path.read_text())
+    for key in STEP_SECONDS_KEYS:
+        if isinstance(record.get(key), (int, float)):
+            return float(record[key])
+    ours = [v.get("median_step_s") for v in record.get("variants", []) if v.get("trainer") == "ours"]
+    ours = [v for v in ours if isinstance(v, (int, float))]
+    return max(ours) if ours else None
+
+
+def step_seconds_source(profile: str, gpu: bool, given: float | None, device: str | None,
+                        bench_dir: Path = BENCH_RESULTS) -> tuple[float | None, str]:
+    """(seconds per step, where the figure comes from): ``--step-seconds``, a benchmark of this profile on
+    the device in ``results/bench/``, or none measured."""
+    if given is not None:
+        return given, "--step-seconds"
+    if device is None and not gpu:
+        device = f"cpu-{platform.machine()}"
+    names = [f"{device}-{profile}.json"] if device else sorted(
+        p.name for p in bench_dir.glob(f"*-{profile}.json") if not p.name.startswith("cpu-"))
+    measured = [(s, n) for n in names if (bench_dir / n).is_file()
+                for s in [bench_step_seconds(bench_dir / n)] if s is not None]
+    if not measured:
+        return None, UNMEASURED
+    seconds, name = max(measured)  # several devices measured: the slowest, so that the estimate is not short
+    return seconds, f"measured: {repo_relative(bench_dir / name)}"
+
+
+# ---- disk
+
+
+def disk_mb(job: Job) -> float | None:
+    """A run's folder when complete: its logs and the checkpoints it keeps (weights and Adam state)."""
+    if job.kind != "run":
+        return None
+    config = job.kwargs["config"]
+    cfg = make_config(**config) if "matched_alpha_from" in job.kwargs else SAAHConfig.from_dict(config)
+    parameters = trainable_parameters(cfg)
+    if parameters is None:
+        return None
+    kept = job.steps // cfg.save_every if cfg.keep_checkpoints is None else min(cfg.keep_checkpoints,
+                                                                                job.steps // cfg.save_every)
+    return (kept * parameters * ADAM_BYTES_PER_PARAMETER) / 2**20 + job.steps * LOG_MB_PER_STEP
+
+
+def trainable_parameters(cfg) -> int | None:
+    if cfg.use_lora:
+        shape = ARCHITECTURES.get(cfg.model_name)
+        if shape is None:
+            return None
+        hidden, layers, inner, kv = shape
+        sizes = {"q_proj": (hidden, hidden), "k_proj": (hidden, kv), "v_proj": (hidden, kv), "o_proj": (hidden, hidden),
+                 "gate_proj": (hidden, inner), "up_proj": (hidden, inner), "down_proj": (inner, hidden)}
+        return layers * sum(cfg.lora_r * (a + b) for m, (a, b) in sizes.items() if m in cfg.lora_target_modules)
+    seed = tiny_warm_start_seed(cfg.model_name)
+    info = read_build_info(tiny_warmstart_dir(seed)) if seed is not None else None
+    return info.get("parameters") if info else None
+
+
+# ---- plan
+
+
+def describe(plan: Plan, step_seconds: float | None, source: str, slots: int) -> str:
+    lines = [f"study {plan.study}: results root {repo_relative(plan.root)}"]
+    counts = {"done": 0, "partial": 0, "pending": 0}
+    for job in plan.jobs:
+        state, last = job_state(job)
+        if job.kind == "run":
+            counts[state] += 1
+        text = state if state != "partial" else f"partial (step {last} of {job.steps})"
+        need = f"{job.num_cpus:g} CPU" + (f", {job.num_gpus:g} GPU" if job.num_gpus else "")
+        steps = f"{job.steps} steps" if job.kind == "run" else ""
+        disk = disk_mb(job)
+        size = f"disk {disk:,.0f} MB" if disk is not None else ("disk unknown" if job.kind == "run" else "")
+        lines.append(f"  {job.kind:9s} {job.name:34s} {text:22s} {steps:10s} {need:14s} {size}".rstrip())
+    kinds = {k: sum(j.kind == k for j in plan.jobs) for k in ("warmstart", "baseline", "alpha", "run")}
+    lines.append(f"{kinds['run']} runs ({counts['done']} done, {counts['partial']} partial, {counts['pending']} "
+                 f"pending), {kinds['baseline']} baselines, {kinds['warmstart']} warm starts")
+    total = estimate(plan, step_seconds, slots)
+    head = f"estimate: {total['pending_runs']} runs to train, {total['steps_left']} steps"
+    if step_seconds is None:
+        lines.append(f"{head}; seconds per step {source}")
+    else:
+        unit = f"{'GPU' if plan.gpu else 'CPU run'}"
+        text = (f"{head} x {step_seconds:.3g} s per step = {total['steps_left'] * step_seconds / 3600:.2f} h of "
+                f"{unit} time")
+        if plan.gpu:
+            text += f" = {total['gpu_hours']:.2f} GPU-hours"
+        text += (f"; {total['hours']:.2f} h wall at {slots} runs at a time (the longest run alone "
+                 f"{total['wall_lower_bound_hours']:.2f} h); per-step figure {source}; baselines and warm starts not "
+                 "included")
+        lines.append(text)
+    sizes = [d for d in map(disk_mb, plan.runs) if d is not None]
+    if sizes:
+        lines.append(f"disk: {sum(sizes) / 1024:.2f} GB for {len(sizes)} runs (checkpoints kept and logs)")
+    return "\n".join(lines)
+
+
+# ---- run
+
+
+def run_study(plan: Plan, *, address: str | None, max_retries: int, step_seconds: float | None,
+              slots: int | None) -> list[dict]:
+    """Hold the root, build what is missing and train what is pending; a finished CPU study gets its
+    answer kinds and manifest."""
+    with study_lock(plan.root):
+        if plan.study == "mini" and not [p for p in plan.root.iterdir() if p.name != layout.STUDY_LOCK_FILE]:
+            # a root this command creates is a rerun of the mini study, which `mini verify` may clear later
+            atomic_write_json(plan.root / mini.RERUN_MARKER, {"study": "mini"})
+        timings_file = layout.EXTENDED_TIMINGS_FILE if plan.study == "extended" else layout.TIMINGS_FILE
+        if not any(job_state(j)[0] != "done" for j in plan.jobs):
+            print(f"nothing to do: every job of {plan.study} in {repo_relative(plan.root)} is done", flush=True)
+            return []
+        entries = run_plan(plan, Timings(plan.root / timings_file), address=address, max_retries=max_retries,
+                           step_seconds=step_seconds, slots=slots)
+        if plan.study in ("mini", "extended") and all(job_state(j)[0] == "done" for j in plan.runs):
+            if plan.study == "mini":
+                mini.write_answer_kinds(plan.root)
+            write_manifest(plan.root)
+    return entries
+
+
+def run_ablation(alphas, *, profile: str = "tiny", method: str = "ah", seed: int = 0, steps: int | None = None,
+                 results_dir: str | Path = LOCAL_RESULTS, overrides: dict | None = None,
+                 address: str | None = None) -> list[dict]:
+    """One run per alpha as tasks of the engine (what notebook 03 runs); returns each run's state afterwards."""
+    plan = ablation_plan(alphas, profile=profile, method=method, seed=seed, steps=steps,
+                         results_dir=in_repo(results_dir), overrides=overrides)
+    before = {j.name: job_state(j)[0] for j in plan.runs}
+    run_study(plan, address=address, max_retries=1, step_seconds=None, slots=None)
+    return [{"run_id": j.name, "alpha": j.kwargs["config"]["alpha"],
+             "status": "already complete" if before[j.name] == "done" else "trained"} for j in plan.runs]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m saah_lib.studies.grid", description=__doc__.splitlines()[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("command", choices=("plan", "run"), help="plan: print it; run: build and train what is missing")
+    parser.add_argument("study", choices=STUDIES)
+    parser.add_argument("--results-dir", type=in_repo, default=None,
+                        help="the study's results root (plan: the study's own; run: results/rerun/<study> for mini "
+                             "and extended, results/local/<study> otherwise)")
+    parser.add_argument("--seeds", type=int, nargs="+", default=None,
+                        help=f"training seeds (paper: 0; its own seed was {PAPER_SEED})")
+    parser.add_argument("--runs", nargs="+", default=None, help="only these run ids of the plan")
+    parser.add_argument("--steps", type=int, default=None, help="mini, extended, ablation: override the steps")
+    parser.add_argument("--alphas", type=float, nargs="+", default=None, help="ablation: the alphas")
+    parser.add_argument("--profile", default=None, help="ablation: the profile")
+    parser.add_argument("--method", default=None, help="ablation: the method")
+    parser.add_argument("--address", default=None, help="join a Ray cluster (auto or host:port); default: a local "
+                        "Ray instance sized to this machine")
+    parser.add_argument("--max-retries", type=int, default=1, help="retries of a job whose worker or node died")
+    parser.add_argument("--step-seconds", type=float, default=None, help="seconds per optimiser step for the estimate")
+    parser.add_argument("--device", default=None, help="the benchmark device name in results/bench/<device>-<profile>")
+    parser.add_argument("--slots", type=int, default=None,
+                        help="runs at a time for the estimate (default: this machine's CPUs, or 8 GPUs)")
+    return parser
+
+
+def make_plan(args) -> Plan:
+    options = {}
+    if args.study == "ablation":
+        options = {k: v for k, v in (("alphas", args.alphas), ("profile", args.profile), ("method", args.method))
+                   if v is not None}
+    root = args.results_dir or default_root(args.study, args.command)
+    plan = study_plan(args.study, root=root, seeds=args.seeds, steps=args.steps, **options)
+    return plan.only(args.runs) if args.runs else plan
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        plan = make_plan(args)
+    except ValueError as err:
+        parser.exit(2, f"error: {err}\n")
+    profile = plan.runs[0].kwargs["config"]["profile"] if plan.runs else plan.profile
+    seconds, source = step_seconds_source(profile, plan.gpu, args.step_seconds, args.device)
+    slots = args.slots or (8 if plan.gpu else len(os.sched_getaffinity(0)))
+    if args.command == "plan":
+        print(describe(plan, seconds, source, slots))
+        return 0
+    try:
+        run_study(plan, address=args.address, max_retries=args.max_retries, step_seconds=seconds, slots=slots)
+    except FolderLockedError as err:
+        parser.exit(1, f"error: {err}\n")
+    except TaskFailed as err:
+        parser.exit(1, f"error: {err.task_id} failed on node {err.node} after {args.max_retries} retries; its log: "
+                       f"{err.log_path}\n{err.error}\n")
+    except KeyboardInterrupt:
+        parser.exit(130, "\ninterrupted: nothing is left running; the same command resumes where it stopped\n")
+    print(f"{plan.study}: every planned run of {repo_relative(plan.root)} is complete"
+          if all(job_state(j)[0] == "done" for j in plan.runs) else f"{plan.study}: not every run is complete",
+          flush=True)
+    return 0 if all(job_state(j)[0] == "done" for j in plan.jobs) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

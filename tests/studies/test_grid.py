@@ -1,0 +1,158 @@
+"""The grid's plans and estimates, and the safety of its commands: what a rerun may delete, what exit status
+a failed verdict gets, a GPU-style run executed as a notebook, a second run that trains nothing."""
+
+import json
+
+import pytest
+
+from saah_lib.paths import MINI_ROOT
+from saah_lib.rundir.folder import RunDir
+from saah_lib.studies import grid, mini
+from saah_lib.studies.plans import paper_plan
+from saah_lib.studies.runner import Plan, job_state, run_job, run_plan
+from saah_lib.studies.timing import Timings
+from saah_lib.training.config import make_config
+
+
+def test_plan_paper_lists_two_baselines_and_nine_runs_per_seed_with_the_papers_steps(tmp_path, capsys):
+    plan = paper_plan(tmp_path, seeds=(0, 1))
+    assert sorted(j.name for j in plan.jobs if j.kind == "baseline") == ["qwen2.5-1.5b-zero-shot",
+                                                                         "qwen2.5-3b-zero-shot"]
+    steps = {j.name: j.steps for j in plan.runs}
+    assert len(steps) == 18
+    # the paper: GRPO and AH-GRPO 150 steps, SA-AH-GRPO 180, the 1.5B AH alpha sweep 150 (alpha 0 and 0.5 are
+    # the grpo and ah runs)
+    for seed in (0, 1):
+        for model in ("qwen2.5-1.5b", "qwen2.5-3b"):
+            assert steps[f"{model}-grpo-a0-s{seed}"] == 150 and steps[f"{model}-ah-a0.5-s{seed}"] == 150
+            assert steps[f"{model}-sa-a0.5-s{seed}"] == 180
+        for alpha in ("-0.25", "0.1", "0.25"):
+            assert steps[f"qwen2.5-1.5b-ah-a{alpha}-s{seed}"] == 150
+    assert all(j.num_gpus == 1 and j.num_cpus >= 1 for j in plan.runs)
+
+    assert grid.main(["plan", "paper", "--results-dir", str(tmp_path), "--step-seconds", "10", "--slots", "4"]) == 0
+    out = capsys.readouterr().out
+    # 4 x 150 + 180 (3B) and 150 + 150 + 180 + 3 x 150 (1.5B): 1410 steps x 10 s = 3.92 GPU-hours
+    assert "9 runs to train, 1410 steps x 10 s per step = 3.92 h of GPU time = 3.92 GPU-hours" in out
+    assert "per-step figure --step-seconds" in out and "pending" in out and "1 GPU" in out
+    assert "9 runs (0 done, 0 partial, 9 pending), 2 baselines" in out
+
+
+def test_plan_without_a_measured_step_time_says_how_to_measure_it(tmp_path):
+    seconds, source = grid.step_seconds_source("qwen2.5-3b", True, None, None, bench_dir=tmp_path)
+    assert (seconds, source) == (None, grid.UNMEASURED)
+    (tmp_path / "h100-qwen2.5-3b.json").write_text(json.dumps({"steady_step_seconds": 7.5}))
+    seconds, source = grid.step_seconds_source("qwen2.5-3b", True, None, None, bench_dir=tmp_path)
+    assert seconds == 7.5 and source.endswith("h100-qwen2.5-3b.json")
+
+
+def test_plan_mini_on_the_committed_results_says_every_run_is_done(capsys):
+    assert grid.main(["plan", "mini"]) == 0
+    out = capsys.readouterr().out
+    assert "17 runs (17 done, 0 partial, 0 pending), 1 baselines, 1 warm starts" in out
+    assert "estimate: 0 runs to train, 0 steps" in out
+
+
+def test_a_partial_run_is_listed_with_its_last_step(tmp_path, run_maker):
+    run_maker(tmp_path, "tiny-sa-a0.5-s0", "tiny", "sa", 0.5, 0, steps=4, eval_every=2)
+    cfg = make_config("tiny", method="sa", alpha=0.5, seed=0, steps=8, results_dir=str(tmp_path))
+    assert job_state(run_job(cfg)) == ("partial", 4)
+    assert job_state(run_job(make_config("tiny", method="sa", alpha=0.5, seed=0, steps=4,
+                                         results_dir=str(tmp_path)))) == ("done", None)
+
+
+@pytest.mark.parametrize("holds", ["a user file", "results"])
+def test_verify_never_clears_a_rerun_root_it_did_not_create(tmp_path, holds, capsys):
+    rerun = tmp_path / "rerun"
+    if holds == "results":  # --rerun-root results: a folder of studies, no rerun marker
+        (rerun / "mini" / "runs").mkdir(parents=True)
+        (rerun / "extended").mkdir()
+    else:
+        rerun.mkdir()
+        (rerun / "notes.txt").write_text("mine")
+    before = sorted(p.relative_to(rerun) for p in rerun.rglob("*"))
+    with pytest.raises(SystemExit) as stop:
+        mini.main(["verify", "--root", str(MINI_ROOT), "--rerun-root", str(rerun)])
+    assert stop.value.code == 1
+    err = capsys.readouterr().err
+    assert f"the rerun root {rerun} holds" in err and "nothing was deleted" in err
+    assert ("notes.txt" in err) if holds != "results" else ("extended, mini" in err)
+    assert sorted(p.relative_to(rerun) for p in rerun.rglob("*")) == before
+
+
+def test_a_mini_root_that_grid_run_creates_is_marked_as_a_rerun(tmp_path, monkeypatch):
+    from saah_lib.studies import runner
+
+    monkeypatch.setattr(runner, "run_tasks", lambda tasks, **kw: {})  # nothing trains here
+    plan = mini.make_plan(tmp_path / "fresh", seeds=(0,)).only(["tiny-grpo-a0-s0"])
+    grid.run_study(plan, address=None, max_retries=1, step_seconds=None, slots=1)
+    mini.check_rerun_root(tmp_path / "fresh")  # `mini verify --rerun-root` may clear it
+
+
+def test_a_marked_earlier_rerun_is_cleared(tmp_path):
+    rerun = tmp_path / "rerun"
+    (rerun / "runs" / "old").mkdir(parents=True)
+    (rerun / mini.RERUN_MARKER).write_text(json.dumps({"study": "mini"}))
+    mini.clear_rerun_root(rerun)
+    assert list(rerun.iterdir()) == []
+    (rerun / mini.RERUN_MARKER).write_text(json.dumps({"study": "extended"}))  # another study's rerun
+    with pytest.raises(mini.NotARerunRoot):
+        mini.clear_rerun_root(rerun)
+
+
+@pytest.mark.parametrize("outcome, status", [("bits reproduced", 0), ("conclusions differ", 1)])
+def test_verify_exits_with_its_verdicts_status(monkeypatch, tmp_path, outcome, status, capsys):
+    report = {"outcome": mini.BITS_REPRODUCED if status == 0 else "conclusions differ", "verdict": outcome}
+    monkeypatch.setattr(mini, "rerun_and_verify", lambda *a, **k: report)
+    assert mini.main(["verify", "--rerun-root", str(tmp_path / "r")]) == status
+    assert ("FAILED" in capsys.readouterr().out) == (status == 1)
+
+
+def test_grid_commands_exit_non_zero_on_a_bad_plan(tmp_path, capsys):
+    with pytest.raises(SystemExit) as stop:
+        grid.main(["plan", "paper", "--results-dir", str(tmp_path), "--runs", "no-such-run"])
+    assert stop.value.code == 2 and "no-such-run, not in the paper plan" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_a_gpu_style_run_is_a_notebook_job_and_a_second_run_trains_nothing(tiny_random_model_dir, tmp_path,
+                                                                           monkeypatch):
+    from saah_lib.studies import engine
+
+    cfg = make_config("tiny", model_name=str(tiny_random_model_dir), method="sa", alpha=0.5, seed=0, steps=2,
+                      n_train=8, n_eval=2, max_completion_length=8, eval_max_new_tokens=8, eval_batch_size=2,
+                      eval_every=1, save_every=1, results_dir=str(tmp_path))
+    plan = Plan("gpu-style", tmp_path, [run_job(cfg, gpu=True, cpus_per_gpu_run=1)])
+    real = engine.run_tasks
+    monkeypatch.setattr(engine, "run_tasks", lambda tasks, **kw: real(tasks, num_gpus=1, **kw))  # a declared GPU
+    monkeypatch.setattr("saah_lib.studies.runner.run_tasks", engine.run_tasks)
+    [entry] = run_plan(plan, Timings(tmp_path / "timings.json"))
+    assert RunDir(cfg.run_dir).is_complete(2)
+    assert (cfg.run_dir / "02_train.ipynb").is_file() and entry["notebook"].endswith("02_train.ipynb")
+    assert entry["cuda_visible_devices"] is not None  # the engine gave the task its (declared) GPU
+    before = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*") if p.is_file()}
+    assert grid.run_study(plan, address=None, max_retries=1, step_seconds=None, slots=1) == []
+    assert {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*") if p.is_file()} == before
+
+
+def test_a_worker_that_cannot_see_the_results_root_says_so(tmp_path):
+    from saah_lib.studies.runner import warm_start_task
+
+    with pytest.raises(FileNotFoundError, match=r"results root .*elsewhere is not visible on node .*shared filesystem"):
+        warm_start_task(0, str(tmp_path / "elsewhere"))
+
+
+def test_grid_run_exits_non_zero_naming_the_failed_run_its_node_and_log(tmp_path, monkeypatch, capsys):
+    from saah_lib.studies import runner
+    from saah_lib.studies.engine import TaskFailed
+
+    def failing(tasks, **kw):
+        raise TaskFailed("run:tiny-sa-a0.5-s0", "10.0.0.7", "/tmp/ray/logs/worker-1.err", "RuntimeError: boom")
+
+    monkeypatch.setattr(runner, "run_tasks", failing)
+    with pytest.raises(SystemExit) as stop:
+        grid.main(["run", "ablation", "--alphas", "0.5", "--method", "sa", "--results-dir", str(tmp_path)])
+    assert stop.value.code == 1
+    err = capsys.readouterr().err
+    assert "run:tiny-sa-a0.5-s0 failed on node 10.0.0.7" in err and "/tmp/ray/logs/worker-1.err" in err
+    assert "RuntimeError: boom" in err
