@@ -10,7 +10,7 @@ import papermill
 import pytest
 
 from saah_lib.rundir.folder import RunDir
-from saah_lib.studies.notebook_params import declared_parameters
+from saah_lib.training.notebook_params import declared_parameters
 from saah_lib.studies.sweep import run_alpha_sweep
 from saah_lib.training.config import LOCAL_RESULTS_DIR, SAAHConfig
 

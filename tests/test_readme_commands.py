@@ -28,7 +28,7 @@ from papermill.cli import _resolve_type
 import saah_lib
 from saah_lib.paths import REPO_ROOT
 from saah_lib.rundir.folder import RunDir
-from saah_lib.studies.notebook_params import _type_parts, check_type, declared_parameters, parse_structured
+from saah_lib.training.notebook_params import _type_parts, check_type, declared_parameters, parse_structured
 
 DOCUMENTS = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]
 COMMAND_WORDS = {"make", "python", "papermill", "accelerate", "trl", "pip", "jupyter", "tensorboard", "bash",

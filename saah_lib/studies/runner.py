@@ -48,7 +48,7 @@ PR_SET_PDEATHSIG = 1  # <linux/prctl.h>: the signal a process gets when its pare
 
 def pending(configs) -> list:
     """The configs whose run folder is not complete yet."""
-    return [c for c in configs if not RunDir(c.run_dir).is_complete(c.steps)]
+    return [c for c in configs if not RunDir(c.run_dir).is_complete(c.trainer.max_steps)]
 
 
 def _train_one(cfg) -> dict:

@@ -13,7 +13,7 @@ import papermill
 
 from saah_lib.paths import NOTEBOOKS, REPO_ROOT
 from saah_lib.rundir.folder import RunDir
-from saah_lib.studies.notebook_params import declared_parameters
+from saah_lib.training.notebook_params import declared_parameters
 from saah_lib.training.config import LOCAL_RESULTS_DIR, check_overrides, make_config
 
 TRAIN_NOTEBOOK = NOTEBOOKS / "02_train.ipynb"
@@ -35,21 +35,21 @@ def run_alpha_sweep(alphas, *, profile: str = "tiny", method: str = "ah", seed: 
         raise ValueError(f"overrides sets {', '.join(map(repr, swept))}, which the sweep sets itself "
                          f"(from its own arguments {', '.join(SWEEP_FIELDS)})")
     # every config is validated before the first run starts
-    configs = [make_config(profile, method=method, alpha=a, seed=seed, steps=steps, results_dir=results_dir,
+    configs = [make_config(profile, method=method, alpha=a, seed=seed, max_steps=steps, results_dir=results_dir,
                            **overrides) for a in alphas]
     declared = declared_parameters(notebook)
     as_parameters = {k: v for k, v in overrides.items() if k in declared}
     rest = {k: v for k, v in overrides.items() if k not in declared}
     outcome = []
     for cfg in configs:
-        if RunDir(cfg.run_dir).is_complete(cfg.steps):
-            outcome.append({"run_id": cfg.run_id, "alpha": cfg.alpha, "status": "already complete"})
+        if RunDir(cfg.run_dir).is_complete(cfg.trainer.max_steps):
+            outcome.append({"run_id": cfg.run_id, "alpha": cfg.trainer.alpha, "status": "already complete"})
             continue
         cfg.run_dir.mkdir(parents=True, exist_ok=True)
         papermill.execute_notebook(
             str(notebook), str(cfg.run_dir / "02_train.ipynb"), kernel_name=kernel, cwd=str(REPO_ROOT),
-            parameters=dict(profile=profile, method=method, alpha=cfg.alpha, seed=seed, steps=cfg.steps,
+            parameters=dict(profile=profile, method=method, alpha=cfg.trainer.alpha, seed=seed, max_steps=cfg.trainer.max_steps,
                             run_id=cfg.run_id, results_dir=str(results_dir), **as_parameters, overrides=rest),
         )
-        outcome.append({"run_id": cfg.run_id, "alpha": cfg.alpha, "status": "trained"})
+        outcome.append({"run_id": cfg.run_id, "alpha": cfg.trainer.alpha, "status": "trained"})
     return outcome
