@@ -53,7 +53,7 @@ from saah_lib.studies.timing import PeakMemory
 from saah_lib.tasks.synthetic import generate_problems
 from saah_lib.training.config import make_config
 from saah_lib.training.launch import parse_overrides
-from saah_lib.training.run import lora_config, trl_kwargs
+from saah_lib.training.run import lora_config, stock_grpo_kwargs
 from saah_lib.training.trainer import SAAHGRPOConfig, SAAHGRPOTrainer
 
 # The published Qwen2.5 Instruct architectures (config.json of each checkpoint).
@@ -191,15 +191,15 @@ def time_variant(variant, model_factory, cfg, args, out_dir: Path, backend: str 
     name, which, method, top_k = variant
     name = variant_name(name, backend)
     model, tokenizer = model_factory()
-    common = trl_kwargs(cfg, out_dir / name, progress=False)
+    common = stock_grpo_kwargs(cfg, out_dir / name, progress=False)
     common.update(max_steps=args.warmup + args.steps, save_strategy="no",
-                  generation_kwargs={"min_new_tokens": cfg.max_completion_length} if args.full_length else None)
+                  generation_kwargs={"min_new_tokens": cfg.trainer.max_completion_length} if args.full_length else None)
     if which == "trl":
         trainer_cls, config = TimedGRPOTrainer, GRPOConfig(**common)
     else:
         alpha = method_alpha(method, MAIN_ALPHA)
         config = SAAHGRPOConfig(method=method, alpha=alpha, entropy_top_k=top_k,
-                                reward_std_threshold=cfg.reward_std_threshold, generation_backend=backend,
+                                reward_std_threshold=cfg.trainer.reward_std_threshold, generation_backend=backend,
                                 rollout_compile=compile_setting(args), rollout_compile_backend=args.compile_backend,
                                 **common)
         trainer_cls = TimedSAAHGRPOTrainer
@@ -215,7 +215,7 @@ def time_variant(variant, model_factory, cfg, args, out_dir: Path, backend: str 
     timed = clock.durations[args.warmup:]
     median = statistics.median(timed)
     median_generation = statistics.median(clock.generation[args.warmup:])
-    completion_tokens = cfg.completions_per_step * cfg.max_completion_length
+    completion_tokens = cfg.trainer.completions_per_step * cfg.trainer.max_completion_length
     result = {
         "variant": name, "trainer": which, "method": method, "entropy_top_k": top_k,
         "generation_backend": "hf" if which == "trl" else backend,
@@ -285,7 +285,7 @@ def _rollout_inputs(model_factory, cfg, args):
     model, tokenizer = model_factory()
     device = "cuda" if torch.cuda.is_available() else "cpu"
     model = model.to(device).eval()
-    prompts = list(prompts_dataset(cfg.completions_per_step, tokenizer, args.prompt_tokens)["prompt"])
+    prompts = list(prompts_dataset(cfg.trainer.completions_per_step, tokenizer, args.prompt_tokens)["prompt"])
     ids = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
     return model, tokenizer, device, prompts, ids
 
@@ -294,15 +294,15 @@ def rollout_comparison(model_factory, cfg, args) -> dict:
     """Rollouts only, outside the trainer: ``model.generate`` against the static engine on the same
     prompts, alternated ``--rollout-repeats`` times so that background load hits both alike."""
     model, tokenizer, device, prompts, ids = _rollout_inputs(model_factory, cfg, args)
-    n_new = cfg.max_completion_length
+    n_new = cfg.trainer.max_completion_length
     engine = static_engine(tokenizer, n_new, [], args, "rollout")
-    sampling = SamplingSettings(do_sample=True, temperature=cfg.temperature)
+    sampling = SamplingSettings(do_sample=True, temperature=cfg.trainer.temperature)
     enc = tokenizer(prompts, return_tensors="pt", padding=True, padding_side="left",
                     add_special_tokens=False).to(device)
 
     def hf():
         model.generate(**enc, max_new_tokens=n_new, min_new_tokens=n_new, do_sample=True,
-                       temperature=cfg.temperature, top_k=0, pad_token_id=tokenizer.pad_token_id)
+                       temperature=cfg.trainer.temperature, top_k=0, pad_token_id=tokenizer.pad_token_id)
 
     def static():
         engine.generate(model, ids, sampling)
@@ -328,17 +328,17 @@ def rollout_profile(model_factory, cfg, args) -> dict:
     """Host syncs and eager ops per token of one rollout, counted by the profiler: the static engine
     (with ``--rollout-compile``/``--compile-backend``; compiled and warmed up first) and ``generate``."""
     model, tokenizer, device, prompts, ids = _rollout_inputs(model_factory, cfg, args)
-    n_new = cfg.max_completion_length
+    n_new = cfg.trainer.max_completion_length
     # the end-of-sequence token is live (the finished-batch check runs) but never sampled: full length
     engine = static_engine(tokenizer, n_new, [tokenizer.eos_token_id], args, "rollout")
-    sampling = SamplingSettings(do_sample=True, temperature=cfg.temperature, min_new_tokens=n_new)
+    sampling = SamplingSettings(do_sample=True, temperature=cfg.trainer.temperature, min_new_tokens=n_new)
     with torch.no_grad():
         engine.generate(model, ids, sampling)  # compiles
         static = profile_rollout(engine, model, ids, sampling)
         enc = tokenizer(prompts, return_tensors="pt", padding=True, padding_side="left",
                         add_special_tokens=False).to(device)
         generate = dict(**enc, max_new_tokens=n_new, min_new_tokens=n_new, do_sample=True,
-                        temperature=cfg.temperature, top_k=0, pad_token_id=tokenizer.pad_token_id)
+                        temperature=cfg.trainer.temperature, top_k=0, pad_token_id=tokenizer.pad_token_id)
         model.generate(**generate)  # warm-up
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
             model.generate(**generate)
@@ -358,9 +358,9 @@ def run_benchmark(args) -> dict:
     if not torch.cuda.is_available():
         # two OpenMP threads on two shared cores can stall a step by 20x; one thread is steady
         torch.set_num_threads(args.threads)
-    cfg = make_config(args.profile, method="sa", steps=args.warmup + args.steps, **parse_overrides(args.overrides))
+    cfg = make_config(args.profile, method="sa", max_steps=args.warmup + args.steps, **parse_overrides(args.overrides))
     if args.max_completion_length:
-        cfg.max_completion_length = cfg.eval_max_new_tokens = args.max_completion_length
+        cfg.trainer.max_completion_length = cfg.eval_max_new_tokens = args.max_completion_length
     dtype = torch.bfloat16 if (cfg.dtype == "bfloat16" and torch.cuda.is_available()) else torch.float32
 
     def model_factory():
@@ -381,11 +381,11 @@ def run_benchmark(args) -> dict:
     path = out_dir / f"{device_name().replace(' ', '_')}-{args.profile}.json"
     report = {
         "device": device_name(), "profile": args.profile, "model": label, "dtype": str(dtype),
-        "num_layers_override": args.num_layers, "completions_per_step": cfg.completions_per_step,
-        "max_completion_length": cfg.max_completion_length, "full_length": args.full_length,
+        "num_layers_override": args.num_layers, "completions_per_step": cfg.trainer.completions_per_step,
+        "max_completion_length": cfg.trainer.max_completion_length, "full_length": args.full_length,
         "prompt_tokens": args.prompt_tokens, "warmup_steps": args.warmup, "timed_steps": args.steps,
         "cpu_threads": None if torch.cuda.is_available() else args.threads,
-        "lora": cfg.use_lora, "gradient_checkpointing": cfg.gradient_checkpointing,
+        "lora": cfg.use_lora, "gradient_checkpointing": cfg.trainer.activation_checkpointing,
         "generation_backends": backends, "rollout_compile": compiles(args),
         "compile_backend": (args.compile_backend or "inductor") if compiles(args) else None, "complete": False,
         "variants": [], "ratios": {}, "rollout": None, "rollout_profile": None, "eval": None,

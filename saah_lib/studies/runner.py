@@ -1,7 +1,7 @@
 """What every CPU study does, in order: warm start, baseline, then the planned runs.
 
 A study (:mod:`saah_lib.studies.mini`, :mod:`saah_lib.studies.extended`) is a
-plan, a list of :class:`~saah_lib.training.config.SAAHConfig`, handed to
+plan, a list of :class:`~saah_lib.training.config.RunConfig`, handed to
 :func:`run_study`.  Runs already complete are skipped, so an interrupted study
 continues where it stopped.  Each stage's wall time and peak memory go to the
 study's timings file.

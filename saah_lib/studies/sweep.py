@@ -18,10 +18,10 @@ from saah_lib.training.config import LOCAL_RESULTS_DIR, check_overrides, make_co
 
 TRAIN_NOTEBOOK = NOTEBOOKS / "02_train.ipynb"
 #: the config fields each run of the sweep gets from the sweep's own arguments
-SWEEP_FIELDS = ("profile", "method", "alpha", "seed", "steps", "run_id", "results_dir")
+SWEEP_FIELDS = ("profile", "method", "alpha", "seed", "max_steps", "run_id", "results_dir")
 
 
-def run_alpha_sweep(alphas, *, profile: str = "tiny", method: str = "ah", seed: int = 0,
+def run_alpha_sweep(alphas, *, profile: str = "tiny", method: str = "ah", seed: int | None = None,
                     steps: int | None = None, results_dir: str = LOCAL_RESULTS_DIR, overrides: dict | None = None,
                     notebook: Path = TRAIN_NOTEBOOK, kernel: str = "python3") -> list[dict]:
     """Train one run per alpha (skipping complete ones); returns what happened to each.
@@ -48,7 +48,7 @@ def run_alpha_sweep(alphas, *, profile: str = "tiny", method: str = "ah", seed: 
         cfg.run_dir.mkdir(parents=True, exist_ok=True)
         papermill.execute_notebook(
             str(notebook), str(cfg.run_dir / "02_train.ipynb"), kernel_name=kernel, cwd=str(REPO_ROOT),
-            parameters=dict(profile=profile, method=method, alpha=cfg.trainer.alpha, seed=seed, max_steps=cfg.trainer.max_steps,
+            parameters=dict(profile=profile, method=method, alpha=cfg.trainer.alpha, seed=cfg.trainer.seed, max_steps=cfg.trainer.max_steps,
                             run_id=cfg.run_id, results_dir=str(results_dir), **as_parameters, overrides=rest),
         )
         outcome.append({"run_id": cfg.run_id, "alpha": cfg.trainer.alpha, "status": "trained"})

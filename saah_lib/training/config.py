@@ -27,7 +27,7 @@ import torch
 from trl import GRPOConfig
 
 from saah_lib.method.methods import MAIN_ALPHA, METHODS, method_alpha
-from saah_lib.models.backends import BACKENDS, VLLM_MODES, check_backend
+from saah_lib.models.backends import BACKENDS, VLLM_MODES
 from saah_lib.models.names import (
     TINY_WARMSTART,
     canonical_model_name,
@@ -187,6 +187,7 @@ class SAAHGRPOConfig(GRPOConfig):
     save_steps: int = _field(10, "checkpoint every N steps")
     save_total_limit: int | None = _field(2, "checkpoints kept; None keeps every one")
     logging_steps: int = _field(1, "log every N steps (the run folder logs every step whatever this is)")
+    run_name: str | None = _field(None, "the run's name in the report_to integrations (make_config: the run id)")
     activation_checkpointing: bool = _field(False, "recompute activations in the backward pass (less memory)")
     report_to: str | list[str] = _field("none", "none | all | integrations, comma-separated: "
                                                 + " | ".join(REPORT_INTEGRATIONS))
@@ -211,6 +212,11 @@ class SAAHGRPOConfig(GRPOConfig):
         elif self.use_vllm and self.generation_backend == "compiled":
             _fail("generation_backend", "'compiled' conflicts with use_vllm=True")
         super().__post_init__()
+
+    @property
+    def completions_per_step(self) -> int:
+        """Completions per optimiser step, over all processes."""
+        return self.per_device_train_batch_size * self.gradient_accumulation_steps * world_size()
 
     def _check_fields(self) -> None:
         """Type and range of every field we set, booleans not numbers, reals finite; then combinations."""
@@ -248,10 +254,7 @@ class SAAHGRPOConfig(GRPOConfig):
                   f"{self.gradient_accumulation_steps} equal micro-batches")
         if self.run_name is not None and not (isinstance(self.run_name, str) and self.run_name.strip()):
             _fail("run_name", f"must be a non-empty string or None, got {self.run_name!r}")
-        try:
-            check_backend(self.generation_backend)
-        except ValueError:
-            _check_choice("generation_backend", self.generation_backend, BACKENDS)
+        _check_choice("generation_backend", self.generation_backend, BACKENDS)
         _check_choice("vllm_mode", self.vllm_mode, VLLM_MODES)
         if self.vllm_server_base_url is not None and not (isinstance(self.vllm_server_base_url, str)
                                                           and self.vllm_server_base_url):

@@ -99,6 +99,24 @@ def trainer_args(cfg: RunConfig, progress: bool) -> SAAHGRPOConfig:
     return args
 
 
+#: The fields of SAAHGRPOConfig that stock TRL's GRPOConfig has too and that a run sets (the rest are TRL's defaults).
+_STOCK_FIELDS = ("output_dir", "max_steps", "seed", "learning_rate", "lr_scheduler_type", "warmup_steps",
+                 "weight_decay", "max_grad_norm", "beta", "epsilon", "num_generations", "per_device_train_batch_size",
+                 "gradient_accumulation_steps", "max_completion_length", "temperature", "save_strategy", "save_steps",
+                 "save_total_limit", "logging_steps", "report_to", "run_name", "bf16", "fp16", "use_cpu",
+                 "activation_checkpointing", "disable_tqdm", "log_completions", "loss_type", "use_bias_correction_kl",
+                 "use_vllm", "vllm_mode", "vllm_server_base_url", "vllm_gpu_memory_utilization")
+
+
+def stock_grpo_kwargs(cfg: RunConfig, output_dir: Path, progress: bool) -> dict:
+    """The run's trainer settings as arguments of stock TRL's ``GRPOConfig`` (the benchmark's baseline)."""
+    args = trainer_args(cfg, progress)
+    kwargs = {name: getattr(args, name) for name in _STOCK_FIELDS}
+    kwargs["lr_scheduler_type"] = getattr(args.lr_scheduler_type, "value", args.lr_scheduler_type)
+    kwargs["save_strategy"] = getattr(args.save_strategy, "value", args.save_strategy)
+    return {**kwargs, "output_dir": str(output_dir)}
+
+
 def lora_config(cfg: RunConfig):
     if not cfg.use_lora:
         return None

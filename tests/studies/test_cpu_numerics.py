@@ -40,9 +40,9 @@ def unpinned_parent(monkeypatch):
 
 
 def test_a_spawned_training_worker_pins_itself_and_records_it(unpinned_parent, tiny_random_model_dir, tmp_path):
-    cfg = make_config("tiny", model_name=str(tiny_random_model_dir), method="sa", alpha=0.5, seed=0, steps=1,
+    cfg = make_config("tiny", model_name=str(tiny_random_model_dir), method="sa", alpha=0.5, seed=0, max_steps=1,
                       n_train=8, n_eval=2, max_completion_length=8, eval_max_new_tokens=8, eval_batch_size=2,
-                      eval_every=1, save_every=1, results_dir=str(tmp_path))
+                      eval_every=1, save_steps=1, results_dir=str(tmp_path))
     [entry] = train_all([cfg], jobs=1)  # the study's own pool: spawned processes, one torch thread each
     assert (entry["cpu_capability"], entry["torch_threads"]) == (PINNED_CAPABILITY, 1)
     recorded = RunDir(cfg.run_dir).read_config()[RECORD_KEY]

@@ -24,14 +24,14 @@ import json, sys, torch
 torch.set_num_threads(1)
 from saah_lib.rundir.lock import study_lock
 from saah_lib.studies.runner import train_all
-from saah_lib.training.config import SAAHConfig
+from saah_lib.training.config import RunConfig
 with study_lock(sys.argv[1]):
-    train_all([SAAHConfig.from_dict(d) for d in json.loads(sys.argv[2])], jobs=2)
+    train_all([RunConfig.from_dict(d) for d in json.loads(sys.argv[2])], jobs=2)
 """
 
 
 def plan(model_dir, root):
-    settings = dict(model_name=str(model_dir), alpha=0.5, steps=10, save_every=2, eval_every=5, n_train=32,
+    settings = dict(model_name=str(model_dir), alpha=0.5, max_steps=10, save_steps=2, eval_every=5, n_train=32,
                     n_eval=6, max_completion_length=12, eval_max_new_tokens=12, eval_batch_size=4,
                     results_dir=str(root), seed=0, learning_rate=1e-3)
     return [make_config("tiny", method=method, **settings) for method in ("grpo", "sa")]

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.slow
 
 def tiny_run_config(model_dir, results_dir, method, **overrides):
     settings = dict(
-        model_name=str(model_dir), method=method, alpha=0.5, steps=4, save_every=2, eval_every=2,
+        model_name=str(model_dir), method=method, alpha=0.5, max_steps=4, save_steps=2, eval_every=2,
         n_train=32, n_eval=6, max_completion_length=12, eval_max_new_tokens=12, eval_batch_size=4,
         results_dir=str(results_dir), seed=0, learning_rate=1e-3,
     )
@@ -87,7 +87,7 @@ def test_interrupted_run_resumes_without_losing_or_repeating_a_step(tiny_random_
 
 
 def test_a_complete_run_is_not_trained_again(tiny_random_model_dir, tmp_path, capsys):
-    cfg = tiny_run_config(tiny_random_model_dir, tmp_path, "grpo", steps=2)
+    cfg = tiny_run_config(tiny_random_model_dir, tmp_path, "grpo", max_steps=2)
     run_training(cfg, progress=False)
     before = (cfg.run_dir / "train_log.jsonl").read_text()
     run_training(cfg, progress=False)
@@ -96,8 +96,8 @@ def test_a_complete_run_is_not_trained_again(tiny_random_model_dir, tmp_path, ca
 
 
 def test_reusing_a_run_id_with_other_settings_is_refused(tiny_random_model_dir, tmp_path):
-    run_training(tiny_run_config(tiny_random_model_dir, tmp_path, "ah", steps=2), progress=False)
-    other = tiny_run_config(tiny_random_model_dir, tmp_path, "ah", steps=2, learning_rate=5e-4)
+    run_training(tiny_run_config(tiny_random_model_dir, tmp_path, "ah", max_steps=2), progress=False)
+    other = tiny_run_config(tiny_random_model_dir, tmp_path, "ah", max_steps=2, learning_rate=5e-4)
     with pytest.raises(ValueError, match="learning_rate"):
         run_training(other, progress=False)
 
@@ -120,7 +120,7 @@ def interrupted_run(tiny_random_model_dir, tmp_path_factory):
     stopped run holds checkpoint-1 and checkpoint-2 and logged steps 1-3.
     """
     root = tmp_path_factory.mktemp("damaged_checkpoints")
-    settings = dict(save_every=1)
+    settings = dict(save_steps=1)
     reference = RunDir(run_training(tiny_run_config(tiny_random_model_dir, root / "reference", "sa", **settings),
                                     progress=False))
     cfg = tiny_run_config(tiny_random_model_dir, root / "stopped", "sa", **settings)
@@ -135,7 +135,7 @@ def _copy_of(interrupted_run, tmp_path, **overrides):
 
     reference, cfg = interrupted_run
     shutil.copytree(cfg.results_dir, tmp_path / "results")
-    copy = tiny_run_config(cfg.model_name, tmp_path / "results", "sa", save_every=1, **overrides)
+    copy = tiny_run_config(cfg.model_name, tmp_path / "results", "sa", save_steps=1, **overrides)
     return reference, copy, RunDir(copy.run_dir)
 
 
@@ -207,7 +207,7 @@ NOT_NEEDED_TO_RESUME = {"tokenizer.json", "chat_template.jinja", "special_tokens
 @pytest.mark.parametrize("use_lora", [False, True])
 def test_the_files_a_complete_checkpoint_needs_are_the_files_the_trainer_writes(tiny_random_model_dir, tmp_path,
                                                                                   use_lora):
-    cfg = tiny_run_config(tiny_random_model_dir, tmp_path, "sa", steps=2, save_every=2, eval_every=2,
+    cfg = tiny_run_config(tiny_random_model_dir, tmp_path, "sa", max_steps=2, save_steps=2, eval_every=2,
                           use_lora=use_lora, lora_target_modules=["q_proj", "v_proj"])
     folder = RunDir(run_training(cfg, progress=False)).checkpoints_dir / "checkpoint-2"
     written = {p.name for p in folder.iterdir()}
@@ -220,7 +220,7 @@ def test_the_files_a_complete_checkpoint_needs_are_the_files_the_trainer_writes(
 
 def test_the_next_writer_removes_the_temporary_files_of_an_interrupted_write(tiny_random_model_dir, tmp_path,
                                                                                capsys):
-    cfg = tiny_run_config(tiny_random_model_dir, tmp_path, "grpo", steps=2)
+    cfg = tiny_run_config(tiny_random_model_dir, tmp_path, "grpo", max_steps=2)
     log = RunDir(run_training(cfg, progress=False))
     # what a kill between writing and renaming leaves (the final evaluation's samples, and config.json)
     stale = [log.samples_dir / ".step_0002.jsonl.0a1b2c3d4e5f.tmp", log.dir / ".config.json.9f8e7d6c5b4a.tmp"]
@@ -234,7 +234,7 @@ def test_report_to_tensorboard_writes_the_logged_steps_and_progress_is_lines_not
                                                                                        tmp_path, capsys):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    cfg = tiny_run_config(tiny_random_model_dir, tmp_path, "sa", steps=2, report_to="tensorboard", run_name="tb")
+    cfg = tiny_run_config(tiny_random_model_dir, tmp_path, "sa", max_steps=2, report_to="tensorboard", run_name="tb")
     run_dir = run_training(cfg, progress=True)
     # transformers' TensorBoardCallback writes under the trainer's output folder (the run's checkpoints/runs/)
     events = sorted((run_dir / "checkpoints" / "runs").glob("*/events.out.tfevents.*"))
@@ -259,7 +259,7 @@ def test_report_to_an_integration_that_is_not_installed_fails_before_anything_is
     import saah_lib.training.run as run_module
 
     monkeypatch.setattr(run_module, "get_available_reporting_integrations", lambda: [])
-    cfg = tiny_run_config(tiny_random_model_dir, tmp_path, "sa", steps=2, report_to="tensorboard")
+    cfg = tiny_run_config(tiny_random_model_dir, tmp_path, "sa", max_steps=2, report_to="tensorboard")
     with pytest.raises(ValueError, match="'report_to': tensorboard is not installed"):
         run_training(cfg, progress=False)
     assert not cfg.run_dir.exists()

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow
 
 STEPS = 40
 SETTINGS = dict(method="sa", alpha=0.5, steps=STEPS, seed=0, run_id="shared", n_train=32, n_eval=6,
-                max_completion_length=12, eval_max_new_tokens=12, eval_batch_size=4, save_every=5, eval_every=10,
+                max_completion_length=12, eval_max_new_tokens=12, eval_batch_size=4, save_steps=5, eval_every=10,
                 learning_rate=1e-3)
 FLAGS = ("method", "alpha", "steps", "seed", "run_id")
 
