@@ -10,6 +10,8 @@ from saah_lib.rundir.folder import RunDir
 from saah_lib.rundir.layout import TRAIN_LOG_KEYS
 from saah_lib.studies.reproduce import compare_run
 from saah_lib.training.config import make_config
+from saah_lib.rundir.provenance import with_segment
+from saah_lib.training import run as train
 from saah_lib.training.run import run_training
 
 pytestmark = pytest.mark.slow
@@ -86,13 +88,50 @@ def test_interrupted_run_resumes_without_losing_or_repeating_a_step(tiny_random_
         assert got["loss"] == pytest.approx(want["loss"], abs=1e-5)
 
 
-def test_a_complete_run_is_not_trained_again(tiny_random_model_dir, tmp_path, capsys):
+def _files(folder):
+    return {p.relative_to(folder): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_a_complete_run_relaunched_changes_nothing_on_disk(tiny_random_model_dir, tmp_path, capsys, monkeypatch):
     cfg = tiny_run_config(tiny_random_model_dir, tmp_path, "grpo", max_steps=2)
     run_training(cfg, progress=False)
-    before = (cfg.run_dir / "train_log.jsonl").read_text()
+    before = _files(tmp_path)
+    # a relaunch from another commit and numerics once rewrote config.json's provenance
+    monkeypatch.setattr(train, "provenance", lambda: {"git_commit": "other", "versions": {}, "cpu_numerics": {}})
     run_training(cfg, progress=False)
     assert "already complete" in capsys.readouterr().out
-    assert (cfg.run_dir / "train_log.jsonl").read_text() == before
+    assert _files(tmp_path) == before  # every file, byte for byte, and no new one
+
+
+def test_each_training_segment_keeps_its_provenance(tiny_random_model_dir, tmp_path, monkeypatch):
+    class StopAfterTwo(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            control.should_training_stop = state.global_step == 2
+
+    cfg = tiny_run_config(tiny_random_model_dir, tmp_path, "sa", max_steps=4, save_steps=2)
+    run_training(cfg, callbacks=[StopAfterTwo()], progress=False)
+    first = RunDir(cfg.run_dir).read_config()
+    native = {**first["cpu_numerics"], "mode": "native", "pin_holds": None}
+    monkeypatch.setattr(train, "provenance", lambda: {"git_commit": "abc", "versions": first["versions"],
+                                                      "cpu_numerics": native})
+    run_training(cfg, progress=False)  # resumed from checkpoint-2 under other numerics and another commit
+    config = RunDir(cfg.run_dir).read_config()
+    assert (config["git_commit"], config["cpu_numerics"]) == (first["git_commit"], first["cpu_numerics"])
+    segments = config["segments"]
+    assert [(s["from_step"], s["to_step"], s["git_commit"]) for s in segments] == [
+        (0, 4, first["git_commit"]), (2, 4, "abc")]
+    assert segments[0]["cpu_numerics"] == first["cpu_numerics"] and segments[1]["cpu_numerics"]["mode"] == "native"
+
+
+def test_a_config_written_before_segments_counts_as_one_segment():
+    old = {"git_commit": "a", "versions": {"torch": "1"}, "cpu_numerics": {"mode": "pinned"}, "steps": 60}
+    now = {"git_commit": "b", "versions": {"torch": "2"}, "cpu_numerics": {"mode": "native"}}
+    merged = with_segment(old, now, 30, 60)
+    assert {k: merged[k] for k in ("git_commit", "versions", "cpu_numerics")} == \
+        {k: old[k] for k in ("git_commit", "versions", "cpu_numerics")}
+    assert merged["segments"] == [{"from_step": 0, "to_step": 30, **{k: old[k] for k in now}},
+                                  {"from_step": 30, "to_step": 60, **now}]
+    assert with_segment(None, now, 0, 60) == {**now, "segments": [{"from_step": 0, "to_step": 60, **now}]}
 
 
 def test_reusing_a_run_id_with_other_settings_is_refused(tiny_random_model_dir, tmp_path):
