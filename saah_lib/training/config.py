@@ -189,6 +189,8 @@ class SAAHGRPOConfig(GRPOConfig):
     logging_steps: int = _field(1, "log every N steps (the run folder logs every step whatever this is)")
     run_name: str | None = _field(None, "the run's name in the report_to integrations (make_config: the run id)")
     activation_checkpointing: bool = _field(False, "recompute activations in the backward pass (less memory)")
+    gradient_checkpointing: bool | None = _field(None, "transformers' deprecated name of activation_checkpointing; "
+                                                       "given, it sets that field")
     report_to: str | list[str] = _field("none", "none | all | integrations, comma-separated: "
                                                 + " | ".join(REPORT_INTEGRATIONS))
     # The paper's loss: token-level normalisation (bnpo) and the plain k3 KL estimator.
@@ -197,6 +199,8 @@ class SAAHGRPOConfig(GRPOConfig):
     use_bias_correction_kl: bool = _field(False, "False: the plain k3 KL estimator (the paper's)")
 
     def __post_init__(self):
+        if self.gradient_checkpointing is not None:  # the old name, as TRL's own examples still use it
+            self.activation_checkpointing = self.gradient_checkpointing
         self._check_fields()
         self.alpha = method_alpha(self.method, float(self.alpha))
         if self.warmup_steps is None:
