@@ -1,7 +1,7 @@
 """Every process a study starts runs the pinned CPU numerics: spawned training workers and notebook kernels.
 
 Each test first removes the pin from the environment the child inherits, so that the child
-must pin itself (by importing saah_lib before torch, or through the pinned kernelspec).
+must pin itself (a worker by importing saah_lib.studies before torch, a kernel through the pinned kernelspec).
 """
 
 import json
@@ -60,8 +60,11 @@ def _notebook_capability(tmp_path, first_cell: str, kernel: str = "python3") -> 
 
 
 def test_a_papermill_kernel_of_a_study_notebook_pins_itself(unpinned_parent, tmp_path):
-    # as notebooks/01-04 do (and studies/sweep.py runs them): saah_lib is imported before torch
-    assert _notebook_capability(tmp_path, "from saah_lib import make_config") == PINNED_CAPABILITY
+    # the kernel `make setup` installs, which papermill starts for notebooks/01-04 (and studies/sweep.py)
+    installed = REPO_ROOT / ".venv" / "share" / "jupyter" / "kernels" / "python3" / "kernel.json"
+    if not installed.is_file() or "saah_lib.numerics" not in installed.read_text():
+        pytest.skip(f"no pinned kernelspec at {installed} (make setup installs it)")
+    assert _notebook_capability(tmp_path, "import torch") == PINNED_CAPABILITY
 
 
 def test_the_pinned_kernelspec_pins_a_notebook_that_imports_torch_first(unpinned_parent, tmp_path, monkeypatch):
