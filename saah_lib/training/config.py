@@ -397,7 +397,7 @@ _RECORDED_NAME_OF = {recorded: name for name, recorded in RECORDED_AS.items()}
 def _check_known(names) -> None:
     unknown = sorted(set(names) - set(_RUN_FIELDS) - set(TRAINER_FIELDS))
     if unknown:
-        hints = [f"{n} (now {_RECORDED_NAME_OF[n]})" if n in _RECORDED_NAME_OF else n for n in unknown]
+        hints = [f"{n} (config.json's name of {_RECORDED_NAME_OF[n]})" if n in _RECORDED_NAME_OF else n for n in unknown]
         raise ValueError(f"unknown config field(s): {', '.join(hints)}")
 
 

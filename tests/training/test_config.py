@@ -79,7 +79,7 @@ def test_unknown_profile_and_field():
     with pytest.raises(ValueError, match="unknown config field.*lr"):
         make_config("tiny", lr=1e-3)
     # the names config.json records are not fields; the error names the field to use
-    with pytest.raises(ValueError, match=r"save_every \(now save_steps\), steps \(now max_steps\)"):
+    with pytest.raises(ValueError, match=r"save_every \(config.json's name of save_steps\), steps \(config.json's name of max_steps\)"):
         make_config("tiny", steps=3, save_every=1)
 
 

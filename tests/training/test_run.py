@@ -96,7 +96,7 @@ def test_a_complete_run_relaunched_changes_nothing_on_disk(tiny_random_model_dir
     cfg = tiny_run_config(tiny_random_model_dir, tmp_path, "grpo", max_steps=2)
     run_training(cfg, progress=False)
     before = _files(tmp_path)
-    # a relaunch from another commit and numerics once rewrote config.json's provenance
+    # relaunched from another commit under other numerics: still nothing to write
     monkeypatch.setattr(train, "provenance", lambda: {"git_commit": "other", "versions": {}, "cpu_numerics": {}})
     run_training(cfg, progress=False)
     assert "already complete" in capsys.readouterr().out

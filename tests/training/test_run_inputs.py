@@ -77,7 +77,7 @@ def test_check_gsm8k_dir_accepts_a_complete_folder_and_the_hub(tmp_path, monkeyp
 
 
 # --------------------------------------------------------------------------
-# every check before the first write (issue 22)
+# every check before the first write
 # --------------------------------------------------------------------------
 
 def _nothing_written(results):
