@@ -50,7 +50,7 @@ FAKE_INTEL = "int mkl_serv_intel_cpu_true(void) { return 1; }\nint mkl_serv_inte
 CHILD = r"""
 import hashlib, json, sys, time
 from pathlib import Path
-import saah_lib
+import saah_lib.studies  # applies the pin (or native mode) as every study process does
 import torch
 torch.set_num_threads(1)
 from saah_lib.models.warmstart import WarmStartSettings, build_warm_start, read_build_info
