@@ -17,6 +17,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from saah_lib.numerics import apply_once  # noqa: E402
 
 apply_once()
+import saah_lib  # noqa: E402
 
 # isort: split
 import torch  # noqa: E402

@@ -45,8 +45,8 @@ def test_complete_runs_are_skipped(tmp_path):
     configs = E.planned_configs(tmp_path, warm_starts=(0,), seeds=(0,), topk_ks=(), matched_alpha=5.9)
     done = configs[0]
     log = RunDir(done.run_dir)
-    write_jsonl(log.train_log_path, [{"step": done.steps}])
-    write_jsonl(log.eval_path, [{"step": done.steps, "pass_at_1": 0.5}])
+    write_jsonl(log.train_log_path, [{"step": done.trainer.max_steps}])
+    write_jsonl(log.eval_path, [{"step": done.trainer.max_steps, "pass_at_1": 0.5}])
     assert [c.run_id for c in E.pending(configs)] == [c.run_id for c in configs[1:]]
 
 

@@ -4,6 +4,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from saah_lib.paths import REPO_ROOT
 
 EXAMPLE = REPO_ROOT / "docs" / "library.md"
@@ -15,6 +17,7 @@ def example_code() -> str:
     return blocks[0]
 
 
+@pytest.mark.slow  # a fresh process loads TRL (about 10 s of CPU)
 def test_the_library_example_trains_two_steps_on_cpu(tiny_random_model_dir, tmp_path):
     code = example_code()
     assert 'MODEL = "Qwen/Qwen2.5-0.5B-Instruct"' in code and "from saah_lib import SAAHGRPOConfig, SAAHGRPOTrainer" in code
