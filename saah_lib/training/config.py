@@ -171,7 +171,8 @@ class SAAHGRPOConfig(GRPOConfig):
     rollout_compile_backend: str | None = _field(None, "that step's torch.compile backend: inductor, aot_eager, "
                                                        "eager; None: inductor")
     # --- TRL's fields, with the tiny profile's values as defaults
-    max_steps: int = _field(60, "optimiser steps (make_config: the profile's for the method)")
+    max_steps: int = _field(60, "optimiser steps (make_config: the profile's for the method); -1: TRL's "
+                                "num_train_epochs instead")
     seed: int = _field(0, "seeds LoRA initialisation, sampling and TRL's prompt order (CPU studies: 0, 1, 2, ...; "
                           "the paper profiles: the paper's 123)")
     learning_rate: float = _field(2e-4, "peak learning rate")
@@ -236,7 +237,9 @@ class SAAHGRPOConfig(GRPOConfig):
         _check_seed("seed", self.seed)
         _check_choice("lr_scheduler_type", getattr(self.lr_scheduler_type, "value", self.lr_scheduler_type),
                       LR_SCHEDULERS)
-        for name, lowest in (("max_steps", 1), ("num_generations", 2), ("gradient_accumulation_steps", 1),
+        if self.max_steps != -1:
+            _check_count("max_steps", self.max_steps, 1)
+        for name, lowest in (("num_generations", 2), ("gradient_accumulation_steps", 1),
                              ("max_completion_length", 1), ("save_steps", 1), ("log_token_entropies", 0)):
             _check_count(name, getattr(self, name), lowest)
         for name, lowest in (("warmup_steps", 0), ("prompts_per_step", 1), ("entropy_top_k", 1),
@@ -318,6 +321,7 @@ class RunConfig:
         for name, choices in (("profile", tuple(PROFILES)), ("dataset", DATASETS), ("dtype", DTYPES)):
             _check_choice(name, getattr(self, name), choices)
         _check_seed("data_seed", self.data_seed)
+        _check_count("max_steps", self.trainer.max_steps, 1)  # a run folder is complete at a step count
         for name, lowest in (("eval_every", 1), ("eval_batch_size", 1), ("eval_max_new_tokens", 1), ("n_train", 1),
                              ("n_eval", 1), ("lora_r", 1)):
             _check_count(name, getattr(self, name), lowest)
