@@ -212,8 +212,8 @@ class SAAHGRPOConfig(GRPOConfig):
             self.per_device_train_batch_size = layout.per_device_batch_size
             self.gradient_accumulation_steps = layout.gradient_accumulation_steps
         self.report_to = report_integrations(self.report_to)
-        if self.bf16 is None and not torch.cuda.is_available():
-            self.bf16 = False  # TRL's default (bf16 where it is None) would refuse to start on a CPU
+        if self.bf16 is None and not self.use_cpu and not torch.cuda.is_available():
+            self.bf16 = False  # TRL's default (bf16) would refuse to start here, asking for use_cpu
         if self.generation_backend == "vllm":
             self.use_vllm = True
         elif self.use_vllm and self.generation_backend == "compiled":
