@@ -169,8 +169,9 @@ def describe_plan(root: Path, configs, todo, jobs: int, warm_starts, seeds, meas
              f"warm starts: {', '.join(tiny_warm_start_name(w) for w in warm_starts)} ({builds} to build)",
              f"{len(configs) + missing} runs planned, {len(configs) - len(todo)} already complete, "
              f"{len(todo) + missing} to train ({jobs} at a time, one thread each):"]
-    lines += [f"  {c.run_id}  (method={c.trainer.method}, alpha={c.trainer.alpha:g}, seed={c.trainer.seed}, warm start={c.model_name}, "
-              f"entropy_top_k={c.trainer.entropy_top_k}, steps={c.trainer.max_steps})" for c in todo]
+    lines += [f"  {c.run_id}  (method={c.trainer.method}, alpha={c.trainer.alpha:g}, seed={c.trainer.seed}, "
+              f"warm start={c.model_name}, entropy_top_k={c.trainer.entropy_top_k}, steps={c.trainer.max_steps})"
+              for c in todo]
     if missing:
         lines += [f"  tiny-{m}-a<matched>-s{sd}{'' if w == 0 else f'-w{w}'}" for sd in seeds for w in warm_starts
                   for m in ("sa", "ah")]

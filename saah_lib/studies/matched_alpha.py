@@ -86,7 +86,8 @@ def scored_rollouts(model_name: str, *, n_prompts: int = N_PROMPTS, per_prompt: 
             enc = tokenizer([make_prompt(p.question, tokenizer) for p in chunk], return_tensors="pt", padding=True,
                             padding_side="left", add_special_tokens=False)
             generated = model.generate(**enc, do_sample=True, temperature=cfg.trainer.temperature, top_k=0, top_p=1.0,
-                                       max_new_tokens=cfg.trainer.max_completion_length, num_return_sequences=per_prompt,
+                                       max_new_tokens=cfg.trainer.max_completion_length,
+                                       num_return_sequences=per_prompt,
                                        pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
             prompt_len = enc["input_ids"].shape[1]
             completion = generated[:, prompt_len:]

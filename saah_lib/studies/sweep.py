@@ -48,7 +48,8 @@ def run_alpha_sweep(alphas, *, profile: str = "tiny", method: str = "ah", seed: 
         cfg.run_dir.mkdir(parents=True, exist_ok=True)
         papermill.execute_notebook(
             str(notebook), str(cfg.run_dir / "02_train.ipynb"), kernel_name=kernel, cwd=str(REPO_ROOT),
-            parameters=dict(profile=profile, method=method, alpha=cfg.trainer.alpha, seed=cfg.trainer.seed, max_steps=cfg.trainer.max_steps,
+            parameters=dict(profile=profile, method=method, alpha=cfg.trainer.alpha, seed=cfg.trainer.seed,
+                            max_steps=cfg.trainer.max_steps,
                             run_id=cfg.run_id, results_dir=str(results_dir), **as_parameters, overrides=rest),
         )
         outcome.append({"run_id": cfg.run_id, "alpha": cfg.trainer.alpha, "status": "trained"})

@@ -199,7 +199,8 @@ def measure_topk(model_dir: str | Path, *, n_prompts: int = 64, per_prompt: int 
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     prompts = [make_prompt(p.question, tokenizer) for p in problems]
     batches = sample_rollouts(model, tokenizer, prompts, per_prompt=per_prompt,
-                              max_new_tokens=cfg.trainer.max_completion_length, temperature=cfg.trainer.temperature, seed=seed)
+                              max_new_tokens=cfg.trainer.max_completion_length,
+                              temperature=cfg.trainer.temperature, seed=seed)
     vocab = model.get_output_embeddings().weight.size(0)
     result = topk_errors(batches, ks=tuple(ks) + ((vocab,) if vocab not in ks else ()), alphas=alphas,
                          vocab_size=vocab)

@@ -127,7 +127,7 @@ def _check_folder(name: str, value, optional: bool = False) -> None:
 
 
 def report_integrations(report_to) -> list[str]:
-    """``report_to`` as TRL's list: ``"none"`` -> [], ``"all"`` -> ["all"], ``"a,b"`` or ``["a", "b"]`` -> ["a", "b"]."""
+    """``report_to`` as TRL's list: ``"none"`` -> [], ``"all"`` -> ["all"], ``"a,b"`` or ``["a", "b"]`` -> the names."""
     if isinstance(report_to, (list, tuple)):
         names = list(report_to)
     elif isinstance(report_to, str) and report_to.strip():
@@ -272,7 +272,7 @@ class SAAHGRPOConfig(GRPOConfig):
 
 @dataclass
 class RunConfig:
-    """What TRL does not own: the model and LoRA, the data, the evaluation, where the run goes; and the trainer's config."""
+    """What TRL does not own (model and LoRA, data, evaluation, where the run goes), and the trainer's config."""
 
     trainer: SAAHGRPOConfig = _field(None, "the trainer's settings (TRL's and the method's)")
     profile: str = _field("tiny", "named profile the other defaults come from: tiny | qwen2.5-1.5b | qwen2.5-3b")
@@ -401,7 +401,8 @@ _RECORDED_NAME_OF = {recorded: name for name, recorded in RECORDED_AS.items()}
 def _check_known(names) -> None:
     unknown = sorted(set(names) - set(_RUN_FIELDS) - set(TRAINER_FIELDS))
     if unknown:
-        hints = [f"{n} (config.json's name of {_RECORDED_NAME_OF[n]})" if n in _RECORDED_NAME_OF else n for n in unknown]
+        hints = [f"{n} (config.json's name of {_RECORDED_NAME_OF[n]})" if n in _RECORDED_NAME_OF else n
+                 for n in unknown]
         raise ValueError(f"unknown config field(s): {', '.join(hints)}")
 
 

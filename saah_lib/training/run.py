@@ -235,7 +235,7 @@ def _train(cfg: RunConfig, run: RunDir, model, tokenizer, split, callbacks, prog
 
 
 def run_summary(run_dir: Path, wall_s: float | None = None) -> str:
-    """A few lines to end a run with: final and peak Pass@1, the untrained model's (step 0), time, where the logs are."""
+    """The lines that end a run: final and peak Pass@1, the untrained model's (step 0), time, where the logs are."""
     run = RunDir(run_dir)
     evals = run.evals()
     lines = [f"run {run.dir.name}"]
