@@ -164,6 +164,12 @@ def test_importing_saah_lib_changes_nothing_and_prints_nothing():
     done = subprocess.run([sys.executable, "-c", "import torch, saah_lib"], env=env, capture_output=True, text=True,
                           cwd=REPO_ROOT, check=True)
     assert (done.stdout, done.stderr) == ("", "")
+    # and what such a process records says it was not pinned
+    code = ("import torch, json; from saah_lib.numerics import cpu_numerics_record; torch.ones(2).sum(); "
+            "print(json.dumps(cpu_numerics_record()))")
+    record = json.loads(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                                       cwd=REPO_ROOT, check=True).stdout)
+    assert record["mode"] == "unpinned" and record["pinned_settings"] is None and record["environment"] == {}
 
 
 def test_the_pin_for_a_child_process_is_a_dict_of_variables():

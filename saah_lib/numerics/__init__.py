@@ -74,6 +74,8 @@ MODE_VARIABLE = "SAAH_CPU_NUMERICS"
 SET_BY_PIN_VARIABLE = "SAAH_CPU_NUMERICS_SET"
 PINNED, NATIVE = "pinned", "native"
 MODES = (PINNED, NATIVE)
+#: what a record says of a process that no entry point pinned (see cpu_numerics_record)
+UNPINNED = "unpinned"
 #: The environment every process of a study runs under (see the module docstring for why each is there).
 PINNED_SETTINGS = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2"}
 #: The capability torch reports when the pin holds.
@@ -217,13 +219,16 @@ def cpu_numerics_record(environ: MutableMapping[str, str] = os.environ) -> dict:
 
     ``capability`` and ``torch_threads`` are torch's own answers in this process
     (None when torch is not loaded); ``pin_holds`` is whether the capability is the
-    pinned one (None in native mode, when nothing was meant to hold).  ``mkl_kernels`` says which
+    pinned one (None in native mode, when nothing was meant to hold); ``mode`` is ``unpinned`` in a
+    process that asked for no mode and was not pinned by an entry point.  ``mkl_kernels`` says which
     of MKL's kernels the CPU runs (``Intel`` on Intel CPUs, else ``generic``: those of the committed
     studies); ``comparable_bit_for_bit``: the pin holds and MKL runs its generic kernels, so results
     here can match the committed studies bit for bit.
     """
     mode = numerics_mode(environ)
     cpu = cpu_description()
+    if mode == PINNED and not pin_obstacle(cpu) and any(environ.get(k) != v for k, v in PINNED_SETTINGS.items()):
+        mode = UNPINNED  # no entry point applied the pin here (a script of the user's, say)
     capability, threads = _torch_state()
     if mode == NATIVE:
         holds = None
