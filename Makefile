@@ -13,7 +13,7 @@ export TOKENIZERS_PARALLELISM ?= false
 export PYTHONUNBUFFERED := 1
 # Pinned CPU numerics (torch's AVX2 kernels on every x86-64 CPU, so that results match the committed studies bit
 # for bit) for every process below, whatever it imports first. saah_lib.numerics owns the settings and says why;
-# `import saah_lib` applies them again. SAAH_CPU_NUMERICS=native switches them off (faster on AVX-512 CPUs, not
+# the studies' entry points apply them again. SAAH_CPU_NUMERICS=native switches them off (faster on AVX-512 CPUs, not
 # comparable bit for bit). Read with the system python: it needs no package, and .venv may not exist yet.
 $(foreach setting,$(shell $(PYTHON) -m saah_lib.numerics env),$(eval export $(setting)))
 

@@ -3,7 +3,7 @@
 The package's folders follow the data, each importing only from those before it::
 
     paths, jsonio   where things live; reading and writing JSON
-    numerics        the pinned CPU numerics, applied here, on import, before anything loads torch
+    numerics        the pinned CPU numerics, applied by the entry points of the studies (not on import)
     progress        progress lines and bars that show well wherever the output goes
     method/         loss, token weights, reward: pure functions of tensors and strings
     tasks/          problems, GSM8K, the synthetic CPU task, prompts, scoring
@@ -15,7 +15,9 @@ The package's folders follow the data, each importing only from those before it:
     studies/        the CPU studies, reproduction checks, the benchmark
 
 The names below are what the notebooks and most users call; ``from saah_lib import
-make_config`` imports only what that name needs (torch and TRL load on first use).
+SAAHGRPOTrainer`` imports only what that name needs (torch and TRL load on first use).
+Importing the package changes nothing in the process: the pinned CPU numerics are applied
+by the studies' entry points (:mod:`saah_lib.numerics`).
 """
 
 from __future__ import annotations
@@ -40,14 +42,10 @@ COMMANDS = {
     "saah_lib.numerics": "the pinned CPU numerics: env, kernelspec, kernel (docs/reproducibility.md)",
 }
 
-from saah_lib.numerics import apply_once
-
-# First, before any module of the package can import torch: torch fixes its CPU kernels
-# from the environment at its first operation (saah_lib.numerics says what is set and why).
-apply_once()
-
 _PUBLIC = {
-    "SAAHConfig": "saah_lib.training.config",
+    "SAAHGRPOConfig": "saah_lib.training.config",
+    "SAAHGRPOTrainer": "saah_lib.training.trainer",
+    "RunConfig": "saah_lib.training.config",
     "make_config": "saah_lib.training.config",
     "run_training": "saah_lib.training.run",
     "baseline_for": "saah_lib.training.run",

@@ -13,7 +13,10 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-# saah_lib before torch: importing it pins the CPU numerics (saah_lib.numerics), which torch reads once.
+# The pin before torch loads, as every study entry point does (saah_lib.numerics): torch reads it once.
+from saah_lib.numerics import apply_once  # noqa: E402
+
+apply_once()
 import saah_lib  # noqa: E402
 
 # isort: split

@@ -17,7 +17,7 @@ LAYERS = ("paths", "jsonio", "numerics", "progress", "method", "tasks", "models"
           "report", "studies")
 #: The only imports allowed inside functions, and why: each keeps a heavy package out of a light entry point.
 FUNCTION_LEVEL_IMPORTS = {
-    # `python -m saah_lib.training.launch --help` answers without loading torch or TRL
+    # `python -m saah_lib.training.launch --print-config` answers without loading the model and training code
     ("training/launch.py", "saah_lib.training.run"),
     # the config checks a backend name without loading torch; only "auto" asks torch for a GPU
     ("models/backends.py", "torch"),

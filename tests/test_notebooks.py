@@ -10,13 +10,13 @@ import papermill
 import pytest
 
 from saah_lib.rundir.folder import RunDir
-from saah_lib.studies.notebook_params import declared_parameters
 from saah_lib.studies.grid import run_ablation
-from saah_lib.training.config import LOCAL_RESULTS_DIR, SAAHConfig
+from saah_lib.training.config import LOCAL_RESULTS_DIR, RunConfig
+from saah_lib.training.notebook_params import declared_parameters
 
 REPO = Path(__file__).resolve().parents[1]
 FAST = {"n_train": 16, "n_eval": 4, "max_completion_length": 12, "eval_max_new_tokens": 12,
-        "eval_batch_size": 4, "save_every": 2, "eval_every": 2}
+        "eval_batch_size": 4, "save_steps": 2, "eval_every": 2}
 
 
 def _outputs(nb) -> list[dict]:
@@ -71,7 +71,7 @@ def test_every_parameter_is_typed_documented_and_listed_by_papermill(name):
         assert info["inferred_type_name"] != "None", f"{parameter} has no type"
         assert info["help"], f"{parameter} has no help"
     assert "results_dir" not in declared or declared["results_dir"]["default"] == f'"{LOCAL_RESULTS_DIR}"'
-    assert "seed" not in declared or int(declared["seed"]["default"]) == SAAHConfig().seed
+    assert "seed" not in declared or declared["seed"]["default"] == "None"  # the profile's (0 tiny, 123 the paper's)
 
 
 @pytest.mark.slow
@@ -79,6 +79,15 @@ def test_an_unknown_parameter_is_an_error_naming_the_known_ones(tmp_path):
     with pytest.raises(papermill.PapermillExecutionError) as raised:
         execute("04_figures", tmp_path, tolerate_problem=True)  # a typo of tolerate_problems
     assert "'tolerate_problem'" in str(raised.value) and "tolerate_problems" in str(raised.value)
+
+
+@pytest.mark.slow
+def test_a_kernel_name_given_as_a_parameter_does_not_switch_the_unknown_name_check_off_in_02(tmp_path):
+    # -p In x replaced the history the check read, and -p bogus 1 then trained a run
+    with pytest.raises(papermill.PapermillExecutionError) as raised:
+        execute("02_train", tmp_path, In="x", bogus=1, results_dir=str(tmp_path / "results"))
+    assert "'In', 'bogus'" in str(raised.value) and "02_train declares" in str(raised.value)
+    assert not (tmp_path / "results").exists()
 
 
 # The notebooks are independent tests (not one chain) so that `make test`'s workers share them.

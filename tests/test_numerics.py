@@ -115,14 +115,14 @@ def test_a_native_record_says_so_and_claims_nothing_about_the_pin():
     assert summary(None) == "not recorded"
 
 
-def _capability_of_a_fresh_process(env: dict, code: str = "import saah_lib, torch") -> str:
+def _capability_of_a_fresh_process(env: dict, code: str = "import saah_lib.studies, torch") -> str:
     out = subprocess.run([sys.executable, "-c", f"{code}; print(torch.backends.cpu.get_cpu_capability())"],
                          env=env, capture_output=True, text=True, cwd=REPO_ROOT, check=True)
     return out.stdout.split()[-1]
 
 
 @needs_avx2
-def test_importing_saah_lib_pins_a_fresh_process_and_native_leaves_it_alone():
+def test_importing_the_studies_pins_a_fresh_process_and_native_leaves_it_alone():
     import os
 
     env = {k: v for k, v in os.environ.items() if k not in PINNED_SETTINGS and k != SET_BY_PIN_VARIABLE}
@@ -148,3 +148,37 @@ def test_the_kernelspec_is_rewritten_to_start_through_the_pin(tmp_path):
     with pytest.raises(ValueError, match="kernel.json: argv .* does not start '-m ipykernel_launcher'"):
         pin_kernelspec(tmp_path)
     assert json.loads((tmp_path / "kernel.json").read_text()) == {"argv": ["R", "--slave"]}  # untouched
+
+
+def test_importing_saah_lib_changes_nothing_and_prints_nothing():
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k not in PINNED_SETTINGS and k != SET_BY_PIN_VARIABLE}
+    env["PYTHONPATH"] = str(REPO_ROOT)
+    code = ("import torch, saah_lib, os; from saah_lib import SAAHGRPOConfig, SAAHGRPOTrainer; "
+            "print(sorted(k for k in os.environ if k in ('ATEN_CPU_CAPABILITY', 'MKL_CBWR')))")
+    done = subprocess.run([sys.executable, "-W", "default", "-c", code], env=env, capture_output=True, text=True,
+                          cwd=REPO_ROOT, check=True)
+    assert done.stdout.strip() == "[]"
+    assert "CPUNumericsWarning" not in done.stderr and "saah_lib" not in done.stderr
+    done = subprocess.run([sys.executable, "-c", "import torch, saah_lib"], env=env, capture_output=True, text=True,
+                          cwd=REPO_ROOT, check=True)
+    assert (done.stdout, done.stderr) == ("", "")
+    # and what such a process records says it was not pinned
+    code = ("import torch, json; from saah_lib.numerics import cpu_numerics_record; torch.ones(2).sum(); "
+            "print(json.dumps(cpu_numerics_record()))")
+    record = json.loads(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                                       cwd=REPO_ROOT, check=True).stdout)
+    assert record["mode"] == "unpinned" and record["pinned_settings"] is None and record["environment"] == {}
+
+
+def test_the_pin_for_a_child_process_is_a_dict_of_variables():
+    from saah_lib.numerics import pin_environment
+
+    cpu = {"machine": "x86_64", "cpu_flags": ["avx2", "fma"]}
+    assert pin_environment({}, cpu) == {**PINNED_SETTINGS, SET_BY_PIN_VARIABLE: ",".join(sorted(PINNED_SETTINGS))}
+    assert pin_environment({MODE_VARIABLE: "native"}, cpu) == {}
+    assert pin_environment({}, {"machine": "aarch64", "cpu_flags": []}) == {}
+    environ = {"ATEN_CPU_CAPABILITY": "default"}
+    pin_environment(environ, cpu)
+    assert environ == {"ATEN_CPU_CAPABILITY": "default"}  # the caller's environment is left alone

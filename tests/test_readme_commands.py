@@ -28,7 +28,7 @@ from papermill.cli import _resolve_type
 import saah_lib
 from saah_lib.paths import REPO_ROOT
 from saah_lib.rundir.folder import RunDir
-from saah_lib.studies.notebook_params import _type_parts, check_type, declared_parameters, parse_structured
+from saah_lib.training.notebook_params import _type_parts, check_type, declared_parameters, parse_structured
 
 DOCUMENTS = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]
 COMMAND_WORDS = {"make", "python", "papermill", "accelerate", "trl", "pip", "jupyter", "tensorboard", "bash",
@@ -241,7 +241,7 @@ def test_the_readme_cpu_run_streams_progress_under_papermill_log_output(tiny_ran
             "eval_batch_size": 4, "eval_every": 100}
     words = _words(command)
     words[2] = str(tmp_path / "out.ipynb")
-    words += ["-p", "steps", "1", "-p", "results_dir", str(tmp_path), "-p", "model_name", str(tiny_random_model_dir),
+    words += ["-p", "max_steps", "1", "-p", "results_dir", str(tmp_path), "-p", "model_name", str(tiny_random_model_dir),
               "-p", "overrides", json.dumps(fast)]
     started = time.monotonic()
     process = subprocess.Popen([str(BIN / "papermill"), *words[1:]], cwd=REPO_ROOT, env=ENV, text=True,
@@ -257,6 +257,7 @@ def test_the_readme_cpu_run_streams_progress_under_papermill_log_output(tiny_ran
     assert first_line_s is not None, text[-3000:]
     assert "run tiny-sa-a0.5-s0: sa, alpha 0.5, 1 steps" in text and "training tiny-sa-a0.5-s0: 0/1 steps" in text
     assert "step 1: Pass@1" in text
+    assert "Pass@1 final" in text and "baseline (step 0)" in text and "logs in" in text  # the end-of-run summary
     # what the run wrote, and what the executed notebook shows: plot_run's figure as a PNG, no per-step dicts
     run = RunDir(tmp_path / "runs" / "tiny-sa-a0.5-s0")
     assert [r["step"] for r in run.train_log()] == [1] and run.evaluated_steps() == {0, 1}

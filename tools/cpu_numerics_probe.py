@@ -50,7 +50,7 @@ FAKE_INTEL = "int mkl_serv_intel_cpu_true(void) { return 1; }\nint mkl_serv_inte
 CHILD = r"""
 import hashlib, json, sys, time
 from pathlib import Path
-import saah_lib
+import saah_lib.studies  # applies the pin (or native mode) as every study process does
 import torch
 torch.set_num_threads(1)
 from saah_lib.models.warmstart import WarmStartSettings, build_warm_start, read_build_info
@@ -66,8 +66,8 @@ result = {"capability": torch.backends.cpu.get_cpu_capability(),
           "weights": hashlib.sha256((model / "model.safetensors").read_bytes()).hexdigest(),
           "heldout_pass_at_1": read_build_info(model)["heldout_pass_at_1"], "build_s": round(built, 1)}
 if int(sys.argv[3]):
-    cfg = make_config("tiny", model_name=str(model), method="sa", seed=0, steps=int(sys.argv[3]),
-                      eval_every=int(sys.argv[3]), n_eval=40, save_every=1000, results_dir=str(out / "results"))
+    cfg = make_config("tiny", model_name=str(model), method="sa", seed=0, max_steps=int(sys.argv[3]),
+                      eval_every=int(sys.argv[3]), n_eval=40, save_steps=1000, results_dir=str(out / "results"))
     run = run_training(cfg, progress=False)
     log = [{k: v for k, v in json.loads(line).items() if k != "step_time"}
            for line in (run / "train_log.jsonl").read_text().splitlines()]

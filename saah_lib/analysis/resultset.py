@@ -25,7 +25,7 @@ from saah_lib.jsonio import read_json
 from saah_lib.method.methods import MAIN_ALPHAS
 from saah_lib.rundir.layout import MATCHED_ALPHA_FILE, TRAIN_LOG_KEYS
 from saah_lib.tasks.scoring import pass_at_1_ci
-from saah_lib.training.config import PROFILES, SAAHConfig
+from saah_lib.training.profiles import PROFILES
 
 #: Columns of the per-step diagnostic tables (tab:sa_log_*).
 DIAGNOSTIC_COLUMNS = (
@@ -195,7 +195,7 @@ def _split_by_entropy_estimate(folders: list) -> tuple[list, list[str]]:
     they are kept out of these tables and figures and named in
     ``notes["other_entropy_runs"]`` (the top-K ablation reports them).
     """
-    default = SAAHConfig.__dataclass_fields__["entropy_top_k"].default
+    default = None  # the defaults (the tiny profile) use the exact entropy
     kept, others = [], []
     for folder in folders:
         config = folder.config or {}

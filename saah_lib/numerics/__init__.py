@@ -5,7 +5,7 @@ instruction set, and a process runs the widest its CPU has.  The builds add up
 floats in different orders, so their results differ in the last bits, and over
 thousands of training steps of a tiny model the differences grow into other
 models: the warm start built with AVX-512 kernels ends at held-out Pass@1 0.435,
-with AVX2 kernels at 0.315, and every run of the mini study then differs (issue 19).
+with AVX2 kernels at 0.315, and every run of the mini study then differs.
 The committed studies were computed with the AVX2 kernels, so every process of a
 study asks for those, whatever wider set its CPU has.
 
@@ -25,11 +25,15 @@ What is set (:data:`PINNED_SETTINGS`), in the environment, before torch loads:
     :func:`cpu_numerics_record` says which kernels MKL runs (``mkl_kernels``).
 
 Both are read once per process, at torch's first CPU operation and MKL's first
-call, which is why :func:`apply_once` runs when ``saah_lib`` is imported
-(``saah_lib/__init__.py``), before any module of the package imports torch.
-Spawned workers and notebook kernels inherit the environment and import
-``saah_lib`` before torch themselves; the Makefile exports the settings too, and
-``python -m saah_lib.numerics kernelspec`` makes a Jupyter kernel start pinned.
+call, so the pin must be in the environment before torch loads.  Importing
+``saah_lib`` changes nothing (a library must not change a user's process); the
+entry points that produce or verify study results apply it: the Makefile exports
+:func:`pin_environment`'s settings, ``saah_lib.studies`` calls :func:`apply_once`
+when it is imported (so every ``python -m saah_lib.studies.X`` and the study's
+spawned workers are pinned before they import torch), as does
+``saah_lib.training.launch``; ``python -m saah_lib.numerics kernelspec`` makes
+the Jupyter kernel the notebooks run in start pinned; workers started by other
+means take :func:`pin_environment` into their environment.
 
 Not set, because they change no bit of this workload (``tools/cpu_numerics_probe.py``,
 docs/reproducibility.md): ``ONEDNN_MAX_CPU_ISA`` (oneDNN runs no primitive in
@@ -70,6 +74,8 @@ MODE_VARIABLE = "SAAH_CPU_NUMERICS"
 SET_BY_PIN_VARIABLE = "SAAH_CPU_NUMERICS_SET"
 PINNED, NATIVE = "pinned", "native"
 MODES = (PINNED, NATIVE)
+#: what a record says of a process that no entry point pinned (see cpu_numerics_record)
+UNPINNED = "unpinned"
 #: The environment every process of a study runs under (see the module docstring for why each is there).
 PINNED_SETTINGS = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2"}
 #: The capability torch reports when the pin holds.
@@ -176,6 +182,17 @@ def apply_cpu_numerics(environ: MutableMapping[str, str] = os.environ, cpu: dict
     return state
 
 
+def pin_environment(environ: MutableMapping[str, str] = os.environ, cpu: dict | None = None) -> dict[str, str]:
+    """The environment variables a child process needs to start pinned, without changing ``environ``.
+
+    Empty in native mode and where the CPU cannot run the pinned kernels (the child then records
+    that, as this process does).
+    """
+    if numerics_mode(environ) == NATIVE or pin_obstacle(cpu_description() if cpu is None else cpu):
+        return {}
+    return {**PINNED_SETTINGS, SET_BY_PIN_VARIABLE: ",".join(sorted(PINNED_SETTINGS))}
+
+
 def apply_once() -> dict:
     """:func:`apply_cpu_numerics` on this process's environment, remembered for :func:`cpu_numerics_record`."""
     if not _applied:
@@ -183,8 +200,8 @@ def apply_once() -> dict:
         _applied.update(apply_cpu_numerics(), torch_loaded_before=torch_loaded)
         if torch_loaded and (_applied["set"] or _applied["unset"]):
             # torch fixes its kernels at its first CPU operation; the record shows whether that came first.
-            warnings.warn("torch was imported before saah_lib: the CPU numerics setting holds only if no tensor "
-                          "operation ran yet (import saah_lib first; results record the capability in use)",
+            warnings.warn("torch was imported before the CPU numerics were pinned: the setting holds only if no "
+                          "tensor operation ran yet (results record the capability in use)",
                           CPUNumericsWarning, stacklevel=2)
     return dict(_applied)
 
@@ -202,13 +219,16 @@ def cpu_numerics_record(environ: MutableMapping[str, str] = os.environ) -> dict:
 
     ``capability`` and ``torch_threads`` are torch's own answers in this process
     (None when torch is not loaded); ``pin_holds`` is whether the capability is the
-    pinned one (None in native mode, when nothing was meant to hold).  ``mkl_kernels`` says which
+    pinned one (None in native mode, when nothing was meant to hold); ``mode`` is ``unpinned`` in a
+    process that asked for no mode and was not pinned by an entry point.  ``mkl_kernels`` says which
     of MKL's kernels the CPU runs (``Intel`` on Intel CPUs, else ``generic``: those of the committed
     studies); ``comparable_bit_for_bit``: the pin holds and MKL runs its generic kernels, so results
     here can match the committed studies bit for bit.
     """
     mode = numerics_mode(environ)
     cpu = cpu_description()
+    if mode == PINNED and not pin_obstacle(cpu) and any(environ.get(k) != v for k, v in PINNED_SETTINGS.items()):
+        mode = UNPINNED  # no entry point applied the pin here (a script of the user's, say)
     capability, threads = _torch_state()
     if mode == NATIVE:
         holds = None

@@ -4,8 +4,8 @@
     python -m saah_lib.numerics kernelspec DIR      make the Jupyter kernel in DIR start through ``kernel`` below
     python -m saah_lib.numerics kernel -f FILE      start an IPython kernel under the pin (what that kernelspec runs)
 
-Importing ``saah_lib`` (which ``-m`` does first) has applied the pin to this process's
-environment; ``env`` prints it and ``kernel`` hands it to the kernel it becomes.
+``env`` prints :func:`saah_lib.numerics.pin_environment`; ``kernel`` applies the pin to its own
+environment and hands it to the kernel it becomes.
 """
 
 from __future__ import annotations
@@ -16,24 +16,17 @@ import sys
 from pathlib import Path
 
 from saah_lib.jsonio import atomic_write_json, read_json
-from saah_lib.numerics import SET_BY_PIN_VARIABLE, apply_once
+from saah_lib.numerics import apply_once, pin_environment
 
 KERNEL_LAUNCHER = ["-m", "ipykernel_launcher"]
 PINNED_LAUNCHER = ["-m", "saah_lib.numerics", "kernel"]
-
-
-def pinned_environment() -> dict[str, str]:
-    """The settings the pin made in this process (none in native mode or on a CPU without AVX2)."""
-    apply_once()
-    names = [n for n in os.environ.get(SET_BY_PIN_VARIABLE, "").split(",") if n in os.environ]
-    return {name: os.environ[name] for name in names + [SET_BY_PIN_VARIABLE] if name in os.environ}
 
 
 def pin_kernelspec(kernel_dir: Path) -> Path:
     """Rewrite ``kernel_dir/kernel.json`` so the kernel starts through ``python -m saah_lib.numerics kernel``.
 
     Not a fixed ``env`` in the kernelspec: that would override ``SAAH_CPU_NUMERICS=native`` too. The
-    wrapper applies the pin as ``import saah_lib`` does, so a notebook that imports torch first is
+    wrapper applies the pin before the kernel starts, so a notebook that imports torch first is
     pinned and the switch still works. Rewriting an already pinned kernelspec changes nothing.
     """
     path = Path(kernel_dir) / "kernel.json"
@@ -68,7 +61,7 @@ def main(argv=None):
     elif rest:
         parser.error(f"unrecognised arguments: {' '.join(rest)}")
     elif args.command == "env":
-        print("\n".join(f"{k}={v}" for k, v in pinned_environment().items()))
+        print("\n".join(f"{k}={v}" for k, v in pin_environment().items()))
     else:
         print(f"pinned {pin_kernelspec(args.kernel_dir)}")
 

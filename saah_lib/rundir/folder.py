@@ -49,6 +49,11 @@ class RunDir:
 
     def write_config(self, config: dict, extra: dict) -> None:
         """Write config.json; refuse to reuse a run id that was run with other settings."""
+        self.check_settings(config)
+        atomic_write_json(self.config_path, {**config, **extra})
+
+    def check_settings(self, config: dict) -> None:
+        """Raise if config.json records other settings than ``config`` (beyond those a resume may change)."""
         existing = self.read_config()
         if existing is not None:
             changed = sorted(
@@ -61,7 +66,6 @@ class RunDir:
                     f"run {self.dir.name!r} already exists with different settings ({details}); "
                     "choose another run_id or delete the folder"
                 )
-        atomic_write_json(self.config_path, {**config, **extra})
 
     # ------------------------------------------------------------------ logs
     def log_step(self, record: dict) -> None:

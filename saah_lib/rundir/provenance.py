@@ -1,4 +1,9 @@
-"""Provenance: what produced a result (git commit, package versions, CPU numerics), recorded in every config."""
+"""Provenance: what produced a result (git commit, package versions, CPU numerics), recorded in every config.
+
+A run can be trained in several segments (interrupted, then resumed, maybe on another machine or
+commit).  Its config keeps the first segment's provenance at the top level, as written then, and
+lists every segment under ``segments``: a resumed run never loses what produced its first steps.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +15,9 @@ from typing import Iterable
 from saah_lib.numerics import RECORD_KEY, cpu_numerics_record
 from saah_lib.paths import REPO_ROOT
 
+#: the config.json field listing each training segment's provenance and the steps it set out to cover
+SEGMENTS_KEY = "segments"
+PROVENANCE_KEYS = ("git_commit", "versions", RECORD_KEY)
 TRACKED_PACKAGES = ("saah_lib", "torch", "transformers", "trl", "peft", "accelerate", "datasets", "tokenizers")
 
 
@@ -39,3 +47,18 @@ def provenance(repo: Path = REPO_ROOT) -> dict:
     """Commit, versions, and the CPU numerics of this process as it is now (threads included: call it
     where the computation runs, after its thread count is set)."""
     return {"git_commit": git_commit(repo), "versions": package_versions(), RECORD_KEY: cpu_numerics_record()}
+
+
+def with_segment(previous: dict | None, current: dict, from_step: int, to_step: int) -> dict:
+    """The provenance fields of a run's config once a segment trains it from ``from_step`` towards ``to_step``.
+
+    ``previous`` is the config on disk (None for a new run), ``current`` this process's
+    :func:`provenance`.  The top-level fields stay those of the first segment; a config written
+    before segments were recorded counts as one segment from step 0 to ``from_step``.
+    """
+    segment = {"from_step": from_step, "to_step": to_step, **current}
+    if not previous or not any(k in previous for k in PROVENANCE_KEYS):
+        return {**current, SEGMENTS_KEY: [segment]}
+    first = {k: previous.get(k) for k in PROVENANCE_KEYS}
+    earlier = previous.get(SEGMENTS_KEY) or [{"from_step": 0, "to_step": from_step, **first}]
+    return {**first, SEGMENTS_KEY: [*earlier, segment]}

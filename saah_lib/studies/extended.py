@@ -106,7 +106,7 @@ def planned_configs(root: Path, warm_starts=WARM_STARTS, seeds=SEEDS, steps: int
             name = tiny_warm_start_name(ws)
             settings = [("grpo", 0.0)] + ([("sa", alpha), ("ah", alpha)] if alpha is not None else [])
             settings += [("sa", MAIN_ALPHA)] if main_alpha_sa else []
-            configs += [make_config("tiny", method=m, alpha=a, seed=seed, steps=steps, model_name=name,
+            configs += [make_config("tiny", method=m, alpha=a, seed=seed, max_steps=steps, model_name=name,
                                     results_dir=str(root)) for m, a in settings]
     configs += topk_training_configs(topk_ks, topk_seeds, results_dir=str(root), steps=steps)
     ids = [c.run_id for c in configs]
@@ -156,7 +156,7 @@ def describe_plan(root: Path, configs, todo, jobs: int, warm_starts, seeds, meas
                   pilot_root: Path | None = None) -> str:
     alpha = read_matched_alpha(root)
     missing = 0 if alpha is not None else n_matched_runs(warm_starts, seeds)
-    steps = todo[0].steps if todo else 60
+    steps = todo[0].trainer.max_steps if todo else 60
     builds = sum(not _warm_start_built(w) for w in warm_starts)
     est = estimate_seconds(len(todo) + missing, jobs, steps, builds=builds, warm_starts=len(warm_starts),
                            alpha_measured=alpha is not None, measure=measure)
@@ -170,8 +170,9 @@ def describe_plan(root: Path, configs, todo, jobs: int, warm_starts, seeds, meas
              f"warm starts: {', '.join(tiny_warm_start_name(w) for w in warm_starts)} ({builds} to build)",
              f"{len(configs) + missing} runs planned, {len(configs) - len(todo)} already complete, "
              f"{len(todo) + missing} to train ({jobs} at a time, one thread each):"]
-    lines += [f"  {c.run_id}  (method={c.method}, alpha={c.alpha:g}, seed={c.seed}, warm start={c.model_name}, "
-              f"entropy_top_k={c.entropy_top_k}, steps={c.steps})" for c in todo]
+    lines += [f"  {c.run_id}  (method={c.trainer.method}, alpha={c.trainer.alpha:g}, seed={c.trainer.seed}, "
+              f"warm start={c.model_name}, entropy_top_k={c.trainer.entropy_top_k}, steps={c.trainer.max_steps})"
+              for c in todo]
     if missing:
         lines += [f"  tiny-{m}-a<matched>-s{sd}{'' if w == 0 else f'-w{w}'}" for sd in seeds for w in warm_starts
                   for m in ("sa", "ah")]
@@ -211,7 +212,7 @@ def make_plan(root: Path, warm_starts=WARM_STARTS, seeds=SEEDS, steps: int | Non
             for ws in warm_starts:
                 suffix = "" if ws == 0 else f"-w{ws}"
                 runs += [matched_run_job(root, m, seed, f"tiny-{m}-a<matched>-s{seed}{suffix}", (warm[ws].id, alpha.id),
-                                         ids, steps=steps, model_name=tiny_warm_start_name(ws)) for m in ("sa", "ah")]
+                                         ids, max_steps=steps, model_name=tiny_warm_start_name(ws)) for m in ("sa", "ah")]
 
     def record_alpha(result):
         if result is None and (root / layout.STUDY_PLAN_FILE).is_file():

@@ -29,7 +29,7 @@ from saah_lib.studies.engine import TaskFailed
 from saah_lib.studies.plans import PAPER_SEED, STUDIES, ablation_plan, study_plan
 from saah_lib.studies.runner import Job, Plan, estimate, job_state, run_plan
 from saah_lib.studies.timing import Timings
-from saah_lib.training.config import SAAHConfig, make_config
+from saah_lib.training.config import RunConfig, make_config
 
 #: keys a benchmark file may give its steady per-step seconds under, most specific first
 STEP_SECONDS_KEYS = ("steady_step_seconds", "step_seconds", "median_step_s")
@@ -91,12 +91,12 @@ def disk_mb(job: Job) -> float | None:
     if job.kind != "run":
         return None
     config = job.kwargs["config"]
-    cfg = make_config(**config) if "matched_alpha_from" in job.kwargs else SAAHConfig.from_dict(config)
+    cfg = make_config(**config) if "matched_alpha_from" in job.kwargs else RunConfig.from_dict(config)
     parameters = trainable_parameters(cfg)
     if parameters is None:
         return None
-    kept = job.steps // cfg.save_every if cfg.keep_checkpoints is None else min(cfg.keep_checkpoints,
-                                                                                job.steps // cfg.save_every)
+    kept = job.steps // cfg.trainer.save_steps if cfg.trainer.save_total_limit is None else min(cfg.trainer.save_total_limit,
+                                                                                job.steps // cfg.trainer.save_steps)
     return (kept * parameters * ADAM_BYTES_PER_PARAMETER) / 2**20 + job.steps * LOG_MB_PER_STEP
 
 

@@ -85,15 +85,16 @@ def scored_rollouts(model_name: str, *, n_prompts: int = N_PROMPTS, per_prompt: 
             chunk = problems[start:start + batch_size]
             enc = tokenizer([make_prompt(p.question, tokenizer) for p in chunk], return_tensors="pt", padding=True,
                             padding_side="left", add_special_tokens=False)
-            generated = model.generate(**enc, do_sample=True, temperature=cfg.temperature, top_k=0, top_p=1.0,
-                                       max_new_tokens=cfg.max_completion_length, num_return_sequences=per_prompt,
+            generated = model.generate(**enc, do_sample=True, temperature=cfg.trainer.temperature, top_k=0, top_p=1.0,
+                                       max_new_tokens=cfg.trainer.max_completion_length,
+                                       num_return_sequences=per_prompt,
                                        pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
             prompt_len = enc["input_ids"].shape[1]
             completion = generated[:, prompt_len:]
             mask = completion_mask(completion, tokenizer.eos_token_id)
             attention = torch.cat([enc["attention_mask"].repeat_interleave(per_prompt, dim=0), mask], dim=1)
             logits = model(input_ids=generated, attention_mask=attention).logits[:, prompt_len - 1:-1]
-            h = normalised_entropy(logits.float() / cfg.temperature, vocab, top_k=cfg.entropy_top_k)
+            h = normalised_entropy(logits.float() / cfg.trainer.temperature, vocab, top_k=cfg.trainer.entropy_top_k)
             # the reward reads the decoded text as TRL hands it over (special tokens such as the end mark dropped)
             texts = tokenizer.batch_decode(completion * mask + tokenizer.pad_token_id * (1 - mask),
                                            skip_special_tokens=True)
@@ -104,7 +105,7 @@ def scored_rollouts(model_name: str, *, n_prompts: int = N_PROMPTS, per_prompt: 
                 rewards.append(total_reward(text, gold))
                 lengths.append(n)
     return {"entropies": entropies, "rewards": rewards, "lengths": lengths, "group_size": per_prompt,
-            "vocab_size": int(vocab), "reward_std_threshold": cfg.reward_std_threshold}
+            "vocab_size": int(vocab), "reward_std_threshold": cfg.trainer.reward_std_threshold}
 
 
 def rounded_alpha(alpha: float) -> float:

@@ -82,7 +82,7 @@ def planned_runs(seeds: tuple[int, ...] = SEEDS, matched_alpha: float | None = N
 def planned_configs(root: Path, seeds: tuple[int, ...] = SEEDS, steps: int | None = None):
     """The configs of :func:`planned_runs`; the paper-matched runs only once ``root`` records that alpha."""
     matched = read_matched_alpha(Path(root))
-    return [make_config("tiny", method=m, alpha=a, seed=sd, steps=steps, results_dir=str(root))
+    return [make_config("tiny", method=m, alpha=a, seed=sd, max_steps=steps, results_dir=str(root))
             for m, a, sd in planned_runs(seeds, matched)]
 
 
@@ -106,7 +106,7 @@ def make_plan(root: Path, seeds: tuple[int, ...] = SEEDS, steps: int | None = No
     if matched is None:
         ids = tuple(j.name for j in runs)
         runs += [matched_run_job(root, m, seeds[0], f"tiny-{m}-a<matched>-s{seeds[0]}", (warm.id, alpha.id), ids,
-                                 steps=steps) for m in SWEEP_METHODS]
+                                 max_steps=steps) for m in SWEEP_METHODS]
 
     def record_alpha(result):
         if result is None and (root / layout.STUDY_PLAN_FILE).is_file():
@@ -253,7 +253,7 @@ def promote(rerun: Path = RERUN_MINI, committed: Path = COMMITTED_ROOT, figures:
 
 def _promote(rerun: Path, committed: Path, figures: bool) -> None:
     unfinished = [cfg.run_id for cfg in planned_configs(rerun)
-                  if not RunDir(layout.run_dir(rerun, cfg.run_id)).is_complete(cfg.steps)]
+                  if not RunDir(layout.run_dir(rerun, cfg.run_id)).is_complete(cfg.trainer.max_steps)]
     if unfinished or not (rerun / "reproduction.json").is_file():
         raise ValueError(f"{rerun} is not a finished rerun (unfinished runs: {', '.join(unfinished) or 'none'}; "
                          "reproduction.json present: "

@@ -25,7 +25,7 @@ PAPER_SWEEP_METHOD = "ah"
 PAPER_SEED = 123  # the paper's own seed ("All runs use a fixed random seed (123)")
 PAPER_ROOT = RESULTS / "paper"
 #: the config fields an ablation sets from its own arguments
-ABLATION_FIELDS = ("profile", "method", "alpha", "seed", "steps", "run_id", "results_dir")
+ABLATION_FIELDS = ("profile", "method", "alpha", "seed", "max_steps", "run_id", "results_dir")
 CPUS_PER_GPU_RUN = 2.0
 
 
@@ -54,7 +54,7 @@ def ablation_plan(alphas, *, profile: str = "tiny", method: str = "ah", seed: in
                          f"(from its own arguments {', '.join(ABLATION_FIELDS)})")
     root = Path(results_dir)
     # every config is validated before anything starts
-    configs = [make_config(profile, method=method, alpha=a, seed=seed, steps=steps, results_dir=str(root),
+    configs = [make_config(profile, method=method, alpha=a, seed=seed, max_steps=steps, results_dir=str(root),
                            **overrides) for a in alphas]
     jobs, deps = [], ()
     warm_seed = tiny_warm_start_seed(configs[0].model_name) if configs and profile == "tiny" else None

@@ -203,7 +203,7 @@ def step_check(options: PreflightOptions) -> dict:
     backend = "compiled" if options.on_cuda else "hf"
     lengths = {} if options.completion_tokens is None else {
         "max_completion_length": options.completion_tokens, "eval_max_new_tokens": options.completion_tokens}
-    cfg = make_config(options.profile, method="sa", steps=options.step_steps + 1, **lengths)
+    cfg = make_config(options.profile, method="sa", max_steps=options.step_steps + 1, **lengths)
     bench = BenchOptions(profile=options.profile, steps=options.step_steps, warmup=1,
                          eval_problems=options.eval_problems, model_dir=options.model_dir,
                          compile_backend=options.compile_backend, out=options.out_dir())
@@ -212,7 +212,7 @@ def step_check(options: PreflightOptions) -> dict:
     def model_factory():
         return build_model(options.profile, dtype, None, model_dir=options.model_dir)
 
-    variant = next(v for v in VARIANTS if v[0] == ("sa-exact" if cfg.entropy_top_k is None else "sa-top500"))
+    variant = next(v for v in VARIANTS if v[0] == ("sa-exact" if cfg.trainer.entropy_top_k is None else "sa-top500"))
     step = time_variant(variant, model_factory, cfg, bench, options.out_dir() / "preflight_tmp", backend)
     evaluation = eval_throughput(model_factory, cfg, bench, "compiled" if options.on_cuda else "hf")
     health = step.get("compile_health") or {}

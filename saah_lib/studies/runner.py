@@ -34,16 +34,16 @@ from saah_lib.rundir.folder import RunDir
 from saah_lib.rundir.manifest import sha256_of
 from saah_lib.studies.engine import Task, run_tasks
 from saah_lib.studies.matched_alpha import ensure_matched_alpha, read_matched_alpha
-from saah_lib.studies.notebook_params import declared_parameters
+from saah_lib.training.notebook_params import declared_parameters
 from saah_lib.studies.timing import PeakMemory, Timings
-from saah_lib.training.config import SAAHConfig, make_config
+from saah_lib.training.config import RunConfig, make_config
 from saah_lib.training.run import baseline_for, run_training
 
 BASELINE_NAME = "tiny-warmstart"  # the baseline folder of every tiny study: the warm start, evaluated once
 TRAIN_NOTEBOOK = NOTEBOOKS / "02_train.ipynb"
 EXECUTED_NOTEBOOK = "02_train.ipynb"  # the executed copy kept in a GPU run's folder
 #: config fields that 02_train.ipynb takes as parameters of its own; the rest go in its ``overrides``
-NOTEBOOK_FIELDS = ("profile", "method", "alpha", "steps", "seed", "run_id", "results_dir", "model_name",
+NOTEBOOK_FIELDS = ("profile", "method", "alpha", "max_steps", "seed", "run_id", "results_dir", "model_name",
                    "generation_backend", "vllm_mode", "report_to", "run_name")
 
 
@@ -100,7 +100,7 @@ class Plan:
 
 def pending(configs) -> list:
     """The configs whose run folder is not complete yet."""
-    return [c for c in configs if not RunDir(c.run_dir).is_complete(c.steps)]
+    return [c for c in configs if not RunDir(c.run_dir).is_complete(c.trainer.max_steps)]
 
 
 def job_state(job: Job) -> tuple[str, int | None]:
@@ -160,7 +160,7 @@ def warm_start_task(seed: int, root: str) -> dict:
 
 def baseline_task(config: dict, name: str) -> dict:
     """Evaluate the untrained model once, into ``<root>/baselines/<name>``."""
-    cfg = SAAHConfig.from_dict(config)
+    cfg = RunConfig.from_dict(config)
     _visible_root(cfg.results_dir)
     if not cfg.dtype.startswith("bfloat"):  # CPU: one thread, as every CPU run
         torch.set_num_threads(1)
@@ -183,7 +183,7 @@ def train_task(config: dict, matched_alpha_from: str | None = None, planned_ids:
     if matched_alpha_from is not None:
         config = make_config(config.pop("profile"), **config,
                              alpha=read_matched_alpha(_visible_root(matched_alpha_from))).to_dict()
-    cfg = SAAHConfig.from_dict(config)
+    cfg = RunConfig.from_dict(config)
     _visible_root(cfg.results_dir)
     if matched_alpha_from is not None and cfg.run_id in planned_ids:
         return {"run_id": cfg.run_id, "wall_s": 0.0, "peak_rss_mb": 0.0, "same_as_planned": True}
@@ -196,7 +196,7 @@ def train_task(config: dict, matched_alpha_from: str | None = None, planned_ids:
 def notebook_parameters(config: dict, declared) -> dict:
     """The papermill parameters of one run: the notebook's own parameters as such, every other config field that
     differs from its profile's default in ``overrides``."""
-    defaults = make_config(config["profile"], method=config["method"], steps=config.get("steps")).to_dict()
+    defaults = make_config(config["profile"], method=config["method"], max_steps=config.get("max_steps")).to_dict()
     own = {k: config[k] for k in NOTEBOOK_FIELDS if k in declared and config.get(k) is not None}
     rest = {k: v for k, v in config.items() if k not in NOTEBOOK_FIELDS and v != defaults.get(k)}
     return {**own, "overrides": rest, "progress": False}
@@ -205,7 +205,7 @@ def notebook_parameters(config: dict, declared) -> dict:
 def notebook_task(config: dict, kernel: str = "python3", notebook: str = str(TRAIN_NOTEBOOK)) -> dict:
     """One run as a papermill job of ``02_train.ipynb`` in this worker; the executed notebook stays in the run
     folder.  The engine gave this worker its GPU (``CUDA_VISIBLE_DEVICES``); the kernel inherits it."""
-    cfg = SAAHConfig.from_dict(config)
+    cfg = RunConfig.from_dict(config)
     _visible_root(cfg.results_dir)
     cfg.run_dir.mkdir(parents=True, exist_ok=True)
     executed = cfg.run_dir / EXECUTED_NOTEBOOK
@@ -242,15 +242,15 @@ def run_job(cfg, deps: tuple[str, ...] = (), *, gpu: bool = False, cpus_per_gpu_
     """A CPU run (one thread, the run function) or, with ``gpu``, a papermill job on one GPU."""
     if gpu:
         return Job("run", cfg.run_id, notebook_task, {"config": cfg.to_dict()}, deps, num_cpus=cpus_per_gpu_run,
-                   num_gpus=1.0, steps=cfg.steps, folder=cfg.run_dir)
-    return Job("run", cfg.run_id, train_task, {"config": cfg.to_dict()}, deps, steps=cfg.steps, folder=cfg.run_dir)
+                   num_gpus=1.0, steps=cfg.trainer.max_steps, folder=cfg.run_dir)
+    return Job("run", cfg.run_id, train_task, {"config": cfg.to_dict()}, deps, steps=cfg.trainer.max_steps, folder=cfg.run_dir)
 
 
 def matched_run_job(root: Path, method: str, seed: int, label: str, deps: tuple[str, ...],
                     planned_ids: tuple[str, ...], **fields) -> Job:
     """A run at the paper-matched alpha before that alpha is measured: it reads it when it starts."""
     config = {"profile": "tiny", "method": method, "seed": seed, "results_dir": str(root), **fields}
-    steps = make_config(**config).steps
+    steps = make_config(**config).trainer.max_steps
     return Job("run", label, train_task, {"config": config, "matched_alpha_from": str(root),
                                           "planned_ids": planned_ids}, deps, steps=steps)
 

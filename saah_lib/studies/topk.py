@@ -199,7 +199,8 @@ def measure_topk(model_dir: str | Path, *, n_prompts: int = 64, per_prompt: int 
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     prompts = [make_prompt(p.question, tokenizer) for p in problems]
     batches = sample_rollouts(model, tokenizer, prompts, per_prompt=per_prompt,
-                              max_new_tokens=cfg.max_completion_length, temperature=cfg.temperature, seed=seed)
+                              max_new_tokens=cfg.trainer.max_completion_length,
+                              temperature=cfg.trainer.temperature, seed=seed)
     vocab = model.get_output_embeddings().weight.size(0)
     result = topk_errors(batches, ks=tuple(ks) + ((vocab,) if vocab not in ks else ()), alphas=alphas,
                          vocab_size=vocab)
@@ -209,8 +210,8 @@ def measure_topk(model_dir: str | Path, *, n_prompts: int = 64, per_prompt: int 
         "n_prompts": len(problems),
         "per_prompt": per_prompt,
         "first_problem_id": problems[0].id if problems else None,
-        "temperature": cfg.temperature,
-        "max_new_tokens": cfg.max_completion_length,
+        "temperature": cfg.trainer.temperature,
+        "max_new_tokens": cfg.trainer.max_completion_length,
         "seed": seed,
         "wall_s": round(time.perf_counter() - start, 2),
     })
@@ -233,7 +234,7 @@ def topk_training_configs(ks=TRAINING_KS, seeds=(0,), *, results_dir: str = "res
     Its exact-entropy counterpart is the main study's run of the same seed
     (the tiny profile uses the exact entropy).
     """
-    return [make_config(profile, method=method, alpha=alpha, entropy_top_k=int(k), seed=seed, steps=steps,
+    return [make_config(profile, method=method, alpha=alpha, entropy_top_k=int(k), seed=seed, max_steps=steps,
                         results_dir=results_dir, run_id=topk_run_id(k, seed, method, alpha, profile))
             for k in ks for seed in seeds]
 

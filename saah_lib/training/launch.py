@@ -1,35 +1,37 @@
 """Command-line entry point for one training run, for ``accelerate launch`` on several GPUs.
 
     accelerate launch --num_processes 8 -m saah_lib.training.launch --profile qwen2.5-1.5b --method sa
-    python -m saah_lib.training.launch --profile tiny --method sa --steps 2     # one process
+    python -m saah_lib.training.launch --profile tiny --method sa --max-steps 2     # one process
 
 Every process builds the same config; ``saah_lib.training.distributed`` splits each
 step's completions between them, and only the main process evaluates and logs.
 
-The flags are shortcuts for config fields; any other SAAHConfig field goes through
-``--set name=value`` (a JSON value, else a plain string).  Flags and ``--set`` are
-merged into one set of fields, and each field may be given once: ``--seed 1 --set
-seed=2`` (or ``--set seed=1 --set seed=2``) is an error naming the field, so there is
-no precedence rule to remember.  A field given neither way keeps the profile's value.
+Each flag of the "config fields" group sets the field of its name; any other field goes through
+``--set name=value`` (a JSON value, else a plain string).  A field may be given once, either way:
+``--seed 1 --set seed=2`` is an error naming the field, so there is no precedence rule to remember.
+A field given neither way keeps the profile's value.
 """
 
 from __future__ import annotations
 
-import argparse
+# A run of this command is comparable with the studies' runs bit for bit: pin the CPU numerics
+# before anything below loads torch (saah_lib.numerics).
+from saah_lib.numerics import apply_once
+
+apply_once()
+
+import argparse  # noqa: E402
 import json
 import sys
+import time
 
 from saah_lib.method.methods import MAIN_ALPHA, METHODS
 from saah_lib.models.backends import BACKENDS
-from saah_lib.paths import LOCAL_RESULTS, repo_relative
-from saah_lib.training.config import PROFILES, SAAHConfig, make_config
-
-#: flag destination -> the config field it sets
-FLAG_FIELDS = {"profile": "profile", "method": "method", "alpha": "alpha", "steps": "steps", "seed": "seed",
-               "run_id": "run_id", "results_dir": "results_dir", "generation_backend": "generation_backend",
-               "report_to": "report_to"}
-
 from saah_lib.rundir.lock import FolderLockedError  # light: no torch
+from saah_lib.training.config import PROFILE_STEPS, PROFILES, RunConfig, make_config
+from saah_lib.training.distributed import is_main_process
+
+_CONFIG_GROUP = "config fields"
 
 
 def parse_overrides(pairs: list[str]) -> dict:
@@ -49,95 +51,99 @@ def parse_overrides(pairs: list[str]) -> dict:
 
 
 def merge_fields(flags: dict, overrides: dict) -> dict:
-    """The flags given on the command line and the ``--set`` fields as one dict; a field given both ways
-    is an error.  ``flags`` holds only flags that were typed (a default is not a choice)."""
-    given = {FLAG_FIELDS[dest]: value for dest, value in flags.items()}
-    both = sorted(set(given) & set(overrides))
+    """The config flags typed on the command line and the ``--set`` fields as one dict; a field given both
+    ways is an error."""
+    both = sorted(set(flags) & set(overrides))
     if both:
         name = both[0]
-        raise ValueError(f"config field {name!r} is given twice: --{name.replace('_', '-')} {given[name]!r} and "
+        raise ValueError(f"config field {name!r} is given twice: --{name.replace('_', '-')} {flags[name]!r} and "
                          f"--set {name}={overrides[name]!r}; give it once")
-    return {**given, **overrides}
+    return {**flags, **overrides}
+
+
+def _profile_values(name: str) -> str:
+    """Each profile's value of a field, e.g. ``tiny 0, qwen2.5-1.5b 123, qwen2.5-3b 123``."""
+    default = RunConfig.defaults()[name]
+    return ", ".join(f"{p} {PROFILES[p].get(name, default)!r}" for p in PROFILES)
 
 
 def _fields_epilog() -> str:
-    defaults = SAAHConfig.__dataclass_fields__
     lines = ["config fields for --set NAME=VALUE (defaults: the tiny profile; other profiles change some):"]
-    for name, text in SAAHConfig.help().items():
-        default = defaults[name].default
-        lines.append(f"  {name} = {default!r}: {text}")
+    defaults = RunConfig.defaults()
+    for name, text in RunConfig.help().items():
+        lines.append(f"  {name} = {defaults[name]!r}: {text}")
     return "\n".join(lines)
 
 
-class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
-    """Defaults after every option that takes a value, and the description and field list kept as written."""
-
-    def _get_help_string(self, action):
-        if action.nargs == 0:  # a switch: "(default: True)" after --no-progress would only confuse
-            return action.help
-        return super()._get_help_string(action)
-
-
-def build_parser(defaults: bool = True) -> argparse.ArgumentParser:
-    """The command line; ``defaults=False`` gives every config flag the default None (see :func:`typed_flags`)."""
-    p = argparse.ArgumentParser(prog="python -m saah_lib.training.launch", formatter_class=_HelpFormatter,
+def build_parser() -> argparse.ArgumentParser:
+    """The command line. Config flags default to None: a flag that was not typed leaves the profile's value."""
+    p = argparse.ArgumentParser(prog="python -m saah_lib.training.launch",
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
                                 description="One SA-AH-GRPO training run (also under accelerate launch).\n"
                                             "A flag and --set of the same field together are an error.",
                                 epilog=_fields_epilog())
-    p.add_argument("--profile", default="tiny", choices=list(PROFILES), help="named profile of the other defaults")
-    p.add_argument("--method", default="sa", choices=list(METHODS), help="grpo: alpha 0; ah: every rollout; "
-                                                                         "sa: negative-advantage rollouts")
-    p.add_argument("--alpha", type=float, default=None, help=f"discount strength; None: {MAIN_ALPHA} (0 for grpo)")
-    p.add_argument("--steps", type=int, default=None, help="optimiser steps; None: the profile's for the method")
-    p.add_argument("--seed", type=int, default=None, help="None: the config's default (0)")
-    p.add_argument("--run-id", default=None, help="run folder name; None: <profile>-<method>-a<alpha>-s<seed>")
-    p.add_argument("--results-dir", default=None,
-                   help=f"results root; None: {repo_relative(LOCAL_RESULTS)} (git-ignored)")
-    p.add_argument("--generation-backend", default=None, choices=list(BACKENDS),
-                   help="None: auto (compiled on CUDA, hf elsewhere)")
-    p.add_argument("--report-to", default=None,
-                   help="TRL/transformers integrations to log to (tensorboard, wandb, trackio, ...); None: none")
+    g = p.add_argument_group(_CONFIG_GROUP, "each sets the config field of its name; not given: the profile's value")
+    g.add_argument("--profile", choices=list(PROFILES), help="named profile of the other defaults (default: tiny)")
+    g.add_argument("--method", choices=list(METHODS), help="grpo: alpha 0; ah: every rollout; sa: negative-advantage "
+                                                           "rollouts (default: sa)")
+    g.add_argument("--alpha", type=float, help=f"discount strength (default: {MAIN_ALPHA}; 0 for grpo)")
+    g.add_argument("--max-steps", "--steps", dest="max_steps", type=int,
+                   help="optimiser steps (default: the profile's for the method: "
+                        + ", ".join(f"{p} {'/'.join(map(str, PROFILE_STEPS[p].values()))}" for p in PROFILES)
+                        + " for grpo/ah/sa)")
+    g.add_argument("--seed", type=int, help=f"default: the profile's ({_profile_values('seed')})")
+    g.add_argument("--run-id", help="run folder name (default: <profile>-<method>-a<alpha>-s<seed>)")
+    g.add_argument("--results-dir", help=f"results root (default: {RunConfig.defaults()['results_dir']}, git-ignored)")
+    g.add_argument("--model-name", help="hub id or model folder (default: the profile's: "
+                                        f"{_profile_values('model_name')})")
+    g.add_argument("--generation-backend", choices=list(BACKENDS),
+                   help="default: auto (compiled on CUDA, hf elsewhere)")
+    g.add_argument("--report-to", help="TRL/transformers integrations to log to (tensorboard, wandb, trackio, ...); "
+                                       "default: none")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="NAME=VALUE",
                    help="any config field (listed below); repeatable")
     p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars or lines")
     p.add_argument("--print-config", action="store_true",
                    help="print the resolved config as JSON and exit without training")
-    if not defaults:
-        p.set_defaults(**{dest: None for dest in FLAG_FIELDS})
     return p
 
 
-def typed_flags(argv: list[str]) -> dict:
-    """The config flags that ``argv`` types (parsed again without defaults: a flag's value is never None)."""
-    args = vars(build_parser(defaults=False).parse_args(argv))
-    return {dest: args[dest] for dest in FLAG_FIELDS if args[dest] is not None}
+def _typed_config_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict:
+    group = next(g for g in parser._action_groups if g.title == _CONFIG_GROUP)
+    return {a.dest: getattr(args, a.dest) for a in group._group_actions if getattr(args, a.dest) is not None}
 
 
-def config_from_argv(argv: list[str]):
-    """The run's config: the typed flags and ``--set`` fields over the profile's defaults."""
-    args = build_parser().parse_args(argv)
-    fields = merge_fields(typed_flags(argv), parse_overrides(args.overrides))
+def config_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> RunConfig:
+    """The run's config: the typed config flags and ``--set`` fields over the profile's defaults."""
+    fields = merge_fields(_typed_config_flags(parser, args), parse_overrides(args.overrides))
     return make_config(fields.pop("profile", "tiny"), **fields)
 
 
-def main(argv=None):
-    argv = sys.argv[1:] if argv is None else list(argv)
+def config_from_argv(argv: list[str]) -> RunConfig:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    return config_from_args(parser, parser.parse_args(argv))
+
+
+def main(argv=None):
+    parser = build_parser()
+    args = parser.parse_args(sys.argv[1:] if argv is None else list(argv))
     try:
-        cfg = config_from_argv(argv)
+        cfg = config_from_args(parser, args)
     except ValueError as err:
         parser.error(str(err))  # usage and the message on stderr, exit status 2
     if args.print_config:
         print(json.dumps(cfg.to_dict(), indent=1))
         return cfg
-    # torch and TRL load only now, so --help and --print-config answer at once
-    from saah_lib.training.run import run_training
+    from saah_lib.training.run import run_summary, run_training
 
+    start = time.perf_counter()
     try:
-        return run_training(cfg, progress=args.progress)
+        run_dir = run_training(cfg, progress=args.progress)
     except FolderLockedError as err:  # another process trains this run: say so, without a traceback
         parser.exit(1, f"error: {err}\n")
+    if is_main_process():
+        print(run_summary(run_dir, time.perf_counter() - start))
+    return run_dir
 
 
 if __name__ == "__main__":

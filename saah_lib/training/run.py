@@ -1,9 +1,9 @@
 """One training run, start to finish: ``run_training(make_config(...))``.
 
-Reading order: check the config, the chosen backend's packages, the data, model and
-results paths -> load data -> load model (and check what needs its vocabulary) -> lock
-the run folder -> write config.json -> resume point (the newest intact checkpoint) ->
-build trainer (TRL + our loss) -> train, logging every step and evaluating
+Reading order: check the chosen backend's packages, the data, model and results paths ->
+load data -> load model (and check what needs its vocabulary) -> lock the run folder ->
+stop if complete -> resume point (the newest intact checkpoint) -> write config.json with
+this segment's provenance -> build trainer (TRL + our loss) -> train, logging every step and evaluating
 every ``eval_every`` steps into ``<results>/runs/<run_id>/``.  Nothing is
 written (not even the run folder) until the inputs have been checked and loaded.
 The run folder is locked (:func:`saah_lib.rundir.lock.run_lock`) from the first write to the
@@ -14,10 +14,10 @@ end, so a second process training the same run id stops with an error naming the
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 from pathlib import Path
 
-import torch
 from peft import LoraConfig
 from transformers.integrations import get_available_reporting_integrations
 
@@ -33,32 +33,30 @@ from saah_lib.rundir.checkpoints import resume_checkpoint
 from saah_lib.rundir.folder import RunDir
 from saah_lib.rundir.layout import baseline_dir
 from saah_lib.rundir.lock import run_lock
-from saah_lib.rundir.provenance import provenance
+from saah_lib.rundir.provenance import provenance, with_segment
 from saah_lib.tasks.gsm8k import check_gsm8k_dir, paper_split
 from saah_lib.tasks.problems import Problem
 from saah_lib.tasks.prompts import to_trl_dataset
 from saah_lib.tasks.synthetic import synthetic_split
 from saah_lib.training.callbacks import PassAtOneCallback, TrainLogCallback, replace_progress_callbacks
-from saah_lib.training.config import SAAHConfig, check_vocabulary, field_error, report_integrations, validate
-from saah_lib.training.distributed import batch_layout, is_main_process, world_size
-from saah_lib.training.trainer import SAAHGRPOConfig, SAAHGRPOTrainer
+from saah_lib.training.config import RunConfig, SAAHGRPOConfig, check_vocabulary, field_error, report_integrations
+from saah_lib.training.distributed import is_main_process, world_size
+from saah_lib.training.trainer import SAAHGRPOTrainer
 
 
-def load_split(cfg: SAAHConfig):
+def load_split(cfg: RunConfig):
     """The config's training and evaluation problems (a DataSplit with provenance info)."""
     if cfg.dataset == "gsm8k":
         return paper_split(cfg.data_dir, n_train=cfg.n_train, n_eval=cfg.n_eval, seed=cfg.data_seed)
     return synthetic_split(cfg.n_train, cfg.n_eval, seed=cfg.data_seed)
 
 
-def check_inputs(cfg: SAAHConfig) -> None:
-    """Fail fast, before anything loads or is written: the config's fields (it
-    may have been changed since it was made, so they are checked again), the
-    packages of the chosen generation backend, the GSM8K folder, a local model
-    folder (or, offline, a cached hub model) and the results folder.  The tiny
-    warm start is built on first use."""
-    validate(cfg)
-    if cfg.generation_backend == "vllm":
+def check_inputs(cfg: RunConfig) -> None:
+    """Fail fast, before anything loads or is written: the packages of the chosen generation backend,
+    the GSM8K folder, a local model folder (or, offline, a cached hub model), the results folder and
+    the reporting integrations (the fields themselves were checked when the config was made).  The
+    tiny warm start is built on first use."""
+    if cfg.trainer.generation_backend == "vllm":
         require_vllm()
     problem = offline_hub_problem(cfg.model_name)
     if problem is not None:
@@ -66,7 +64,7 @@ def check_inputs(cfg: SAAHConfig) -> None:
     if cfg.dataset == "gsm8k":
         check_gsm8k_dir(cfg.data_dir)
     check_results_dir(cfg.run_dir)
-    check_report_to(cfg.report_to)
+    check_report_to(cfg.trainer.report_to)
 
 
 def check_results_dir(folder: Path, folder_field: str = "run_id") -> None:
@@ -83,7 +81,7 @@ def check_results_dir(folder: Path, folder_field: str = "run_id") -> None:
             return
 
 
-def check_report_to(report_to: str) -> None:
+def check_report_to(report_to) -> None:
     """Every integration in ``report_to`` is installed (transformers would fail only after config.json is written)."""
     missing = [n for n in report_integrations(report_to) if n != "all"
                and n not in get_available_reporting_integrations()]
@@ -93,70 +91,40 @@ def check_report_to(report_to: str) -> None:
                          f"tensorboard, or report_to='none'")
 
 
-def trl_kwargs(cfg: SAAHConfig, output_dir: Path, progress: bool) -> dict:
-    """The config's settings in TRL's ``GRPOConfig`` vocabulary (shared with stock TRL in the benchmark)."""
-    on_gpu = torch.cuda.is_available()
-    # one process: the config's own split; N processes (accelerate launch): the same completions per step
-    layout = batch_layout(cfg.completions_per_step, cfg.num_generations, cfg.gradient_accumulation_steps,
-                          world_size())
-    return dict(
-        output_dir=str(output_dir),
-        beta=cfg.beta,
-        epsilon=cfg.epsilon,
-        loss_type="bnpo",
-        use_bias_correction_kl=False,
-        learning_rate=cfg.learning_rate,
-        lr_scheduler_type=cfg.lr_scheduler,
-        warmup_steps=cfg.warmup_steps,
-        weight_decay=cfg.weight_decay,
-        max_grad_norm=cfg.max_grad_norm,
-        per_device_train_batch_size=layout.per_device_batch_size,
-        gradient_accumulation_steps=layout.gradient_accumulation_steps,
-        num_generations=cfg.num_generations,
-        max_completion_length=cfg.max_completion_length,
-        temperature=cfg.temperature,
-        max_steps=cfg.steps,
-        save_strategy="steps",
-        save_steps=cfg.save_every,
-        save_total_limit=cfg.keep_checkpoints,
-        logging_steps=1,
-        report_to=report_integrations(cfg.report_to),
-        run_name=cfg.run_name or cfg.run_id,
-        seed=cfg.seed,  # TRL also draws its prompt order from it (its data_seed is left unset)
-        bf16=cfg.dtype == "bfloat16" and on_gpu,
-        fp16=cfg.dtype == "float16" and on_gpu,
-        activation_checkpointing=cfg.gradient_checkpointing,
-        disable_tqdm=not progress,
-        log_completions=False,
-        use_cpu=not on_gpu,
-        # TRL's own vLLM switch (generation_backend="vllm"); the compiled backend is ours (grpo_args)
-        use_vllm=cfg.generation_backend == "vllm",
-        vllm_mode=cfg.vllm_mode,
-        vllm_server_base_url=cfg.vllm_server_base_url,
-        vllm_gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
-    )
+def trainer_args(cfg: RunConfig, progress: bool) -> SAAHGRPOConfig:
+    """The config TRL gets: the run's own, with progress bars on or off for this call."""
+    args = copy.copy(cfg.trainer)
+    args.disable_tqdm = not progress
+    args.output_dir = str(RunDir(cfg.run_dir).checkpoints_dir)
+    return args
 
 
-def grpo_args(cfg: SAAHConfig, output_dir: Path, progress: bool, **overrides) -> SAAHGRPOConfig:
-    return SAAHGRPOConfig(
-        method=cfg.method,
-        alpha=cfg.alpha,
-        entropy_top_k=cfg.entropy_top_k,
-        reward_std_threshold=cfg.reward_std_threshold,
-        log_token_entropies=cfg.log_token_entropies,
-        generation_backend=cfg.generation_backend,
-        **{**trl_kwargs(cfg, output_dir, progress), **overrides},
-    )
+#: The fields of SAAHGRPOConfig that stock TRL's GRPOConfig has too and that a run sets (the rest are TRL's defaults).
+_STOCK_FIELDS = ("output_dir", "max_steps", "seed", "learning_rate", "lr_scheduler_type", "warmup_steps",
+                 "weight_decay", "max_grad_norm", "beta", "epsilon", "num_generations", "per_device_train_batch_size",
+                 "gradient_accumulation_steps", "max_completion_length", "temperature", "save_strategy", "save_steps",
+                 "save_total_limit", "logging_steps", "report_to", "run_name", "bf16", "fp16", "use_cpu",
+                 "activation_checkpointing", "disable_tqdm", "log_completions", "loss_type", "use_bias_correction_kl",
+                 "use_vllm", "vllm_mode", "vllm_server_base_url", "vllm_gpu_memory_utilization")
 
 
-def lora_config(cfg: SAAHConfig):
+def stock_grpo_kwargs(cfg: RunConfig, output_dir: Path, progress: bool) -> dict:
+    """The run's trainer settings as arguments of stock TRL's ``GRPOConfig`` (the benchmark's baseline)."""
+    args = trainer_args(cfg, progress)
+    kwargs = {name: getattr(args, name) for name in _STOCK_FIELDS}
+    kwargs["lr_scheduler_type"] = getattr(args.lr_scheduler_type, "value", args.lr_scheduler_type)
+    kwargs["save_strategy"] = getattr(args.save_strategy, "value", args.save_strategy)
+    return {**kwargs, "output_dir": str(output_dir)}
+
+
+def lora_config(cfg: RunConfig):
     if not cfg.use_lora:
         return None
     return LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
                       target_modules=list(cfg.lora_target_modules), task_type="CAUSAL_LM")
 
 
-def baseline_for(cfg: SAAHConfig, name: str | None = None, progress: bool = True) -> dict:
+def baseline_for(cfg: RunConfig, name: str | None = None, progress: bool = True) -> dict:
     """Evaluate the config's untrained model on its evaluation split, once, under
     ``<results>/baselines/<name>/`` (default name: ``<profile>-zero-shot``)."""
     name = name or f"{cfg.profile}-zero-shot"
@@ -169,7 +137,7 @@ def baseline_for(cfg: SAAHConfig, name: str | None = None, progress: bool = True
     check_results_dir(out_dir, folder_field="results_dir")
     return run_baseline(resolve_model(cfg.model_name, progress), split.eval, out_dir, config=config,
                         dtype=cfg.dtype, max_new_tokens=cfg.eval_max_new_tokens, batch_size=cfg.eval_batch_size,
-                        progress=progress, generation_backend=cfg.generation_backend)
+                        progress=progress, generation_backend=cfg.trainer.generation_backend)
 
 
 def run_baseline(model_path: str, problems: list[Problem], out_dir: Path, *, config: dict,
@@ -214,11 +182,16 @@ def writer_of(run: RunDir):
         yield run
 
 
-def run_training(cfg: SAAHConfig, callbacks=(), progress: bool = True) -> Path:
-    """Train (or resume, or skip if complete) the run described by ``cfg``; returns its folder."""
+def run_training(cfg: RunConfig, callbacks=(), progress: bool = True) -> Path:
+    """Train (or resume, or skip if complete) the run described by ``cfg``; returns its folder.
+
+    A complete run is left as it is, byte for byte (its settings are still compared with ``cfg``);
+    otherwise config.json gains this segment's provenance (:func:`saah_lib.rundir.provenance.with_segment`).
+    """
     check_inputs(cfg)
-    say(f"run {cfg.run_id}: {cfg.method}, alpha {cfg.alpha:g}, {cfg.steps} steps, seed {cfg.seed}, "
-        f"into {repo_relative(cfg.run_dir)}", progress)
+    steps = cfg.trainer.max_steps
+    say(f"run {cfg.run_id}: {cfg.trainer.method}, alpha {cfg.trainer.alpha:g}, {steps} steps, "
+        f"seed {cfg.trainer.seed}, into {repo_relative(cfg.run_dir)}", progress)
     run = RunDir(cfg.run_dir)
     split = load_split(cfg)
     model_path = resolve_model(cfg.model_name, progress)
@@ -226,18 +199,21 @@ def run_training(cfg: SAAHConfig, callbacks=(), progress: bool = True) -> Path:
     check_vocabulary(cfg, model.get_output_embeddings().weight.size(0))
     resolved = repo_relative(model_path) if Path(model_path).exists() else model_path
     with writer_of(run):
-        run.write_config(cfg.run_settings(), {"resolved_model": resolved, **provenance(), "data": split.info})
-        if run.is_complete(cfg.steps):
-            print(f"run {cfg.run_id} is already complete ({cfg.steps} steps): nothing to do")
+        if run.is_complete(steps):
+            run.check_settings(cfg.run_settings())
+            print(f"run {cfg.run_id} is already complete ({steps} steps): nothing to do")
             return run.dir
-        _train(cfg, run, model, tokenizer, split, callbacks, progress)
+        checkpoint = resume_checkpoint(run, world_size())
+        resume_step = int(checkpoint.name.split("-")[1]) if checkpoint else 0
+        segment = with_segment(run.read_config(), provenance(), resume_step, steps)
+        run.write_config(cfg.run_settings(), {"resolved_model": resolved, **segment, "data": split.info})
+        _train(cfg, run, model, tokenizer, split, callbacks, progress, checkpoint, resume_step)
     return run.dir
 
 
-def _train(cfg: SAAHConfig, run: RunDir, model, tokenizer, split, callbacks, progress: bool) -> None:
-    """Resume from the newest intact checkpoint (or start) and train to ``cfg.steps``."""
-    checkpoint = resume_checkpoint(run, world_size())
-    resume_step = int(checkpoint.name.split("-")[1]) if checkpoint else 0
+def _train(cfg: RunConfig, run: RunDir, model, tokenizer, split, callbacks, progress: bool,
+           checkpoint: Path | None, resume_step: int) -> None:
+    """Resume from ``checkpoint`` (or start) and train to ``max_steps``."""
     run.truncate_after(resume_step)  # anything logged after the checkpoint is redone
     if checkpoint:
         print(f"resuming {cfg.run_id} from step {resume_step}")
@@ -245,7 +221,7 @@ def _train(cfg: SAAHConfig, run: RunDir, model, tokenizer, split, callbacks, pro
     trainer = SAAHGRPOTrainer(
         model=model,
         reward_funcs=list(TRL_REWARD_FUNCS),
-        args=grpo_args(cfg, run.checkpoints_dir, progress),
+        args=trainer_args(cfg, progress),
         train_dataset=to_trl_dataset(split.train, tokenizer),
         processing_class=tokenizer,
         peft_config=lora_config(cfg),
@@ -254,9 +230,28 @@ def _train(cfg: SAAHConfig, run: RunDir, model, tokenizer, split, callbacks, pro
     trainer.add_callback(TrainLogCallback(run, trainer))
     trainer.add_callback(PassAtOneCallback(
         run, tokenizer, split.eval, eval_every=cfg.eval_every, max_new_tokens=cfg.eval_max_new_tokens,
-        batch_size=cfg.eval_batch_size, progress=progress, generation_backend=cfg.generation_backend,
+        batch_size=cfg.eval_batch_size, progress=progress, generation_backend=cfg.trainer.generation_backend,
         trainer=trainer,  # evaluation shares the trainer's compile settings and health record
     ))
     for cb in callbacks:
         trainer.add_callback(cb)
     trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+
+
+def run_summary(run_dir: Path, wall_s: float | None = None) -> str:
+    """The lines that end a run: final and peak Pass@1, the untrained model's (step 0), time, where the logs are."""
+    run = RunDir(run_dir)
+    evals = run.evals()
+    lines = [f"run {run.dir.name}"]
+    if evals:
+        final, peak = evals[-1], max(evals, key=lambda r: r["pass_at_1"])
+        lines.append(f"  Pass@1 final {final['pass_at_1']:.3f} (step {final['step']}), "
+                     f"peak {peak['pass_at_1']:.3f} (step {peak['step']})")
+        start = [r for r in evals if r["step"] == 0]
+        lines.append(f"  baseline (step 0) {start[0]['pass_at_1']:.3f}" if start else "  baseline: not evaluated")
+    else:
+        lines.append("  no evaluation logged")
+    if wall_s is not None:
+        lines.append(f"  wall time {wall_s / 60:.1f} min")
+    lines.append(f"  logs in {repo_relative(run.dir)} (eval.jsonl, train_log.jsonl, eval_samples/)")
+    return "\n".join(lines)

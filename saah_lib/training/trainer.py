@@ -29,60 +29,21 @@ from __future__ import annotations
 
 import math
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from trl import GRPOConfig, GRPOTrainer
+from trl import GRPOTrainer
 from trl.models.utils import unwrap_model_for_generation
 from trl.trainer.utils import nanstd
 
 from saah_lib.jsonio import disk_full_error, is_disk_full
 from saah_lib.method.loss import method_weights, normalised_entropy_from_hidden, saah_policy_loss
-from saah_lib.method.methods import MAIN_ALPHA, PAPER_ENTROPY_TOP_K, method_alpha
-from saah_lib.models.backends import check_backend, require_vllm, resolve_backend
+from saah_lib.models.backends import require_vllm, resolve_backend
 from saah_lib.models.compile_health import CompileHealth
 from saah_lib.models.evaluate import run_generation_config
 from saah_lib.models.rollout import StaticRollout, build_engine, drop_orphaned_input_grad_hooks, eval_mode
 from saah_lib.models.sampling import SamplingSettings
-
-
-@dataclass
-class SAAHGRPOConfig(GRPOConfig):
-    """``GRPOConfig`` plus the method's four knobs. Defaults follow the paper."""
-
-    method: str = field(default="sa", metadata={"help": "grpo, ah or sa"})
-    alpha: float = field(default=MAIN_ALPHA, metadata={"help": "discount strength; ignored (0) for grpo"})
-    entropy_top_k: int | None = field(
-        default=PAPER_ENTROPY_TOP_K, metadata={"help": "top-K entropy estimate; None for TRL's exact entropy"}
-    )
-    reward_std_threshold: float = field(
-        default=0.15, metadata={"help": "groups whose reward std is below this get zero advantage"}
-    )
-    log_token_entropies: int = field(
-        default=2, metadata={"help": "rollouts per step whose per-token entropies are kept for plots"}
-    )
-    generation_backend: str = field(
-        default="auto", metadata={"help": "hf, compiled or vllm; auto: compiled on CUDA, hf (TRL's own) elsewhere"}
-    )
-    rollout_compile: bool | None = field(
-        default=None, metadata={"help": "torch.compile the compiled backend's decode step; None: only on CUDA"}
-    )
-    rollout_compile_backend: str | None = field(
-        default=None, metadata={"help": "that step's torch.compile backend: inductor, aot_eager, eager; None: inductor"}
-    )
-    # The paper's loss: token-level normalisation and the plain k3 KL estimator.
-    loss_type: str = "bnpo"
-    use_bias_correction_kl: bool = False
-
-    def __post_init__(self):
-        check_backend(self.generation_backend)
-        if self.generation_backend == "vllm":
-            self.use_vllm = True
-        elif self.use_vllm and self.generation_backend == "compiled":
-            raise ValueError("generation_backend='compiled' conflicts with use_vllm=True")
-        super().__post_init__()
-        self.alpha = method_alpha(self.method, self.alpha)
+from saah_lib.training.config import SAAHGRPOConfig  # noqa: F401  (its config, importable from here too)
 
 
 class SAAHGRPOTrainer(GRPOTrainer):

@@ -93,7 +93,7 @@ def test_auto_backend_is_hf_on_cpu_and_compiled_on_cuda():
 
 
 def test_config_names_a_bad_backend_or_vllm_mode():
-    assert make_config("tiny").generation_backend == "auto"
+    assert make_config("tiny").trainer.generation_backend == "auto"
     with pytest.raises(ValueError, match="generation_backend"):
         make_config("tiny", generation_backend="turbo")
     with pytest.raises(ValueError, match="vllm_mode"):
@@ -260,18 +260,18 @@ def test_rollout_leaves_lora_adapter_and_base_weights_bit_identical(tiny_random_
 
 
 def test_vllm_settings_reach_trls_config_and_a_missing_package_is_named(tmp_path, tiny_random_model_dir):
-    from saah_lib.training.run import grpo_args, trl_kwargs
+    from saah_lib.training.run import stock_grpo_kwargs, trainer_args
 
     cfg = make_config("tiny", generation_backend="vllm", vllm_mode="server",
                       vllm_server_base_url="http://localhost:8000")
-    stock = GRPOConfig(**trl_kwargs(cfg, tmp_path, progress=False))
-    ours = grpo_args(cfg, tmp_path, progress=False)
+    stock = GRPOConfig(**stock_grpo_kwargs(cfg, tmp_path, progress=False))
+    ours = trainer_args(cfg, progress=False)
     for args in (stock, ours):
         assert args.use_vllm and args.vllm_mode == "server"
         assert args.vllm_server_base_url == "http://localhost:8000"
-    colocate = grpo_args(make_config("tiny", generation_backend="vllm"), tmp_path, progress=False)
+    colocate = trainer_args(make_config("tiny", generation_backend="vllm"), progress=False)
     assert colocate.use_vllm and colocate.vllm_mode == "colocate"
-    assert not grpo_args(make_config("tiny"), tmp_path, progress=False).use_vllm
+    assert not trainer_args(make_config("tiny"), progress=False).use_vllm
 
     import importlib.util
 

@@ -78,7 +78,7 @@ def test_compiled_variants_train_12_steps_and_record_their_compile_health(tiny_r
     torch._dynamo.reset()
     common = ["--profile", "tiny", "--model-dir", str(tiny_random_model_dir), "--variants", "sa-exact",
               "--generation-backend", "compiled", "--rollout-compile", "on", "--compile-backend", "eager",
-              "--max-completion-length", "20", "--set", "use_lora=true", "--set", "gradient_checkpointing=true",
+              "--max-completion-length", "20", "--set", "use_lora=true", "--set", "activation_checkpointing=true",
               "--out-dir", str(tmp_path)]
     with pytest.raises(ValueError, match="at least 12"):
         main([*common, "--steps", "5", "--warmup", "1", "--eval-problems", "0"])

@@ -1,7 +1,7 @@
 """Every process a study starts runs the pinned CPU numerics: spawned training workers and notebook kernels.
 
 Each test first removes the pin from the environment the child inherits, so that the child
-must pin itself (by importing saah_lib before torch, or through the pinned kernelspec).
+must pin itself (a worker by importing saah_lib.studies before torch, a kernel through the pinned kernelspec).
 """
 
 import json
@@ -41,9 +41,9 @@ def unpinned_parent(monkeypatch):
 
 
 def test_an_engine_worker_pins_itself_and_records_it(unpinned_parent, tiny_random_model_dir, tmp_path):
-    cfg = make_config("tiny", model_name=str(tiny_random_model_dir), method="sa", alpha=0.5, seed=0, steps=1,
+    cfg = make_config("tiny", model_name=str(tiny_random_model_dir), method="sa", alpha=0.5, seed=0, max_steps=1,
                       n_train=8, n_eval=2, max_completion_length=8, eval_max_new_tokens=8, eval_batch_size=2,
-                      eval_every=1, save_every=1, results_dir=str(tmp_path))
+                      eval_every=1, save_steps=1, results_dir=str(tmp_path))
     plan = Plan("one", tmp_path, [run_job(cfg)])  # a Ray worker of a local instance, one torch thread
     [entry] = run_plan(plan, Timings(tmp_path / "timings.json"))
     assert (entry["cpu_capability"], entry["torch_threads"]) == (PINNED_CAPABILITY, 1)
@@ -62,8 +62,11 @@ def _notebook_capability(tmp_path, first_cell: str, kernel: str = "python3") -> 
 
 
 def test_a_papermill_kernel_of_a_study_notebook_pins_itself(unpinned_parent, tmp_path):
-    # as notebooks/01-04 do: saah_lib is imported before torch
-    assert _notebook_capability(tmp_path, "from saah_lib import make_config") == PINNED_CAPABILITY
+    # the kernel `make setup` installs, which papermill starts for notebooks/01-04 (and studies/sweep.py)
+    installed = REPO_ROOT / ".venv" / "share" / "jupyter" / "kernels" / "python3" / "kernel.json"
+    if not installed.is_file() or "saah_lib.numerics" not in installed.read_text():
+        pytest.skip(f"no pinned kernelspec at {installed} (make setup installs it)")
+    assert _notebook_capability(tmp_path, "import torch") == PINNED_CAPABILITY
 
 
 def test_the_pinned_kernelspec_pins_a_notebook_that_imports_torch_first(unpinned_parent, tmp_path, monkeypatch):

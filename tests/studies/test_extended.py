@@ -31,7 +31,7 @@ def test_plan_runs_every_arm_from_every_warm_start_seed_by_seed(tmp_path):
 
 def test_before_the_alpha_is_measured_the_matched_runs_are_placeholders(tmp_path):
     configs = E.planned_configs(tmp_path, warm_starts=(0, 1), seeds=(0, 1), topk_ks=())
-    assert {c.alpha for c in configs} == {0.0, 0.5}
+    assert {c.trainer.alpha for c in configs} == {0.0, 0.5}
     text = E.describe_plan(tmp_path, configs, configs, 2, (0, 1), (0, 1), measure=False)
     assert "paper-matched alpha: not measured yet" in text
     assert "16 runs planned, 0 already complete, 16 to train" in text
@@ -45,8 +45,8 @@ def test_complete_runs_are_skipped(tmp_path):
     configs = E.planned_configs(tmp_path, warm_starts=(0,), seeds=(0,), topk_ks=(), matched_alpha=5.9)
     done = configs[0]
     log = RunDir(done.run_dir)
-    write_jsonl(log.train_log_path, [{"step": done.steps}])
-    write_jsonl(log.eval_path, [{"step": done.steps, "pass_at_1": 0.5}])
+    write_jsonl(log.train_log_path, [{"step": done.trainer.max_steps}])
+    write_jsonl(log.eval_path, [{"step": done.trainer.max_steps, "pass_at_1": 0.5}])
     assert [c.run_id for c in E.pending(configs)] == [c.run_id for c in configs[1:]]
 
 

@@ -27,9 +27,9 @@ from pathlib import Path
 from saah_lib.rundir.folder import RunDir
 from saah_lib.studies.grid import run_study
 from saah_lib.studies.runner import Plan, run_job
-from saah_lib.training.config import SAAHConfig
+from saah_lib.training.config import RunConfig
 root = Path(sys.argv[1])
-configs = [SAAHConfig.from_dict(d) for d in json.loads(sys.argv[2])]
+configs = [RunConfig.from_dict(d) for d in json.loads(sys.argv[2])]
 runs = [RunDir(c.run_dir) for c in configs]
 def kill_worker_node():
     while not all(r.dir.is_dir() and len(r.train_log()) >= 2 for r in runs):  # both under way, one per node

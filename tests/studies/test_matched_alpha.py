@@ -23,8 +23,8 @@ def test_rollouts_are_grouped_scored_and_reproducible(tiny_random_model_dir):
     assert a == b and len(a["rewards"]) == 12 == len(a["entropies"]) and a["group_size"] == 4
     assert all(len(h) == n and all(0 <= x <= 1 for x in h) for h, n in zip(a["entropies"], a["lengths"]))
     cfg = make_config("tiny")
-    assert all(1 <= n <= cfg.max_completion_length for n in a["lengths"])
-    assert a["reward_std_threshold"] == cfg.reward_std_threshold
+    assert all(1 <= n <= cfg.trainer.max_completion_length for n in a["lengths"])
+    assert a["reward_std_threshold"] == cfg.trainer.reward_std_threshold
 
 
 def test_measurement_records_the_rule_and_lands_on_the_target(tiny_random_model_dir):

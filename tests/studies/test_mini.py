@@ -85,8 +85,8 @@ def test_promote_replaces_the_committed_study_keeps_other_runs_and_refuses_unfin
     (rerun / "paper_matched_alpha.json").write_text('{"alpha": 5.9}\n')  # measured before training
     for cfg in planned_configs(rerun):
         log = RunDir(cfg.run_dir)
-        log.log_step({"step": cfg.steps, "reward_mean": 1.0})
-        log.log_eval({"step": cfg.steps, "pass_at_1": 0.5}, [{"id": "p", "correct": True}])
+        log.log_step({"step": cfg.trainer.max_steps, "reward_mean": 1.0})
+        log.log_eval({"step": cfg.trainer.max_steps, "pass_at_1": 0.5}, [{"id": "p", "correct": True}])
         (log.checkpoints_dir / "checkpoint-60").mkdir(parents=True)
     (rerun / "baselines" / "b").mkdir(parents=True)
     for name in PROMOTED_FILES:

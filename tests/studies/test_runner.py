@@ -19,7 +19,7 @@ from saah_lib.studies.runner import run_line
 from saah_lib.training.config import make_config
 
 def plan(model_dir, root):
-    settings = dict(model_name=str(model_dir), alpha=0.5, steps=10, save_every=2, eval_every=5, n_train=32,
+    settings = dict(model_name=str(model_dir), alpha=0.5, max_steps=10, save_steps=2, eval_every=5, n_train=32,
                     n_eval=6, max_completion_length=12, eval_max_new_tokens=12, eval_batch_size=4,
                     results_dir=str(root), seed=0, learning_rate=1e-3)
     return [make_config("tiny", method=method, **settings) for method in ("grpo", "sa")]
@@ -31,8 +31,8 @@ import json, sys
 from pathlib import Path
 from saah_lib.studies.grid import run_study
 from saah_lib.studies.runner import Plan, run_job
-from saah_lib.training.config import SAAHConfig
-configs = [SAAHConfig.from_dict(d) for d in json.loads(sys.argv[2])]
+from saah_lib.training.config import RunConfig
+configs = [RunConfig.from_dict(d) for d in json.loads(sys.argv[2])]
 try:
     run_study(Plan("two", Path(sys.argv[1]), [run_job(c) for c in configs]),
               address=None, max_retries=1, step_seconds=None, slots=2)

@@ -67,8 +67,8 @@ def test_topk_training_configs_have_their_own_run_ids():
     configs = topk_training_configs((5, 20), (0, 1), results_dir="r", steps=3)
     assert [c.run_id for c in configs] == ["tiny-sa-a0.5-k5-s0", "tiny-sa-a0.5-k5-s1", "tiny-sa-a0.5-k20-s0",
                                            "tiny-sa-a0.5-k20-s1"]
-    assert {(c.method, c.alpha, c.steps) for c in configs} == {("sa", 0.5, 3)}
-    assert [c.entropy_top_k for c in configs] == [5, 5, 20, 20]
+    assert {(c.trainer.method, c.trainer.alpha, c.trainer.max_steps) for c in configs} == {("sa", 0.5, 3)}
+    assert [c.trainer.entropy_top_k for c in configs] == [5, 5, 20, 20]
     assert topk_run_id(100, 2) == "tiny-sa-a0.5-k100-s2"
 
 

@@ -1,38 +1,49 @@
 import dataclasses
+import json
 
 import pytest
 
 from saah_lib.models.names import TINY_WARMSTART, model_location
 from saah_lib.paths import RESULTS, TINY_WARMSTART_DIR
-from saah_lib.training.config import PROFILES, SAAHConfig, make_config
+from saah_lib.training.config import (
+    PROFILES,
+    RECORDED_SETTINGS,
+    TRAINER_FIELDS,
+    RunConfig,
+    SAAHGRPOConfig,
+    make_config,
+)
+from saah_lib.training.profiles import RECORDED_AS
 
 
 def test_paper_profile_holds_the_papers_hyperparameters():
     cfg = make_config("qwen2.5-1.5b", method="ah", alpha=0.5)
-    assert (cfg.learning_rate, cfg.lr_scheduler, cfg.weight_decay, cfg.max_grad_norm) == (5e-6, "cosine", 0.01, 1.0)
-    assert (cfg.beta, cfg.epsilon) == (0.04, 0.2)
-    assert (cfg.prompts_per_step, cfg.num_generations, cfg.gradient_accumulation_steps) == (4, 4, 2)
-    assert cfg.completions_per_step == 16
-    assert (cfg.max_completion_length, cfg.entropy_top_k, cfg.reward_std_threshold) == (512, 500, 0.15)
-    assert (cfg.n_train, cfg.n_eval, cfg.seed, cfg.data_seed) == (800, 500, 123, 123)
+    t = cfg.trainer
+    assert (t.learning_rate, t.lr_scheduler_type.value, t.weight_decay, t.max_grad_norm) == (5e-6, "cosine", 0.01, 1.0)
+    assert (t.beta, t.epsilon, t.loss_type) == (0.04, 0.2, "bnpo")
+    assert (t.prompts_per_step, t.num_generations, t.gradient_accumulation_steps) == (4, 4, 2)
+    assert t.per_device_train_batch_size * t.gradient_accumulation_steps == 16  # one process: 16 completions
+    assert (t.max_completion_length, t.entropy_top_k, t.reward_std_threshold) == (512, 500, 0.15)
+    assert (cfg.n_train, cfg.n_eval, t.seed, cfg.data_seed) == (800, 500, 123, 123)
     assert (cfg.lora_r, cfg.lora_alpha, cfg.lora_dropout) == (16, 32, 0.05)
     assert set(cfg.lora_target_modules) == {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}
-    assert (cfg.save_every, cfg.eval_every, cfg.eval_max_new_tokens) == (15, 30, 512)
+    assert (t.save_steps, cfg.eval_every, cfg.eval_max_new_tokens) == (15, 30, 512)
     assert cfg.model_name == "Qwen/Qwen2.5-1.5B-Instruct" and cfg.dtype == "bfloat16" and cfg.use_lora
+    assert t.activation_checkpointing is True
 
 
 @pytest.mark.parametrize("method,steps,warmup", [("grpo", 150, 15), ("ah", 150, 15), ("sa", 180, 18)])
 def test_paper_steps_and_warmup(method, steps, warmup):
     cfg = make_config("qwen2.5-3b", method=method)
-    assert cfg.steps == steps and cfg.warmup_steps == warmup
+    assert cfg.trainer.max_steps == steps and cfg.trainer.warmup_steps == warmup
 
 
 def test_warmup_has_a_floor_of_five():
-    assert make_config("tiny", steps=20).warmup_steps == 5
+    assert make_config("tiny", max_steps=20).trainer.warmup_steps == 5
 
 
 def test_grpo_forces_alpha_zero():
-    assert make_config("tiny", method="grpo", alpha=0.7).alpha == 0.0
+    assert make_config("tiny", method="grpo", alpha=0.7).trainer.alpha == 0.0
 
 
 def test_default_is_the_tiny_profile_and_needs_no_hub():
@@ -40,6 +51,7 @@ def test_default_is_the_tiny_profile_and_needs_no_hub():
     assert cfg.profile == "tiny" and cfg.dataset == "synthetic"
     assert cfg.run_id == "tiny-sa-a0.5-s0"  # seed 0: the CPU studies' first seed, so a single run is one of theirs
     assert cfg.results_dir == "results/local"  # git-ignored (.gitignore), never beside the committed studies
+    assert cfg.trainer.output_dir == str(cfg.run_dir / "checkpoints") and cfg.trainer.run_name == cfg.run_id
 
 
 @pytest.mark.parametrize(
@@ -48,7 +60,7 @@ def test_default_is_the_tiny_profile_and_needs_no_hub():
         (dict(method="ppo"), "method"),
         (dict(alpha=10.5), "alpha"),
         (dict(alpha=float("nan")), "alpha"),
-        (dict(steps=0), "steps"),
+        (dict(max_steps=0), "max_steps"),
         (dict(num_generations=1), "num_generations"),
         (dict(prompts_per_step=3, num_generations=3, gradient_accumulation_steps=2), "gradient_accumulation_steps"),
         (dict(model_name="/no/such/model"), "model_name"),
@@ -66,11 +78,15 @@ def test_unknown_profile_and_field():
         make_config("qwen-7b")
     with pytest.raises(ValueError, match="unknown config field.*lr"):
         make_config("tiny", lr=1e-3)
+    # the names config.json records are not fields; the error names the field to use
+    with pytest.raises(ValueError, match=r"save_every \(config.json's name of save_steps\), steps \(config.json's name of max_steps\)"):
+        make_config("tiny", steps=3, save_every=1)
 
 
 def test_round_trip_through_dict():
     cfg = make_config("tiny", method="ah", alpha=-0.25, seed=3)
-    assert SAAHConfig.from_dict(cfg.to_dict()) == cfg
+    again = RunConfig.from_dict(json.loads(json.dumps(cfg.to_dict())))  # as a subprocess gets it
+    assert again.to_dict() == cfg.to_dict() and again.run_settings() == cfg.run_settings()
 
 
 def test_every_profile_validates():
@@ -90,19 +106,51 @@ def test_the_warm_start_is_a_cache_outside_every_results_root():
     assert model_location(TINY_WARMSTART) == str(TINY_WARMSTART_DIR)
 
 
-def test_dataclass_defaults_are_exactly_the_tiny_profile():
-    default, tiny = SAAHConfig(), make_config("tiny")
-    for f in dataclasses.fields(SAAHConfig):
-        assert getattr(default, f.name) == getattr(tiny, f.name), f.name
-    declared = {f.name: f.default for f in dataclasses.fields(SAAHConfig)}
-    assert {name: declared[name] for name in PROFILES["tiny"]} == PROFILES["tiny"]
+def test_the_tiny_profile_lists_only_what_differs_from_the_defaults():
+    defaults = RunConfig.defaults()
+    assert PROFILES["tiny"] and all(defaults[name] != value for name, value in PROFILES["tiny"].items())
+    tiny = make_config("tiny", max_steps=60)
+    for name, default in defaults.items():
+        value = getattr(tiny, name) if hasattr(RunConfig, name) or name in RunConfig.__dataclass_fields__ \
+            else getattr(tiny.trainer, name)
+        expected = PROFILES["tiny"].get(name, default)
+        if name == "report_to":
+            expected = []  # TRL's list form of "none"
+        elif name in ("run_id", "run_name", "warmup_steps"):
+            continue  # derived from the other fields
+        assert getattr(value, "value", value) == (tuple(expected) if isinstance(expected, list) and name.startswith("lora")
+                                                  else expected), name
 
 
-def test_paper_profiles_override_every_tiny_default_they_need():
-    cfg = make_config("qwen2.5-3b", method="sa")
-    assert (cfg.learning_rate, cfg.max_completion_length, cfg.entropy_top_k) == (5e-6, 512, 500)
-    assert (cfg.save_every, cfg.keep_checkpoints, cfg.eval_every, cfg.eval_max_new_tokens) == (15, None, 30, 512)
-    assert (cfg.n_eval, cfg.eval_batch_size, cfg.steps) == (500, 128, 180)
+def test_every_field_has_help_text():
+    helps = RunConfig.help()
+    assert set(helps) == set(RunConfig.defaults()) and all(text.strip() for text in helps.values())
+    assert set(TRAINER_FIELDS) <= {f.name for f in dataclasses.fields(SAAHGRPOConfig)}  # TRL's names, or ours
+
+
+def test_bnpo_is_stated_once_and_reaches_trl():
+    assert SAAHGRPOConfig.__dataclass_fields__["loss_type"].default == "bnpo"
+    assert "loss_type" not in TRAINER_FIELDS and all("loss_type" not in p for p in PROFILES.values())
+    assert make_config().trainer.loss_type == "bnpo"
+
+
+def test_config_json_keeps_its_keys_through_one_mapping():
+    committed = json.loads((RESULTS / "mini" / "runs" / "tiny-sa-a0.5-s0" / "config.json").read_text())
+    settings = make_config("tiny", method="sa", alpha=0.5, seed=0, max_steps=60, results_dir="results/mini").run_settings()
+    assert list(settings) == list(RECORDED_SETTINGS) == [k for k in committed if k in settings]
+    assert {k: committed[k] for k in settings} == settings  # the committed run, in meaning and in key order
+    assert set(RECORDED_AS.values()) <= set(RECORDED_SETTINGS)
+
+
+def test_the_trl_arguments_are_the_ones_the_studies_were_run_with():
+    t = make_config("tiny", method="sa", seed=1, results_dir="results/mini").trainer
+    assert (t.max_steps, t.save_steps, t.save_total_limit, t.save_strategy.value, t.logging_steps) == (60, 10, 2, "steps", 1)
+    assert (t.per_device_train_batch_size, t.gradient_accumulation_steps, t.num_generations) == (8, 2, 4)
+    assert (t.learning_rate, t.lr_scheduler_type.value, t.warmup_steps, t.weight_decay) == (2e-4, "cosine", 6, 0.01)
+    assert (t.beta, t.epsilon, t.temperature, t.max_completion_length, t.seed) == (0.04, 0.2, 1.0, 96, 1)
+    assert (t.loss_type, t.use_bias_correction_kl, t.activation_checkpointing, t.use_vllm) == ("bnpo", False, False,
+                                                                                                False)
+    assert t.report_to == [] and t.data_seed is None  # TRL's prompt order follows seed, as in the studies
 
 
 # Every field is checked for type and range, with the field named in the message.
@@ -118,8 +166,8 @@ def test_paper_profiles_override_every_tiny_default_they_need():
         (dict(alpha="0.5"), "alpha"),
         (dict(alpha=True), "alpha"),
         (dict(alpha=float("inf")), "alpha"),
-        (dict(steps=2.5), "steps"),
-        (dict(steps=True), "steps"),
+        (dict(max_steps=2.5), "max_steps"),
+        (dict(max_steps=True), "max_steps"),
         (dict(warmup_steps=-1), "warmup_steps"),
         (dict(warmup_steps=1.0), "warmup_steps"),
         (dict(learning_rate=0), "learning_rate"),
@@ -135,7 +183,7 @@ def test_paper_profiles_override_every_tiny_default_they_need():
         (dict(reward_std_threshold=float("nan")), "reward_std_threshold"),
         (dict(use_lora=1), "use_lora"),
         (dict(use_lora="False"), "use_lora"),
-        (dict(gradient_checkpointing=0), "gradient_checkpointing"),
+        (dict(activation_checkpointing=0), "activation_checkpointing"),
         (dict(lora_r=0), "lora_r"),
         (dict(lora_alpha=0), "lora_alpha"),
         (dict(lora_dropout=1.0), "lora_dropout"),
@@ -144,11 +192,11 @@ def test_paper_profiles_override_every_tiny_default_they_need():
         (dict(lora_target_modules=[]), "lora_target_modules"),
         (dict(lora_target_modules=["q_proj", ""]), "lora_target_modules"),
         (dict(dtype="float64"), "dtype"),
-        (dict(lr_scheduler="cosine_with_min_lr"), "lr_scheduler"),
+        (dict(lr_scheduler_type="cosine_with_min_lr"), "lr_scheduler_type"),
         (dict(entropy_top_k=0), "entropy_top_k"),
         (dict(entropy_top_k=2.0), "entropy_top_k"),
-        (dict(keep_checkpoints=0), "keep_checkpoints"),
-        (dict(save_every=True), "save_every"),
+        (dict(save_total_limit=0), "save_total_limit"),
+        (dict(save_steps=True), "save_steps"),
         (dict(eval_every=0), "eval_every"),
         (dict(n_train=10.0), "n_train"),
         (dict(log_token_entropies=-1), "log_token_entropies"),
@@ -176,10 +224,10 @@ def test_data_dir_with_the_synthetic_dataset_is_an_error():
 
 
 def test_sensible_edge_values_are_accepted():
-    cfg = make_config("tiny", steps=3, seed=0, data_seed=2**32 - 1, max_grad_norm=0.0, beta=0.0, weight_decay=0.0,
-                      use_lora=False, lora_r=4, lora_dropout=0.0, keep_checkpoints=1, log_token_entropies=0)
-    assert cfg.warmup_steps == 5  # a warm-up longer than a smoke-test run is allowed (documented in validate)
-    assert make_config("tiny", alpha=1).alpha == 1.0  # an integer alpha is a number
+    cfg = make_config("tiny", max_steps=3, seed=0, data_seed=2**32 - 1, max_grad_norm=0.0, beta=0.0, weight_decay=0.0,
+                      use_lora=False, lora_r=4, lora_dropout=0.0, save_total_limit=1, log_token_entropies=0)
+    assert cfg.trainer.warmup_steps == 5  # a warm-up longer than a smoke-test run is allowed
+    assert make_config("tiny", alpha=1).trainer.alpha == 1.0  # an integer alpha is a number
 
 
 def test_validation_happens_before_anything_is_written(tmp_path):

@@ -14,15 +14,16 @@ def test_set_of_a_field_that_also_has_a_flag_works():
     # the README's example crashed with "make_config() got multiple values for keyword argument"
     cfg = config_from_argv(["--profile", "tiny", "--method", "sa", "--seed", "0", "--steps", "1",
                             "--set", "generation_backend=hf"])
-    assert (cfg.generation_backend, cfg.seed, cfg.steps, cfg.method) == ("hf", 0, 1, "sa")
+    t = cfg.trainer
+    assert (t.generation_backend, t.seed, t.max_steps, t.method) == ("hf", 0, 1, "sa")
 
 
 def test_every_flag_field_can_be_given_through_set_instead():
     cfg = config_from_argv(["--set", "profile=qwen2.5-1.5b", "--set", "method=grpo", "--set", "seed=4",
                             "--set", "report_to=tensorboard", "--set", "results_dir=/tmp/x"])
-    assert (cfg.profile, cfg.method, cfg.alpha, cfg.seed, cfg.report_to) == ("qwen2.5-1.5b", "grpo", 0.0, 4,
-                                                                            "tensorboard")
-    assert cfg.learning_rate == 5e-6  # the profile's, not the tiny default
+    t = cfg.trainer
+    assert (cfg.profile, t.method, t.alpha, t.seed, t.report_to) == ("qwen2.5-1.5b", "grpo", 0.0, 4, ["tensorboard"])
+    assert t.learning_rate == 5e-6  # the profile's, not the tiny default
 
 
 @pytest.mark.parametrize("argv,field", [
@@ -39,7 +40,7 @@ def test_a_field_given_twice_is_an_error_naming_it(argv, field):
 def test_a_flags_default_is_not_a_choice():
     # --method has a default, yet --set method=... is no conflict: only typed flags count
     assert merge_fields({}, {"method": "ah"}) == {"method": "ah"}
-    assert config_from_argv(["--set", "method=ah"]).method == "ah"
+    assert config_from_argv(["--set", "method=ah"]).trainer.method == "ah"
 
 
 def test_set_values_are_json_else_strings():
@@ -72,8 +73,33 @@ def test_help_lists_choices_defaults_and_every_config_field():
         assert expected in text, expected
 
 
-def test_help_answers_without_loading_torch():
-    code = ("import sys; from saah_lib.training.launch import build_parser; build_parser().format_help(); "
-            "print(sorted(m for m in ('torch', 'trl', 'transformers') if m in sys.modules))")
-    done = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
-    assert done.stdout.strip() == "[]", done.stderr
+def test_the_seed_and_model_default_to_the_profiles():
+    assert config_from_argv([]).trainer.seed == 0
+    assert config_from_argv(["--profile", "qwen2.5-3b"]).trainer.seed == 123  # the paper's seed
+    text = build_parser().format_help()
+    assert "the profile's (qwen2.5-1.5b 123, qwen2.5-3b 123, tiny 0)" in " ".join(text.split())
+    cfg = config_from_argv(["--model-name", "tiny-warmstart-s1", "--steps", "2"])  # --steps: --max-steps
+    assert (cfg.model_name, cfg.trainer.max_steps, cfg.run_id) == ("tiny-warmstart-s1", 2, "tiny-sa-a0.5-s0-w1")
+
+
+def test_the_command_line_is_parsed_once(monkeypatch):
+    import argparse
+
+    calls = []
+    parse = argparse.ArgumentParser.parse_args
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", lambda self, *a, **k: calls.append(1) or
+                        parse(self, *a, **k))
+    main(["--seed", "3", "--print-config"])
+    assert calls == [1]
+
+
+def test_a_run_ends_with_a_summary(tmp_path, capsys):
+    from saah_lib.rundir.folder import RunDir
+    from saah_lib.training.run import run_summary
+
+    run = RunDir(tmp_path / "runs" / "r")
+    for step, p in ((0, 0.25), (20, 0.5), (40, 0.375)):
+        run.log_eval({"step": step, "pass_at_1": p, "n": 8, "n_correct": int(p * 8)}, [])
+    text = run_summary(run.dir, 90.0)
+    assert "final 0.375 (step 40), peak 0.500 (step 20)" in text and "baseline (step 0) 0.250" in text
+    assert "wall time 1.5 min" in text and "logs in" in text

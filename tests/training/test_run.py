@@ -10,6 +10,8 @@ from saah_lib.rundir.folder import RunDir
 from saah_lib.rundir.layout import TRAIN_LOG_KEYS
 from saah_lib.studies.verify.bits import compare_run
 from saah_lib.training.config import make_config
+from saah_lib.rundir.provenance import with_segment
+from saah_lib.training import run as train
 from saah_lib.training.run import run_training
 
 pytestmark = pytest.mark.slow
@@ -17,7 +19,7 @@ pytestmark = pytest.mark.slow
 
 def tiny_run_config(model_dir, results_dir, method, **overrides):
     settings = dict(
-        model_name=str(model_dir), method=method, alpha=0.5, steps=4, save_every=2, eval_every=2,
+        model_name=str(model_dir), method=method, alpha=0.5, max_steps=4, save_steps=2, eval_every=2,
         n_train=32, n_eval=6, max_completion_length=12, eval_max_new_tokens=12, eval_batch_size=4,
         results_dir=str(results_dir), seed=0, learning_rate=1e-3,
     )
@@ -86,18 +88,55 @@ def test_interrupted_run_resumes_without_losing_or_repeating_a_step(tiny_random_
         assert got["loss"] == pytest.approx(want["loss"], abs=1e-5)
 
 
-def test_a_complete_run_is_not_trained_again(tiny_random_model_dir, tmp_path, capsys):
-    cfg = tiny_run_config(tiny_random_model_dir, tmp_path, "grpo", steps=2)
+def _files(folder):
+    return {p.relative_to(folder): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_a_complete_run_relaunched_changes_nothing_on_disk(tiny_random_model_dir, tmp_path, capsys, monkeypatch):
+    cfg = tiny_run_config(tiny_random_model_dir, tmp_path, "grpo", max_steps=2)
     run_training(cfg, progress=False)
-    before = (cfg.run_dir / "train_log.jsonl").read_text()
+    before = _files(tmp_path)
+    # relaunched from another commit under other numerics: still nothing to write
+    monkeypatch.setattr(train, "provenance", lambda: {"git_commit": "other", "versions": {}, "cpu_numerics": {}})
     run_training(cfg, progress=False)
     assert "already complete" in capsys.readouterr().out
-    assert (cfg.run_dir / "train_log.jsonl").read_text() == before
+    assert _files(tmp_path) == before  # every file, byte for byte, and no new one
+
+
+def test_each_training_segment_keeps_its_provenance(tiny_random_model_dir, tmp_path, monkeypatch):
+    class StopAfterTwo(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            control.should_training_stop = state.global_step == 2
+
+    cfg = tiny_run_config(tiny_random_model_dir, tmp_path, "sa", max_steps=4, save_steps=2)
+    run_training(cfg, callbacks=[StopAfterTwo()], progress=False)
+    first = RunDir(cfg.run_dir).read_config()
+    native = {**first["cpu_numerics"], "mode": "native", "pin_holds": None}
+    monkeypatch.setattr(train, "provenance", lambda: {"git_commit": "abc", "versions": first["versions"],
+                                                      "cpu_numerics": native})
+    run_training(cfg, progress=False)  # resumed from checkpoint-2 under other numerics and another commit
+    config = RunDir(cfg.run_dir).read_config()
+    assert (config["git_commit"], config["cpu_numerics"]) == (first["git_commit"], first["cpu_numerics"])
+    segments = config["segments"]
+    assert [(s["from_step"], s["to_step"], s["git_commit"]) for s in segments] == [
+        (0, 4, first["git_commit"]), (2, 4, "abc")]
+    assert segments[0]["cpu_numerics"] == first["cpu_numerics"] and segments[1]["cpu_numerics"]["mode"] == "native"
+
+
+def test_a_config_written_before_segments_counts_as_one_segment():
+    old = {"git_commit": "a", "versions": {"torch": "1"}, "cpu_numerics": {"mode": "pinned"}, "steps": 60}
+    now = {"git_commit": "b", "versions": {"torch": "2"}, "cpu_numerics": {"mode": "native"}}
+    merged = with_segment(old, now, 30, 60)
+    assert {k: merged[k] for k in ("git_commit", "versions", "cpu_numerics")} == \
+        {k: old[k] for k in ("git_commit", "versions", "cpu_numerics")}
+    assert merged["segments"] == [{"from_step": 0, "to_step": 30, **{k: old[k] for k in now}},
+                                  {"from_step": 30, "to_step": 60, **now}]
+    assert with_segment(None, now, 0, 60) == {**now, "segments": [{"from_step": 0, "to_step": 60, **now}]}
 
 
 def test_reusing_a_run_id_with_other_settings_is_refused(tiny_random_model_dir, tmp_path):
-    run_training(tiny_run_config(tiny_random_model_dir, tmp_path, "ah", steps=2), progress=False)
-    other = tiny_run_config(tiny_random_model_dir, tmp_path, "ah", steps=2, learning_rate=5e-4)
+    run_training(tiny_run_config(tiny_random_model_dir, tmp_path, "ah", max_steps=2), progress=False)
+    other = tiny_run_config(tiny_random_model_dir, tmp_path, "ah", max_steps=2, learning_rate=5e-4)
     with pytest.raises(ValueError, match="learning_rate"):
         run_training(other, progress=False)
 
@@ -120,7 +159,7 @@ def interrupted_run(tiny_random_model_dir, tmp_path_factory):
     stopped run holds checkpoint-1 and checkpoint-2 and logged steps 1-3.
     """
     root = tmp_path_factory.mktemp("damaged_checkpoints")
-    settings = dict(save_every=1)
+    settings = dict(save_steps=1)
     reference = RunDir(run_training(tiny_run_config(tiny_random_model_dir, root / "reference", "sa", **settings),
                                     progress=False))
     cfg = tiny_run_config(tiny_random_model_dir, root / "stopped", "sa", **settings)
@@ -135,7 +174,7 @@ def _copy_of(interrupted_run, tmp_path, **overrides):
 
     reference, cfg = interrupted_run
     shutil.copytree(cfg.results_dir, tmp_path / "results")
-    copy = tiny_run_config(cfg.model_name, tmp_path / "results", "sa", save_every=1, **overrides)
+    copy = tiny_run_config(cfg.model_name, tmp_path / "results", "sa", save_steps=1, **overrides)
     return reference, copy, RunDir(copy.run_dir)
 
 
@@ -207,7 +246,7 @@ NOT_NEEDED_TO_RESUME = {"tokenizer.json", "chat_template.jinja", "special_tokens
 @pytest.mark.parametrize("use_lora", [False, True])
 def test_the_files_a_complete_checkpoint_needs_are_the_files_the_trainer_writes(tiny_random_model_dir, tmp_path,
                                                                                   use_lora):
-    cfg = tiny_run_config(tiny_random_model_dir, tmp_path, "sa", steps=2, save_every=2, eval_every=2,
+    cfg = tiny_run_config(tiny_random_model_dir, tmp_path, "sa", max_steps=2, save_steps=2, eval_every=2,
                           use_lora=use_lora, lora_target_modules=["q_proj", "v_proj"])
     folder = RunDir(run_training(cfg, progress=False)).checkpoints_dir / "checkpoint-2"
     written = {p.name for p in folder.iterdir()}
@@ -220,7 +259,7 @@ def test_the_files_a_complete_checkpoint_needs_are_the_files_the_trainer_writes(
 
 def test_the_next_writer_removes_the_temporary_files_of_an_interrupted_write(tiny_random_model_dir, tmp_path,
                                                                                capsys):
-    cfg = tiny_run_config(tiny_random_model_dir, tmp_path, "grpo", steps=2)
+    cfg = tiny_run_config(tiny_random_model_dir, tmp_path, "grpo", max_steps=2)
     log = RunDir(run_training(cfg, progress=False))
     # what a kill between writing and renaming leaves (the final evaluation's samples, and config.json)
     stale = [log.samples_dir / ".step_0002.jsonl.0a1b2c3d4e5f.tmp", log.dir / ".config.json.9f8e7d6c5b4a.tmp"]
@@ -234,7 +273,7 @@ def test_report_to_tensorboard_writes_the_logged_steps_and_progress_is_lines_not
                                                                                        tmp_path, capsys):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    cfg = tiny_run_config(tiny_random_model_dir, tmp_path, "sa", steps=2, report_to="tensorboard", run_name="tb")
+    cfg = tiny_run_config(tiny_random_model_dir, tmp_path, "sa", max_steps=2, report_to="tensorboard", run_name="tb")
     run_dir = run_training(cfg, progress=True)
     # transformers' TensorBoardCallback writes under the trainer's output folder (the run's checkpoints/runs/)
     events = sorted((run_dir / "checkpoints" / "runs").glob("*/events.out.tfevents.*"))
@@ -259,7 +298,7 @@ def test_report_to_an_integration_that_is_not_installed_fails_before_anything_is
     import saah_lib.training.run as run_module
 
     monkeypatch.setattr(run_module, "get_available_reporting_integrations", lambda: [])
-    cfg = tiny_run_config(tiny_random_model_dir, tmp_path, "sa", steps=2, report_to="tensorboard")
+    cfg = tiny_run_config(tiny_random_model_dir, tmp_path, "sa", max_steps=2, report_to="tensorboard")
     with pytest.raises(ValueError, match="'report_to': tensorboard is not installed"):
         run_training(cfg, progress=False)
     assert not cfg.run_dir.exists()

@@ -151,7 +151,7 @@ def test_options_the_loss_does_not_implement_are_refused(bad, tiny_random_model_
 
 
 def test_config_rejects_unknown_method_and_bad_alpha(tmp_path):
-    with pytest.raises(ValueError, match="unknown method"):
+    with pytest.raises(ValueError, match="'method': unknown value"):
         SAAHGRPOConfig(output_dir=str(tmp_path), method="ppo", use_cpu=True, report_to="none")
     with pytest.raises(ValueError, match="alpha"):
         SAAHGRPOConfig(output_dir=str(tmp_path), method="ah", alpha=11.0, use_cpu=True, report_to="none")

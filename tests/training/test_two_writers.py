@@ -19,10 +19,10 @@ from saah_lib.training.run import run_training
 pytestmark = pytest.mark.slow
 
 STEPS = 40
-SETTINGS = dict(method="sa", alpha=0.5, steps=STEPS, seed=0, run_id="shared", n_train=32, n_eval=6,
-                max_completion_length=12, eval_max_new_tokens=12, eval_batch_size=4, save_every=5, eval_every=10,
+SETTINGS = dict(method="sa", alpha=0.5, max_steps=STEPS, seed=0, run_id="shared", n_train=32, n_eval=6,
+                max_completion_length=12, eval_max_new_tokens=12, eval_batch_size=4, save_steps=5, eval_every=10,
                 learning_rate=1e-3)
-FLAGS = ("method", "alpha", "steps", "seed", "run_id")
+FLAGS = ("method", "alpha", "max_steps", "seed", "run_id")
 
 
 def launch(model_dir, results, **changes) -> subprocess.Popen:
@@ -81,11 +81,11 @@ def test_two_launches_at_once_one_trains_the_other_is_refused(tiny_random_model_
     """Both real ``launch`` processes; the first runs long enough (1000 steps) to outlive the second's start."""
     results = tmp_path / "results"
     run = RunDir(make_config("tiny", model_name=str(tiny_random_model_dir), results_dir=str(results),
-                             **{**SETTINGS, "steps": 1000}).run_dir)
-    first = launch(tiny_random_model_dir, results, steps=1000)
+                             **{**SETTINGS, "max_steps": 1000}).run_dir)
+    first = launch(tiny_random_model_dir, results, max_steps=1000)
     try:
         wait_for_lock(first, run)
-        second = launch(tiny_random_model_dir, results, steps=1000)
+        second = launch(tiny_random_model_dir, results, max_steps=1000)
         _, err = second.communicate(timeout=600)
         assert second.returncode != 0 and f"is being written by another process (pid {first.pid}," in err.decode()
         assert first.poll() is None, "the first launch finished before the second tried: nothing was tested"

@@ -49,7 +49,7 @@ def bench_config(options: BenchOptions):
     length = options.max_completion_length
     lengths = {} if length is None else {"max_completion_length": length, "eval_max_new_tokens": length}
     return make_config(options.profile, method="sa", **{**options.overrides, **lengths,
-                                                         "steps": options.warmup + options.steps})
+                                                         "max_steps": options.warmup + options.steps})
 
 
 def _runs(options: BenchOptions, backends: list[str]) -> list[tuple]:
@@ -80,11 +80,11 @@ def run_benchmark(options: BenchOptions) -> dict:
     report = {
         "device": device_name(), "profile": options.profile,
         "model": model_description(options.profile, options.model_dir), "dtype": str(dtype),
-        "num_layers_override": options.num_layers, "completions_per_step": cfg.completions_per_step,
-        "max_completion_length": cfg.max_completion_length, "full_length": options.full_length,
+        "num_layers_override": options.num_layers, "completions_per_step": cfg.trainer.completions_per_step,
+        "max_completion_length": cfg.trainer.max_completion_length, "full_length": options.full_length,
         "prompt_tokens": options.prompt_tokens, "warmup_steps": options.warmup, "timed_steps": options.steps,
         "cpu_threads": None if on_cuda else options.threads,
-        "lora": cfg.use_lora, "gradient_checkpointing": cfg.gradient_checkpointing,
+        "lora": cfg.use_lora, "gradient_checkpointing": cfg.trainer.activation_checkpointing,
         "generation_backends": backends, "rollout_compile": compiles,
         "compile_backend": (options.compile_backend or "inductor") if compiles else None, "complete": False,
         "variants": [], "ratios": {}, "rollout": None, "rollout_profile": None, "eval": None,

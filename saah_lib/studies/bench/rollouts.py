@@ -15,7 +15,7 @@ from saah_lib.studies.bench.models import prompts_dataset
 from saah_lib.studies.bench.options import BenchOptions
 from saah_lib.studies.bench.trainers import sync
 from saah_lib.tasks.synthetic import generate_problems
-from saah_lib.training.config import SAAHConfig
+from saah_lib.training.config import RunConfig
 
 
 def _device() -> str:
@@ -28,7 +28,7 @@ def engine_for(tokenizer, max_new_tokens: int, eos_token_ids, options: BenchOpti
                         compile_backend=options.compile_backend, name=name)
 
 
-def eval_throughput(model_factory, cfg: SAAHConfig, options: BenchOptions, backend: str = "hf") -> dict:
+def eval_throughput(model_factory, cfg: RunConfig, options: BenchOptions, backend: str = "hf") -> dict:
     """Greedy evaluation of ``options.eval_problems`` problems; the compile, if any, is timed apart."""
     model, tokenizer = model_factory()
     model = model.to(_device())
@@ -56,29 +56,29 @@ def eval_throughput(model_factory, cfg: SAAHConfig, options: BenchOptions, backe
     return out
 
 
-def _rollout_inputs(model_factory, cfg: SAAHConfig, options: BenchOptions):
+def _rollout_inputs(model_factory, cfg: RunConfig, options: BenchOptions):
     """The model in eval mode on its device, and one step's prompts as text and as token ids."""
     model, tokenizer = model_factory()
     model = model.to(_device()).eval()
-    prompts = list(prompts_dataset(cfg.completions_per_step, tokenizer, options.prompt_tokens)["prompt"])
+    prompts = list(prompts_dataset(cfg.trainer.completions_per_step, tokenizer, options.prompt_tokens)["prompt"])
     ids = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
     return model, tokenizer, prompts, ids
 
 
-def _generate_kwargs(model, tokenizer, prompts, cfg: SAAHConfig) -> dict:
+def _generate_kwargs(model, tokenizer, prompts, cfg: RunConfig) -> dict:
     enc = tokenizer(prompts, return_tensors="pt", padding=True, padding_side="left",
                     add_special_tokens=False).to(model.device)
-    n_new = cfg.max_completion_length
-    return dict(**enc, max_new_tokens=n_new, min_new_tokens=n_new, do_sample=True, temperature=cfg.temperature,
+    n_new = cfg.trainer.max_completion_length
+    return dict(**enc, max_new_tokens=n_new, min_new_tokens=n_new, do_sample=True, temperature=cfg.trainer.temperature,
                 top_k=0, pad_token_id=tokenizer.pad_token_id)
 
 
-def rollout_comparison(model_factory, cfg: SAAHConfig, options: BenchOptions) -> dict:
+def rollout_comparison(model_factory, cfg: RunConfig, options: BenchOptions) -> dict:
     """Rollouts only: ``model.generate`` against the static engine on the same prompts, alternated
     ``rollout_repeats`` times so that background load hits both alike."""
     model, tokenizer, prompts, ids = _rollout_inputs(model_factory, cfg, options)
-    engine = engine_for(tokenizer, cfg.max_completion_length, [], options, "rollout")
-    sampling = SamplingSettings(do_sample=True, temperature=cfg.temperature)
+    engine = engine_for(tokenizer, cfg.trainer.max_completion_length, [], options, "rollout")
+    sampling = SamplingSettings(do_sample=True, temperature=cfg.trainer.temperature)
     generate_kwargs = _generate_kwargs(model, tokenizer, prompts, cfg)
     runs = {"hf": lambda: model.generate(**generate_kwargs), "compiled": lambda: engine.generate(model, ids, sampling)}
     times = {"hf": [], "compiled": []}
@@ -90,7 +90,7 @@ def rollout_comparison(model_factory, cfg: SAAHConfig, options: BenchOptions) ->
                 fn()
             sync()
             times[name].append(time.perf_counter() - start)
-    out = {"completions": len(ids), "new_tokens": cfg.max_completion_length, "repeats": options.rollout_repeats}
+    out = {"completions": len(ids), "new_tokens": cfg.trainer.max_completion_length, "repeats": options.rollout_repeats}
     for name, ts in times.items():
         out[name] = {"first_s": ts[0], "median_s": statistics.median(ts[1:]), "times_s": [round(t, 4) for t in ts]}
     out["compiled/hf"] = out["compiled"]["median_s"] / out["hf"]["median_s"]
@@ -98,14 +98,14 @@ def rollout_comparison(model_factory, cfg: SAAHConfig, options: BenchOptions) ->
     return out
 
 
-def rollout_profile(model_factory, cfg: SAAHConfig, options: BenchOptions) -> dict:
+def rollout_profile(model_factory, cfg: RunConfig, options: BenchOptions) -> dict:
     """Host syncs and eager ops per token of one rollout, counted by the profiler: the static engine
     (compiled and warmed up first when it compiles) and ``generate``."""
     model, tokenizer, prompts, ids = _rollout_inputs(model_factory, cfg, options)
-    n_new = cfg.max_completion_length
+    n_new = cfg.trainer.max_completion_length
     # the end-of-sequence token is live (the finished-batch check runs) but never sampled: full length
     engine = engine_for(tokenizer, n_new, [tokenizer.eos_token_id], options, "rollout")
-    sampling = SamplingSettings(do_sample=True, temperature=cfg.temperature, min_new_tokens=n_new)
+    sampling = SamplingSettings(do_sample=True, temperature=cfg.trainer.temperature, min_new_tokens=n_new)
     generate_kwargs = _generate_kwargs(model, tokenizer, prompts, cfg)
     with torch.no_grad():
         engine.generate(model, ids, sampling)  # compiles

@@ -15,8 +15,8 @@ from saah_lib.method.reward import TRL_REWARD_FUNCS
 from saah_lib.studies.bench.models import prompts_dataset
 from saah_lib.studies.bench.options import BenchOptions
 from saah_lib.studies.timing import PeakMemory
-from saah_lib.training.config import SAAHConfig
-from saah_lib.training.run import lora_config, trl_kwargs
+from saah_lib.training.config import RunConfig
+from saah_lib.training.run import lora_config, stock_grpo_kwargs
 from saah_lib.training.trainer import SAAHGRPOConfig, SAAHGRPOTrainer
 
 
@@ -72,16 +72,16 @@ def variant_name(name: str, backend: str) -> str:
     return name if backend == "hf" or name == "trl-bnpo" else f"{name}@{backend}"
 
 
-def _trainer(variant, cfg: SAAHConfig, options: BenchOptions, out_dir: Path, backend: str, model, tokenizer, clock):
+def _trainer(variant, cfg: RunConfig, options: BenchOptions, out_dir: Path, backend: str, model, tokenizer, clock):
     _, which, method, top_k = variant
-    common = trl_kwargs(cfg, out_dir, progress=False)
+    common = stock_grpo_kwargs(cfg, out_dir, progress=False)
     common.update(max_steps=options.warmup + options.steps, save_strategy="no",
-                  generation_kwargs={"min_new_tokens": cfg.max_completion_length} if options.full_length else None)
+                  generation_kwargs={"min_new_tokens": cfg.trainer.max_completion_length} if options.full_length else None)
     if which == "trl":
         trainer_cls, config = TimedGRPOTrainer, GRPOConfig(**common)
     else:
         config = SAAHGRPOConfig(method=method, alpha=method_alpha(method, MAIN_ALPHA), entropy_top_k=top_k,
-                                reward_std_threshold=cfg.reward_std_threshold, generation_backend=backend,
+                                reward_std_threshold=cfg.trainer.reward_std_threshold, generation_backend=backend,
                                 rollout_compile=options.rollout_compile,
                                 rollout_compile_backend=options.compile_backend, **common)
         trainer_cls = TimedSAAHGRPOTrainer
@@ -90,7 +90,7 @@ def _trainer(variant, cfg: SAAHConfig, options: BenchOptions, out_dir: Path, bac
                        processing_class=tokenizer, peft_config=lora_config(cfg), callbacks=[clock])
 
 
-def time_variant(variant, model_factory, cfg: SAAHConfig, options: BenchOptions, out_dir: Path,
+def time_variant(variant, model_factory, cfg: RunConfig, options: BenchOptions, out_dir: Path,
                  backend: str = "hf") -> dict:
     """Train ``warmup + steps`` steps of one variant and summarise its step times."""
     name, which, method, top_k = variant
@@ -113,7 +113,7 @@ def time_variant(variant, model_factory, cfg: SAAHConfig, options: BenchOptions,
         # the first step's excess over the steady step: compilation, CUDA graph capture, allocator warm-up
         "first_step_s": clock.durations[0], "one_time_cost_s": clock.durations[0] - median,
         # exact when completions are forced to full length, an upper bound otherwise
-        "completion_tokens_per_s": cfg.completions_per_step * cfg.max_completion_length / median,
+        "completion_tokens_per_s": cfg.trainer.completions_per_step * cfg.trainer.max_completion_length / median,
         "peak_gpu_mem_gib": torch.cuda.max_memory_allocated() / 2**30 if torch.cuda.is_available() else None,
         "peak_rss_gib": rss.peak / 2**30,
     }

@@ -24,7 +24,7 @@ from saah_lib.rundir.layout import ANSWER_KINDS_FILE, TIMINGS_FILE, WARMSTART_RE
 from saah_lib.studies.verify.conclusions import compare_conclusions
 
 # Fields that describe where or when a run happened, not what it computed.
-NOT_COMPARED_CONFIG = {"results_dir", "resolved_model", "git_commit", "versions", RECORD_KEY}
+NOT_COMPARED_CONFIG = {"results_dir", "resolved_model", "git_commit", "versions", RECORD_KEY, "segments"}
 NOT_COMPARED_METRICS = {"step_time"}
 WARM_START_FIGURES = ("parameters", "vocab_size", "sft_steps", "final_sft_loss", "heldout_pass_at_1", "heldout_n",
                       "weights_sha256")

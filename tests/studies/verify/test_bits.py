@@ -138,9 +138,9 @@ def test_differing_numerics_print_both_sides_and_a_pin_that_did_not_hold_says_so
 
 
 def short_run(model_dir, results_dir, **overrides):
-    settings = dict(model_name=str(model_dir), method="sa", alpha=0.5, steps=6, save_every=2, eval_every=3,
+    settings = dict(model_name=str(model_dir), method="sa", alpha=0.5, max_steps=6, save_steps=2, eval_every=3,
                     n_train=32, n_eval=6, max_completion_length=12, eval_max_new_tokens=12, eval_batch_size=4,
-                    results_dir=str(results_dir), seed=0, learning_rate=1e-3, keep_checkpoints=None)
+                    results_dir=str(results_dir), seed=0, learning_rate=1e-3, save_total_limit=None)
     return make_config("tiny", **{**settings, **overrides})
 
 
@@ -153,17 +153,17 @@ def assert_identical_runs(a: Path, b: Path):
 def test_the_same_seed_twice_gives_identical_logs(tiny_random_model_dir, tmp_path):
     from saah_lib.training.run import run_training
 
-    first = run_training(short_run(tiny_random_model_dir, tmp_path / "a", steps=3), progress=False)
-    second = run_training(short_run(tiny_random_model_dir, tmp_path / "b", steps=3), progress=False)
+    first = run_training(short_run(tiny_random_model_dir, tmp_path / "a", max_steps=3), progress=False)
+    second = run_training(short_run(tiny_random_model_dir, tmp_path / "b", max_steps=3), progress=False)
     assert_identical_runs(first, second)
 
 
 CHILD = """
 import json, sys, torch
 torch.set_num_threads(1)
-from saah_lib.training.config import SAAHConfig
+from saah_lib.training.config import RunConfig
 from saah_lib.training.run import run_training
-run_training(SAAHConfig.from_dict(json.loads(sys.argv[1])), progress=False)
+run_training(RunConfig.from_dict(json.loads(sys.argv[1])), progress=False)
 """
 
 
@@ -187,10 +187,10 @@ def test_a_run_killed_at_a_random_step_resumes_to_identical_logs(tiny_random_mod
     assert child.poll() is None, child.stderr.read().decode()[-2000:]
     child.send_signal(signal.SIGKILL)
     child.wait()
-    assert len(log.train_log()) < cfg.steps
+    assert len(log.train_log()) < cfg.trainer.max_steps
 
     run_training(cfg, progress=False)
-    assert [r["step"] for r in log.train_log()] == list(range(1, cfg.steps + 1))
+    assert [r["step"] for r in log.train_log()] == list(range(1, cfg.trainer.max_steps + 1))
     assert_identical_runs(reference, cfg.run_dir)
 
 
@@ -205,17 +205,17 @@ def test_a_moved_run_folder_resumes_and_completes(tiny_random_model_dir, tmp_pat
             if state.global_step == 2:
                 control.should_training_stop = True
 
-    reference = run_training(short_run(tiny_random_model_dir, tmp_path / "reference", steps=4), progress=False)
-    run_training(short_run(tiny_random_model_dir, tmp_path / "before", steps=4), callbacks=[StopAfter()],
+    reference = run_training(short_run(tiny_random_model_dir, tmp_path / "reference", max_steps=4), progress=False)
+    run_training(short_run(tiny_random_model_dir, tmp_path / "before", max_steps=4), callbacks=[StopAfter()],
                  progress=False)
     shutil.move(tmp_path / "before", tmp_path / "elsewhere" / "after")  # a new clone, a renamed folder
-    moved = short_run(tiny_random_model_dir, tmp_path / "elsewhere" / "after", steps=4)
+    moved = short_run(tiny_random_model_dir, tmp_path / "elsewhere" / "after", max_steps=4)
     assert [r["step"] for r in RunDir(moved.run_dir).train_log()] == [1, 2]
     run_training(moved, progress=False)
     assert_identical_runs(reference, moved.run_dir)
 
     shutil.move(tmp_path / "elsewhere", tmp_path / "again")
-    run_training(short_run(tiny_random_model_dir, tmp_path / "again" / "after", steps=4), progress=False)
+    run_training(short_run(tiny_random_model_dir, tmp_path / "again" / "after", max_steps=4), progress=False)
     assert "already complete" in capsys.readouterr().out
 
 

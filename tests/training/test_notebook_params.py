@@ -2,7 +2,7 @@
 
 import pytest
 
-from saah_lib.studies.notebook_params import (
+from saah_lib.training.notebook_params import (
     ParameterError,
     check_type,
     config_fields,
@@ -17,11 +17,8 @@ from saah_lib.studies.plans import ablation_plan
 PARAMETERS_CELL = 'from typing import Optional\n\nseed: int = 0  # s\noverrides: dict = {}  # o\n'
 
 
-def namespace(injected: str, **values) -> dict:
-    ns = {name: info for name, info in {"seed": 0, "overrides": {}}.items()}
-    ns.update(values)
-    ns["In"] = ["", PARAMETERS_CELL, injected, "read_parameters(...)"]
-    return ns
+def history(injected: str) -> list[str]:
+    return ["", PARAMETERS_CELL, injected, "read_parameters(...)"]
 
 
 def test_injected_names_come_from_the_newest_injected_cell():
@@ -31,18 +28,24 @@ def test_injected_names_come_from_the_newest_injected_cell():
 
 
 def test_an_unknown_parameter_is_an_error_naming_the_known_ones():
-    ns = namespace('# Parameters\nsede = 1\n', sede=1)  # a typo of seed
+    ns = {k: None for k in declared_parameters("02_train")} | {"sede": 1}  # a typo of seed
     with pytest.raises(ParameterError, match=r"'sede'.*02_train declares profile, method, alpha"):
-        read_parameters("02_train", {**ns, **{k: None for k in declared_parameters("02_train")}})
+        read_parameters("02_train", ns, history('# Parameters\nsede = 1\n'))
+
+
+def test_kernel_names_are_no_parameters_and_cannot_switch_the_check_off():
+    # -p In x replaced the kernel's input history in the namespace, and with it the unknown-name check
+    ns = {k: None for k in declared_parameters("02_train")} | {"In": "x", "bogus": 1}
+    with pytest.raises(ParameterError, match=r"'In', 'bogus'"):
+        read_parameters("02_train", ns, history('# Parameters\nIn = "x"\nbogus = 1\n'))
 
 
 def test_overrides_text_is_parsed_as_json_or_yaml_in_place():
     declared = declared_parameters("02_train")
     ns = {name: None for name in declared} | {
         "profile": "tiny", "method": "sa", "alpha": 0, "seed": 0, "results_dir": "r", "generation_backend": "auto",
-        "vllm_mode": "colocate", "report_to": "none", "progress": True, "overrides": '{"n_eval": 100}',
-        "In": ['# Parameters\noverrides = "{\\"n_eval\\": 100}"\n']}
-    values = read_parameters("02_train", ns)
+        "vllm_mode": "colocate", "report_to": "none", "progress": True, "overrides": '{"n_eval": 100}'}
+    values = read_parameters("02_train", ns, ['# Parameters\noverrides = "{\\"n_eval\\": 100}"\n'])
     assert ns["overrides"] == values["overrides"] == {"n_eval": 100}
     assert parse_structured("overrides", "{n_eval: 100, dataset: gsm8k}", "dict") == {"n_eval": 100,
                                                                                       "dataset": "gsm8k"}

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import papermill
 import yaml
+from IPython import get_ipython
 
 from saah_lib.paths import NOTEBOOKS
 
@@ -46,8 +47,9 @@ def injected_names(history: list[str]) -> list[str]:
     for source in reversed(history):
         if source.lstrip().startswith(INJECTED_CELL_HEADER):
             tree = ast.parse(source)
-            return [t.id for node in tree.body if isinstance(node, ast.Assign)
-                    for t in node.targets if isinstance(t, ast.Name)]
+            return [t.id for node in tree.body if isinstance(node, (ast.Assign, ast.AnnAssign))
+                    for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+                    if isinstance(t, ast.Name)]
     return []
 
 
@@ -87,13 +89,23 @@ def check_type(name: str, value, type_name: str) -> None:
                              f"({type(value).__name__})")
 
 
-def read_parameters(notebook: str | Path, namespace: dict) -> dict:
+def kernel_history() -> list[str]:
+    """The cells the running IPython kernel has executed, from its history manager: unlike ``In`` in the
+    notebook's namespace, no parameter can replace it (``-p In x`` reassigns the name, not the history)."""
+    shell = get_ipython()
+    return list(shell.history_manager.input_hist_raw) if shell is not None else []
+
+
+def read_parameters(notebook: str | Path, namespace: dict, history: list[str] | None = None) -> dict:
     """Check (and where given as text, parse) a notebook's parameters in ``namespace`` (its ``globals()``).
 
+    Every name the papermill-injected cell of ``history`` (default: the kernel's own) assigns must be
+    declared; names of the kernel's namespace (``In``, ``Out``, ...) are no parameters either.
     Returns the parameters by name; parsed ``dict``/``list`` values are written back into ``namespace``.
     """
     declared = declared_parameters(notebook)
-    unknown = [n for n in injected_names(list(namespace.get("In", []))) if n not in declared]
+    history = kernel_history() if history is None else history
+    unknown = [n for n in injected_names(history) if n not in declared]
     if unknown:
         raise ParameterError(f"unknown notebook parameter(s) {', '.join(map(repr, unknown))}: {Path(notebook).stem} "
                              f"declares {', '.join(declared)} (papermill --help-notebook lists them)")
