@@ -371,6 +371,8 @@ class RunConfig:
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "trainer"}
         d["lora_target_modules"] = list(self.lora_target_modules)
         d.update({name: _plain(getattr(self.trainer, name)) for name in TRAINER_FIELDS})
+        if isinstance(d["report_to"], list):  # TRL turns "none" / "a,b" into a list: give back the field's own form
+            d["report_to"] = ",".join(d["report_to"]) or "none"
         return d
 
     @classmethod

@@ -13,6 +13,7 @@ from saah_lib.analysis.runs import DuplicateRunError
 from saah_lib.paths import REPO_ROOT
 from saah_lib.report import render
 from saah_lib.report.render import OUTPUTS, MissingSourceError, file_stem, render_report, render_source
+from saah_lib.rundir.reader import DamagedResultsError
 from saah_lib.rundir.manifest import write_manifest
 
 
@@ -130,7 +131,7 @@ def test_a_copied_run_folder_stops_the_render_before_any_output_naming_both_fold
     ours = _study(tmp_path / "local", run_maker, seeds=(0, 1))  # your own runs: no manifest
     copy = shutil.copytree(ours / "runs" / "tiny-sa-s1", ours / "runs" / "tiny-sa-s1 (copy)")
     before = _snapshot(tables, figures)
-    with pytest.raises(DuplicateRunError) as err:
+    with pytest.raises((DuplicateRunError, DamagedResultsError)) as err:
         render_report({"ours": ours}, paper_reported_dir=None, tables_dir=tables, figures_dir=figures)
     assert str(ours / "runs" / "tiny-sa-s1") in str(err.value) and str(copy) in str(err.value)
     assert _snapshot(tables, figures) == before  # ours_main.tex included: not rewritten first

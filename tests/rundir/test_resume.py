@@ -12,7 +12,7 @@ pytestmark = pytest.mark.slow
 
 
 def test_logs_restored_to_an_earlier_step_than_the_checkpoints_are_an_error_not_a_gap(tiny_random_model_dir, tmp_path):
-    cfg = make_config("tiny", model_name=str(tiny_random_model_dir), method="sa", alpha=0.5, steps=4, save_every=2,
+    cfg = make_config("tiny", model_name=str(tiny_random_model_dir), method="sa", alpha=0.5, max_steps=4, save_steps=2,
                       eval_every=2, n_train=32, n_eval=6, max_completion_length=12, eval_max_new_tokens=12,
                       eval_batch_size=4, results_dir=str(tmp_path / "results"), seed=0, learning_rate=1e-3)
     run_training(cfg, progress=False)  # the whole run: checkpoints at steps 2 and 4
@@ -37,8 +37,8 @@ def test_a_full_disk_during_a_checkpoint_names_the_run_and_folder_and_the_run_re
     from saah_lib.jsonio import DiskFullError
 
     def config(results):
-        return make_config("tiny", model_name=str(tiny_random_model_dir), method="sa", alpha=0.5, steps=4,
-                           save_every=2, eval_every=2, n_train=32, n_eval=6, max_completion_length=12,
+        return make_config("tiny", model_name=str(tiny_random_model_dir), method="sa", alpha=0.5, max_steps=4,
+                           save_steps=2, eval_every=2, n_train=32, n_eval=6, max_completion_length=12,
                            eval_max_new_tokens=12, eval_batch_size=4, results_dir=str(results), seed=0,
                            learning_rate=1e-3)
 

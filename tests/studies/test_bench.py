@@ -122,6 +122,6 @@ def test_options_are_checked_once_and_the_config_is_made_not_mutated():
         BenchOptions(generation_backends=("vllm",))
     options = parse_args(["--max-completion-length", "8", "--steps", "3", "--set", "use_lora=true"])
     cfg = bench_config(options)
-    assert (cfg.max_completion_length, cfg.eval_max_new_tokens, cfg.steps, cfg.use_lora) == (8, 8, 4, True)
+    assert (cfg.trainer.max_completion_length, cfg.eval_max_new_tokens, cfg.trainer.max_steps, cfg.use_lora) == (8, 8, 4, True)
     with pytest.raises(Exception):
         options.steps = 5  # frozen: nothing downstream changes what was checked

@@ -55,9 +55,9 @@ def test_plan_mini_on_the_committed_results_says_every_run_is_done(capsys):
 
 def test_a_partial_run_is_listed_with_its_last_step(tmp_path, run_maker):
     run_maker(tmp_path, "tiny-sa-a0.5-s0", "tiny", "sa", 0.5, 0, steps=4, eval_every=2)
-    cfg = make_config("tiny", method="sa", alpha=0.5, seed=0, steps=8, results_dir=str(tmp_path))
+    cfg = make_config("tiny", method="sa", alpha=0.5, seed=0, max_steps=8, results_dir=str(tmp_path))
     assert job_state(run_job(cfg)) == ("partial", 4)
-    assert job_state(run_job(make_config("tiny", method="sa", alpha=0.5, seed=0, steps=4,
+    assert job_state(run_job(make_config("tiny", method="sa", alpha=0.5, seed=0, max_steps=4,
                                          results_dir=str(tmp_path)))) == ("done", None)
 
 
@@ -119,9 +119,9 @@ def test_a_gpu_style_run_is_a_notebook_job_and_a_second_run_trains_nothing(tiny_
                                                                            monkeypatch):
     from saah_lib.studies import engine
 
-    cfg = make_config("tiny", model_name=str(tiny_random_model_dir), method="sa", alpha=0.5, seed=0, steps=2,
+    cfg = make_config("tiny", model_name=str(tiny_random_model_dir), method="sa", alpha=0.5, seed=0, max_steps=2,
                       n_train=8, n_eval=2, max_completion_length=8, eval_max_new_tokens=8, eval_batch_size=2,
-                      eval_every=1, save_every=1, results_dir=str(tmp_path))
+                      eval_every=1, save_steps=1, results_dir=str(tmp_path))
     plan = Plan("gpu-style", tmp_path, [run_job(cfg, gpu=True, cpus_per_gpu_run=1)])
     real = engine.run_tasks
     monkeypatch.setattr(engine, "run_tasks", lambda tasks, **kw: real(tasks, num_gpus=1, **kw))  # a declared GPU

@@ -64,7 +64,7 @@ def test_two_mini_runs_on_two_nodes_reproduce_the_committed_bits(tmp_path):
 def test_a_node_lost_mid_run_ends_with_the_run_complete_resumed_and_identical(tiny_random_model_dir, tmp_path):
     from saah_lib.training.run import run_training
 
-    settings = dict(model_name=str(tiny_random_model_dir), alpha=0.5, steps=STEPS, save_every=2, eval_every=8,
+    settings = dict(model_name=str(tiny_random_model_dir), alpha=0.5, max_steps=STEPS, save_steps=2, eval_every=8,
                     n_train=32, n_eval=6, max_completion_length=12, eval_max_new_tokens=12, eval_batch_size=4,
                     seed=0, learning_rate=1e-3)
     configs = [make_config("tiny", method=m, results_dir=str(tmp_path / "study"), **settings) for m in ("grpo", "sa")]
