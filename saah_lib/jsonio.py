@@ -17,6 +17,7 @@ permissions of a new file (``0666`` less the umask), as ``open()`` gives.
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import logging
 import math
@@ -232,3 +233,12 @@ def read_json(path: str | os.PathLike, default: Any = None) -> Any:
         return json.loads(read_text(path))
     except json.JSONDecodeError as error:  # the same type, with the file named in the message
         raise json.JSONDecodeError(f"{path}: not valid JSON ({error.msg})", error.doc, error.pos) from None
+
+
+def sha256_of(path: Path) -> str:
+    """The file's sha256, read in 1 MiB blocks (weights and logs of any size)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

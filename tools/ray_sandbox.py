@@ -188,12 +188,17 @@ def kill_processes_of(node_dir: Path) -> None:
                 victims += [proc, *proc.children(recursive=True)]
         except psutil.Error:
             continue
-    for proc in victims:
+    kill_and_wait(victims)
+
+
+def kill_and_wait(procs, timeout: float = 5) -> None:
+    """SIGKILL each process (gone already is fine) and reap them."""
+    for proc in procs:
         try:
             proc.kill()
         except psutil.Error:
             pass
-    psutil.wait_procs(victims, timeout=5)
+    psutil.wait_procs(procs, timeout=timeout)
 
 
 def kill_sessions(sessions: set[int]) -> None:
@@ -208,12 +213,7 @@ def kill_sessions(sessions: set[int]) -> None:
                 continue
         if not victims:
             return
-        for proc in victims:
-            try:
-                proc.kill()
-            except psutil.Error:
-                pass
-        psutil.wait_procs(victims, timeout=5)
+        kill_and_wait(victims)
 
 
 def run_as_init(command: list[str], env: dict) -> int:

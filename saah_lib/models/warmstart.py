@@ -21,7 +21,6 @@ are removed by the next call (:func:`remove_dead_staging`).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -37,7 +36,7 @@ import torch
 from safetensors import safe_open
 from tokenizers import Tokenizer
 
-from saah_lib.jsonio import atomic_write_json, read_json, read_text
+from saah_lib.jsonio import atomic_write_json, read_json, read_text, sha256_of
 from saah_lib.models.evaluate import evaluate_pass_at_1
 from saah_lib.models.tiny import CHAT_ROLES, build_tokenizer, init_tiny_model, parameter_count
 from saah_lib.models.warmstart_targets import PLAIN_ANSWER, sft_targets
@@ -265,19 +264,11 @@ def built_with_other_kernels(info: dict) -> str | None:
     return recorded if recorded and recorded != torch.backends.cpu.get_cpu_capability() else None
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def record_files(folder: Path) -> dict:
     """``{"algorithm": "sha256", "files": {name: {"bytes", "sha256"}}}`` of every file of a build folder."""
     names = sorted(p.name for p in folder.iterdir() if p.is_file() and p.name not in (BUILD_INFO_FILE, FILES_RECORD))
     return {"algorithm": "sha256",
-            "files": {name: {"bytes": (folder / name).stat().st_size, "sha256": _sha256(folder / name)}
+            "files": {name: {"bytes": (folder / name).stat().st_size, "sha256": sha256_of(folder / name)}
                       for name in names}}
 
 
@@ -298,7 +289,7 @@ def recorded_files_problem(folder: Path) -> str | None:
             return f"{name} is missing"
         if path.stat().st_size != size:
             return f"{name} has {path.stat().st_size} bytes, {size} when built"
-        if _sha256(path) != digest:
+        if sha256_of(path) != digest:
             return f"{name} has another sha256 than when built (its bytes changed)"
     return None
 

@@ -24,13 +24,12 @@ Command line::
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import re
 import sys
 from pathlib import Path
 
-from saah_lib.jsonio import atomic_write_json, read_text, remove_temp_files
+from saah_lib.jsonio import atomic_write_json, read_text, remove_temp_files, sha256_of  # noqa: F401 (sha256_of: callers import it from here too)
 from saah_lib.paths import in_repo
 from saah_lib.rundir.layout import MANIFEST_FILE, is_ignored, link_problem, symlinks
 from saah_lib.rundir.lock import study_lock
@@ -41,14 +40,6 @@ _HEX_DIGEST = re.compile(r"[0-9a-f]{64}")
 
 class ManifestError(RuntimeError):
     """Results that do not match their manifest (or have none, or one that is not a manifest)."""
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def results_files(root: str | Path) -> dict[str, str]:
