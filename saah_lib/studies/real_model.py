@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 
 import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from saah_lib.analysis.reported import read_reported_csv
 from saah_lib.jsonio import atomic_write_json
@@ -70,8 +71,6 @@ def gguf_folder() -> Path:
 
 def load_smollm2():
     """Model (dequantised to float32, eval mode) and tokenizer, offline."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     folder = gguf_folder()
     tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=GGUF_FILE)
     model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=GGUF_FILE, dtype=torch.float32)
