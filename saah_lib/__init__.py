@@ -37,6 +37,7 @@ COMMANDS = {
     "saah_lib.studies.bench": "the step-time benchmark against stock TRL (make bench)",
     "saah_lib.studies.preflight": "checks before the grid on a new GPU, with a verdict (make gpu-check)",
     "saah_lib.studies.topk": "the top-K entropy error of a model's rollouts",
+    "saah_lib.studies.real_model": "the discount on a real instruct model (SmolLM2-135M) on GSM8K prompts",
     "saah_lib.report.render": "every table and figure from the committed results and your own runs",
     "saah_lib.rundir.manifest": "write or check a results root's MANIFEST.json",
     "saah_lib.numerics": "the pinned CPU numerics: env, kernelspec, kernel (docs/reproducibility.md)",
