@@ -65,6 +65,13 @@ def bench_step_seconds(path: Path) -> float | None:
     return max(ours) if ours else None
 
 
+def _recorded_profile(path: Path) -> str | None:
+    try:
+        return json.loads(path.read_text()).get("profile")
+    except (OSError, ValueError):
+        return None
+
+
 def step_seconds_source(profile: str, gpu: bool, given: float | None, device: str | None,
                         bench_dir: Path = BENCH_RESULTS) -> tuple[float | None, str]:
     """(seconds per step, where the figure comes from): ``--step-seconds``, a benchmark of this profile on
@@ -75,6 +82,9 @@ def step_seconds_source(profile: str, gpu: bool, given: float | None, device: st
         device = f"cpu-{platform.machine()}"
     names = [f"{device}-{profile}.json"] if device else sorted(
         p.name for p in bench_dir.glob(f"*-{profile}.json") if not p.name.startswith("cpu-"))
+    # `make gpu-check` writes <device>-preflight.json, naming the profile it measured inside
+    names += [p.name for p in sorted(bench_dir.glob(f"{device or '*'}-preflight.json"))
+              if (device or not p.name.startswith("cpu-")) and _recorded_profile(p) == profile]
     measured = [(s, n) for n in names if (bench_dir / n).is_file()
                 for s in [bench_step_seconds(bench_dir / n)] if s is not None]
     if not measured:

@@ -46,6 +46,13 @@ def test_plan_without_a_measured_step_time_says_how_to_measure_it(tmp_path):
     assert seconds == 7.5 and source.endswith("h100-qwen2.5-3b.json")
 
 
+def test_plan_reads_the_step_time_that_make_gpu_check_wrote_for_the_same_profile(tmp_path):
+    (tmp_path / "h100-preflight.json").write_text(json.dumps({"profile": "qwen2.5-1.5b", "steady_step_seconds": 3.2}))
+    assert grid.step_seconds_source("qwen2.5-1.5b", True, None, None, bench_dir=tmp_path)[0] == 3.2
+    assert grid.step_seconds_source("qwen2.5-3b", True, None, None, bench_dir=tmp_path)[0] is None  # other profile
+    assert grid.step_seconds_source("qwen2.5-1.5b", True, None, "h100", bench_dir=tmp_path)[0] == 3.2
+
+
 def test_plan_mini_on_the_committed_results_says_every_run_is_done(capsys):
     assert grid.main(["plan", "mini"]) == 0
     out = capsys.readouterr().out
