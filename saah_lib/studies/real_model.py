@@ -41,7 +41,7 @@ from saah_lib.method.discount import group_advantages, mean_negative_weight, pad
 from saah_lib.method.loss import horizon_weights, normalised_entropy
 from saah_lib.method.methods import MAIN_ALPHA, PAPER_ENTROPY_TOP_K
 from saah_lib.method.reward import total_reward
-from saah_lib.paths import PAPER_REPORTED, RESULTS, repo_relative
+from saah_lib.paths import PAPER_REPORTED, RESULTS, in_repo, repo_relative
 from saah_lib.studies.topk import completion_mask
 from saah_lib.tasks.gsm8k import paper_split
 from saah_lib.tasks.prompts import make_prompt
@@ -203,7 +203,7 @@ def main(argv=None) -> int:
     parser.add_argument("--max-new-tokens", type=int, default=256, help="tokens per sampled completion")
     parser.add_argument("--seed", type=int, default=0, help="sampling seed")
     parser.add_argument("--data-dir", default=None, help="GSM8K jsonl folder (default: $SAAH_GSM8K_DIR, then the hub)")
-    parser.add_argument("--out", type=Path, default=RESULT_FILE, help="where the JSON goes")
+    parser.add_argument("--out", type=in_repo, default=repo_relative(RESULT_FILE), help="where the JSON goes")
     args = parser.parse_args(argv)
     try:
         result = measure(args.prompts, args.max_new_tokens, args.seed, args.data_dir)
