@@ -50,7 +50,7 @@ from saah_lib.models.names import TINY_WARMSTART, canonical_model_name
 from saah_lib.models.warmstart import torch_threads
 from saah_lib.paths import PAPER_REPORTED
 from saah_lib.rundir.layout import MATCHED_ALPHA_FILE
-from saah_lib.studies.topk import completion_mask
+from saah_lib.studies.topk import completion_texts, sample_batch
 from saah_lib.tasks.prompts import make_prompt
 from saah_lib.tasks.synthetic import synthetic_split
 from saah_lib.training.config import make_config
@@ -83,21 +83,11 @@ def scored_rollouts(model_name: str, *, n_prompts: int = N_PROMPTS, per_prompt: 
         torch.manual_seed(seed)
         for start in range(0, len(problems), batch_size):
             chunk = problems[start:start + batch_size]
-            enc = tokenizer([make_prompt(p.question, tokenizer) for p in chunk], return_tensors="pt", padding=True,
-                            padding_side="left", add_special_tokens=False)
-            generated = model.generate(**enc, do_sample=True, temperature=cfg.trainer.temperature, top_k=0, top_p=1.0,
-                                       max_new_tokens=cfg.trainer.max_completion_length,
-                                       num_return_sequences=per_prompt,
-                                       pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
-            prompt_len = enc["input_ids"].shape[1]
-            completion = generated[:, prompt_len:]
-            mask = completion_mask(completion, tokenizer.eos_token_id)
-            attention = torch.cat([enc["attention_mask"].repeat_interleave(per_prompt, dim=0), mask], dim=1)
-            logits = model(input_ids=generated, attention_mask=attention).logits[:, prompt_len - 1:-1]
-            h = normalised_entropy(logits.float() / cfg.trainer.temperature, vocab, top_k=cfg.trainer.entropy_top_k)
-            # the reward reads the decoded text as TRL hands it over (special tokens such as the end mark dropped)
-            texts = tokenizer.batch_decode(completion * mask + tokenizer.pad_token_id * (1 - mask),
-                                           skip_special_tokens=True)
+            completion, mask, logits = sample_batch(
+                model, tokenizer, [make_prompt(p.question, tokenizer) for p in chunk], per_prompt=per_prompt,
+                max_new_tokens=cfg.trainer.max_completion_length, temperature=cfg.trainer.temperature)
+            h = normalised_entropy(logits, vocab, top_k=cfg.trainer.entropy_top_k)
+            texts = completion_texts(tokenizer, completion, mask)
             golds = [p.answer for p in chunk for _ in range(per_prompt)]
             for i, (text, gold) in enumerate(zip(texts, golds)):
                 n = int(mask[i].sum())

@@ -42,7 +42,7 @@ from saah_lib.method.loss import horizon_weights, normalised_entropy
 from saah_lib.method.methods import MAIN_ALPHA, PAPER_ENTROPY_TOP_K
 from saah_lib.method.reward import total_reward
 from saah_lib.paths import PAPER_REPORTED, RESULTS, in_repo, repo_relative
-from saah_lib.studies.topk import completion_mask
+from saah_lib.studies.topk import completion_texts, sample_batch
 from saah_lib.tasks.gsm8k import paper_split
 from saah_lib.tasks.prompts import make_prompt
 
@@ -102,20 +102,11 @@ def rollout_entropies(model, tokenizer, prompts: list[str], golds: list[str], *,
     torch.manual_seed(seed)
     exact, estimate, rewards, lengths = [], [], [], []
     for start in range(0, len(prompts), batch_size):
-        enc = tokenizer(prompts[start:start + batch_size], return_tensors="pt", padding=True, padding_side="left",
-                        add_special_tokens=False)
-        generated = model.generate(**enc, do_sample=True, temperature=1.0, top_k=0, top_p=1.0,
-                                   max_new_tokens=max_new_tokens, num_return_sequences=per_prompt,
-                                   pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
-        prompt_len = enc["input_ids"].shape[1]
-        completion = generated[:, prompt_len:]
-        mask = completion_mask(completion, tokenizer.eos_token_id)
-        attention = torch.cat([enc["attention_mask"].repeat_interleave(per_prompt, dim=0), mask], dim=1)
-        logits = model(input_ids=generated, attention_mask=attention).logits[:, prompt_len - 1:-1].float()
+        completion, mask, logits = sample_batch(model, tokenizer, prompts[start:start + batch_size],
+                                                per_prompt=per_prompt, max_new_tokens=max_new_tokens)
         h_exact = normalised_entropy(logits, vocab, top_k=None)
         h_top = normalised_entropy(logits, vocab, top_k=top_k)
-        texts = tokenizer.batch_decode(completion * mask + tokenizer.pad_token_id * (1 - mask),
-                                       skip_special_tokens=True)
+        texts = completion_texts(tokenizer, completion, mask)
         batch_golds = [g for g in golds[start:start + batch_size] for _ in range(per_prompt)]
         for i, text in enumerate(texts):
             n = int(mask[i].sum())

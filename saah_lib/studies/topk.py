@@ -57,6 +57,29 @@ def completion_mask(completion_ids: torch.Tensor, eos_token_id: int | None) -> t
 
 
 @torch.no_grad()
+def sample_batch(model, tokenizer, prompts: list[str], *, per_prompt: int, max_new_tokens: int,
+                 temperature: float = 1.0):
+    """One batch of sampled completions as TRL samples them (no top-k/top-p truncation), and the logits that
+    produced them: ``(completion ids [B, T], TRL's mask [B, T], float32 logits [B, T, V] / temperature)``."""
+    enc = tokenizer(prompts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False)
+    gen = model.generate(**enc, do_sample=True, temperature=temperature, top_k=0, top_p=1.0,
+                         max_new_tokens=max_new_tokens, num_return_sequences=per_prompt,
+                         pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
+    prompt_len = enc["input_ids"].shape[1]
+    completion = gen[:, prompt_len:]
+    mask = completion_mask(completion, tokenizer.eos_token_id)
+    attention = torch.cat([enc["attention_mask"].repeat_interleave(per_prompt, dim=0), mask], dim=1)
+    logits = model(input_ids=gen, attention_mask=attention).logits
+    # position i predicts token i + 1: the completion's tokens are predicted from prompt_len - 1 on
+    return completion, mask, logits[:, prompt_len - 1:-1].float() / temperature
+
+
+def completion_texts(tokenizer, completion: torch.Tensor, mask: torch.Tensor) -> list[str]:
+    """The completions as TRL hands them to the reward (masked tokens and special tokens such as the end mark
+    dropped)."""
+    return tokenizer.batch_decode(completion * mask + tokenizer.pad_token_id * (1 - mask), skip_special_tokens=True)
+
+
 def sample_rollouts(model, tokenizer, prompts: list[str], *, per_prompt: int, max_new_tokens: int,
                     temperature: float = 1.0, seed: int = 0, batch_size: int = 16):
     """Sampled completions with the logits that produced them.
@@ -72,18 +95,8 @@ def sample_rollouts(model, tokenizer, prompts: list[str], *, per_prompt: int, ma
     out = []
     try:
         for start in range(0, len(prompts), batch_size):
-            chunk = prompts[start:start + batch_size]
-            enc = tokenizer(chunk, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False)
-            gen = model.generate(**enc, do_sample=True, temperature=temperature, top_k=0, top_p=1.0,
-                                 max_new_tokens=max_new_tokens, num_return_sequences=per_prompt,
-                                 pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
-            prompt_len = enc["input_ids"].shape[1]
-            completion = gen[:, prompt_len:]
-            mask = completion_mask(completion, tokenizer.eos_token_id)
-            attention = torch.cat([enc["attention_mask"].repeat_interleave(per_prompt, dim=0), mask], dim=1)
-            logits = model(input_ids=gen, attention_mask=attention).logits
-            # position i predicts token i + 1: the completion's tokens are predicted from prompt_len - 1 on
-            logits = logits[:, prompt_len - 1:-1].float() / temperature
+            _, mask, logits = sample_batch(model, tokenizer, prompts[start:start + batch_size], per_prompt=per_prompt,
+                                           max_new_tokens=max_new_tokens, temperature=temperature)
             out.append((logits, mask))
     finally:
         model.train(was_training)
