@@ -16,7 +16,7 @@ from saah_lib.analysis.frames import evals_frame, train_log_frame
 from saah_lib.analysis.health import RunHealth, run_health
 from saah_lib.paths import in_repo
 from saah_lib.rundir import layout
-from saah_lib.rundir.reader import RunFolder, read_folders
+from saah_lib.rundir.reader import RunFolder, duplicate_runs, read_folders
 
 
 class DuplicateRunError(ValueError):
@@ -57,12 +57,9 @@ def read_runs(root: str | Path, tolerate_problems: bool = False) -> StudyRuns:
 
 
 def _refuse_duplicates(folders: list[RunFolder]) -> None:
-    """A run id in two folders (a copied folder) is an error naming both: neither copy can be chosen silently."""
-    seen: dict[str, Path] = {}
-    for folder in folders:
-        run_id = str(folder.config.get("run_id") or folder.path.name)
-        if run_id in seen:
-            raise DuplicateRunError(
-                f"two folders hold run {run_id!r}: {seen[run_id]} and {folder.path}; a run counts once in every "
-                "mean and test, so remove the copy (or give it its own run id)")
-        seen[run_id] = folder.path
+    """A run id in two folders (a copied folder) is an error naming both, tolerated reading or not: neither copy
+    can be chosen silently.  The run-folder reader finds them (:func:`saah_lib.rundir.reader.duplicate_runs`)."""
+    copies = duplicate_runs(folders)
+    if copies:
+        raise DuplicateRunError("; ".join(copies) + ". A run counts once in every mean and test, so remove the "
+                                "copy (or give it its own run id)")
