@@ -12,14 +12,17 @@ import numpy as np
 
 #: The quantities a paired comparison reports, by key, as the texts name them.
 QUANTITIES = {"final": "final Pass@1", "peak": "peak Pass@1", "train_var": "training-reward variance",
-              "mean_kl": "mean KL"}
+              "train_var_detrended": "training-reward variance around its trend",
+              "train_var_within": "within-step reward variance", "mean_kl": "mean KL"}
 
 #: The checkpoints whose Pass@1 a comparison reports: the last evaluated step and the best one.
 CHECKPOINTS = ("final", "peak")
 
 #: Decimals per quantity. ``final``/``peak`` are Pass@1 at a checkpoint; ``kl`` is one step's KL and
-#: ``mean_kl`` its mean over steps (the same scale).
-DECIMALS = {"pass_at_1": 3, "final": 3, "peak": 3, "ci95": 3, "train_var": 4, "kl": 5, "mean_kl": 5,
+#: ``mean_kl`` its mean over steps (the same scale); the three training-reward variances
+#: (:data:`saah_lib.analysis.summaries.TRAIN_LOG_SUMMARIES`) share the paper's 4.
+DECIMALS = {"pass_at_1": 3, "final": 3, "peak": 3, "ci95": 3, "train_var": 4, "train_var_detrended": 4,
+            "train_var_within": 4, "kl": 5, "mean_kl": 5,
             "reward": 3, "entropy": 4, "weight": 3, "neg_frac": 2, "completion_length": 0}
 
 

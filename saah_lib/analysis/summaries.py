@@ -9,7 +9,18 @@ what a reported number means:
     reported separately as the baseline).
 ``training_variance(train_log)``
     Sample variance (``ddof=1``) of the per-step ``reward_mean`` over the
-    second half of the logged steps.
+    second half of the logged steps (the paper's statistic).
+``detrended_training_variance(train_log)``
+    The same rows, less a least-squares line in ``step``: the variance of the
+    residuals (``ddof=2``), so that a reward still rising late in training is
+    not counted as instability.
+``within_step_variance(train_log)``
+    Mean over the same rows of ``reward_std ** 2``: the spread of the rewards
+    of one step's completions around their own mean.
+``batch_noise_share(train_log, completions_per_step)``
+    ``within_step_variance / completions_per_step`` over ``training_variance``:
+    the share of the paper's statistic that drawing a finite batch of
+    completions produces on its own.
 ``mean_kl(train_log)``
     Mean of the per-step ``kl`` over all logged steps.
 ``token_weights(entropy_norm, alpha, method, advantage)``
@@ -80,6 +91,12 @@ def ordered_by_step(train_log: pd.DataFrame) -> pd.DataFrame:
     return df.drop_duplicates("step", keep="last").reset_index(drop=True)
 
 
+def second_half(train_log: pd.DataFrame) -> pd.DataFrame:
+    """The rows every training-variance summary reads: rows ``>= n // 2`` of the log in step order."""
+    df = ordered_by_step(train_log)
+    return df.iloc[len(df) // 2:]
+
+
 def training_variance(train_log: pd.DataFrame, column: str = "reward_mean") -> float:
     """Training variance as in tab:main, made precise.
 
@@ -92,12 +109,61 @@ def training_variance(train_log: pd.DataFrame, column: str = "reward_mean") -> f
     """
     if train_log is None or len(train_log) == 0 or column not in train_log:
         return float("nan")
-    df = ordered_by_step(train_log)
-    n = len(df)
-    vals = pd.to_numeric(df[column].iloc[n // 2:], errors="coerce").dropna()
+    vals = pd.to_numeric(second_half(train_log)[column], errors="coerce").dropna()
     if len(vals) < 2:
         return float("nan")
     return float(vals.var(ddof=1))
+
+
+def detrended_training_variance(train_log: pd.DataFrame, column: str = "reward_mean") -> float:
+    """Variance of the second half's ``column`` around its least-squares line in ``step``.
+
+    Same rows as :func:`training_variance`; the residuals' sum of squares is divided by ``m - 2`` (two fitted
+    parameters), so that a series lying exactly on a line gives 0 and pure noise gives its variance whatever
+    the slope.  Fewer than three non-null values give NaN.
+    """
+    if train_log is None or len(train_log) == 0 or column not in train_log:
+        return float("nan")
+    rows = second_half(train_log)
+    y = pd.to_numeric(rows[column], errors="coerce")
+    keep = y.notna()
+    x, y = rows["step"][keep].to_numpy(float), y[keep].to_numpy(float)
+    if len(y) < 3:
+        return float("nan")
+    slope, intercept = np.polyfit(x, y, 1)
+    residuals = y - (slope * x + intercept)
+    return float((residuals ** 2).sum() / (len(y) - 2))
+
+
+def within_step_variance(train_log: pd.DataFrame, column: str = "reward_std") -> float:
+    """Mean over the second half's steps of the within-step reward variance, ``column ** 2``.
+
+    ``reward_std`` is TRL's standard deviation (``ddof=1``) of the total reward over the step's completions
+    (every prompt and every completion of the step together), so its square is the within-step variance.
+    Same rows as :func:`training_variance`; nulls ignored; no value gives NaN.
+    """
+    if train_log is None or len(train_log) == 0 or column not in train_log:
+        return float("nan")
+    vals = pd.to_numeric(second_half(train_log)[column], errors="coerce").dropna()
+    return float((vals ** 2).mean()) if len(vals) else float("nan")
+
+
+def batch_noise_share(train_log: pd.DataFrame, completions_per_step: int) -> float:
+    """How much of :func:`training_variance` one step's finite batch explains on its own.
+
+    If every step drew its ``completions_per_step`` rewards independently from one unchanging distribution,
+    the per-step mean would vary by ``within_step_variance / completions_per_step`` from batch to batch with
+    no change in the policy at all.  Returns that over the observed variance of the per-step mean (1: all of
+    it is batch noise).  Completions of one prompt are correlated, so the true batch noise is larger and this
+    share is a lower bound.
+    """
+    if completions_per_step < 1:
+        raise ValueError(f"completions_per_step must be at least 1, got {completions_per_step}")
+    between = training_variance(train_log)
+    within = within_step_variance(train_log)
+    if not (np.isfinite(between) and np.isfinite(within)) or between == 0:
+        return float("nan")
+    return float(within / completions_per_step / between)
 
 
 def mean_kl(train_log: pd.DataFrame) -> float:
@@ -106,6 +172,16 @@ def mean_kl(train_log: pd.DataFrame) -> float:
         return float("nan")
     vals = pd.to_numeric(ordered_by_step(train_log)["kl"], errors="coerce").dropna()
     return float(vals.mean()) if len(vals) else float("nan")
+
+
+#: The per-run summaries of a training log that a paired comparison can compare, by quantity key
+#: (:data:`saah_lib.analysis.quantities.QUANTITIES` names them): each maps a ``train_log`` to one number.
+TRAIN_LOG_SUMMARIES = {
+    "train_var": training_variance,
+    "train_var_detrended": detrended_training_variance,
+    "train_var_within": within_step_variance,
+    "mean_kl": mean_kl,
+}
 
 
 def token_weights(entropy_norm, alpha: float, method: str, advantage: float) -> np.ndarray:

@@ -73,3 +73,61 @@ def test_token_weights_follow_the_trainers_rule(method, advantage, alpha):
     t = torch.as_tensor(h).reshape(1, -1)
     trainer = method_weights(method, t, torch.ones_like(t), torch.tensor([advantage]), alpha)[0].double().numpy()
     np.testing.assert_allclose(S.token_weights(h, alpha, method, advantage), trainer, rtol=1e-5, atol=0)
+
+
+def test_detrended_variance_hand_computed():
+    # 6 steps -> second half = steps 4, 5, 6 with rewards [1, 3, 2]: least-squares line 1.5 + 0.5 (x - 4),
+    # i.e. fitted [1.5, 2, 2.5]; residuals [-0.5, 1, -0.5] -> sum of squares 1.5; divided by 3 - 2 = 1
+    log = pd.DataFrame({"step": [1, 2, 3, 4, 5, 6], "reward_mean": [9.0, 9.0, 9.0, 1.0, 3.0, 2.0]})
+    assert S.detrended_training_variance(log) == pytest.approx(1.5)
+    # the plain variance of the same rows: mean 2, squares 1 + 1 + 0 -> 2 / 2 = 1 (a different number)
+    assert S.training_variance(log) == pytest.approx(1.0)
+
+
+def test_detrending_removes_a_trend_and_keeps_the_noise():
+    steps = np.arange(1, 401)
+    line = 2.0 + 0.01 * steps
+    assert S.detrended_training_variance(pd.DataFrame({"step": steps, "reward_mean": line})) == pytest.approx(0, abs=1e-20)
+    assert S.training_variance(pd.DataFrame({"step": steps, "reward_mean": line})) > 0.3  # the trend counts there
+    # simulated noise of known variance 0.25 on a rising line: the detrended estimate finds 0.25
+    rng = np.random.default_rng(1)
+    noisy = pd.DataFrame({"step": np.arange(1, 40001), "reward_mean": 0.001 * np.arange(1, 40001)
+                          + rng.normal(0, 0.5, 40000)})
+    assert S.detrended_training_variance(noisy) == pytest.approx(0.25, rel=0.03)
+    assert math.isnan(S.detrended_training_variance(pd.DataFrame({"step": [1, 2, 3, 4], "reward_mean": [1, 2, 3, 4]})))
+
+
+def test_within_step_variance_hand_computed():
+    # second half of 4 steps: reward_std 1 and 3 -> variances 1 and 9 -> mean 5
+    log = pd.DataFrame({"step": [1, 2, 3, 4], "reward_std": [7.0, 7.0, 1.0, 3.0]})
+    assert S.within_step_variance(log) == pytest.approx(5.0)
+    assert math.isnan(S.within_step_variance(pd.DataFrame({"step": [1, 2], "reward_mean": [1.0, 2.0]})))
+
+
+def _simulated_log(rng, steps: int, per_step: int, drift_sd: float) -> pd.DataFrame:
+    """Per-step rewards drawn as the trainer logs them: mean and ddof=1 std of ``per_step`` draws, the step's
+    true mean moving by ``drift_sd`` between steps (0: a policy that does not change)."""
+    centre = 3.0 + rng.normal(0, drift_sd, steps) if drift_sd else np.full(steps, 3.0)
+    draws = rng.normal(centre[:, None], 1.5, (steps, per_step))
+    return pd.DataFrame({"step": np.arange(1, steps + 1), "reward_mean": draws.mean(1),
+                         "reward_std": draws.std(1, ddof=1)})
+
+
+def test_batch_noise_share_against_simulations_of_known_truth():
+    rng = np.random.default_rng(0)
+    # a policy that never changes: the per-step mean varies by batch noise alone -> share 1
+    assert S.batch_noise_share(_simulated_log(rng, 20000, 16, 0.0), 16) == pytest.approx(1.0, rel=0.05)
+    # true between-step spread of the mean with variance 0.1406 beside batch noise 2.25 / 16 = 0.1406 -> share 1/2
+    assert S.batch_noise_share(_simulated_log(rng, 20000, 16, 0.375), 16) == pytest.approx(0.5, rel=0.05)
+    with pytest.raises(ValueError, match="at least 1"):
+        S.batch_noise_share(_simulated_log(rng, 10, 16, 0.0), 0)
+
+
+def test_every_train_log_summary_is_a_named_quantity_with_decimals():
+    from saah_lib.analysis.quantities import DECIMALS, QUANTITIES
+
+    log = pd.DataFrame({"step": [1, 2, 3, 4, 5, 6], "reward_mean": [1.0, 2, 3, 1, 3, 2],
+                        "reward_std": [1.0] * 6, "kl": [0.01] * 6})
+    for key, summary in S.TRAIN_LOG_SUMMARIES.items():
+        assert key in QUANTITIES and key in DECIMALS
+        assert math.isfinite(summary(log))
