@@ -68,3 +68,33 @@ def test_on_the_committed_studies_only_the_collapsed_grpo_seed_is_flagged():
         flagged += [(root.name, study.run_id(f), study.health[f.path.name].flags) for f in study.runs
                     if study.flagged(f)]
     assert flagged == [("extended", "tiny-grpo-a0-s4", ("kl_diverged",))]
+
+
+def _committed_healths():
+    from saah_lib.jsonio import read_jsonl
+
+    out = {}
+    for root in (MINI_ROOT, EXTENDED_ROOT):
+        for run in sorted((root / "runs").iterdir()):
+            out[(root.name, run.name)] = run_health(run.name, pd.DataFrame(read_jsonl(run / "eval.jsonl")),
+                                                    pd.DataFrame(read_jsonl(run / "train_log.jsonl")))
+    return out
+
+
+@pytest.mark.skipif(not (EXTENDED_ROOT / "runs").is_dir(), reason="committed extended study absent")
+def test_the_docstrings_numbers_the_fall_rules_cannot_reach_in_the_committed_runs():
+    healths = _committed_healths()
+    falls = {key: (round(h.peak_pass_at_1 - h.final_pass_at_1, 3), round(h.start_pass_at_1 - h.final_pass_at_1, 3))
+             for key, h in healths.items()}
+    extended = {k: v for k, v in falls.items() if k[0] == "extended"}
+    assert max(v[0] for v in extended.values()) == max(v[1] for v in extended.values()) == 0.040
+    assert falls[("extended", "tiny-grpo-a0-s0-w1")] == (0.040, 0.040)
+    assert max(v[0] for k, v in falls.items() if k[0] == "mini") == 0.010
+    # every threshold (the half-width at the run's own step 0 or peak) lies above the largest fall
+    smallest_threshold = min(1.96 * math.sqrt(p * (1 - p) / h.n_eval) for h in healths.values()
+                             for p in (h.start_pass_at_1, h.peak_pass_at_1))
+    assert round(smallest_threshold, 3) == 0.062 > 0.040
+    # the KL rule: seeds 4 and 5 of GRPO on the first warm start both end near 0.270; only seed 4 is above 0.1
+    s4, s5 = healths[("extended", "tiny-grpo-a0-s4")], healths[("extended", "tiny-grpo-a0-s5")]
+    assert (s4.final_pass_at_1, s5.final_pass_at_1, s4.start_pass_at_1) == (0.29, 0.295, 0.27)
+    assert round(s4.kl_max, 3) == 0.169 and round(s5.kl_max, 4) == 0.0792 and not s5.flagged
