@@ -1,8 +1,9 @@
 """The paper-matched alpha: the discount at which the CPU model's negative rollouts get the paper's weights.
 
 At the paper's alpha = 0.5 the tiny model's completions (~60 tokens, low
-entropy) are discounted by a few percent: its mean weight on negative-advantage
-rollouts is about 0.88, against 0.36 in the paper's 1.5B log.  A study that
+entropy) are discounted far less than the paper's: its mean weight on
+negative-advantage rollouts is 0.876 (a 12% discount), against 0.36 in the
+paper's 1.5B log.  A study that
 should say something about the paper's claim therefore also runs at the alpha
 that gives the paper's level.  The rule, fixed before any run:
 
@@ -28,19 +29,42 @@ seed 0) and recorded in ``<root>/paper_matched_alpha.json``
 chosen alpha gives on every other warm start of the study and at the main
 alpha, so the reader sees how far each lies from the target.
 
+How loosely the paper pins its level down.  The target is the mean of seven
+snapshots of one step's rollouts each, which range from 0.143 to 0.810; the 3B
+log's snapshots with a negative rollout average 0.50.  A measurement therefore
+also records ``alpha_range``: the alphas matching the lowest, mean and highest
+1.5B snapshot and the 3B mean, on the same rollouts, with the real-model
+module's targets (:func:`saah_lib.studies.real_model.paper_targets`) and rule
+(:func:`alphas_for_targets`).  And the match holds at the start of training
+only: the policy changes, and with it its entropies.
+
+After a study's runs, ``--range <root>`` writes ``<root>/alpha_range.json``
+(:func:`write_alpha_range`) from what the runs logged: the same range solved on
+the rollouts they logged from the unchanged warm start
+(:func:`warm_start_rollouts`; this needs no model, so it also serves roots
+measured before ``alpha_range`` was recorded, and machines whose CPU cannot
+redraw the measured rollouts bit for bit), and ``weight_drift``: the logged mean
+weight on negative rollouts over the first and last :data:`DRIFT_WINDOW` steps
+and over all steps of each run at the matched alpha (:func:`weight_drift`).
+
 ``python -m saah_lib.studies.matched_alpha`` prints the measurement for the warm start.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import time
+from pathlib import Path
 
+import pandas as pd
 import torch
 
 from saah_lib.analysis.reported import negative_weight_target
 from saah_lib.analysis.resultset import matched_alpha
-from saah_lib.jsonio import atomic_write_json
+from saah_lib.analysis.runs import read_runs
+from saah_lib.analysis.summaries import ordered_by_step
+from saah_lib.jsonio import atomic_write_json, read_jsonl
 from saah_lib.method.discount import group_advantages, mean_negative_weight, padded, solve_alpha
 from saah_lib.method.loss import normalised_entropy
 from saah_lib.method.methods import MAIN_ALPHA, check_alpha
@@ -48,8 +72,10 @@ from saah_lib.method.reward import total_reward
 from saah_lib.models.loading import load_model_and_tokenizer, resolve_model
 from saah_lib.models.names import TINY_WARMSTART, canonical_model_name
 from saah_lib.models.warmstart import torch_threads
-from saah_lib.paths import PAPER_REPORTED
-from saah_lib.rundir.layout import MATCHED_ALPHA_FILE
+from saah_lib.paths import PAPER_REPORTED, repo_relative
+from saah_lib.rundir.layout import MATCHED_ALPHA_FILE, TOKEN_ENTROPIES_FILE
+from saah_lib.rundir.manifest import write_manifest
+from saah_lib.studies.real_model import paper_targets
 from saah_lib.studies.topk import completion_texts, sample_batch
 from saah_lib.tasks.prompts import make_prompt
 from saah_lib.tasks.synthetic import synthetic_split
@@ -60,6 +86,8 @@ PER_PROMPT = 4  # the training group size (num_generations of the tiny profile)
 ALPHA_STEP = 0.1
 SAMPLING_SEED = 0
 RECORD_VERSION = 1
+DRIFT_WINDOW = 10  # steps at each end of a run for the drift of its mean negative weight
+ALPHA_RANGE_FILE = "alpha_range.json"  # in a study root: the range of matching alphas and the drift (write_alpha_range)
 
 
 @torch.no_grad()
@@ -109,6 +137,68 @@ def _weights_summary(rollouts: dict, alphas: dict[str, float]) -> dict:
     return {name: mean_negative_weight(data, adv, a) for name, a in alphas.items()}
 
 
+def alphas_for_targets(entropies, advantages, targets: dict[str, float]) -> dict:
+    """For each named target mean negative weight, the alpha that gives it on these rollouts (rounded to 3
+    decimals) and the weight reached; ``alpha`` None with the reason when no alpha in range does.  The rule
+    :mod:`saah_lib.studies.real_model` applies to SmolLM2."""
+    matched = {}
+    for name, target in targets.items():
+        try:
+            solved = solve_alpha(entropies, advantages, target)
+            matched[name] = {"target": target, "alpha": round(solved["alpha"], 3), "weight": solved["weight"]}
+        except ValueError as err:
+            matched[name] = {"target": target, "alpha": None, "reason": str(err)}
+    return matched
+
+
+def alpha_range(rollouts: dict) -> dict:
+    """The alphas matching the paper's lowest, mean and highest 1.5B snapshot and its 3B mean on ``rollouts``."""
+    adv = group_advantages(rollouts["rewards"], rollouts["group_size"], rollouts["reward_std_threshold"])
+    return {"rule": "alpha at which the mean negative weight of the same rollouts equals each of the paper's "
+                    "logged levels: lowest, mean and highest weight_neg_mean of tab_sa_log_1b.csv, mean of "
+                    "tab_sa_log_3b.csv (steps without a negative rollout left out); bisection, 3 decimals",
+            "alphas": alphas_for_targets(rollouts["entropies"], adv, paper_targets())}
+
+
+def negative_weight_drift(train_log, window: int = DRIFT_WINDOW) -> dict[str, float]:
+    """One run's logged ``weight_neg_mean`` (steps without a negative rollout have none): its mean over the
+    first ``window`` logged steps (``start``), over all of them (``during``) and over the last ``window``
+    (``end``); NaN where a span has no value."""
+    log = ordered_by_step(train_log)
+    values = log["weight_neg_mean"].astype(float) if "weight_neg_mean" in log else log["step"] * math.nan
+
+    def mean(part) -> float:
+        part = part.dropna()
+        return float(part.mean()) if len(part) else math.nan
+
+    return {"start": mean(values.iloc[:window]), "during": mean(values), "end": mean(values.iloc[-window:])}
+
+
+def weight_drift(root, alpha: float, window: int = DRIFT_WINDOW) -> dict:
+    """How the matched discount moved during a study's runs at ``alpha`` (exact entropy only), per method and
+    warm start: the number of runs and, for each span of :func:`negative_weight_drift`, the mean over runs and
+    the lowest and highest run."""
+    spans: dict[str, dict[str, list[dict]]] = {}
+    for folder in read_runs(root).runs:
+        cfg = folder.config
+        if (cfg.get("method") not in ("ah", "sa") or cfg.get("entropy_top_k") is not None
+                or not math.isclose(float(cfg.get("alpha", math.nan)), alpha)):
+            continue
+        warm_start = canonical_model_name(cfg["model_name"])
+        spans.setdefault(cfg["method"], {}).setdefault(warm_start, []).append(
+            negative_weight_drift(pd.DataFrame(folder.train_log), window))
+    out = {"rule": f"per run: mean of the logged weight_neg_mean over the first {window} steps (start), all "
+                   f"steps (during) and the last {window} steps (end); then mean, lowest and highest over runs",
+           "alpha": alpha, "window": window, "methods": {}}
+    for method, by_warm_start in sorted(spans.items()):
+        out["methods"][method] = {
+            ws: {"runs": len(runs), **{span: {"mean": sum(r[span] for r in runs) / len(runs),
+                                              "low": min(r[span] for r in runs), "high": max(r[span] for r in runs)}
+                                       for span in ("start", "during", "end")}}
+            for ws, runs in sorted(by_warm_start.items())}
+    return out
+
+
 def measure_matched_alpha(model_name: str = TINY_WARMSTART, *, other_warm_starts=(), n_prompts: int = N_PROMPTS,
                           per_prompt: int = PER_PROMPT, profile: str = "tiny", seed: int = SAMPLING_SEED,
                           target: dict | None = None) -> dict:
@@ -141,6 +231,7 @@ def measure_matched_alpha(model_name: str = TINY_WARMSTART, *, other_warm_starts
         "weight_neg_mean": _weights_summary(rollouts, {"at_alpha": alpha, "at_solved_alpha": solved["alpha"],
                                                        "at_main_alpha": MAIN_ALPHA}),
         "other_warm_starts": {},
+        "alpha_range": alpha_range(rollouts),
     }
     for other in other_warm_starts:
         other_rollouts = scored_rollouts(other, n_prompts=n_prompts, per_prompt=per_prompt, profile=profile,
@@ -170,13 +261,97 @@ def ensure_matched_alpha(root, *, other_warm_starts=(), n_prompts: int = N_PROMP
     return record["alpha"]
 
 
+def warm_start_rollouts(train_log: list[dict], token_entropies: list[dict]) -> list[dict]:
+    """The logged rollouts (``token_entropies.jsonl`` lines) that the unchanged warm start drew.
+
+    Step ``k``'s rollouts come from the policy after the updates of steps ``1 .. k-1``; an update at learning
+    rate 0 (the first step of the warm-up) changes nothing, so these are the lines of step 1 and of every later
+    step that only such updates precede.
+    """
+    lr = {int(r["step"]): float(r["learning_rate"]) for r in train_log if "learning_rate" in r}
+    last = 1
+    while lr.get(last) == 0.0:
+        last += 1
+    return [r for r in token_entropies if int(r["step"]) <= last]
+
+
+def logged_alpha_range(root, alpha: float) -> dict:
+    """The alphas matching the paper's levels (:func:`alphas_for_targets`) on the warm-start rollouts that a
+    study's runs logged (:func:`warm_start_rollouts`), one warm start at a time.  Only runs with the exact
+    entropy; a seed's rollouts are the same in every method, so each is counted once."""
+    by_warm_start: dict[str, dict] = {}
+    for folder in read_runs(root).runs:
+        cfg = folder.config
+        if cfg.get("entropy_top_k") is not None:
+            continue
+        logged = read_jsonl(Path(folder.path) / TOKEN_ENTROPIES_FILE)
+        unique = by_warm_start.setdefault(canonical_model_name(cfg["model_name"]), {})
+        for r in warm_start_rollouts(folder.train_log, logged):
+            unique[(cfg["seed"], r["step"], r["advantage"], tuple(r["entropy_norm"]))] = r
+    out = {"rule": "alpha at which the mean weight on the tokens of negative-advantage rollouts equals each of the "
+                   "paper's logged levels (lowest, mean and highest weight_neg_mean of tab_sa_log_1b.csv, mean of "
+                   "tab_sa_log_3b.csv, steps without a negative rollout left out), solved on the rollouts the "
+                   "runs logged from the unchanged warm start (token_entropies.jsonl: the steps before any "
+                   "update at a learning rate above 0), each seed once; bisection, 3 decimals",
+           "targets": paper_targets(), "warm_starts": {}}
+    for warm_start, rollouts in sorted(by_warm_start.items()):
+        entropies = [r["entropy_norm"] for r in rollouts.values()]
+        adv = torch.tensor([r["advantage"] for r in rollouts.values()], dtype=torch.float64)
+        out["warm_starts"][warm_start] = {
+            "n_rollouts": len(entropies), "n_negative": int((adv < 0).sum()),
+            "seeds": sorted({key[0] for key in rollouts}),
+            "weight_neg_mean": {"at_alpha": mean_negative_weight(entropies, adv, alpha),
+                                "at_main_alpha": mean_negative_weight(entropies, adv, MAIN_ALPHA)},
+            "alphas": alphas_for_targets(entropies, adv, out["targets"]),
+        }
+    return out
+
+
+def write_alpha_range(root) -> dict:
+    """Write ``<root>/alpha_range.json`` (:data:`ALPHA_RANGE_FILE`) from the root's runs: the range of alphas
+    matching the paper's logged levels and the drift of the discount during training, at the root's recorded
+    paper-matched alpha; then rewrite the root's manifest."""
+    root = Path(root)
+    alpha = read_matched_alpha(root)
+    if alpha is None:
+        raise FileNotFoundError(f"{root / MATCHED_ALPHA_FILE}: no paper-matched alpha recorded")
+    record = {"version": RECORD_VERSION, "paper_matched_alpha": alpha,
+              "alpha_range": logged_alpha_range(root, alpha), "weight_drift": weight_drift(root, alpha),
+              "command": f"python -m saah_lib.studies.matched_alpha --range {repo_relative(root)}"}
+    atomic_write_json(root / ALPHA_RANGE_FILE, record)
+    write_manifest(root)
+    return record
+
+
+def _print_range(record: dict) -> None:
+    for ws, m in record["alpha_range"]["warm_starts"].items():
+        print(f"  {ws} ({m['n_rollouts']} logged warm-start rollouts, {m['n_negative']} negative): " + "; ".join(
+            f"{name} {a['target']:.3f} -> " + (f"alpha {a['alpha']:g}" if a["alpha"] is not None else "no alpha <= 10")
+            for name, a in m["alphas"].items()))
+    for method, by_ws in record["weight_drift"]["methods"].items():
+        for ws, d in by_ws.items():
+            print(f"  {method} on {ws} ({d['runs']} runs): " + ", ".join(
+                f"{span} {d[span]['mean']:.3f} [{d[span]['low']:.3f}, {d[span]['high']:.3f}]"
+                for span in ("start", "during", "end")))
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m saah_lib.studies.matched_alpha", description=__doc__.splitlines()[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--model", default=TINY_WARMSTART, help="a tiny warm start's name (built if missing)")
     parser.add_argument("--others", nargs="*", default=[], help="other warm starts to measure at the chosen alpha")
-    parser.add_argument("--prompts", type=int, default=N_PROMPTS)
+    parser.add_argument("--prompts", type=int, default=N_PROMPTS,
+                        help=f"training prompts sampled, {PER_PROMPT} completions each")
+    parser.add_argument("--range", metavar="ROOT", default=None,
+                        help=f"instead: write ROOT/{'alpha_range.json'} from ROOT's runs (the alphas matching the "
+                             "paper's lowest, mean and highest logged level, and the discount's drift during "
+                             "training) and rewrite ROOT's manifest")
     args = parser.parse_args(argv)
+    if args.range:
+        record = write_alpha_range(args.range)
+        print(f"{args.range}/{ALPHA_RANGE_FILE}: at the paper-matched alpha {record['paper_matched_alpha']:g}")
+        _print_range(record)
+        return
     record = measure_matched_alpha(args.model, other_warm_starts=args.others, n_prompts=args.prompts)
     w = record["weight_neg_mean"]
     print(f"target {record['target']['target']:.4f} (mean of {record['target']['column']} over steps "
@@ -187,6 +362,9 @@ def main(argv=None):
           f"{w['at_alpha']:.4f} (at alpha {MAIN_ALPHA:g}: {w['at_main_alpha']:.4f}); {record['wall_s']:.0f} s")
     for name, other in record["other_warm_starts"].items():
         print(f"  {name}: {other['weight_neg_mean']['at_alpha']:.4f} at alpha {record['alpha']:g}")
+    for name, m in record["alpha_range"]["alphas"].items():
+        print(f"  {name}: target {m['target']:.3f} -> " + (f"alpha {m['alpha']:g}" if m["alpha"] is not None
+                                                             else f"no alpha ({m['reason']})"))
 
 
 if __name__ == "__main__":

@@ -1,14 +1,24 @@
 """The paper-matched alpha, measured on a model folder: the rule's steps and the record it writes."""
 
 import json
+import math
 
+import pandas as pd
 import pytest
+import torch
 
 from saah_lib.method.discount import group_advantages, mean_negative_weight
 from saah_lib.rundir.layout import MATCHED_ALPHA_FILE
+from saah_lib.paths import EXTENDED_ROOT
 from saah_lib.studies.matched_alpha import (
+    ALPHA_RANGE_FILE,
     ALPHA_STEP,
+    alphas_for_targets,
     ensure_matched_alpha,
+    logged_alpha_range,
+    negative_weight_drift,
+    warm_start_rollouts,
+    weight_drift,
     measure_matched_alpha,
     read_matched_alpha,
     rounded_alpha,
@@ -39,6 +49,12 @@ def test_measurement_records_the_rule_and_lands_on_the_target(tiny_random_model_
     assert mean_negative_weight(roll["entropies"], adv, record["solved_alpha"]) == pytest.approx(0.5, abs=1e-4)
     assert record["weight_neg_mean"]["at_solved_alpha"] == pytest.approx(0.5, abs=1e-4)
     assert record["n_rollouts"] == 24 and 0 < record["n_negative"] < 24
+    # the range: the paper's four levels, each solved on the same rollouts (or said unreachable)
+    assert set(record["alpha_range"]["alphas"]) == {"1.5b_low", "1.5b_mean", "1.5b_high", "3b_mean"}
+    for m in record["alpha_range"]["alphas"].values():
+        if m["alpha"] is not None:  # solved exactly, then rounded to 3 decimals
+            assert m["weight"] == pytest.approx(m["target"], abs=1e-4)
+            assert mean_negative_weight(roll["entropies"], adv, m["alpha"]) == pytest.approx(m["target"], abs=0.01)
     other = record["other_warm_starts"][next(iter(record["other_warm_starts"]))]
     assert other["weight_neg_mean"]["at_alpha"] == pytest.approx(record["weight_neg_mean"]["at_alpha"])
     json.dumps(record)  # JSON-ready
@@ -55,3 +71,50 @@ def test_rounding_and_reading_a_root(tmp_path, monkeypatch):
     monkeypatch.setattr("saah_lib.studies.matched_alpha.measure_matched_alpha", lambda **kw: calls.append(kw))
     assert ensure_matched_alpha(tmp_path) == 5.9 and calls == []  # recorded: not measured again
 
+
+
+def test_alphas_for_targets_by_hand():
+    # one negative rollout of two tokens with entropies 0.5 and 0.5: weights exp(-0.5 a), exp(-a); their mean
+    # is 0.5 at a = 2 ln((1 + sqrt 3) / 2)^-1 ... solved here from the quadratic: x + x^2 = 1 with x = exp(-0.5 a)
+    x = (5 ** 0.5 - 1) / 2
+    alpha = -2 * math.log(x)
+    out = alphas_for_targets([[0.5, 0.5], [0.9]], torch.tensor([-1.0, 1.0]), {"half": 0.5, "tiny": 1e-9})
+    assert out["half"]["alpha"] == round(alpha, 3) and out["half"]["weight"] == pytest.approx(0.5, abs=1e-5)
+    assert out["tiny"]["alpha"] is None and "largest allowed" in out["tiny"]["reason"]
+
+
+def test_warm_start_rollouts_are_those_before_any_update_with_a_learning_rate():
+    log = [{"step": 1, "learning_rate": 0.0}, {"step": 2, "learning_rate": 1e-5}, {"step": 3, "learning_rate": 2e-5}]
+    logged = [{"step": s, "advantage": -1.0, "entropy_norm": [0.1]} for s in (1, 1, 2, 2, 3)]
+    assert [r["step"] for r in warm_start_rollouts(log, logged)] == [1, 1, 2, 2]  # step 1's update changed nothing
+    log[0]["learning_rate"] = 1e-6
+    assert [r["step"] for r in warm_start_rollouts(log, logged)] == [1, 1]
+
+
+def test_negative_weight_drift_by_hand():
+    log = pd.DataFrame({"step": [4, 1, 2, 3, 5], "weight_neg_mean": [0.6, 0.2, None, 0.4, 0.8]})
+    # in step order 0.2, nan, 0.4, 0.6, 0.8: first 2 steps -> 0.2; all -> 0.5; last 2 -> 0.7
+    assert negative_weight_drift(log, window=2) == pytest.approx({"start": 0.2, "during": 0.5, "end": 0.7})
+    assert math.isnan(negative_weight_drift(pd.DataFrame({"step": [1]}), window=2)["end"])
+
+
+@pytest.mark.skipif(not (EXTENDED_ROOT / ALPHA_RANGE_FILE).is_file(), reason="committed extended study absent")
+def test_the_committed_range_and_drift_are_what_the_runs_give():
+    from saah_lib.jsonio import read_json
+    from saah_lib.rundir.manifest import check_manifest
+
+    committed = read_json(EXTENDED_ROOT / ALPHA_RANGE_FILE)
+    drift = weight_drift(EXTENDED_ROOT, 5.9)
+    assert committed["weight_drift"] == json.loads(json.dumps(drift))
+    assert committed["alpha_range"] == json.loads(json.dumps(logged_alpha_range(EXTENDED_ROOT, 5.9)))
+    check_manifest(EXTENDED_ROOT)
+    # what the docs say: SA-AH-GRPO at 5.9 starts at the paper's level and drifts up during training
+    sa = drift["methods"]["sa"]
+    assert [round(sa[ws]["start"]["mean"], 2) for ws in sorted(sa)] == [0.36, 0.36]
+    assert [round(sa[ws]["during"]["mean"], 2) for ws in sorted(sa)] == [0.41, 0.42]
+    assert [round(sa[ws]["end"]["mean"], 2) for ws in sorted(sa)] == [0.43, 0.46]
+    ranges = committed["alpha_range"]["warm_starts"]
+    assert {ws: m["n_negative"] for ws, m in ranges.items()} == {"tiny-warmstart": 20, "tiny-warmstart-s1": 20}
+    assert all(m["alphas"]["1.5b_low"]["alpha"] is None for m in ranges.values())
+    assert all(m["alphas"]["1.5b_high"]["alpha"] < 1 < m["alphas"]["3b_mean"]["alpha"] < m["alphas"]["1.5b_mean"]["alpha"]
+               for m in ranges.values())
