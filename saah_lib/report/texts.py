@@ -14,14 +14,19 @@ import re
 from pathlib import Path
 
 from saah_lib.analysis.overlap import shared_runs
+from saah_lib.analysis.quantities import number_or_nan
+from saah_lib.analysis.reported import read_reported_csv
 from saah_lib.analysis.plan import PAPER_CLAIM
 from saah_lib.analysis.sentences import num
 from saah_lib.analysis.significance import established
 from saah_lib.jsonio import read_json
-from saah_lib.method.methods import MAIN_ALPHA
-from saah_lib.paths import repo_relative
+from saah_lib.method.methods import ALPHA_RANGE, MAIN_ALPHA
+from saah_lib.paths import PAPER_REPORTED, repo_relative
 from saah_lib.report.latex import tex_escape
 from saah_lib.rundir.layout import MATCHED_ALPHA_FILE, WARMSTART_RECORD_FILE
+
+#: Written beside the matched alpha by ``python -m saah_lib.studies.matched_alpha --range <root>``.
+ALPHA_RANGE_FILE = "alpha_range.json"
 
 
 # ---------------------------------------------------------------------------
@@ -46,8 +51,37 @@ def left_out_warning(summary: dict) -> str:
     return " ".join(parts)
 
 
-def matched_alpha_text(record: dict) -> str:
-    """The paper-matched alpha of a study root in words: rule, target, measurement, choice ("" without one)."""
+def _range_text(alphas: dict, where: str) -> str:
+    """The alphas matching the paper's lowest, mean and highest 1.5B level and its 3B mean, in words."""
+    names = {"1.5b_low": "lowest 1.5B snapshot", "1.5b_mean": "1.5B mean", "1.5b_high": "highest 1.5B snapshot",
+             "3b_mean": "3B mean"}
+    parts = [f"the {names.get(k, k)} ({m['target']:.3f}) "
+             + (f"at $\\alpha={m['alpha']:.1f}$" if m.get("alpha") is not None
+                else f"at no $\\alpha$ up to {ALPHA_RANGE[1]:g}")
+             for k, m in alphas.items()]
+    return f"The paper's level is loosely pinned down; {where} the mean weight matches " + ", ".join(parts) + "."
+
+
+def _drift_text(drift: dict, method: str = "sa") -> str:
+    """How the logged mean weight on negative rollouts moved during the runs at the matched alpha."""
+    by_ws = (drift.get("methods") or {}).get(method) or {}
+    if not by_ws:
+        return ""
+
+    def span(name):
+        lo, hi = min(d[name]["mean"] for d in by_ws.values()), max(d[name]["mean"] for d in by_ws.values())
+        return f"{lo:.2f}" if f"{lo:.2f}" == f"{hi:.2f}" else f"{lo:.2f}--{hi:.2f}"
+
+    return (f"The match holds at the start of training only: in the SA-AH-GRPO runs at that $\\alpha$ the logged "
+            f"mean weight on negative-advantage rollouts is {span('start')} over the first {drift['window']} steps, "
+            f"{span('during')} over all steps and {span('end')} over the last {drift['window']} (means over the "
+            f"runs of each warm start).")
+
+
+def matched_alpha_text(record: dict, range_record: dict | None = None) -> str:
+    """The paper-matched alpha of a study root in words: rule, target, measurement, choice ("" without one);
+    with ``range_record`` (the root's ``alpha_range.json``) or a measurement that recorded ``alpha_range``,
+    also the alphas matching the paper's other levels and the drift during training."""
     if not record:
         return ""
     t, w = record["target"], record["weight_neg_mean"]
@@ -68,6 +102,15 @@ def matched_alpha_text(record: dict) -> str:
         listed = "; ".join(f"\\texttt{{{tex_escape(name)}}} {o['weight_neg_mean']['at_alpha']:.3f}"
                            for name, o in others.items())
         text += f" At that $\\alpha$ the other warm starts give {listed}."
+    if record.get("alpha_range"):
+        text += " " + _range_text(record["alpha_range"]["alphas"], "on the same rollouts")
+    elif range_record and range_record.get("alpha_range"):
+        ws = range_record["alpha_range"]["warm_starts"].get(record["warm_start"])
+        if ws:
+            text += " " + _range_text(ws["alphas"], f"on the {ws['n_rollouts']} rollouts the runs logged from "
+                                      f"this warm start before any update ({ws['n_negative']} negative)")
+    if range_record and range_record.get("weight_drift"):
+        text += " " + _drift_text(range_record["weight_drift"])
     return text + "\n"
 
 
@@ -142,10 +185,41 @@ def defer_text(mini: dict | None, extended: dict | None) -> str:
             f"(minimum detectable difference {num(e['mde'], 'final')}).\n")
 
 
+def paper_train_var(directory: Path = PAPER_REPORTED) -> dict[str, dict[str, float]]:
+    """The paper's training-reward variance per model and method (``tab_main.csv``), e.g. ``{"3B": {"grpo":
+    0.0885, "sa": 0.0246, ...}, ...}``; {} without the file."""
+    path = Path(directory) / "tab_main.csv"
+    if not path.is_file():
+        return {}
+    out: dict[str, dict[str, float]] = {}
+    for _, r in read_reported_csv(path).iterrows():
+        value = number_or_nan(r.get("train_var"))
+        if math.isfinite(value):
+            out.setdefault(str(r["model_short"]), {})[str(r["method"])] = value
+    return out
+
+
+def _paper_variance_clause(observed: str) -> str:
+    """Which of the paper's own tables agree with the observed direction of SA-AH-GRPO's variance against
+    GRPO's: the paper's claim of lower variance holds in one of its tables, not in both."""
+    tables = {m: v for m, v in paper_train_var().items() if "sa" in v and "grpo" in v}
+    if not tables:
+        return ""
+    parts = [f"{model} {num(v['sa'], 'train_var')} against {num(v['grpo'], 'train_var')}"
+             for model, v in sorted(tables.items(), reverse=True)]
+    same = [m for m, v in tables.items() if (v["sa"] > v["grpo"]) == (observed == "higher")]
+    if not same:
+        return ""
+    return f" (the paper's own table, SA-AH-GRPO against GRPO: {', '.join(parts)}; " \
+           f"its {' and '.join(sorted(same, reverse=True))} row goes the same way as ours)"
+
+
 def _verdict(row: dict, key: str, level: float) -> str:
     claim = PAPER_CLAIM[key]
     observed = "higher" if row["diff"] > 0 else "lower"
     agree = "as the paper claims" if observed == claim else f"opposite to the paper's claim of {claim}"
+    if key == "train_var" and observed != claim:
+        agree += _paper_variance_clause(observed)
     if established(row["p_holm"], row["ci_low"], row["ci_high"], level):
         return f"SA-AH-GRPO is {observed}, {agree}"
     if row["p_holm"] < level:
@@ -163,9 +237,16 @@ def _discount_clause(summary: dict, root: Path, a_label: str) -> str:
     plan = summary.get("plan") or {}
     alpha = plan.get("primary", {}).get("a", {}).get("alpha")
     if record and alpha is not None and math.isclose(alpha, record.get("alpha", math.nan)):
+        drift = (read_json(Path(root) / ALPHA_RANGE_FILE, default={}) or {}).get("weight_drift") or {}
+        by_ws = (drift.get("methods") or {}).get(plan.get("primary", {}).get("a", {}).get("method", "sa")) or {}
+        later = ""
+        if by_ws:
+            during = [d["during"]["mean"] for d in by_ws.values()]
+            later = (f", rising to {min(during):.2f}" + (f"--{max(during):.2f}" if f"{min(during):.2f}" !=
+                                                         f"{max(during):.2f}" else "") + " on average during training")
         return (f"at the paper's discount level ({a_label}: a mean weight of "
                 f"{record['weight_neg_mean']['at_alpha']:.2f} on negative-advantage rollouts at the start of "
-                f"training, against {record['target']['target']:.2f} in the paper's log)")
+                f"training{later}, against {record['target']['target']:.2f} in the paper's log)")
     if record and alpha is not None and math.isclose(alpha, MAIN_ALPHA):
         return (f"at a weaker discount than the paper's ({a_label}: a mean weight of "
                 f"{record['weight_neg_mean']['at_main_alpha']:.2f} on negative-advantage rollouts at the start of "

@@ -114,3 +114,61 @@ def test_sources_tex_switches_and_marks():
         "\\newif\\ifhavereported", "\\havereportedtrue", "\\newif\\ifhaveours", "\\haveoursfalse",
         "\\expandafter\\def\\csname generated@mini_main\\endcsname{}",
         "\\expandafter\\def\\csname generated@mini_paired\\endcsname{}"]
+
+
+def test_a_variance_opposite_to_the_claim_names_the_papers_own_rows(tmp_path):
+    from saah_lib.report.texts import paper_train_var
+
+    # the paper's tab_main: 3B SA 0.0246 vs GRPO 0.0885 (its claim), 1.5B SA 0.1718 vs GRPO 0.0885 (not)
+    assert paper_train_var()["3B"]["sa"] == 0.0246 and paper_train_var()["1.5B"]["sa"] == 0.1718
+    assert paper_train_var()["3B"]["grpo"] == paper_train_var()["1.5B"]["grpo"] == 0.0885
+    root = tmp_path / "extended"
+    root.mkdir()
+    higher = _summary(_row("final", 0.004, -0.01, 0.018, 0.6, 0.021), _row("train_var", 0.05, 0.02, 0.08, 0.004, 0.03))
+    text = closing_text({"extended": higher}, {"extended": root})
+    assert ("opposite to the paper's claim of lower (the paper's own table, SA-AH-GRPO against GRPO: 3B 0.0246 "
+            "against 0.0885, 1.5B 0.1718 against 0.0885; its 1.5B row goes the same way as ours)") in text
+    lower = _summary(_row("final", 0.004, -0.01, 0.018, 0.6, 0.021), _row("train_var", -0.05, -0.08, -0.02, 0.004, 0.03))
+    assert "0.1718" not in closing_text({"extended": lower}, {"extended": root})  # agrees with the claim: nothing added
+
+
+def _range_record():
+    alphas = {"1.5b_low": {"target": 0.143, "alpha": None, "reason": "even alpha = 10"},
+              "1.5b_mean": {"target": 0.3624, "alpha": 5.217, "weight": 0.3624},
+              "1.5b_high": {"target": 0.81, "alpha": 0.707, "weight": 0.81},
+              "3b_mean": {"target": 0.4965, "alpha": 3.11, "weight": 0.4965}}
+    span = {"start": {"mean": 0.356}, "during": {"mean": 0.411}, "end": {"mean": 0.432}}
+    span_s1 = {"start": {"mean": 0.362}, "during": {"mean": 0.424}, "end": {"mean": 0.462}}
+    return {"alpha_range": {"warm_starts": {"tiny-warmstart": {"n_rollouts": 40, "n_negative": 20, "alphas": alphas}}},
+            "weight_drift": {"window": 10, "methods": {"sa": {"tiny-warmstart": span, "tiny-warmstart-s1": span_s1}}}}
+
+
+def test_the_matched_alpha_in_words_gives_its_range_and_its_drift(tmp_path):
+    from saah_lib.report.texts import matched_alpha_text
+
+    record = {"target": {"target": 0.3624, "file": "t.csv", "column": "weight_neg_mean", "steps": [5, 180]},
+              "weight_neg_mean": {"at_alpha": 0.361, "at_main_alpha": 0.876}, "n_rollouts": 512, "warm_start":
+              "tiny-warmstart", "n_prompts": 128, "per_prompt": 4, "n_negative": 243,
+              "mean_completion_length": 61.7, "solved_alpha": 5.866, "alpha": 5.9}
+    plain = matched_alpha_text(record)
+    assert "loosely" not in plain and "0.876 at the main" in plain
+    text = matched_alpha_text(record, _range_record())
+    assert ("on the 40 rollouts the runs logged from this warm start before any update (20 negative) the mean "
+            "weight matches the lowest 1.5B snapshot (0.143) at no $\\alpha$ up to 10, the 1.5B mean (0.362) at "
+            "$\\alpha=5.2$, the highest 1.5B snapshot (0.810) at $\\alpha=0.7$, the 3B mean (0.496) at "
+            "$\\alpha=3.1$.") in text
+    assert "0.36 over the first 10 steps, 0.41--0.42 over all steps and 0.43--0.46 over the last 10" in text
+    # a measurement that recorded its own range uses it
+    measured = {**record, "alpha_range": {"alphas": _range_record()["alpha_range"]["warm_starts"]["tiny-warmstart"]
+                                                    ["alphas"]}}
+    assert "on the same rollouts the mean weight matches the lowest" in matched_alpha_text(measured)
+    # the closing note's discount clause says the level rose during training
+    root = tmp_path / "extended"
+    root.mkdir()
+    (root / MATCHED_ALPHA_FILE).write_text(json.dumps(record))
+    (root / "alpha_range.json").write_text(json.dumps(_range_record()))
+    summary = _summary(_row("final", 0.004, -0.01, 0.018, 0.6, 0.021), _row("train_var", -0.05, -0.08, -0.02, 0.01, 0.03))
+    summary["plan"]["primary"]["a"]["alpha"] = 5.9
+    assert ("a mean weight of 0.36 on negative-advantage rollouts at the start of training, rising to 0.41--0.42 on "
+            "average during training, against 0.36 in the paper's log") in closing_text({"extended": summary},
+                                                                                          {"extended": root})
