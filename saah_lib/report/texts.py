@@ -174,6 +174,11 @@ def _primary(summary: dict | None, key: str) -> dict | None:
     return next((r for r in summary["rows"] if r["primary"] and r["key"] == key), None)
 
 
+def _same_pair(summary: dict, row: dict, key: str) -> dict | None:
+    """The row comparing ``row``'s two arms on quantity ``key`` (None when the evidence has none)."""
+    return next((r for r in summary["rows"] if r["key"] == key and r["a"] == row["a"] and r["b"] == row["b"]), None)
+
+
 def defer_text(mini: dict | None, extended: dict | None) -> str:
     """The mini study's primary comparison points to the powered one (numbers from both summaries)."""
     m, e = _primary(mini, "final"), _primary(extended, "final")
@@ -274,6 +279,10 @@ def closing_text(summaries: dict[str, dict], roots: dict[str, Path]) -> str:
         text += (f"; training-reward variance differs by {num(var['diff'], 'train_var', True)} (95\\% CI "
                  f"[{num(var['ci_low'], 'train_var', True)}, {num(var['ci_high'], 'train_var', True)}]): "
                  f"{_verdict(var, 'train_var', level)}")
+        within = _same_pair(summary, var, "train_var_within")
+        if within is not None:
+            text += (f"; the rewards' spread within a step, which the batch size does not shrink, differs by "
+                     f"{num(within['diff'], 'train_var_within', True)} (paired t p = {within['p_value']:.3f})")
     text += ". "
     build = read_json(Path(roots[study]) / WARMSTART_RECORD_FILE, default={}) or {}
     params = build.get("parameters")

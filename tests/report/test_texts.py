@@ -172,3 +172,14 @@ def test_the_matched_alpha_in_words_gives_its_range_and_its_drift(tmp_path):
     assert ("a mean weight of 0.36 on negative-advantage rollouts at the start of training, rising to 0.41--0.42 on "
             "average during training, against 0.36 in the paper's log") in closing_text({"extended": summary},
                                                                                           {"extended": root})
+
+
+def test_the_closing_note_adds_the_within_step_variance_when_the_evidence_compares_it(tmp_path):
+    root = tmp_path / "extended"
+    root.mkdir()
+    summary = _summary(_row("final", 0.019, -0.003, 0.041, 0.026, 0.020), _row("train_var", 0.0549, 0.0088, 0.1016, 0.033, 0.07))
+    assert "within a step" not in closing_text({"extended": summary}, {"extended": root})
+    within = {**_row("train_var_within", -0.0089, -0.2, 0.2, 0.878, 0.3), "primary": False, "p_value": 0.878}
+    summary["rows"].append(within)
+    assert ("; the rewards' spread within a step, which the batch size does not shrink, differs by -0.0089 "
+            "(paired t p = 0.878).") in closing_text({"extended": summary}, {"extended": root})
