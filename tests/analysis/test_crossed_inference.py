@@ -3,7 +3,8 @@
 References: a matrix worked by hand, scipy's paired t test, the variance decomposition of the primary data that
 the review computed, and simulated studies with a known truth (false-positive rate under a true null, power at
 the stated minimum detectable effect).  Simulations are vectorised over replicates through
-``crossed_p_values``, the same code path as ``crossed_test``."""
+``crossed_p_values``, the same code path as ``crossed_test``; the designs are
+:mod:`saah_lib.analysis.crossed_simulation`'s, which prints the rates these tests check."""
 
 import math
 from pathlib import Path
@@ -12,6 +13,15 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from saah_lib.analysis.crossed_simulation import (
+    LEVELS,
+    NULL_CASES,
+    POWER_CASES,
+    POWER_STUDIES,
+    gaussian_studies,
+    null_p_values,
+    power_at_mde,
+)
 from saah_lib.analysis.significance import (
     bonferroni,
     crossed_p_values,
@@ -29,76 +39,18 @@ from saah_lib.paths import REPO_ROOT
 # --------------------------------------------------------------------- simulated studies with a known truth
 
 
-def gaussian_studies(rng, n_studies, seeds_per_ws, n_ws, n_problems, s2_seed, s2_problem, s2_interaction,
-                     effect=0.0, ws_spread=0.02):
-    """``[n_studies, seeds, problems]`` differences: effect + a fixed warm-start offset (mean 0 over warm starts)
-    + seed + problem + interaction, each Gaussian with the given variance."""
-    labels = np.repeat(np.arange(n_ws), seeds_per_ws)
-    offsets = np.linspace(-ws_spread, ws_spread, n_ws) if n_ws > 1 else np.zeros(1)
-    shape = (n_studies, labels.size, n_problems)
-    d = (effect + offsets[labels][None, :, None]
-         + rng.normal(0, math.sqrt(s2_seed), (n_studies, labels.size, 1))
-         + rng.normal(0, math.sqrt(s2_problem), (n_studies, 1, n_problems))
-         + rng.normal(0, math.sqrt(s2_interaction), shape))
-    return d, labels
-
-
-def binary_studies(rng, n_studies, seeds_per_ws, n_ws, n_problems, seed_sd=0.15, problem_sd=1.0):
-    """Correctness of two equally good arms from a latent model: a problem's difficulty shared by every seed and
-    both arms, a warm-start level shared by both arms, each run its own seed level; A - B per problem."""
-    labels = np.repeat(np.arange(n_ws), seeds_per_ws)
-    shape = (n_studies, labels.size, n_problems)
-    warm = rng.normal(0, 0.2, (n_studies, n_ws, 1))[:, labels]
-    difficulty = rng.normal(0, problem_sd, (n_studies, 1, n_problems))
-
-    def arm():
-        return (warm + rng.normal(0, seed_sd, (n_studies, labels.size, 1)) + difficulty
-                + rng.normal(0, 1, shape) > 0).astype(float)
-
-    return arm() - arm(), labels
-
-
-def rejection_rate(make, level, batches=1):
-    p = np.concatenate([crossed_p_values(*make())[3] for _ in range(batches)])
-    return float((p < level).mean()), p.size
-
-
-NULL_CASES = {  # name: (studies per batch, batches, generator arguments)
-    "primary design (2 warm starts x 10 seeds x 200 problems)": (2000, 1, ("g", 10, 2, 200, 4e-4, 2.8e-3, 0.106)),
-    "seed-dominated, 3 seeds x 40 problems": (5000, 1, ("g", 3, 1, 40, 4e-3, 2.8e-3, 0.106)),
-    "2 warm starts x 3 seeds (Satterthwaite alone exceeds 5% here)": (5000, 12, ("g", 3, 2, 200, 1e-3, 2.8e-3,
-                                                                               0.106)),
-    "problem-dominated": (2000, 1, ("g", 10, 2, 200, 1e-5, 2e-2, 0.106)),
-    "no seed or problem effects": (5000, 1, ("g", 3, 1, 40, 0.0, 0.0, 0.106)),
-    "4 warm starts, random": (2000, 1, ("g", 5, 4, 100, 4e-4, 2.8e-3, 0.106)),
-    "binary correctness, 2 x 10 x 200": (1000, 1, ("b", 10, 2, 200)),
-    "binary correctness, 1 x 3 x 40": (4000, 1, ("b", 3, 1, 40)),
-}
-
-
 @pytest.mark.parametrize("name", list(NULL_CASES))
-@pytest.mark.parametrize("level", [0.05, 0.025])
+@pytest.mark.parametrize("level", LEVELS)
 def test_false_positive_rate_under_a_true_null_is_at_most_the_level(name, level):
-    n, batches, (kind, *args) = NULL_CASES[name]
-    rng = np.random.default_rng(sum(map(ord, name)))
-    make = (lambda: gaussian_studies(rng, n, *args)) if kind == "g" else (lambda: binary_studies(rng, n, *args))
-    rate, total = rejection_rate(make, level, batches)
-    mc = math.sqrt(level * (1 - level) / total)
-    assert rate <= level + 2.5 * mc, f"{name}: {rate:.4f} rejections at level {level} ({total} studies)"
+    p = null_p_values(name)
+    rate, mc = float((p < level).mean()), math.sqrt(level * (1 - level) / p.size)
+    assert rate <= level + 2.5 * mc, f"{name}: {rate:.4f} rejections at level {level} ({p.size} studies)"
 
 
-@pytest.mark.parametrize("args", [(10, 2, 200, 4e-4, 2.8e-3, 0.106), (5, 1, 200, 1e-3, 2.8e-3, 0.106),
-                                  (10, 2, 200, 1e-5, 2e-2, 0.106)])
-@pytest.mark.parametrize("level", [0.05, 0.025])
-def test_power_at_the_stated_mde_is_eighty_percent(args, level):
-    seeds_per_ws, n_ws, n_problems, s2s, s2p, s2e = args
-    n = seeds_per_ws * n_ws
-    true_se = math.sqrt(s2s / n + s2p / n_problems + s2e / (n * n_problems))
-    mde = t_mde(true_se, n - n_ws, level=level)  # the df the rule uses: the seeds' own
-    rng = np.random.default_rng(7)
-    d, labels = gaussian_studies(rng, 4000, *args, effect=mde)
-    power = float((crossed_p_values(d, labels)[3] < level).mean())
-    assert power == pytest.approx(0.80, abs=3 * math.sqrt(0.16 / 4000))
+@pytest.mark.parametrize("case", POWER_CASES)
+@pytest.mark.parametrize("level", LEVELS)
+def test_power_at_the_stated_mde_is_eighty_percent(case, level):
+    assert power_at_mde(case, level) == pytest.approx(0.80, abs=3 * math.sqrt(0.16 / POWER_STUDIES))
 
 
 def test_the_estimated_variance_is_unbiased_for_the_true_one():
