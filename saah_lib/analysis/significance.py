@@ -74,6 +74,8 @@ def established(p_adjusted: float, ci_low: float, ci_high: float, level: float =
     disagreement beyond rounding means the two were not computed together and is an error.  Every table,
     figure and sentence asks this one function."""
     decided = bool(p_adjusted < level)
+    if decided and not (math.isfinite(ci_low) and math.isfinite(ci_high)):
+        raise ValueError(f"adjusted p {p_adjusted} without an interval: the test and its interval come together")
     if math.isfinite(ci_low) and math.isfinite(ci_high):
         slack = 1e-9 * max(ci_high - ci_low, 1e-300)
         excludes = ci_low > slack or ci_high < -slack

@@ -245,3 +245,5 @@ def test_established_is_the_adjusted_p_and_checks_that_the_interval_agrees():
         established(0.01, -0.01, 0.05)
     with pytest.raises(ValueError, match="disagree"):
         established(0.2, 0.02, 0.05)
+    with pytest.raises(ValueError, match="without an interval"):
+        established(0.01, math.nan, math.nan)
