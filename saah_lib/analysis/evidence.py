@@ -235,6 +235,7 @@ class EvidenceRow:
     ci_high: float = float("nan")
     mde: float = float("nan")  # the smallest difference this test detects with 80% power at level / family_size
     units_needed: dict = field(default_factory=dict)  # Pass@1: {"0.03": n, "0.02": n} seeds for that power
+    units_needed_of: str = "seed pairs"  # what units_needed counts: warm starts when they are a random factor
     without_flagged: dict | None = None  # the same comparison without flagged units (None: nothing flagged)
 
     def to_dict(self) -> dict:
@@ -365,6 +366,7 @@ def _adjust_row(row: EvidenceRow, family_size: int, level: float) -> None:
     row.mde = t_mde(row.se, row.df, level=per_test)
     if row.key in CHECKPOINTS and row.crossed.components:
         row.units_needed = {f"{e:g}": crossed_units_needed(row.crossed, e, level=per_test) for e in TARGET_EFFECTS}
+        row.units_needed_of = "warm starts" if row.crossed.warm_start_factor == "random" else "seed pairs"
     for ws in row.detail.get("per_warm_start", {}).values():
         ws["significant"] = bool(ws["p_value"] < per_test)
 

@@ -74,7 +74,7 @@ def mde_text(row) -> str:
             f"over {_seeds(row.n_units)} is {num(row.mde, row.key)}")
     if row.units_needed:
         needed = ", ".join(f"{effect} would take {_count(n)}" for effect, n in row.units_needed.items())
-        text += f" (detecting {needed} seed pairs on these problems)"
+        text += f" (detecting {needed} {row.units_needed_of} on these problems)"
     return text
 
 

@@ -583,8 +583,9 @@ def projected_se_df(result: CrossedResult, n_units: int) -> tuple[float, float]:
 
 def crossed_units_needed(result: CrossedResult, effect: float, *, power: float = POWER, level: float = LEVEL,
                          max_units: int = MAX_UNITS_NEEDED) -> int | None:
-    """The fewest seeds (over all warm starts) with which the rule detects ``effect`` with probability ``power``;
-    None when even ``max_units`` would not (the problem term does not shrink with more seeds)."""
+    """The fewest seeds (over all warm starts; warm starts when they are a random factor) with which the rule
+    detects ``effect`` with probability ``power``; None when even ``max_units`` would not (the problem term does
+    not shrink with more seeds)."""
     if not effect > 0:
         raise ValueError(f"need a positive effect, got {effect}")
     if not result.components:

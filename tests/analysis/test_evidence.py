@@ -174,6 +174,23 @@ def test_two_warm_starts_are_fixed_strata_and_each_has_its_own_descriptive_test(
     assert not final.is_established()
 
 
+def test_three_warm_starts_are_a_random_factor_with_their_own_df(tmp_path):
+    rights = {"tiny-warmstart": ((24, 15), (22, 14)), "tiny-warmstart-s1": ((20, 18), (21, 17)),
+              "tiny-warmstart-s2": ((25, 12), (23, 16))}
+    for k, (ws, seeds) in enumerate(rights.items()):
+        for seed, (ra, rb) in enumerate(seeds):
+            write_run(tmp_path, "sa", 0.5, seed, {0: _pattern(40, 5), 20: _pattern(40, ra)}, warm_start=ws,
+                      rewards=(1.0, 2.0, 1.0 + 0.3 * k + 0.2 * seed, 2.5 + 0.1 * k * k))
+            write_run(tmp_path, "grpo", 0.0, seed, {0: _pattern(40, 5), 20: _pattern(40, rb)}, warm_start=ws)
+    rows = adjust(compare_arms(SA, GRPO, load_root_evidence(tmp_path)))
+    final = next(r for r in rows if r.key == "final")
+    assert final.n_warm_starts == 3 and final.crossed.warm_start_factor == "random" and final.df <= 2
+    assert final.units_needed_of == "warm starts"
+    var = next(r for r in rows if r.key == "train_var")  # per-run summary: t test over the 3 warm-start means
+    ws_means = np.array(var.detail["diffs"]).reshape(3, 2).mean(axis=1)
+    assert var.p_value == pytest.approx(stats.ttest_1samp(ws_means, 0.0).pvalue, rel=1e-10) and var.df == 2
+
+
 def test_compare_arms_needs_a_common_unit_and_the_same_problems(tmp_path):
     write_run(tmp_path, "sa", 0.5, 0, {0: [True], 20: [True]})
     write_run(tmp_path, "grpo", 0.0, 1, {0: [True], 20: [True]})
