@@ -3,7 +3,7 @@
 Order: the primary comparison first, each of its results with the test
 that decided it (the crossed t test of :func:`saah_lib.analysis.significance.crossed_test`,
 its df and its family-adjusted p), the interval at the family's confidence, and
-the minimum detectable effect of that same test (a "no difference" always says
+the minimum detectable effect of that same test (a "not established" always says
 how large a difference could have gone unseen); then the secondary comparisons,
 counted once each (a peak row that repeats the final one is not counted again);
 then what the problem-level McNemar tests can and cannot say; then run health.
@@ -92,7 +92,8 @@ def _tests(row) -> str:
 
 def row_sentence(row, level: float = LEVEL) -> str:
     """One sentence per row: 'higher/lower' only for an established difference, otherwise the estimate, the
-    interval and the minimum detectable effect."""
+    interval, 'not established' (never 'no difference': a difference below the MDE may be there) and the
+    minimum detectable effect."""
     if row.n_units < 2:
         mcnemar = f"; McNemar {fmt_p(row.mcnemar_p)} on these two trained models" if row.key in CHECKPOINTS else ""
         text = (f"{row.quantity}, {row.a} minus {row.b}: {num(row.diff, row.key, True)} on one seed pair (no "
@@ -104,7 +105,7 @@ def row_sentence(row, level: float = LEVEL) -> str:
                 f"MDE {num(row.mde, row.key)})")
     else:
         text = (f"{row.quantity}, {row.a} minus {row.b}: {num(row.diff, row.key, True)} ({_tests(row)}): "
-                f"no difference detected; {mde_text(row)}")
+                f"not established at the family's level; {mde_text(row)}")
     return text[0].upper() + text[1:] + "."
 
 
