@@ -9,27 +9,30 @@ from the same starting model with the same seed.  Per quantity:
   (``eval_samples/step_XXXX.jsonl``; final and peak as in the tables,
   :func:`saah_lib.analysis.summaries.final_and_peak`), training-reward variance
   over the second half and mean KL (one number per run);
-* **seed-level tests (primary)**: the paired t test over units and the exact
-  sign-flip test over units; the interval is a hierarchical bootstrap that
-  resamples warm starts (when there are several), seeds within them, then
-  problems (:func:`saah_lib.analysis.significance.hierarchical_bootstrap`);
-  next to each result the minimum detectable effect at 80% power (two-sided
-  5%) from the observed spread of the per-unit differences, and for Pass@1 the
-  number of units that would detect 0.03 and 0.02.  With several warm starts the
-  t test takes the (warm start, seed) pairs as independent units, which holds
-  when the method difference does not depend on the warm start; the bootstrap
-  interval does not assume it, and the per-warm-start differences are reported
-  so that a dependence shows;
+* **the test (primary)**: one model for the design as it is
+  (:func:`saah_lib.analysis.significance.crossed_test`): seeds crossed with the
+  evaluation problems (every seed pair is scored on the same problems), the
+  variance of the mean difference from the seed, problem and seed x problem
+  variance components, a t reference on Satterthwaite degrees of freedom, and
+  the interval from the same t.  Two warm starts are fixed strata (the result
+  is about these warm starts); from three on the warm start is a random factor.
+  A per-run summary (no problem dimension) reduces to the seed-level t test
+  within warm starts.  Beside it: the minimum detectable effect of that same
+  test at 80% power and the family's level, and for Pass@1 the number of seeds
+  it would need to detect 0.03 and 0.02; the per-warm-start tests, descriptive
+  (one warm start cannot establish anything about others); the exact
+  sign-flip test over the per-unit values, which holds the problems fixed;
 * **problem-level McNemar (secondary)**: discordant problems pooled over
   units.  It takes the problems as the sampling unit with the trained models
   fixed, so it is a statement about these particular trained models, not about
   another training seed.
 
 Multiple testing: the study plan's primary comparison (:mod:`saah_lib.analysis.plan`:
-SA-AH-GRPO vs GRPO on final Pass@1 and training-reward variance) is one Holm
+SA-AH-GRPO vs GRPO on final Pass@1 and training-reward variance) is one
 family; every other row belongs to the family of its quantity across the
-other pairs.  A difference is *established* when its Holm-adjusted t-test p is
-below the level and its bootstrap interval excludes 0
+other pairs.  Within a family of m tests, p is multiplied by m (Bonferroni) and
+the interval is at confidence 1 - level/m, so a difference is *established*
+exactly when its adjusted p is below the level and then its interval excludes 0
 (:func:`saah_lib.analysis.significance.established`).
 
 Run health (:mod:`saah_lib.analysis.health`): every comparison is made with all
@@ -55,19 +58,18 @@ from saah_lib.analysis.quantities import CHECKPOINTS, QUANTITIES
 from saah_lib.analysis.runs import StudyRuns, read_runs
 from saah_lib.analysis.sentences import evidence_paragraphs
 from saah_lib.analysis.significance import (
-    DEFAULT_RESAMPLES,
     LEVEL,
-    MAX_UNITS_NEEDED,
     POWER,
+    CrossedResult,
+    bonferroni,
+    crossed_test,
+    crossed_units_needed,
     established,
-    hierarchical_bootstrap,
-    holm,
+    family_confidence,
     mcnemar_exact,
     mcnemar_pooled,
-    minimum_detectable_effect,
-    paired_t_test,
     sign_flip_test,
-    units_needed,
+    t_mde,
 )
 from saah_lib.analysis.summaries import final_and_peak, mean_kl, training_variance
 from saah_lib.jsonio import read_jsonl
@@ -206,14 +208,12 @@ class EvidenceRow:
     a_value: float  # mean over units
     b_value: float
     diff: float  # mean over units of A - B
-    ci_low: float  # hierarchical bootstrap (warm starts, seeds, problems)
-    ci_high: float
-    p_value: float  # paired t test over units (two-sided)
-    p_signflip: float  # exact sign-flip test over units
+    se: float  # standard error of diff under the crossed model (significance.crossed_test)
+    df: float  # its Satterthwaite degrees of freedom
+    p_value: float  # the crossed test, two-sided, unadjusted
+    p_signflip: float  # exact sign-flip test over the per-unit values (problems held fixed)
     min_p_signflip: float  # the smallest p the sign-flip test can give with these units: 2 / 2^n
-    sd_diff: float  # standard deviation of the per-unit differences
-    mde: float  # minimum detectable effect at 80% power, two-sided 5%, from sd_diff
-    units_needed: dict  # Pass@1: {"0.03": n, "0.02": n} units that would detect that difference
+    sd_diff: float  # standard deviation of the per-unit differences (descriptive)
     mcnemar_p: float  # problem-level McNemar, pooled over units (Pass@1 only): these trained models
     n_units: int  # (warm start, seed) pairs
     n_warm_starts: int
@@ -222,17 +222,30 @@ class EvidenceRow:
     units_b_ahead: int
     flagged_units: list = field(default_factory=list)  # "warm start/seed" of units with a flagged run
     detail: dict = field(default_factory=dict)
-    family: str = ""  # Holm family: "primary" or the quantity
+    crossed: CrossedResult | None = field(default=None, repr=False)  # the fit the family numbers come from
+    family: str = ""  # "primary" or the quantity
     primary: bool = False
     same_as_final: bool = False  # a peak row whose checkpoints are the final ones in every run
-    p_holm: float = float("nan")
+    # filled by adjust(), for the row's family of family_size tests at the study's level:
+    family_size: int = 0
+    level: float = LEVEL
+    p_adjusted: float = float("nan")  # Bonferroni: min(1, family_size * p_value)
+    confidence: float = float("nan")  # of the interval: 1 - level / family_size
+    ci_low: float = float("nan")  # the crossed test's t interval at that confidence
+    ci_high: float = float("nan")
+    mde: float = float("nan")  # the smallest difference this test detects with 80% power at level / family_size
+    units_needed: dict = field(default_factory=dict)  # Pass@1: {"0.03": n, "0.02": n} seeds for that power
+    units_needed_of: str = "seed pairs"  # what units_needed counts: warm starts when they are a random factor
     without_flagged: dict | None = None  # the same comparison without flagged units (None: nothing flagged)
 
     def to_dict(self) -> dict:
         return asdict(self)
 
-    def is_established(self, level: float = LEVEL) -> bool:
-        return established(self.p_holm, self.ci_low, self.ci_high, level)
+    def is_established(self, level: float | None = None) -> bool:
+        """Established at the level the row was adjusted for (another level would need other intervals)."""
+        if level is not None and level != self.level:
+            raise ValueError(f"row adjusted at level {self.level}, asked at {level}: call adjust(rows, {level})")
+        return established(self.p_adjusted, self.ci_low, self.ci_high, self.level)
 
 
 def unit_label(unit: tuple[str, int]) -> str:
@@ -255,76 +268,55 @@ def _pass_at_1_matrix(a_runs: dict, b_runs: dict, units: list, checkpoint: str):
     return np.array(rows_a, dtype=bool), np.array(rows_b, dtype=bool)
 
 
-def _seed_level(a_vals, b_vals, diffs_for_bootstrap, groups, key: str, n_resamples: int, seed: int) -> dict:
-    """The seed-level statistics of one quantity: t test, sign flip, bootstrap interval, MDE, seeds needed."""
-    t = paired_t_test(a_vals, b_vals)
-    flip = sign_flip_test(a_vals, b_vals)
-    boot = hierarchical_bootstrap(diffs_for_bootstrap, groups if len(set(groups)) > 1 else None,
-                                  n_resamples=n_resamples, seed=seed)
-    mde = minimum_detectable_effect(t.sd_diff, t.n)
-    needed = {}
-    if key in CHECKPOINTS and math.isfinite(t.sd_diff):
-        needed = {f"{e:g}": _units_needed_or_none(e, t.sd_diff) for e in TARGET_EFFECTS}
-    return {"t": t, "flip": flip, "boot": boot, "mde": mde, "needed": needed}
-
-
-def _units_needed_or_none(effect: float, sd: float) -> int | None:
-    """Seed pairs that detect ``effect`` with 80% power; None when more than any study could run."""
-    try:
-        return units_needed(effect, sd, max_units=MAX_UNITS_NEEDED)
-    except ValueError:
-        return None
-
-
-def _per_warm_start(units: list, d: np.ndarray) -> dict:
+def _per_warm_start(units: list, diffs: np.ndarray) -> dict:
+    """Each warm start's own crossed test (descriptive: one warm start says nothing about another)."""
     out = {}
     for ws in dict.fromkeys(u[0] for u in units):
         idx = [i for i, u in enumerate(units) if u[0] == ws]
-        sub = d[idx]
-        out[ws] = {"n": len(idx), "mean_diff": float(sub.mean()),
-                   "p_value": paired_t_test(sub, np.zeros_like(sub)).p_value}
+        fit = crossed_test(diffs[idx])
+        out[ws] = {"n": len(idx), "mean_diff": fit.mean_diff, "se": fit.se, "df": fit.df, "p_value": fit.p_value}
     return out
 
 
-def _row(a: Arm, b: Arm, key: str, units: list, a_vals, b_vals, stats: dict, extra: dict,
+def _row(a: Arm, b: Arm, key: str, units: list, a_vals, b_vals, diffs: np.ndarray, extra: dict,
          a_runs: dict, b_runs: dict) -> EvidenceRow:
+    """One row: ``diffs`` is the ``[units, problems]`` matrix of differences (Pass@1) or the per-unit ones."""
     d = np.asarray(a_vals, float) - np.asarray(b_vals, float)
     flagged = [unit_label(u) for u in units if a_runs[u].flagged or b_runs[u].flagged]
-    t, flip, boot = stats["t"], stats["flip"], stats["boot"]
+    groups = [u[0] for u in units]
+    fit = crossed_test(diffs, groups)
+    flip = sign_flip_test(a_vals, b_vals)
     return EvidenceRow(
         a=a.label, b=b.label, quantity=QUANTITIES[key], key=key, a_value=float(np.mean(a_vals)),
-        b_value=float(np.mean(b_vals)), diff=float(d.mean()), ci_low=boot.low, ci_high=boot.high,
-        p_value=t.p_value, p_signflip=flip.p_value, min_p_signflip=flip.min_p, sd_diff=t.sd_diff,
-        mde=stats["mde"], units_needed=stats["needed"], mcnemar_p=extra.pop("mcnemar_p", float("nan")),
-        n_units=len(units), n_warm_starts=len({u[0] for u in units}), n_problems=extra.pop("n_problems", 0),
-        units_a_ahead=int((d > 0).sum()), units_b_ahead=int((d < 0).sum()), flagged_units=flagged,
+        b_value=float(np.mean(b_vals)), diff=fit.mean_diff, se=fit.se, df=fit.df, p_value=fit.p_value,
+        p_signflip=flip.p_value, min_p_signflip=flip.min_p, sd_diff=float(d.std(ddof=1)) if d.size > 1 else math.nan,
+        mcnemar_p=extra.pop("mcnemar_p", float("nan")), n_units=len(units), n_warm_starts=len(set(groups)),
+        n_problems=extra.pop("n_problems", 0), units_a_ahead=int((d > 0).sum()), units_b_ahead=int((d < 0).sum()),
+        flagged_units=flagged, crossed=fit,
         detail={"units": [unit_label(u) for u in units], "a": [float(v) for v in a_vals],
-                "b": [float(v) for v in b_vals], "diffs": d.tolist(), "per_warm_start": _per_warm_start(units, d),
-                "t_test": t.to_dict(), "sign_flip": flip.to_dict(), "bootstrap": boot.to_dict(), **extra},
+                "b": [float(v) for v in b_vals], "diffs": d.tolist(), "per_warm_start": _per_warm_start(units, diffs),
+                "sign_flip": flip.to_dict(), **extra},
     )
 
 
-def compare_arms(a: Arm, b: Arm, runs: list[RunEvidence], *, n_resamples: int = DEFAULT_RESAMPLES,
-                 seed: int = 0) -> list[EvidenceRow]:
+def compare_arms(a: Arm, b: Arm, runs: list[RunEvidence]) -> list[EvidenceRow]:
     """Rows for final and peak Pass@1 and the per-run summaries of A vs B over their common units."""
     a_runs, b_runs = a.runs_by_unit(runs), b.runs_by_unit(runs)
     units = sorted(set(a_runs) & set(b_runs))
     if not units:
         raise ValueError(f"no common warm start and seed for {a.label} ({[unit_label(u) for u in a_runs]}) "
                          f"and {b.label} ({[unit_label(u) for u in b_runs]})")
-    groups = [u[0] for u in units]
     rows = []
     for checkpoint in CHECKPOINTS:
         ma, mb = _pass_at_1_matrix(a_runs, b_runs, units, checkpoint)
         per_unit = [mcnemar_exact(ma[i], mb[i]) for i in range(len(units))]
         pooled = mcnemar_pooled(per_unit)
-        stats = _seed_level(ma.mean(axis=1), mb.mean(axis=1), ma.astype(float) - mb.astype(float), groups,
-                            checkpoint, n_resamples, seed)
         steps = {side: [getattr(runs_[u], f"{checkpoint}_step") for u in units]
                  for side, runs_ in (("steps_a", a_runs), ("steps_b", b_runs))}
         extra = {"mcnemar_p": pooled.p_value, "n_problems": ma.shape[1], "mcnemar": pooled.to_dict(),
                  "mcnemar_per_unit": [r.to_dict() for r in per_unit], **steps}
-        rows.append(_row(a, b, checkpoint, units, ma.mean(axis=1), mb.mean(axis=1), stats, extra, a_runs, b_runs))
+        rows.append(_row(a, b, checkpoint, units, ma.mean(axis=1), mb.mean(axis=1),
+                         ma.astype(float) - mb.astype(float), extra, a_runs, b_runs))
     peak = next(r for r in rows if r.key == "peak")
     peak.same_as_final = all(a_runs[u].peak_step == a_runs[u].final_step
                              and b_runs[u].peak_step == b_runs[u].final_step for u in units)
@@ -334,8 +326,7 @@ def compare_arms(a: Arm, b: Arm, runs: list[RunEvidence], *, n_resamples: int = 
         if not all(math.isfinite(v) for v in xa + xb):
             log.warning("%s vs %s: %s missing in some run; row left out", a.label, b.label, QUANTITIES[key])
             continue
-        stats = _seed_level(xa, xb, np.asarray(xa) - np.asarray(xb), groups, key, n_resamples, seed)
-        rows.append(_row(a, b, key, units, xa, xb, stats, {}, a_runs, b_runs))
+        rows.append(_row(a, b, key, units, xa, xb, np.asarray(xa) - np.asarray(xb), {}, a_runs, b_runs))
     return rows
 
 
@@ -343,25 +334,41 @@ def compare_arms(a: Arm, b: Arm, runs: list[RunEvidence], *, n_resamples: int = 
 # families, flagged runs, all pairs
 # ---------------------------------------------------------------------------
 
-def assign_families(rows: list[EvidenceRow], plan: StudyPlan | None) -> list[EvidenceRow]:
+def assign_families(rows: list[EvidenceRow], plan: StudyPlan | None, level: float = LEVEL) -> list[EvidenceRow]:
     """The primary comparison's rows on its quantities form one family; every other row the family of its
-    quantity.  Then Holm within each family."""
+    quantity.  Then each family is adjusted (:func:`adjust`)."""
     primary = (plan.primary[0].label, plan.primary[1].label) if plan else None
     for row in rows:
         row.primary = primary is not None and (row.a, row.b) == primary and row.key in plan.quantities
         row.family = PRIMARY_FAMILY if row.primary else row.key
-    return adjust(rows)
+    return adjust(rows, level)
 
 
-def adjust(rows: list[EvidenceRow]) -> list[EvidenceRow]:
-    """Fill ``p_holm``: Holm's adjustment within each family (``family``, or the quantity when unset)."""
+def adjust(rows: list[EvidenceRow], level: float = LEVEL) -> list[EvidenceRow]:
+    """Fill each row's family numbers (``family``, or the quantity when unset): with m tests in the family, the
+    Bonferroni p, the interval at confidence 1 - level/m, and the MDE and seeds needed at level/m; each
+    warm start's own test is marked significant at level/m or not."""
     for row in rows:
         row.family = row.family or row.key
     for name in dict.fromkeys(r.family for r in rows):
         members = [r for r in rows if r.family == name]
-        for row, p in zip(members, holm([r.p_value for r in members])):
-            row.p_holm = p
+        for row in members:
+            _adjust_row(row, len(members), level)
     return rows
+
+
+def _adjust_row(row: EvidenceRow, family_size: int, level: float) -> None:
+    per_test = level / family_size
+    row.family_size, row.level = family_size, level
+    row.p_adjusted = bonferroni(row.p_value, family_size)
+    row.confidence = family_confidence(family_size, level)
+    row.ci_low, row.ci_high = row.crossed.at(row.confidence)
+    row.mde = t_mde(row.se, row.df, level=per_test)
+    if row.key in CHECKPOINTS and row.crossed.components:
+        row.units_needed = {f"{e:g}": crossed_units_needed(row.crossed, e, level=per_test) for e in TARGET_EFFECTS}
+        row.units_needed_of = "warm starts" if row.crossed.warm_start_factor == "random" else "seed pairs"
+    for ws in row.detail.get("per_warm_start", {}).values():
+        ws["significant"] = bool(ws["p_value"] < per_test)
 
 
 def families(rows: list[EvidenceRow]) -> dict[str, list[str]]:
@@ -378,9 +385,9 @@ def testable(pair, runs, min_units: int = 2) -> bool:
     return len(common) >= min_units
 
 
-def compare_pairs(runs: list[RunEvidence], pairs, *, plan: StudyPlan | None = None,
-                  n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0, skipped: list | None = None,
-                  min_units: int = 2, left_out: list[str] | None = None) -> list[EvidenceRow]:
+def compare_pairs(runs: list[RunEvidence], pairs, *, plan: StudyPlan | None = None, level: float = LEVEL,
+                  skipped: list | None = None, min_units: int = 2,
+                  left_out: list[str] | None = None) -> list[EvidenceRow]:
     """All rows of the given pairs, in families (:func:`assign_families`).
 
     Pairs with fewer than ``min_units`` common units have nothing to test and are named in ``skipped``:
@@ -400,30 +407,30 @@ def compare_pairs(runs: list[RunEvidence], pairs, *, plan: StudyPlan | None = No
                 skipped.append(f"{a.label} vs {b.label}: {reason}")
             continue
         try:
-            rows += compare_arms(a, b, runs, n_resamples=n_resamples, seed=seed)
+            rows += compare_arms(a, b, runs)
         except ValueError as err:
             if left_out is None:
                 raise ValueError(f"{a.label} vs {b.label} cannot be compared: {err}") from err
             left_out.append(f"{a.label} vs {b.label}: {err}")
-    return assign_families(rows, plan)
+    return assign_families(rows, plan, level)
 
 
-def attach_without_flagged(runs: list[RunEvidence], rows: list[EvidenceRow], pairs, plan, n_resamples: int,
-                     seed: int) -> None:
+def attach_without_flagged(runs: list[RunEvidence], rows: list[EvidenceRow], pairs, plan,
+                           level: float = LEVEL) -> None:
     """Attach to each row with flagged units the same comparison over the units where neither run is flagged."""
     flagged_units = {r.unit for r in runs if r.flagged}
     if not flagged_units or not any(row.flagged_units for row in rows):
         return
     healthy = [r for r in runs if r.unit not in flagged_units]
-    again = {(r.a, r.b, r.key): r for r in compare_pairs(healthy, pairs, plan=plan, n_resamples=n_resamples,
-                                                          seed=seed)}
+    again = {(r.a, r.b, r.key): r for r in compare_pairs(healthy, pairs, plan=plan, level=level)}
     for row in rows:
         if not row.flagged_units:
             continue
         other = again.get((row.a, row.b, row.key))
         row.without_flagged = None if other is None else {
-            k: getattr(other, k) for k in ("n_units", "a_value", "b_value", "diff", "ci_low", "ci_high", "p_value",
-                                           "p_holm", "p_signflip", "sd_diff", "mde", "units_needed")}
+            k: getattr(other, k) for k in ("n_units", "a_value", "b_value", "diff", "se", "df", "confidence",
+                                           "ci_low", "ci_high", "p_value", "p_adjusted", "p_signflip", "sd_diff",
+                                           "mde", "units_needed")}
         if row.without_flagged is not None:
             row.without_flagged["established"] = other.is_established()
         else:
@@ -449,14 +456,24 @@ def health_summary(runs: list[RunEvidence]) -> dict:
 # a root's evidence as one record
 # ---------------------------------------------------------------------------
 
-FAMILY_RULE = ("Holm within each family: the study plan's primary comparison (its quantities) is one family; "
-               "every other row is in the family of its quantity across the other pairs")
-TOPK_FAMILY_RULE = "Holm within each quantity across the compared pairs (no primary comparison)"
-RESAMPLED = "warm starts (when several), then seeds within each, then problems (one draw shared by all seeds)"
+FAMILY_RULE = ("Bonferroni within each family (p times its size m, interval at confidence 1 - level/m): the "
+               "study plan's primary comparison (its quantities) is one family; every other row is in the family "
+               "of its quantity across the other pairs")
+TOPK_FAMILY_RULE = ("Bonferroni within each quantity across the compared pairs (p times their number m, interval at "
+                    "confidence 1 - level/m; no primary comparison)")
+INFERENCE = {
+    "model": "mean paired difference over seeds crossed with evaluation problems: Var(mean) = s2_seed/n_seeds + "
+             "s2_problem/n_problems + s2_interaction/(n_seeds n_problems), components by the method of moments "
+             "(negative ones set to 0); a per-run summary has the seed term only",
+    "reference": "t on Satterthwaite degrees of freedom; the interval is the same t's",
+    "warm_starts": "fewer than 3: fixed strata (seed spread within warm starts; the result is about these warm "
+                   "starts); 3 or more: a random factor (the warm starts are the rows)",
+    "mde": "the smallest true difference the same test detects with 80% power at level/m",
+}
 
 
-def evidence_summary(root: str | Path | StudyRuns, pairs="plan", *, n_resamples: int = DEFAULT_RESAMPLES,
-                     seed: int = 0, level: float = LEVEL, tolerate_problems: bool = False,
+def evidence_summary(root: str | Path | StudyRuns, pairs="plan", *, level: float = LEVEL,
+                     tolerate_problems: bool = False,
                      loaded: tuple[list, list[str]] | None = None) -> dict:
     """Everything about a results root as one dict: plan, rows, families, health, paragraph.
 
@@ -479,9 +496,9 @@ def evidence_summary(root: str | Path | StudyRuns, pairs="plan", *, n_resamples:
     skipped: list[str] = []
     pairs_left_out: list[str] | None = [] if tolerate_problems else None  # strict: an unpairable pair raises
     # top-K runs may have one seed only: shown descriptively, their McNemar test about those two models
-    rows = compare_pairs(runs, tested, plan=plan, n_resamples=n_resamples, seed=seed, skipped=skipped,
-                         min_units=2 if plan else 1, left_out=pairs_left_out)
-    attach_without_flagged(runs, rows, tested, plan, n_resamples, seed)
+    rows = compare_pairs(runs, tested, plan=plan, level=level, skipped=skipped, min_units=2 if plan else 1,
+                         left_out=pairs_left_out)
+    attach_without_flagged(runs, rows, tested, plan, level)
     parts = evidence_paragraphs(rows, level, plan=plan, runs=runs) if rows else {}
     warning = " ".join(w for w in (
         f"WARNING: {len(left_out)} damaged or incomplete run(s) were left out: {', '.join(left_out)}."
@@ -504,7 +521,7 @@ def evidence_summary(root: str | Path | StudyRuns, pairs="plan", *, n_resamples:
         "primary": plan.describe() if plan else None,
         "family_rule": FAMILY_RULE if plan else TOPK_FAMILY_RULE,
         "families": families(rows),
-        "bootstrap": {"n_resamples": n_resamples, "seed": seed, "confidence": 0.95, "resampled": RESAMPLED},
+        "inference": INFERENCE,
         "health": health_summary(runs),
         "rows": [r.to_dict() for r in rows],
         "sentence": sentence,

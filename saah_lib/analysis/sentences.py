@@ -1,10 +1,15 @@
 """The paragraph that says what the paired evidence shows, and no more, written from its rows alone.
 
-Order: the primary comparison first, each of its results with the minimum
-detectable effect beside it (a "no difference" always says how large a
-difference could have gone unseen); then the secondary comparisons, counted
-once each (a peak row that repeats the final one is not counted again); then
-what the problem-level McNemar tests can and cannot say; then run health.
+Order: the primary comparison first, each of its results with the test
+that decided it (the crossed t test of :func:`saah_lib.analysis.significance.crossed_test`,
+its df and its family-adjusted p), the interval at the family's confidence, and
+the minimum detectable effect of that same test (a "not established" always says
+how large a difference could have gone unseen); then the secondary comparisons,
+counted once each (a peak row that repeats the final one is not counted again);
+then what the problem-level McNemar tests can and cannot say; then run health.
+Per warm start the text says whether each warm start's own test is significant,
+and never calls a difference established in a warm start: one warm start says
+nothing about another.
 """
 
 from __future__ import annotations
@@ -47,29 +52,48 @@ def _seeds(n: int) -> str:
     return f"{n} seed pair{'s' if n != 1 else ''}"
 
 
+def percent(confidence: float) -> str:
+    """0.975 -> '97.5%', 0.95 -> '95%', 0.98333 -> '98.3%'."""
+    return f"{100 * confidence:.1f}".rstrip("0").rstrip(".") + "%"
+
+
 def _ci(row) -> str:
-    return f"95% CI [{num(row.ci_low, row.key, True)}, {num(row.ci_high, row.key, True)}]"
+    return f"{percent(row.confidence)} CI [{num(row.ci_low, row.key, True)}, {num(row.ci_high, row.key, True)}]"
+
+
+def _per_test_level(row) -> str:
+    return f"{row.level / row.family_size:.4g}"
 
 
 def mde_text(row) -> str:
-    """How large a difference these seeds detect with 80% power, and how many seeds 0.03 and 0.02 would take."""
+    """How large a difference this test detects with 80% power at its family's level, and how many seeds 0.03
+    and 0.02 would take."""
     if math.isnan(row.mde):
-        return "no minimum detectable effect with fewer than two seed pairs"
-    text = f"the smallest difference {_seeds(row.n_units)} detect with {POWER:.0%} power is {num(row.mde, row.key)}"
+        return "no minimum detectable effect without two seeds in a warm start"
+    text = (f"the smallest difference this test detects with {POWER:.0%} power at level {_per_test_level(row)} "
+            f"over {_seeds(row.n_units)} is {num(row.mde, row.key)}")
     if row.units_needed:
         needed = ", ".join(f"{effect} would take {_count(n)}" for effect, n in row.units_needed.items())
-        text += f" (detecting {needed} seed pairs)"
+        text += f" (detecting {needed} {row.units_needed_of} on these problems)"
     return text
 
 
+def decision_text(row) -> str:
+    """The test that decides the row: which, on how many df, its p before and after the family adjustment."""
+    over = "seeds x problems" if row.n_problems > 1 else "seeds"
+    adjusted = (f"Bonferroni over {row.family_size} {fmt_p(row.p_adjusted)}" if row.family_size > 1
+                else "a family of one")
+    return f"crossed t over {over}, {row.df:.0f} df, {fmt_p(row.p_value)}, {adjusted}"
+
+
 def _tests(row) -> str:
-    return (f"{_ci(row)}; paired t {fmt_p(row.p_value)}, Holm {fmt_p(row.p_holm)}; "
-            f"sign-flip {fmt_p(row.p_signflip)}")
+    return f"{_ci(row)}; {decision_text(row)}; sign-flip over seeds {fmt_p(row.p_signflip)}"
 
 
 def row_sentence(row, level: float = LEVEL) -> str:
     """One sentence per row: 'higher/lower' only for an established difference, otherwise the estimate, the
-    interval and the minimum detectable effect."""
+    interval, 'not established' (never 'no difference': a difference below the MDE may be there) and the
+    minimum detectable effect."""
     if row.n_units < 2:
         mcnemar = f"; McNemar {fmt_p(row.mcnemar_p)} on these two trained models" if row.key in CHECKPOINTS else ""
         text = (f"{row.quantity}, {row.a} minus {row.b}: {num(row.diff, row.key, True)} on one seed pair (no "
@@ -80,11 +104,8 @@ def row_sentence(row, level: float = LEVEL) -> str:
         text = (f"{row.a} has {word} {row.quantity} than {row.b} by {num(abs(row.diff), row.key)} ({_tests(row)}; "
                 f"MDE {num(row.mde, row.key)})")
     else:
-        verdict = "no difference detected"
-        if row.p_holm < level:
-            verdict = "the t test is significant but the bootstrap interval includes 0, so not established"
         text = (f"{row.quantity}, {row.a} minus {row.b}: {num(row.diff, row.key, True)} ({_tests(row)}): "
-                f"{verdict}; {mde_text(row)}")
+                f"not established at the family's level; {mde_text(row)}")
     return text[0].upper() + text[1:] + "."
 
 
@@ -94,14 +115,29 @@ def _direction(row) -> str:
             f"{_seeds(row.n_units)}" + (f" ({ties} equal)" if ties else ""))
 
 
+def _significant_in(per: dict) -> str:
+    hits = sum(bool(v.get("significant")) for v in per.values())
+    if hits == 0:
+        return "significant in neither" if len(per) == 2 else "significant in none"
+    if hits == len(per):
+        return "significant in both" if len(per) == 2 else "significant in every one"
+    return f"significant in {hits} of {len(per)}" if len(per) > 2 else "significant in one"
+
+
 def _per_warm_start(row) -> str:
+    """Each warm start's difference and own test; descriptive, since one warm start cannot establish anything
+    about others."""
     per = row.detail.get("per_warm_start") or {}
     if len(per) < 2:
         return ""
-    parts = [f"{ws}: {num(v['mean_diff'], row.key, True)} ({v['n']} seeds)" for ws, v in per.items()]
+    parts = [f"{ws}: {num(v['mean_diff'], row.key, True)} ({fmt_p(v['p_value'])}, {v['n']} seeds)"
+             for ws, v in per.items()]
     signs = {math.copysign(1, v["mean_diff"]) for v in per.values() if v["mean_diff"] != 0}
-    holds = "has the same sign in every warm start" if len(signs) <= 1 else "changes sign between warm starts"
-    return f"Per warm start, {row.quantity}: " + "; ".join(parts) + f": the difference {holds}."
+    sign = ("the same sign in both" if len(per) == 2 else "the same sign in every one") if len(signs) <= 1 \
+        else "a different sign between them"
+    return (f"Per warm start, {row.quantity} (each warm start's own crossed test; descriptive, one warm start "
+            "cannot establish a difference for others): " + "; ".join(parts)
+            + f": {sign}, {_significant_in(per)} at level {_per_test_level(row)}.")
 
 
 def _without_flagged(row) -> str:
@@ -113,9 +149,9 @@ def _without_flagged(row) -> str:
                 "remain: no test.")
     verdict = "established" if w.get("established") else "not established"
     return (f"Without the seed pairs with a flagged run ({', '.join(row.flagged_units)}): "
-            f"{num(w['diff'], row.key, True)} (95% CI [{num(w['ci_low'], row.key, True)}, "
-            f"{num(w['ci_high'], row.key, True)}], paired t {fmt_p(w['p_value'])}, {w['n_units']} seed pairs, "
-            f"MDE {num(w['mde'], row.key)}), {verdict}.")
+            f"{num(w['diff'], row.key, True)} ({percent(w['confidence'])} CI [{num(w['ci_low'], row.key, True)}, "
+            f"{num(w['ci_high'], row.key, True)}], crossed t {fmt_p(w['p_value'])}, adjusted {fmt_p(w['p_adjusted'])}"
+            f", {w['n_units']} seed pairs, MDE {num(w['mde'], row.key)}), {verdict} (computed on those seed pairs).")
 
 
 def primary_paragraph(rows: list, plan: StudyPlan, level: float = LEVEL) -> str:
@@ -124,9 +160,12 @@ def primary_paragraph(rows: list, plan: StudyPlan, level: float = LEVEL) -> str:
         return (f"The primary comparison ({plan.describe()}) could not be tested: fewer than two seeds have "
                 "runs of both.")
     n_ws = max(r.n_warm_starts for r in primary)
-    where = f" from {n_ws} warm starts" if n_ws > 1 else ""
+    where = (f" from {n_ws} warm starts taken as fixed strata, so the result is about these two" if n_ws == 2
+             else f" from {n_ws} warm starts taken as a random factor" if n_ws > 2 else "")
+    m = len(primary)
     parts = [f"Primary comparison, fixed in the study plan before the runs: {plan.describe()}, over "
-             f"{_seeds(primary[0].n_units)}{where} (Holm over its {len(primary)} tests)."]
+             f"{_seeds(primary[0].n_units)}{where} (Bonferroni over its {m} tests: each at level "
+             f"{level / m:.4g}, intervals at {percent(1 - level / m)})."]
     for row in primary:
         parts.append(row_sentence(row, level))
         if row.key == "train_var":
@@ -160,7 +199,7 @@ def secondary_paragraph(rows: list, level: float = LEVEL, has_primary: bool = Tr
     found = [r for r in distinct if r.is_established(level)]
     pairs = len({(r.a, r.b) for r in rows})
     kind = "Secondary comparisons (exploratory" if has_primary else "Comparisons ("
-    head = (f"{kind}{'; ' if has_primary else ''}Holm within each quantity across the {pairs} pair"
+    head = (f"{kind}{'; ' if has_primary else ''}Bonferroni within each quantity across the {pairs} pair"
             f"{'s' if pairs != 1 else ''}): ")
     if found:
         head += (f"{len(found)} of {len(distinct)} distinct differences {'is' if len(found) == 1 else 'are'} "
@@ -172,8 +211,6 @@ def secondary_paragraph(rows: list, level: float = LEVEL, has_primary: bool = Tr
     if repeated:
         parts.append("Peak and final are the same checkpoint in every run of " + "; ".join(repeated)
                      + ", so those peak rows repeat the final ones and are counted once.")
-    almost = [r for r in distinct if r.p_holm < level and not r.is_established(level)]
-    parts += [row_sentence(r, level) for r in almost]
     if any(r.key == "peak" for r in found):
         parts.append("Peak checkpoints are picked on the evaluation problems themselves, so a peak difference is "
                      "weaker evidence than a final one.")
@@ -194,8 +231,8 @@ def mcnemar_paragraph(rows: list, level: float = LEVEL) -> str:
 
 def floor_paragraph(rows: list, level: float = LEVEL) -> str:
     floors = sorted({(r.n_units, r.min_p_signflip) for r in rows if r.min_p_signflip >= level and r.n_units >= 2})
-    return " ".join(f"With {n} seed pairs the sign-flip test cannot give p below 2/2^{n} = {floor:.4g}; the t test "
-                    "can, under its assumption of roughly normal per-seed differences." for n, floor in floors)
+    return " ".join(f"With {n} seed pairs the sign-flip test cannot give p below 2/2^{n} = {floor:.4g}; the crossed "
+                    "t test can, under its assumption of roughly normal mean squares." for n, floor in floors)
 
 
 def health_paragraph(runs: list, rows: list) -> str:
@@ -215,8 +252,8 @@ def evidence_paragraphs(rows: list, level: float = LEVEL, *, plan: StudyPlan | N
                         runs: list | None = None) -> dict[str, str]:
     """The paragraph's parts by name (``primary``, ``secondary``, ``mcnemar``, ``floors``, ``health``);
     a part with nothing to say is empty."""
-    if any(math.isnan(r.p_holm) and not math.isnan(r.p_value) for r in rows):
-        raise ValueError("rows need Holm-adjusted p-values: call adjust(rows) first")
+    if any(math.isnan(r.p_adjusted) and not math.isnan(r.p_value) for r in rows):
+        raise ValueError("rows need family-adjusted p-values: call adjust(rows) first")
     return {
         "primary": primary_paragraph(rows, plan, level) if plan is not None and rows else "",
         "secondary": secondary_paragraph(rows, level, has_primary=plan is not None),

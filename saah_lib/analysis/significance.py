@@ -1,6 +1,6 @@
 """Paired significance tests for two methods run at matched seeds (pure numpy/python).
 
-Three tools, each for one kind of evidence the logs hold:
+The tests, each for one kind of evidence the logs hold:
 
 ``mcnemar_exact(a, b)``
     Per-problem correctness of two models on the *same* problems.  Only the
@@ -12,8 +12,8 @@ Three tools, each for one kind of evidence the logs hold:
     seeds: summing discordant counts over seeds is the stratified version of
     the same conditional test (each stratum's ``n10`` is binomial given its
     discordant total, so the sum is binomial given the summed total).  It
-    treats pairs as independent; the same problem under several seeds is
-    not, which is why the seed-level interval resamples whole problems.
+    treats pairs as independent and the trained models as fixed: a statement
+    about these models, secondary to the seed-level test below.
 
 ``sign_flip_test(x, y)``
     Exact paired permutation test for per-seed summaries (one number per run,
@@ -23,31 +23,33 @@ Three tools, each for one kind of evidence the logs hold:
     ``|mean|`` reaches the observed one.  The smallest attainable two-sided
     p-value is ``2 / 2^n``: 0.25 for 3 seeds, 0.125 for 4, 0.0625 for 5; so
     with at most five seeds no per-seed summary can be significant at 5%,
-    whatever the data.  ``min_p`` is reported with every result.
-
-``holm(pvalues)``
-    Holm's step-down adjustment for a family of tests (controls the
-    family-wise error rate without assuming independence).
+    whatever the data.  ``min_p`` is reported with every result.  A check
+    beside the main test that assumes only symmetry; it holds the problems
+    fixed.
 
 Seed-level inference (the training seed, not the problem, is the unit):
 
-``paired_t_test(x, y)``
-    Student's paired t test of ``mean(x - y) = 0`` over seeds, with its
-    t interval.  It assumes the per-seed differences are roughly normal; the
-    sign-flip test above assumes only symmetry, and both are reported.
-``hierarchical_bootstrap(diffs, groups)``
-    Percentile interval for the mean difference that resamples every level
-    the result should generalise over: warm starts (``groups``) when there
-    are several, then the seeds within each drawn warm start, then the
-    problems.  The problems are the same for every seed, so one problem draw
-    is shared by all drawn seeds of a resample (a crossed design: a problem
-    that favours A in one seed tends to in others, and resampling it per seed
-    independently would hide that and narrow the interval).
-``paired_t_power`` / ``minimum_detectable_effect`` / ``units_needed``
-    Power of the two-sided paired t test from the noncentral t distribution;
-    the smallest true difference detected with a given power from the
-    observed spread of the per-seed differences, and the number of seeds
-    that would detect a given difference.
+``crossed_test(diffs, groups)``
+    The one test behind every "established": the mean paired difference over
+    seeds crossed with evaluation problems (every seed pair is scored on the
+    same problems).  The variance of the mean is built from the seed, problem
+    and seed x problem variance components (method of moments on the
+    ``[seeds, problems]`` matrix of differences), with a t reference on
+    Satterthwaite degrees of freedom capped at the seeds' own; the interval is
+    the same t's, so it excludes 0 exactly when the test rejects.  Two warm
+    starts are fixed strata; three or more are a random factor.  A per-run
+    summary (one column) reduces to the seed-level t test within warm starts.
+    Deterministic: nothing is resampled.  ``crossed_p_values`` applies the same
+    rule to many simulated studies at once (the simulation tests use it).
+``bonferroni`` / ``family_confidence``
+    A family of m tests: p times m, intervals at confidence 1 - level/m.
+``t_mde`` / ``crossed_units_needed``
+    The smallest true difference the rule detects with 80% power from its
+    standard error and df, and the seeds it would need for a given difference.
+``paired_t_test`` / ``paired_t_power`` / ``minimum_detectable_effect`` / ``units_needed``
+    Student's paired t test over seeds and its power (noncentral t), for one
+    number per seed pair; the crossed rule with one column and one warm start
+    is this test (a test checks it).
 """
 
 from __future__ import annotations
@@ -58,7 +60,6 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from scipy import optimize, stats
 
-DEFAULT_RESAMPLES = 10_000
 MAX_EXACT_SEEDS = 24  # 2^24 sign patterns, enumerated in chunks (about a second); beyond that: random signs
 SIGN_CHUNK = 2**16  # sign patterns per block of the exact enumeration (bounds its memory)
 RANDOM_SIGN_PATTERNS = 200_000  # sign patterns drawn when there are too many seeds to enumerate
@@ -67,13 +68,22 @@ LEVEL = 0.05
 MAX_UNITS_NEEDED = 10_000  # a seed count beyond this is reported as "more than" (no study could run it)
 
 
-def established(p_holm: float, ci_low: float, ci_high: float, level: float = LEVEL) -> bool:
-    """Whether a difference is established: its Holm-adjusted t-test p is below ``level`` and its bootstrap
-    interval excludes 0.  An interval that could not be computed (NaN) excludes nothing, so it establishes
-    nothing; every table, figure and sentence asks this one function."""
-    if not p_holm < level:
-        return False
-    return ci_low > 0 or ci_high < 0
+def established(p_adjusted: float, ci_low: float, ci_high: float, level: float = LEVEL) -> bool:
+    """Whether a difference is established: its family-adjusted p is below ``level``.  The interval is the
+    same test's, at the family's confidence (:func:`family_confidence`), so it excludes 0 exactly then; a
+    disagreement beyond rounding means the two were not computed together and is an error.  Every table,
+    figure and sentence asks this one function."""
+    decided = bool(p_adjusted < level)
+    if decided and not (math.isfinite(ci_low) and math.isfinite(ci_high)):
+        raise ValueError(f"adjusted p {p_adjusted} without an interval: the test and its interval come together")
+    if math.isfinite(ci_low) and math.isfinite(ci_high):
+        slack = 1e-9 * max(ci_high - ci_low, 1e-300)
+        excludes = ci_low > slack or ci_high < -slack
+        includes = ci_low < -slack and ci_high > slack
+        if (decided and includes) or (not decided and excludes):
+            raise ValueError(f"interval [{ci_low}, {ci_high}] and adjusted p {p_adjusted} at level {level} disagree:"
+                             " they must come from the same test at the family's confidence")
+    return decided
 
 
 def _as_bool_array(x, name: str) -> np.ndarray:
@@ -211,19 +221,6 @@ def sign_flip_test(x, y, *, seed: int = 0) -> SignFlipResult:
                           p_value=float(p), min_p=2.0 / 2**n if n else 1.0)
 
 
-def holm(pvalues) -> list[float]:
-    """Holm-adjusted p-values, in the input order (NaN entries stay NaN and are not counted)."""
-    p = np.asarray(pvalues, dtype=float)
-    out = np.full(p.shape, np.nan)
-    idx = np.flatnonzero(~np.isnan(p))
-    m = idx.size
-    running = 0.0
-    for rank, i in enumerate(idx[np.argsort(p[idx], kind="stable")]):
-        running = max(running, min(1.0, (m - rank) * p[i]))
-        out[i] = running
-    return out.tolist()
-
-
 # ---------------------------------------------------------------------------
 # seed-level inference
 # ---------------------------------------------------------------------------
@@ -335,57 +332,65 @@ def units_needed(effect: float, sd: float, *, power: float = POWER, level: float
     return high
 
 
+# ---------------------------------------------------------------------------
+# the one inference: seeds and evaluation problems, crossed
+# ---------------------------------------------------------------------------
+
+#: With at least this many warm starts the warm start is a random factor; with fewer it is a fixed stratum
+#: (two warm starts carry one degree of freedom for their spread: too few to generalise over).
+MIN_RANDOM_WARM_STARTS = 3
+
+
 @dataclass(frozen=True)
-class HierarchicalBootstrapResult:
-    diff: float  # observed mean over seeds of each seed's mean difference
-    low: float
-    high: float
-    confidence: float
-    n_resamples: int
-    seed: int
-    n_groups: int  # warm starts
-    n_units: int  # seeds (over all warm starts)
-    n_problems: int  # 1 for per-seed summaries
-    levels: tuple[str, ...]  # what was resampled, outermost first
+class MeanSquares:
+    """The mean squares of a ``[rows, problems]`` matrix of paired differences, rows grouped in strata.
 
-    def to_dict(self) -> dict:
-        return {**asdict(self), "levels": list(self.levels)}
+    ``rows``: between rows within their stratum; ``problems``: between problem columns (means over all rows);
+    ``interaction``: what is left within strata after row and stratum-problem means.  With one problem
+    column there is no problem or interaction term (their df is 0)."""
+
+    rows: float
+    rows_df: int
+    problems: float
+    problems_df: int
+    interaction: float
+    interaction_df: int
+    n_rows: int
+    n_problems: int
 
 
-def _group_index(groups, n_units: int) -> list[np.ndarray]:
+def _batched_mean_squares(d: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Mean squares of ``d[..., rows, problems]`` (any leading batch axes; the simulation tests use them),
+    rows in strata ``labels`` (0..K-1).  Degrees of freedom: rows - K, problems - 1, (rows - K)(problems - 1)."""
+    n_rows, n_problems = d.shape[-2:]
+    strata = np.eye(labels.max() + 1)[labels]  # [rows, K]
+    per_stratum = strata.sum(axis=0)
+    row = d.mean(axis=-1)
+    stratum_mean = (row @ strata) / per_stratum
+    rows_df = n_rows - strata.shape[1]
+    ms_rows = n_problems * ((row - stratum_mean[..., labels]) ** 2).sum(axis=-1) / max(rows_df, 1)
+    if n_problems == 1:
+        zero = np.zeros_like(ms_rows)
+        return ms_rows, zero, zero
+    col = d.mean(axis=-2)
+    ms_problems = n_rows * ((col - col.mean(axis=-1, keepdims=True)) ** 2).sum(axis=-1) / (n_problems - 1)
+    stratum_col = np.einsum("...rp,rk->...kp", d, strata) / per_stratum[:, None]
+    resid = d - row[..., None] - stratum_col[..., labels, :] + stratum_mean[..., labels][..., None]
+    ms_interaction = (resid ** 2).sum(axis=(-2, -1)) / max(rows_df * (n_problems - 1), 1)
+    return ms_rows, ms_problems, ms_interaction
+
+
+def _stratum_labels(groups, n_rows: int) -> np.ndarray:
     if groups is None:
-        return [np.arange(n_units)]
+        return np.zeros(n_rows, dtype=int)
     labels = list(groups)
-    if len(labels) != n_units:
-        raise ValueError(f"groups: one label per seed needed, got {len(labels)} for {n_units} seeds")
-    order = list(dict.fromkeys(labels))
-    return [np.array([i for i, g in enumerate(labels) if g == name]) for name in order]
+    if len(labels) != n_rows:
+        raise ValueError(f"groups: one label per seed needed, got {len(labels)} for {n_rows} seeds")
+    order = {g: k for k, g in enumerate(dict.fromkeys(labels))}
+    return np.array([order[g] for g in labels], dtype=int)
 
 
-def _unit_counts(rng, members: list[np.ndarray], n_units: int, size: int) -> np.ndarray:
-    """``[size, n_units]``: how often each seed is drawn in each resample (warm starts, then seeds within)."""
-    counts = np.zeros((size, n_units))
-    drawn = rng.integers(0, len(members), size=(size, len(members))) if len(members) > 1 \
-        else np.zeros((size, 1), dtype=int)
-    for slot in range(drawn.shape[1]):
-        for g, idx in enumerate(members):
-            chosen = np.flatnonzero(drawn[:, slot] == g)
-            if chosen.size:
-                picks = idx[rng.integers(0, idx.size, size=(chosen.size, idx.size))]
-                np.add.at(counts, (chosen[:, None], picks), 1.0)
-    return counts / counts.sum(axis=1, keepdims=True)
-
-
-def hierarchical_bootstrap(diffs, groups=None, *, n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0,
-                           confidence: float = 0.95, chunk: int = 1000) -> HierarchicalBootstrapResult:
-    """Percentile interval for the mean difference, resampling warm starts, seeds, then problems.
-
-    ``diffs``: ``[n_seeds, n_problems]`` per-problem differences A - B (column ``j`` the same problem in
-    every row), or ``[n_seeds]`` per-seed differences of a summary (no problem level).  ``groups``: the
-    warm start of each row; with more than one, warm starts are resampled first and seeds within each
-    drawn warm start.  The statistic of a resample is the mean, over the drawn seeds, of each seed's mean
-    over the drawn problems (one problem draw for all seeds of the resample).
-    """
+def _matrix(diffs) -> np.ndarray:
     d = np.asarray(diffs, dtype=float)
     if d.ndim == 1:
         d = d[:, None]
@@ -393,28 +398,224 @@ def hierarchical_bootstrap(diffs, groups=None, *, n_resamples: int = DEFAULT_RES
         raise ValueError(f"diffs: expected [n_seeds] or [n_seeds, n_problems] values, got shape {d.shape}")
     if not np.isfinite(d).all():
         raise ValueError("diffs must be finite")
-    if n_resamples < 1:
-        raise ValueError(f"n_resamples must be >= 1, got {n_resamples}")
+    return d
+
+
+def mean_squares(diffs, groups=None) -> MeanSquares:
+    """:class:`MeanSquares` of ``diffs`` (``[n_seeds, n_problems]``, or ``[n_seeds]`` for a per-run summary),
+    seeds in the strata ``groups`` (one label per seed; None: one stratum)."""
+    d = _matrix(diffs)
+    labels = _stratum_labels(groups, d.shape[0])
+    ms = _batched_mean_squares(d, labels)
+    rows_df = d.shape[0] - (labels.max() + 1)
+    p_df = d.shape[1] - 1
+    return MeanSquares(float(ms[0]), rows_df, float(ms[1]), p_df, float(ms[2]), rows_df * p_df, *d.shape)
+
+
+def _variance_of_mean(ms_rows, ms_problems, ms_interaction, rows_df, problems_df, interaction_df,
+                      n_rows: int, n_problems: int):
+    """Estimated variance of the grand mean and its Satterthwaite degrees of freedom (arrays in, arrays out).
+
+    Moments: E[MS_rows] = s2_e + P s2_seed, E[MS_problems] = s2_e + R s2_problem, E[MS_interaction] = s2_e, so
+    ``Var(mean) = s2_seed/R + s2_problem/P + s2_e/(R P) = (MS_rows + MS_problems - MS_interaction)/(R P)``.
+    When MS_problems <= MS_interaction the problem component is estimated as 0 and the variance is
+    ``MS_rows / (R P)``: the seed-level t test on the per-seed means, with its ``rows_df``.  The seed term is
+    never dropped: a seed mean square that falls below MS_interaction by chance would otherwise hand the test
+    the interaction's many degrees of freedom where the seeds have few (the simulations in
+    tests/analysis/test_crossed_inference.py show that inflates false positives with 3 seeds).
+    The df are Satterthwaite's, capped at the seeds' own ``rows_df``: with 2 warm starts x 3 seeds the
+    uncapped df rejected a true null 5.4% of the time at 5% (3 x 50,000 simulated studies); capped, the
+    seed level, the least replicated one, bounds how much the variance estimate can be trusted.
+    One problem column: ``MS_rows / R`` on ``rows_df`` df, the seed-level t test."""
+    if n_problems == 1:
+        return ms_rows / n_rows, np.full(np.shape(ms_rows), float(rows_df))
+    problems_on = ms_problems > ms_interaction
+    terms = (ms_rows, np.where(problems_on, ms_problems, 0.0), np.where(problems_on, -ms_interaction, 0.0))
+    total = terms[0] + terms[1] + terms[2]
+    spread = terms[0] ** 2 / rows_df + terms[1] ** 2 / problems_df + terms[2] ** 2 / interaction_df
+    with np.errstate(divide="ignore", invalid="ignore"):
+        satterthwaite = np.where(spread > 0, total ** 2 / np.where(spread > 0, spread, 1.0), float(rows_df))
+    return total / (n_rows * n_problems), np.minimum(satterthwaite, float(rows_df))
+
+
+def _t_outcome(mean, var, df, confidence: float):
+    """t statistic, two-sided p and the interval at ``confidence`` (arrays); var 0: p 0 (or 1 at mean 0)."""
+    se = np.sqrt(np.maximum(var, 0.0))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = np.where(se > 0, mean / np.where(se > 0, se, 1.0), np.where(mean == 0, 0.0, np.sign(mean) * np.inf))
+    p = np.where(se > 0, 2 * stats.t.sf(np.abs(t), df), np.where(mean == 0, 1.0, 0.0))
+    half = stats.t.ppf(0.5 + confidence / 2, df) * se
+    return se, t, p, mean - half, mean + half
+
+
+@dataclass(frozen=True)
+class CrossedResult:
+    """The test and interval of a mean paired difference over seeds x evaluation problems (crossed)."""
+
+    mean_diff: float
+    se: float
+    df: float  # Satterthwaite
+    t: float
+    p_value: float  # two-sided, unadjusted
+    ci_low: float
+    ci_high: float
+    confidence: float
+    n_units: int  # seeds over all warm starts
+    n_problems: int  # 1 for a per-run summary
+    n_warm_starts: int
+    warm_start_factor: str  # "one warm start" | "fixed stratum" | "random"
+    components: dict  # variance components: seed (or warm start), problem, interaction
+    mean_squares: dict
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def at(self, confidence: float) -> tuple[float, float]:
+        """The interval at another confidence (a family's adjusted one), from the same se and df."""
+        if not math.isfinite(self.se):
+            return float("nan"), float("nan")
+        return tuple(float(v) for v in _t_outcome(self.mean_diff, self.se ** 2, self.df, confidence)[3:])
+
+
+def _collapse_random_warm_starts(d: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray, str]:
+    """With :data:`MIN_RANDOM_WARM_STARTS` or more warm starts, their seed means become the rows (one stratum)."""
+    n_ws = int(labels.max()) + 1
+    if n_ws < MIN_RANDOM_WARM_STARTS:
+        return d, labels, "one warm start" if n_ws == 1 else "fixed stratum"
+    means = np.stack([d[..., labels == k, :].mean(axis=-2) for k in range(n_ws)], axis=-2)
+    return means, np.zeros(n_ws, dtype=int), "random"
+
+
+def crossed_p_values(diffs, groups=None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The rule of :func:`crossed_test` on many matrices at once: ``diffs[..., n_seeds, n_problems]`` (leading
+    axes: replicates of a simulation) -> mean difference, standard error, df and two-sided p, each ``[...]``."""
+    d = np.asarray(diffs, dtype=float)
+    labels = _stratum_labels(groups, d.shape[-2])
+    d, labels, _ = _collapse_random_warm_starts(d, labels)
+    n_rows, n_problems = d.shape[-2:]
+    rows_df = n_rows - (int(labels.max()) + 1)
+    if rows_df < 1:
+        raise ValueError("no seed replicates within a warm start: nothing to test against")
+    ms = _batched_mean_squares(d, labels)
+    var, df = _variance_of_mean(*ms, rows_df, n_problems - 1, rows_df * (n_problems - 1), n_rows, n_problems)
+    mean = d.mean(axis=(-2, -1))
+    se, _, p, _, _ = _t_outcome(mean, var, df, 0.95)
+    return mean, se, df, p
+
+
+def crossed_test(diffs, groups=None, *, confidence: float = 0.95) -> CrossedResult:
+    """Test of ``mean difference = 0`` for seeds crossed with evaluation problems, and its t interval.
+
+    ``diffs``: ``[n_seeds, n_problems]`` per-problem differences A - B (column ``j`` the same problem for every
+    seed), or ``[n_seeds]`` per-run differences of a summary (no problem dimension: the seed-level t test).
+    ``groups``: the warm start of each seed.  Fewer than :data:`MIN_RANDOM_WARM_STARTS` warm starts: each is a
+    fixed stratum (seed spread measured within warm starts; the result holds for these warm starts).  More:
+    the warm start is random; the seeds of each are averaged first and the warm starts are the rows, so their
+    spread (seeds included) is the row term, with ``warm starts - 1`` df for it.
+    """
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    d = _matrix(diffs)
+    labels = _stratum_labels(groups, d.shape[0])
     n_units, n_problems = d.shape
-    members = _group_index(groups, n_units)
-    rng = np.random.default_rng(seed)
-    stats_ = np.empty(n_resamples)
-    for start in range(0, n_resamples, chunk):
-        size = min(chunk, n_resamples - start)
-        unit_w = _unit_counts(rng, members, n_units, size)
-        if n_problems > 1:
-            cols = rng.integers(0, n_problems, size=(size, n_problems))
-            problem_w = np.zeros((size, n_problems))
-            np.add.at(problem_w, (np.arange(size)[:, None], cols), 1.0 / n_problems)
-            stats_[start:start + size] = np.einsum("bn,nm,bm->b", unit_w, d, problem_w)
+    n_ws = int(labels.max()) + 1
+    d, labels, factor = _collapse_random_warm_starts(d, labels)
+    ms = mean_squares(d, labels)
+    mean = float(d.mean())
+    nan = float("nan")
+    if ms.rows_df < 1:  # no replication of the seed (or warm-start) level: nothing to test against
+        return CrossedResult(mean, nan, nan, nan, nan, nan, nan, confidence, n_units, n_problems, n_ws, factor,
+                             {}, asdict(ms))
+    _, se, df, _ = crossed_p_values(d, labels)
+    se, t, p, low, high = (float(v) for v in _t_outcome(mean, float(se) ** 2, float(df), confidence))
+    row_name = "warm start" if factor == "random" else "seed"
+    if n_problems == 1:
+        components = {row_name: ms.rows}
+    else:
+        # the seed (row) component as estimated, below 0 when chance makes it so: with the problem one floored
+        # at 0 these reproduce the variance exactly, s2_row/R + s2_problem/P + s2_interaction/(R P)
+        components = {row_name: (ms.rows - ms.interaction) / n_problems,
+                      "problem": max(ms.problems - ms.interaction, 0.0) / ms.n_rows,
+                      "interaction": ms.interaction}
+    return CrossedResult(mean, se, float(df), t, p, low, high, confidence, n_units, n_problems, n_ws, factor,
+                         components, asdict(ms))
+
+
+def t_power(effect: float, se: float, df: float, *, level: float = LEVEL) -> float:
+    """Power of a two-sided level-``level`` t test of a mean whose standard error is ``se`` on ``df`` df,
+    when the true mean is ``effect`` (noncentral t with noncentrality ``effect / se``)."""
+    critical = stats.t.ppf(1 - level / 2, df)
+    nc = abs(effect) / se
+    lower = float(np.nan_to_num(stats.nct.cdf(-critical, df, nc), nan=0.0))
+    return float(stats.nct.sf(critical, df, nc)) + lower
+
+
+def t_mde(se: float, df: float, *, power: float = POWER, level: float = LEVEL) -> float:
+    """The smallest true mean the two-sided level-``level`` t test (standard error ``se``, ``df`` df) detects
+    with probability ``power``; NaN without a finite se or df, 0 for se 0."""
+    if not (math.isfinite(se) and math.isfinite(df) and df > 0):
+        return float("nan")
+    if se == 0:
+        return 0.0
+    if not level < power < 1:
+        raise ValueError(f"power must lie in ({level}, 1), got {power}")
+    high = se
+    while t_power(high, se, df, level=level) < power:
+        high *= 2
+    return float(optimize.brentq(lambda e: t_power(e, se, df, level=level) - power, 0.0, high, xtol=1e-12))
+
+
+def projected_se_df(result: CrossedResult, n_units: int) -> tuple[float, float]:
+    """Standard error and df the same rule would have with ``n_units`` seeds (same warm starts, same problems,
+    the estimated components taken as true).  With a random warm start ``n_units`` counts warm starts."""
+    c, n_p = result.components, result.n_problems
+    strata = 1 if result.warm_start_factor == "random" else result.n_warm_starts
+    row_var = max(c.get("seed", c.get("warm start", float("nan"))), 0.0)
+    if n_p == 1:
+        return math.sqrt(row_var / n_units), float(n_units - strata)
+    ms_rows = n_p * row_var + c["interaction"]
+    ms_problems = n_units * c["problem"] + c["interaction"]
+    rows_df = n_units - strata
+    var, df = _variance_of_mean(np.float64(ms_rows), np.float64(ms_problems), np.float64(c["interaction"]),
+                                rows_df, n_p - 1, rows_df * (n_p - 1), n_units, n_p)
+    return math.sqrt(float(var)), float(df)
+
+
+def crossed_units_needed(result: CrossedResult, effect: float, *, power: float = POWER, level: float = LEVEL,
+                         max_units: int = MAX_UNITS_NEEDED) -> int | None:
+    """The fewest seeds (over all warm starts; warm starts when they are a random factor) with which the rule
+    detects ``effect`` with probability ``power``; None when even ``max_units`` would not (the problem term does
+    not shrink with more seeds)."""
+    if not effect > 0:
+        raise ValueError(f"need a positive effect, got {effect}")
+    if not result.components:
+        return None
+    strata = 1 if result.warm_start_factor == "random" else result.n_warm_starts
+
+    def enough(n: int) -> bool:
+        se, df = projected_se_df(result, n)
+        return se == 0 or t_power(effect, se, df, level=level) >= power
+
+    low = strata + 1
+    if not enough(max_units):
+        return None
+    high = max_units
+    while low < high:
+        mid = (low + high) // 2
+        if enough(mid):
+            high = mid
         else:
-            stats_[start:start + size] = unit_w @ d[:, 0]
-    tail = (1 - confidence) / 2
-    low, high = np.quantile(stats_, [tail, 1 - tail])
-    levels = (("warm starts",) if len(members) > 1 else ()) + ("seeds",) + (("problems",) if n_problems > 1 else ())
-    return HierarchicalBootstrapResult(diff=float(d.mean(axis=1).mean()), low=float(low), high=float(high),
-                                       confidence=confidence, n_resamples=n_resamples, seed=seed,
-                                       n_groups=len(members), n_units=n_units, n_problems=n_problems,
-                                       levels=levels)
+            low = mid + 1
+    return high
+
+
+def bonferroni(p_value: float, family_size: int) -> float:
+    """The p-value adjusted for a family of ``family_size`` tests (NaN stays NaN)."""
+    return min(1.0, family_size * p_value) if math.isfinite(p_value) else float("nan")
+
+
+def family_confidence(family_size: int, level: float = LEVEL) -> float:
+    """The confidence of a family member's interval: ``1 - level / family_size``, so that the intervals of a
+    family cover all their true values together with probability at least ``1 - level`` (Bonferroni), and an
+    interval excludes 0 exactly when the adjusted p is below ``level``."""
+    return 1 - level / family_size

@@ -11,6 +11,7 @@ import pytest
 from scipy import stats
 
 from saah_lib.analysis.evidence import (
+    adjust,
     compare_arms,
     compare_pairs,
     evidence_summary,
@@ -21,7 +22,7 @@ from saah_lib.analysis.evidence import (
 from saah_lib.analysis.plan import Arm, default_plan
 from saah_lib.analysis.resultset import ResultSet
 from saah_lib.analysis.runs import read_runs
-from saah_lib.analysis.significance import binomial_two_sided_p, minimum_detectable_effect
+from saah_lib.analysis.significance import binomial_two_sided_p, crossed_test, t_mde
 from saah_lib.jsonio import atomic_write_json, write_jsonl
 from saah_lib.paths import REPO_ROOT
 from saah_lib.rundir.folder import RunDir
@@ -129,16 +130,22 @@ def test_incomplete_runs_stop_the_reading_or_are_left_out_by_name(tmp_path):
 
 def test_compare_arms_takes_the_seed_as_the_unit(tmp_path):
     # nested patterns: on seed s, A is right on the first a_s problems, B on the first b_s
-    runs = _two_arms(tmp_path, {0: 20, 1: 18, 2: 30}, {0: 15, 1: 18, 2: 10})
-    rows = compare_arms(SA, GRPO, runs, n_resamples=500)
+    runs = _two_arms(tmp_path, {0: 20, 1: 18, 2: 30}, {0: 15, 1: 18, 2: 10},
+                     rewards_a={0: (1.0, 2.0, 1.0, 3.0), 1: (1.0, 2.0, 1.5, 2.0), 2: (1.0, 2.0, 2.0, 4.0)})
+    rows = adjust(compare_arms(SA, GRPO, runs))  # one row per quantity: families of one
     final = next(r for r in rows if r.key == "final")
     a, b = np.array([20, 18, 30]) / 40, np.array([15, 18, 10]) / 40
-    ref = stats.ttest_rel(a, b)
-    assert final.p_value == pytest.approx(ref.pvalue, rel=1e-10)
+    # the [seed, problem] matrix of differences, built here from the patterns: A right on the first a_s problems
+    matrix = np.array([[(j < ra) - (j < rb) for j in range(40)] for ra, rb in ((20, 15), (18, 18), (30, 10))])
+    ref = crossed_test(matrix)
+    assert (final.p_value, final.se, final.df) == pytest.approx((ref.p_value, ref.se, ref.df), rel=1e-12)
+    assert (final.ci_low, final.ci_high) == pytest.approx((ref.ci_low, ref.ci_high))  # family of one: 95%
     assert final.diff == pytest.approx((a - b).mean()) and final.sd_diff == pytest.approx((a - b).std(ddof=1))
-    assert final.mde == pytest.approx(minimum_detectable_effect((a - b).std(ddof=1), 3))
+    assert final.mde == pytest.approx(t_mde(ref.se, ref.df))
     assert final.p_signflip == 0.5  # differences (+, 0, +): 4 of 8 patterns reach |mean|
     assert set(final.units_needed) == {"0.03", "0.02"}
+    var = next(r for r in rows if r.key == "train_var")  # a per-run summary: the paired t test over seeds
+    assert var.p_value == pytest.approx(stats.ttest_rel(var.detail["a"], var.detail["b"]).pvalue, rel=1e-10)
     # the problem-level test is kept beside it: discordant problems pooled over seeds
     assert final.mcnemar_p == binomial_two_sided_p(0, 5 + 0 + 20)
     assert final.detail["mcnemar"]["a_only"] == 25
@@ -148,7 +155,7 @@ def test_compare_arms_takes_the_seed_as_the_unit(tmp_path):
     assert kl.p_value == 1.0 and kl.mde == 0.0 and kl.n_problems == 0  # equal KL everywhere
 
 
-def test_two_warm_starts_are_separate_units_and_resampled_first(tmp_path):
+def test_two_warm_starts_are_fixed_strata_and_each_has_its_own_descriptive_test(tmp_path):
     for ws in ("tiny-warmstart", "tiny-warmstart-s1"):
         for seed, (ra, rb) in enumerate(((20, 15), (22, 14), (19, 17))):
             sign = 1 if ws == "tiny-warmstart" else -1
@@ -157,13 +164,31 @@ def test_two_warm_starts_are_separate_units_and_resampled_first(tmp_path):
             write_run(tmp_path, "grpo", 0.0, seed, {0: _pattern(40, 5), 20: _pattern(40, rb if sign > 0 else ra)},
                       warm_start=ws)
     runs = load_root_evidence(tmp_path)
-    final = next(r for r in compare_arms(SA, GRPO, runs, n_resamples=2000) if r.key == "final")
+    final = next(r for r in adjust(compare_arms(SA, GRPO, runs)) if r.key == "final")
     assert final.n_units == 6 and final.n_warm_starts == 2
-    assert final.detail["bootstrap"]["levels"] == ["warm starts", "seeds", "problems"]
+    assert final.crossed.warm_start_factor == "fixed stratum" and final.df <= 4  # 6 seeds - 2 strata
     per = final.detail["per_warm_start"]
     assert per["tiny-warmstart"]["mean_diff"] == pytest.approx(-per["tiny-warmstart-s1"]["mean_diff"])
-    assert final.diff == pytest.approx(0.0)
-    assert final.ci_low < -0.05 and final.ci_high > 0.05  # drawing one warm start twice shows its whole effect
+    assert per["tiny-warmstart"]["p_value"] == pytest.approx(per["tiny-warmstart-s1"]["p_value"])
+    assert final.diff == pytest.approx(0.0) and final.p_value == pytest.approx(1.0)
+    assert not final.is_established()
+
+
+def test_three_warm_starts_are_a_random_factor_with_their_own_df(tmp_path):
+    rights = {"tiny-warmstart": ((24, 15), (22, 14)), "tiny-warmstart-s1": ((20, 18), (21, 17)),
+              "tiny-warmstart-s2": ((25, 12), (23, 16))}
+    for k, (ws, seeds) in enumerate(rights.items()):
+        for seed, (ra, rb) in enumerate(seeds):
+            write_run(tmp_path, "sa", 0.5, seed, {0: _pattern(40, 5), 20: _pattern(40, ra)}, warm_start=ws,
+                      rewards=(1.0, 2.0, 1.0 + 0.3 * k + 0.2 * seed, 2.5 + 0.1 * k * k))
+            write_run(tmp_path, "grpo", 0.0, seed, {0: _pattern(40, 5), 20: _pattern(40, rb)}, warm_start=ws)
+    rows = adjust(compare_arms(SA, GRPO, load_root_evidence(tmp_path)))
+    final = next(r for r in rows if r.key == "final")
+    assert final.n_warm_starts == 3 and final.crossed.warm_start_factor == "random" and final.df <= 2
+    assert final.units_needed_of == "warm starts"
+    var = next(r for r in rows if r.key == "train_var")  # per-run summary: t test over the 3 warm-start means
+    ws_means = np.array(var.detail["diffs"]).reshape(3, 2).mean(axis=1)
+    assert var.p_value == pytest.approx(stats.ttest_1samp(ws_means, 0.0).pvalue, rel=1e-10) and var.df == 2
 
 
 def test_compare_arms_needs_a_common_unit_and_the_same_problems(tmp_path):
@@ -189,29 +214,31 @@ def test_topk_runs_are_their_own_arm(tmp_path):
         write_run(tmp_path, "sa", 0.5, seed, {0: [True, False], 20: [False, False]}, top_k=5)
     runs = load_root_evidence(tmp_path)
     assert Arm("sa", 0.5).runs_by_unit(runs)[("tiny-warmstart", 0)].entropy_top_k is None
-    rows = compare_arms(Arm("sa", 0.5, entropy_top_k=5), Arm("sa", 0.5), runs, n_resamples=100)
+    rows = compare_arms(Arm("sa", 0.5, entropy_top_k=5), Arm("sa", 0.5), runs)
     assert rows[0].diff == -1.0 and "top-5" in rows[0].a
 
 
 # ------------------------------------------------------------------ families
 
-def test_the_primary_comparison_is_its_own_holm_family(tmp_path):
+def test_the_primary_comparison_is_its_own_family_adjusted_by_bonferroni(tmp_path):
     runs = _two_arms(tmp_path, {0: 30, 1: 29, 2: 31}, {0: 10, 1: 12, 2: 9})
     for seed, right in ((0, 12), (1, 11), (2, 13)):
         write_run(tmp_path, "ah", 0.5, seed, {0: _pattern(40, 5), 20: _pattern(40, right)})
     runs = load_root_evidence(tmp_path)
     plan = default_plan()
-    rows = compare_pairs(runs, plan.pairs, plan=plan, n_resamples=300)
+    rows = compare_pairs(runs, plan.pairs, plan=plan)
     primary = [r for r in rows if r.primary]
     assert [(r.a, r.b, r.key) for r in primary] == [("SA-AH-GRPO (α=0.5)", "GRPO", "final"),
                                                     ("SA-AH-GRPO (α=0.5)", "GRPO", "train_var")]
-    p = sorted(r.p_value for r in primary)
-    assert sorted(r.p_holm for r in primary) == pytest.approx([min(1, 2 * p[0]), max(min(1, 2 * p[0]), p[1])])
+    for row in primary:
+        assert row.family_size == 2 and row.p_adjusted == pytest.approx(min(1, 2 * row.p_value))
+        assert row.confidence == 0.975
+        assert (row.ci_low, row.ci_high) == pytest.approx(row.crossed.at(0.975))
+        assert row.mde == pytest.approx(t_mde(row.se, row.df, level=0.025))
     final_family = [r for r in rows if r.family == "final"]
     assert [(r.a, r.b) for r in final_family] == [("SA-AH-GRPO (α=0.5)", "AH-GRPO (α=0.5)"),
                                                   ("AH-GRPO (α=0.5)", "GRPO")]
-    q = sorted(r.p_value for r in final_family)
-    assert sorted(r.p_holm for r in final_family) == pytest.approx([min(1, 2 * q[0]), max(min(1, 2 * q[0]), q[1])])
+    assert [r.p_adjusted for r in final_family] == pytest.approx([min(1, 2 * r.p_value) for r in final_family])
     peak = next(r for r in rows if r.key == "peak" and r.a.startswith("SA") and r.b == "GRPO")
     assert peak.family == "peak" and peak.same_as_final  # one evaluation after step 0: peak is final
 
@@ -223,11 +250,11 @@ def test_flagged_runs_stay_and_every_row_is_repeated_without_them(tmp_path):
     write_run(tmp_path, "grpo", 0.0, 3, {0: _pattern(40, 5), 20: _pattern(40, 5)}, kl=(0.01, 0.3, 0.2, 0.1))
     runs = load_root_evidence(tmp_path)
     plan = default_plan()
-    summary = evidence_summary(tmp_path, n_resamples=300)
+    summary = evidence_summary(tmp_path)
     final = next(r for r in summary["rows"] if r["key"] == "final" and r["primary"])
     assert final["n_units"] == 4 and final["flagged_units"] == ["tiny-warmstart/s3"]
     healthy = [r for r in runs if r.seed != 3]
-    again = next(r for r in compare_pairs(healthy, plan.pairs, plan=plan, n_resamples=300) if r.key == "final")
+    again = next(r for r in compare_pairs(healthy, plan.pairs, plan=plan) if r.key == "final")
     assert final["without_flagged"]["n_units"] == 3
     assert final["without_flagged"]["diff"] == pytest.approx(again.diff)
     assert final["without_flagged"]["p_value"] == pytest.approx(again.p_value)
@@ -242,8 +269,8 @@ def test_an_incomplete_run_is_an_error_or_is_left_out_and_named(tmp_path):
     broken = sorted((root / "runs").iterdir())[0]
     (broken / "eval.jsonl").write_text("")  # no evaluation at all: not complete
     with pytest.raises(ValueError, match=f"{broken.name}: incomplete"):
-        evidence_summary(root, n_resamples=50)
-    summary = evidence_summary(root, n_resamples=50, tolerate_problems=True)
+        evidence_summary(root)
+    summary = evidence_summary(root, tolerate_problems=True)
     assert summary["left_out"] == [broken.name] and "WARNING" in summary["sentence"]
     assert not Path(summary["root"]).is_absolute() or str(tmp_path) in summary["root"]
 
@@ -255,15 +282,15 @@ def test_a_pair_that_cannot_be_compared_is_an_error_or_named_never_dropped_silen
         write_run(root, "ah", 0.5, seed, {0: _pattern(30, 5), 20: _pattern(30, 9)})
     with pytest.raises(ValueError, match=r"SA-AH-GRPO \(α=0.5\) vs AH-GRPO \(α=0.5\) cannot be compared: .*other "
                                          r"problems"):
-        evidence_summary(root, n_resamples=50)
-    summary = evidence_summary(root, n_resamples=50, tolerate_problems=True)
+        evidence_summary(root)
+    summary = evidence_summary(root, tolerate_problems=True)
     assert len(summary["pairs_left_out"]) == 2  # SA vs AH and AH vs GRPO; SA vs GRPO is compared
     assert "WARNING: 2 comparison(s) could not be made: SA-AH-GRPO (α=0.5) vs AH-GRPO (α=0.5):" in summary["sentence"]
     assert {(r["a"], r["b"]) for r in summary["rows"]} == {("SA-AH-GRPO (α=0.5)", "GRPO")}
     # no seed in common is nothing to compare, not a problem
     write_run(tmp_path / "apart", "sa", 0.5, 0, {0: [True], 20: [True]})
     write_run(tmp_path / "apart", "grpo", 0.0, 1, {0: [True], 20: [False]})
-    apart = evidence_summary(tmp_path / "apart", n_resamples=50)
+    apart = evidence_summary(tmp_path / "apart")
     assert apart["rows"] == [] and apart["pairs_left_out"] == []
 
 
@@ -273,17 +300,16 @@ MINI = REPO / "results" / "mini"
 
 
 @pytest.mark.skipif(not (MINI / "runs").is_dir(), reason="committed mini results absent")
-def test_on_the_committed_mini_study_the_seed_level_tests_are_scipys_and_nothing_is_established():
-    summary = evidence_summary(MINI, n_resamples=500)
+def test_on_the_committed_mini_study_the_summaries_are_the_tables_and_nothing_is_established():
+    summary = evidence_summary(MINI)
     runs = ResultSet.from_runs(MINI).runs
     for row in (r for r in summary["rows"] if r["key"] == "final"):
         for label, values in ((row["a"], row["detail"]["a"]), (row["b"], row["detail"]["b"])):
             method = {"GRPO": "grpo", "AH-GRPO (α=0.5)": "ah", "SA-AH-GRPO (α=0.5)": "sa"}[label]
             sel = runs[(runs["method"] == method) & np.isclose(runs["alpha"], 0.0 if method == "grpo" else 0.5)]
             assert values == pytest.approx(sel.sort_values("seed")["final_pass_at_1"].tolist(), abs=1e-12)
+    for row in (r for r in summary["rows"] if r["key"] == "train_var"):  # per-run summaries: the paired t test
         assert row["p_value"] == pytest.approx(stats.ttest_rel(row["detail"]["a"], row["detail"]["b"]).pvalue)
-    sa_ah = next(r for r in summary["rows"] if r["key"] == "final" and r["b"].startswith("AH"))
-    assert sa_ah["p_value"] == pytest.approx(0.156, abs=5e-4)  # the per-seed t test of the issue
     assert all(not math.isnan(r["mde"]) for r in summary["rows"])
     assert " has higher " not in summary["sentence"] and " has lower " not in summary["sentence"]
     assert "none of the 9 distinct differences is established" in summary["sentence"]

@@ -10,8 +10,6 @@ from saah_lib.analysis.significance import (
     MAX_EXACT_SEEDS,
     binomial_two_sided_p,
     established,
-    hierarchical_bootstrap,
-    holm,
     mcnemar_exact,
     mcnemar_pooled,
     minimum_detectable_effect,
@@ -99,14 +97,6 @@ def test_sign_flip_rejects_bad_input():
 
 # --------------------------------------------------------------------- Holm
 
-def test_holm_hand_worked():
-    # sorted 0.01, 0.02, 0.04 -> 3*0.01, max(0.03, 2*0.02), max(0.04, 1*0.04)
-    assert holm([0.04, 0.01, 0.02]) == pytest.approx([0.04, 0.03, 0.04])
-    assert holm([0.5, 0.9]) == pytest.approx([1.0, 1.0])
-    out = holm([0.01, float("nan")])
-    assert out[0] == 0.01 and math.isnan(out[1])
-
-
 # --------------------------------------------------------------------- scipy as reference
 
 scipy_stats = pytest.importorskip("scipy.stats", reason="scipy is the reference implementation")
@@ -138,20 +128,6 @@ def test_sign_flip_matches_scipy_exact_permutation_test(n):
     ref = scipy_stats.permutation_test((x, y), lambda u, v: np.mean(u - v), permutation_type="samples",
                                        alternative="two-sided", n_resamples=10**6)
     assert sign_flip_test(x, y).p_value == pytest.approx(ref.pvalue, rel=1e-12)
-
-
-def test_one_seed_bootstrap_agrees_with_scipy_percentile_bootstrap():
-    # with a single seed only the problems are resampled: scipy's paired percentile bootstrap is the reference
-    rng = np.random.default_rng(5)
-    a = rng.random(300) < 0.5
-    b = np.where(rng.random(300) < 0.6, a, rng.random(300) < 0.4)
-    ours = hierarchical_bootstrap((a.astype(float) - b.astype(float))[None, :], n_resamples=20000, seed=1)
-    ref = scipy_stats.bootstrap((a.astype(float), b.astype(float)), lambda u, v: np.mean(u - v), paired=True,
-                                vectorized=False, n_resamples=20000, method="percentile",
-                                random_state=np.random.default_rng(2)).confidence_interval
-    # different random streams: agreement to Monte Carlo precision
-    assert ours.low == pytest.approx(ref.low, abs=0.006)
-    assert ours.high == pytest.approx(ref.high, abs=0.006)
 
 
 def test_sign_flip_enumerates_all_patterns():
@@ -257,74 +233,17 @@ def test_units_needed_is_the_smallest_n_with_enough_power():
         units_needed(0.0, sd)
 
 
-# --------------------------------------------------------------------- seed-level: hierarchical bootstrap
-
-def test_hierarchical_bootstrap_without_seed_spread_is_the_problem_bootstrap():
-    # every seed has the same per-problem differences: resampling seeds changes nothing, and the interval is
-    # the plain problem bootstrap's (same random stream for the problems is not guaranteed: compare widths)
-    rng = np.random.default_rng(4)
-    row = (rng.random(200) < 0.5).astype(float) - (rng.random(200) < 0.45)
-    d = np.tile(row, (3, 1))
-    r = hierarchical_bootstrap(d, n_resamples=5000, seed=0)
-    se = row.std(ddof=1) / math.sqrt(row.size)
-    assert r.diff == pytest.approx(row.mean())
-    assert r.high - r.low == pytest.approx(2 * 1.96 * se, rel=0.1)
-    assert r.levels == ("seeds", "problems") and (r.n_units, r.n_problems, r.n_groups) == (3, 200, 1)
-
-
-def test_hierarchical_bootstrap_sees_the_seed_spread_that_a_problem_bootstrap_hides():
-    # constant differences within a seed, different across seeds: no problem-level noise at all
-    d = np.repeat(np.array([[0.06], [0.015], [0.02]]), 50, axis=1)
-    r = hierarchical_bootstrap(d, n_resamples=4000, seed=1)
-    # the 10 equally likely seed multisets of size 3 give means between 0.015 and 0.06
-    assert 0.015 == pytest.approx(r.low) and r.low < r.diff < r.high and r.high == pytest.approx(0.06)
-
-
-def test_hierarchical_bootstrap_hand_enumerated_two_seeds():
-    # two seeds with differences 0 and 1 (summaries): resamples {0,0}, {0,1}, {1,0}, {1,1} -> means 0, .5, .5, 1
-    r = hierarchical_bootstrap([0.0, 1.0], n_resamples=20000, seed=3, confidence=0.4)
-    # quantiles 0.3 and 0.7 of that distribution: 0.5 and 0.5 (half of the mass sits at 0.5)
-    assert (r.low, r.high) == (0.5, 0.5) and r.diff == 0.5 and r.levels == ("seeds",)
-
-
-def test_hierarchical_bootstrap_resamples_warm_starts_as_the_outer_level():
-    # two warm starts whose seeds agree within but not between: the warm-start level adds the between spread
-    d = np.array([0.1, 0.1, 0.1, -0.1, -0.1, -0.1])
-    groups = ["w0"] * 3 + ["w1"] * 3
-    r = hierarchical_bootstrap(d, groups, n_resamples=4000, seed=0)
-    assert r.levels == ("warm starts", "seeds") and r.n_groups == 2
-    # drawing w0 twice (1/4) gives 0.1, w1 twice (1/4) gives -0.1: the interval spans both
-    assert (r.low, r.high) == (-0.1, 0.1)
-    flat = hierarchical_bootstrap(d, None, n_resamples=4000, seed=0)
-    assert flat.high - flat.low < r.high - r.low
-
-
-def test_hierarchical_bootstrap_crossed_problems_keep_the_problem_correlation():
-    # problem j favours A in every seed or in none: a shared problem draw keeps that, independent draws would not
-    rng = np.random.default_rng(8)
-    problem = rng.choice([1.0, -1.0, 0.0], size=100, p=[0.3, 0.25, 0.45])
-    d = np.tile(problem, (6, 1))
-    r = hierarchical_bootstrap(d, n_resamples=4000, seed=0)
-    se = problem.std(ddof=1) / math.sqrt(problem.size)  # the seeds add no information
-    assert r.high - r.low == pytest.approx(2 * 1.96 * se, rel=0.1)
-
-
-def test_hierarchical_bootstrap_rejects_bad_input():
-    with pytest.raises(ValueError, match="one label per seed"):
-        hierarchical_bootstrap([1.0, 2.0], ["a"])
-    with pytest.raises(ValueError, match="finite"):
-        hierarchical_bootstrap([1.0, float("nan")])
-    with pytest.raises(ValueError, match="n_resamples"):
-        hierarchical_bootstrap([1.0, 2.0], n_resamples=0)
-
-
 # --------------------------------------------------------------------- the rule for "established"
 
-def test_established_needs_the_holm_p_and_an_interval_that_excludes_zero():
+def test_established_is_the_adjusted_p_and_checks_that_the_interval_agrees():
     assert established(0.01, 0.02, 0.05) and established(0.01, -0.05, -0.02)
-    assert not established(0.01, -0.01, 0.05)  # the t test alone is not enough
-    assert not established(0.2, 0.02, 0.05)  # nor the interval alone
-    assert not established(0.05, 0.02, 0.05)  # p must lie below the level, not on it
-    assert not established(0.01, math.nan, math.nan)  # an interval that could not be computed excludes nothing
-    assert not established(math.nan, 0.02, 0.05)
+    assert not established(0.2, -0.01, 0.05) and not established(0.05, 0.0, 0.05)  # on the level: not below it
+    assert not established(math.nan, math.nan, math.nan)  # no test, no interval: nothing established
     assert established(0.09, 0.02, 0.05, level=0.1)
+    # an interval that is not the same test's at the family's confidence is an error, not a second condition
+    with pytest.raises(ValueError, match="disagree"):
+        established(0.01, -0.01, 0.05)
+    with pytest.raises(ValueError, match="disagree"):
+        established(0.2, 0.02, 0.05)
+    with pytest.raises(ValueError, match="without an interval"):
+        established(0.01, math.nan, math.nan)
