@@ -71,7 +71,7 @@ from saah_lib.analysis.significance import (
     sign_flip_test,
     t_mde,
 )
-from saah_lib.analysis.summaries import final_and_peak, mean_kl, training_variance
+from saah_lib.analysis.summaries import TRAIN_LOG_SUMMARIES, final_and_peak
 from saah_lib.jsonio import read_jsonl
 from saah_lib.models.names import canonical_model_name
 from saah_lib.paths import repo_relative
@@ -80,7 +80,7 @@ from saah_lib.rundir.reader import RunFolder
 
 log = logging.getLogger(__name__)
 
-SUMMARIES = ("train_var", "mean_kl")
+SUMMARIES = tuple(TRAIN_LOG_SUMMARIES)
 #: Pass@1 differences whose required seed count is reported beside every Pass@1 result.
 TARGET_EFFECTS = (0.03, 0.02)
 PRIMARY_FAMILY = "primary"
@@ -104,6 +104,8 @@ class RunEvidence:
     peak_step: int
     correct: dict[int, dict[str, bool]] = field(repr=False)  # step -> problem id -> correct
     train_var: float
+    train_var_detrended: float
+    train_var_within: float
     mean_kl: float
     warm_start: str = ""  # the canonical name of the model it started from
     health: tuple[str, ...] = ()  # the health rules it breaks (saah_lib.analysis.health)
@@ -162,7 +164,7 @@ def load_run_evidence(folder: RunFolder, health: RunHealth) -> RunEvidence:
         run_id=health.run_id, model_label=str(cfg.get("model_label", "")),
         method=str(cfg["method"]), alpha=float(cfg["alpha"]), entropy_top_k=None if top_k is None else int(top_k),
         seed=int(cfg["seed"]), final_step=final_step, peak_step=peak_step, correct=correct,
-        train_var=training_variance(train_log), mean_kl=mean_kl(train_log),
+        **{key: summary(train_log) for key, summary in TRAIN_LOG_SUMMARIES.items()},
         warm_start=canonical_model_name(cfg["model_name"]) if cfg.get("model_name") else "model not recorded",
         health=health.flags, health_text=health.describe(), flagged=health.flagged, folder=str(folder.path),
     )

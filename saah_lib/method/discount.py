@@ -93,3 +93,17 @@ def solve_alpha(entropies, advantages, target: float, *, tolerance: float = 1e-6
     alpha = (low + high) / 2
     return {"alpha": alpha, "weight": mean_negative_weight(data, advantages, alpha), "iterations": iterations,
             "bracket": [0.0, ALPHA_RANGE[1]]}
+
+
+def alphas_for_targets(entropies, advantages, targets: dict[str, float]) -> dict:
+    """For each named target mean negative weight, the alpha that gives it on these rollouts (rounded to 3
+    decimals) and the weight reached; ``alpha`` None with the reason when no alpha in range does.  The rule
+    The paper-matched alpha range of a study and the SmolLM2 measurement both use it."""
+    matched = {}
+    for name, target in targets.items():
+        try:
+            solved = solve_alpha(entropies, advantages, target)
+            matched[name] = {"target": target, "alpha": round(solved["alpha"], 3), "weight": solved["weight"]}
+        except ValueError as err:
+            matched[name] = {"target": target, "alpha": None, "reason": str(err)}
+    return matched

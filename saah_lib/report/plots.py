@@ -594,7 +594,7 @@ def _figure(ncols: int, width: float, height: float):
 
 
 def _draw_quantity(ax, r: dict, y: float, color: str, level: float) -> None:
-    """One row: the per-seed differences (crosses for flagged seed pairs), the mean, the bootstrap interval and
+    """One row: the per-seed differences (crosses for flagged seed pairs), the mean, the family interval and
     a band of +-MDE around 0 (differences inside it are below what these seeds detect with 80% power)."""
     diffs = np.asarray(r["detail"]["diffs"], float)
     flagged = np.array([u in r["flagged_units"] for u in r["detail"]["units"]])
@@ -604,16 +604,16 @@ def _draw_quantity(ax, r: dict, y: float, color: str, level: float) -> None:
     if flagged.any():
         ax.scatter(diffs[flagged], np.full(flagged.sum(), y), s=28, marker="x", color="k", zorder=3)
     ax.plot([r["ci_low"], r["ci_high"]], [y, y], color=color, lw=2, zorder=2)
-    filled = established(r["p_holm"], r["ci_low"], r["ci_high"], level)
+    filled = established(r["p_adjusted"], r["ci_low"], r["ci_high"], level)
     ax.scatter([r["diff"]], [y], s=40, zorder=4, color=color if filled else "white", edgecolor=color)
-    ax.annotate(f"n={r['n_units']}, p_t={r['p_value']:.3g}, Holm {r['p_holm']:.3g}, MDE {r['mde']:.2g}",
+    ax.annotate(f"n={r['n_units']}, p={r['p_value']:.3g}, adj. {r['p_adjusted']:.3g}, MDE {r['mde']:.2g}",
                 (1.0, y), xycoords=("axes fraction", "data"), xytext=(-2, 4), textcoords="offset points",
                 ha="right", fontsize=6.5, color="0.25")
 
 
 def plot_paired(rows: list[dict], level: float = LEVEL, warning: str = "") -> Figure | None:
     """Per pair of methods: Pass@1 (final, peak), training-reward variance and mean KL differences, seed by
-    seed, with their mean, bootstrap interval and a grey band of +-MDE; the primary comparison on top.
+    seed, with their mean, family interval and a grey band of +-MDE; the primary comparison on top.
     ``warning`` (what a tolerant reading left out) is printed under the title."""
     if not rows:
         return None
@@ -639,16 +639,17 @@ def plot_paired(rows: list[dict], level: float = LEVEL, warning: str = "") -> Fi
                            if ax is axes[0] else [], fontsize=7.5)
         ax.tick_params(axis="x", labelsize=8)
         ax.ticklabel_format(axis="x", style="sci", scilimits=(-3, 3))
-    handles = [Line2D([], [], color=colors["final"], lw=2, marker="o", label="final checkpoint (95% CI)"),
-               Line2D([], [], color=colors["peak"], lw=2, marker="o", label="peak checkpoint (95% CI)"),
+    handles = [Line2D([], [], color=colors["final"], lw=2, marker="o", label="final checkpoint (family CI)"),
+               Line2D([], [], color=colors["peak"], lw=2, marker="o", label="peak checkpoint (family CI)"),
                Line2D([], [], color="0.4", ls="", marker="o", markersize=4, alpha=0.5, label="one seed pair"),
                Line2D([], [], color="k", ls="", marker="x", label="seed pair with a flagged run"),
                Line2D([], [], color="0.85", lw=6, label=f"±MDE ({POWER:.0%} power)"),
                Line2D([], [], color="0.4", ls="", marker="o", markerfacecolor="white",
                       label="mean (open: not established)")]
     fig.legend(handles=handles, loc="outside lower center", ncol=3, fontsize=7, frameon=False)
-    fig.suptitle("Paired differences, the seed as the unit: bars = 95% bootstrap CI (warm starts, seeds, problems); "
-                 f"filled = established at {level:.0%} after Holm" + (f"\nWARNING: {warning}" if warning else ""),
+    fig.suptitle("Paired differences, the seed as the unit: bars = CI of the crossed seed x problem t test at "
+                 f"1 - {level:g}/m (m tests in the family); filled = established at {level:.0%} after Bonferroni"
+                 + (f"\nWARNING: {warning}" if warning else ""),
                  fontsize=9)
     return fig
 

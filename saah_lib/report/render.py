@@ -36,7 +36,6 @@ from saah_lib.analysis.evidence import evidence_summary, load_root_evidence
 from saah_lib.analysis.reported import read_paper_reported
 from saah_lib.analysis.resultset import ResultSet
 from saah_lib.analysis.runs import read_runs
-from saah_lib.analysis.significance import DEFAULT_RESAMPLES
 from saah_lib.jsonio import atomic_write_json, atomic_write_text, read_json, remove_temp_files
 from saah_lib.paths import (
     EXTENDED_ROOT,
@@ -174,17 +173,15 @@ def check_sources(sources: dict, paper_reported_dir=PAPER_REPORTED, *, committed
 # 2. read and make
 # ---------------------------------------------------------------------------
 
-def read_source(prefix: str, root, *, tolerate_problems: bool = False, n_resamples: int = DEFAULT_RESAMPLES,
-                seed: int = 0) -> Source:
+def read_source(prefix: str, root, *, tolerate_problems: bool = False) -> Source:
     """A results root read once (:func:`saah_lib.analysis.runs.read_runs`) for its result set and its evidence.
 
-    The paired comparisons and the top-K runs are separate Holm families: adding top-K runs never changes the
+    The paired comparisons and the top-K runs are separate families: adding top-K runs never changes the
     main comparison's p-values."""
     study = read_runs(root, tolerate_problems)
     left_out: list[str] = []
     loaded = (load_root_evidence(study, tolerate_problems, left_out), left_out)
-    summaries = {which: evidence_summary(study, which, n_resamples=n_resamples, seed=seed,
-                                         tolerate_problems=tolerate_problems, loaded=loaded)
+    summaries = {which: evidence_summary(study, which, tolerate_problems=tolerate_problems, loaded=loaded)
                  for which in ("plan", "topk")}
     return Source(prefix, ResultSet.from_runs(study), repo_relative(study.root), study.root,
                   paired=summaries["plan"], topk_runs=summaries["topk"],
@@ -304,11 +301,11 @@ def render_report(sources: dict | None = None, *, paper_reported_dir=PAPER_REPOR
 
 
 def render_source(root, tables_dir=PAPER_TABLES, figures_dir=FIGURES, prefix: str = "ours", *,
-                  tolerate_problems: bool = False, n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0) -> dict:
+                  tolerate_problems: bool = False) -> dict:
     """Every output of one results root (no cross-study texts): checked, read, made, then written.
     Returns ``{"source": Source, "written": [paths]}``."""
     check_sources({prefix: root}, paper_reported_dir=None, committed=False)
-    source = read_source(prefix, root, tolerate_problems=tolerate_problems, n_resamples=n_resamples, seed=seed)
+    source = read_source(prefix, root, tolerate_problems=tolerate_problems)
     made = make_outputs(source)
     tables_dir, figures_dir = in_repo(tables_dir), in_repo(figures_dir)
     with _OutputFolders(tables_dir, figures_dir):

@@ -525,7 +525,7 @@ def _signed(x: float, dp: int, mark: str = "") -> str:
 def _row_cells(r: dict, level: float) -> list[str]:
     dp = decimals(r["key"])
     ci = MISSING if math.isnan(r["ci_low"]) else f"[{_signed(r['ci_low'], dp)}, {_signed(r['ci_high'], dp)}]"
-    mark = r"^{*}" if established(r["p_holm"], r["ci_low"], r["ci_high"], level) else ""
+    mark = r"^{*}" if established(r["p_adjusted"], r["ci_low"], r["ci_high"], level) else ""
     quantity = tex_text(r["quantity"]) + (FLAG_MARK if r["flagged_units"] else "")
     if r["same_as_final"]:
         quantity += r" (= final)"
@@ -533,7 +533,7 @@ def _row_cells(r: dict, level: float) -> list[str]:
     needed_cell = " / ".join(r"$>$" + f"{MAX_UNITS_NEEDED:,}" if needed[k] is None else str(needed[k])
                              for k in needed) if needed else MISSING
     return [quantity, fmt(r["a_value"], dp, sci=dp >= 4), fmt(r["b_value"], dp, sci=dp >= 4),
-            _signed(r["diff"], dp, mark), ci, fmt_p_cell(r["p_value"]), fmt_p_cell(r["p_holm"]),
+            _signed(r["diff"], dp, mark), ci, fmt_p_cell(r["p_value"]), fmt_p_cell(r["p_adjusted"]),
             fmt_p_cell(r["p_signflip"]), fmt(r["mde"], dp, sci=dp >= 4), needed_cell, fmt_p_cell(r["mcnemar_p"]),
             f"{r['n_units']} ({r['units_a_ahead']}/{r['units_b_ahead']})"]
 
@@ -578,31 +578,32 @@ def table_paired(rows: list[dict], summary: dict, prefix: str = "mini", name: st
     """Booktabs table: the primary comparison first, then each pair; per row the seed-level statistics."""
     if not rows:
         return ""
-    head = (r"Quantity & A & B & $\Delta$ (A$-$B) & 95\% CI & $p_t$ & $p_{\mathrm{Holm}}$ & $p_{\mathrm{flip}}$ & "
+    head = (r"Quantity & A & B & $\Delta$ (A$-$B) & CI & $p$ & $p_{\mathrm{adj}}$ & $p_{\mathrm{flip}}$ & "
             r"MDE & Seeds for 0.03 / 0.02 & McNemar $p$ & Seeds (A/B ahead) \\")
     body = [head]
     for title, block in _blocks(rows):
         body += [r"\midrule", rf"\multicolumn{{12}}{{l}}{{{title}}} \\"]
         body += [" & ".join(_row_cells(r, summary["level"])) + r" \\" for r in block]
-    boot = summary["bootstrap"]
     n_ws = max(r["n_warm_starts"] for r in rows)
-    levels = "warm starts, then seeds within each, then" if n_ws > 1 else "seeds, then"
+    strata = (" (warm starts as fixed strata)" if n_ws == 2 else " (warm starts as a random factor)" if n_ws > 2
+              else "")
     caption = (
         f"{what} (\\texttt{{{tex_escape(summary['root'])}}}); the unit is the training seed"
         + (f" (a seed pair: one run of each method from the same warm start; {n_ws} warm starts)" if n_ws > 1 else
            " (a seed pair: one run of each method with that seed)") + ". "
-        "$\\Delta$: mean over seed pairs of A$-$B. 95\\% CI: percentile bootstrap resampling "
-        f"{levels} the evaluation problems (one problem draw shared by all seeds; {boot['n_resamples']:,} "
-        f"resamples, seed {boot['seed']}). $p_t$: paired $t$ test over seed pairs; $p_{{\\mathrm{{flip}}}}$: exact "
-        "sign-flip test over seed pairs. "
-        f"MDE: the smallest true difference the $t$ test detects with {100 * POWER:g}\\% power (two-sided "
-        f"{100 * summary['level']:g}\\%), from the observed spread of the per-seed differences; seeds for "
-        "0.03 / 0.02: the seed pairs that would detect a Pass@1 difference of that size. "
+        "$\\Delta$: mean over seed pairs of A$-$B. $p$: two-sided $t$ test of the mean difference with seeds "
+        f"crossed with the evaluation problems{strata}, its variance from the seed, problem and seed $\\times$ "
+        "problem components and its df Satterthwaite's capped at the seeds' (a per-run summary: the $t$ test over "
+        f"seed pairs). CI: the same test's interval at confidence 1$-${summary['level']:g}/$m$ for a family of $m$ "
+        "tests. $p_{\\mathrm{flip}}$: exact sign-flip test over seed pairs (problems held fixed). "
+        f"MDE: the smallest true difference the same test detects with {100 * POWER:g}\\% power at "
+        f"{summary['level']:g}/$m$; seeds for 0.03 / 0.02: the seed pairs that would detect a Pass@1 difference of "
+        "that size on the same problems. "
         "McNemar $p$: problems as the unit, pooled over seed pairs, with these trained models fixed (a statement "
         "about these models, not about another seed). "
-        f"$p_{{\\mathrm{{Holm}}}}$: {tex_escape(summary['family_rule'])}. "
-        f"$^{{*}}$: established at the {100 * summary['level']:g}\\% level (Holm $p$ below it and the interval "
-        "excludes 0). Peak rows compare each run's best checkpoint, chosen on these same problems; "
+        f"$p_{{\\mathrm{{adj}}}}$: {tex_escape(summary['family_rule'])}. "
+        f"$^{{*}}$: established at the {100 * summary['level']:g}\\% level (adjusted $p$ below it; the interval "
+        "then excludes 0). Peak rows compare each run's best checkpoint, chosen on these same problems; "
         "(= final): the peak is the final checkpoint in every run, so the row repeats the final one."
     )
     warning = left_out_warning(summary)

@@ -17,16 +17,15 @@ from saah_lib.analysis.overlap import shared_runs
 from saah_lib.analysis.quantities import number_or_nan
 from saah_lib.analysis.reported import read_reported_csv
 from saah_lib.analysis.plan import PAPER_CLAIM
-from saah_lib.analysis.sentences import num
+from saah_lib.analysis.sentences import num, percent
 from saah_lib.analysis.significance import established
 from saah_lib.jsonio import read_json
 from saah_lib.method.methods import ALPHA_RANGE, MAIN_ALPHA
 from saah_lib.paths import PAPER_REPORTED, repo_relative
 from saah_lib.report.latex import tex_escape
-from saah_lib.rundir.layout import MATCHED_ALPHA_FILE, WARMSTART_RECORD_FILE
+from saah_lib.rundir.layout import ALPHA_RANGE_FILE, MATCHED_ALPHA_FILE, WARMSTART_RECORD_FILE
 
 #: Written beside the matched alpha by ``python -m saah_lib.studies.matched_alpha --range <root>``.
-ALPHA_RANGE_FILE = "alpha_range.json"
 
 
 # ---------------------------------------------------------------------------
@@ -219,20 +218,21 @@ def _paper_variance_clause(observed: str) -> str:
            f"its {' and '.join(sorted(same, reverse=True))} row goes the same way as ours)"
 
 
+def _percent(row: dict) -> str:
+    """The interval's confidence as LaTeX: 97.5\\% in a family of two."""
+    return percent(row["confidence"]).replace("%", "\\%")
+
+
 def _verdict(row: dict, key: str, level: float) -> str:
     claim = PAPER_CLAIM[key]
     observed = "higher" if row["diff"] > 0 else "lower"
     agree = "as the paper claims" if observed == claim else f"opposite to the paper's claim of {claim}"
     if key == "train_var" and observed != claim:
         agree += _paper_variance_clause(observed)
-    if established(row["p_holm"], row["ci_low"], row["ci_high"], level):
-        return f"SA-AH-GRPO is {observed}, {agree}"
-    if row["p_holm"] < level:
-        # the two criteria disagree: say so rather than call it either a difference or none
-        return (f"not established: the paired t test over seeds finds SA-AH-GRPO {observed}, {agree} "
-                f"(Holm p = {row['p_holm']:.3f}), but the interval, which also resamples the evaluation problems, "
-                f"includes 0")
-    return (f"no difference detected (the paper claims {claim}; a difference smaller than "
+    tested = f"adjusted p = {row['p_adjusted']:.3f}" if math.isfinite(row["p_adjusted"]) else "no test"
+    if established(row["p_adjusted"], row["ci_low"], row["ci_high"], level):
+        return f"SA-AH-GRPO is {observed}, {agree} ({tested})"
+    return (f"not established ({tested}; the paper claims {claim}; a difference smaller than "
             f"{num(row['mde'], key)} would go unseen)")
 
 
@@ -273,10 +273,10 @@ def closing_text(summaries: dict[str, dict], roots: dict[str, Path]) -> str:
     a_label = tex_text(final["a"])
     text = (f"In the CPU {STUDY_NAMES.get(study, study)}'s primary comparison, fixed before its runs "
             f"({a_label} against GRPO over {final['n_units']} seed pairs{where}), final Pass@1 differs by "
-            f"{num(final['diff'], 'final', True)} (95\\% CI [{num(final['ci_low'], 'final', True)}, "
+            f"{num(final['diff'], 'final', True)} ({_percent(final)} CI [{num(final['ci_low'], 'final', True)}, "
             f"{num(final['ci_high'], 'final', True)}]): {_verdict(final, 'final', level)}")
     if var is not None:
-        text += (f"; training-reward variance differs by {num(var['diff'], 'train_var', True)} (95\\% CI "
+        text += (f"; training-reward variance differs by {num(var['diff'], 'train_var', True)} ({_percent(var)} CI "
                  f"[{num(var['ci_low'], 'train_var', True)}, {num(var['ci_high'], 'train_var', True)}]): "
                  f"{_verdict(var, 'train_var', level)}")
         within = _same_pair(summary, var, "train_var_within")

@@ -46,6 +46,7 @@ TIMINGS_FILE = "timings.json"  # wall time and peak memory of each stage
 EXTENDED_TIMINGS_FILE = "extended_timings.json"  # the same for the extended study
 TOPK_ERROR_FILE = "topk_entropy_error.json"  # the top-K entropy measurement
 MATCHED_ALPHA_FILE = "paper_matched_alpha.json"  # the paper-matched alpha and the measurement behind it
+ALPHA_RANGE_FILE = "alpha_range.json"  # the alphas matching the paper's other logged weights, and the drift in training
 STUDY_PLAN_FILE = "study_plan.json"  # a study's plan: its primary comparison, pairs, warm starts and runs
 WARMSTART_RECORDS_FILE = "warmstart_builds.json"  # build records of every warm start of a study, by name
 

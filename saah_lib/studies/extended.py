@@ -46,8 +46,8 @@ from pathlib import Path
 import torch
 
 from saah_lib.analysis.evidence import compare_arms, load_root_evidence
-from saah_lib.analysis.plan import Arm, StudyPlan, write_plan
-from saah_lib.analysis.significance import minimum_detectable_effect
+from saah_lib.analysis.plan import PRIMARY_QUANTITIES, Arm, StudyPlan, write_plan
+from saah_lib.analysis.significance import LEVEL, projected_se_df, t_mde
 from saah_lib.jsonio import atomic_write_json
 from saah_lib.method.methods import MAIN_ALPHA
 from saah_lib.models.names import tiny_warm_start_name, tiny_warm_start_seed
@@ -136,19 +136,22 @@ def estimate_seconds(n_runs: int, jobs: int, steps: int = 60, *, builds: int = 0
 
 
 def projected_mde(n_units: int, pilot_root: Path | None) -> tuple[float, float, str] | None:
-    """(MDE, sd, source): the final Pass@1 MDE of ``n_units`` seed pairs if the per-seed differences spread as
-    SA-AH-GRPO (main alpha) vs GRPO do in ``pilot_root`` (flagged runs left out); None without a usable pilot."""
+    """(MDE, se, source): the final Pass@1 MDE of ``n_units`` seed pairs under the evidence's crossed test at the
+    primary family's per-test level, if the seed, problem and interaction variances are those of SA-AH-GRPO
+    (main alpha) vs GRPO in ``pilot_root`` (flagged runs left out; the same problems); None without a usable
+    pilot."""
     if pilot_root is None or not (Path(pilot_root) / layout.RUNS).is_dir():
         return None
     runs = [r for r in load_root_evidence(pilot_root) if not r.flagged]
     try:
-        row = next(r for r in compare_arms(Arm("sa", MAIN_ALPHA), Arm("grpo", 0.0), runs, n_resamples=1)
+        row = next(r for r in compare_arms(Arm("sa", MAIN_ALPHA), Arm("grpo", 0.0), runs)
                    if r.key == "final")
     except ValueError:
         return None
-    if row.n_units < 3 or not math.isfinite(row.sd_diff):
+    if row.n_units < 3 or not row.crossed.components:
         return None
-    return minimum_detectable_effect(row.sd_diff, n_units), row.sd_diff, f"{row.n_units} healthy seed pairs of " \
+    se, df = projected_se_df(row.crossed, n_units)
+    return t_mde(se, df, level=LEVEL / len(PRIMARY_QUANTITIES)), se, f"{row.n_units} healthy seed pairs of " \
         f"{repo_relative(pilot_root)}"
 
 
@@ -186,9 +189,11 @@ def describe_plan(root: Path, configs, todo, jobs: int, warm_starts, seeds, meas
                      f"appear in its tables ({', '.join(strangers[:6])}{', ...' if len(strangers) > 6 else ''}); "
                      "give the study a fresh --root")
     if projection is not None:
-        mde, sd, source = projection
-        lines.append(f"projected minimum detectable final Pass@1 difference (80% power, two-sided 5%): {mde:.3f} "
-                     f"with {n_units} seed pairs, if the per-seed differences spread as in {source} (sd {sd:.4f})")
+        mde, se, source = projection
+        lines.append(f"projected minimum detectable final Pass@1 difference (80% power, two-sided "
+                     f"{LEVEL / len(PRIMARY_QUANTITIES):g}, the primary family's per-test level): {mde:.3f} with "
+                     f"{n_units} seed pairs, if the seed and problem variances are those of {source} "
+                     f"(standard error {se:.4f})")
     return "\n".join(lines)
 
 

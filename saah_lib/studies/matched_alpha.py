@@ -65,7 +65,7 @@ from saah_lib.analysis.resultset import matched_alpha
 from saah_lib.analysis.runs import read_runs
 from saah_lib.analysis.summaries import ordered_by_step
 from saah_lib.jsonio import atomic_write_json, read_jsonl
-from saah_lib.method.discount import group_advantages, mean_negative_weight, padded, solve_alpha
+from saah_lib.method.discount import alphas_for_targets, group_advantages, mean_negative_weight, padded, solve_alpha
 from saah_lib.method.loss import normalised_entropy
 from saah_lib.method.methods import MAIN_ALPHA, check_alpha
 from saah_lib.method.reward import total_reward
@@ -73,7 +73,7 @@ from saah_lib.models.loading import load_model_and_tokenizer, resolve_model
 from saah_lib.models.names import TINY_WARMSTART, canonical_model_name
 from saah_lib.models.warmstart import torch_threads
 from saah_lib.paths import PAPER_REPORTED, repo_relative
-from saah_lib.rundir.layout import MATCHED_ALPHA_FILE, TOKEN_ENTROPIES_FILE
+from saah_lib.rundir.layout import ALPHA_RANGE_FILE, MATCHED_ALPHA_FILE, TOKEN_ENTROPIES_FILE
 from saah_lib.rundir.manifest import write_manifest
 from saah_lib.studies.real_model import paper_targets
 from saah_lib.studies.topk import completion_texts, sample_batch
@@ -87,7 +87,6 @@ ALPHA_STEP = 0.1
 SAMPLING_SEED = 0
 RECORD_VERSION = 1
 DRIFT_WINDOW = 10  # steps at each end of a run for the drift of its mean negative weight
-ALPHA_RANGE_FILE = "alpha_range.json"  # in a study root: the range of matching alphas and the drift (write_alpha_range)
 
 
 @torch.no_grad()
@@ -135,20 +134,6 @@ def _weights_summary(rollouts: dict, alphas: dict[str, float]) -> dict:
     adv = group_advantages(rollouts["rewards"], rollouts["group_size"], rollouts["reward_std_threshold"])
     data = padded(rollouts["entropies"])
     return {name: mean_negative_weight(data, adv, a) for name, a in alphas.items()}
-
-
-def alphas_for_targets(entropies, advantages, targets: dict[str, float]) -> dict:
-    """For each named target mean negative weight, the alpha that gives it on these rollouts (rounded to 3
-    decimals) and the weight reached; ``alpha`` None with the reason when no alpha in range does.  The rule
-    :mod:`saah_lib.studies.real_model` applies to SmolLM2."""
-    matched = {}
-    for name, target in targets.items():
-        try:
-            solved = solve_alpha(entropies, advantages, target)
-            matched[name] = {"target": target, "alpha": round(solved["alpha"], 3), "weight": solved["weight"]}
-        except ValueError as err:
-            matched[name] = {"target": target, "alpha": None, "reason": str(err)}
-    return matched
 
 
 def alpha_range(rollouts: dict) -> dict:

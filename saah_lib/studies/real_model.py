@@ -37,7 +37,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from saah_lib.analysis.reported import read_reported_csv
 from saah_lib.jsonio import atomic_write_json
-from saah_lib.method.discount import group_advantages, mean_negative_weight, padded, solve_alpha
+from saah_lib.method.discount import alphas_for_targets, group_advantages, mean_negative_weight, padded
 from saah_lib.method.loss import horizon_weights, normalised_entropy
 from saah_lib.method.methods import MAIN_ALPHA, PAPER_ENTROPY_TOP_K
 from saah_lib.method.reward import total_reward
@@ -142,13 +142,7 @@ def discount_summary(rollouts: dict, targets: dict[str, float], *, per_prompt: i
     entropies = rollouts["top_k"]
     tokens = [h for row in entropies for h in row]
     errors = [abs(a - b) for ra, rb in zip(rollouts["exact"], entropies) for a, b in zip(ra, rb)]
-    matched = {}
-    for name, target in targets.items():
-        try:
-            solved = solve_alpha(entropies, advantages, target)
-            matched[name] = {"target": target, "alpha": round(solved["alpha"], 3), "weight": solved["weight"]}
-        except ValueError as err:
-            matched[name] = {"target": target, "alpha": None, "reason": str(err)}
+    matched = alphas_for_targets(entropies, advantages, targets)
     last_token_error = [abs(math.exp(-alpha * sum(ra)) - math.exp(-alpha * sum(rb)))
                         for ra, rb in zip(rollouts["exact"], entropies) if ra]
     return {

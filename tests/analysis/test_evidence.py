@@ -312,5 +312,5 @@ def test_on_the_committed_mini_study_the_summaries_are_the_tables_and_nothing_is
         assert row["p_value"] == pytest.approx(stats.ttest_rel(row["detail"]["a"], row["detail"]["b"]).pvalue)
     assert all(not math.isnan(r["mde"]) for r in summary["rows"])
     assert " has higher " not in summary["sentence"] and " has lower " not in summary["sentence"]
-    assert "none of the 9 distinct differences is established" in summary["sentence"]
+    assert "none of the 15 distinct differences is established" in summary["sentence"]
     assert summary["plan"]["primary"]["a"] == {"method": "sa", "alpha": 0.5, "entropy_top_k": None}

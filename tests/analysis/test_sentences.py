@@ -75,7 +75,7 @@ def test_sentence_counts_a_repeated_peak_once_and_explains_mcnemar(two_arms):
     rows = compare_pairs(runs, [(SA, GRPO)])
     text = paragraph(rows)
     assert "Peak and final are the same checkpoint in every run of SA-AH-GRPO (α=0.5) vs GRPO" in text
-    assert "of 3 distinct differences" in text or "none of the 3 distinct differences" in text
+    assert "of 5 distinct differences" in text or "none of the 5 distinct differences" in text
     final = next(r for r in rows if r.key == "final")
     if not final.is_established():
         assert "these particular models differ on such problems" in text

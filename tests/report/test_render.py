@@ -69,14 +69,14 @@ def test_write_or_remove_writes_with_a_header_or_removes_older_copies(tmp_path):
 
 def test_render_source_writes_tables_sentences_figures_and_json_and_removes_stale_ones(tmp_path, run_maker):
     root = _study(tmp_path / "root", run_maker)
-    out = render_source(root, tmp_path / "tables", tmp_path / "figs", prefix="t", n_resamples=300)
+    out = render_source(root, tmp_path / "tables", tmp_path / "figs", prefix="t")
     names = sorted(p.name for p in out["written"])
     assert {"t_paired.pdf", "t_paired.png", "t_paired.tex", "t_paired_evidence.json", "t_paired_sentence.tex",
             "t_primary_sentence.tex", "t_main.tex", "t_setup.tex", "t_pass_at_1.png"} <= set(names)
     assert not any("topk" in n or "matched_alpha" in n for n in names)  # no top-K runs, no matched alpha here
     assert sorted(p.name for p in root.iterdir()) == ["runs"]  # nothing derived lands in the results root
     tex = (tmp_path / "tables" / "t_paired.tex").read_text()
-    assert r"\label{t:paired}" in tex and r"Primary (fixed in the study plan)" in tex and "300 resamples" in tex
+    assert r"\label{t:paired}" in tex and r"Primary (fixed in the study plan)" in tex and "Satterthwaite" in tex
     summary = json.loads((tmp_path / "tables" / "t_paired_evidence.json").read_text())
     assert summary["families"]["primary"] == ["SA-AH-GRPO (α=0.5) vs GRPO: final Pass@1",
                                               "SA-AH-GRPO (α=0.5) vs GRPO: training-reward variance"]
@@ -85,7 +85,7 @@ def test_render_source_writes_tables_sentences_figures_and_json_and_removes_stal
     # no run any more: every output of the source goes, none is left stale
     shutil.rmtree(root / "runs")
     (root / "runs").mkdir()
-    assert render_source(root, tmp_path / "tables", tmp_path / "figs", prefix="t", n_resamples=300)["written"] == []
+    assert render_source(root, tmp_path / "tables", tmp_path / "figs", prefix="t")["written"] == []
     assert list((tmp_path / "tables").iterdir()) == [] and list((tmp_path / "figs").iterdir()) == []
 
 
@@ -96,7 +96,7 @@ def test_topk_runs_get_their_own_table_and_family(tmp_path, run_maker):
                       evals={0: 2 / 40, 20: right / 40}, n_eval=40)
         config = json.loads((d / "config.json").read_text())
         (d / "config.json").write_text(json.dumps({**config, "entropy_top_k": 5}))
-    source = render.read_source("t", root, n_resamples=200)
+    source = render.read_source("t", root)
     rows = source.topk_runs["rows"]
     assert {(r["a"], r["b"]) for r in rows} == {("SA-AH-GRPO (α=0.5) top-5", "SA-AH-GRPO (α=0.5)")}
     assert not any(r["primary"] for r in rows)
@@ -163,7 +163,7 @@ def test_the_next_render_removes_temporary_files_and_git_ignores_them(tmp_path, 
     for path in left:
         path.write_text("half a file")
     root = _study(tmp_path / "root", run_maker, seeds=(0,))
-    render_source(root, tables, figures, prefix="mini", n_resamples=50)
+    render_source(root, tables, figures, prefix="mini")
     assert not any(p.exists() for p in left)
     assert not list(tables.glob(".*")) and not list(figures.glob(".*"))  # the render's lock is gone too
     assert (tables / "studies_closing_note.tex").read_text() == "% older studies_closing_note.tex\n"  # not its own
@@ -179,7 +179,7 @@ def test_a_second_render_into_the_same_folders_stops_named(tmp_path, run_maker, 
     root = _study(tmp_path / "root", run_maker, seeds=(0,))
     with render._OutputFolders(tables, figures):
         with pytest.raises(RuntimeError, match="being written by another process"):
-            render_source(root, tables, figures, prefix="mini", n_resamples=50)
+            render_source(root, tables, figures, prefix="mini")
 
 
 def test_a_source_given_as_empty_is_left_out_and_its_outputs_kept(tmp_path, run_maker, outputs):

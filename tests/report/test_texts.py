@@ -4,6 +4,8 @@ mini study's pointer, the closing note), all from the numbers."""
 import json
 import shutil
 
+import pytest
+
 from saah_lib.paths import MINI_ROOT
 from saah_lib.report.texts import (
     closing_text,
@@ -18,9 +20,9 @@ from saah_lib.report.texts import (
 from saah_lib.rundir.layout import MATCHED_ALPHA_FILE, WARMSTART_RECORD_FILE
 
 
-def _row(key, diff, lo, hi, p_holm, mde, n=20, ws=2, a="SA-AH-GRPO (α=5.9)"):
-    return {"primary": True, "key": key, "diff": diff, "ci_low": lo, "ci_high": hi, "p_holm": p_holm, "mde": mde,
-            "n_units": n, "n_warm_starts": ws, "a": a, "b": "GRPO"}
+def _row(key, diff, lo, hi, p_adjusted, mde, n=20, ws=2, a="SA-AH-GRPO (α=5.9)"):
+    return {"primary": True, "key": key, "diff": diff, "ci_low": lo, "ci_high": hi, "p_adjusted": p_adjusted,
+            "confidence": 0.975, "mde": mde, "n_units": n, "n_warm_starts": ws, "a": a, "b": "GRPO"}
 
 
 def _summary(final, var, alpha=5.9):
@@ -38,8 +40,8 @@ def test_closing_note_states_each_claim_whichever_way_it_goes(tmp_path):
                        _row("train_var", 0.05, 0.02, 0.08, 0.004, 0.03))
     text = closing_text({"extended": summary}, {"extended": root})
     assert "over 20 seed pairs from 2 independently built warm starts" in text
-    assert "final Pass@1 differs by +0.004 (95\\% CI [-0.010, +0.018]): no difference detected (the paper claims " \
-           "higher; a difference smaller than 0.021 would go unseen)" in text
+    assert "final Pass@1 differs by +0.004 (97.5\\% CI [-0.010, +0.018]): not established (adjusted p = 0.600; the " \
+           "paper claims higher; a difference smaller than 0.021 would go unseen)" in text
     assert "SA-AH-GRPO is higher, opposite to the paper's claim of lower" in text
     assert "a 0.6M-parameter model" in text and "at the paper's discount level" in text
     assert "a mean weight of 0.36 on negative-advantage rollouts" in text and "0.36 in the paper's log" in text
@@ -47,11 +49,13 @@ def test_closing_note_states_each_claim_whichever_way_it_goes(tmp_path):
     text = closing_text({"extended": agreeing}, {"extended": root})
     assert "SA-AH-GRPO is higher, as the paper claims" in text and "SA-AH-GRPO is lower, as the paper claims" in text
     assert text.count(". ") <= 3  # two or three sentences
-    split = _summary(_row("final", 0.019, -0.003, 0.041, 0.026, 0.020), _row("train_var", 0.01, -0.02, 0.04, 0.5, 0.03))
-    text = closing_text({"extended": split}, {"extended": root})
-    assert ("+0.019 (95\\% CI [-0.003, +0.041]): not established: the paired t test over seeds finds SA-AH-GRPO "
-            "higher, as the paper claims (Holm p = 0.026), but the interval, which also resamples the evaluation "
-            "problems, includes 0") in text
+    near = _summary(_row("final", 0.019, -0.001, 0.038, 0.060, 0.026), _row("train_var", 0.01, -0.02, 0.04, 0.5, 0.03))
+    text = closing_text({"extended": near}, {"extended": root})
+    assert "+0.019 (97.5\\% CI [-0.001, +0.038]): not established (adjusted p = 0.060; the paper claims higher" in text
+    incoherent = _summary(_row("final", 0.019, -0.003, 0.041, 0.026, 0.020), _row("train_var", 0.01, -0.02, 0.04, 0.5,
+                                                                                  0.03))
+    with pytest.raises(ValueError, match="disagree"):  # an interval that is not the test's own
+        closing_text({"extended": incoherent}, {"extended": root})
 
 
 def test_the_mini_study_defers_to_the_powered_one():
@@ -88,14 +92,17 @@ def test_tex_text_escapes_and_keeps_math():
         r"A\_b ($\alpha$=0.5) p $<$ 0.001, $2/2^{3}$ = 0.25, 5\%, KL 0.2 $>$ 0.1"
 
 
-def test_a_nan_interval_is_no_established_difference_in_the_closing_note(tmp_path):
-    # the rule is significance.established: the t test alone, with no interval, establishes nothing
+def test_a_nan_interval_beside_a_significant_p_is_an_error_in_the_closing_note(tmp_path):
+    # the rule is significance.established: a p without the same test's interval is inconsistent input
     final = _row("final", 0.02, float("nan"), float("nan"), 0.01, 0.02)
     var = _row("train_var", -0.01, -0.02, -0.005, 0.01, 0.004)
-    text = closing_text({"extended": _summary(final, var)}, {"extended": tmp_path})
-    assert "final Pass@1 differs by +0.020 (95\\% CI [n/a, n/a]): not established" in text
-    assert "training-reward variance differs by -0.0100 (95\\% CI [-0.0200, -0.0050]): SA-AH-GRPO is lower, as the " \
-           "paper claims" in text
+    with pytest.raises(ValueError, match="without an interval"):
+        closing_text({"extended": _summary(final, var)}, {"extended": tmp_path})
+    untested = _row("final", 0.02, float("nan"), float("nan"), float("nan"), float("nan"))
+    text = closing_text({"extended": _summary(untested, var)}, {"extended": tmp_path})
+    assert "final Pass@1 differs by +0.020 (97.5\\% CI [n/a, n/a]): not established" in text
+    assert "training-reward variance differs by -0.0100 (97.5\\% CI [-0.0200, -0.0050]): SA-AH-GRPO is lower, as " \
+           "the paper claims" in text
 
 
 def test_the_evidence_sentences_split_the_paragraphs_and_say_nothing_without_rows():
@@ -177,7 +184,8 @@ def test_the_matched_alpha_in_words_gives_its_range_and_its_drift(tmp_path):
 def test_the_closing_note_adds_the_within_step_variance_when_the_evidence_compares_it(tmp_path):
     root = tmp_path / "extended"
     root.mkdir()
-    summary = _summary(_row("final", 0.019, -0.003, 0.041, 0.026, 0.020), _row("train_var", 0.0549, 0.0088, 0.1016, 0.033, 0.07))
+    summary = _summary(_row("final", 0.0187, -0.0007, 0.0382, 0.060, 0.026),
+                       _row("train_var", 0.0549, -0.0047, 0.1146, 0.074, 0.081))
     assert "within a step" not in closing_text({"extended": summary}, {"extended": root})
     within = {**_row("train_var_within", -0.0089, -0.2, 0.2, 0.878, 0.3), "primary": False, "p_value": 0.878}
     summary["rows"].append(within)

@@ -278,11 +278,11 @@ def test_a_sample_file_without_its_evaluation_line_is_an_error(study):
 
 
 def test_a_deleted_sample_record_never_silently_drops_paired_tests(study, tmp_path):
-    full = evidence_summary(study, n_resamples=100)
+    full = evidence_summary(study)
     _drop_one_record(run_file(study, "eval_samples/step_0060.jsonl"))
     with pytest.raises(DamagedResultsError, match="step_0060.jsonl: 199 records"):
-        evidence_summary(study, n_resamples=100)
-    tolerated = evidence_summary(study, n_resamples=100, tolerate_problems=True)
+        evidence_summary(study)
+    tolerated = evidence_summary(study, tolerate_problems=True)
     assert tolerated["left_out"] == [SA]
     assert f"WARNING: 1 damaged or incomplete run(s) were left out: {SA}." in tolerated["sentence"]
     # with one SA seed left its pairs cannot be tested over seeds: named, not silently dropped
@@ -290,7 +290,7 @@ def test_a_deleted_sample_record_never_silently_drops_paired_tests(study, tmp_pa
     assert sa_pairs and not any(r["a"].startswith("SA") for r in tolerated["rows"])
     assert len(tolerated["not_tested"]) == len(sa_pairs)
     assert f"Not tested ({len(sa_pairs)} planned comparison(s)):" in tolerated["sentence"]
-    render_source(study, tmp_path / "t", tmp_path / "f", prefix="x", n_resamples=100, tolerate_problems=True)
+    render_source(study, tmp_path / "t", tmp_path / "f", prefix="x", tolerate_problems=True)
     table = (tmp_path / "t" / "x_paired.tex").read_text()
     assert rf"\textbf{{Warning:}} 1 damaged or incomplete run(s) left out: {SA}." in table
     assert f"left out: {SA}" in (tmp_path / "t" / "x_paired_sentence.tex").read_text()

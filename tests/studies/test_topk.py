@@ -93,5 +93,5 @@ def test_topk_table_and_figure(tmp_path):
     assert plot_topk(_topk_result()) is not None
     root = tmp_path / "root"
     atomic_write_json(root / RESULT_FILE, _topk_result())
-    out = render_source(root, tmp_path / "tables", tmp_path / "figs", prefix="t", n_resamples=10)
+    out = render_source(root, tmp_path / "tables", tmp_path / "figs", prefix="t")
     assert sorted(p.name for p in out["written"]) == ["t_topk.pdf", "t_topk.png", "t_topk.tex"]
