@@ -14,7 +14,8 @@ What changes relative to TRL, and nothing else:
    (they repeat the one it tracks; no value changes).
 3. ``_generate_single_turn``: with ``generation_backend="compiled"`` rollouts go
    through ``saah_lib.models.rollout`` (static KV cache, compiled decode step, LoRA
-   unmerged); ``hf`` and ``vllm`` are TRL's own paths. Every backend samples the
+   unmerged; the cache sized once for the longest training prompt, so one graph, and
+   freed when ``train`` returns); ``hf`` and ``vllm`` are TRL's own paths. Every backend samples the
    model in eval mode (no dropout: vLLM has none, and the compiled step is built
    for it) with settings taken only from this config, never from the checkpoint's
    ``generation_config.json``. If the decode step fails to compile, the run says
