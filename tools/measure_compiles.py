@@ -12,7 +12,8 @@ Writes ``cpu-compile-count.json``:
    ``per_bucket`` (one graph per (batch, prompt bucket): the engine before this change),
    ``grown`` (``StaticRollout`` without a reservation: the cache grows when a longer bucket arrives) and
    ``reserved`` (``StaticRollout.reserve`` with the longest prompt up front: what the trainer and the
-   evaluation do). The last two run the engine's own ``reserve``.
+   evaluation do). The last two run the engine's own ``reserve`` and ``prompt_width``. ``mean_cache_len``:
+   the cache length per batch, averaged over the run's batches (attention reads the whole cache per token).
 2. ``static_state_gib_bf16``: what the static states hold for Qwen2.5-1.5B/3B in bf16 at those shapes, from
    real ``StaticCache`` and decode-buffer allocations on the meta device (2 layers, scaled): before (every
    per-bucket state kept for the run) and after (one state per engine; evaluation's freed when each
@@ -110,22 +111,30 @@ def run_batches(train_lengths: list[int], eval_lengths_by_chars: list[int]) -> t
     return rollouts, one_eval * evaluations
 
 
+def cache_lengths(batches: list[list[int]], max_new: int, rule: str) -> list[int]:
+    """The decode cache length of each batch under ``rule``: what a compiled step's attention reads per token."""
+    engine = StaticRollout(max_new_tokens=max_new, pad_token_id=0, eos_token_ids=[])
+    if rule == "reserved":
+        engine.reserve(max(max(b) for b in batches))
+    out = []
+    for lengths in batches:
+        if rule == "per_bucket":
+            out.append(prompt_bucket(max(lengths)) + max_new)
+        else:
+            engine.prompt_width(max(lengths))  # what generate does before it takes its state
+            out.append(engine.cache_len)
+    return out
+
+
 def shapes(batches: list[list[int]], batch: int, max_new: int, rule: str) -> list[list[int]]:
     """The distinct (batch, cache length) decode shapes ``batches`` compile under ``rule``, in first-use order.
 
     A short last evaluation batch is padded to ``batch`` rows (``models.evaluate``), so every batch has that size.
     """
     seen: list[list[int]] = []
-    engine = StaticRollout(max_new_tokens=max_new, pad_token_id=0, eos_token_ids=[])
-    if rule == "reserved":
-        engine.reserve(max(max(b) for b in batches))
-    for lengths in batches:
-        if rule == "per_bucket":
-            shape = [batch, prompt_bucket(max(lengths)) + max_new]
-        else:
-            shape = [batch, engine.reserve(max(lengths))]  # what generate does before it takes its state
-        if shape not in seen:
-            seen.append(shape)
+    for length in cache_lengths(batches, max_new, rule):
+        if [batch, length] not in seen:
+            seen.append([batch, length])
     return seen
 
 
@@ -148,7 +157,11 @@ def compile_counts(tokenizer, split) -> dict:
     for rule in ("per_bucket", "grown", "reserved"):
         rollout = shapes(rollouts, rollout_batch, RUN["max_new_tokens"], rule)
         greedy = shapes(evaluations, RUN["eval_batch_size"], RUN["eval_max_new_tokens"], rule)
-        out[rule] = {"rollout_shapes": rollout, "evaluation_shapes": greedy, "compiles": len(rollout) + len(greedy)}
+        mean = {name: round(sum(lengths) / len(lengths), 1) for name, lengths in (
+            ("rollout", cache_lengths(rollouts, RUN["max_new_tokens"], rule)),
+            ("evaluation", cache_lengths(evaluations, RUN["eval_max_new_tokens"], rule)))}
+        out[rule] = {"rollout_shapes": rollout, "evaluation_shapes": greedy, "compiles": len(rollout) + len(greedy),
+                     "mean_cache_len": mean}
     return out
 
 

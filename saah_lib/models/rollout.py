@@ -5,7 +5,7 @@ Why: ``model.generate`` with a dynamic cache spends most of a GPU step launching
 cache), and TRL builds its generation config with ``disable_compile=True``. This engine decodes with
 
 * one cache length per engine: room for the longest prompt the run can bring (``reserve``, from
-  the data set's longest tokenised prompt, rounded up to a ``prompt_bucket``) plus
+  the data set's longest tokenised prompt, rounded up: ``reserved_capacity``) plus
   ``max_new_tokens``; a batch of shorter prompts is padded only to its own bucket and leaves the
   cache's tail unused (the causal mask hides it), so the compiled decode step sees one shape per
   batch size and is compiled once per batch size,
@@ -54,13 +54,15 @@ from saah_lib.models.sampling import (SamplingSettings, invalid_probabilities, p
 
 # Prompt lengths are padded up to the first of these (then to multiples of the last).
 PROMPT_BUCKETS = (64, 128, 256, 512, 1024)
+#: A cache reserved up front holds the longest prompt rounded up to this many tokens (or its bucket, if less).
+RESERVE_MULTIPLE = 64
 #: Compiled decoding reads "has every row ended?" on the host once per this many tokens.
 EARLY_EXIT_EVERY = 16
 #: transformers' (and PEFT's) forward hooks that only set requires_grad on the input embeddings' output.
 INPUT_GRAD_HOOKS = ("make_inputs_require_grads", "make_inputs_require_grad")
 
 __all__ = ["PROMPT_BUCKETS", "EARLY_EXIT_EVERY", "SamplingSettings", "StaticRollout", "build_engine", "eval_mode",
-           "decoding_state", "drop_orphaned_input_grad_hooks", "prompt_bucket", "completion_lists",
+           "decoding_state", "drop_orphaned_input_grad_hooks", "prompt_bucket", "reserved_capacity", "completion_lists",
            "static_state_bytes"]
 
 
@@ -71,6 +73,16 @@ def prompt_bucket(length: int, buckets: tuple[int, ...] = PROMPT_BUCKETS) -> int
             return b
     step = buckets[-1]
     return -(-length // step) * step
+
+
+def reserved_capacity(longest_prompt: int, buckets: tuple[int, ...] = PROMPT_BUCKETS) -> int:
+    """Prompt slots of a cache reserved for prompts of up to ``longest_prompt`` tokens.
+
+    The smaller of the prompt's bucket and the length rounded up to ``RESERVE_MULTIPLE``: attention reads
+    the whole static cache at every token (the mask hides the unused slots, it does not skip them), so
+    every slot of spare capacity costs decode time, and one reservation per run needs no coarse buckets.
+    """
+    return min(prompt_bucket(longest_prompt, buckets), -(-longest_prompt // RESERVE_MULTIPLE) * RESERVE_MULTIPLE)
 
 
 # ---------------------------------------------------------------------- the model during a rollout
@@ -368,11 +380,18 @@ class StaticRollout:
         Call it once with the longest prompt a run can bring (the data set's longest tokenised prompt):
         every later batch then decodes at this one length. Growing drops the states of the old length.
         """
-        capacity = prompt_bucket(longest_prompt, self.buckets)
+        capacity = reserved_capacity(longest_prompt, self.buckets)
         if self.prompt_capacity is None or capacity > self.prompt_capacity:
             self.prompt_capacity = capacity
             self.release()
         return self.cache_len
+
+    def prompt_width(self, longest_prompt: int) -> int:
+        """The padded prompt length of a batch whose longest prompt has ``longest_prompt`` tokens: its bucket,
+        within the reserved capacity. A prompt beyond the capacity grows it by whole buckets (a new shape)."""
+        if self.prompt_capacity is None or longest_prompt > self.prompt_capacity:
+            self.reserve(prompt_bucket(longest_prompt, self.buckets))
+        return min(prompt_bucket(longest_prompt, self.buckets), self.prompt_capacity)
 
     def held_bytes(self) -> int:
         """Bytes the engine's static states hold now (KV caches and decode buffers)."""
@@ -434,8 +453,7 @@ class StaticRollout:
         lengths = torch.tensor([len(p) for p in prompt_ids])
         if (lengths == 0).any():
             raise ValueError("every prompt needs at least one token")
-        bucket = prompt_bucket(int(lengths.max()), self.buckets)
-        self.reserve(bucket)  # a no-op when the capacity was reserved up front
+        bucket = self.prompt_width(int(lengths.max()))  # within the capacity reserved up front, if any
         ids = torch.full((batch, bucket), self.pad_token_id, dtype=torch.long)
         for i, p in enumerate(prompt_ids):
             ids[i, bucket - len(p):] = torch.tensor(p, dtype=torch.long)

@@ -22,7 +22,7 @@ BATCHES = [[100, 20], [200, 5], [64, 128], [300, 1], [129, 2]]
 @pytest.mark.parametrize("rule,expected", [
     ("per_bucket", [[16, 128 + 8], [16, 256 + 8], [16, 512 + 8]]),  # one graph per bucket
     ("grown", [[16, 128 + 8], [16, 256 + 8], [16, 512 + 8]]),  # grows at each new longest bucket
-    ("reserved", [[16, 512 + 8]]),  # the longest prompt known up front: one graph
+    ("reserved", [[16, 320 + 8]]),  # the longest prompt (300) known up front: one graph, 300 rounded up to 64
 ])
 def test_distinct_decode_shapes_per_rule(measure, rule, expected):
     assert measure.shapes(BATCHES, 16, 8, rule) == expected

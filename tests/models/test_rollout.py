@@ -9,7 +9,7 @@ from trl import GRPOConfig
 from saah_lib.method.reward import TRL_REWARD_FUNCS
 from saah_lib.models.backends import resolve_backend
 from saah_lib.models.loading import load_model_and_tokenizer
-from saah_lib.models.rollout import SamplingSettings, StaticRollout, prompt_bucket
+from saah_lib.models.rollout import SamplingSettings, StaticRollout, prompt_bucket, reserved_capacity
 from saah_lib.tasks.prompts import to_trl_dataset
 from saah_lib.tasks.synthetic import generate_problems
 from saah_lib.training.config import make_config
@@ -102,6 +102,17 @@ def test_config_names_a_bad_backend_or_vllm_mode():
 
 def test_prompt_buckets_are_few_and_static():
     assert [prompt_bucket(n) for n in (1, 64, 65, 200, 512, 1025)] == [64, 64, 128, 256, 512, 2048]
+
+
+def test_a_reserved_capacity_is_the_bucket_or_the_length_rounded_up_to_64_whichever_is_less():
+    assert [reserved_capacity(n) for n in (1, 64, 65, 200, 251, 268, 512, 1025)] == [
+        64, 64, 128, 256, 256, 320, 512, 1088]
+    assert reserved_capacity(12, (8, 16)) == 16 and reserved_capacity(5, (8, 16)) == 8
+    engine = StaticRollout(max_new_tokens=10, pad_token_id=0, eos_token_ids=[], prompt_capacity=268)
+    assert engine.cache_len == 330
+    # batches are padded to their bucket within the capacity, and grow it by whole buckets past it
+    assert [engine.prompt_width(n) for n in (30, 200, 268)] == [64, 256, 320] and engine.cache_len == 330
+    assert engine.prompt_width(300) == 320 and engine.prompt_width(321) == 512 and engine.cache_len == 522
 
 
 # ---------------------------------------------------------------------- greedy
@@ -380,11 +391,11 @@ def test_short_prompts_in_a_longer_cache_decode_as_generate_does(fresh_dynamo):
     torch.manual_seed(5)
     sampled = hf_completions(model, PROMPTS, 0, [eos], 20, do_sample=True, temperature=0.9, top_k=0)
     def engines():  # a greedy and a sampled step are different graphs: one engine each, as in a run
-        return (StaticRollout(max_new_tokens=20, pad_token_id=0, eos_token_ids=[eos], prompt_capacity=200),
-                compiled_engine(20, [eos], prompt_capacity=200))
+        return (StaticRollout(max_new_tokens=20, pad_token_id=0, eos_token_ids=[eos], prompt_capacity=268),
+                compiled_engine(20, [eos], prompt_capacity=268))
 
     for engine in engines():
-        assert engine.cache_len == 256 + 20 and prompt_bucket(max(map(len, PROMPTS))) == 64
+        assert engine.cache_len == 320 + 20 and prompt_bucket(max(map(len, PROMPTS))) == 64
         assert engine.generate(model, PROMPTS, SamplingSettings(do_sample=False))[0] == greedy
     for engine in engines():
         torch.manual_seed(5)

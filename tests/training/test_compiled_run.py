@@ -21,7 +21,7 @@ import saah_lib.models.evaluate as evaluate
 from saah_lib.jsonio import read_jsonl
 from saah_lib.method.reward import TRL_REWARD_FUNCS
 from saah_lib.models.loading import load_model_and_tokenizer
-from saah_lib.models.rollout import prompt_bucket
+from saah_lib.models.rollout import reserved_capacity
 from saah_lib.rundir.folder import RunDir
 from saah_lib.rundir.layout import TRAIN_LOG_KEYS
 from saah_lib.tasks.prompts import to_trl_dataset
@@ -77,7 +77,7 @@ def test_twelve_steps_and_three_evaluations_compile_one_graph_per_engine_and_fre
     assert len(per_graph) == len(shapes) == 2  # one graph per engine (one batch size each), no partial graphs
     # the rollout cache was sized before the first step for the longest training prompt, as TRL tokenises it
     longest = max(len(tok(p)["input_ids"]) for p in trainer.train_dataset["prompt"])
-    assert trainer.rollout_engine().prompt_capacity == prompt_bucket(longest)
+    assert trainer.rollout_engine().prompt_capacity == reserved_capacity(longest)
     # nothing is held once training and each evaluation ended; the graphs were reused after each release
     assert trainer.rollout_engine().held_bytes() == 0 and evaluation.engine.held_bytes() == 0
 
