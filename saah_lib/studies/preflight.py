@@ -286,7 +286,8 @@ def _guarded(check, options) -> dict:
 def _released(memory: dict) -> str:
     if "released_bytes" not in memory:
         return ""
-    return f", {memory['released_bytes'] / 2**20:.2f} MiB of static state released, {memory['held_after_release']} B left"
+    released = memory["released_bytes"] / 2**20
+    return f", {released:.2f} MiB of static state released, {memory['held_after_release']} B left"
 
 
 def verdict_lines(report: dict) -> str:

@@ -307,7 +307,7 @@ def fresh_dynamo():
 
 
 def static_tensors(engine) -> list[torch.Tensor]:
-    """Every tensor of every kept (batch, bucket) state: what a decode step may write."""
+    """Every tensor of every kept state (one per batch size): what a decode step may write."""
     out = []
     for cache, buffers in engine._states.values():
         for layer in cache.layers:
