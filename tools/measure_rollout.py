@@ -8,9 +8,10 @@
 2. ``guard_host_ms``: host time of dynamo's guards per decode call on a 28-layer LoRA model (small hidden
    size: the guards do not depend on it), as the engine compiles it (guards on nn modules skipped, the
    module state checked once per rollout instead, also timed) and with dynamo's module guards on.
-3. ``static_state_bytes``: what one (batch, bucket) state holds for Qwen2.5-1.5B/3B at the GSM8K shapes
-   (rollouts: 16 x bucket 128/256 + 512 new tokens; evaluation: 128 x the same), computed from the
-   allocation of a real ``StaticCache`` and decode buffers at a reduced layer count and scaled.
+3. ``static_state_bytes``: what one state holds for Qwen2.5-1.5B/3B at a cache of a GSM8K bucket
+   (128/256) + 512 new tokens (rollouts: 16 rows; evaluation: 128), computed from the allocation of a
+   real ``StaticCache`` and decode buffers at a reduced layer count and scaled. What a whole run holds,
+   before and after release, is in ``tools/measure_compiles.py``.
 4. ``inductor_caches``: whether inductor's FX graph cache and AOT autograd cache are on (they make the
    2nd..Nth run of a grid load compiled graphs instead of compiling them).
 """
@@ -130,7 +131,7 @@ def static_state_bytes(profile: str) -> dict:
                                            small.num_attention_heads, torch.bfloat16, torch.device("meta"))
                 per_layer = sum(t.numel() * t.element_size() for layer in cache.layers
                                 for t in (layer.keys, layer.values)) / small.num_hidden_layers
-                buffers = DecodeBuffers.allocate(batch, bucket, 512, small.vocab_size, [], "meta")
+                buffers = DecodeBuffers.allocate(batch, bucket + 512, 512, small.vocab_size, [], "meta")
             buffer_bytes = sum(t.numel() * t.element_size() for t in buffers.tensors())
             out[f"{engine} {batch}x{bucket}"] = per_layer * full.num_hidden_layers + buffer_bytes
     out["all four shapes"] = sum(out.values())

@@ -1,8 +1,10 @@
 """What the compiled decode step did over a run: graphs, recompiles, graph breaks, syncs, and a fallback.
 
 One :class:`CompileHealth` is shared by the engines of a run (rollouts and greedy evaluation).
-Graphs are counted per engine key, ``(engine, batch, bucket)``: the rollout engine samples and
-the evaluation engine decodes greedily, so they are different graphs even at the same shape.
+Graphs are counted per engine key, ``(engine, batch, cache length)``: the rollout engine samples and
+the evaluation engine decodes greedily, so they are different graphs even at the same shape. Each
+engine has one cache length, so a run compiles one graph per engine and batch size. Whether a graph
+came from inductor's on-disk caches (an earlier run of the grid) is counted too.
 Compiles, graph breaks and CUDA-graph skips are read from ``torch._dynamo``'s counters around
 each compiled call, so they count what torch did, not what we expected it to do.
 
@@ -52,6 +54,14 @@ def _dynamo_counts() -> tuple[int, int, int]:
             counters["inductor"]["cudagraph_skips"])
 
 
+def _disk_cache_counts() -> dict[str, int]:
+    """Inductor's FX graph cache and AOTAutograd's cache: lookups that found compiled code on disk or not."""
+    return {"fx_graph_cache_hits": counters["inductor"]["fxgraph_cache_hit"],
+            "fx_graph_cache_misses": counters["inductor"]["fxgraph_cache_miss"],
+            "autograd_cache_hits": counters["aot_autograd"]["autograd_cache_hit"],
+            "autograd_cache_misses": counters["aot_autograd"]["autograd_cache_miss"]}
+
+
 class CompileHealth:
     """Counters of the compiled decode step, and the reason if the run fell back to ``hf``."""
 
@@ -67,6 +77,8 @@ class CompileHealth:
         self.token_steps = 0  # token positions sampled: one per decode step, whatever the batch size
         self.compiled_calls = 0
         self.host_syncs = 0  # device-to-host reads in the decode loops (the finished-batch checks)
+        self.disk_cache = dict.fromkeys(_disk_cache_counts(), 0)  # lookups during this record's compiles
+        self.compile_caches: dict | None = None  # rollout.enable_compile_caches(): flags and folder in force
         self.fallback: dict | None = None
 
     # ------------------------------------------------------------------ counting
@@ -89,7 +101,7 @@ class CompileHealth:
 
     def call(self, key: tuple, fn, *args) -> None:
         """Run one compiled call for ``key`` and count what it compiled."""
-        before = _dynamo_counts()
+        before, disk_before = _dynamo_counts(), _disk_cache_counts()
         start = time.perf_counter()
         fn(*args)
         self.compiled_calls += 1
@@ -98,6 +110,8 @@ class CompileHealth:
             return
         self.graph_breaks += after[1] - before[1]
         self.cudagraph_skips += after[2] - before[2]
+        for name, count in _disk_cache_counts().items():
+            self.disk_cache[name] += count - disk_before[name]
         if after[0] > before[0]:
             self._note_compile(key, after[0] - before[0], time.perf_counter() - start, fn)
 
@@ -106,7 +120,7 @@ class CompileHealth:
             self.recompiles += graphs
             raise RecompileError(f"the decode step was compiled again for {_label(key)}; last guard failure: "
                                  f"{_last_guard_failure(fn)}")
-        self.graphs[key] = {"engine": key[0], "batch": key[1], "bucket": key[2], "graphs": graphs,
+        self.graphs[key] = {"engine": key[0], "batch": key[1], "cache_len": key[2], "graphs": graphs,
                             "compile_s": round(seconds, 3)}
         if graphs > 1:  # fullgraph=True makes a break an error, so this would be a new kind of failure
             self.recompiles += graphs - 1
@@ -161,13 +175,14 @@ class CompileHealth:
             "rollouts": self.rollouts, "token_steps": steps, "compiled_calls": self.compiled_calls,
             "host_syncs": self.host_syncs,
             "host_syncs_per_token": self.host_syncs / steps if steps else None,
+            "compile_caches": self.compile_caches, **self.disk_cache,
             "fallback": self.fallback,
         }
 
 
 def _label(key: tuple) -> str:
-    engine, batch, bucket = key
-    return f"{engine} batch {batch}, prompt bucket {bucket}"
+    engine, batch, cache_len = key
+    return f"{engine} batch {batch}, cache length {cache_len}"
 
 
 def _last_guard_failure(fn) -> str:

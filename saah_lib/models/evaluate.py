@@ -61,7 +61,8 @@ def greedy_completions(model, tokenizer, prompts: list[str], *, max_new_tokens: 
     Prompts are batched by length (less padding). ``generation_backend``: ``hf`` (``model.generate``),
     ``compiled`` (:mod:`saah_lib.models.rollout`) or ``auto`` (compiled on CUDA, hf elsewhere); ``vllm``
     evaluates like ``auto`` since evaluation runs on the trainer's own model. ``engine`` reuses a
-    ``StaticRollout`` (and its compiled graphs) across calls. If the compiled step fails to compile,
+    ``StaticRollout`` (and its compiled graphs) across calls: its cache is sized once for the longest of
+    ``prompts`` and freed when the call returns (``release``). If the compiled step fails to compile,
     ``engine.health`` records it loudly and this and every later call sharing it decode with ``hf``.
     """
     if tokenizer.pad_token_id is None:
@@ -71,20 +72,28 @@ def greedy_completions(model, tokenizer, prompts: list[str], *, max_new_tokens: 
     order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
     out: list[str | None] = [None] * len(prompts)
     batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
-    if backend == "compiled" and engine is None:
-        engine = build_engine(max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id,
-                              eos_token_ids=tokenizer.eos_token_id, device=device, name="evaluation")
-    with eval_mode(model):
-        for batch in bar(batches, desc=desc, progress=progress, leave=False):
-            texts = [prompts[i] for i in batch]
-            new_tokens = None
-            if backend == "compiled" and not engine.health.fell_back:
-                new_tokens = engine.health.run_or_fall_back(
-                    lambda: _static_greedy(model, tokenizer, texts, engine, batch_size), desc)
-            if new_tokens is None:
-                new_tokens = _hf_greedy(model, tokenizer, texts, max_new_tokens)
-            for i, ids in zip(batch, new_tokens):
-                out[i] = _completion_text(ids, tokenizer)
+    prompt_ids = None
+    if backend == "compiled":
+        prompt_ids = tokenizer(prompts, add_special_tokens=False)["input_ids"]
+        if engine is None:
+            engine = build_engine(max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id,
+                                  eos_token_ids=tokenizer.eos_token_id, device=device, name="evaluation")
+        engine.reserve(max(map(len, prompt_ids)))  # one cache length for every batch: one graph
+    try:
+        with eval_mode(model):
+            for batch in bar(batches, desc=desc, progress=progress, leave=False):
+                new_tokens = None
+                if backend == "compiled" and not engine.health.fell_back:
+                    ids = [prompt_ids[i] for i in batch]
+                    new_tokens = engine.health.run_or_fall_back(
+                        lambda: _static_greedy(model, ids, engine, batch_size), desc)
+                if new_tokens is None:
+                    new_tokens = _hf_greedy(model, tokenizer, [prompts[i] for i in batch], max_new_tokens)
+                for i, ids in zip(batch, new_tokens):
+                    out[i] = _completion_text(ids, tokenizer)
+    finally:
+        if engine is not None:
+            engine.release()  # the evaluation's caches are not held while training; its graph is kept
     return out  # type: ignore[return-value]
 
 
@@ -98,10 +107,9 @@ def _hf_greedy(model, tokenizer, texts: list[str], max_new_tokens: int) -> list[
     return gen[:, enc["input_ids"].shape[1]:].tolist()
 
 
-def _static_greedy(model, tokenizer, texts: list[str], engine, batch_size: int) -> list[list[int]]:
-    """One batch through the static engine; a short last batch is padded with repeats so the
+def _static_greedy(model, ids: list[list[int]], engine, batch_size: int) -> list[list[int]]:
+    """One batch of token ids through the static engine; a short last batch is padded with repeats so the
     compiled decode step keeps its shape (rows are independent, the repeats are dropped)."""
-    ids = tokenizer(texts, add_special_tokens=False)["input_ids"]
     n = len(ids)
     ids = ids + [ids[-1]] * (batch_size - n)
     completions, _ = engine.generate(model, ids, GREEDY)

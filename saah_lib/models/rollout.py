@@ -4,10 +4,14 @@ Why: ``model.generate`` with a dynamic cache spends most of a GPU step launching
 (about 90 ms per decode step for Qwen2.5-1.5B against ~7 ms once compiled with a static
 cache), and TRL builds its generation config with ``disable_compile=True``. This engine decodes with
 
-* prompts left-padded up to one of a few static lengths (``prompt_bucket``),
-* per (batch, bucket) one static state kept for the engine's life (``StaticCache`` of
-  ``bucket + max_new_tokens`` and the decode buffers), sized once, so a compiled step and its
-  CUDA graph are built once per shape,
+* one cache length per engine: room for the longest prompt the run can bring (``reserve``, from
+  the data set's longest tokenised prompt, rounded up: ``reserved_capacity``) plus
+  ``max_new_tokens``; a batch of shorter prompts is padded only to its own bucket and leaves the
+  cache's tail unused (the causal mask hides it), so the compiled decode step sees one shape per
+  batch size and is compiled once per batch size,
+* per batch size one static state (``StaticCache`` of that length and the decode buffers), kept
+  until ``release`` frees it (the trainer at the end of training, greedy evaluation at the end
+  of each evaluation); the next call allocates it again, without a recompile,
 * one compiled call per token that runs the model, samples, and writes token, log-prob and
   finished flags into the buffers; the host reads the device only to stop early, at most once
   every ``EARLY_EXIT_EVERY`` tokens,
@@ -35,8 +39,10 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, fields
 
 import torch
+import torch._functorch.config as functorch_config
 import torch._inductor.config as inductor_config
 from peft.tuners.lora import LoraLayer
+from torch._inductor.runtime.cache_dir_utils import cache_dir as inductor_cache_dir
 from torch.compiler import skip_guard_on_all_nn_modules_unsafe
 from torch.profiler import record_function
 from transformers import StaticCache
@@ -48,13 +54,16 @@ from saah_lib.models.sampling import (SamplingSettings, invalid_probabilities, p
 
 # Prompt lengths are padded up to the first of these (then to multiples of the last).
 PROMPT_BUCKETS = (64, 128, 256, 512, 1024)
+#: A cache reserved up front holds the longest prompt rounded up to this many tokens (or its bucket, if less).
+RESERVE_MULTIPLE = 64
 #: Compiled decoding reads "has every row ended?" on the host once per this many tokens.
 EARLY_EXIT_EVERY = 16
 #: transformers' (and PEFT's) forward hooks that only set requires_grad on the input embeddings' output.
 INPUT_GRAD_HOOKS = ("make_inputs_require_grads", "make_inputs_require_grad")
 
 __all__ = ["PROMPT_BUCKETS", "EARLY_EXIT_EVERY", "SamplingSettings", "StaticRollout", "build_engine", "eval_mode",
-           "decoding_state", "drop_orphaned_input_grad_hooks", "prompt_bucket", "completion_lists"]
+           "decoding_state", "drop_orphaned_input_grad_hooks", "prompt_bucket", "reserved_capacity", "completion_lists",
+           "static_state_bytes"]
 
 
 def prompt_bucket(length: int, buckets: tuple[int, ...] = PROMPT_BUCKETS) -> int:
@@ -64,6 +73,16 @@ def prompt_bucket(length: int, buckets: tuple[int, ...] = PROMPT_BUCKETS) -> int
             return b
     step = buckets[-1]
     return -(-length // step) * step
+
+
+def reserved_capacity(longest_prompt: int, buckets: tuple[int, ...] = PROMPT_BUCKETS) -> int:
+    """Prompt slots of a cache reserved for prompts of up to ``longest_prompt`` tokens.
+
+    The smaller of the prompt's bucket and the length rounded up to ``RESERVE_MULTIPLE``: attention reads
+    the whole static cache at every token (the mask hides the unused slots, it does not skip them), so
+    every slot of spare capacity costs decode time, and one reservation per run needs no coarse buckets.
+    """
+    return min(prompt_bucket(longest_prompt, buckets), -(-longest_prompt // RESERVE_MULTIPLE) * RESERVE_MULTIPLE)
 
 
 # ---------------------------------------------------------------------- the model during a rollout
@@ -159,7 +178,7 @@ def module_state(model) -> dict:
 
 @dataclass
 class DecodeBuffers:
-    """The decode state of one (batch, bucket) shape, updated in place at static addresses."""
+    """The decode state of one (batch, cache length) shape, updated in place at static addresses."""
 
     tokens: torch.Tensor  # (batch, max_new_tokens) sampled tokens, pad after a row's end
     logps: torch.Tensor  # (batch, max_new_tokens) float32 log-probabilities of those tokens
@@ -168,13 +187,13 @@ class DecodeBuffers:
     t: torch.Tensor  # () long: index of the next token to sample
     last: torch.Tensor  # (batch, 1) long: the token sampled last, fed to the next step
     start: torch.Tensor  # (batch, 1) long: each row's prompt length (position of its first new token)
-    mask: torch.Tensor  # (batch, bucket + max_new_tokens) attention mask: prompt padding 0, all else 1
+    mask: torch.Tensor  # (batch, cache length) attention mask: prompt padding 0, all else 1
     eos: torch.Tensor  # (vocab,) bool: the end-of-sequence tokens
     invalid: torch.Tensor  # () bool: some sampling distribution had a NaN or negative probability
     seen: torch.Tensor  # (batch, vocab) bool: tokens already in the row, for the repetition penalty
 
     @classmethod
-    def allocate(cls, batch: int, bucket: int, max_new_tokens: int, vocab: int, eos_token_ids, device):
+    def allocate(cls, batch: int, cache_len: int, max_new_tokens: int, vocab: int, eos_token_ids, device):
         def zeros(*shape, dtype=torch.long):
             return torch.zeros(shape, dtype=dtype, device=device)
 
@@ -182,7 +201,7 @@ class DecodeBuffers:
         eos[[e for e in eos_token_ids if e < vocab]] = True
         buffers = cls(tokens=zeros(batch, max_new_tokens), logps=zeros(batch, max_new_tokens, dtype=torch.float32),
                       finished=zeros(batch, dtype=torch.bool), all_finished=zeros(dtype=torch.bool), t=zeros(),
-                      last=zeros(batch, 1), start=zeros(batch, 1), mask=zeros(batch, bucket + max_new_tokens), eos=eos,
+                      last=zeros(batch, 1), start=zeros(batch, 1), mask=zeros(batch, cache_len), eos=eos,
                       invalid=zeros(dtype=torch.bool), seen=zeros(batch, vocab, dtype=torch.bool))
         for tensor in buffers.tensors():
             torch._dynamo.mark_static_address(tensor)  # mutated in the graph: CUDA graphs need fixed addresses
@@ -204,7 +223,7 @@ class DecodeBuffers:
         self.t.zero_()
         self.start.copy_(lengths[:, None])
         self.mask[:, :bucket].copy_(prompt_mask)
-        self.mask[:, bucket:] = 1  # future slots: the causal mask hides what is not written yet
+        self.mask[:, bucket:] = 1  # later slots: the causal mask hides what is not written yet
 
 
 def _forward(model, input_ids, position_ids, attention_mask, cache) -> torch.Tensor:
@@ -269,15 +288,43 @@ def align_inductor_cpu_isa() -> None:
         inductor_config.cpp.simdlen = _CAPABILITY_BITS[capability]
 
 
+def enable_compile_caches() -> dict:
+    """Inductor's FX graph cache and AOTAutograd's cache on; returns what is in force and the folder.
+
+    Why: every run of a grid compiles the same decode graphs (same model, batch sizes and cache lengths);
+    with both caches a later process loads the compiled code from disk instead of compiling it. Both are
+    torch's defaults, set here so that a changed default cannot turn them off. The folder is inductor's:
+    ``$TORCHINDUCTOR_CACHE_DIR``, else ``<temporary directory>/torchinductor_<user>``, shared by the
+    processes of one machine. ``TORCHINDUCTOR_FX_GRAPH_CACHE=0`` / ``TORCHINDUCTOR_AUTOGRAD_CACHE=0`` win.
+    """
+    inductor_config.fx_graph_cache = True
+    functorch_config.enable_autograd_cache = True
+    return {"fx_graph_cache": bool(inductor_config.fx_graph_cache),
+            "autograd_cache": bool(functorch_config.enable_autograd_cache),
+            "cache_dir": inductor_cache_dir()}
+
+
 def build_engine(*, max_new_tokens: int, pad_token_id: int, eos_token_ids, device, compile: bool | None = None,
                  compile_backend: str | None = None, health: CompileHealth | None = None,
-                 name: str = "rollout") -> "StaticRollout":
+                 name: str = "rollout", longest_prompt: int | None = None) -> "StaticRollout":
     """The one way the package makes an engine: ``compile=None`` compiles on CUDA only (on CPU a
-    compiled step is slower than eager and is used by tests and the preflight only)."""
+    compiled step is slower than eager and is used by tests and the preflight only).
+    ``longest_prompt`` (tokens) sizes the cache up front (``StaticRollout.reserve``)."""
     if compile is None:
         compile = torch.device(device).type == "cuda"
-    return StaticRollout(max_new_tokens=max_new_tokens, pad_token_id=pad_token_id, eos_token_ids=eos_token_ids,
-                         compile=compile, compile_backend=compile_backend, health=health, name=name)
+    engine = StaticRollout(max_new_tokens=max_new_tokens, pad_token_id=pad_token_id, eos_token_ids=eos_token_ids,
+                           compile=compile, compile_backend=compile_backend, health=health, name=name)
+    if longest_prompt is not None:
+        engine.reserve(longest_prompt)
+    return engine
+
+
+def static_state_bytes(cache: StaticCache, buffers: "DecodeBuffers") -> int:
+    """Bytes held by one static state: the KV cache's layers (once allocated) and the decode buffers."""
+    tensors = [t for layer in cache.layers for t in (getattr(layer, "keys", None), getattr(layer, "values", None),
+                                                      getattr(layer, "cumulative_length", None))
+               if isinstance(t, torch.Tensor)]
+    return sum(t.numel() * t.element_size() for t in tensors + buffers.tensors())
 
 
 class StaticRollout:
@@ -285,15 +332,18 @@ class StaticRollout:
 
     ``compile=True`` wraps the one-token decode step in ``torch.compile`` (``fullgraph=True``;
     inductor with CUDA graphs, ``mode="reduce-overhead"``, on CUDA); the prefill stays eager.
-    The KV cache and decode buffers are kept per (batch, bucket), so repeated calls reuse one
-    graph each. ``health`` counts what compilation did and is shared with the run's other
-    engine; ``name`` keys this engine's graphs in it.
+    The cache has one length for the engine (``cache_len``: the prompt capacity plus
+    ``max_new_tokens``), so each batch size has one graph. The prompt capacity is set up front by
+    ``reserve`` (or ``prompt_capacity``); a longer prompt than reserved grows it, at the price of
+    one more graph per batch size. ``release`` frees the static states; the next call allocates
+    them again. ``health`` counts what compilation did and is shared with the run's other engine;
+    ``name`` keys this engine's graphs in it.
     """
 
     def __init__(self, *, max_new_tokens: int, pad_token_id: int, eos_token_ids, compile: bool = False,
                  compile_mode: str | None = None, compile_backend: str | None = None,
                  buckets: tuple[int, ...] = PROMPT_BUCKETS, early_exit_every: int | None = None,
-                 health: CompileHealth | None = None, name: str = "rollout"):
+                 health: CompileHealth | None = None, name: str = "rollout", prompt_capacity: int | None = None):
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
         self.max_new_tokens = max_new_tokens
@@ -310,12 +360,53 @@ class StaticRollout:
         self.early_exit_every = early_exit_every or (EARLY_EXIT_EVERY if compile else 1)
         self.health = health if health is not None else CompileHealth()
         self.name = name
-        self._states: dict = {}  # (batch, bucket, device, dtype) -> (StaticCache, DecodeBuffers)
+        self.prompt_capacity: int | None = None  # prompt tokens the cache has room for (a bucket)
+        self._states: dict = {}  # (batch, device, dtype) -> (StaticCache, DecodeBuffers), at cache_len
         self._compiled_step = None
-        self.compiled_steps_seen: set = set()  # (batch, bucket) shapes the compiled step has run with
+        self.compiled_steps_seen: set = set()  # (batch, cache_len) shapes the compiled step has run with
         self._module_state: dict | None = None  # module_state of the model the compiled step was built for
+        if prompt_capacity is not None:
+            self.reserve(prompt_capacity)
 
     # -------------------------------------------------------------- static state
+    @property
+    def cache_len(self) -> int | None:
+        """Slots of every KV cache of this engine: the prompt capacity plus ``max_new_tokens``."""
+        return None if self.prompt_capacity is None else self.prompt_capacity + self.max_new_tokens
+
+    def reserve(self, longest_prompt: int) -> int:
+        """Make room for prompts of up to ``longest_prompt`` tokens; returns the cache length.
+
+        Call it once with the longest prompt a run can bring (the data set's longest tokenised prompt):
+        every later batch then decodes at this one length. Growing drops the states of the old length.
+        """
+        capacity = reserved_capacity(longest_prompt, self.buckets)
+        if self.prompt_capacity is None or capacity > self.prompt_capacity:
+            self.prompt_capacity = capacity
+            self.release()
+        return self.cache_len
+
+    def prompt_width(self, longest_prompt: int) -> int:
+        """The padded prompt length of a batch whose longest prompt has ``longest_prompt`` tokens: its bucket,
+        within the reserved capacity. A prompt beyond the capacity grows it by whole buckets (a new shape)."""
+        if self.prompt_capacity is None or longest_prompt > self.prompt_capacity:
+            self.reserve(prompt_bucket(longest_prompt, self.buckets))
+        return min(prompt_bucket(longest_prompt, self.buckets), self.prompt_capacity)
+
+    def held_bytes(self) -> int:
+        """Bytes the engine's static states hold now (KV caches and decode buffers)."""
+        return sum(static_state_bytes(cache, buffers) for cache, buffers in self._states.values())
+
+    def release(self) -> int:
+        """Free every static state (the compiled step is kept); returns the bytes released.
+
+        The next call allocates its state again at the same length: the same graph, no recompile (on
+        CUDA the CUDA graph is recorded again for the new addresses).
+        """
+        held = self.held_bytes()
+        self._states.clear()
+        return held
+
     def _decode_fn(self, device):
         if not self.compile:
             return _decode_step
@@ -325,6 +416,7 @@ class StaticRollout:
                 mode = self.compile_mode or ("reduce-overhead" if torch.device(device).type == "cuda" else None)
                 if torch.device(device).type == "cpu":
                     align_inductor_cpu_isa()
+                self.health.compile_caches = enable_compile_caches()
             # Guards on nn modules cost ~1-5 ms of host time per call on a 28-layer PEFT model; they are
             # replaced by one check per rollout of what they would have caught (module_state).
             self._compiled_step = torch.compile(_decode_step, backend=self.compile_backend, mode=mode,
@@ -333,15 +425,18 @@ class StaticRollout:
             self.health.configure(self.compile_backend, mode, device)
         return self._compiled_step
 
-    def _static_state(self, model, batch: int, bucket: int, device, dtype):
-        key = (batch, bucket, str(device), dtype)
-        if key not in self._states:
+    def _static_state(self, model, batch: int, device, dtype):
+        key = (batch, str(device), dtype)
+        state = self._states.get(key)
+        if state is None or state[1].mask.size(1) != self.cache_len:  # the mask spans the cache
+            self._states.pop(key, None)  # freed before the new one is allocated
             head = model.get_output_embeddings()
             vocab = head.weight.size(0) if head is not None else model.config.vocab_size
-            cache = StaticCache(config=model.config, max_cache_len=bucket + self.max_new_tokens)
-            buffers = DecodeBuffers.allocate(batch, bucket, self.max_new_tokens, vocab, self.eos_token_ids, device)
-            self._states[key] = (cache, buffers)
-        return self._states[key]
+            cache = StaticCache(config=model.config, max_cache_len=self.cache_len)
+            buffers = DecodeBuffers.allocate(batch, self.cache_len, self.max_new_tokens, vocab, self.eos_token_ids,
+                                             device)
+            self._states[key] = state = (cache, buffers)
+        return state
 
     # -------------------------------------------------------------- generation
     @torch.no_grad()
@@ -358,7 +453,7 @@ class StaticRollout:
         lengths = torch.tensor([len(p) for p in prompt_ids])
         if (lengths == 0).any():
             raise ValueError("every prompt needs at least one token")
-        bucket = prompt_bucket(int(lengths.max()), self.buckets)
+        bucket = self.prompt_width(int(lengths.max()))  # within the capacity reserved up front, if any
         ids = torch.full((batch, bucket), self.pad_token_id, dtype=torch.long)
         for i, p in enumerate(prompt_ids):
             ids[i, bucket - len(p):] = torch.tensor(p, dtype=torch.long)
@@ -366,19 +461,20 @@ class StaticRollout:
         # positions as generate computes them for left padding: cumsum(mask) - 1, pads at 1
         positions = (prompt_mask.cumsum(-1) - 1).masked_fill(prompt_mask == 0, 1)
 
-        cache, buf = self._static_state(model, batch, bucket, device, dtype)
+        cache, buf = self._static_state(model, batch, device, dtype)
         cache.reset()
         buf.reset(prompt_mask.to(device), lengths.to(device), _seen_ids(ids, lengths).to(device),
                   self.pad_token_id)
         decode = self._decode_fn(device)
+        key = (self.name, batch, self.cache_len)
         with decoding_state(model):
             if self.compile:
-                self._check_module_state(model, (self.name, batch, bucket))
-            with record_function("rollout.prefill"):  # eager, one shape per bucket
+                self._check_module_state(model, key)
+            with record_function("rollout.prefill"):  # eager: its shape (batch, bucket) needs no graph
                 logits = _forward(model, ids.to(device), positions.to(device), buf.mask, cache)
             with record_function("rollout.decode"):
                 _advance(buf, logits, sampling, self.pad_token_id)
-                steps = self._decode(model, cache, buf, sampling, decode, (self.name, batch, bucket))
+                steps = self._decode(model, cache, buf, sampling, decode, key)
         self.health.rollouts += 1
         self.health.token_steps += steps
         tokens = buf.tokens[:, :steps].to("cpu", copy=True)  # the buffers are reused by the next call
@@ -403,7 +499,7 @@ class StaticRollout:
                             if state.get(name) != self._module_state.get(name)), "the model")
             self.health.recompiles += 1
             raise RecompileError(f"the model changed since the decode step was compiled for {key[0]} batch {key[1]}, "
-                                 f"prompt bucket {key[2]}: module {changed!r} (hooks, mode or adapters: "
+                                 f"cache length {key[2]}: module {changed!r} (hooks, mode or adapters: "
                                  f"{self._module_state.get(changed)} -> {state.get(changed)})")
 
     def _decode(self, model, cache, buf: DecodeBuffers, sampling: SamplingSettings, decode, key) -> int:

@@ -5,8 +5,9 @@
 
 Four checks, each with a pass rule, then one verdict line (exit status 0 when ready, 1 when not):
 
-1. ``smoke``: a random 2-layer Qwen2 through the compiled decode step, two prompt buckets alternated:
-   one graph per shape, no recompile, no graph break, no CUDA-graph skip, no fallback.
+1. ``smoke``: a random 2-layer Qwen2 through the compiled decode step, prompts of two buckets alternated
+   in a cache reserved for the longer, its states released and allocated again half-way: one graph,
+   no recompile, no graph break, no CUDA-graph skip, no fallback, nothing held after the release.
 2. ``agreement``: the profile's model (its real weights when they are on this machine, else its
    architecture with random weights; on CPU the small random Qwen2) evaluated greedily by ``hf`` and
    ``compiled`` on the same prompts (the share of identical completions), and the mean
@@ -143,23 +144,30 @@ def _cached(name: str) -> bool:
 
 
 def smoke_check(options: PreflightOptions) -> dict:
-    """The compiled decode step on two alternating prompt buckets: graphs = shapes, nothing recompiled."""
+    """The compiled decode step on prompts of two alternating buckets in one reserved cache length, with a
+    release in between: one graph, nothing recompiled, nothing held after the release."""
     model, tok = small_random_qwen2(options)
-    engine = build_engine(max_new_tokens=24, pad_token_id=tok.pad_token_id, eos_token_ids=[], device=_device(),
-                          compile=True, compile_backend=options.backend(), name="preflight")
     short = [[5 + i, 6, 7, 8 + i] for i in range(4)]
     long = [list(range(10 + i, 80 + i)) for i in range(4)]  # 70 tokens: the next bucket
+    engine = build_engine(max_new_tokens=24, pad_token_id=tok.pad_token_id, eos_token_ids=[], device=_device(),
+                          compile=True, compile_backend=options.backend(), name="preflight",
+                          longest_prompt=max(map(len, long)))
     start = time.perf_counter()
-    for prompts in (short, long, short, long):
+    memory = {}
+    for i, prompts in enumerate((short, long, "release", short, long)):
+        if prompts == "release":
+            memory = {"held_bytes": engine.held_bytes(), "released_bytes": engine.release(),
+                      "held_after_release": engine.held_bytes()}
+            continue
         if engine.health.run_or_fall_back(lambda: engine.generate(model, prompts, SamplingSettings()),
                                           "preflight smoke test") is None:
             break
     record = engine.health.record()
-    shapes = {(g["batch"], g["bucket"]) for g in record["graphs"]}
-    ok = (record["fallback"] is None and record["compiled_graphs"] == len(shapes) == 2 and record["recompiles"] == 0
-          and record["graph_breaks"] == 0 and not record["cudagraph_skips"])
+    ok = (record["fallback"] is None and record["compiled_graphs"] == len(record["graphs"]) == 1
+          and record["recompiles"] == 0 and record["graph_breaks"] == 0 and not record["cudagraph_skips"]
+          and memory.get("released_bytes", 0) > 0 and memory.get("held_after_release") == 0)
     return {"ok": ok, "seconds": time.perf_counter() - start, "compile_backend": options.backend(),
-            "compile_health": record}
+            "compile_health": record, "static_state": memory}
 
 
 def rollout_logp_gap(model, tok, prompts: list[list[int]], max_new_tokens: int) -> float:
@@ -275,6 +283,13 @@ def _guarded(check, options) -> dict:
         return {"ok": False, "error": f"{type(error).__name__}: {error}"[:2000]}
 
 
+def _released(memory: dict) -> str:
+    if "released_bytes" not in memory:
+        return ""
+    released = memory["released_bytes"] / 2**20
+    return f", {released:.2f} MiB of static state released, {memory['held_after_release']} B left"
+
+
 def verdict_lines(report: dict) -> str:
     lines = []
     c = report["checks"]
@@ -282,7 +297,8 @@ def verdict_lines(report: dict) -> str:
     if "compile_health" in s:
         h = s["compile_health"]
         lines.append(f"smoke      {'ok' if s['ok'] else 'FAILED'}: {h['compiled_graphs']} graphs, {h['recompiles']} "
-                     f"recompiles, {h['graph_breaks']} breaks, fallback {'yes' if h['fallback'] else 'no'}")
+                     f"recompiles, {h['graph_breaks']} breaks, fallback {'yes' if h['fallback'] else 'no'}"
+                     f"{_released(s.get('static_state') or {})}")
     a = c["agreement"]
     if "identical_share" in a:
         lines.append(f"agreement  {'ok' if a['ok'] else 'FAILED'}: {a['model']} ({a['dtype']}), identical greedy "

@@ -14,7 +14,8 @@ What changes relative to TRL, and nothing else:
    (they repeat the one it tracks; no value changes).
 3. ``_generate_single_turn``: with ``generation_backend="compiled"`` rollouts go
    through ``saah_lib.models.rollout`` (static KV cache, compiled decode step, LoRA
-   unmerged); ``hf`` and ``vllm`` are TRL's own paths. Every backend samples the
+   unmerged; the cache sized once for the longest training prompt, so one graph, and
+   freed when ``train`` returns); ``hf`` and ``vllm`` are TRL's own paths. Every backend samples the
    model in eval mode (no dropout: vLLM has none, and the compiled step is built
    for it) with settings taken only from this config, never from the checkpoint's
    ``generation_config.json``. If the decode step fails to compile, the run says
@@ -108,10 +109,35 @@ class SAAHGRPOTrainer(GRPOTrainer):
             return super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations,
                                                  has_tool_images)
 
+    def train(self, *args, **kwargs):
+        """TRL's training; the static engines' caches are freed when it ends, however it ends."""
+        try:
+            return super().train(*args, **kwargs)
+        finally:
+            self.release_static_states()
+
+    def release_static_states(self) -> int:
+        """Free the rollout engine's KV caches and decode buffers (its compiled step is kept); returns bytes."""
+        return self._rollout_engine.release() if self._rollout_engine is not None else 0
+
     def rollout_engine(self) -> StaticRollout:
         if self._rollout_engine is None:
             self._rollout_engine = self._static_engine(self.max_completion_length, self.eos_token_ids)
+            longest = self.longest_train_prompt()
+            if longest is not None:
+                self._rollout_engine.reserve(longest)  # one cache length for the run: one graph
         return self._rollout_engine
+
+    def longest_train_prompt(self, chunk: int = 256) -> int | None:
+        """Tokens of the longest training prompt, tokenised as TRL tokenises it for generation; None when
+        that cannot be known up front (no sized data set with a ``prompt`` column, or per-sample tools)."""
+        data = self.train_dataset
+        if (data is None or not hasattr(data, "__len__") or "prompt" not in getattr(data, "column_names", ())
+                or self.environment_factories is not None):
+            return None
+        prompts = list(data["prompt"])
+        return max((len(ids) for start in range(0, len(prompts), chunk)
+                    for ids in self._tokenize_prompts(prompts[start:start + chunk])[0]), default=None)
 
     def evaluation_engine(self, max_new_tokens: int) -> StaticRollout:
         """A static engine for greedy evaluation with the rollouts' compile settings and health record."""

@@ -9,7 +9,7 @@ from trl import GRPOConfig
 from saah_lib.method.reward import TRL_REWARD_FUNCS
 from saah_lib.models.backends import resolve_backend
 from saah_lib.models.loading import load_model_and_tokenizer
-from saah_lib.models.rollout import SamplingSettings, StaticRollout, prompt_bucket
+from saah_lib.models.rollout import SamplingSettings, StaticRollout, prompt_bucket, reserved_capacity
 from saah_lib.tasks.prompts import to_trl_dataset
 from saah_lib.tasks.synthetic import generate_problems
 from saah_lib.training.config import make_config
@@ -102,6 +102,17 @@ def test_config_names_a_bad_backend_or_vllm_mode():
 
 def test_prompt_buckets_are_few_and_static():
     assert [prompt_bucket(n) for n in (1, 64, 65, 200, 512, 1025)] == [64, 64, 128, 256, 512, 2048]
+
+
+def test_a_reserved_capacity_is_the_bucket_or_the_length_rounded_up_to_64_whichever_is_less():
+    assert [reserved_capacity(n) for n in (1, 64, 65, 200, 251, 268, 512, 1025)] == [
+        64, 64, 128, 256, 256, 320, 512, 1088]
+    assert reserved_capacity(12, (8, 16)) == 16 and reserved_capacity(5, (8, 16)) == 8
+    engine = StaticRollout(max_new_tokens=10, pad_token_id=0, eos_token_ids=[], prompt_capacity=268)
+    assert engine.cache_len == 330
+    # batches are padded to their bucket within the capacity, and grow it by whole buckets past it
+    assert [engine.prompt_width(n) for n in (30, 200, 268)] == [64, 256, 320] and engine.cache_len == 330
+    assert engine.prompt_width(300) == 320 and engine.prompt_width(321) == 512 and engine.cache_len == 522
 
 
 # ---------------------------------------------------------------------- greedy
@@ -296,7 +307,7 @@ def fresh_dynamo():
 
 
 def static_tensors(engine) -> list[torch.Tensor]:
-    """Every tensor of every kept (batch, bucket) state: what a decode step may write."""
+    """Every tensor of every kept state (one per batch size): what a decode step may write."""
     out = []
     for cache, buffers in engine._states.values():
         for layer in cache.layers:
@@ -333,10 +344,29 @@ def test_compiled_greedy_equals_generate_with_a_nonzero_lora(fresh_dynamo):
     assert ours == theirs and any(len(r) < 20 for r in ours)
 
 
-def test_alternating_buckets_keep_one_graph_and_one_cache_per_shape(fresh_dynamo):
+def counting_backend(graphs: list):
+    """A compile backend that runs the graph eagerly and notes the shapes of each graph's tensor inputs."""
+    def backend(gm, example_inputs):
+        graphs.append(tuple(tuple(x.shape) for x in example_inputs if isinstance(x, torch.Tensor)))
+        return gm.forward
+
+    return backend
+
+
+def two_bucket_prompts():
+    short, long = [p[:5] for p in PROMPTS], [(p * 3)[:12] for p in PROMPTS]  # buckets 8 and 16
+    assert {prompt_bucket(max(map(len, x)), (8, 16)) for x in (short, long)} == {8, 16}
+    return short, long
+
+
+@pytest.mark.parametrize("reserved", [False, True], ids=["bucket-by-bucket", "reserved-up-front"])
+def test_prompts_of_two_buckets_compile_one_graph_once_the_cache_is_reserved(fresh_dynamo, reserved):
     model = small_qwen2()
-    engine = compiled_engine(12, [7], buckets=(8, 16))
-    short, long = [p[:5] for p in PROMPTS], [(p * 3)[:12] for p in PROMPTS]
+    short, long = two_bucket_prompts()
+    graphs = []
+    engine = compiled_engine(12, [7], backend=counting_backend(graphs), buckets=(8, 16))
+    if reserved:
+        assert engine.reserve(max(map(len, short + long))) == 16 + 12  # the run's longest prompt, known up front
     engine.generate(model, short, SamplingSettings())
     engine.generate(model, long, SamplingSettings())
     addresses = [t.data_ptr() for t in static_tensors(engine)]
@@ -345,8 +375,81 @@ def test_alternating_buckets_keep_one_graph_and_one_cache_per_shape(fresh_dynamo
         engine.generate(model, long, SamplingSettings())
     assert [t.data_ptr() for t in static_tensors(engine)] == addresses  # no cache rebuilt
     record = engine.health.record()
-    assert [(g["batch"], g["bucket"], g["graphs"]) for g in record["graphs"]] == [(4, 8, 1), (4, 16, 1)]
+    # without a reservation the first long batch grows the cache: a second graph (what every engine did
+    # before: one graph per bucket); reserved, both buckets decode in one cache length
+    assert len(graphs) == (1 if reserved else 2) == record["compiled_graphs"]
+    assert [(g["batch"], g["cache_len"]) for g in record["graphs"]] == [(4, 28)] if reserved else [(4, 20), (4, 28)]
     assert record["recompiles"] == 0 and record["graph_breaks"] == 0 and record["rollouts"] == 8
+    assert len(engine._states) == 1 and engine.cache_len == 28  # one state per batch size
+
+
+def test_short_prompts_in_a_longer_cache_decode_as_generate_does(fresh_dynamo):
+    """The unused tail of a cache reserved for longer prompts changes no greedy token and no sampled draw."""
+    model = small_qwen2()
+    eos = eos_hit_early(model, PROMPTS, 20)
+    greedy = hf_completions(model, PROMPTS, 0, [eos], 20, do_sample=False)
+    torch.manual_seed(5)
+    sampled = hf_completions(model, PROMPTS, 0, [eos], 20, do_sample=True, temperature=0.9, top_k=0)
+    def engines():  # a greedy and a sampled step are different graphs: one engine each, as in a run
+        return (StaticRollout(max_new_tokens=20, pad_token_id=0, eos_token_ids=[eos], prompt_capacity=268),
+                compiled_engine(20, [eos], prompt_capacity=268))
+
+    for engine in engines():
+        assert engine.cache_len == 320 + 20 and prompt_bucket(max(map(len, PROMPTS))) == 64
+        assert engine.generate(model, PROMPTS, SamplingSettings(do_sample=False))[0] == greedy
+    for engine in engines():
+        torch.manual_seed(5)
+        assert engine.generate(model, PROMPTS, SamplingSettings(temperature=0.9))[0] == sampled
+    assert any(len(r) < 20 for r in greedy) and greedy != sampled
+
+
+def test_release_frees_the_states_and_the_next_call_allocates_them_again_without_a_compile(fresh_dynamo):
+    model = small_qwen2()
+    graphs = []
+    engine = compiled_engine(10, [7], backend=counting_backend(graphs), buckets=(16,))
+    first, _ = engine.generate(model, PROMPTS, SamplingSettings(do_sample=False))
+    cache, buffers = next(iter(engine._states.values()))
+    # by hand: 2 layers x (keys + values) of (4 rows, 2 KV heads, 16 + 10 slots, 12 dims) float32, the cache
+    # positions, and the buffers (tokens, log-probs, mask, seen tokens, ...)
+    kv = 2 * 2 * 4 * 2 * 26 * 12 * 4
+    held = engine.held_bytes()
+    assert held == kv + 2 * 8 + sum(t.numel() * t.element_size() for t in buffers.tensors())
+    assert engine.release() == held and engine.held_bytes() == 0 and not engine._states
+    assert engine.release() == 0
+    again, _ = engine.generate(model, PROMPTS, SamplingSettings(do_sample=False))
+    assert again == first and engine.held_bytes() == held  # allocated again, same size
+    assert len(graphs) == 1 and engine.health.record()["recompiles"] == 0  # the graph was kept
+
+
+def test_a_rollout_copies_no_base_weight():
+    """No op of a rollout writes a new tensor shaped like a base weight (what merging LoRA would allocate)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class NewWeightShapedTensors(TorchDispatchMode):
+        def __init__(self, shapes, storages):
+            super().__init__()
+            self.shapes, self.storages, self.seen = shapes, storages, []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            for t in out if isinstance(out, (tuple, list)) else [out]:
+                if (isinstance(t, torch.Tensor) and tuple(t.shape) in self.shapes
+                        and t.untyped_storage().data_ptr() not in self.storages):  # not a view of a weight
+                    self.seen.append(str(func))
+            return out
+
+    model = with_random_lora(small_qwen2())
+    base = [p for n, p in model.named_parameters() if "lora_" not in n and p.dim() == 2]
+    shapes = {tuple(p.shape) for p in base}
+    storages = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    engine = StaticRollout(max_new_tokens=6, pad_token_id=0, eos_token_ids=[], buckets=(16,))
+    with NewWeightShapedTensors(shapes, storages) as watch:
+        engine.generate(model, PROMPTS, SamplingSettings())
+    assert watch.seen == []
+    with NewWeightShapedTensors(shapes, storages) as watch:  # the check can fail: merging copies weights
+        model.merge_adapter()
+    model.unmerge_adapter()
+    assert watch.seen
 
 
 def test_hooks_and_checkpointing_flags_do_not_reach_the_compiled_step(fresh_dynamo):
@@ -371,7 +474,7 @@ def test_a_recompile_of_a_shape_is_an_error_that_names_it(fresh_dynamo):
     # a hook added after compilation must run; the compiled step does not guard on modules, the engine's
     # check before each rollout sees it
     handle = model.model.layers[0].mlp.register_forward_hook(lambda module, args, out: out * 2)
-    with pytest.raises(RecompileError, match=r"rollout batch 4, prompt bucket 16: module 'model.layers.0.mlp'"):
+    with pytest.raises(RecompileError, match=r"rollout batch 4, cache length 26: module 'model.layers.0.mlp'"):
         engine.generate(model, PROMPTS, SamplingSettings())
     assert engine.health.recompiles == 1
     handle.remove()

@@ -21,6 +21,7 @@ import saah_lib.models.evaluate as evaluate
 from saah_lib.jsonio import read_jsonl
 from saah_lib.method.reward import TRL_REWARD_FUNCS
 from saah_lib.models.loading import load_model_and_tokenizer
+from saah_lib.models.rollout import reserved_capacity
 from saah_lib.rundir.folder import RunDir
 from saah_lib.rundir.layout import TRAIN_LOG_KEYS
 from saah_lib.tasks.prompts import to_trl_dataset
@@ -54,7 +55,8 @@ def lora_checkpointed_trainer(model_dir, tmp_path, steps, backend="saah_test_cou
     return trainer, tok
 
 
-def test_twelve_steps_and_three_evaluations_compile_one_graph_per_shape(tiny_random_model_dir, tmp_path):
+def test_twelve_steps_and_three_evaluations_compile_one_graph_per_engine_and_free_their_caches(tiny_random_model_dir,
+                                                                                             tmp_path):
     torch._dynamo.reset()
     COMPILED.clear()
     counters.clear()
@@ -73,15 +75,19 @@ def test_twelve_steps_and_three_evaluations_compile_one_graph_per_shape(tiny_ran
     per_graph = Counter(COMPILED)
     assert sum(counters["graph_break"].values()) == 0
     assert max(per_graph.values()) == 1, f"a shape was compiled again: {per_graph}"
-    assert len(per_graph) == len(shapes)  # one graph per (batch, bucket), no partial graphs
+    assert len(per_graph) == len(shapes) == 2  # one graph per engine (one batch size each), no partial graphs
+    # the rollout cache was sized before the first step for the longest training prompt, as TRL tokenises it
+    longest = max(len(tok(p)["input_ids"]) for p in trainer.train_dataset["prompt"])
+    assert trainer.rollout_engine().prompt_capacity == reserved_capacity(longest)
+    # nothing is held once training and each evaluation ended; the graphs were reused after each release
+    assert trainer.rollout_engine().held_bytes() == 0 and evaluation.engine.held_bytes() == 0
 
     # what the run recorded about it: the same counts, in a file of its own (the log lines keep their keys)
     assert all(list(line) == list(TRAIN_LOG_KEYS) for line in run.train_log()) and len(run.train_log()) == 12
     (record,) = json.loads(run.compile_health_path.read_text())["processes"]
     assert record["from_step"] == 0 and record["backend"] == "saah_test_counting_eager"
     assert sorted((g["engine"], g["batch"]) for g in record["graphs"]) == sorted(
-        [("rollout", 4)] * len(trainer.rollout_engine().compiled_steps_seen)
-        + [("evaluation", 3)] * len(evaluation.engine.compiled_steps_seen))
+        [("rollout", 4), ("evaluation", 3)])
     assert record["compiled_graphs"] == len(per_graph)
     assert record["recompiles"] == 0 and record["graph_breaks"] == 0 and record["fallback"] is None
     assert record["cudagraph_skips"] is None  # CPU: no CUDA graphs to skip
