@@ -22,10 +22,12 @@ def _device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def engine_for(tokenizer, max_new_tokens: int, eos_token_ids, options: BenchOptions, name: str):
+def engine_for(tokenizer, max_new_tokens: int, eos_token_ids, options: BenchOptions, name: str,
+               longest_prompt: int | None = None):
+    """An engine as the trainer makes one: its cache sized once for ``longest_prompt`` when given (one graph)."""
     return build_engine(max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id,
                         eos_token_ids=eos_token_ids, device=_device(), compile=options.rollout_compile,
-                        compile_backend=options.compile_backend, name=name)
+                        compile_backend=options.compile_backend, name=name, longest_prompt=longest_prompt)
 
 
 def eval_throughput(model_factory, cfg: RunConfig, options: BenchOptions, backend: str = "hf") -> dict:
@@ -77,7 +79,8 @@ def rollout_comparison(model_factory, cfg: RunConfig, options: BenchOptions) -> 
     """Rollouts only: ``model.generate`` against the static engine on the same prompts, alternated
     ``rollout_repeats`` times so that background load hits both alike."""
     model, tokenizer, prompts, ids = _rollout_inputs(model_factory, cfg, options)
-    engine = engine_for(tokenizer, cfg.trainer.max_completion_length, [], options, "rollout")
+    engine = engine_for(tokenizer, cfg.trainer.max_completion_length, [], options, "rollout",
+                        longest_prompt=max(map(len, ids)))
     sampling = SamplingSettings(do_sample=True, temperature=cfg.trainer.temperature)
     generate_kwargs = _generate_kwargs(model, tokenizer, prompts, cfg)
     runs = {"hf": lambda: model.generate(**generate_kwargs), "compiled": lambda: engine.generate(model, ids, sampling)}
@@ -104,7 +107,8 @@ def rollout_profile(model_factory, cfg: RunConfig, options: BenchOptions) -> dic
     model, tokenizer, prompts, ids = _rollout_inputs(model_factory, cfg, options)
     n_new = cfg.trainer.max_completion_length
     # the end-of-sequence token is live (the finished-batch check runs) but never sampled: full length
-    engine = engine_for(tokenizer, n_new, [tokenizer.eos_token_id], options, "rollout")
+    engine = engine_for(tokenizer, n_new, [tokenizer.eos_token_id], options, "rollout",
+                        longest_prompt=max(map(len, ids)))
     sampling = SamplingSettings(do_sample=True, temperature=cfg.trainer.temperature, min_new_tokens=n_new)
     generate_kwargs = _generate_kwargs(model, tokenizer, prompts, cfg)
     with torch.no_grad():
