@@ -27,6 +27,7 @@ Rendering has three steps, so that a bad input never costs an output:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -182,7 +183,7 @@ def read_source(prefix: str, root, *, tolerate_problems: bool = False, n_resampl
     main comparison's p-values."""
     study = read_runs(root, tolerate_problems)
     left_out: list[str] = []
-    loaded = (load_root_evidence(study, tolerate_problems, left_out), left_out)
+    loaded = (paired_within_variants(study, load_root_evidence(study, tolerate_problems, left_out)), left_out)
     summaries = {which: evidence_summary(study, which, n_resamples=n_resamples, seed=seed,
                                          tolerate_problems=tolerate_problems, loaded=loaded)
                  for which in ("plan", "topk")}
@@ -190,6 +191,15 @@ def read_source(prefix: str, root, *, tolerate_problems: bool = False, n_resampl
                   paired=summaries["plan"], topk_runs=summaries["topk"],
                   matched_alpha=read_json(study.root / MATCHED_ALPHA_FILE, default={}),
                   topk=read_json(study.root / TOPK_ERROR_FILE, default={}))
+
+
+def paired_within_variants(study, runs: list) -> list:
+    """The runs' evidence, each variant's runs (:func:`saah_lib.analysis.runs.run_variants`) starting from a
+    warm start named after it (``tiny-warmstart (steps=1)``): a comparison pairs a run only with a run of the
+    same settings and seed, and a variant beside a run of the defaults at the same seed is no duplicate."""
+    variants = {str(f.config.get("run_id")): f.config.get("variant", "") for f in study.runs}
+    return [dataclasses.replace(r, warm_start=f"{r.warm_start} ({variants[r.run_id]})")
+            if variants.get(r.run_id) else r for r in runs]
 
 
 def make_outputs(source: Source) -> dict[str, object]:
