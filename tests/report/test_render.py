@@ -220,3 +220,31 @@ def test_runs_of_one_seed_with_other_settings_are_drawn_side_by_side_never_an_er
     assert primary["n_units"] == 6 and primary["n_warm_starts"] == 2
     # hand-computed: SA minus GRPO is (30 - 10) / 40 at 20 steps and (20 - 12) / 40 at 10 steps
     assert primary["diff"] == pytest.approx((3 * 0.5 + 3 * 0.2) / 6)
+
+
+# ------------------------------------------------------------------ your own runs never change the studies' report
+
+def test_your_own_runs_change_no_text_of_the_studies_report(tmp_path, run_maker):
+    """studies_*.tex (paper/main.tex's switches and texts across studies) are the same with or without local runs;
+    the local runs' switch and marks go to ours_sources.tex (paper/local.tex's)."""
+    local, empty = _study(tmp_path / "local", run_maker), tmp_path / "empty"
+    empty.mkdir()
+    texts = {}
+    for name, ours in (("without", empty), ("with", local)):
+        tables = tmp_path / name / "tables"
+        render_report({"mini": "results/mini", "ours": ours}, paper_reported_dir=None, tables_dir=tables,
+                      figures_dir=tmp_path / name / "figures")
+        texts[name] = {p.name: p.read_bytes() for p in tables.glob("studies_*.tex")}
+        texts[name + " ours_sources"] = (tables / "ours_sources.tex").read_text()
+    assert texts["with"] == texts["without"] and len(texts["with"]) == len(render.CROSS_STUDY_FILES)
+    assert b"ours" not in b"".join(texts["with"].values())
+    assert "\\haveoursfalse" in texts["without ours_sources"]
+    assert "\\haveourstrue" in texts["with ours_sources"] and "generated@ours_main" in texts["with ours_sources"]
+
+
+def test_the_help_is_plain_text():
+    out = subprocess.run([sys.executable, "-m", "saah_lib.report.render", "--help"], capture_output=True, text=True,
+                         cwd=REPO_ROOT, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, check=True).stdout
+    assert ":func:" not in out and "``" not in out and "paper/local.tex" in out
+    assert render.plain_text("see :func:`~saah_lib.a.render_report` and ``make figures``") == \
+        "see render_report and make figures"
