@@ -126,8 +126,16 @@ def run_variants(folders: list[RunFolder]) -> dict[str, str]:
         for method in dict.fromkeys(c.get("method") for c in model_configs):
             group = [f for f in model_folders if f.config.get("method") == method]
             reference = _reference([f.config for f in group], model_configs)
-            out.update({f.path.name: variant_label(differences(f.config, reference)) for f in group})
+            out.update({f.path.name: variant_label({**_steps_off_profile(f.config), **differences(f.config, reference)})
+                        for f in group})
     return out
+
+
+def _steps_off_profile(cfg: dict) -> dict:
+    """``{"steps": N}`` when a run of a known profile trained another number of steps than the profile's for its
+    method: said even when its reference runs trained as many (runs of 1 step only are still ``steps=1``)."""
+    own = _profile_steps(cfg)
+    return {"steps": cfg.get("steps")} if own is not None and cfg.get("steps") != own else {}
 
 
 def variant_model_label(model_label, variant: str) -> str:
