@@ -277,7 +277,8 @@ class RunConfig:
 
     trainer: SAAHGRPOConfig = _field(None, "the trainer's settings (TRL's and the method's)")
     profile: str = _field("tiny", "named profile the other defaults come from: tiny | qwen2.5-1.5b | qwen2.5-3b")
-    run_id: str | None = _field(None, "run folder name; None: <profile>-<method>-a<alpha>-s<seed>")
+    run_id: str | None = _field(None, "run folder name; None: <profile>-<method>-a<alpha>-s<seed>, plus what the "
+                                      "run changes from the profile's defaults (-steps1, or -v<hash> for 3+ settings)")
     results_dir: str = _field(LOCAL_RESULTS_DIR, "results root (relative paths: from the repository root; the "
                                                  "default is git-ignored)")
     # --- model

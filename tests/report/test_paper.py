@@ -158,6 +158,8 @@ def test_the_committed_report_prints_nothing_twice_and_no_overfull_box(tmp_path,
     assert "Paired comparisons" in text
     assert layout_problems(text, log) == []
     assert "full-scale" not in text.lower() and "results/local" in text  # it points to local.pdf, shows none
+    # no build date in the file: rebuilding from the same inputs leaves the committed PDF unchanged
+    assert b"/CreationDate" not in (tmp_path / "build" / "paper" / "main.pdf").read_bytes()
 
 
 @pytest.mark.slow
