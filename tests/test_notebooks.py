@@ -108,14 +108,17 @@ def test_ablation_notebook_trains_each_alpha_once(tiny_random_model_dir, tmp_pat
     nb = execute("03_ablation", tmp_path, alphas="[0.0, 0.25]", steps=2, seed=0, results_dir=str(results),
                  overrides=overrides)  # alphas as `-p alphas '[0.0, 0.25]'` passes it
     assert _images(nb) == 1
-    for alpha in ("0", "0.25"):
-        run_dir = results / "runs" / f"tiny-ah-a{alpha}-s0"
+    # 2 steps and the FAST settings differ from the profile's in more than two settings: ids end in a short hash
+    run_dirs = sorted((results / "runs").iterdir())
+    assert [re.sub(r"-v[0-9a-f]{6}$", "-v*", d.name) for d in run_dirs] == ["tiny-ah-a0-s0-v*", "tiny-ah-a0.25-s0-v*"]
+    assert run_dirs[0].name[-7:] == run_dirs[1].name[-7:]  # the same settings: the same hash
+    for run_dir in run_dirs:
         assert RunDir(run_dir).is_complete(2)
     # a second ablation finds both runs complete and trains nothing
-    before = (results / "runs" / "tiny-ah-a0.25-s0" / "train_log.jsonl").read_text()
+    before = (run_dirs[1] / "train_log.jsonl").read_text()
     again = run_ablation([0.0, 0.25], method="ah", seed=0, steps=2, results_dir=str(results), overrides=overrides)
     assert [o["status"] for o in again] == ["already complete"] * 2
-    assert (results / "runs" / "tiny-ah-a0.25-s0" / "train_log.jsonl").read_text() == before
+    assert (run_dirs[1] / "train_log.jsonl").read_text() == before
 
 
 @pytest.mark.slow
@@ -127,7 +130,8 @@ def test_figures_notebook_and_the_pdf_from_a_users_runs(tmp_path, run_maker, bas
     # the figures notebook into a copy of the paper tree, then the PDF as `make paper` builds it
     paper, figures = tmp_path / "paper", tmp_path / "figures"
     paper.mkdir()
-    shutil.copy(REPO / "paper" / "main.tex", paper / "main.tex")
+    for name in ("main.tex", "local.tex", "preamble.tex"):
+        shutil.copy(REPO / "paper" / name, paper / name)
     nb = execute("04_figures", tmp_path, results_root=str(results), mini_root="",
                  figures_dir=str(figures), tables_dir=str(paper / "generated"))
     assert _images(nb) >= 3
@@ -135,7 +139,26 @@ def test_figures_notebook_and_the_pdf_from_a_users_runs(tmp_path, run_maker, bas
     assert (figures / "ours_pass_at_1.png").is_file() and (figures / "ours_alpha_ablation.pdf").is_file()
     if not shutil.which("latexmk"):
         pytest.skip("latexmk not installed (tools/install_latex.sh installs it)")
-    subprocess.run(["latexmk", "-pdf", "-interaction=nonstopmode", "-halt-on-error", "main.tex"], cwd=paper,
-                   check=True, capture_output=True, timeout=300)
-    pdf = (paper / "main.pdf").read_bytes()
-    assert pdf.startswith(b"%PDF") and b"%%EOF" in pdf[-1024:] and len(pdf) > 50_000
+    for tex in ("main.tex", "local.tex"):  # the studies' report, and your runs' own
+        subprocess.run(["latexmk", "-pdf", "-interaction=nonstopmode", "-halt-on-error", tex], cwd=paper,
+                       check=True, capture_output=True, timeout=300)
+        pdf = (paper / tex.replace(".tex", ".pdf")).read_bytes()
+        assert pdf.startswith(b"%PDF") and b"%%EOF" in pdf[-1024:] and len(pdf) > 50_000
+    if shutil.which("pdftotext"):
+        text = {tex: subprocess.run(["pdftotext", str(paper / f"{tex}.pdf"), "-"], capture_output=True, text=True,
+                                    check=True).stdout for tex in ("main", "local")}
+        assert "tiny-sa-a0.5-s0" in text["local"] and "Your own runs" in text["local"]
+        assert "tiny-sa-a0.5-s0" not in text["main"]  # the committed report never shows your runs
+
+
+@pytest.mark.slow
+def test_a_failed_render_says_why_without_the_librarys_stack(tmp_path, run_maker):
+    results = tmp_path / "results"
+    original = run_maker(results, "tiny-sa-a0.5-s0", "tiny", "sa", 0.5, 0, steps=4, eval_every=2)
+    shutil.copytree(original, results / "runs" / "tiny-sa-a0.5-s0 copy")  # the same run twice
+    with pytest.raises(papermill.PapermillExecutionError) as raised:
+        execute("04_figures", tmp_path, results_root=str(results), mini_root="", extended_root="",
+                paper_reported_dir="", figures_dir=str(tmp_path / "f"), tables_dir=str(tmp_path / "t"))
+    message = str(raised.value)
+    assert "RuntimeError: the report stopped:" in message and "tiny-sa-a0.5-s0 copy" in message
+    assert "saah_lib/rundir/reader.py" not in message and "saah_lib/report/render.py" not in message

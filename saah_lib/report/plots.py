@@ -599,45 +599,65 @@ def _draw_quantity(ax, r: dict, y: float, color: str, level: float) -> None:
     diffs = np.asarray(r["detail"]["diffs"], float)
     flagged = np.array([u in r["flagged_units"] for u in r["detail"]["units"]])
     if math.isfinite(r["mde"]):
-        ax.fill_between([-r["mde"], r["mde"]], y - 0.13, y + 0.13, color="0.88", lw=0, zorder=0)
+        ax.fill_between([-r["mde"], r["mde"]], y - 0.35, y + 0.35, color="0.88", lw=0, zorder=0)
     ax.scatter(diffs[~flagged], np.full((~flagged).sum(), y), s=12, color=color, alpha=0.45, zorder=2)
     if flagged.any():
         ax.scatter(diffs[flagged], np.full(flagged.sum(), y), s=28, marker="x", color="k", zorder=3)
     ax.plot([r["ci_low"], r["ci_high"]], [y, y], color=color, lw=2, zorder=2)
     filled = established(r["p_adjusted"], r["ci_low"], r["ci_high"], level)
     ax.scatter([r["diff"]], [y], s=40, zorder=4, color=color if filled else "white", edgecolor=color)
-    ax.annotate(f"n={r['n_units']}, p={r['p_value']:.3g}, adj. {r['p_adjusted']:.3g}, MDE {r['mde']:.2g}",
-                (1.0, y), xycoords=("axes fraction", "data"), xytext=(-2, 4), textcoords="offset points",
-                ha="right", fontsize=6.5, color="0.25")
+
+
+def paired_row_stats(r: dict) -> str:
+    """The numbers printed beside a row of the paired figure, outside the plotting area."""
+    return f"n={r['n_units']}  p={r['p_value']:.2g}\nadj. {r['p_adjusted']:.2g}  MDE {r['mde']:.2g}"
+
+
+#: The paired figure's panels, top to bottom: title and the quantities of its rows.
+PAIRED_PANELS = (("Pass@1 (A − B)", CHECKPOINTS), ("training-reward variance (A − B)", ("train_var",)),
+                 ("mean KL (A − B)", ("mean_kl",)))
 
 
 def plot_paired(rows: list[dict], level: float = LEVEL, warning: str = "") -> Figure | None:
     """Per pair of methods: Pass@1 (final, peak), training-reward variance and mean KL differences, seed by
     seed, with their mean, family interval and a grey band of +-MDE; the primary comparison on top.
-    ``warning`` (what a tolerant reading left out) is printed under the title."""
+
+    One full-width panel per quantity, one row per pair (and checkpoint), the pair named on the left and its
+    statistics on the right, both outside the data so that no label covers a point.  ``warning`` (what a
+    tolerant reading left out) is printed under the title."""
     if not rows:
         return None
     pairs = list(dict.fromkeys((r["a"], r["b"]) for r in sorted(rows, key=lambda r: not r["primary"])))
-    panels = [("Pass@1 (A − B)", CHECKPOINTS), ("training-reward variance (A − B)", ("train_var",)),
-              ("mean KL (A − B)", ("mean_kl",))]
-    fig, axes = _figure(3, 11.5, 1.4 + 0.9 * len(pairs))
+    primary = {(r["a"], r["b"]) for r in rows if r["primary"]}
+    heights = [len(pairs) * len(keys) for _, keys in PAIRED_PANELS]
+    fig = Figure(figsize=(7.5, 1.6 + 0.34 * sum(heights) + 0.45 * len(PAIRED_PANELS)), layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(len(PAIRED_PANELS), 1, gridspec_kw={"height_ratios": heights})
     colors = {"final": "#1f77b4", "peak": "#ff7f0e", "train_var": "#2ca02c", "mean_kl": "#9467bd"}
-    for ax, (title, keys) in zip(axes, panels):
+    for ax, (title, keys) in zip(axes, PAIRED_PANELS):
+        ticks, names, stats = [], [], []
         for i, (a, b) in enumerate(pairs):
-            y0 = len(pairs) - 1 - i
             for j, key in enumerate(keys):
                 match = [r for r in rows if (r["a"], r["b"], r["key"]) == (a, b, key)]
-                if match:
-                    _draw_quantity(ax, match[0], y0 + (0.18 - 0.36 * j if len(keys) > 1 else 0.0), colors[key],
-                                   level)
+                if not match:
+                    continue
+                y = -(i * len(keys) + j)
+                _draw_quantity(ax, match[0], y, colors[key], level)
+                name = f"{'PRIMARY: ' if (a, b) in primary else ''}{a}\nvs {b}" if j == 0 else ""
+                if len(keys) > 1:
+                    name = f"{name}: {key}" if name else key
+                ticks.append(y), names.append(name), stats.append(paired_row_stats(match[0]))
+            if i:
+                ax.axhline(-(i * len(keys)) + 0.5, color="0.8", lw=0.6)
         ax.axvline(0, color="0.5", lw=0.8, ls="--")
         ax.set_title(title, fontsize=9)
-        ax.set_ylim(-0.6, len(pairs) - 0.4)
-        ax.set_yticks(range(len(pairs)))
-        primary = {(r["a"], r["b"]) for r in rows if r["primary"]}
-        ax.set_yticklabels([f"{'PRIMARY: ' if (a, b) in primary else ''}{a}\nvs {b}" for a, b in reversed(pairs)]
-                           if ax is axes[0] else [], fontsize=7.5)
+        ax.set_ylim(-(len(pairs) * len(keys)) + 0.4, 0.6)
+        ax.set_yticks(ticks, names, fontsize=7.5)
+        right = ax.secondary_yaxis("right")
+        right.set_yticks(ticks, stats, fontsize=7)
+        right.tick_params(length=0)
         ax.tick_params(axis="x", labelsize=8)
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=6))
         ax.ticklabel_format(axis="x", style="sci", scilimits=(-3, 3))
     handles = [Line2D([], [], color=colors["final"], lw=2, marker="o", label="final checkpoint (family CI)"),
                Line2D([], [], color=colors["peak"], lw=2, marker="o", label="peak checkpoint (family CI)"),
@@ -646,11 +666,10 @@ def plot_paired(rows: list[dict], level: float = LEVEL, warning: str = "") -> Fi
                Line2D([], [], color="0.85", lw=6, label=f"±MDE ({POWER:.0%} power)"),
                Line2D([], [], color="0.4", ls="", marker="o", markerfacecolor="white",
                       label="mean (open: not established)")]
-    fig.legend(handles=handles, loc="outside lower center", ncol=3, fontsize=7, frameon=False)
-    fig.suptitle("Paired differences, the seed as the unit: bars = CI of the crossed seed x problem t test at "
-                 f"1 - {level:g}/m (m tests in the family); filled = established at {level:.0%} after Bonferroni"
-                 + (f"\nWARNING: {warning}" if warning else ""),
-                 fontsize=9)
+    fig.legend(handles=handles, loc="outside lower center", ncol=3, fontsize=7.5, frameon=False)
+    fig.suptitle("Paired differences, the seed as the unit: bars = CI of the crossed seed x problem t test at\n"
+                 f"1 - {level:g}/m (m tests in the family); filled = established at {level:.0%} after Bonferroni; "
+                 "right: n seed pairs, p, adjusted p, MDE" + (f"\nWARNING: {warning}" if warning else ""), fontsize=9)
     return fig
 
 

@@ -45,6 +45,7 @@ from saah_lib.report.latex import (
     fmt_alpha,
     fmt_pm,
     pm_cell,
+    stacked,
     table_float,
     tex_escape,
 )
@@ -578,8 +579,9 @@ def table_paired(rows: list[dict], summary: dict, prefix: str = "mini", name: st
     """Booktabs table: the primary comparison first, then each pair; per row the seed-level statistics."""
     if not rows:
         return ""
-    head = (r"Quantity & A & B & $\Delta$ (A$-$B) & CI & $p$ & $p_{\mathrm{adj}}$ & $p_{\mathrm{flip}}$ & "
-            r"MDE & Seeds for 0.03 / 0.02 & McNemar $p$ & Seeds (A/B ahead) \\")
+    head = " & ".join(["Quantity", "A", "B", r"$\Delta$ (A$-$B)", "CI", "$p$", r"$p_{\mathrm{adj}}$",
+                       r"$p_{\mathrm{flip}}$", "MDE", stacked("Seeds for", "0.03 / 0.02"), stacked("McNemar", "$p$"),
+                       stacked("Seeds", "(A/B ahead)")]) + r" \\"
     body = [head]
     for title, block in _blocks(rows):
         body += [r"\midrule", rf"\multicolumn{{12}}{{l}}{{{title}}} \\"]
@@ -609,7 +611,8 @@ def table_paired(rows: list[dict], summary: dict, prefix: str = "mini", name: st
     warning = left_out_warning(summary)
     if warning:
         caption += r" \textbf{Warning:} " + tex_escape(warning)
-    return table_float(body, "lccccccccccc", caption, f"{prefix}:{name}", _flag_notes(rows))
+    # twelve columns: on a landscape page, where they stay readable
+    return table_float(body, "lccccccccccc", caption, f"{prefix}:{name}", _flag_notes(rows), sideways=True)
 
 
 def table_topk(result: dict, prefix: str = "mini", alpha: str = f"{MAIN_ALPHA:g}") -> str:
@@ -682,30 +685,40 @@ RESULT_TABLES = {
 }
 
 
-def with_notes(rs: ResultSet, table: str) -> str:
+def with_notes(rs: ResultSet, table: str, name: str = "main", prefix: str | None = None) -> str:
     """A result set's table with the notes every one of its tables carries: problems tolerated, runs with
-    another entropy estimate, run health ("" stays "": no table)."""
-    note = problems_note(rs) + other_entropy_note(rs) + health_note(rs)
+    another entropy estimate, run health ("" stays ""; no table).  The main table names the runs; the others
+    (``name``, given a ``prefix``) point to it, so that the report does not print the same list under each."""
+    pointer = None if name == "main" or prefix is None else rf"Table~\ref{{{prefix}:main}}"
+    note = problems_note(rs) + other_entropy_note(rs, pointer) + health_note(rs, pointer)
     return table.replace("\\end{table}", note + "\\end{table}") if table and note else table
 
 
-def other_entropy_note(rs: ResultSet) -> str:
-    """Names the runs left out because they used another entropy estimate ("" when none)."""
+def other_entropy_note(rs: ResultSet, pointer: str | None = None) -> str:
+    """Names the runs left out because they used another entropy estimate, or counts them and points to the table
+    that names them (``pointer``) ("" when none)."""
     names = (rs.notes or {}).get("other_entropy_runs") or []
     if not names:
         return ""
+    if pointer:
+        return (r"\par\smallskip{\footnotesize Not in this table: " + f"{len(names)} run(s) with another top-$K$ "
+                f"estimate, named under {pointer}.\\par}}" + "\n")
     return (r"\par\smallskip{\footnotesize Not in this table: " + f"{len(names)} run(s) trained with another "
             r"top-$K$ entropy estimate than their profile's (" + tex_escape(", ".join(names))
             + r"); the top-$K$ ablation reports them.\par}" + "\n")
 
 
-def health_note(rs: ResultSet) -> str:
-    """Names the runs the health rules flag (:mod:`saah_lib.analysis.health`), which stay in every number
-    ("" when none is flagged or the source has no runs)."""
+def health_note(rs: ResultSet, pointer: str | None = None) -> str:
+    """Names the runs the health rules flag (:mod:`saah_lib.analysis.health`), which stay in every number, or
+    counts them and points to the table that names them (``pointer``) ("" when none is flagged or the source has
+    no runs)."""
     flagged = rs.flagged_runs()
     if flagged.empty:
         return ""
     runs = rs.runs
+    if pointer:
+        return (r"\par\smallskip{\footnotesize " + FLAG_MARK + f" {len(flagged)} of {len(runs)} runs flagged by "
+                f"the health rules (named under {pointer}), included in every number of this table.\\par}}" + "\n")
     listed = "; ".join(f"\\texttt{{{tex_escape(r.run_id)}}} ({tex_escape(r.health)})" for r in flagged.itertuples())
     rules = "; ".join(tex_escape(v) for v in RULES.values())
     return (r"\par\smallskip{\footnotesize " + FLAG_MARK + f" Run health ({rules}): {len(flagged)} of {len(runs)} "

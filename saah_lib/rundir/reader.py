@@ -205,7 +205,7 @@ def _read_evals(folder_dir: Path, schedule: set[int] | None, trained_to: int | N
 
 #: A run id made by ``saah_lib.training.config.default_run_id``: ``<profile>-<method>-a<alpha>-s<seed>[-w<N>]``.
 _DEFAULT_RUN_ID = re.compile(rf"(?P<profile>.+)-(?P<method>{'|'.join(METHODS)})-a(?P<alpha>[-+.0-9e]+)"
-                             r"-s(?P<seed>\d+)(?:-w\d+)?")
+                             r"-s(?P<seed>\d+)(?:-w\d+)?(?:-[A-Za-z0-9_.+=-]+)?")  # then a variant's suffix
 
 
 def identity_problems(run_dir: Path, cfg: dict) -> list[str]:

@@ -47,6 +47,7 @@ from saah_lib.training.profiles import (  # noqa: F401  (the light half of the c
     TRAINER_FIELDS,
     check_overrides,
     default_run_id,
+    setting_differences,
 )
 
 #: transformers' reporting integrations (its INTEGRATION_TO_CALLBACK; tests/training/test_config.py compares)
@@ -276,7 +277,8 @@ class RunConfig:
 
     trainer: SAAHGRPOConfig = _field(None, "the trainer's settings (TRL's and the method's)")
     profile: str = _field("tiny", "named profile the other defaults come from: tiny | qwen2.5-1.5b | qwen2.5-3b")
-    run_id: str | None = _field(None, "run folder name; None: <profile>-<method>-a<alpha>-s<seed>")
+    run_id: str | None = _field(None, "run folder name; None: <profile>-<method>-a<alpha>-s<seed>, plus what the "
+                                      "run changes from the profile's defaults (-steps1, or -v<hash> for 3+ settings)")
     results_dir: str = _field(LOCAL_RESULTS_DIR, "results root (relative paths: from the repository root; the "
                                                  "default is git-ignored)")
     # --- model
@@ -432,10 +434,21 @@ def make_config(profile: str = "tiny", overrides: dict | None = None, **fields) 
     trainer_values = {k: v for k, v in values.items() if k in TRAINER_FIELDS}
     trainer = SAAHGRPOConfig(**trainer_values, **_machine_fields(run_values.get("dtype", "float32")))
     run = RunConfig(trainer=trainer, profile=profile, **run_values)
+    if run_values.get("run_id") is None:  # a variant of the profile's defaults gets an id that says how
+        run.run_id = default_run_id(profile, trainer.method, trainer.alpha, trainer.seed, run.model_name,
+                                    _differences_from_profile(run))
     # TRL writes checkpoints into the run folder, and names the run after its id unless told otherwise
     trainer.output_dir = str(run.run_dir / CHECKPOINTS_DIR)
     trainer.run_name = values.get("run_name") or run.run_id
     return run
+
+
+def _differences_from_profile(run: RunConfig) -> dict:
+    """The recorded settings in which ``run`` differs from its profile's defaults for the same method, alpha, seed
+    and model (:func:`saah_lib.training.profiles.setting_differences`, after both are resolved)."""
+    reference = make_config(run.profile, method=run.trainer.method, alpha=run.trainer.alpha, seed=run.trainer.seed,
+                            model_name=run.model_name, run_id="reference")
+    return setting_differences(run.run_settings(), reference.run_settings())
 
 
 def _machine_fields(dtype: str) -> dict:

@@ -8,6 +8,9 @@ torch or TRL.
 
 from __future__ import annotations
 
+import hashlib
+import json
+import re
 from collections.abc import Mapping
 
 from saah_lib.method.methods import PAPER_ENTROPY_TOP_K
@@ -39,12 +42,89 @@ RECORDED_SETTINGS = (
 )
 
 
-def default_run_id(profile: str, method: str, alpha: float, seed: int, model_name: str) -> str:
+#: Recorded settings that never make a variant: the run's identity (its id names them already, or the warm start's
+#: ``-w<N>`` does) and ``model_label`` (a display name).
+IDENTITY_SETTINGS = ("profile", "method", "alpha", "seed", "run_id", "model_name", "model_label")
+#: At most this many differing settings are spelled out in a run id; more give a short hash instead.
+SPELLED_OUT = 2
+_UNSAFE_IN_ID = re.compile(r"[^A-Za-z0-9_.+=-]+")
+
+
+def derived_warmup_steps(steps) -> int | None:
+    """The warm-up that :class:`~saah_lib.training.config.SAAHGRPOConfig` derives from ``steps`` when none is given."""
+    return max(5, steps // 10) if isinstance(steps, int) and not isinstance(steps, bool) else None
+
+
+def setting_differences(settings: Mapping, reference: Mapping) -> dict:
+    """The recorded settings (config.json's names) in which ``settings`` differs from ``reference``, in
+    :data:`RECORDED_SETTINGS` order; identity settings never count, and a warm-up each derives from its own
+    steps is no difference of its own (the steps already are)."""
+    differences = {}
+    for name in RECORDED_SETTINGS:
+        if name in IDENTITY_SETTINGS:
+            continue
+        mine, theirs = _comparable(settings.get(name)), _comparable(reference.get(name))
+        if name == "warmup_steps" and mine == derived_warmup_steps(settings.get("steps")) \
+                and theirs == derived_warmup_steps(reference.get("steps")):
+            continue
+        if mine != theirs:
+            differences[name] = settings.get(name)
+    return differences
+
+
+def _comparable(value):
+    """A setting as compared: lists and tuples alike, ``1`` and ``1.0`` alike."""
+    if isinstance(value, (list, tuple)):
+        return tuple(_comparable(v) for v in value)
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def setting_text(value) -> str:
+    """A setting's value as a run id or a label writes it: ``1``, ``0.0001``, ``hf``, ``None``."""
+    if isinstance(value, bool) or value is None:
+        return str(value)
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, (list, tuple)):
+        return "+".join(setting_text(v) for v in value)
+    return str(value)
+
+
+def variant_suffix(differences: Mapping) -> str:
+    """How a run id says that a run differs from its profile's defaults: ``""`` for none, ``-steps1`` or
+    ``-steps1-generation_backend=hf`` for up to :data:`SPELLED_OUT` settings (a number follows the name as in
+    ``a0.5``), else ``-v`` and six hex digits of a hash of the differing settings (stable across machines)."""
+    if not differences:
+        return ""
+    if len(differences) <= SPELLED_OUT:
+        parts = []
+        for name, value in differences.items():
+            text = _UNSAFE_IN_ID.sub("_", setting_text(value))
+            parts.append(f"{name}{text}" if re.match(r"[-0-9.]", text) else f"{name}={text}")
+        return "-" + "-".join(parts)
+    canonical = json.dumps({k: _comparable(v) for k, v in differences.items()}, sort_keys=True, default=str)
+    return "-v" + hashlib.sha256(canonical.encode()).hexdigest()[:6]
+
+
+def variant_label(differences: Mapping, most: int = 3) -> str:
+    """What differs, for tables and figures: ``steps=1, generation_backend=hf``; beyond ``most`` settings the
+    first ones and ``+N more``."""
+    items = [f"{name}={setting_text(value)}" for name, value in differences.items()]
+    if len(items) > most:
+        items = items[:most - 1] + [f"+{len(items) - most + 1} more"]
+    return ", ".join(items)
+
+
+def default_run_id(profile: str, method: str, alpha: float, seed: int, model_name: str,
+                   differences: Mapping | None = None) -> str:
     """``<profile>-<method>-a<alpha>-s<seed>``, plus ``-w<N>`` for a tiny warm start built with seed N > 0
-    (so runs of two warm starts at the same seed never share a folder)."""
+    (so runs of two warm starts at the same seed never share a folder), plus :func:`variant_suffix` of the
+    settings in which the run differs from its profile's defaults (so a variant never reuses a folder)."""
     run_id = f"{profile}-{method}-a{alpha:g}-s{seed}"
     warm_start = tiny_warm_start_seed(model_name) if isinstance(model_name, str) else None
-    return run_id + (f"-w{warm_start}" if warm_start else "")
+    return run_id + (f"-w{warm_start}" if warm_start else "") + variant_suffix(differences or {})
 
 
 # The paper trains SA-AH-GRPO longer (180 vs 150 steps). The tiny profile

@@ -1,11 +1,15 @@
-"""The one reading of a results root: every folder once, health once, a copied run refused by both folders."""
+"""The one reading of a results root: every folder once, health once, a copied run refused by both folders, and
+runs whose settings differ named by what differs."""
 
+import json
 import shutil
 
 import pytest
 
-from saah_lib.analysis.runs import DuplicateRunError, read_runs
-from saah_lib.rundir.reader import DamagedResultsError
+from saah_lib.analysis.runs import DuplicateRunError, read_runs, run_variants
+from saah_lib.paths import RESULTS
+from saah_lib.rundir.reader import DamagedResultsError, read_folders
+from saah_lib.training.profiles import PROFILE_STEPS
 
 
 def test_a_root_is_read_once_with_each_runs_health(tmp_path, run_maker, baseline_maker):
@@ -48,3 +52,76 @@ def test_damage_stops_the_reading_or_is_flagged_and_named(tmp_path, run_maker):
 def test_an_absent_root_has_no_runs(tmp_path):
     study = read_runs(tmp_path / "absent")
     assert study.runs == [] and study.baselines == [] and study.health == {}
+
+
+# ------------------------------------------------------------------ variants: runs whose settings differ
+
+@pytest.fixture
+def twenty_step_profile(monkeypatch):
+    """The tiny profile trains 20 steps here, as many as the synthetic logs of ``run_maker`` stay valid for."""
+    monkeypatch.setitem(PROFILE_STEPS, "tiny", {"grpo": 20, "ah": 20, "sa": 20})
+
+
+def tiny_run(run_maker, root, method, alpha, seed, steps=20, run_id=None, **settings):
+    """A run folder whose config is the tiny profile's: its default id unless one is given, ``settings`` on top."""
+    run_id = run_id or f"tiny-{method}-a{alpha:g}-s{seed}"
+    folder = run_maker(root, run_id, "tiny", method, alpha, seed, steps=steps, eval_every=20,
+                       evals={0: 0.3, steps: 0.5 + 0.01 * seed})
+    cfg = json.loads((folder / "config.json").read_text())
+    cfg.update({"profile": "tiny", "model_name": "tiny-warmstart", "learning_rate": 2e-4,
+                "warmup_steps": max(5, steps // 10), "generation_backend": "auto", **settings})
+    (folder / "config.json").write_text(json.dumps(cfg))
+    return folder
+
+
+@pytest.mark.usefixtures("twenty_step_profile")
+def test_a_variant_of_the_same_seed_is_labelled_by_what_differs(tmp_path, run_maker):
+    tiny_run(run_maker, tmp_path, "sa", 0.5, 0)
+    tiny_run(run_maker, tmp_path, "sa", 0.5, 1)
+    tiny_run(run_maker, tmp_path, "sa", 0.5, 0, steps=1, run_id="tiny-sa-a0.5-s0-steps1")
+    tiny_run(run_maker, tmp_path, "sa", 0.5, 0, steps=1, run_id="tiny-sa-a0.5-s0-steps1-generation_backend=hf",
+             generation_backend="hf")
+    tiny_run(run_maker, tmp_path, "grpo", 0.0, 0, steps=2, run_id="tiny-grpo-a0-s0-steps2")  # no grpo at defaults
+    study = read_runs(tmp_path)
+    labels = {f.path.name: f.config["model_label"] for f in study.runs}
+    assert labels == {"tiny-sa-a0.5-s0": "tiny", "tiny-sa-a0.5-s1": "tiny",
+                      "tiny-sa-a0.5-s0-steps1": "tiny (steps=1)",
+                      "tiny-sa-a0.5-s0-steps1-generation_backend=hf": "tiny (steps=1, generation_backend=hf)",
+                      # compared with the model's runs at the defaults (another method's), its steps with the profile's
+                      "tiny-grpo-a0-s0-steps2": "tiny (steps=2)"}
+    assert run_variants(read_folders(tmp_path)[0])["tiny-sa-a0.5-s0-steps1"] == "steps=1"
+
+
+@pytest.mark.usefixtures("twenty_step_profile")
+def test_without_runs_at_the_defaults_the_most_common_settings_are_the_reference(tmp_path, run_maker):
+    for seed in (0, 1):
+        tiny_run(run_maker, tmp_path, "sa", 0.5, seed, run_id=f"mine-{seed}")
+    tiny_run(run_maker, tmp_path, "sa", 0.5, 0, run_id="mine-lr", learning_rate=1e-3)
+    variants = run_variants(read_folders(tmp_path)[0])
+    assert variants == {"mine-0": "", "mine-1": "", "mine-lr": "learning_rate=0.001"}
+
+
+@pytest.mark.usefixtures("twenty_step_profile")
+def test_steps_of_each_method_and_the_top_k_estimate_make_no_variant(tmp_path, run_maker):
+    # an unknown profile's methods may train for different numbers of steps (as the paper's SA-AH-GRPO does)
+    run_maker(tmp_path, "a", "tiny", "sa", 0.5, 0, steps=25)
+    run_maker(tmp_path, "b", "tiny", "grpo", 0.0, 0, steps=20)
+    tiny_run(run_maker, tmp_path, "sa", 0.5, 1)
+    tiny_run(run_maker, tmp_path, "sa", 0.5, 1, run_id="tiny-sa-a0.5-k5-s1", entropy_top_k=5)
+    assert set(run_variants(read_folders(tmp_path)[0]).values()) == {""}
+
+
+def test_the_committed_studies_have_no_variants():
+    for root in (RESULTS / "mini", RESULTS / "extended"):
+        folders, _ = read_folders(root)
+        assert len(folders) > 10 and set(run_variants(folders).values()) == {""}
+
+
+@pytest.mark.usefixtures("twenty_step_profile")
+def test_two_runs_of_one_seed_with_their_own_ids_and_steps_are_two_variants(tmp_path, run_maker):
+    # the newcomer's case: a 1-step run from the command line and a 2-step run from JupyterLab, both sa/0.5/seed 0
+    tiny_run(run_maker, tmp_path, "sa", 0.5, 0, steps=1, run_id="cli-1step")
+    tiny_run(run_maker, tmp_path, "sa", 0.5, 0, steps=2, run_id="jl-2steps")
+    labels = {f.path.name: f.config["model_label"] for f in read_runs(tmp_path).runs}
+    # the tiny profile trains 20 steps here: each says how many it trained, though neither runs at the defaults
+    assert labels == {"cli-1step": "tiny (steps=1)", "jl-2steps": "tiny (steps=2)"}

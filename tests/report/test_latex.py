@@ -1,6 +1,16 @@
 """LaTeX cells: the paper's number formats, missing values, tiny values in one math group, escaping."""
 
-from saah_lib.report.latex import MISSING, bold_cell, fmt, fmt_alpha, fmt_pm, pm_cell, table_float, tex_escape
+from saah_lib.report.latex import (
+    MISSING,
+    bold_cell,
+    fmt,
+    fmt_alpha,
+    fmt_pm,
+    pm_cell,
+    stacked,
+    table_float,
+    tex_escape,
+)
 
 
 def test_formatting():
@@ -29,3 +39,10 @@ def test_bold_cells_and_the_table_float():
     assert tex.splitlines()[:5] == ["\\begin{table}[H]", "\\centering", "\\small", "\\caption{Cap}", "\\label{x:y}"]
     assert "\\toprule\na & b \\\\\n\\bottomrule" in tex and "{\\footnotesize N\\par}" in tex
     assert tex.endswith("\\end{table}\n")
+
+
+def test_a_sideways_table_and_a_stacked_head():
+    tex = table_float(["a & b \\\\"], "lc", "Cap", "x:y", sideways=True)
+    assert tex.splitlines()[0] == "\\begin{sidewaystable}" and "\\end{sidewaystable}" in tex
+    assert "\\begin{table}" not in tex
+    assert stacked("Seeds", "(A/B)") == "\\begin{tabular}[b]{@{}c@{}}Seeds \\\\ (A/B)\\end{tabular}"

@@ -1,18 +1,28 @@
-"""paper/main.tex includes every generated output or leaves it out on purpose, and stops on a missing one."""
+"""paper/main.tex includes every generated output or leaves it out on purpose, and stops on a missing one; the
+built reports (main.pdf from the committed results, local.pdf from your own runs) print no paragraph twice, no
+undefined reference and no overfull box."""
 
+import json
 import re
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
-from saah_lib.paths import FIGURES, PAPER_TABLES, REPO_ROOT
+from saah_lib.paths import FIGURES, PAPER_TABLES, REPO_ROOT, RESULTS
+from saah_lib.report.render import OUTPUTS, RUN_SOURCES, file_stem, render_report, render_source
+from saah_lib.rundir.layout import MATCHED_ALPHA_FILE
 
-MAIN = REPO_ROOT / "paper" / "main.tex"
+PAPER = REPO_ROOT / "paper"
+MAIN = PAPER / "main.tex"
+LOCAL = PAPER / "local.tex"
+#: An overfull box wider (or taller) than this, in points, is a layout fault.
+OVERFULL_LIMIT_PT = 5.0
 
 
 def _tex() -> str:
-    return MAIN.read_text()
+    return MAIN.read_text() + (PAPER / "preamble.tex").read_text()
 
 
 def _included(kind: str) -> set[str]:
@@ -67,3 +77,110 @@ def test_the_committed_pdf_embeds_no_bitmap_fonts():
     fonts = subprocess.run(["pdffonts", str(pdf)], capture_output=True, text=True, check=True).stdout
     assert fonts.count("\n") > 3, fonts
     assert "Type 3" not in fonts, f"a Type 3 (bitmap or unnamed) font in paper/main.pdf:\n{fonts}"
+
+
+# ---------------------------------------------------------------------------
+# the built PDFs
+# ---------------------------------------------------------------------------
+
+def repeated_paragraphs(text: str, shortest: int = 120) -> list[str]:
+    """Paragraphs (blank-line separated, whitespace normalised) of at least ``shortest`` characters printed twice."""
+    paragraphs = [" ".join(p.split()) for p in re.split(r"\n\s*\n", text)]
+    seen, twice = set(), []
+    for p in paragraphs:
+        if len(p) >= shortest:
+            if p in seen and p not in twice:
+                twice.append(p)
+            seen.add(p)
+    return twice
+
+
+def overfull_boxes(log: str, limit: float = OVERFULL_LIMIT_PT) -> list[str]:
+    """The LaTeX log's overfull boxes beyond ``limit`` points."""
+    found = re.findall(r"^(Overfull \\[hv]box \((\d+(?:\.\d+)?)pt too (?:wide|high)\).*)$", log, flags=re.MULTILINE)
+    return [line for line, points in found if float(points) > limit]
+
+
+def layout_problems(text: str, log: str) -> list[str]:
+    """What a reader should never see: a paragraph printed twice, an undefined reference, an overfull box."""
+    problems = [f"printed twice: {p[:100]}..." for p in repeated_paragraphs(text)]
+    problems += ["an undefined reference (??)"] if "??" in text else []
+    return problems + overfull_boxes(log)
+
+
+def test_the_layout_checks_can_fail():
+    paragraph = "The paper-matched alpha is found by bisection on rollouts of the warm start, " * 2
+    assert repeated_paragraphs(f"{paragraph}\n\nother\n\n{paragraph}") == [" ".join(paragraph.split())]
+    assert repeated_paragraphs(f"{paragraph}\n\nshort\n\nshort") == []  # short lines (a table's) may repeat
+    log = ("Overfull \\hbox (12.5pt too wide) in paragraph at lines 3--4\n"
+           "Overfull \\hbox (0.8pt too wide) in paragraph at lines 9--9\n"
+           "Overfull \\vbox (30.0pt too high) has occurred while \\output is active\n")
+    assert [line.split(" in ")[0] for line in overfull_boxes(log)] == ["Overfull \\hbox (12.5pt too wide)",
+                                                                       "Overfull \\vbox (30.0pt too high) has occurred while \\output is active"]
+    assert layout_problems("See Table ?? for more.", "") == ["an undefined reference (??)"]
+    assert layout_problems(f"{paragraph}\n\n{paragraph}", log)[0].startswith("printed twice: The paper-matched")
+
+
+def build_pdf(tex: str, generated: Path, figures: Path, where: Path) -> tuple[str, str]:
+    """``paper/<tex>`` built with latexmk from these generated tables and figures: its text and its log."""
+    for tool in ("latexmk", "pdftotext"):
+        if not shutil.which(tool):
+            pytest.skip(f"{tool} not installed (tools/install_latex.sh installs it)")
+    paper = where / "paper"
+    paper.mkdir(parents=True)
+    for name in ("main.tex", "local.tex", "preamble.tex"):
+        shutil.copy(PAPER / name, paper / name)
+    shutil.copytree(generated, paper / "generated")
+    (where / "figures").symlink_to(figures.resolve())
+    subprocess.run(["latexmk", "-pdf", "-interaction=nonstopmode", "-halt-on-error", tex], cwd=paper,
+                   check=True, capture_output=True, timeout=300)
+    pdf = paper / tex.replace(".tex", ".pdf")
+    text = subprocess.run(["pdftotext", str(pdf), "-"], capture_output=True, text=True, check=True).stdout
+    return text, (paper / tex.replace(".tex", ".log")).read_text(errors="replace")
+
+
+def test_both_studies_match_the_same_alpha_so_main_tex_prints_one_paragraph():
+    # main.tex prints the extended study's paper-matched alpha paragraph only: lossless while the mini study's
+    # alpha is the same
+    alphas = {study: json.loads((RESULTS / study / MATCHED_ALPHA_FILE).read_text())["alpha"]
+              for study in ("mini", "extended")}
+    assert alphas["mini"] == alphas["extended"]
+
+
+@pytest.mark.slow
+def test_the_committed_report_prints_nothing_twice_and_no_overfull_box(tmp_path, monkeypatch):
+    # drawn afresh from the committed results, as `make paper` on a fresh clone does (no runs of your own)
+    (tmp_path / "no-local-runs").mkdir()
+    monkeypatch.chdir(REPO_ROOT)  # captions name the results roots relative to the working directory
+    render_report({**RUN_SOURCES, "ours": tmp_path / "no-local-runs"}, tables_dir=tmp_path / "generated",
+                  figures_dir=tmp_path / "figures")
+    text, log = build_pdf("main.tex", tmp_path / "generated", tmp_path / "figures", tmp_path / "build")
+    assert "Paired comparisons" in text
+    assert layout_problems(text, log) == []
+    assert "full-scale" not in text.lower() and "results/local" in text  # it points to local.pdf, shows none
+    # no build date in the file: rebuilding from the same inputs leaves the committed PDF unchanged
+    assert b"/CreationDate" not in (tmp_path / "build" / "paper" / "main.pdf").read_bytes()
+
+
+@pytest.mark.slow
+def test_your_own_runs_get_a_report_of_their_own(tmp_path, run_maker):
+    root = tmp_path / "local"
+    for seed in (0, 1):
+        for method, alpha in (("sa", 0.5), ("grpo", 0.0)):
+            run_maker(root, f"tiny-{method}-s{seed}", "tiny", method, alpha, seed, steps=20, eval_every=10)
+    run_maker(root, "tiny-sa-s0-steps10", "tiny", "sa", 0.5, 0, steps=10, eval_every=10)  # a variant of seed 0
+    generated, figures = tmp_path / "generated", tmp_path / "figures-out"
+    written = render_source(root, generated, figures, prefix="ours", n_resamples=200)["written"]
+    assert generated / "ours_sources.tex" in written
+    assert not any(p.name.startswith("studies_") for p in generated.iterdir())
+    text, log = build_pdf("local.tex", generated, figures, tmp_path / "build")
+    assert "Your own runs (results/local)" in text and "full-scale" not in text.lower()
+    assert "tiny (steps=10)" in text
+    assert layout_problems(text, log) == []
+
+
+def test_local_tex_includes_every_output_of_your_runs():
+    tex = LOCAL.read_text()
+    named = set(re.findall(r"\\(?:require|optional)(?:input|figure)(?:\[[^\]]*\])?\{([A-Za-z0-9_]+)\}", tex))
+    made = {file_stem("ours", name) for name, output in OUTPUTS.items() if output.kind != "data"}
+    assert sorted(made - named) == [] and "ours_sources" in named

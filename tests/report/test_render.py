@@ -199,3 +199,52 @@ def test_the_command_draws_one_root_only(tmp_path, run_maker):
     assert (tmp_path / "t" / "mine_main.tex").is_file() and (tmp_path / "f" / "mine_pass_at_1.pdf").is_file()
     assert not list((tmp_path / "t").glob("studies_*")) and not list((tmp_path / "t").glob("reported_*"))
     assert render.main(["--only", str(tmp_path / "typo"), "--tables-dir", str(tmp_path / "t")]) == 1
+
+
+# ------------------------------------------------------------------ variants of one method, alpha and seed
+
+def test_runs_of_one_seed_with_other_settings_are_drawn_side_by_side_never_an_error(tmp_path, run_maker):
+    root = _study(tmp_path / "root", run_maker)
+    for seed in (0, 1, 2):  # the same seeds again with fewer steps: variants, not copies
+        for method, alpha in (("sa", 0.5), ("grpo", 0.0)):
+            run_maker(root, f"tiny-{method}-s{seed}-steps10", "tiny", method, alpha, seed, steps=10, eval_every=20,
+                      evals={0: 2 / 40, 10: (20 if method == "sa" else 12) / 40}, n_eval=40)
+    out = render_source(root, tmp_path / "tables", tmp_path / "figs", prefix="t", n_resamples=300)
+    main = (tmp_path / "tables" / "t_main.tex").read_text()
+    assert "tiny (steps=10)" in main and "tiny" in main.replace("tiny (steps=10)", "")
+    labels = set(out["source"].results.summary["model_label"])
+    assert labels == {"tiny", "tiny (steps=10)"}
+    # each run is paired with the run of its own settings and seed: 3 units at 20 steps, 3 at 10 steps
+    summary = json.loads((tmp_path / "tables" / "t_paired_evidence.json").read_text())
+    primary = [r for r in summary["rows"] if r["primary"] and r["key"] == "final"][0]
+    assert primary["n_units"] == 6 and primary["n_warm_starts"] == 2
+    # hand-computed: SA minus GRPO is (30 - 10) / 40 at 20 steps and (20 - 12) / 40 at 10 steps
+    assert primary["diff"] == pytest.approx((3 * 0.5 + 3 * 0.2) / 6)
+
+
+# ------------------------------------------------------------------ your own runs never change the studies' report
+
+def test_your_own_runs_change_no_text_of_the_studies_report(tmp_path, run_maker):
+    """studies_*.tex (paper/main.tex's switches and texts across studies) are the same with or without local runs;
+    the local runs' switch and marks go to ours_sources.tex (paper/local.tex's)."""
+    local, empty = _study(tmp_path / "local", run_maker), tmp_path / "empty"
+    empty.mkdir()
+    texts = {}
+    for name, ours in (("without", empty), ("with", local)):
+        tables = tmp_path / name / "tables"
+        render_report({"mini": "results/mini", "ours": ours}, paper_reported_dir=None, tables_dir=tables,
+                      figures_dir=tmp_path / name / "figures")
+        texts[name] = {p.name: p.read_bytes() for p in tables.glob("studies_*.tex")}
+        texts[name + " ours_sources"] = (tables / "ours_sources.tex").read_text()
+    assert texts["with"] == texts["without"] and len(texts["with"]) == len(render.CROSS_STUDY_FILES)
+    assert b"ours" not in b"".join(texts["with"].values())
+    assert "\\haveoursfalse" in texts["without ours_sources"]
+    assert "\\haveourstrue" in texts["with ours_sources"] and "generated@ours_main" in texts["with ours_sources"]
+
+
+def test_the_help_is_plain_text():
+    out = subprocess.run([sys.executable, "-m", "saah_lib.report.render", "--help"], capture_output=True, text=True,
+                         cwd=REPO_ROOT, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, check=True).stdout
+    assert ":func:" not in out and "``" not in out and "paper/local.tex" in out
+    assert render.plain_text("see :func:`~saah_lib.a.render_report` and ``make figures``") == \
+        "see render_report and make figures"

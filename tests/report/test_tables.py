@@ -212,3 +212,15 @@ def test_the_reported_base_rows_caption_takes_the_papers_raw_numbers_from_the_tr
     assert "lowered by 3 points from its raw evaluation (0.667 for 1.5B, 0.861 for 3B)" in caption
     committed = render_all_tables(read_paper_reported(REPORTED))["main"]
     assert "lowered by 1.5 points from its raw evaluation (0.652 for 1.5B, 0.846 for 3B)" in committed
+
+
+def test_the_run_lists_of_the_notes_are_printed_under_the_main_table_only(tmp_path, run_maker):
+    run_maker(tmp_path, "tiny-sa-s0", "tiny", "sa", 0.5, 0)
+    # fell from 0.40 at step 0 to 0.20: flagged by the health rules (as in tests/analysis/test_runs.py)
+    run_maker(tmp_path, "tiny-grpo-s0", "tiny", "grpo", 0.0, 0, evals={0: 0.40, 5: 0.30, 10: 0.25, 15: 0.2, 20: 0.2})
+    rs = ResultSet.from_runs(tmp_path)
+    main = with_notes(rs, RESULT_TABLES["main"](rs, "x"), "main", "x")
+    checkpoints = with_notes(rs, RESULT_TABLES["checkpoints"](rs, "x"), "checkpoints", "x")
+    assert "tiny-grpo-s0" in main and "Run health (" in main
+    assert "tiny-grpo-s0" not in checkpoints and "1 of 2 runs flagged by the health rules" in checkpoints
+    assert r"named under Table~\ref{x:main}" in checkpoints

@@ -1,5 +1,7 @@
 import dataclasses
+import hashlib
 import json
+import re
 
 import pytest
 
@@ -234,3 +236,57 @@ def test_validation_happens_before_anything_is_written(tmp_path):
     with pytest.raises(ValueError, match="'seed'"):
         make_config("tiny", seed="abc", results_dir=str(tmp_path))
     assert list(tmp_path.iterdir()) == []
+
+
+# --- a run's default id is unique to its settings --------------------------------------------------------------
+
+def _recorded_fields(cfg: dict) -> dict:
+    """A committed config.json's settings as make_config's fields (run id and profile left out)."""
+    back = {recorded: name for name, recorded in RECORDED_AS.items()}
+    return {back.get(k, k): cfg[k] for k in RECORDED_SETTINGS if k not in ("run_id", "profile")}
+
+
+def test_committed_runs_keep_their_ids():
+    """Every committed run made with a default id (all but the top-K runs, which name their own) rebuilds to it."""
+    configs = sorted((RESULTS / "mini" / "runs").glob("*/config.json")) + \
+        sorted((RESULTS / "extended" / "runs").glob("*/config.json"))
+    assert len(configs) >= 90
+    for path in configs:
+        cfg = json.loads(path.read_text())
+        if cfg.get("entropy_top_k") is not None:
+            continue
+        assert make_config(cfg["profile"], **_recorded_fields(cfg)).run_id == cfg["run_id"], path
+
+
+@pytest.mark.parametrize("fields, run_id", [
+    (dict(), "tiny-sa-a0.5-s0"),
+    (dict(max_steps=60, learning_rate=2e-4), "tiny-sa-a0.5-s0"),  # the profile's own values are no variant
+    (dict(report_to="tensorboard", run_name="x"), "tiny-sa-a0.5-s0"),  # where logs go changes no result
+    (dict(max_steps=1), "tiny-sa-a0.5-s0-steps1"),  # the README's second command ...
+    (dict(max_steps=1, generation_backend="hf"), "tiny-sa-a0.5-s0-steps1-generation_backend=hf"),
+    (dict(max_steps=2, report_to="tensorboard"), "tiny-sa-a0.5-s0-steps2"),  # ... and the TensorBoard example
+    (dict(model_name="tiny-warmstart-s1", max_steps=1), "tiny-sa-a0.5-s0-w1-steps1"),
+    (dict(max_steps=30, warmup_steps=3), "tiny-sa-a0.5-s0-steps30-warmup_steps3"),  # a warm-up given, not derived
+])
+def test_a_variant_gets_an_id_that_says_how_it_differs(fields, run_id):
+    assert make_config("tiny", method="sa", alpha=0.5, **fields).run_id == run_id
+
+
+def test_many_differences_give_a_stable_short_hash():
+    fields = dict(max_steps=1, generation_backend="hf", learning_rate=1e-5)
+    run_id = make_config("tiny", method="sa", alpha=0.5, **fields).run_id
+    assert re.fullmatch(r"tiny-sa-a0\.5-s0-v[0-9a-f]{6}", run_id)
+    assert make_config("tiny", method="sa", alpha=0.5, **dict(reversed(fields.items()))).run_id == run_id
+    assert make_config("tiny", method="sa", alpha=0.5, **{**fields, "learning_rate": 2e-5}).run_id != run_id
+    # the hash of these settings, computed by hand: sha256 of their sorted JSON
+    text = json.dumps({"generation_backend": "hf", "learning_rate": 1e-05, "steps": 1}, sort_keys=True)
+    assert run_id.endswith(hashlib.sha256(text.encode()).hexdigest()[:6])
+
+
+def test_the_paper_profiles_steps_per_method_are_no_variant():
+    assert make_config("qwen2.5-1.5b", method="grpo").run_id == "qwen2.5-1.5b-grpo-a0-s123"
+    assert make_config("qwen2.5-1.5b", method="sa", max_steps=150).run_id == "qwen2.5-1.5b-sa-a0.5-s123-steps150"
+
+
+def test_an_explicit_run_id_is_kept():
+    assert make_config("tiny", method="sa", max_steps=1, run_id="mine").run_id == "mine"

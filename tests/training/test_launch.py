@@ -79,7 +79,7 @@ def test_the_seed_and_model_default_to_the_profiles():
     text = build_parser().format_help()
     assert "the profile's (qwen2.5-1.5b 123, qwen2.5-3b 123, tiny 0)" in " ".join(text.split())
     cfg = config_from_argv(["--model-name", "tiny-warmstart-s1", "--steps", "2"])  # --steps: --max-steps
-    assert (cfg.model_name, cfg.trainer.max_steps, cfg.run_id) == ("tiny-warmstart-s1", 2, "tiny-sa-a0.5-s0-w1")
+    assert (cfg.model_name, cfg.trainer.max_steps, cfg.run_id) == ("tiny-warmstart-s1", 2, "tiny-sa-a0.5-s0-w1-steps2")
 
 
 def test_the_command_line_is_parsed_once(monkeypatch):

@@ -207,7 +207,7 @@ def test_a_damaged_newest_checkpoint_falls_back_to_the_previous_one(interrupted_
 
     out = capsys.readouterr().out
     assert f"checkpoint {damaged} is damaged: {problem}" in out
-    assert "resumes from checkpoint-1" in out and "resuming tiny-sa-a0.5-s0 from step 1" in out
+    assert "resumes from checkpoint-1" in out and f"resuming {cfg.run_id} from step 1" in out
     _assert_retraces(log, reference)
     # the damaged folder is kept, out of the way of the trainer's rotation (which kept the two newest)
     kept = log.checkpoints_dir / "damaged" / "checkpoint-2"
