@@ -170,7 +170,7 @@ def test_your_own_runs_get_a_report_of_their_own(tmp_path, run_maker):
             run_maker(root, f"tiny-{method}-s{seed}", "tiny", method, alpha, seed, steps=20, eval_every=10)
     run_maker(root, "tiny-sa-s0-steps10", "tiny", "sa", 0.5, 0, steps=10, eval_every=10)  # a variant of seed 0
     generated, figures = tmp_path / "generated", tmp_path / "figures-out"
-    written = render_source(root, generated, figures, prefix="ours", n_resamples=200)["written"]
+    written = render_source(root, generated, figures, prefix="ours")["written"]
     assert generated / "ours_sources.tex" in written
     assert not any(p.name.startswith("studies_") for p in generated.iterdir())
     text, log = build_pdf("local.tex", generated, figures, tmp_path / "build")

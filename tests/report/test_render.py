@@ -209,7 +209,7 @@ def test_runs_of_one_seed_with_other_settings_are_drawn_side_by_side_never_an_er
         for method, alpha in (("sa", 0.5), ("grpo", 0.0)):
             run_maker(root, f"tiny-{method}-s{seed}-steps10", "tiny", method, alpha, seed, steps=10, eval_every=20,
                       evals={0: 2 / 40, 10: (20 if method == "sa" else 12) / 40}, n_eval=40)
-    out = render_source(root, tmp_path / "tables", tmp_path / "figs", prefix="t", n_resamples=300)
+    out = render_source(root, tmp_path / "tables", tmp_path / "figs", prefix="t")
     main = (tmp_path / "tables" / "t_main.tex").read_text()
     assert "tiny (steps=10)" in main and "tiny" in main.replace("tiny (steps=10)", "")
     labels = set(out["source"].results.summary["model_label"])
