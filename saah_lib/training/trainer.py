@@ -22,6 +22,10 @@ What changes relative to TRL, and nothing else:
    so loudly, records why (``compile_health``) and continues with ``hf``; any
    other error (out of memory, NaN) stops it.
 
+4. ``_get_train_sampler``: TRL's prompt sampler with a ``set_epoch`` that puts its generator
+   back where an uninterrupted run has it (``saah_lib.training.sampler``), so a run resumed
+   after its first epoch trains on the same prompts.
+
 Reference log-probs, LoRA, accelerate, vLLM, checkpointing and
 truncated-completion masking are TRL's own.
 """
@@ -45,6 +49,7 @@ from saah_lib.models.evaluate import run_generation_config
 from saah_lib.models.rollout import StaticRollout, build_engine, drop_orphaned_input_grad_hooks, eval_mode
 from saah_lib.models.sampling import SamplingSettings
 from saah_lib.training.config import SAAHGRPOConfig  # noqa: F401  (its config, importable from here too)
+from saah_lib.training.sampler import ResumableRepeatSampler
 
 
 class SAAHGRPOTrainer(GRPOTrainer):
@@ -63,6 +68,14 @@ class SAAHGRPOTrainer(GRPOTrainer):
         self.compile_health = CompileHealth()  # shared by the rollout and evaluation engines
         if self.generation_backend == "compiled":
             SamplingSettings.from_generation_kwargs(self.generation_kwargs)  # a setting it lacks: an error now
+
+    def _get_train_sampler(self, dataset=None) -> ResumableRepeatSampler:
+        # TRL's arguments, unchanged; only the class differs
+        sampler = super()._get_train_sampler(dataset)
+        return ResumableRepeatSampler(
+            data_source=sampler.data_source, mini_repeat_count=sampler.mini_repeat_count,
+            batch_size=sampler.batch_size, repeat_count=sampler.repeat_count, shuffle=sampler.shuffle,
+            seed=sampler.seed)
 
     def _save_checkpoint(self, model, trial) -> None:
         """transformers' checkpoint save; a full disk is reported as such, naming the run and the folder.
