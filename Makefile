@@ -25,7 +25,7 @@ KERNEL_DISPLAY_NAME := Python 3 (ipykernel)
 ## help: this list, one line per target
 help:
 	@awk '/^## [a-z-]+: / { line = substr($$0, 4); i = index(line, ": "); \
-	  printf "  make %-13s %s\n", substr(line, 1, i - 1), substr(line, i + 2) }' $(MAKEFILE_LIST)
+	  printf "  make %-14s %s\n", substr(line, 1, i - 1), substr(line, i + 2) }' $(MAKEFILE_LIST)
 
 ## setup: create .venv with the pinned packages and the python3 Jupyter kernel (every target does it first)
 setup: $(STAMP)
