@@ -77,7 +77,7 @@ mini-promote: setup
 # (e.g. EXTENDED_ARGS="--seeds 0 1 2 3 4"); `make extended-plan` prints the runs and the time estimate.
 ## extended: the powered CPU study into results/extended (about 60 min; make extended-plan prints it)
 extended: setup
-	$(PY) -m saah_lib.studies.extended $(EXTENDED_ARGS)
+	$(PY) -m saah_lib.studies.extended --verify $(EXTENDED_ARGS)
 
 ## extended-plan: the powered study's runs, time estimate and projected minimum detectable effect
 extended-plan: setup

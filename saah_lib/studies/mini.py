@@ -177,9 +177,9 @@ class NotARerunRoot(ValueError):
     """The rerun root holds something that no earlier rerun of the study wrote; nothing was deleted."""
 
 
-def check_rerun_root(root: Path) -> None:
+def check_rerun_root(root: Path, study: str = "mini") -> None:
     """Raise :class:`NotARerunRoot`, naming what is there, unless ``root`` is absent, empty (but for its lock)
-    or marked as an earlier rerun of the mini study by the rerun itself."""
+    or marked as an earlier rerun of ``study`` (mini, extended) by the rerun itself."""
     root = Path(root)
     if not root.exists():
         return
@@ -189,18 +189,18 @@ def check_rerun_root(root: Path) -> None:
     if not entries:
         return
     marker = root / RERUN_MARKER
-    if marker.is_file() and read_json(marker, default={}).get("study") == "mini":
+    if marker.is_file() and read_json(marker, default={}).get("study") == study:
         return
     shown = ", ".join(entries[:8]) + (f" and {len(entries) - 8} more" if len(entries) > 8 else "")
-    raise NotARerunRoot(f"the rerun root {root} holds {shown}, which no earlier `mini verify` wrote (it has no "
-                        f"{RERUN_MARKER}); nothing was deleted. Choose an empty or new --rerun-root, or remove "
-                        "those files yourself")
+    raise NotARerunRoot(f"the rerun root {root} holds {shown}, which no earlier rerun of the {study} study wrote "
+                        f"(it has no {RERUN_MARKER} naming it); nothing was deleted. Choose an empty or new "
+                        "--rerun-root, or remove those files yourself")
 
 
-def clear_rerun_root(root: Path) -> None:
+def clear_rerun_root(root: Path, study: str = "mini") -> None:
     """Delete an earlier rerun (checked by :func:`check_rerun_root`) but the study lock, which the caller holds:
     deleting the file would let another process lock a new one while this one still holds the old."""
-    check_rerun_root(root)
+    check_rerun_root(root, study)
     for entry in sorted(Path(root).iterdir()):
         if entry.name == layout.STUDY_LOCK_FILE:
             continue

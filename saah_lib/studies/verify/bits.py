@@ -181,7 +181,9 @@ def compare_studies(committed_root: Path, rerun_root: Path, tables: dict[str, tu
             for run_id in run_ids}
     baselines = {d.name: compare_run(d, layout.baseline_dir(rerun_root, d.name))
                  for d in layout.folders(committed_root, layout.BASELINES)}
-    files = compare_files({name: (committed_root / name, rerun_root / name) for name in (ANSWER_KINDS_FILE,)})
+    # the answer kinds where the committed study has them (the mini study; the extended study writes none)
+    files = compare_files({name: (committed_root / name, rerun_root / name) for name in (ANSWER_KINDS_FILE,)
+                           if (committed_root / name).is_file()})
     files.update(compare_files(tables or {}, renamed=(repo_relative(rerun_root), repo_relative(committed_root))))
     largest: dict[str, dict] = {}
     for run_id, result in runs.items():
