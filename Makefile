@@ -71,17 +71,18 @@ mini-timing: setup
 mini-promote: setup
 	$(PY) -m saah_lib.studies.mini promote
 
-# The powered CPU study into results/extended (about 60 min on 2 cores): SA-AH-GRPO vs GRPO at the
-# paper-matched alpha (its primary comparison) over 10 seeds from each of two warm starts, AH-GRPO at that
-# alpha, SA-AH-GRPO at the main alpha, the top-K runs and measurement. EXTENDED_ARGS passes options
-# (e.g. EXTENDED_ARGS="--seeds 0 1 2 3 4"); `make extended-plan` prints the runs and the time estimate.
-## extended: the powered CPU study into results/extended (about 60 min; make extended-plan prints it)
+# The powered CPU study (SA-AH-GRPO vs GRPO at the paper-matched alpha, its primary comparison, over 10 seeds
+# from each of two warm starts, AH-GRPO at that alpha, SA-AH-GRPO at the main alpha, the top-K runs and the
+# measurement) rerun into results/rerun/extended (git-ignored) and compared with the committed results/extended as
+# make mini does: bits, then conclusions. EXTENDED_ARGS passes options (--resume, --rerun-root, --seeds ...;
+# python -m saah_lib.studies.extended --help); `make extended-plan` prints the runs and the time estimate.
+## extended: rerun the powered CPU study into results/rerun/extended and compare it with the committed results/extended
 extended: setup
 	$(PY) -m saah_lib.studies.extended --verify $(EXTENDED_ARGS)
 
-## extended-plan: the powered study's runs, time estimate and projected minimum detectable effect
+## extended-plan: what make extended trains: its runs, time estimate and projected minimum detectable effect
 extended-plan: setup
-	$(PY) -m saah_lib.studies.extended --plan $(EXTENDED_ARGS)
+	$(PY) -m saah_lib.studies.extended --plan --root results/rerun/extended $(EXTENDED_ARGS)
 
 # GRID_ARGS: the study and its options, e.g. GRID_ARGS="paper --seeds 0 1 2" (python -m saah_lib.studies.grid --help)
 ## grid-plan: a study's runs, their state, resources, hours and GPU-hours (default: the paper's grid)
