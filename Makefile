@@ -11,6 +11,11 @@ STAMP  := $(VENV)/.installed
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 export PYTHONUNBUFFERED := 1
+# No library bars (a 0% line per model load and checkpoint in a log) and not the deprecation warning TRL 1.16
+# triggers at every generation, in every process below (Ray workers included); our progress lines stay.
+# Runs do the same themselves (saah_lib.progress.quiet_libraries), wherever they are started.
+export HF_HUB_DISABLE_PROGRESS_BARS ?= 1
+export PYTHONWARNINGS ?= ignore:`is_gradient_checkpointing` is deprecated:FutureWarning
 # Pinned CPU numerics (torch's AVX2 kernels on every x86-64 CPU, so that results match the committed studies bit
 # for bit) for every process below, whatever it imports first. saah_lib.numerics owns the settings and says why;
 # the studies' entry points apply them again. SAAH_CPU_NUMERICS=native switches them off (faster on AVX-512 CPUs, not
