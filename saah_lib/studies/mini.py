@@ -117,6 +117,19 @@ def make_plan(root: Path, seeds: tuple[int, ...] = SEEDS, steps: int | None = No
                 record={warm.id: record_warm_start(root, 0), alpha.id: record_alpha})
 
 
+def two_warm_start_scores(root: Path) -> str:
+    """One sentence on the warm start's two Pass@1 figures in the log, which differ because they score different
+    problems: the build's own held-out problems, and the study's evaluation set (the baseline, every run's step 0)."""
+    build = read_json(Path(root) / layout.WARMSTART_RECORD_FILE, default={}) or {}
+    evals = read_jsonl(layout.baseline_dir(root, BASELINE_NAME) / layout.EVAL_FILE, strict=False) \
+        if (layout.baseline_dir(root, BASELINE_NAME) / layout.EVAL_FILE).is_file() else []
+    if build.get("heldout_pass_at_1") is None or not evals:
+        return "warm start: its build's held-out Pass@1 and the baseline score different problems"
+    return (f"warm start: Pass@1 {build['heldout_pass_at_1']:.3f} on the {build.get('heldout_n', '')} held-out "
+            f"problems of its build, {evals[0]['pass_at_1']:.3f} on the study's {evals[0].get('n', '')} evaluation "
+            "problems (the baseline, and every run's step 0): two problem sets, two numbers")
+
+
 def run_mini_study(root: Path, seeds: tuple[int, ...] = SEEDS, steps: int | None = None,
                    figures: bool = True, tables_dir: Path | None = None, figures_dir: Path | None = None,
                    rebuild_warm_start: bool = False, address: str | None = None, max_retries: int = 1) -> dict:
@@ -135,6 +148,7 @@ def _run_mini(root, seeds, steps, figures, tables_dir, figures_dir, rebuild_warm
         with timings.stage("warm start rebuilt"):
             build_warm_start(force=True)
     run_plan(make_plan(root, seeds, steps), timings, address=address, max_retries=max_retries)
+    print(two_warm_start_scores(root), flush=True)
     write_answer_kinds(root)
     write_manifest(root)  # the figures check the results against it
     if figures:
