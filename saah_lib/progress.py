@@ -129,12 +129,11 @@ def quiet_libraries() -> None:
     os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"  # read by processes started from here, and at hub import
     for message, category in KNOWN_LIBRARY_WARNINGS:
         warnings.filterwarnings("ignore", message=message, category=category)
-    if "huggingface_hub" in sys.modules or importlib.util.find_spec("huggingface_hub") is not None:
-        from huggingface_hub.utils import disable_progress_bars
-
-        disable_progress_bars()
-    if "transformers" in sys.modules:  # loaded already: its own switch too (it reads the hub's only at import)
-        sys.modules["transformers"].utils.logging.disable_progress_bar()
+    # Libraries loaded already read the variable at their import: switch them off through their own functions.
+    if "huggingface_hub.utils" in sys.modules:
+        sys.modules["huggingface_hub.utils"].disable_progress_bars()
+    if "transformers.utils.logging" in sys.modules:  # it copies the hub's switch at its import
+        sys.modules["transformers.utils.logging"].disable_progress_bar()
 
 
 def last_step(log: Path) -> int:

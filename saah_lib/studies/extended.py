@@ -290,7 +290,7 @@ def rerun_and_verify(committed: Path = EXTENDED_ROOT, rerun: Path = RERUN_EXTEND
         options = {k: study[k] for k in ("warm_starts", "seeds", "steps", "topk_ks", "topk_seeds", "main_alpha_sa")
                    if k in study}
         run_ids = [c.run_id for c in planned_configs(rerun, **options)]
-        report = compare_studies(committed, rerun, run_ids=run_ids, conclusions=conclusions)
+        report = compare_studies(committed, rerun, run_ids=run_ids, conclusions=conclusions, study_files=())
         json_path, md_path = write_report(report, rerun)
     print(f"\n{md_path.read_text()}\nreport: {json_path} and {md_path}\n{report['verdict']}", flush=True)
     return report
