@@ -121,8 +121,8 @@ def two_warm_start_scores(root: Path) -> str:
     """One sentence on the warm start's two Pass@1 figures in the log, which differ because they score different
     problems: the build's own held-out problems, and the study's evaluation set (the baseline, every run's step 0)."""
     build = read_json(Path(root) / layout.WARMSTART_RECORD_FILE, default={}) or {}
-    evals = read_jsonl(layout.baseline_dir(root, BASELINE_NAME) / layout.EVAL_FILE, strict=False) \
-        if (layout.baseline_dir(root, BASELINE_NAME) / layout.EVAL_FILE).is_file() else []
+    baseline_log = layout.baseline_dir(root, BASELINE_NAME) / layout.EVAL_FILE
+    evals = read_jsonl(baseline_log, strict=False) if baseline_log.is_file() else []
     if build.get("heldout_pass_at_1") is None or not evals:
         return "warm start: its build's held-out Pass@1 and the baseline score different problems"
     return (f"warm start: Pass@1 {build['heldout_pass_at_1']:.3f} on the {build.get('heldout_n', '')} held-out "
