@@ -11,6 +11,11 @@ STAMP  := $(VENV)/.installed
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 export PYTHONUNBUFFERED := 1
+# No library bars (a 0% line per model load and checkpoint in a log) and not the deprecation warning TRL 1.16
+# triggers at every generation, in every process below (Ray workers included); our progress lines stay.
+# Runs do the same themselves (saah_lib.progress.quiet_libraries), wherever they are started.
+export HF_HUB_DISABLE_PROGRESS_BARS ?= 1
+export PYTHONWARNINGS ?= ignore:`is_gradient_checkpointing` is deprecated:FutureWarning
 # Pinned CPU numerics (torch's AVX2 kernels on every x86-64 CPU, so that results match the committed studies bit
 # for bit) for every process below, whatever it imports first. saah_lib.numerics owns the settings and says why;
 # the studies' entry points apply them again. SAAH_CPU_NUMERICS=native switches them off (faster on AVX-512 CPUs, not
@@ -25,7 +30,7 @@ KERNEL_DISPLAY_NAME := Python 3 (ipykernel)
 ## help: this list, one line per target
 help:
 	@awk '/^## [a-z-]+: / { line = substr($$0, 4); i = index(line, ": "); \
-	  printf "  make %-13s %s\n", substr(line, 1, i - 1), substr(line, i + 2) }' $(MAKEFILE_LIST)
+	  printf "  make %-14s %s\n", substr(line, 1, i - 1), substr(line, i + 2) }' $(MAKEFILE_LIST)
 
 ## setup: create .venv with the pinned packages and the python3 Jupyter kernel (every target does it first)
 setup: $(STAMP)
@@ -71,17 +76,18 @@ mini-timing: setup
 mini-promote: setup
 	$(PY) -m saah_lib.studies.mini promote
 
-# The powered CPU study into results/extended (about 60 min on 2 cores): SA-AH-GRPO vs GRPO at the
-# paper-matched alpha (its primary comparison) over 10 seeds from each of two warm starts, AH-GRPO at that
-# alpha, SA-AH-GRPO at the main alpha, the top-K runs and measurement. EXTENDED_ARGS passes options
-# (e.g. EXTENDED_ARGS="--seeds 0 1 2 3 4"); `make extended-plan` prints the runs and the time estimate.
-## extended: the powered CPU study into results/extended (about 60 min; make extended-plan prints it)
+# The powered CPU study (SA-AH-GRPO vs GRPO at the paper-matched alpha, its primary comparison, over 10 seeds
+# from each of two warm starts, AH-GRPO at that alpha, SA-AH-GRPO at the main alpha, the top-K runs and the
+# measurement) rerun into results/rerun/extended (git-ignored) and compared with the committed results/extended as
+# make mini does: bits, then conclusions. EXTENDED_ARGS passes options (--resume, --rerun-root, --seeds ...;
+# python -m saah_lib.studies.extended --help); `make extended-plan` prints the runs and the time estimate.
+## extended: rerun the powered CPU study into results/rerun/extended and compare it with the committed results/extended
 extended: setup
-	$(PY) -m saah_lib.studies.extended $(EXTENDED_ARGS)
+	$(PY) -m saah_lib.studies.extended --verify $(EXTENDED_ARGS)
 
-## extended-plan: the powered study's runs, time estimate and projected minimum detectable effect
+## extended-plan: what make extended trains: its runs, time estimate and projected minimum detectable effect
 extended-plan: setup
-	$(PY) -m saah_lib.studies.extended --plan $(EXTENDED_ARGS)
+	$(PY) -m saah_lib.studies.extended --plan --root results/rerun/extended $(EXTENDED_ARGS)
 
 # GRID_ARGS: the study and its options, e.g. GRID_ARGS="paper --seeds 0 1 2" (python -m saah_lib.studies.grid --help)
 ## grid-plan: a study's runs, their state, resources, hours and GPU-hours (default: the paper's grid)

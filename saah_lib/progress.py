@@ -10,13 +10,22 @@ Two kinds, each used only where it shows well (:func:`display_kind`):
   every ``every_s`` seconds, and the last.  They are printed wherever stdout is not a terminal:
   ``papermill --log-output`` streams them as they come, a log file keeps them, an executed
   notebook keeps a handful.  In a terminal the bars say the same, so lines are off there.
+
+Jobs that run in other processes (Ray workers, papermill jobs), whose output this process never sees, get the
+same lines from the logs they write (:class:`FollowLogs`).  Libraries' own bars and known deprecation warnings,
+which say nothing to a reader of our lines, are turned off in runs (:func:`quiet_libraries`).
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
 import sys
+import threading
 import time
+import warnings
+from pathlib import Path
 from typing import Callable, TextIO
 
 from tqdm.auto import tqdm
@@ -104,3 +113,89 @@ def say(text: str, progress: bool = True) -> None:
     """One line of news (a build starting, a run done), wherever progress is shown."""
     if progress:
         print(text, flush=True)
+
+
+#: Warnings of libraries that a run triggers every time and that say nothing about it: (message start, category).
+#: TRL 1.16 reads ``model.is_gradient_checkpointing``, which transformers 5 deprecates, at every generation.
+KNOWN_LIBRARY_WARNINGS = (
+    (r"`is_gradient_checkpointing` is deprecated", FutureWarning),
+)
+
+
+def quiet_libraries() -> None:
+    """Turn off the progress bars of huggingface_hub and transformers (``Loading weights``, ``Writing model
+    shards``: one per model load and checkpoint, each a 0% line in a log) and filter :data:`KNOWN_LIBRARY_WARNINGS`
+    in this process.  Our own bars and lines are untouched.  Called by every run; idempotent."""
+    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"  # read by processes started from here, and at hub import
+    for message, category in KNOWN_LIBRARY_WARNINGS:
+        warnings.filterwarnings("ignore", message=message, category=category)
+    # Libraries loaded already read the variable at their import: switch them off through their own functions.
+    if "huggingface_hub.utils" in sys.modules:
+        sys.modules["huggingface_hub.utils"].disable_progress_bars()
+    if "transformers.utils.logging" in sys.modules:  # it copies the hub's switch at its import
+        sys.modules["transformers.utils.logging"].disable_progress_bar()
+
+
+def last_step(log: Path) -> int:
+    """The ``step`` of the last complete line of a JSON-lines log (0 while it is missing or empty)."""
+    try:
+        text = Path(log).read_bytes()
+    except FileNotFoundError:
+        return 0
+    complete = text[:text.rfind(b"\n") + 1].splitlines()
+    for line in reversed(complete):
+        try:
+            return int(json.loads(line)["step"])
+        except (ValueError, KeyError, TypeError):
+            continue
+    return 0
+
+
+class FollowLogs:
+    """Progress lines of jobs that run in other processes, read from the logs they write.
+
+    ``jobs``: name -> (log file, units in all); a unit is done when a complete line with that ``step`` is in
+    the log.  Used as a context manager around the call that runs the jobs: a thread polls the logs every
+    ``poll_s`` seconds and prints, per job, :class:`ProgressLines` from its first logged step to its last.
+    """
+
+    def __init__(self, jobs: dict[str, tuple[Path, int]], *, what: str = "training", unit: str = "steps",
+                 progress: bool = True, poll_s: float = 2.0, every_s: float = EVERY_S, stream: TextIO | None = None,
+                 clock: Callable[[], float] = time.monotonic):
+        self.jobs, self.what, self.unit, self.poll_s = dict(jobs), what, unit, poll_s
+        self.progress, self.every_s, self.stream, self.clock = progress, every_s, stream, clock
+        self.started = {name: last_step(log) for name, (log, _) in self.jobs.items()}  # done before: not news
+        self.lines: dict[str, ProgressLines] = {}
+        self.finished: set[str] = set()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def poll(self) -> None:
+        for name, (log, total) in self.jobs.items():
+            if name in self.finished:
+                continue
+            done = last_step(log)
+            if name not in self.lines:
+                if done == self.started[name]:
+                    continue  # not started yet (or complete before: nothing to follow)
+                self.lines[name] = ProgressLines(f"{self.what} {name}", total, unit=self.unit, progress=self.progress,
+                                                 every_s=self.every_s, stream=self.stream, clock=self.clock)
+            if done >= total:
+                self.lines[name].finish(done)
+                self.finished.add(name)
+            else:
+                self.lines[name].update(done)
+
+    def _follow(self) -> None:
+        while not self._stop.wait(self.poll_s):
+            self.poll()
+
+    def __enter__(self) -> "FollowLogs":
+        self._thread = threading.Thread(target=self._follow, daemon=True, name="follow-logs")
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.poll()

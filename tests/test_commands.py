@@ -40,7 +40,8 @@ def test_every_command_prints_help_with_defaults(command, command_help):
     assert stdout.startswith(f"usage: python -m {command}")
     # positional arguments and subcommands only: no default to show
     assert "(default:" in stdout or command in ("saah_lib.rundir.manifest", "saah_lib.numerics",
-                                                "saah_lib.studies.timing")
+                                                "saah_lib.studies.timing", "saah_lib.tasks.gsm8k",
+                                                "saah_lib.studies.verify")
     assert str(REPO_ROOT) not in stdout  # defaults are shown relative to the repository, as they are meant
 
 

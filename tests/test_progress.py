@@ -70,3 +70,74 @@ def test_where_bars_and_lines_show(monkeypatch):
     assert progress.bar(range(3), desc="x").disable
     monkeypatch.setattr(progress, "display_kind", lambda: "widget")
     assert progress.bars_shown() and progress.lines_shown() and not progress.bars_shown(False)
+
+
+# --------------------------------------------------------------------------- jobs in other processes
+
+
+def _log(path, steps, torn=False):
+    text = "".join(f'{{"step": {s}, "loss": 0.1}}\n' for s in steps)
+    path.write_text(text + ('{"step": 9' if torn else ""))
+
+
+def test_last_step_reads_the_last_complete_line(tmp_path):
+    log = tmp_path / "train_log.jsonl"
+    assert progress.last_step(log) == 0  # not written yet
+    _log(log, [1, 2, 3], torn=True)  # a worker is writing step 9
+    assert progress.last_step(log) == 3
+
+
+def test_follow_logs_prints_lines_of_jobs_that_run_elsewhere(plain, tmp_path):
+    from saah_lib.progress import FollowLogs
+
+    clock, out = Clock(), io.StringIO()
+    a, b, done_before = tmp_path / "a.jsonl", tmp_path / "b.jsonl", tmp_path / "c.jsonl"
+    _log(done_before, [1, 2])
+    follow = FollowLogs({"a": (a, 4), "b": (b, 4), "c": (done_before, 2)}, every_s=20, stream=out, clock=clock)
+    follow.poll()
+    assert out.getvalue() == ""  # nothing started, and c was complete before
+    _log(a, [1])
+    clock.now = 10.0
+    follow.poll()
+    clock.now = 30.0
+    _log(a, [1, 2])
+    follow.poll()
+    clock.now = 40.0
+    _log(a, [1, 2, 3, 4])
+    _log(b, [1, 2, 3, 4])  # b ran from start to end between two polls
+    follow.poll()
+    follow.poll()  # a finished job prints nothing more
+    assert out.getvalue().splitlines() == [
+        "training a: 0/4 steps",
+        "training a: 2/4 steps (50%), 20 s, about 20 s left",
+        "training a: 4/4 steps (100%), 30 s",
+        "training b: 0/4 steps",
+        "training b: 4/4 steps (100%), 0 s",
+    ]
+
+
+def test_follow_logs_polls_in_a_thread_and_once_more_at_the_end(plain, tmp_path):
+    from saah_lib.progress import FollowLogs
+
+    out, log = io.StringIO(), tmp_path / "a.jsonl"
+    with FollowLogs({"a": (log, 2)}, poll_s=0.01, stream=out):
+        _log(log, [1, 2])
+    assert out.getvalue().splitlines()[-1].startswith("training a: 2/2 steps (100%)")
+
+
+def test_quiet_libraries_filters_the_known_warning_and_turns_off_the_hub_bars(monkeypatch):
+    import warnings
+
+    from huggingface_hub.utils import are_progress_bars_disabled, enable_progress_bars
+
+    monkeypatch.setenv("HF_HUB_DISABLE_PROGRESS_BARS", "0")  # restored after the test
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        progress.quiet_libraries()
+        warnings.warn("`is_gradient_checkpointing` is deprecated and will be removed in v6.", FutureWarning)
+        warnings.warn("another FutureWarning", FutureWarning)  # only the known one is filtered
+    try:
+        assert [str(w.message) for w in caught] == ["another FutureWarning"]
+        assert are_progress_bars_disabled()
+    finally:
+        enable_progress_bars()

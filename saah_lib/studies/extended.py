@@ -34,6 +34,11 @@ are the same configurations; on the same CPU they reproduce the mini runs bit
 for bit, and the report says which runs the two studies share.  Runs already
 complete are skipped; the alpha is measured once per root.
 Tables and figures come from ``make figures`` (:func:`saah_lib.report.render.render_report`).
+
+``make extended`` reruns the whole study into a fresh, git-ignored root (``results/rerun/extended``) and
+checks it against the committed ``results/extended`` the way ``make mini`` checks the mini study
+(:func:`rerun_and_verify`: bits first, then, where bits differ, the conclusions of :func:`study_conclusions`);
+``--root`` alone (without ``--verify``) trains into that root directly and skips what is complete there.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -52,17 +58,22 @@ from saah_lib.jsonio import atomic_write_json
 from saah_lib.method.methods import MAIN_ALPHA
 from saah_lib.models.names import tiny_warm_start_name, tiny_warm_start_seed
 from saah_lib.models.warmstart import read_build_info
-from saah_lib.paths import EXTENDED_ROOT, MINI_ROOT, in_repo, repo_relative, tiny_warmstart_dir
+from saah_lib.numerics import cpu_numerics_record, summary
+from saah_lib.paths import EXTENDED_ROOT, MINI_ROOT, RERUN_ROOT, in_repo, repo_relative, tiny_warmstart_dir
 from saah_lib.rundir import layout
 from saah_lib.rundir.lock import FolderLockedError, study_lock
 from saah_lib.rundir.manifest import write_manifest
 from saah_lib.studies.matched_alpha import read_matched_alpha
+from saah_lib.studies.mini import RERUN_MARKER, NotARerunRoot, check_rerun_root, clear_rerun_root, judge
 from saah_lib.studies.runner import (BASELINE_NAME, Plan, alpha_job, baseline_job, matched_run_job, pending,
                                      record_warm_start, run_job, run_plan, warm_start_job)
 from saah_lib.studies.timing import Timings
 from saah_lib.studies.topk import RESULT_FILE, TRAINING_KS, measure_topk, topk_training_configs
+from saah_lib.studies.verify.bits import compare_studies, write_report
+from saah_lib.studies.verify.conclusions import compare_conclusions
 from saah_lib.training.config import make_config
 
+RERUN_EXTENDED = RERUN_ROOT / "extended"  # where `make extended` reruns the study (git-ignored)
 WARM_STARTS = (0, 1)
 SEEDS = tuple(range(10))
 SECONDS_PER_RUN = 72  # one 60-step tiny run on one thread (results/mini/timings.json: 69-75 s)
@@ -253,10 +264,55 @@ def run_extended_study(root: Path, warm_starts=WARM_STARTS, seeds=SEEDS, steps: 
     return timings.record
 
 
+def study_conclusions(committed_root: Path, rerun_root: Path) -> dict:
+    """Level 2 of the check for this study: each arm at the committed paper-matched alpha within tolerance, and
+    the primary comparison (SA-AH-GRPO at that alpha vs GRPO) unchanged (:func:`compare_conclusions`)."""
+    alpha = read_matched_alpha(Path(committed_root))
+    if alpha is None:
+        return {"reproduced": None, "line": f"conclusions not checked: {committed_root} records no paper-matched alpha"}
+    by_name = arms(alpha, main_alpha_sa=True)
+    return compare_conclusions(committed_root, rerun_root, arms=list(by_name.values()),
+                               primary=(by_name["sa_matched"], by_name["grpo"]))
+
+
+def rerun_and_verify(committed: Path = EXTENDED_ROOT, rerun: Path = RERUN_EXTENDED, *, resume: bool = False,
+                     conclusions=study_conclusions, **study) -> dict:
+    """``make extended``: the whole study into ``rerun`` (never over ``committed``), then compared with the
+    committed study, run by run; the report goes to ``<rerun>/reproduction.{json,md}`` and is returned.
+
+    ``study``: the options of :func:`run_extended_study`.  ``rerun`` is cleared first unless ``resume``, and only
+    when it is empty or an earlier rerun of this study (:func:`saah_lib.studies.mini.check_rerun_root`).
+    """
+    committed, rerun = Path(committed), Path(rerun)
+    if rerun.resolve() == committed.resolve() or committed.resolve().is_relative_to(rerun.resolve()):
+        raise ValueError(f"the rerun root {rerun} is or holds the committed study {committed}; choose another folder")
+    with study_lock(rerun):
+        check_rerun_root(rerun, "extended")
+        if not resume:
+            clear_rerun_root(rerun, "extended")
+        atomic_write_json(rerun / RERUN_MARKER, {"study": "extended", "committed": repo_relative(committed)})
+        run_extended_study(rerun, **study)
+        options = {k: study[k] for k in ("warm_starts", "seeds", "steps", "topk_ks", "topk_seeds", "main_alpha_sa")
+                   if k in study}
+        run_ids = [c.run_id for c in planned_configs(rerun, **options)]
+        report = compare_studies(committed, rerun, run_ids=run_ids, conclusions=conclusions, study_files=())
+        json_path, md_path = write_report(report, rerun)
+    print(f"\n{md_path.read_text()}\nreport: {json_path} and {md_path}\n{report['verdict']}", flush=True)
+    return report
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m saah_lib.studies.extended", description=__doc__.splitlines()[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument("--root", type=in_repo, default=repo_relative(EXTENDED_ROOT), help="the study's results root")
+    parser.add_argument("--root", type=in_repo, default=repo_relative(EXTENDED_ROOT),
+                        help="the study's results root (--verify: the committed study it is compared with)")
+    parser.add_argument("--verify", action="store_true",
+                        help="(make extended) rerun the whole study into --rerun-root and compare it with --root, "
+                             "bits first, then conclusions; exit status 1 unless it reproduces")
+    parser.add_argument("--rerun-root", type=in_repo, default=repo_relative(RERUN_EXTENDED),
+                        help="--verify: where the study reruns, cleared first: a new or empty folder, or an earlier "
+                             "rerun (nothing else is ever deleted)")
+    parser.add_argument("--resume", action="store_true", help="--verify: continue an interrupted rerun")
     parser.add_argument("--warm-starts", type=int, nargs="+", default=list(WARM_STARTS),
                         help="warm-start build seeds (0 = tiny-warmstart, N = tiny-warmstart-sN)")
     parser.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS), help="training seeds per warm start")
@@ -280,18 +336,28 @@ def main(argv=None):
                             not args.no_measure, args.pilot))
         return 0
     torch.set_num_threads(1)
+    study = dict(warm_starts=tuple(args.warm_starts), seeds=tuple(args.seeds), steps=args.steps,
+                 topk_ks=tuple(args.topk_ks), topk_seeds=tuple(args.topk_seeds), measure=not args.no_measure,
+                 measure_prompts=args.measure_prompts, main_alpha_sa=not args.no_main_alpha, address=args.address,
+                 max_retries=args.max_retries)
+    started = time.perf_counter()
     try:
-        record = run_extended_study(args.root, tuple(args.warm_starts), tuple(args.seeds), args.steps,
-                                    tuple(args.topk_ks), tuple(args.topk_seeds), measure=not args.no_measure,
-                                    measure_prompts=args.measure_prompts, main_alpha_sa=not args.no_main_alpha,
-                                    address=args.address, max_retries=args.max_retries)
-    except FolderLockedError as err:
+        if args.verify:
+            report = rerun_and_verify(args.root, args.rerun_root, resume=args.resume, **study)
+            status, reason = judge(report, cpu_numerics_record())
+            print(f"{'ok' if status == 0 else 'FAILED'}: {reason}", flush=True)
+        else:
+            status = 0
+            run_extended_study(args.root, **study)
+    except (FolderLockedError, NotARerunRoot, ValueError) as err:
         parser.exit(1, f"error: {err}\n")
     except KeyboardInterrupt:
-        parser.exit(130, "\ninterrupted: the finished runs are kept; the same command continues\n")
-    print(f"\nextended study done in {record['total_wall_s'] / 60:.1f} min; "
-          f"timings in {args.root / layout.EXTENDED_TIMINGS_FILE}")
-    return 0
+        parser.exit(130, "\ninterrupted: the finished runs are kept; the same command"
+                         f"{' with --resume' if args.verify else ''} continues\n")
+    root = args.rerun_root if args.verify else args.root
+    print(f"\nextended study done in {(time.perf_counter() - started) / 60:.1f} min; timings in "
+          f"{repo_relative(root / layout.EXTENDED_TIMINGS_FILE)} (CPU numerics: {summary(cpu_numerics_record())})")
+    return status
 
 
 if __name__ == "__main__":

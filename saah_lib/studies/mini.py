@@ -117,6 +117,19 @@ def make_plan(root: Path, seeds: tuple[int, ...] = SEEDS, steps: int | None = No
                 record={warm.id: record_warm_start(root, 0), alpha.id: record_alpha})
 
 
+def two_warm_start_scores(root: Path) -> str:
+    """One sentence on the warm start's two Pass@1 figures in the log, which differ because they score different
+    problems: the build's own held-out problems, and the study's evaluation set (the baseline, every run's step 0)."""
+    build = read_json(Path(root) / layout.WARMSTART_RECORD_FILE, default={}) or {}
+    baseline_log = layout.baseline_dir(root, BASELINE_NAME) / layout.EVAL_FILE
+    evals = read_jsonl(baseline_log, strict=False) if baseline_log.is_file() else []
+    if build.get("heldout_pass_at_1") is None or not evals:
+        return "warm start: its build's held-out Pass@1 and the baseline score different problems"
+    return (f"warm start: Pass@1 {build['heldout_pass_at_1']:.3f} on the {build.get('heldout_n', '')} held-out "
+            f"problems of its build, {evals[0]['pass_at_1']:.3f} on the study's {evals[0].get('n', '')} evaluation "
+            "problems (the baseline, and every run's step 0): two problem sets, two numbers")
+
+
 def run_mini_study(root: Path, seeds: tuple[int, ...] = SEEDS, steps: int | None = None,
                    figures: bool = True, tables_dir: Path | None = None, figures_dir: Path | None = None,
                    rebuild_warm_start: bool = False, address: str | None = None, max_retries: int = 1) -> dict:
@@ -135,6 +148,7 @@ def _run_mini(root, seeds, steps, figures, tables_dir, figures_dir, rebuild_warm
         with timings.stage("warm start rebuilt"):
             build_warm_start(force=True)
     run_plan(make_plan(root, seeds, steps), timings, address=address, max_retries=max_retries)
+    print(two_warm_start_scores(root), flush=True)
     write_answer_kinds(root)
     write_manifest(root)  # the figures check the results against it
     if figures:
@@ -177,9 +191,9 @@ class NotARerunRoot(ValueError):
     """The rerun root holds something that no earlier rerun of the study wrote; nothing was deleted."""
 
 
-def check_rerun_root(root: Path) -> None:
+def check_rerun_root(root: Path, study: str = "mini") -> None:
     """Raise :class:`NotARerunRoot`, naming what is there, unless ``root`` is absent, empty (but for its lock)
-    or marked as an earlier rerun of the mini study by the rerun itself."""
+    or marked as an earlier rerun of ``study`` (mini, extended) by the rerun itself."""
     root = Path(root)
     if not root.exists():
         return
@@ -189,18 +203,18 @@ def check_rerun_root(root: Path) -> None:
     if not entries:
         return
     marker = root / RERUN_MARKER
-    if marker.is_file() and read_json(marker, default={}).get("study") == "mini":
+    if marker.is_file() and read_json(marker, default={}).get("study") == study:
         return
     shown = ", ".join(entries[:8]) + (f" and {len(entries) - 8} more" if len(entries) > 8 else "")
-    raise NotARerunRoot(f"the rerun root {root} holds {shown}, which no earlier `mini verify` wrote (it has no "
-                        f"{RERUN_MARKER}); nothing was deleted. Choose an empty or new --rerun-root, or remove "
-                        "those files yourself")
+    raise NotARerunRoot(f"the rerun root {root} holds {shown}, which no earlier rerun of the {study} study wrote "
+                        f"(it has no {RERUN_MARKER} naming it); nothing was deleted. Choose an empty or new "
+                        "--rerun-root, or remove those files yourself")
 
 
-def clear_rerun_root(root: Path) -> None:
+def clear_rerun_root(root: Path, study: str = "mini") -> None:
     """Delete an earlier rerun (checked by :func:`check_rerun_root`) but the study lock, which the caller holds:
     deleting the file would let another process lock a new one while this one still holds the old."""
-    check_rerun_root(root)
+    check_rerun_root(root, study)
     for entry in sorted(Path(root).iterdir()):
         if entry.name == layout.STUDY_LOCK_FILE:
             continue

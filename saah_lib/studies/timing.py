@@ -19,7 +19,7 @@ import psutil
 from saah_lib.jsonio import atomic_write_json, read_json
 from saah_lib.numerics import RECORD_KEY, cpu_numerics_record, summary
 from saah_lib.paths import in_repo, repo_relative
-from saah_lib.rundir.layout import TIMINGS_FILE
+from saah_lib.rundir.layout import EXTENDED_TIMINGS_FILE, TIMINGS_FILE
 
 
 class PeakMemory:
@@ -108,12 +108,22 @@ def compare_timings(paths: list[Path]) -> str:
     return "\n".join(lines)
 
 
+def timings_file(path: Path) -> Path:
+    """The timings file a path names: the path itself, or the one a study root holds (the mini study's
+    ``timings.json``, the extended study's ``extended_timings.json``; the first that exists)."""
+    if not path.is_dir():
+        return path
+    found = [path / name for name in (TIMINGS_FILE, EXTENDED_TIMINGS_FILE) if (path / name).is_file()]
+    return found[0] if found else path / TIMINGS_FILE
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m saah_lib.studies.timing",
                                      description="wall time per stage of several studies, side by side")
-    parser.add_argument("timings", nargs="+", type=in_repo, help="timings.json files, or study roots holding one")
+    parser.add_argument("timings", nargs="+", type=in_repo,
+                        help=f"timings files, or study roots holding one ({TIMINGS_FILE} or {EXTENDED_TIMINGS_FILE})")
     args = parser.parse_args(argv)
-    paths = [p / TIMINGS_FILE if p.is_dir() else p for p in args.timings]
+    paths = [timings_file(p) for p in args.timings]
     missing = [str(p) for p in paths if not p.is_file()]
     if missing:
         parser.error(f"no timings file: {', '.join(missing)}")

@@ -11,15 +11,22 @@ layout: one JSON object per line with ``question`` and ``answer``, the answer
 ending in ``#### <number>``.  Row order is the official file order, and ids
 (``train-00042``) are positions in that order, so the same folder or the hub
 give the same ids.
+
+Such a folder, for machines without the hub, is written once where the hub is
+reachable (:func:`prepare`)::
+
+    python -m saah_lib.tasks.gsm8k prepare --out DIR    # then SAAH_GSM8K_DIR=DIR on the offline machine
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import random
+import sys
 from pathlib import Path
 
-from saah_lib.jsonio import scan_jsonl
+from saah_lib.jsonio import scan_jsonl, write_jsonl
 from saah_lib.method.reward import normalize_number
 from saah_lib.paths import in_repo, repo_relative
 from saah_lib.tasks.problems import DataSplit, Problem
@@ -88,12 +95,18 @@ def _read_gsm8k_file(path: Path) -> list[tuple[str, object]]:
     return [(f"{path}: line {line}", record) for line, record in records]
 
 
-def _load_from_hub(split: str) -> list[dict]:
+def _hub_dataset(split: str | None = None):
+    """``datasets.load_dataset`` of GSM8K: one split, or (``split=None``) the ``DatasetDict`` of both."""
     import datasets  # imported lazily: slow to import and not needed for local data
 
     name, config = HUB_DATASET
+    return datasets.load_dataset(name, config, split=split)
+
+
+def _load_from_hub(split: str) -> list[dict]:
+    name, config = HUB_DATASET
     try:
-        rows = datasets.load_dataset(name, config, split=split)
+        rows = _hub_dataset(split)
     except Exception as error:  # offline, missing cache, auth... all mean "not available"
         raise RuntimeError(
             f"Could not load GSM8K split {split!r}. Either pass data_dir= or set "
@@ -198,3 +211,54 @@ def paper_split(
         seed=seed,
         source=describe_source(data_dir),
     )
+
+
+# --------------------------------------------------------------------------
+# a local folder for offline machines
+# --------------------------------------------------------------------------
+
+
+def prepare(out: str | os.PathLike, dataset=None) -> dict[str, int]:
+    """Write ``train.jsonl`` and ``test.jsonl`` (the folder layout of the module docstring) into ``out``
+    from ``dataset`` (a mapping of split name to rows with ``question`` and ``answer``, such as the hub's
+    ``DatasetDict``; default: loaded from the hub); returns the rows written per split.
+
+    Every row is checked as :func:`load_gsm8k` will read it, before anything is written, so a folder is
+    written whole or not at all; other columns are dropped.
+    """
+    dataset = _hub_dataset() if dataset is None else dataset
+    rows = {split: [{"question": r["question"], "answer": r["answer"]} for r in dataset[split]] for split in SPLITS}
+    for split, records in rows.items():
+        for index, record in enumerate(records):
+            _problem(split, index, record, f"GSM8K {split}: row {index}")
+    folder = in_repo(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    for split, records in rows.items():
+        write_jsonl(folder / f"{split}.jsonl", records)
+    return {split: len(records) for split, records in rows.items()}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m saah_lib.tasks.gsm8k",
+                                     description="GSM8K as a local folder, for machines without the hub")
+    commands = parser.add_subparsers(dest="command", required=True)
+    prep = commands.add_parser("prepare", help="write train.jsonl and test.jsonl from the hub (openai/gsm8k, main)",
+                               description="Write train.jsonl and test.jsonl (one JSON object per line: question, "
+                                           "answer ending in '#### <number>'; the official order) from the hub's "
+                                           f"{HUB_DATASET[0]} ({HUB_DATASET[1]}). Needs the hub: run it without "
+                                           f"HF_HUB_OFFLINE=1, then point {GSM8K_DIR_ENV} at the folder.")
+    prep.add_argument("--out", required=True, help="the folder to write (default: none; relative to the repository)")
+    args = parser.parse_args(argv)
+    try:
+        counts = prepare(args.out)
+    except Exception as error:  # noqa: BLE001  (offline, no datasets cache: say what to do, without a traceback)
+        parser.exit(1, f"error: could not load {HUB_DATASET[0]} ({HUB_DATASET[1]}) from the hub: "
+                       f"{type(error).__name__}: {error}\n(run it where the hub is reachable, without HF_HUB_OFFLINE=1)\n")
+    folder = in_repo(args.out)
+    print(f"wrote {', '.join(f'{split}.jsonl ({n} problems)' for split, n in counts.items())} to {folder}; "
+          f"use it with {GSM8K_DIR_ENV}={folder}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

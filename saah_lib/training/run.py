@@ -28,7 +28,7 @@ from saah_lib.models.evaluate import evaluate_pass_at_1
 from saah_lib.models.loading import load_for_eval, load_model_and_tokenizer, resolve_model
 from saah_lib.models.names import offline_hub_problem
 from saah_lib.paths import in_repo, repo_relative
-from saah_lib.progress import say
+from saah_lib.progress import quiet_libraries, say
 from saah_lib.rundir.checkpoints import resume_checkpoint
 from saah_lib.rundir.folder import RunDir
 from saah_lib.rundir.layout import baseline_dir
@@ -129,6 +129,7 @@ def baseline_for(cfg: RunConfig, name: str | None = None, progress: bool = True)
     ``<results>/baselines/<name>/`` (default name: ``<profile>-zero-shot``)."""
     name = name or f"{cfg.profile}-zero-shot"
     check_inputs(cfg)
+    quiet_libraries()
     split = load_split(cfg)
     config = {"name": name, "profile": cfg.profile, "model_label": cfg.model_label, "model_name": cfg.model_name,
               "method": "base", "n_eval": cfg.n_eval, "eval_max_new_tokens": cfg.eval_max_new_tokens,
@@ -189,6 +190,7 @@ def run_training(cfg: RunConfig, callbacks=(), progress: bool = True) -> Path:
     otherwise config.json gains this segment's provenance (:func:`saah_lib.rundir.provenance.with_segment`).
     """
     check_inputs(cfg)
+    quiet_libraries()  # no library bars or known deprecation warnings between our progress lines
     steps = cfg.trainer.max_steps
     say(f"run {cfg.run_id}: {cfg.trainer.method}, alpha {cfg.trainer.alpha:g}, {steps} steps, "
         f"seed {cfg.trainer.seed}, into {repo_relative(cfg.run_dir)}", progress)

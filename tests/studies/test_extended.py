@@ -126,3 +126,93 @@ def test_the_plan_warns_about_runs_that_are_not_in_it(tmp_path):
     configs = E.planned_configs(tmp_path, warm_starts=(0,), seeds=(0,), topk_ks=())
     text = E.describe_plan(tmp_path, configs, configs, 2, (0,), (0,), measure=False)
     assert "1 run folder(s)" in text and "tiny-ah-a0.25-s0" in text and "fresh --root" in text
+
+
+# ---------------------------------------------------------------------- make extended: rerun and verify
+
+SMALL = dict(warm_starts=(0, 1), seeds=(0, 1), topk_ks=(), measure=False)  # 4 seed pairs, 16 runs
+
+
+def _rerun_by_copying_the_committed_study(changed_loss: float = 0.0):
+    """A stand-in for training: the rerun root gets the committed runs of its plan (a CPU that reproduces
+    the bits), with one run's loss at step 1 moved by ``changed_loss``."""
+    import shutil
+
+    from saah_lib.paths import EXTENDED_ROOT
+
+    calls = []
+
+    def fake_study(root, **study):
+        calls.append(study)
+        for name in ("paper_matched_alpha.json", "warmstart_build.json", "warmstart_builds.json"):
+            shutil.copy2(EXTENDED_ROOT / name, root / name)
+        shutil.copytree(EXTENDED_ROOT / "baselines", root / "baselines")
+        options = {k: study[k] for k in ("warm_starts", "seeds", "topk_ks")}
+        for config in E.planned_configs(root, **options):
+            shutil.copytree(EXTENDED_ROOT / "runs" / config.run_id, root / "runs" / config.run_id)
+        if changed_loss:
+            log = root / "runs" / "tiny-grpo-a0-s1-w1" / "train_log.jsonl"
+            records = [json.loads(line) for line in log.read_text().splitlines()]
+            records[0]["loss"] += changed_loss
+            write_jsonl(log, records)
+        return {}
+
+    return fake_study, calls
+
+
+def test_make_extended_reruns_into_its_own_root_and_finds_the_bits_reproduced(tmp_path, monkeypatch):
+    fake, calls = _rerun_by_copying_the_committed_study()
+    monkeypatch.setattr(E, "run_extended_study", fake)
+    rerun = tmp_path / "rerun" / "extended"
+    report = E.rerun_and_verify(rerun=rerun, **SMALL)
+    assert calls == [SMALL]
+    assert report["verdict"] == "16/16 runs reproduced exactly; warm start, baseline, answer kinds and tables identical"
+    assert report["outcome"] == "bits reproduced" and report["committed_root"] == "results/extended"
+    assert (rerun / "reproduction.md").is_file() and (rerun / ".rerun-of-study.json").is_file()
+    # run again: the earlier rerun (and only that) is cleared first
+    (rerun / "runs" / "stale-run").mkdir()
+    E.rerun_and_verify(rerun=rerun, **SMALL)
+    assert not (rerun / "runs" / "stale-run").exists()
+
+
+def test_make_extended_where_bits_differ_checks_the_conclusions_at_the_paper_matched_alpha(tmp_path, monkeypatch):
+    from saah_lib.studies.mini import judge
+
+    fake, _ = _rerun_by_copying_the_committed_study(changed_loss=1e-6)
+    monkeypatch.setattr(E, "run_extended_study", fake)
+    report = E.rerun_and_verify(rerun=tmp_path / "rerun", **SMALL)
+    assert report["verdict"].startswith("bits differ on 1/16 runs; conclusions reproduced: 4/4 methods")
+    level2 = report["conclusions"]
+    # the extended study's own arms, at the committed paper-matched alpha (5.9), its primary comparison, and its
+    # unit, a seed of a warm start
+    assert list(level2["methods"]) == ["GRPO", "SA-AH-GRPO (α=5.9)", "AH-GRPO (α=5.9)", "SA-AH-GRPO (α=0.5)"]
+    assert (level2["primary"]["a"], level2["primary"]["b"]) == ("SA-AH-GRPO (α=5.9)", "GRPO")
+    assert level2["methods"]["GRPO"]["seeds"] == ["tiny-warmstart-s1/s0", "tiny-warmstart-s1/s1", "tiny-warmstart/s0",
+                                                  "tiny-warmstart/s1"]
+    assert all(m["difference"] == 0 for m in level2["methods"].values())  # only a loss moved, no Pass@1
+    intel = {"mode": "pinned", "pin_holds": True, "comparable_bit_for_bit": False, "mkl_kernels": "Intel"}
+    assert judge(report, intel)[0] == 0  # on an Intel CPU bits may differ; the conclusions decide
+    assert judge(report, {**intel, "comparable_bit_for_bit": True})[0] == 1
+
+
+def test_make_extended_never_clears_a_folder_it_did_not_write(tmp_path, monkeypatch):
+    from saah_lib.studies.mini import NotARerunRoot
+
+    monkeypatch.setattr(E, "run_extended_study", lambda root, **study: pytest.fail("trained"))
+    (tmp_path / "mine.txt").write_text("keep")
+    with pytest.raises(NotARerunRoot, match="mine.txt"):
+        E.rerun_and_verify(rerun=tmp_path, **SMALL)
+    assert (tmp_path / "mine.txt").read_text() == "keep"
+    with pytest.raises(ValueError, match="is or holds the committed study"):
+        E.rerun_and_verify(rerun=E.EXTENDED_ROOT, **SMALL)
+
+
+def test_make_extended_is_the_rerun_and_verify():
+    import re
+    import subprocess
+
+    from saah_lib.paths import REPO_ROOT
+
+    done = subprocess.run(["make", "-n", "--no-print-directory", "extended"], cwd=REPO_ROOT, capture_output=True,
+                          text=True, timeout=60)
+    assert re.search(r"-m saah_lib\.studies\.extended --verify\b", done.stdout), done.stdout

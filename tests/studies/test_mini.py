@@ -130,3 +130,14 @@ def test_make_mini_fails_unless_the_bits_or_where_they_may_differ_the_conclusion
 
     got_status, got_reason = judge({"outcome": outcome}, numerics)
     assert got_status == status and got_reason.startswith(reason), got_reason
+
+
+def test_the_log_says_why_the_warm_start_has_two_scores(tmp_path):
+    from saah_lib.paths import MINI_ROOT
+    from saah_lib.studies.mini import two_warm_start_scores
+
+    # results/mini: warmstart_build.json holds 0.315 on 200 held-out problems; the baseline scored 54/200
+    assert two_warm_start_scores(MINI_ROOT) == ("warm start: Pass@1 0.315 on the 200 held-out problems of its "
+                                                "build, 0.270 on the study's 200 evaluation problems (the baseline, "
+                                                "and every run's step 0): two problem sets, two numbers")
+    assert "score different problems" in two_warm_start_scores(tmp_path)

@@ -391,3 +391,36 @@ def test_every_real_gold_parses_to_the_integer_written_after_the_marker(gsm8k_di
         assert [parse_gold_answer("#### " + raw) for raw in raws] == [str(int(raw.replace(",", ""))) for raw in raws]
         # and the written form, as a model would copy it, scores full marks against the parsed gold
         assert all(r_correct(f"<SOLUTION>{raw}</SOLUTION>", parse_gold_answer("#### " + raw)) == 4.0 for raw in raws)
+
+
+# --------------------------------------------------------------------------- prepare: a local folder
+
+
+def test_prepare_writes_the_folder_that_load_gsm8k_reads(tmp_path):
+    extra = {"extra": "dropped"}
+    fake = datasets.DatasetDict({"train": datasets.Dataset.from_list([{**r, **extra} for r in TRAIN_ROWS]),
+                                 "test": datasets.Dataset.from_list(TEST_ROWS)})  # in memory: no hub
+    counts = data.prepare(tmp_path / "gsm8k", fake)
+    assert counts == {"train": 3, "test": 2}
+    lines = (tmp_path / "gsm8k" / "train.jsonl").read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line) for line in lines] == TRAIN_ROWS  # official order, question and answer only
+    assert [p.answer for p in load_gsm8k("train", tmp_path / "gsm8k")] == ["7", "2234", "-3"]
+    assert [(p.id, p.answer) for p in load_gsm8k("test", tmp_path / "gsm8k")] == [("test-00000", "24"),
+                                                                                 ("test-00001", "18")]
+
+
+def test_prepare_writes_nothing_when_a_row_is_bad(tmp_path):
+    fake = {"train": TRAIN_ROWS, "test": [*TEST_ROWS, {"question": "no marker", "answer": "42"}]}
+    with pytest.raises(ValueError, match=r"GSM8K test: row 2: .*####"):
+        data.prepare(tmp_path / "gsm8k", fake)
+    assert not (tmp_path / "gsm8k").exists()
+
+
+def test_prepare_command_offline_says_where_to_run_it(tmp_path, monkeypatch):
+    def offline(split=None):
+        raise ConnectionError("offline")
+
+    monkeypatch.setattr(data, "_hub_dataset", offline)
+    with pytest.raises(SystemExit) as stop:
+        data.main(["prepare", "--out", str(tmp_path / "gsm8k")])
+    assert stop.value.code == 1 and not (tmp_path / "gsm8k").exists()

@@ -168,8 +168,10 @@ def compare_files(pairs: dict[str, tuple[Path, Path]], renamed: tuple[str, str] 
 
 
 def compare_studies(committed_root: Path, rerun_root: Path, tables: dict[str, tuple[Path, Path]] | None = None,
-                    run_ids: list[str] | None = None, conclusions=compare_conclusions) -> dict:
-    """Compare ``run_ids`` (default: every committed run) and the study-level files of two roots.
+                    run_ids: list[str] | None = None, conclusions=compare_conclusions,
+                    study_files: tuple[str, ...] = (ANSWER_KINDS_FILE,)) -> dict:
+    """Compare ``run_ids`` (default: every committed run) and the study-level files of two roots
+    (``study_files``: those the study writes; the mini study's answer kinds by default).
 
     ``conclusions(committed_root, rerun_root)`` is level 2, asked whenever a run differs; it
     returns a dict with ``reproduced`` (True, False or None: not checked) and ``line``.
@@ -181,7 +183,7 @@ def compare_studies(committed_root: Path, rerun_root: Path, tables: dict[str, tu
             for run_id in run_ids}
     baselines = {d.name: compare_run(d, layout.baseline_dir(rerun_root, d.name))
                  for d in layout.folders(committed_root, layout.BASELINES)}
-    files = compare_files({name: (committed_root / name, rerun_root / name) for name in (ANSWER_KINDS_FILE,)})
+    files = compare_files({name: (committed_root / name, rerun_root / name) for name in study_files})
     files.update(compare_files(tables or {}, renamed=(repo_relative(rerun_root), repo_relative(committed_root))))
     largest: dict[str, dict] = {}
     for run_id, result in runs.items():

@@ -91,9 +91,10 @@ def paired_summary(a: dict[int, float], b: dict[int, float], seeds: list[int]) -
             "min_p": test.min_p, "significant": test.p_value < LEVEL, "seeds": seeds}
 
 
-def primary_comparison(committed: dict[str, dict[int, float]], rerun: dict[str, dict[int, float]]) -> dict:
-    """The primary comparison on each side, over the seeds where both arms ran on both sides."""
-    a, b = (arm.label for arm in PRIMARY)
+def primary_comparison(committed: dict[str, dict[int, float]], rerun: dict[str, dict[int, float]],
+                       primary=PRIMARY) -> dict:
+    """The primary comparison (two arms) on each side, over the seeds where both arms ran on both sides."""
+    a, b = (arm.label for arm in primary)
     seeds = sorted(set(committed[a]) & set(committed[b]) & set(rerun[a]) & set(rerun[b]))
     out = {"a": a, "b": b}
     if not seeds:
@@ -110,17 +111,23 @@ def primary_comparison(committed: dict[str, dict[int, float]], rerun: dict[str, 
     return {**out, **sides, "unchanged": not changes, "change": "; ".join(changes) or None}
 
 
-def compare_conclusions(committed_root: Path, rerun_root: Path, arms=None) -> dict:
-    """Level 2 for two study roots (see the module docstring); ``line`` sums it up in one clause."""
+def compare_conclusions(committed_root: Path, rerun_root: Path, arms=None, primary=PRIMARY) -> dict:
+    """Level 2 for two study roots (see the module docstring); ``line`` sums it up in one clause.
+
+    ``arms`` (default: each method at its main alpha) are checked one by one; ``primary`` is the study's
+    primary comparison (default: the mini study's, SA-AH-GRPO at the main alpha against GRPO).
+    """
     arms = list(arms or (Arm(method, alpha) for method, alpha in MAIN_ALPHAS.items()))
+    rule = RULE if primary == PRIMARY else RULE.replace(f"{PRIMARY[0].label} vs {PRIMARY[1].label}",
+                                                         f"{primary[0].label} vs {primary[1].label}")
     try:
-        committed, problems, left_committed = final_pass_at_1(Path(committed_root), arms + list(PRIMARY))
-        rerun, _, left_rerun = final_pass_at_1(Path(rerun_root), arms + list(PRIMARY))
+        committed, problems, left_committed = final_pass_at_1(Path(committed_root), arms + list(primary))
+        rerun, _, left_rerun = final_pass_at_1(Path(rerun_root), arms + list(primary))
     except ValueError as err:  # e.g. two runs of one method share a seed: the report is still written
-        return {"rule": RULE, "reproduced": None, "line": f"conclusions not checked: {err}"}
+        return {"rule": rule, "reproduced": None, "line": f"conclusions not checked: {err}"}
     methods = {arm.label: method_within_tolerance(committed[arm.label], rerun[arm.label], problems[arm.label])
                for arm in arms}
-    primary = primary_comparison(committed, rerun)
+    primary = primary_comparison(committed, rerun, primary)
     checked = [m for m in methods.values() if m["within"] is not None]
     within = sum(m["within"] for m in checked)
     outside = [label for label, m in methods.items() if m["within"] is False]
@@ -131,7 +138,7 @@ def compare_conclusions(committed_root: Path, rerun_root: Path, arms=None) -> di
         reproduced = None  # nothing contradicts the study, but not everything could be checked
     else:
         reproduced = True
-    return {"rule": RULE, "methods": methods, "primary": primary, "reproduced": reproduced,
+    return {"rule": rule, "methods": methods, "primary": primary, "reproduced": reproduced,
             "left_out": {"committed": left_committed, "rerun": left_rerun},
             "line": _line(methods, primary, reproduced, within, len(arms), outside, unchecked)}
 
