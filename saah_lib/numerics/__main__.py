@@ -45,7 +45,10 @@ def pin_kernelspec(kernel_dir: Path) -> Path:
 def launch_kernel(args: list[str]) -> None:
     """Become ``python -m ipykernel_launcher ARGS`` (same process id, which Jupyter watches) under the pin."""
     apply_once()
-    os.execv(sys.executable, [sys.executable, *KERNEL_LAUNCHER, *args])
+    # The kernel app's own log only (not the notebook's output): papermill's kernel listens on loopback, and its
+    # warning about unencrypted TCP at every start is noise in every notebook run's log.
+    quiet = [] if any(a.startswith("--IPKernelApp.log_level") for a in args) else ["--IPKernelApp.log_level=ERROR"]
+    os.execv(sys.executable, [sys.executable, *KERNEL_LAUNCHER, *quiet, *args])
 
 
 def main(argv=None):

@@ -92,7 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
                         + ", ".join(f"{p} {'/'.join(map(str, PROFILE_STEPS[p].values()))}" for p in PROFILES)
                         + " for grpo/ah/sa)")
     g.add_argument("--seed", type=int, help=f"default: the profile's ({_profile_values('seed')})")
-    g.add_argument("--run-id", help="run folder name (default: <profile>-<method>-a<alpha>-s<seed>)")
+    g.add_argument("--run-id", help="run folder name (default: <profile>-<method>-a<alpha>-s<seed>, then what differs from the "
+                   "profile's defaults, e.g. -steps2)")
     g.add_argument("--results-dir", help=f"results root (default: {RunConfig.defaults()['results_dir']}, git-ignored)")
     g.add_argument("--model-name", help="hub id or model folder (default: the profile's: "
                                         f"{_profile_values('model_name')})")
