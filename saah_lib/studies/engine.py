@@ -419,6 +419,20 @@ def ray_session(address: str | None = None, num_cpus: float | None = None, num_g
 
 
 @contextmanager
+def _sigterm_handler_kept() -> Iterator[None]:
+    """The SIGTERM handler of this process as it was before, afterwards: ``ray.init`` installs one of its own,
+    which ``ray.shutdown`` leaves in place (a notebook kernel would then exit through Ray's handler)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
+@contextmanager
 def _sigterm_as_ctrl_c() -> Iterator[None]:
     """SIGTERM (a scheduler's preemption or time limit, a plain ``kill``) ends the study the way Ctrl-C does:
     tasks cancelled, the instance stopped, its temp dir removed, instead of the process vanishing mid-way."""
@@ -455,7 +469,7 @@ def run_tasks(tasks, *, address: str | None = None, max_retries: int = 1, num_cp
     if not tasks:
         return {}
     # After ray.init: Ray installs a SIGTERM handler of its own in the driver, which would exit at once.
-    with ray_session(address, num_cpus, num_gpus, env_vars), _sigterm_as_ctrl_c():
+    with _sigterm_handler_kept(), ray_session(address, num_cpus, num_gpus, env_vars), _sigterm_as_ctrl_c():
         scheduler = _Scheduler(tasks, max_retries, on_finish)
         try:
             return scheduler.run()

@@ -184,10 +184,11 @@ def alive(procs: list[psutil.Process], timeout: float) -> list[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=["ctrl-c", "sigterm", "kill-9"])
-def test_ctrl_c_sigterm_or_kill_9_cancels_the_tasks_stops_the_instance_and_leaves_no_process(signum, tmp_path):
-    """Ctrl-C and SIGTERM: the driver cancels, stops and says so.  SIGKILL: the driver can do nothing; the
-    watchdog beside its instance kills what the kernel does not (the agents and workers the raylet started)."""
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "kill-9"])
+def test_ctrl_c_or_kill_9_cancels_the_tasks_stops_the_instance_and_leaves_no_process(signum, tmp_path):
+    """Ctrl-C: the driver cancels, stops and says so (SIGTERM takes the same path: the next test).  SIGKILL: the
+    driver can do nothing; the watchdog beside its instance kills what the kernel does not (the agents and
+    workers the raylet started)."""
     driver = subprocess.Popen([sys.executable, "-c", SIGNAL_DRIVER, str(tmp_path)], env=ENV, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True)
     try:
@@ -221,6 +222,40 @@ def test_ctrl_c_sigterm_or_kill_9_cancels_the_tasks_stops_the_instance_and_leave
     assert not any(psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
                    for pid in workers), "a task's worker is still running"
     assert not Path(temp_dir).exists()
+
+
+def _sleep_noting_pid(path: str) -> dict:
+    Path(path).write_text(str(os.getpid()))
+    time.sleep(600)
+    return {}
+
+
+@pytest.mark.slow
+def test_sigterm_ends_run_tasks_as_ctrl_c_does_though_ray_handles_sigterm_itself(tmp_path):
+    """In this process: SIGTERM while run_tasks waits raises KeyboardInterrupt (Ray's own handler, installed by
+    ray.init, would exit at once), the task in flight is killed, the instance stopped, the handler restored."""
+    pid_file = tmp_path / "sleeper.pid"
+    seen = {}
+
+    def terminate_once_the_sleeper_runs(task, result, node):
+        seen.update(result)
+        deadline = time.monotonic() + 60
+        while not pid_file.is_file() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)  # the handler raises here
+
+    before = signal.getsignal(signal.SIGTERM)
+    tasks = [Task("sleeper", _sleep_noting_pid, {"path": str(pid_file)}), Task("stamp", _stamp, {"name": "s", "seen": []})]
+    with pytest.raises(KeyboardInterrupt, match=f"signal {int(signal.SIGTERM)}"):
+        run_tasks(tasks, num_cpus=2, on_finish=terminate_once_the_sleeper_runs)
+    assert signal.getsignal(signal.SIGTERM) is before and not ray.is_initialized()
+    try:
+        sleeper = [psutil.Process(int(pid_file.read_text()))]
+    except psutil.NoSuchProcess:
+        sleeper = []  # gone already
+    assert alive(sleeper, timeout=10) == []
+    assert ray_processes(seen["temp_dir"]) == [] and not Path(seen["temp_dir"]).exists()
 
 
 # --------------------------------------------------------------------------- a two-node cluster on loopback
