@@ -3,8 +3,9 @@
 The mini study's three seeds cannot detect a Pass@1 difference smaller than
 about 0.09 (SA-AH-GRPO vs GRPO), and its alpha 0.5 barely discounts the tiny
 model's short completions.  This study is built for the paper's claim instead.
-Its plan (``python -m saah_lib.studies.extended --plan`` prints it with a time
-estimate; nothing is trained):
+Its plan (``python -m saah_lib.studies.grid plan extended`` prints it with every job's state, a time
+estimate and the projected minimum detectable effect; ``--plan`` here prints the same without the
+job list; nothing is trained):
 
 * **primary comparison, fixed here before any run** (``<root>/study_plan.json``,
   :mod:`saah_lib.analysis.plan`): SA-AH-GRPO at the *paper-matched* alpha
