@@ -110,3 +110,14 @@ def test_one_line_per_run_with_time_memory_and_pass_at_1():
     evals = [{"step": 0, "pass_at_1": 0.27}, {"step": 60, "pass_at_1": 0.42}]
     assert run_line(3, 15, entry, evals) == "[3/15] tiny-sa-a0.5-s0: 52 s, 590 MB, Pass@1 0.270 -> 0.420"
     assert run_line(1, 1, entry, []) == "[1/1] tiny-sa-a0.5-s0: 52 s, 590 MB"
+
+
+def test_a_job_holds_its_engine_task_and_its_id_is_the_tasks():
+    from saah_lib.studies.engine import Task, wait_seconds
+    from saah_lib.studies.runner import Job
+
+    job = Job.of("run", "r", wait_seconds, {"seconds": 0}, ("warmstart:w",), num_cpus=2, steps=5)
+    assert job.task == Task("run:r", wait_seconds, {"seconds": 0}, ("warmstart:w",), 2.0, 0.0)
+    assert (job.id, job.deps, job.num_cpus, job.steps) == ("run:r", ("warmstart:w",), 2.0, 5)
+    with pytest.raises(ValueError, match="holds a task with id 'run:x'"):
+        Job("run", "r", Task("run:x", wait_seconds, {}))
