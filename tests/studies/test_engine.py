@@ -143,7 +143,8 @@ def test_a_local_instance_runs_tasks_in_dependency_order_with_the_pin_and_names_
 
 
 SIGNAL_DRIVER = """
-import os, sys, time
+import os, signal, sys, time
+signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C as in a terminal, though pytest runs in background
 from pathlib import Path
 import saah_lib
 from saah_lib.studies.engine import Task, run_tasks, wait_seconds
@@ -246,7 +247,8 @@ def test_sigterm_ends_run_tasks_as_ctrl_c_does_though_ray_handles_sigterm_itself
         time.sleep(5)  # the handler raises here
 
     before = signal.getsignal(signal.SIGTERM)
-    tasks = [Task("sleeper", _sleep_noting_pid, {"path": str(pid_file)}), Task("stamp", _stamp, {"name": "s", "seen": []})]
+    tasks = [Task("sleeper", _sleep_noting_pid, {"path": str(pid_file)}),
+             Task("stamp", _stamp, {"name": "s", "seen": []})]
     with pytest.raises(KeyboardInterrupt, match=f"signal {int(signal.SIGTERM)}"):
         run_tasks(tasks, num_cpus=2, on_finish=terminate_once_the_sleeper_runs)
     assert signal.getsignal(signal.SIGTERM) is before and not ray.is_initialized()

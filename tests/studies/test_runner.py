@@ -28,7 +28,8 @@ def plan(model_dir, root):
 
 # The grid's driver on a plan of two runs: a local Ray instance, its workers, the root held.
 STUDY = """
-import json, sys
+import json, signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C as in a terminal, though pytest runs in background
 from pathlib import Path
 from saah_lib.studies.grid import run_study
 from saah_lib.studies.runner import Plan, run_job
