@@ -32,7 +32,9 @@ and its worker's log file.
 
 Ctrl-C (or SIGTERM, as a scheduler's preemption sends).  The driver cancels every task in
 flight (their workers are killed), stops the instance it started, and raises
-``KeyboardInterrupt``: nothing keeps training.
+``KeyboardInterrupt``: nothing keeps training.  A driver killed outright (SIGKILL, the OOM
+killer) cannot: a watchdog process started beside the local instance (:mod:`saah_lib.studies.watchdog`)
+sees it die and kills the instance's processes, workers included, and removes its temp dir.
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ import os
 import secrets
 import shutil
 import signal
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -69,6 +73,8 @@ LOCAL_OBJECT_STORE_BYTES = 256 * 2**20
 LOCAL_START_ATTEMPTS = 2
 #: How often the driver wakes while it waits for tasks, so that Ctrl-C is handled at once.
 WAIT_SLICE_S = 0.5
+#: The process that stops the local instance if the driver dies without stopping it.
+WATCHDOG = Path(__file__).with_name("watchdog.py")
 # Ray's switch for whether a node looks beyond loopback for its address (off on macOS and Windows).
 _CLUSTER_SWITCH = ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR
 
@@ -351,6 +357,24 @@ def _kill_our_children(marker: str) -> None:
 
 
 @contextmanager
+def _watchdog(token: Path, temp_dir: Path) -> Iterator[None]:
+    """A watchdog (:mod:`saah_lib.studies.watchdog`) for the instance whose processes carry ``token``: told
+    ``stop`` when this context ends, it kills them and removes ``temp_dir`` only if this process dies first."""
+    watchdog = subprocess.Popen([sys.executable, str(WATCHDOG), str(os.getpid()), str(token), str(temp_dir)],
+                                stdin=subprocess.PIPE, start_new_session=True)
+    try:
+        yield
+    finally:
+        try:
+            watchdog.stdin.write(b"stop")
+            watchdog.stdin.close()
+            watchdog.wait(timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            watchdog.kill()
+            watchdog.wait()
+
+
+@contextmanager
 def ray_session(address: str | None = None, num_cpus: float | None = None, num_gpus: float | None = None,
                 env_vars: dict | None = None) -> Iterator[None]:
     """Connect to Ray for the duration: start a local instance (``address=None``) or join one.
@@ -376,7 +400,8 @@ def ray_session(address: str | None = None, num_cpus: float | None = None, num_g
     token.write_text(secrets.token_hex(32))
     token.chmod(0o600)
     try:
-        with _loopback_only(True), _auth("token", token), _environment(RAY_USAGE_STATS_ENABLED="0"):
+        with _watchdog(token, temp_dir), _loopback_only(True), _auth("token", token), \
+                _environment(RAY_USAGE_STATS_ENABLED="0"):
             _start_local(token, num_cpus=num_cpus, num_gpus=num_gpus, _node_ip_address=LOOPBACK,
                          include_dashboard=False, object_store_memory=LOCAL_OBJECT_STORE_BYTES,
                          _temp_dir=str(temp_dir), runtime_env=runtime_env, **quiet)
@@ -391,6 +416,20 @@ def ray_session(address: str | None = None, num_cpus: float | None = None, num_g
         shutil.rmtree(temp_dir, ignore_errors=True)
         raise
     shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+@contextmanager
+def _sigterm_handler_kept() -> Iterator[None]:
+    """The SIGTERM handler of this process as it was before, afterwards: ``ray.init`` installs one of its own,
+    which ``ray.shutdown`` leaves in place (a notebook kernel would then exit through Ray's handler)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
 
 
 @contextmanager
@@ -430,7 +469,7 @@ def run_tasks(tasks, *, address: str | None = None, max_retries: int = 1, num_cp
     if not tasks:
         return {}
     # After ray.init: Ray installs a SIGTERM handler of its own in the driver, which would exit at once.
-    with ray_session(address, num_cpus, num_gpus, env_vars), _sigterm_as_ctrl_c():
+    with _sigterm_handler_kept(), ray_session(address, num_cpus, num_gpus, env_vars), _sigterm_as_ctrl_c():
         scheduler = _Scheduler(tasks, max_retries, on_finish)
         try:
             return scheduler.run()

@@ -3,8 +3,9 @@
 The mini study's three seeds cannot detect a Pass@1 difference smaller than
 about 0.09 (SA-AH-GRPO vs GRPO), and its alpha 0.5 barely discounts the tiny
 model's short completions.  This study is built for the paper's claim instead.
-Its plan (``python -m saah_lib.studies.extended --plan`` prints it with a time
-estimate; nothing is trained):
+Its plan (``python -m saah_lib.studies.grid plan extended`` prints it with every job's state, a time
+estimate and the projected minimum detectable effect; ``--plan`` here prints the same without the
+job list; nothing is trained):
 
 * **primary comparison, fixed here before any run** (``<root>/study_plan.json``,
   :mod:`saah_lib.analysis.plan`): SA-AH-GRPO at the *paper-matched* alpha
@@ -166,8 +167,15 @@ def projected_mde(n_units: int, pilot_root: Path | None) -> tuple[float, float, 
         f"{repo_relative(pilot_root)}"
 
 
-def describe_plan(root: Path, configs, todo, jobs: int, warm_starts, seeds, measure: bool,
-                  pilot_root: Path | None = None) -> str:
+def plan_summary(root: Path, configs, todo, jobs: int, warm_starts, seeds, measure: bool,
+                 pilot_root: Path | None = None) -> tuple[list[str], list[str]]:
+    """What the plan says beside its list of runs: (lines before the list, lines after it).
+
+    Before: the primary comparison, the paper-matched alpha, the warm starts and the run counts.  After: the
+    whole study's wall time (builds, baselines, the alpha and the top-K measurement included), folders in the
+    root that the plan does not hold, and the projected minimum detectable effect.  Printed by ``--plan`` and by
+    ``python -m saah_lib.studies.grid plan extended``.
+    """
     alpha = read_matched_alpha(root)
     missing = 0 if alpha is not None else n_matched_runs(warm_starts, seeds)
     steps = todo[0].trainer.max_steps if todo else 60
@@ -176,36 +184,44 @@ def describe_plan(root: Path, configs, todo, jobs: int, warm_starts, seeds, meas
                            alpha_measured=alpha is not None, measure=measure)
     n_units = len(warm_starts) * len(seeds)
     projection = projected_mde(n_units, pilot_root)
-    lines = [f"primary comparison (fixed in advance): SA-AH-GRPO at the paper-matched alpha vs GRPO, final Pass@1 "
-             f"and training-reward variance, over {n_units} seed pairs ({len(seeds)} seeds x {len(warm_starts)} "
-             "warm starts)",
-             f"paper-matched alpha: {alpha:g} (recorded in {layout.MATCHED_ALPHA_FILE})" if alpha is not None else
-             "paper-matched alpha: not measured yet (measured first; its runs are listed as a<matched>)",
-             f"warm starts: {', '.join(tiny_warm_start_name(w) for w in warm_starts)} ({builds} to build)",
-             f"{len(configs) + missing} runs planned, {len(configs) - len(todo)} already complete, "
-             f"{len(todo) + missing} to train ({jobs} at a time, one thread each):"]
-    lines += [f"  {c.run_id}  (method={c.trainer.method}, alpha={c.trainer.alpha:g}, seed={c.trainer.seed}, "
-              f"warm start={c.model_name}, entropy_top_k={c.trainer.entropy_top_k}, steps={c.trainer.max_steps})"
-              for c in todo]
-    if missing:
-        lines += [f"  tiny-{m}-a<matched>-s{sd}{'' if w == 0 else f'-w{w}'}" for sd in seeds for w in warm_starts
-                  for m in ("sa", "ah")]
-    lines.append(f"estimated wall time: {est / 60:.1f} min (about {SECONDS_PER_RUN} s per 60-step run on one core, "
-                 f"{WARM_START_SECONDS} s per warm-start build)")
+    head = [f"primary comparison (fixed in advance): SA-AH-GRPO at the paper-matched alpha vs GRPO, final Pass@1 "
+            f"and training-reward variance, over {n_units} seed pairs ({len(seeds)} seeds x {len(warm_starts)} "
+            "warm starts)",
+            f"paper-matched alpha: {alpha:g} (recorded in {layout.MATCHED_ALPHA_FILE})" if alpha is not None else
+            "paper-matched alpha: not measured yet (measured first; its runs are listed as a<matched>)",
+            f"warm starts: {', '.join(tiny_warm_start_name(w) for w in warm_starts)} ({builds} to build)",
+            f"{len(configs) + missing} runs planned, {len(configs) - len(todo)} already complete, "
+            f"{len(todo) + missing} to train ({jobs} at a time, one thread each)"]
+    tail = [f"estimated wall time of the whole study: {est / 60:.1f} min (about {SECONDS_PER_RUN} s per 60-step run "
+            f"on one core, {WARM_START_SECONDS} s per warm-start build, baselines, the alpha and the top-K "
+            "measurement included)"]
     planned = {c.run_id for c in configs}
     # a root without the recorded alpha holds no paper-matched run yet: every unplanned folder is a stranger
     strangers = sorted(p.name for p in layout.folders(root, layout.RUNS) if p.name not in planned)
     if strangers:
-        lines.append(f"note: {len(strangers)} run folder(s) in {repo_relative(root)} are not in this plan and would "
-                     f"appear in its tables ({', '.join(strangers[:6])}{', ...' if len(strangers) > 6 else ''}); "
-                     "give the study a fresh --root")
+        tail.append(f"note: {len(strangers)} run folder(s) in {repo_relative(root)} are not in this plan and would "
+                    f"appear in its tables ({', '.join(strangers[:6])}{', ...' if len(strangers) > 6 else ''}); "
+                    "give the study a fresh --root")
     if projection is not None:
         mde, se, source = projection
-        lines.append(f"projected minimum detectable final Pass@1 difference (80% power, two-sided "
-                     f"{LEVEL / len(PRIMARY_QUANTITIES):g}, the primary family's per-test level): {mde:.3f} with "
-                     f"{n_units} seed pairs, if the seed and problem variances are those of {source} "
-                     f"(standard error {se:.4f})")
-    return "\n".join(lines)
+        tail.append(f"projected minimum detectable final Pass@1 difference (80% power, two-sided "
+                    f"{LEVEL / len(PRIMARY_QUANTITIES):g}, the primary family's per-test level): {mde:.3f} with "
+                    f"{n_units} seed pairs, if the seed and problem variances are those of {source} "
+                    f"(standard error {se:.4f})")
+    return head, tail
+
+
+def describe_plan(root: Path, configs, todo, jobs: int, warm_starts, seeds, measure: bool,
+                  pilot_root: Path | None = None) -> str:
+    head, tail = plan_summary(root, configs, todo, jobs, warm_starts, seeds, measure, pilot_root)
+    lines = [*head[:-1], head[-1] + ":"]
+    lines += [f"  {c.run_id}  (method={c.trainer.method}, alpha={c.trainer.alpha:g}, seed={c.trainer.seed}, "
+              f"warm start={c.model_name}, entropy_top_k={c.trainer.entropy_top_k}, steps={c.trainer.max_steps})"
+              for c in todo]
+    if read_matched_alpha(root) is None:
+        lines += [f"  tiny-{m}-a<matched>-s{sd}{'' if w == 0 else f'-w{w}'}" for sd in seeds for w in warm_starts
+                  for m in ("sa", "ah")]
+    return "\n".join(lines + tail)
 
 
 def make_plan(root: Path, warm_starts=WARM_STARTS, seeds=SEEDS, steps: int | None = None, topk_ks=TRAINING_KS,

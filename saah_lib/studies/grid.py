@@ -20,14 +20,14 @@ from pathlib import Path
 from saah_lib.jsonio import atomic_write_json
 from saah_lib.models.names import tiny_warm_start_seed
 from saah_lib.models.warmstart import read_build_info
-from saah_lib.paths import BENCH_RESULTS, LOCAL_RESULTS, RERUN_ROOT, in_repo, repo_relative, tiny_warmstart_dir
+from saah_lib.paths import BENCH_RESULTS, LOCAL_RESULTS, MINI_ROOT, RERUN_ROOT, in_repo, repo_relative, tiny_warmstart_dir
 from saah_lib.rundir import layout
 from saah_lib.rundir.lock import FolderLockedError, study_lock
 from saah_lib.rundir.manifest import write_manifest
-from saah_lib.studies import mini
+from saah_lib.studies import extended, mini
 from saah_lib.studies.engine import TaskFailed
 from saah_lib.studies.plans import PAPER_SEED, STUDIES, ablation_plan, study_plan
-from saah_lib.studies.runner import Job, Plan, estimate, job_state, run_plan
+from saah_lib.studies.runner import Job, Plan, estimate, job_state, pending, run_plan
 from saah_lib.studies.timing import Timings
 from saah_lib.training.config import RunConfig, make_config
 
@@ -163,6 +163,18 @@ def describe(plan: Plan, step_seconds: float | None, source: str, slots: int) ->
     return "\n".join(lines)
 
 
+def extended_summary(plan: Plan, seeds, steps: int | None, slots: int,
+                     pilot_root: Path | None = MINI_ROOT) -> tuple[list[str], list[str]]:
+    """The extended study's own lines around the job list (:func:`saah_lib.studies.extended.plan_summary`): its
+    primary comparison, the alpha, the whole study's wall time, strangers in the root and the projected MDE."""
+    seeds = tuple(seeds or extended.SEEDS)
+    configs = extended.planned_configs(plan.root, extended.WARM_STARTS, seeds, steps)
+    wanted = {j.name for j in plan.runs}  # all, or those --runs names
+    todo = [c for c in pending(configs) if c.run_id in wanted]
+    return extended.plan_summary(plan.root, configs, todo, slots, extended.WARM_STARTS, seeds, measure=True,
+                                 pilot_root=pilot_root)
+
+
 # ---- run
 
 
@@ -208,7 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the study's results root (plan: the study's own; run: results/rerun/<study> for mini "
                              "and extended, results/local/<study> otherwise)")
     parser.add_argument("--seeds", type=int, nargs="+", default=None,
-                        help=f"training seeds (paper: 0; its own seed was {PAPER_SEED})")
+                        help=f"training seeds (paper: 0 unless given; the paper's own seed, as in the README: --seeds {PAPER_SEED})")
     parser.add_argument("--runs", nargs="+", default=None, help="only these run ids of the plan")
     parser.add_argument("--steps", type=int, default=None, help="mini, extended, ablation: override the steps")
     parser.add_argument("--alphas", type=float, nargs="+", default=None, help="ablation: the alphas")
@@ -245,7 +257,8 @@ def main(argv=None) -> int:
     seconds, source = step_seconds_source(profile, plan.gpu, args.step_seconds, args.device)
     slots = args.slots or (8 if plan.gpu else len(os.sched_getaffinity(0)))
     if args.command == "plan":
-        print(describe(plan, seconds, source, slots))
+        head, tail = extended_summary(plan, args.seeds, args.steps, slots) if plan.study == "extended" else ([], [])
+        print("\n".join([*head, describe(plan, seconds, source, slots), *tail]))
         return 0
     try:
         run_study(plan, address=args.address, max_retries=args.max_retries, step_seconds=seconds, slots=slots)

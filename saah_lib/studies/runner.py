@@ -17,7 +17,7 @@ import os
 import socket
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import papermill
@@ -49,21 +49,34 @@ NOTEBOOK_FIELDS = ("profile", "method", "alpha", "max_steps", "seed", "run_id", 
 
 @dataclass(frozen=True)
 class Job:
-    """One unit of a study: ``kind`` is warmstart, baseline, alpha or run; ``id`` is ``kind:name``."""
+    """One unit of a study: the engine task it runs, and what the plan knows of it beyond that.
+
+    ``kind`` is warmstart, baseline, alpha or run; the task's id is ``kind:name``.  ``steps``: a run's optimiser
+    steps (0 for the other kinds); ``folder``: where its output lies (run, baseline or warm-start folder).
+    """
 
     kind: str
     name: str
-    fn: Callable[..., dict]
-    kwargs: dict
-    deps: tuple[str, ...] = ()
-    num_cpus: float = 1.0
-    num_gpus: float = 0.0
-    steps: int = 0  # a run's optimiser steps (0 for the other kinds)
-    folder: Path | None = None  # where its output lies: run, baseline or warm-start folder
+    task: Task
+    steps: int = 0
+    folder: Path | None = None
 
-    @property
-    def id(self) -> str:
-        return f"{self.kind}:{self.name}"
+    def __post_init__(self):
+        if self.task.id != f"{self.kind}:{self.name}":
+            raise ValueError(f"job {self.kind}:{self.name} holds a task with id {self.task.id!r}")
+
+    @classmethod
+    def of(cls, kind: str, name: str, fn: Callable[..., dict], kwargs: dict, deps: tuple[str, ...] = (), *,
+           num_cpus: float = 1.0, num_gpus: float = 0.0, steps: int = 0, folder: Path | None = None) -> Job:
+        return cls(kind, name, Task(f"{kind}:{name}", fn, kwargs, tuple(deps), num_cpus, num_gpus), steps, folder)
+
+    # the task's fields, as the plan reads them
+    id = property(lambda self: self.task.id)
+    fn = property(lambda self: self.task.fn)
+    kwargs = property(lambda self: self.task.kwargs)
+    deps = property(lambda self: self.task.deps)
+    num_cpus = property(lambda self: self.task.num_cpus)
+    num_gpus = property(lambda self: self.task.num_gpus)
 
 
 @dataclass
@@ -224,26 +237,27 @@ def notebook_task(config: dict, kernel: str = "python3", notebook: str = str(TRA
 
 
 def warm_start_job(root: Path, seed: int) -> Job:
-    return Job("warmstart", tiny_warm_start_name(seed), warm_start_task, {"seed": seed, "root": str(root)},
-               folder=tiny_warmstart_dir(seed))
+    return Job.of("warmstart", tiny_warm_start_name(seed), warm_start_task, {"seed": seed, "root": str(root)},
+                  folder=tiny_warmstart_dir(seed))
 
 
 def baseline_job(cfg, name: str, deps: tuple[str, ...] = ()) -> Job:
     gpus = 0.0 if cfg.dtype == "float32" else 1.0
-    return Job("baseline", name, baseline_task, {"config": cfg.to_dict(), "name": name}, deps, num_gpus=gpus,
-               folder=layout.baseline_dir(Path(cfg.results_dir), name))
+    return Job.of("baseline", name, baseline_task, {"config": cfg.to_dict(), "name": name}, deps, num_gpus=gpus,
+                  folder=layout.baseline_dir(Path(cfg.results_dir), name))
 
 
 def alpha_job(root: Path, others: tuple[str, ...], deps: tuple[str, ...]) -> Job:
-    return Job("alpha", "paper-matched", matched_alpha_task, {"root": str(root), "other_warm_starts": others}, deps)
+    return Job.of("alpha", "paper-matched", matched_alpha_task, {"root": str(root), "other_warm_starts": others}, deps)
 
 
 def run_job(cfg, deps: tuple[str, ...] = (), *, gpu: bool = False, cpus_per_gpu_run: float = 4.0) -> Job:
     """A CPU run (one thread, the run function) or, with ``gpu``, a papermill job on one GPU."""
     if gpu:
-        return Job("run", cfg.run_id, notebook_task, {"config": cfg.to_dict()}, deps, num_cpus=cpus_per_gpu_run,
-                   num_gpus=1.0, steps=cfg.trainer.max_steps, folder=cfg.run_dir)
-    return Job("run", cfg.run_id, train_task, {"config": cfg.to_dict()}, deps, steps=cfg.trainer.max_steps, folder=cfg.run_dir)
+        return Job.of("run", cfg.run_id, notebook_task, {"config": cfg.to_dict()}, deps, num_cpus=cpus_per_gpu_run,
+                      num_gpus=1.0, steps=cfg.trainer.max_steps, folder=cfg.run_dir)
+    return Job.of("run", cfg.run_id, train_task, {"config": cfg.to_dict()}, deps, steps=cfg.trainer.max_steps,
+                  folder=cfg.run_dir)
 
 
 def matched_run_job(root: Path, method: str, seed: int, label: str, deps: tuple[str, ...],
@@ -251,8 +265,8 @@ def matched_run_job(root: Path, method: str, seed: int, label: str, deps: tuple[
     """A run at the paper-matched alpha before that alpha is measured: it reads it when it starts."""
     config = {"profile": "tiny", "method": method, "seed": seed, "results_dir": str(root), **fields}
     steps = make_config(**config).trainer.max_steps
-    return Job("run", label, train_task, {"config": config, "matched_alpha_from": str(root),
-                                          "planned_ids": planned_ids}, deps, steps=steps)
+    return Job.of("run", label, train_task, {"config": config, "matched_alpha_from": str(root),
+                                             "planned_ids": planned_ids}, deps, steps=steps)
 
 
 def warm_start_record(model_dir: Path) -> dict:
@@ -304,8 +318,7 @@ def run_plan(plan: Plan, timings: Timings, *, address: str | None = None, max_re
                                                   "warm_start_pass_at_1_heldout": info.get("heldout_pass_at_1")})
     todo = submitted(plan)
     ids = {j.id for j in todo}
-    tasks = [Task(id=j.id, fn=j.fn, kwargs=j.kwargs, deps=tuple(d for d in j.deps if d in ids),
-                  num_cpus=j.num_cpus, num_gpus=j.num_gpus) for j in todo]
+    tasks = [replace(j.task, deps=tuple(d for d in j.deps if d in ids)) for j in todo]  # the others are done
     runs = [j for j in todo if j.kind == "run"]
     by_id = {j.id: j for j in todo}
     entries: list[dict] = []
@@ -334,7 +347,9 @@ def run_plan(plan: Plan, timings: Timings, *, address: str | None = None, max_re
         evals = RunDir(layout.run_dir(plan.root, result["run_id"])).evals()
         print(run_line(len(entries), len(runs), result, evals, node, eta), flush=True)
 
-    forwarded = {k: os.environ[k] for k in ("PYTHONPATH", "HF_HUB_OFFLINE", "TOKENIZERS_PARALLELISM")
+    # a cluster's workers do not inherit the driver's environment: what the runs read from it goes with them
+    forwarded = {k: os.environ[k] for k in ("PYTHONPATH", "HF_HUB_OFFLINE", "TOKENIZERS_PARALLELISM", "SAAH_GSM8K_DIR",
+                                            "HF_HUB_DISABLE_PROGRESS_BARS", "PYTHONWARNINGS")
                  if k in os.environ}
     if tasks:
         run_tasks(tasks, address=address, max_retries=max_retries, on_finish=on_finish,

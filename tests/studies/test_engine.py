@@ -143,7 +143,8 @@ def test_a_local_instance_runs_tasks_in_dependency_order_with_the_pin_and_names_
 
 
 SIGNAL_DRIVER = """
-import os, sys, time
+import os, signal, sys, time
+signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C as in a terminal, though pytest runs in background
 from pathlib import Path
 import saah_lib
 from saah_lib.studies.engine import Task, run_tasks, wait_seconds
@@ -167,9 +168,28 @@ except KeyboardInterrupt:
 """
 
 
+def alive(procs: list[psutil.Process], timeout: float) -> list[str]:
+    """Those of ``procs`` still running (zombies excepted) after up to ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = []
+        for proc in procs:
+            try:
+                if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
+                    left.append(f"{proc.pid} {proc.name()}")
+            except psutil.Error:
+                continue
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.2)
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
-def test_ctrl_c_or_sigterm_cancels_the_tasks_stops_the_instance_and_leaves_no_process(signum, tmp_path):
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "kill-9"])
+def test_ctrl_c_or_kill_9_cancels_the_tasks_stops_the_instance_and_leaves_no_process(signum, tmp_path):
+    """Ctrl-C: the driver cancels, stops and says so (SIGTERM takes the same path: the next test).  SIGKILL: the
+    driver can do nothing; the watchdog beside its instance kills what the kernel does not (the agents and
+    workers the raylet started)."""
     driver = subprocess.Popen([sys.executable, "-c", SIGNAL_DRIVER, str(tmp_path)], env=ENV, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True)
     try:
@@ -184,19 +204,60 @@ def test_ctrl_c_or_sigterm_cancels_the_tasks_stops_the_instance_and_leaves_no_pr
         time.sleep(0.5)  # their pids are written
         workers = [int(p.read_text()) for p in tmp_path.glob("sleeping-*")]
         assert len(workers) == 2, "the sleeping tasks did not start"
+        # Every process of the instance, the agents included (they rename themselves: the marker is not visible)
+        instance = psutil.Process(driver.pid).children(recursive=True)
+        assert {"raylet", "gcs_server"} <= {p.name() for p in instance}
         sent = time.monotonic()
         driver.send_signal(signum)
         rest, _ = driver.communicate(timeout=30)
         took = time.monotonic() - sent
     finally:
         driver.kill()
-    assert driver.returncode == 130 and "INTERRUPTED" in rest, rest[-2000:]
-    assert took < 10, f"the driver took {took:.1f} s to stop after signal {signum}"
-    time.sleep(1)
+    if signum == signal.SIGKILL:
+        assert driver.returncode == -signal.SIGKILL
+    else:
+        assert driver.returncode == 130 and "INTERRUPTED" in rest, rest[-2000:]
+        assert took < 10, f"the driver took {took:.1f} s to stop after signal {signum}"
+    assert alive(instance, timeout=10) == []
     assert ray_processes(temp_dir) == []
     assert not any(psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
                    for pid in workers), "a task's worker is still running"
     assert not Path(temp_dir).exists()
+
+
+def _sleep_noting_pid(path: str) -> dict:
+    Path(path).write_text(str(os.getpid()))
+    time.sleep(600)
+    return {}
+
+
+@pytest.mark.slow
+def test_sigterm_ends_run_tasks_as_ctrl_c_does_though_ray_handles_sigterm_itself(tmp_path):
+    """In this process: SIGTERM while run_tasks waits raises KeyboardInterrupt (Ray's own handler, installed by
+    ray.init, would exit at once), the task in flight is killed, the instance stopped, the handler restored."""
+    pid_file = tmp_path / "sleeper.pid"
+    seen = {}
+
+    def terminate_once_the_sleeper_runs(task, result, node):
+        seen.update(result)
+        deadline = time.monotonic() + 60
+        while not pid_file.is_file() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)  # the handler raises here
+
+    before = signal.getsignal(signal.SIGTERM)
+    tasks = [Task("sleeper", _sleep_noting_pid, {"path": str(pid_file)}),
+             Task("stamp", _stamp, {"name": "s", "seen": []})]
+    with pytest.raises(KeyboardInterrupt, match=f"signal {int(signal.SIGTERM)}"):
+        run_tasks(tasks, num_cpus=2, on_finish=terminate_once_the_sleeper_runs)
+    assert signal.getsignal(signal.SIGTERM) is before and not ray.is_initialized()
+    try:
+        sleeper = [psutil.Process(int(pid_file.read_text()))]
+    except psutil.NoSuchProcess:
+        sleeper = []  # gone already
+    assert alive(sleeper, timeout=10) == []
+    assert ray_processes(seen["temp_dir"]) == [] and not Path(seen["temp_dir"]).exists()
 
 
 # --------------------------------------------------------------------------- a two-node cluster on loopback

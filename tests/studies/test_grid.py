@@ -60,6 +60,21 @@ def test_plan_mini_on_the_committed_results_says_every_run_is_done(capsys):
     assert "estimate: 0 runs to train, 0 steps" in out
 
 
+def test_plan_extended_says_what_the_studys_own_plan_said(tmp_path, capsys):
+    """Its primary comparison, the alpha, the whole study's time and the projected MDE, beside the job list."""
+    assert grid.main(["plan", "extended"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("primary comparison (fixed in advance): SA-AH-GRPO at the paper-matched alpha vs GRPO")
+    assert "83 runs planned, 83 already complete, 0 to train" in out and "83 runs (83 done, 0 partial" in out
+    assert "estimated wall time of the whole study: " in out
+    assert "projected minimum detectable final Pass@1 difference" in out and "results/mini" in out
+
+    assert grid.main(["plan", "extended", "--results-dir", str(tmp_path), "--seeds", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "paper-matched alpha: not measured yet" in out and "over 2 seed pairs (1 seeds x 2 warm starts)" in out
+    assert "11 runs planned, 0 already complete, 11 to train" in out and "11 runs (0 done, 0 partial, 11 pending)" in out
+
+
 def test_a_partial_run_is_listed_with_its_last_step(tmp_path, run_maker):
     run_maker(tmp_path, "tiny-sa-a0.5-s0", "tiny", "sa", 0.5, 0, steps=4, eval_every=2)
     cfg = make_config("tiny", method="sa", alpha=0.5, seed=0, max_steps=8, results_dir=str(tmp_path))

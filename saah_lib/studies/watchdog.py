@@ -1,0 +1,129 @@
+"""Stops the local Ray instance of a driver that died without stopping it (``kill -9``, the OOM killer).
+
+Ray starts an instance's GCS server and raylet so that the kernel kills them when the driver dies
+(``PR_SET_PDEATHSIG``), but not what the raylet starts: its dashboard and runtime-env agents, and the
+workers.  After a SIGKILL of the driver those stay, the agents waiting on a GCS that is gone and the
+workers running their tasks to the end.  :func:`saah_lib.studies.engine.ray_session` starts this
+watchdog beside each instance it starts::
+
+    python saah_lib/studies/watchdog.py DRIVER_PID MARKER TEMP_DIR     (stdin: a pipe from the driver)
+
+It waits for the driver.  A driver that ends normally writes ``stop`` into the pipe (it has stopped
+the instance itself); the pipe closing without it, or the watchdog's parent changing, means the driver
+died: the watchdog then SIGKILLs the instance's processes and removes ``TEMP_DIR``.  Which processes:
+every process whose ``RAY_AUTH_TOKEN_PATH`` is ``MARKER`` (each process of the instance inherits it;
+the token file lies in the instance's own temp dir, so no other instance carries it), and every
+descendant of those the driver started, as last seen while the driver lived: the agents rename
+themselves (``ray::DashboardAgent``), which overwrites the environment the kernel shows, and once the
+raylet is dead they are no longer anyone's children.
+
+Run as a script, not as a module of the package: it imports nothing but psutil, so it is up at once.
+Its own session: a Ctrl-C at the terminal goes to the driver, which stops the instance and then this.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import shutil
+import sys
+import time
+
+import psutil
+
+STOP = b"stop"
+MARKER_VARIABLE = "RAY_AUTH_TOKEN_PATH"
+#: How often the watchdog notes the instance's processes and checks that its parent is still the driver (a fork
+#: of the driver may hold the pipe open after the driver died).
+LOOK_S = 0.5
+#: How long it keeps looking for processes of the instance after the driver died: a worker may be starting.
+SWEEP_S = 2.0
+
+
+def watch(pipe: int, driver_pid: int, marker: str) -> list[psutil.Process] | None:
+    """Block until the driver stops (None: it said ``stop``) or dies (the instance's processes last seen)."""
+    said, seen = b"", {}
+    while True:
+        ready, _, _ = select.select([pipe], [], [], LOOK_S)
+        if ready:
+            chunk = os.read(pipe, 64)
+            if not chunk:
+                return None if said.strip() == STOP else list(seen.values())
+            said += chunk
+            continue
+        if os.getppid() != driver_pid:
+            return list(seen.values())
+        seen.update((proc.pid, proc) for proc in instance_tree(driver_pid, marker))
+
+
+def carries(proc: psutil.Process, marker: str) -> bool:
+    try:
+        return proc.environ().get(MARKER_VARIABLE) == marker
+    except psutil.Error:  # gone meanwhile, or not ours to read
+        return False
+
+
+def instance_tree(driver_pid: int, marker: str) -> list[psutil.Process]:
+    """The processes the driver started for the instance (they carry the marker), and all their descendants."""
+    try:
+        roots = [p for p in psutil.Process(driver_pid).children() if p.pid != os.getpid() and carries(p, marker)]
+    except psutil.Error:
+        return []
+    tree = list(roots)
+    for root in roots:
+        try:
+            tree += root.children(recursive=True)
+        except psutil.Error:
+            continue
+    return tree
+
+
+def instance_processes(marker: str) -> list[psutil.Process]:
+    """Live processes of the instance (their environment names its token file), this one excepted."""
+    found = []
+    for proc in psutil.process_iter(["pid"]):
+        if proc.pid != os.getpid() and carries(proc, marker):
+            found.append(proc)
+    return found
+
+
+def alive(proc: psutil.Process) -> bool:
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def kill_instance(marker: str, seen: list[psutil.Process] = (), sweep_s: float = SWEEP_S) -> int:
+    """SIGKILL the instance's processes (``seen`` and those carrying ``marker``) until none has been found for
+    ``sweep_s``; returns how many were killed.  ``is_running`` guards against a pid used again meanwhile."""
+    killed, quiet_since, first = 0, time.monotonic(), list(seen)
+    while time.monotonic() - quiet_since < sweep_s:
+        victims = [p for p in first + instance_processes(marker) if alive(p)]
+        first = []
+        for proc in victims:
+            try:
+                proc.kill()
+                killed += 1
+            except psutil.Error:
+                pass
+        if victims:
+            psutil.wait_procs(victims, timeout=2)
+            quiet_since = time.monotonic()
+        else:
+            time.sleep(0.2)
+    return killed
+
+
+def main(argv: list[str]) -> int:
+    driver_pid, marker, temp_dir = int(argv[0]), argv[1], argv[2]
+    seen = watch(sys.stdin.fileno(), driver_pid, marker)
+    if seen is None:
+        return 0
+    kill_instance(marker, seen)
+    shutil.rmtree(temp_dir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
