@@ -26,9 +26,9 @@ STEPS = 12
 # 16 prompts at 4 per step: an epoch is 4 steps; the lost node's run is killed after KILL_AFTER logged steps, so
 # it resumes from checkpoint 4 or 6, in its second epoch.
 N_TRAIN, STEPS_PER_EPOCH, KILL_AFTER = 16, 4, 7
-# Until the trainer restores the order of the epochs before the checkpoint (TRL's RepeatSampler draws each epoch's
-# order from one generator that a resumed run builds afresh), a resume in a later epoch replays epoch 0's order.
-# Strict: once the trainer is fixed these pass, and the marker must go.
+# A resume in a later epoch must see that epoch's prompt order, not epoch 0's again (saah_lib.training.sampler).
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not SANDBOX.is_file(), reason="tools/ray_sandbox.py absent")]
+
 # Inside the sandbox: the study's driver in a thread, the worker node's raylet killed once a run is under way.
 KILL_A_NODE_MID_RUN = """
 import json, os, signal, sys, threading, time
