@@ -57,6 +57,11 @@ def confirm_plan(matched_alpha: float = MATCHED_ALPHA) -> StudyPlan:
         "health_rules": RULES, "flagged_runs": "kept in the primary test; the test without them is reported beside it",
         "secondary": "SA-AH-GRPO (alpha 0.5) vs GRPO and every other quantity: exploratory, Bonferroni within "
                      "each quantity",
+        "training": "the tiny profile's defaults (60 steps, 4 prompts x 4 completions per step), data_seed as in "
+                    "evaluation; warm starts built by saah_lib.models.warmstart with the seeds named",
+        "provenance": "this file is committed alone before any run; every run records a clean commit (no -dirty) "
+                      "at or after it; the plan is not changed after the first run; the result is reported "
+                      "whatever it shows, beside the extended study",
     })
 
 
