@@ -118,6 +118,13 @@ class ResultSet:
     def is_empty(self) -> bool:
         return all(df is None or df.empty for df in (self.summary, self.checkpoints, self.diagnostics))
 
+    def runs_counted(self) -> str:
+        """"N runs" as the health notes count them, with the top-K ablation's runs, which these tables hold
+        apart, named so that the count adds up to the study's."""
+        n_apart = len(self.notes.get("other_entropy_runs") or ())
+        n = 0 if self.runs is None else len(self.runs)
+        return f"{n} runs" + (f" (and {n_apart} top-K runs, reported apart)" if n_apart else "")
+
     def flagged_runs(self) -> pd.DataFrame:
         """The runs the health rules flag (:meth:`saah_lib.analysis.runs.StudyRuns.flagged`), by run id; empty
         for the paper's numbers, which have no runs."""

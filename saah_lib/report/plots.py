@@ -503,10 +503,9 @@ def health_line(rs: ResultSet) -> str:
     flagged = rs.flagged_runs()
     if flagged.empty:
         return ""
-    runs = rs.runs
     shown = [f"{r.run_id} ({r.health})" for r in flagged.itertuples()][:HEALTH_NAMED]
     more = len(flagged) - len(shown)
-    text = (f"{len(flagged)} of {len(runs)} runs flagged by the health rules, included: " + "; ".join(shown)
+    text = (f"{len(flagged)} of {rs.runs_counted()} flagged by the health rules, included: " + "; ".join(shown)
             + (f"; and {more} more (see the tables)" if more else ""))
     return "\n" + textwrap.fill(text, width=110)
 

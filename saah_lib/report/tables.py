@@ -715,15 +715,14 @@ def health_note(rs: ResultSet, pointer: str | None = None) -> str:
     flagged = rs.flagged_runs()
     if flagged.empty:
         return ""
-    runs = rs.runs
     if pointer:
-        return (r"\par\smallskip{\footnotesize " + FLAG_MARK + f" {len(flagged)} of {len(runs)} runs flagged by "
+        return (r"\par\smallskip{\footnotesize " + FLAG_MARK + f" {len(flagged)} of {rs.runs_counted()} flagged by "
                 f"the health rules (named under {pointer}), included in every number of this table.\\par}}" + "\n")
     listed = "; ".join(f"\\texttt{{{tex_escape(r.run_id)}}} ({tex_escape(r.health)})" for r in flagged.itertuples())
     rules = "; ".join(tex_escape(v) for v in RULES.values())
-    return (r"\par\smallskip{\footnotesize " + FLAG_MARK + f" Run health ({rules}): {len(flagged)} of {len(runs)} "
-            f"runs flagged: {listed}. Flagged runs are included in every number of this table; the paired "
-            r"evidence repeats each comparison without them.\par}" + "\n")
+    return (r"\par\smallskip{\footnotesize " + FLAG_MARK + f" Run health ({rules}): {len(flagged)} of "
+            f"{rs.runs_counted()} flagged: {listed}. Flagged runs are included in every number of this table; the "
+            r"paired evidence repeats each comparison without them.\par}" + "\n")
 
 
 def problems_note(rs: ResultSet) -> str:
