@@ -28,8 +28,11 @@ def test_the_ablation_notebook_streams_progress_and_shows_only_its_runs(tiny_ran
                                            "overrides": dict(FAST, model_name=str(tiny_random_model_dir))})
     cells = json.loads(out.read_text())["cells"]
     streamed = "".join("".join(o["text"]) for c in cells for o in c.get("outputs", []) if o["output_type"] == "stream")
-    for run in ("tiny-ah-a0-s0", "tiny-ah-a0.25-s0"):
-        assert f"training {run}: 0/2 steps" in streamed and f"training {run}: 2/2 steps (100%)" in streamed, streamed
+    # the sweep's runs: variants of the profile (2 steps, small data), their ids say so after the usual prefix
+    runs = sorted(set(re.findall(r"training (tiny-ah-a0(?:\.25)?-s0-\S+): 0/2 steps", streamed)))
+    assert [r.split("-s0-")[0] for r in runs] == ["tiny-ah-a0", "tiny-ah-a0.25"], streamed
+    for run in runs:
+        assert f"training {run}: 2/2 steps (100%)" in streamed, streamed
     table = next("".join(o["data"]["text/plain"]) for c in cells for o in c.get("outputs", [])
                  if "text/plain" in o.get("data", {}) and "peak_pass_at_1" in "".join(o["data"]["text/plain"]))
     # (method, alpha, steps) of each row: the 6-step runs are left out

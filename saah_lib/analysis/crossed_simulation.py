@@ -1,6 +1,6 @@
 """Simulated studies with a known truth for the crossed seed x problem test (size and power).
 
-``python -c "from saah_lib.analysis.crossed_simulation import main; main()"`` prints, for each design of
+``python -m saah_lib.analysis.crossed_simulation`` prints, for each design of
 :data:`NULL_CASES`, how often the rule of
 :func:`saah_lib.analysis.significance.crossed_p_values` rejects a true null at 5% and
 2.5%, and for each design of :data:`POWER_CASES` how often it detects a true difference
@@ -10,6 +10,7 @@ asserts the same rates within Monte Carlo error.  Seeded: every run prints the s
 
 from __future__ import annotations
 
+import argparse
 import math
 
 import numpy as np
@@ -93,7 +94,10 @@ def power_at_mde(case: tuple, level: float) -> float:
     return float((crossed_p_values(d, labels)[3] < level).mean())
 
 
-def main() -> None:
+def main(argv=None) -> None:
+    argparse.ArgumentParser(prog="python -m saah_lib.analysis.crossed_simulation",
+                            description="The crossed test's false-positive rate and power on simulated studies "
+                                        "with a known truth (about a minute)").parse_args(argv)
     print("false-positive rate under a true null (rate / Monte Carlo standard error)")
     for name in NULL_CASES:
         p = null_p_values(name)
@@ -103,3 +107,7 @@ def main() -> None:
     for case in POWER_CASES:
         cells = [f"MDE {mde_of_design(case, lv):.4f}: {power_at_mde(case, lv):.3f} at {lv}" for lv in LEVELS]
         print(f"  {case}: " + "; ".join(cells))
+
+
+if __name__ == "__main__":
+    main()

@@ -716,7 +716,7 @@ def health_note(rs: ResultSet, pointer: str | None = None) -> str:
     if flagged.empty:
         return ""
     if pointer:
-        return (r"\par\smallskip{\footnotesize " + FLAG_MARK + f" {len(flagged)} of {rs.runs_counted()} flagged by "
+        return (r"\par\smallskip{\footnotesize " + FLAG_MARK + f" {len(flagged)} of {len(rs.runs)} runs flagged by "
                 f"the health rules (named under {pointer}), included in every number of this table.\\par}}" + "\n")
     listed = "; ".join(f"\\texttt{{{tex_escape(r.run_id)}}} ({tex_escape(r.health)})" for r in flagged.itertuples())
     rules = "; ".join(tex_escape(v) for v in RULES.values())

@@ -77,9 +77,11 @@ def test_plan_extended_says_what_the_studys_own_plan_said(tmp_path, capsys):
 
 def test_a_partial_run_is_listed_with_its_last_step(tmp_path, run_maker):
     run_maker(tmp_path, "tiny-sa-a0.5-s0", "tiny", "sa", 0.5, 0, steps=4, eval_every=2)
-    cfg = make_config("tiny", method="sa", alpha=0.5, seed=0, max_steps=8, results_dir=str(tmp_path))
+    # the same run id planned for 8 steps (named: a default id would say -steps8)
+    cfg = make_config("tiny", method="sa", alpha=0.5, seed=0, max_steps=8, results_dir=str(tmp_path),
+                      run_id="tiny-sa-a0.5-s0")
     assert job_state(run_job(cfg)) == ("partial", 4)
-    assert job_state(run_job(make_config("tiny", method="sa", alpha=0.5, seed=0, max_steps=4,
+    assert job_state(run_job(make_config("tiny", method="sa", alpha=0.5, seed=0, max_steps=4, run_id="tiny-sa-a0.5-s0",
                                          results_dir=str(tmp_path)))) == ("done", None)
 
 

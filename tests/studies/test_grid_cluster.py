@@ -99,7 +99,9 @@ def test_a_node_lost_mid_run_ends_with_the_run_complete_resumed_and_identical(ti
     assert KILL_AFTER <= killed["logged"] < STEPS, killed  # under way, past its first epoch, when its node went
     lost = RunDir(tmp_path / "study" / "runs" / killed["run"])
     resumed_from = [s["from_step"] for s in lost.read_config()["segments"]][1:]
-    assert resumed_from and STEPS_PER_EPOCH <= resumed_from[-1] < killed["logged"], resumed_from
+    # the worker of a killed raylet may train on for a moment (about a second) and checkpoint once more before it
+    # dies: the retry then resumes from that later checkpoint, still in a later epoch
+    assert resumed_from and STEPS_PER_EPOCH <= resumed_from[-1] < STEPS, resumed_from
     for ref, cfg in zip(reference, configs):
         assert RunDir(cfg.run_dir).is_complete(STEPS)
         result = compare_run(ref, cfg.run_dir)

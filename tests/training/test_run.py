@@ -39,8 +39,11 @@ class InterruptAfterLogging(TrainerCallback):
 
 @pytest.mark.parametrize("method", ["grpo", "ah", "sa"])
 def test_a_run_writes_the_documented_layout(method, tiny_random_model_dir, tmp_path):
-    run_dir = run_training(tiny_run_config(tiny_random_model_dir, tmp_path, method), progress=False)
-    assert run_dir == tmp_path / "runs" / f"tiny-{method}-a{0 if method == 'grpo' else 0.5}-s0"
+    cfg = tiny_run_config(tiny_random_model_dir, tmp_path, method)
+    run_dir = run_training(cfg, progress=False)
+    # settings beside the profile's defaults: the id names the variant by a hash of them
+    assert run_dir == tmp_path / "runs" / cfg.run_id
+    assert cfg.run_id.startswith(f"tiny-{method}-a{0 if method == 'grpo' else 0.5}-s0-v")
     config = json.loads((run_dir / "config.json").read_text())
     assert config["method"] == method and config["steps"] == 4
     assert config["versions"]["trl"] and config["versions"]["torch"] and "git_commit" in config
@@ -135,8 +138,9 @@ def test_a_config_written_before_segments_counts_as_one_segment():
 
 
 def test_reusing_a_run_id_with_other_settings_is_refused(tiny_random_model_dir, tmp_path):
-    run_training(tiny_run_config(tiny_random_model_dir, tmp_path, "ah", max_steps=2), progress=False)
-    other = tiny_run_config(tiny_random_model_dir, tmp_path, "ah", max_steps=2, learning_rate=5e-4)
+    # a default id is unique to its settings; a named one can be reused by mistake
+    run_training(tiny_run_config(tiny_random_model_dir, tmp_path, "ah", max_steps=2, run_id="mine"), progress=False)
+    other = tiny_run_config(tiny_random_model_dir, tmp_path, "ah", max_steps=2, learning_rate=5e-4, run_id="mine")
     with pytest.raises(ValueError, match="learning_rate"):
         run_training(other, progress=False)
 
