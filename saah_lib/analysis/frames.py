@@ -14,7 +14,9 @@ import pandas as pd
 
 from saah_lib.analysis.quantities import number_or_nan
 from saah_lib.analysis.summaries import final_and_peak, mean_kl, ordered_by_step, pass_at_1_ci, training_variance
-from saah_lib.rundir.layout import EVAL_KEYS, TRAIN_LOG_KEYS
+from saah_lib.jsonio import read_json
+from saah_lib.models.compile_health import recorded_fallback
+from saah_lib.rundir.layout import COMPILE_HEALTH_FILE, EVAL_KEYS, TRAIN_LOG_KEYS
 from saah_lib.rundir.reader import META_COLUMNS, RunFolder
 
 
@@ -77,7 +79,8 @@ def runs_frame(folders: list[RunFolder]) -> pd.DataFrame:
     (:func:`~saah_lib.analysis.summaries.training_variance`), ``mean_kl``,
     ``n_steps_logged``, ``last_logged_step``, ``n_evals``, ``complete``
     (trained to ``steps`` and evaluated there), ``damaged`` (some line or value
-    could not be used) and ``problems`` (the messages, ``; ``-separated).
+    could not be used), ``problems`` (the messages, ``; ``-separated) and
+    ``compile_fallback`` (why the compiled rollout fell back to ``hf``, else None).
     """
     rows = []
     for folder in folders:
@@ -95,12 +98,13 @@ def runs_frame(folders: list[RunFolder]) -> pd.DataFrame:
         row["complete"] = not folder.incomplete
         row["damaged"] = bool(folder.damage)
         row["problems"] = "; ".join(folder.problems)
+        row["compile_fallback"] = recorded_fallback(read_json(folder.path / COMPILE_HEALTH_FILE, default=None))
         rows.append(row)
     cols = ["run_id", "model_label", "method", "alpha", "steps", "seed"]
     if not rows:
         return pd.DataFrame(columns=cols + ["final_pass_at_1", "final_ci95", "final_step", "peak_pass_at_1",
                                             "peak_ci95", "peak_step", "train_var", "mean_kl", "n_steps_logged",
-                                            "complete", "damaged", "problems"])
+                                            "complete", "damaged", "problems", "compile_fallback"])
     df = pd.DataFrame.from_records(rows)
     return df[cols + [c for c in df.columns if c not in cols]]
 

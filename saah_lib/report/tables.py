@@ -48,10 +48,12 @@ from saah_lib.report.latex import (
     stacked,
     table_float,
     tex_escape,
+    tex_path,
 )
 from saah_lib.report.texts import left_out_warning, tex_text
 
 DAMAGED_MARK = r"$^{\S}$"
+FALLBACK_MARK = r"$^{\circ}$"  # the run's compiled rollout fell back to hf (models.compile_health)
 DAMAGED_NOTE = (DAMAGED_MARK + " damaged logs in a run of this row (read with problems tolerated): "
                 "lines or values that could not be read were left out, so these numbers may be wrong.")
 
@@ -70,7 +72,7 @@ def _source_phrase(rs: ResultSet) -> str:
         return "Numbers reported in the paper (transcribed, not re-measured)"
     root = "our results"
     if rs.root is not None:
-        root = tex_escape(repo_relative(rs.root))
+        root = tex_path(repo_relative(rs.root))
     return f"Our runs (\\texttt{{{root}}})"
 
 
@@ -491,7 +493,8 @@ def table_setup(rs: ResultSet, prefix: str = "ours") -> str:
     for _, r in r_sorted.sort_values(["_o", "method", "alpha", "seed"], kind="stable").iterrows():
         marks = ((r"$^{\ast}$" if _truth(r.get("complete")) is False else "")
                  + (DAMAGED_MARK if _truth(r.get("damaged")) is True else "")
-                 + (FLAG_MARK if _truth(r.get("flagged")) is True else ""))
+                 + (FLAG_MARK if _truth(r.get("flagged")) is True else "")
+                 + (FALLBACK_MARK if isinstance(r.get("compile_fallback"), str) else ""))
         cells = [r"\texttt{" + tex_escape(r["run_id"]) + "}" + marks, tex_escape(r.get("model_label")),
                  METHOD_LABELS.get(r.get("method"), tex_escape(r.get("method"))), fmt_alpha(r.get("alpha")),
                  fmt(r.get("seed"), 0), fmt(r.get("steps"), 0), fmt(r.get("eval_every"), 0),
@@ -500,7 +503,18 @@ def table_setup(rs: ResultSet, prefix: str = "ours") -> str:
         body.append(" & ".join(cells) + r" \\")
     cap = (f"{_source_phrase(rs)}: the runs found, their configuration (\\texttt{{config.json}}) "
            "and how many training steps and evaluations they logged.")
-    return table_float(body, "lllcccccc c", cap, f"{prefix}:setup", fontsize=r"\scriptsize")
+    return table_float(body, "lllcccccc c", cap, f"{prefix}:setup", fontsize=r"\scriptsize") + fallback_note(runs)
+
+
+def fallback_note(runs) -> str:
+    """Names the runs whose compiled rollout fell back to ``hf`` (the same policy and settings, sampled at
+    generate's speed), with why."""
+    fell = [r for _, r in runs.iterrows() if isinstance(r.get("compile_fallback"), str)] if "compile_fallback" in runs else []
+    if not fell:
+        return ""
+    listed = "; ".join(f"\\texttt{{{tex_escape(r['run_id'])}}}: {tex_escape(r['compile_fallback'])}" for r in fell)
+    return (r"\par\smallskip{\footnotesize " + FALLBACK_MARK + f" {len(fell)} of {len(runs)} runs fell back from the "
+            f"compiled rollout to TRL's generate (the same policy and settings, slower): {listed}.\\par}}" + "\n")
 
 
 # ---------------------------------------------------------------------------

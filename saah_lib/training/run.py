@@ -21,9 +21,10 @@ from pathlib import Path
 from peft import LoraConfig
 from transformers.integrations import get_available_reporting_integrations
 
-from saah_lib.jsonio import remove_temp_files
+from saah_lib.jsonio import read_json, remove_temp_files
 from saah_lib.method.reward import TRL_REWARD_FUNCS
 from saah_lib.models.backends import require_vllm
+from saah_lib.models.compile_health import recorded_fallback
 from saah_lib.models.evaluate import evaluate_pass_at_1
 from saah_lib.models.loading import load_for_eval, load_model_and_tokenizer, resolve_model
 from saah_lib.models.names import offline_hub_problem
@@ -253,6 +254,9 @@ def run_summary(run_dir: Path, wall_s: float | None = None) -> str:
         lines.append(f"  baseline (step 0) {start[0]['pass_at_1']:.3f}" if start else "  baseline: not evaluated")
     else:
         lines.append("  no evaluation logged")
+    fallback = recorded_fallback(read_json(run.compile_health_path, default=None))
+    if fallback:
+        lines.append(f"  FALLBACK: {fallback}")
     if wall_s is not None:
         lines.append(f"  wall time {wall_s / 60:.1f} min")
     lines.append(f"  logs in {repo_relative(run.dir)} (eval.jsonl, train_log.jsonl, eval_samples/)")

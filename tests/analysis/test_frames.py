@@ -1,5 +1,7 @@
 """Run folders as DataFrames: one row per run, per evaluation, per logged step, with the tables' summaries."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -29,3 +31,21 @@ def test_a_missing_ci_is_filled_from_pass_at_1_and_n(tmp_path, baseline_maker):
     frame = F.evals_frame(folders[0])
     p = 19 / 50
     assert frame.ci95.iloc[0] == pytest.approx(1.96 * np.sqrt(p * (1 - p) / 50))
+
+
+def test_a_run_whose_compiled_rollout_fell_back_says_so_in_its_row_and_the_run_table(tmp_path, run_maker):
+    from saah_lib.analysis.resultset import ResultSet
+    from saah_lib.report.tables import FALLBACK_MARK, table_setup
+
+    for seed in (0, 1):
+        run_maker(tmp_path, f"tiny-sa-s{seed}", "tiny", "sa", 0.5, seed)
+    fallback = {"where": "rollout", "step": 3, "reason": "BackendCompilerFailed: inductor\n  raised"}
+    (tmp_path / "runs" / "tiny-sa-s1" / "compile_health.json").write_text(
+        json.dumps({"processes": [{"fallback": None}, {"fallback": fallback}]}))
+    runs = F.runs_frame(read_folders(tmp_path)[0]).set_index("run_id")
+    assert not isinstance(runs.loc["tiny-sa-s0", "compile_fallback"], str)  # None (NaN in a column of strings)
+    assert runs.loc["tiny-sa-s1", "compile_fallback"] == (
+        "compiled decoding fell back to hf in rollout at step 3: BackendCompilerFailed: inductor raised")
+    table = table_setup(ResultSet.from_runs(tmp_path))
+    assert table.count(FALLBACK_MARK) == 2  # the marked row and its note
+    assert "1 of 2 runs fell back from the compiled rollout" in table and "BackendCompilerFailed" in table

@@ -102,4 +102,7 @@ def test_a_run_ends_with_a_summary(tmp_path, capsys):
         run.log_eval({"step": step, "pass_at_1": p, "n": 8, "n_correct": int(p * 8)}, [])
     text = run_summary(run.dir, 90.0)
     assert "final 0.375 (step 40), peak 0.500 (step 20)" in text and "baseline (step 0) 0.250" in text
-    assert "wall time 1.5 min" in text and "logs in" in text
+    assert "wall time 1.5 min" in text and "logs in" in text and "FALLBACK" not in text
+    (run.dir / "compile_health.json").write_text(
+        '{"processes": [{"fallback": {"where": "evaluation", "step": null, "reason": "Unsupported: x"}}]}')
+    assert "  FALLBACK: compiled decoding fell back to hf in evaluation: Unsupported: x" in run_summary(run.dir)
