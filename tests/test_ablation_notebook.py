@@ -36,6 +36,6 @@ def test_the_ablation_notebook_streams_progress_and_shows_only_its_runs(tiny_ran
     table = next("".join(o["data"]["text/plain"]) for c in cells for o in c.get("outputs", [])
                  if "text/plain" in o.get("data", {}) and "peak_pass_at_1" in "".join(o["data"]["text/plain"]))
     # (method, alpha, steps) of each row: the 6-step runs are left out
-    rows = re.findall(r"^\d+ +\S+ +(ah|sa|grpo) +([-\d.]+) +(?:[A-Z]\S* +)?([\d.]+) ", table, flags=re.M)
+    rows = re.findall(r"^\d+ +.+? +(ah|sa|grpo) +([-\d.]+) +(?:[A-Z]\S* +)?([\d.]+) ", table, flags=re.M)
     assert rows == [("ah", "0.00", "2.0"), ("ah", "0.25", "2.0")], table
     assert sum("image/png" in o.get("data", {}) for c in cells for o in c.get("outputs", [])) == 1

