@@ -278,13 +278,7 @@ def paired_t_power(effect: float, sd: float, n: int, *, level: float = LEVEL) ->
         raise ValueError(f"the paired t test needs at least 2 pairs, got {n}")
     if not sd > 0:
         raise ValueError(f"sd must be positive, got {sd}")
-    df = n - 1
-    critical = stats.t.ppf(1 - level / 2, df)
-    nc = abs(effect) * math.sqrt(n) / sd
-    upper = float(stats.nct.sf(critical, df, nc))
-    # rejections in the wrong direction: scipy returns NaN where this tail underflows (large nc); it is 0 there
-    lower = float(np.nan_to_num(stats.nct.cdf(-critical, df, nc), nan=0.0))
-    return upper + lower
+    return t_power(effect, sd / math.sqrt(n), n - 1, level=level)
 
 
 def minimum_detectable_effect(sd: float, n: int, *, power: float = POWER, level: float = LEVEL) -> float:
@@ -297,12 +291,7 @@ def minimum_detectable_effect(sd: float, n: int, *, power: float = POWER, level:
         return float("nan")
     if sd == 0:
         return 0.0
-    if not level < power < 1:
-        raise ValueError(f"power must lie in ({level}, 1), got {power}")
-    high = sd
-    while paired_t_power(high, sd, n, level=level) < power:
-        high *= 2
-    return float(optimize.brentq(lambda e: paired_t_power(e, sd, n, level=level) - power, 0.0, high, xtol=1e-10))
+    return t_mde(sd / math.sqrt(n), n - 1, power=power, level=level)
 
 
 def units_needed(effect: float, sd: float, *, power: float = POWER, level: float = LEVEL,
