@@ -32,8 +32,13 @@ from saah_lib.analysis.plan import Arm, StudyPlan, write_plan
 from saah_lib.analysis.significance import LEVEL, POWER, t_mde
 from saah_lib.method.methods import MAIN_ALPHA
 from saah_lib.models.names import tiny_warm_start_name
+from saah_lib.paths import RESULTS
+from saah_lib.rundir import layout
+from saah_lib.studies.runner import Plan, baseline_job, record_warm_start, run_job, warm_start_job
+from saah_lib.training.config import make_config
 
 STUDY = "confirm"
+CONFIRM_ROOT = RESULTS / "confirm"  # committed with the study; its study_plan.json was committed first, alone
 WARM_STARTS = tuple(range(2, 8))  # build seeds; 0 and 1 are the extended study's
 SEEDS = tuple(range(5))
 N_EVAL = 1000
@@ -82,3 +87,32 @@ def projected_mde(s2_warm_start: float, s2_seed: float, s2_problem: float, s2_in
 def write_confirm_plan(root: str | Path, matched_alpha: float = MATCHED_ALPHA) -> Path:
     """Write the plan as ``<root>/study_plan.json`` (before any run); returns the path."""
     return write_plan(root, confirm_plan(matched_alpha))
+
+
+def run_config(root: Path, method: str, alpha: float, seed: int, warm_start: int, steps: int | None = None):
+    """One run of the plan: the tiny profile on a new warm start, evaluated on the plan's problems.  Named
+    ``confirm-...`` (the evaluation set differs from the profile's, which a default id would spell out);
+    ``steps`` only for a trial of the machinery, never for the study."""
+    return make_config("tiny", method=method, alpha=alpha, seed=seed, model_name=tiny_warm_start_name(warm_start),
+                       n_eval=N_EVAL, data_seed=DATA_SEED, results_dir=str(root),
+                       run_id=f"confirm-{method}-a{alpha:g}-s{seed}-w{warm_start}",
+                       **({} if steps is None else {"max_steps": steps}))
+
+
+def make_plan(root: Path = CONFIRM_ROOT, seeds=SEEDS, steps: int | None = None) -> Plan:
+    """The grid's jobs for the plan: each warm start and its baseline on the plan's problems, then every arm at
+    every seed, waiting for its warm start.  Nothing here writes ``study_plan.json``: it is committed already."""
+    root = Path(root)
+    warm = {ws: warm_start_job(root, ws) for ws in WARM_STARTS}
+    bases = [baseline_job(make_config("tiny", model_name=tiny_warm_start_name(ws), n_eval=N_EVAL,
+                                      data_seed=DATA_SEED, results_dir=str(root)),
+                          tiny_warm_start_name(ws), (warm[ws].id,)) for ws in WARM_STARTS]
+    arms = [("sa", MATCHED_ALPHA), ("grpo", 0.0), ("sa", MAIN_ALPHA)]
+    runs = []
+    for ws in WARM_STARTS:
+        for seed in seeds:
+            for method, alpha in arms:
+                runs.append(run_job(run_config(root, method, alpha, seed, ws, steps), (warm[ws].id,)))
+    record = {j.id: record_warm_start(root, ws, layout.WARMSTART_RECORDS_FILE) for ws, j in warm.items()}
+    return Plan(STUDY, root, [*warm.values(), *bases, *runs], "tiny", record)
+

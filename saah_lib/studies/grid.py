@@ -192,7 +192,7 @@ def run_study(plan: Plan, *, address: str | None, max_retries: int, step_seconds
             return []
         entries = run_plan(plan, Timings(plan.root / timings_file), address=address, max_retries=max_retries,
                            step_seconds=step_seconds, slots=slots)
-        if plan.study in ("mini", "extended") and all(job_state(j)[0] == "done" for j in plan.runs):
+        if plan.study in ("mini", "extended", "confirm") and all(job_state(j)[0] == "done" for j in plan.runs):
             if plan.study == "mini":
                 mini.write_answer_kinds(plan.root)
             write_manifest(plan.root)

@@ -6,6 +6,9 @@ alpha 0 and 0.5 points are the model's grpo and ah runs (at alpha 0 every weight
 That is 2 baselines and 9 runs per seed.  Each of its runs is a papermill job of ``02_train.ipynb`` on one GPU.
 
 ``ablation`` is one method at several alphas (what ``notebooks/03_ablation.ipynb`` runs), for any profile.
+
+``confirm`` is the pre-registered confirmatory study (:mod:`saah_lib.studies.confirm`), into the committed
+``results/confirm/`` beside its plan.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from pathlib import Path
 from saah_lib.method.methods import MAIN_ALPHAS, SWEEP_ALPHAS
 from saah_lib.models.names import tiny_warm_start_seed
 from saah_lib.paths import EXTENDED_ROOT, LOCAL_RESULTS, MINI_ROOT, RESULTS
-from saah_lib.studies import extended, mini
+from saah_lib.studies import confirm, extended, mini
 from saah_lib.studies.runner import Plan, baseline_job, run_job, warm_start_job
 from saah_lib.training.config import check_overrides, make_config
 
@@ -73,10 +76,12 @@ def study_plan(study: str, *, root: Path | None = None, seeds=None, steps: int |
         return extended.make_plan(Path(root or EXTENDED_ROOT), seeds=tuple(seeds or extended.SEEDS), steps=steps)
     if study == "paper":
         return paper_plan(Path(root or PAPER_ROOT), tuple(seeds if seeds is not None else (0,)), **options)
+    if study == "confirm":
+        return confirm.make_plan(Path(root or confirm.CONFIRM_ROOT), tuple(seeds or confirm.SEEDS), steps)
     if study == "ablation":
         return ablation_plan(options.pop("alphas", SWEEP_ALPHAS), seed=(seeds or (0,))[0], steps=steps,
                              results_dir=Path(root or LOCAL_RESULTS), **options)
     raise ValueError(f"unknown study {study!r}: expected one of {', '.join(STUDIES)}")
 
 
-STUDIES = ("mini", "extended", "paper", "ablation")
+STUDIES = ("mini", "extended", "paper", "ablation", "confirm")

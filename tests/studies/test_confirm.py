@@ -36,3 +36,27 @@ def test_projected_mde_is_the_formula_and_holds_in_simulation():
                                  ws_spread=0.0, s2_warm_start=4.6e-4)
     power = float((crossed_p_values(d, labels)[3] < 0.05).mean())
     assert power == pytest.approx(0.8, abs=3 * math.sqrt(0.16 / 2000))
+
+
+def test_the_committed_pre_registration_is_the_plan_this_code_writes(tmp_path):
+    from saah_lib.studies.confirm import CONFIRM_ROOT
+
+    write_confirm_plan(tmp_path)
+    assert (tmp_path / "study_plan.json").read_bytes() == (CONFIRM_ROOT / "study_plan.json").read_bytes()
+
+
+def test_the_grid_plan_runs_every_arm_on_every_warm_start_and_seed_and_leaves_the_plan_file_alone(tmp_path):
+    from saah_lib.studies.confirm import DATA_SEED, MATCHED_ALPHA, SEEDS, WARM_STARTS, make_plan
+    from saah_lib.studies.plans import study_plan
+
+    plan = make_plan(tmp_path)
+    kinds = [j.kind for j in plan.jobs]
+    assert kinds.count("warmstart") == kinds.count("baseline") == len(WARM_STARTS) == 6
+    configs = [j.kwargs["config"] for j in plan.runs]
+    assert len(configs) == 3 * len(SEEDS) * len(WARM_STARTS) == 90
+    arms = {(c["method"], c["alpha"]) for c in configs}
+    assert arms == {("sa", MATCHED_ALPHA), ("grpo", 0.0), ("sa", 0.5)}
+    assert {(c["n_eval"], c["data_seed"], c["max_steps"]) for c in configs} == {(N_EVAL, DATA_SEED, 60)}
+    assert len({j.name for j in plan.runs}) == 90 and all(j.name.startswith("confirm-") for j in plan.runs)
+    assert not (tmp_path / "study_plan.json").exists()  # the pre-registration is committed, never rewritten
+    assert [j.name for j in study_plan("confirm", root=tmp_path).jobs] == [j.name for j in plan.jobs]
