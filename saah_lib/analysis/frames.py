@@ -14,9 +14,7 @@ import pandas as pd
 
 from saah_lib.analysis.quantities import number_or_nan
 from saah_lib.analysis.summaries import final_and_peak, mean_kl, ordered_by_step, pass_at_1_ci, training_variance
-from saah_lib.jsonio import read_json
-from saah_lib.models.compile_health import recorded_fallback
-from saah_lib.rundir.layout import COMPILE_HEALTH_FILE, EVAL_KEYS, TRAIN_LOG_KEYS
+from saah_lib.rundir.layout import EVAL_KEYS, TRAIN_LOG_KEYS
 from saah_lib.rundir.reader import META_COLUMNS, RunFolder
 
 
@@ -98,7 +96,7 @@ def runs_frame(folders: list[RunFolder]) -> pd.DataFrame:
         row["complete"] = not folder.incomplete
         row["damaged"] = bool(folder.damage)
         row["problems"] = "; ".join(folder.problems)
-        row["compile_fallback"] = recorded_fallback(read_json(folder.path / COMPILE_HEALTH_FILE, default=None))
+        row["compile_fallback"] = folder.compile_fallback
         rows.append(row)
     cols = ["run_id", "model_label", "method", "alpha", "steps", "seed"]
     if not rows:

@@ -43,6 +43,7 @@ from typing import Any, Iterable
 
 from saah_lib.jsonio import read_text, scan_jsonl
 from saah_lib.method.methods import METHODS
+from saah_lib.models.compile_health import recorded_fallback
 from saah_lib.rundir import checks, layout
 from saah_lib.rundir.folder import RunDir, trained_and_evaluated
 from saah_lib.rundir.layout import EVAL_KEYS, TRAIN_LOG_KEYS
@@ -69,6 +70,7 @@ class RunFolder:
     token_entropies: list[dict] = field(default_factory=list)
     damage: list[str] = field(default_factory=list)  # unreadable config, bad lines, non-numeric metrics
     incomplete: str = ""  # why the run is not complete ("" when it is)
+    compile_fallback: str | None = None  # why its compiled rollout fell back to hf (compile_health.json), if it did
 
     @property
     def problems(self) -> list[str]:
@@ -249,6 +251,17 @@ def duplicate_runs(folders: list[RunFolder]) -> list[str]:
     return messages
 
 
+def _compile_fallback(path: Path) -> tuple[str | None, list[str]]:
+    """The fallback line of a run's ``compile_health.json`` (:func:`~saah_lib.models.compile_health.recorded_fallback`),
+    and the problem if the file cannot be read."""
+    if not path.is_file():
+        return None, []
+    try:
+        return recorded_fallback(json.loads(read_text(path))), []
+    except (ValueError, TypeError, AttributeError) as err:
+        return None, [f"{path}: not a compile-health record ({err})"]
+
+
 def read_run_folder(run_dir: Path) -> RunFolder:
     """Everything in one run folder, with every problem recorded (never raises on bad content)."""
     cfg, damage = read_config(run_dir / layout.CONFIG_FILE)
@@ -269,7 +282,8 @@ def read_run_folder(run_dir: Path) -> RunFolder:
     schedule = _schedule(cfg, folder.damage, run_dir / layout.CONFIG_FILE)
     folder.evals, bad_evals = _read_evals(run_dir, schedule, max(logged, default=0))
     folder.token_entropies, bad_h = _token_entropy_lines(run_dir / layout.TOKEN_ENTROPIES_FILE)
-    folder.damage += bad_evals + bad_steps + wrong_steps + bad_h
+    folder.compile_fallback, bad_health = _compile_fallback(run_dir / layout.COMPILE_HEALTH_FILE)
+    folder.damage += bad_evals + bad_steps + wrong_steps + bad_h + bad_health
     evaluated = [r["step"] for r in folder.evals]
     if not trained_and_evaluated(logged, evaluated, steps):
         reached = f"trained to step {max(logged)}" if logged else "no training step logged"

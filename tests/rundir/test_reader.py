@@ -177,3 +177,15 @@ def test_a_byte_that_is_not_utf8_is_an_error_naming_file_and_line_and_tolerant_r
     assert {f.path.name for f in kept} == set(run_ids) - {run_ids[1]}
     assert any(m.startswith(f"{log}: line 3: not UTF-8") for m in flagged)
     assert any(m.startswith(f"{config.parent}: excluded") for m in flagged)
+
+
+def test_a_compile_health_record_that_cannot_be_read_is_damage_named_not_a_crash(tmp_path, run_maker):
+    from saah_lib.rundir.reader import read_run_folder
+
+    run_maker(tmp_path, "tiny-sa-s0", "tiny", "sa", 0.5, 0)
+    folder = tmp_path / "runs" / "tiny-sa-s0"
+    assert read_run_folder(folder).compile_fallback is None and not read_run_folder(folder).damage
+    (folder / "compile_health.json").write_text('{"processes": [')
+    read = read_run_folder(folder)
+    assert read.compile_fallback is None
+    assert any("compile_health.json: not a compile-health record" in d for d in read.damage)
