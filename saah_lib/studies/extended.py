@@ -65,12 +65,12 @@ from saah_lib.rundir import layout
 from saah_lib.rundir.lock import FolderLockedError, study_lock
 from saah_lib.rundir.manifest import write_manifest
 from saah_lib.studies.matched_alpha import read_matched_alpha
-from saah_lib.studies.mini import RERUN_MARKER, NotARerunRoot, check_rerun_root, clear_rerun_root, judge
+from saah_lib.studies.mini import NotARerunRoot, judge, rerun_study
 from saah_lib.studies.runner import (BASELINE_NAME, Plan, alpha_job, baseline_job, matched_run_job, pending,
                                      record_warm_start, run_job, run_plan, warm_start_job)
 from saah_lib.studies.timing import Timings
 from saah_lib.studies.topk import RESULT_FILE, TRAINING_KS, measure_topk, topk_training_configs
-from saah_lib.studies.verify.bits import compare_studies, write_report
+from saah_lib.studies.verify.bits import compare_studies
 from saah_lib.studies.verify.conclusions import compare_conclusions
 from saah_lib.training.config import make_config
 
@@ -299,22 +299,15 @@ def rerun_and_verify(committed: Path = EXTENDED_ROOT, rerun: Path = RERUN_EXTEND
     ``study``: the options of :func:`run_extended_study`.  ``rerun`` is cleared first unless ``resume``, and only
     when it is empty or an earlier rerun of this study (:func:`saah_lib.studies.mini.check_rerun_root`).
     """
-    committed, rerun = Path(committed), Path(rerun)
-    if rerun.resolve() == committed.resolve() or committed.resolve().is_relative_to(rerun.resolve()):
-        raise ValueError(f"the rerun root {rerun} is or holds the committed study {committed}; choose another folder")
-    with study_lock(rerun):
-        check_rerun_root(rerun, "extended")
-        if not resume:
-            clear_rerun_root(rerun, "extended")
-        atomic_write_json(rerun / RERUN_MARKER, {"study": "extended", "committed": repo_relative(committed)})
-        run_extended_study(rerun, **study)
-        options = {k: study[k] for k in ("warm_starts", "seeds", "steps", "topk_ks", "topk_seeds", "main_alpha_sa")
-                   if k in study}
-        run_ids = [c.run_id for c in planned_configs(rerun, **options)]
-        report = compare_studies(committed, rerun, run_ids=run_ids, conclusions=conclusions, study_files=())
-        json_path, md_path = write_report(report, rerun)
-    print(f"\n{md_path.read_text()}\nreport: {json_path} and {md_path}\n{report['verdict']}", flush=True)
-    return report
+    options = {k: study[k] for k in ("warm_starts", "seeds", "steps", "topk_ks", "topk_seeds", "main_alpha_sa")
+               if k in study}
+
+    def compare(root: Path) -> dict:
+        run_ids = [c.run_id for c in planned_configs(root, **options)]
+        return compare_studies(committed, root, run_ids=run_ids, conclusions=conclusions, study_files=())
+
+    return rerun_study("extended", committed, rerun, resume=resume,
+                       train=lambda root: run_extended_study(root, **study), compare=compare)
 
 
 def main(argv=None):

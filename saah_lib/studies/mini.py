@@ -169,19 +169,32 @@ def rerun_and_verify(committed: Path = COMMITTED_ROOT, rerun: Path = RERUN_MINI,
     there, this one stops before deleting or writing anything.  A rerun root is cleared only when it
     holds nothing but an earlier rerun (:func:`clear_rerun_root`).
     """
+    tables_dir, figures_dir = Path(rerun) / "generated", Path(rerun) / "figures"
+
+    def train(root: Path) -> None:
+        _run_mini(root, SEEDS, None, True, tables_dir, figures_dir, rebuild_warm_start, address, max_retries)
+
+    def compare(root: Path) -> dict:
+        tables = {f"paper/generated/{p.name}": (p, tables_dir / p.name) for p in sorted(PAPER_TABLES.glob("mini_*.tex"))}
+        return compare_studies(committed, root, tables=tables, run_ids=[c.run_id for c in planned_configs(root)])
+
+    return rerun_study("mini", committed, rerun, resume=resume, train=train, compare=compare)
+
+
+def rerun_study(study: str, committed: Path, rerun: Path, *, resume: bool, train, compare) -> dict:
+    """What ``make mini`` and ``make extended`` share: hold ``rerun`` (never ``committed`` or a folder holding it),
+    clear it unless ``resume`` and only when it is empty or an earlier rerun of ``study``, mark it, ``train(rerun)``,
+    then ``compare(rerun)`` into ``<rerun>/reproduction.{json,md}``, printed and returned."""
     committed, rerun = Path(committed), Path(rerun)
     if rerun.resolve() == committed.resolve() or committed.resolve().is_relative_to(rerun.resolve()):
         raise ValueError(f"the rerun root {rerun} is or holds the committed study {committed}; choose another folder")
     with study_lock(rerun):
-        check_rerun_root(rerun)  # --resume too: never write into a folder that is no rerun of ours
+        check_rerun_root(rerun, study)  # --resume too: never write into a folder that is no rerun of ours
         if not resume:
-            clear_rerun_root(rerun)
-        atomic_write_json(rerun / RERUN_MARKER, {"study": "mini", "committed": repo_relative(committed)})
-        tables_dir, figures_dir = rerun / "generated", rerun / "figures"
-        _run_mini(rerun, SEEDS, None, True, tables_dir, figures_dir, rebuild_warm_start, address, max_retries)
-        tables = {f"paper/generated/{p.name}": (p, tables_dir / p.name)
-                  for p in sorted(PAPER_TABLES.glob("mini_*.tex"))}
-        report = compare_studies(committed, rerun, tables=tables, run_ids=[c.run_id for c in planned_configs(rerun)])
+            clear_rerun_root(rerun, study)
+        atomic_write_json(rerun / RERUN_MARKER, {"study": study, "committed": repo_relative(committed)})
+        train(rerun)
+        report = compare(rerun)
         json_path, md_path = write_report(report, rerun)
     print(f"\n{md_path.read_text()}\nreport: {json_path} and {md_path}\n{report['verdict']}", flush=True)
     return report
