@@ -54,7 +54,7 @@ latex:
 # Every test is independent of the others' order and process (tests/conftest.py hands out the long ones first);
 # TEST_ARGS: more pytest options, e.g. TEST_ARGS="-n 0 -x" for one process that stops at the first failure.
 test: setup latex
-	$(PY) -m pytest -q -n logical --maxprocesses 4 $(TEST_ARGS)
+	$(PY) -m pytest -q -n logical --maxprocesses 4 --durations=15 $(TEST_ARGS)
 
 ## mini: rerun the CPU mini study into results/rerun/mini and compare it with the committed results/mini
 # MINI_ARGS: more options of `python -m saah_lib.studies.mini verify` (--rerun-root, --resume, --address)

@@ -27,6 +27,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 RESULTS = REPO_ROOT / "results"
 MINI_ROOT = RESULTS / "mini"  # the committed CPU mini study
 EXTENDED_ROOT = RESULTS / "extended"  # the committed extended CPU study
+CONFIRM_ROOT = RESULTS / "confirm"  # the committed confirmatory study (its plan committed first, alone)
 RERUN_ROOT = RESULTS / "rerun"  # git-ignored: what `make mini` reruns
 LOCAL_RESULTS = RESULTS / "local"  # git-ignored: single runs (notebooks 01-03, training.launch) by default
 PAPER_REPORTED = RESULTS / "paper_reported"  # the paper's numbers, transcribed

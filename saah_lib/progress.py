@@ -8,7 +8,7 @@ Two kinds, each used only where it shows well (:func:`display_kind`):
   executed notebook), so :func:`bar` is then off.
 * **lines** (:class:`ProgressLines`): short lines on stdout, the first at once, then at most one
   every ``every_s`` seconds, and the last.  They are printed wherever stdout is not a terminal:
-  ``papermill --log-output`` streams them as they come, a log file keeps them, an executed
+  ``papermill --stdout-file /dev/stdout`` streams them as they come, a log file keeps them, an executed
   notebook keeps a handful.  In a terminal the bars say the same, so lines are off there.
 
 Jobs that run in other processes (Ray workers, papermill jobs), whose output this process never sees, get the

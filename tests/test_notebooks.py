@@ -91,7 +91,7 @@ def test_a_kernel_name_given_as_a_parameter_does_not_switch_the_unknown_name_che
 
 
 # The notebooks are independent tests (not one chain) so that `make test`'s workers share them.
-# 02_train itself runs in tests/test_readme_commands.py, as the README's command under `papermill --log-output`.
+# 02_train itself runs in tests/test_readme_commands.py, as the README's command under `papermill --stdout-file /dev/stdout`.
 @pytest.mark.slow
 def test_baseline_notebook(tiny_random_model_dir, tmp_path):
     results = tmp_path / "results"

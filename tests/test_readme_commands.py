@@ -6,7 +6,7 @@ that starts with a command word.  Each is checked in a form that runs in seconds
 ``papermill --help-notebook`` plus each ``-p`` parameter and value checked the way the notebook checks it.
 A command this file does not know how to check fails the test: add its dry form here.
 One command, the README's CPU training run, is run for real (one step, a tiny model) under
-``papermill --log-output`` to see its progress lines arrive.
+``papermill --stdout-file /dev/stdout`` to see its progress lines arrive.
 
 A fresh copy of the repository (its files as a new git repository) then runs every command of the README and
 docs/notebooks.md: the cheap ones as written (that training run with a tiny random model, the report, the plans,
@@ -255,7 +255,7 @@ def test_command_runs_in_its_dry_form(document, command, command_help):
 
 
 @pytest.mark.slow
-def test_the_readme_cpu_run_streams_progress_under_papermill_log_output(tiny_random_model_dir, tmp_path):
+def test_the_readme_cpu_run_streams_its_progress_lines_as_printed(tiny_random_model_dir, tmp_path):
     (command,) = {c for d, c in all_commands() if d == "README.md" and c.startswith("papermill notebooks/02_train")
                   and "profile" not in c}
     fast = {"n_train": 16, "n_eval": 4, "max_completion_length": 12, "eval_max_new_tokens": 12,
@@ -280,6 +280,8 @@ def test_the_readme_cpu_run_streams_progress_under_papermill_log_output(tiny_ran
     assert run_id.startswith("tiny-sa-a0.5-s0-")
     assert f"run {run_id}: sa, alpha 0.5, 1 steps" in text and f"training {run_id}: 0/1 steps" in text
     assert "step 1: Pass@1" in text
+    # as the kernel printed them: no blank line after each (what papermill's --log-output adds)
+    assert not [a for a, b in zip(output, output[1:]) if a.startswith("training ") and not b.strip()], text[-3000:]
     assert "Pass@1 final" in text and "baseline (step 0)" in text and "logs in" in text  # the end-of-run summary
     # what the run wrote, and what the executed notebook shows: plot_run's figure as a PNG, no per-step dicts
     run = RunDir(tmp_path / "runs" / run_id)

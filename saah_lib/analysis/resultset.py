@@ -23,7 +23,7 @@ from saah_lib.analysis.quantities import number_or_nan
 from saah_lib.analysis.runs import StudyRuns, read_runs
 from saah_lib.jsonio import read_json
 from saah_lib.method.methods import MAIN_ALPHAS
-from saah_lib.rundir.layout import MATCHED_ALPHA_FILE, TRAIN_LOG_KEYS
+from saah_lib.rundir.layout import MATCHED_ALPHA_FILE, STUDY_PLAN_FILE, TRAIN_LOG_KEYS
 from saah_lib.tasks.scoring import pass_at_1_ci
 from saah_lib.training.profiles import PROFILES
 
@@ -175,13 +175,19 @@ class ResultSet:
 
 
 def matched_alpha(root: Path) -> float | None:
-    """The paper-matched alpha recorded in a study root (:data:`saah_lib.rundir.layout.MATCHED_ALPHA_FILE`)."""
-    record = read_json(Path(root) / MATCHED_ALPHA_FILE)
+    """The paper-matched alpha of a study root: measured there (:data:`saah_lib.rundir.layout.MATCHED_ALPHA_FILE`),
+    else fixed by its study plan (``paper_matched_alpha``: the confirmatory study runs the extended study's)."""
+    path = Path(root) / MATCHED_ALPHA_FILE
+    record = read_json(path)
     if record is None:
-        return None
+        path = Path(root) / STUDY_PLAN_FILE
+        record = read_json(path)
+        record = {"alpha": record.get("paper_matched_alpha")} if isinstance(record, dict) else None
+        if record is None or record["alpha"] is None:
+            return None
     alpha = record.get("alpha") if isinstance(record, dict) else None
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not math.isfinite(alpha):
-        raise ValueError(f"{Path(root) / MATCHED_ALPHA_FILE}: no numeric 'alpha'")
+        raise ValueError(f"{path}: no numeric 'alpha'")
     return float(alpha)
 
 

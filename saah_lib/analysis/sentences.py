@@ -163,9 +163,10 @@ def primary_paragraph(rows: list, plan: StudyPlan, level: float = LEVEL) -> str:
     where = (f" from {n_ws} warm starts taken as fixed strata, so the result is about these two" if n_ws == 2
              else f" from {n_ws} warm starts taken as a random factor" if n_ws > 2 else "")
     m = len(primary)
+    family = (f"a family of one test, at level {level:g} with a {percent(1 - level)} interval" if m == 1 else
+              f"Bonferroni over its {m} tests: each at level {level / m:.4g}, intervals at {percent(1 - level / m)}")
     parts = [f"Primary comparison, fixed in the study plan before the runs: {plan.describe()}, over "
-             f"{_seeds(primary[0].n_units)}{where} (Bonferroni over its {m} tests: each at level "
-             f"{level / m:.4g}, intervals at {percent(1 - level / m)})."]
+             f"{_seeds(primary[0].n_units)}{where} ({family})."]
     for row in primary:
         parts.append(row_sentence(row, level))
         if row.key == "train_var":

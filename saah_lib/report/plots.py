@@ -105,6 +105,10 @@ HEALTH_NAMED = 3  # flagged runs named in a figure's title (the tables name them
 SYMLOG_FROM = 2.0  # alphas beyond this (the CPU studies' paper-matched one) put the alpha axis on a symlog scale
 
 
+#: The most panels of one kind side by side; more wrap into further rows.
+PANELS_PER_ROW = 3
+
+
 def _fig(ncols: int = 1, nrows: int = 1, w: float = 4.6, h: float = 3.2, min_width: float = 6.4,
          **kw) -> tuple[Figure, np.ndarray]:
     # at least min_width inches wide, so the shared legend and titles fit with a single panel
@@ -224,9 +228,12 @@ def plot_pass_at_1(rs: ResultSet) -> Figure | None:
               and len(_groups(rs.checkpoints, m))]
     if not models:
         return None
-    fig, axes = _fig(ncols=len(models))
+    ncols = min(len(models), PANELS_PER_ROW)  # six warm starts wrap into two rows, not one strip
+    fig, axes = _fig(ncols=ncols, nrows=math.ceil(len(models) / ncols))
     for ax, model in zip(axes.flat, models):
         _trajectory_panel(ax, rs, model)
+    for ax in list(axes.flat)[len(models):]:
+        ax.set_visible(False)
     _fig_legend(fig, axes)
     fig.suptitle(_suptitle(rs, "Pass@1 during training"), fontsize=10)
     return fig

@@ -23,7 +23,7 @@ from saah_lib.jsonio import read_json
 from saah_lib.method.methods import ALPHA_RANGE, MAIN_ALPHA
 from saah_lib.paths import PAPER_REPORTED, repo_relative
 from saah_lib.report.latex import tex_escape
-from saah_lib.rundir.layout import ALPHA_RANGE_FILE, MATCHED_ALPHA_FILE, WARMSTART_RECORD_FILE
+from saah_lib.rundir.layout import ALPHA_RANGE_FILE, MATCHED_ALPHA_FILE, WARMSTART_RECORD_FILE, WARMSTART_RECORDS_FILE
 
 #: Written beside the matched alpha by ``python -m saah_lib.studies.matched_alpha --range <root>``.
 
@@ -143,7 +143,7 @@ def whole_sentence(summary: dict) -> str:
 # several studies at once
 # ---------------------------------------------------------------------------
 
-STUDY_NAMES = {"mini": "mini study", "extended": "extended study"}
+STUDY_NAMES = {"mini": "mini study", "extended": "extended study", "confirm": "confirmatory study"}
 
 
 def _tt(path) -> str:
@@ -236,22 +236,26 @@ def _verdict(row: dict, key: str, level: float) -> str:
             f"{num(row['mde'], key)} would go unseen)")
 
 
-def _discount_clause(summary: dict, root: Path, a_label: str) -> str:
-    """At which discount the primary arm ran, in the terms of the paper-matched alpha measurement."""
+def _discount_clause(summary: dict, root: Path, a_label: str, matched_here: bool = True) -> str:
+    """At which discount the primary arm ran, in the terms of the paper-matched alpha measurement in ``root``;
+    ``matched_here``: ``root`` is the study's own (its runs' drift of the weight is then told too), else the
+    study ran the alpha another study matched."""
     record = read_json(Path(root) / MATCHED_ALPHA_FILE, default={}) or {}
     plan = summary.get("plan") or {}
-    alpha = plan.get("primary", {}).get("a", {}).get("alpha")
+    arm = plan.get("primary", {}).get("a", {})
+    alpha = arm.get("alpha")
     if record and alpha is not None and math.isclose(alpha, record.get("alpha", math.nan)):
-        drift = (read_json(Path(root) / ALPHA_RANGE_FILE, default={}) or {}).get("weight_drift") or {}
-        by_ws = (drift.get("methods") or {}).get(plan.get("primary", {}).get("a", {}).get("method", "sa")) or {}
         later = ""
-        if by_ws:
+        drift = (read_json(Path(root) / ALPHA_RANGE_FILE, default={}) or {}).get("weight_drift") or {}
+        by_ws = (drift.get("methods") or {}).get(arm.get("method", "sa")) or {}
+        if matched_here and by_ws:
             during = [d["during"]["mean"] for d in by_ws.values()]
-            later = (f", rising to {min(during):.2f}" + (f"--{max(during):.2f}" if f"{min(during):.2f}" !=
-                                                         f"{max(during):.2f}" else "") + " on average during training")
+            low, high = f"{min(during):.2f}", f"{max(during):.2f}"
+            later = f", rising to {low}" + (f"--{high}" if low != high else "") + " on average during training"
+        where = "" if matched_here else f", measured on the warm start of {_tt(root)}"
         return (f"at the paper's discount level ({a_label}: a mean weight of "
                 f"{record['weight_neg_mean']['at_alpha']:.2f} on negative-advantage rollouts at the start of "
-                f"training{later}, against {record['target']['target']:.2f} in the paper's log)")
+                f"training{where}{later}, against {record['target']['target']:.2f} in the paper's log)")
     if record and alpha is not None and math.isclose(alpha, MAIN_ALPHA):
         return (f"at a weaker discount than the paper's ({a_label}: a mean weight of "
                 f"{record['weight_neg_mean']['at_main_alpha']:.2f} on negative-advantage rollouts at the start of "
@@ -259,12 +263,16 @@ def _discount_clause(summary: dict, root: Path, a_label: str) -> str:
     return f"at $\\alpha={alpha:g}$" if alpha is not None else ""
 
 
+def _headline_study(summaries: dict[str, dict]) -> str | None:
+    """The study whose primary comparison leads: the confirmatory one, else the largest with a primary row."""
+    return next((k for k in ("confirm", "extended", "mini") if _primary(summaries.get(k), "final")), None)
+
+
 def closing_text(summaries: dict[str, dict], roots: dict[str, Path]) -> str:
-    """Two or three sentences: what the largest study's primary comparison supports, and what it cannot."""
-    usable = [k for k in ("extended", "mini") if _primary(summaries.get(k), "final")]
-    if not usable:
+    """Two or three sentences: what the leading study's primary comparison supports, and what it cannot."""
+    study = _headline_study(summaries)
+    if study is None:
         return ""
-    study = usable[0]
     summary = summaries[study]
     final, var = _primary(summary, "final"), _primary(summary, "train_var")
     level = summary["level"]
@@ -272,7 +280,9 @@ def closing_text(summaries: dict[str, dict], roots: dict[str, Path]) -> str:
     where = f" from {n_ws} independently built warm starts" if n_ws > 1 else " from one warm start"
     a_label = tex_text(final["a"])
     text = (f"In the CPU {STUDY_NAMES.get(study, study)}'s primary comparison, fixed before its runs "
-            f"({a_label} against GRPO over {final['n_units']} seed pairs{where}), final Pass@1 differs by "
+            f"({a_label} against GRPO over {final['n_units']} seed pairs{where}"
+            + (f", {final['n_problems']:,} evaluation problems" if final.get("n_problems") else "")
+            + "), final Pass@1 differs by "
             f"{num(final['diff'], 'final', True)} ({_percent(final)} CI [{num(final['ci_low'], 'final', True)}, "
             f"{num(final['ci_high'], 'final', True)}]): {_verdict(final, 'final', level)}")
     if var is not None:
@@ -285,14 +295,136 @@ def closing_text(summaries: dict[str, dict], roots: dict[str, Path]) -> str:
                      f"{num(within['diff'], 'train_var_within', True)} (paired t p = {within['p_value']:.3f})")
     text += ". "
     build = read_json(Path(roots[study]) / WARMSTART_RECORD_FILE, default={}) or {}
-    params = build.get("parameters")
+    builds = read_json(Path(roots[study]) / WARMSTART_RECORDS_FILE, default={}) or {}  # a study of several
+    params = build.get("parameters") or next((b.get("parameters") for b in builds.values()), None)
     model = f"a {params / 1e6:.1f}M-parameter model" if isinstance(params, (int, float)) else "a tiny model"
-    clause = _discount_clause(summary, roots[study], a_label)
+    # the confirmatory study runs the alpha the extended study matched; its own root measures none
+    own = (Path(roots[study]) / MATCHED_ALPHA_FILE).is_file()
+    clause = _discount_clause(summary, roots[study] if own else roots.get("extended", roots[study]), a_label,
+                              matched_here=own)
     text += (f"These runs train {model} on synthetic arithmetic problems{' ' + clause if clause else ''}: they test "
              "the selective discount's effect "
              "on such a model, and cannot confirm or refute the paper's GSM8K accuracies at 1.5B and 3B "
              "parameters.\n")
     return text
+
+
+def headline_text(summaries: dict[str, dict]) -> str:
+    """One sentence for the abstract: the leading study's primary result on final Pass@1 with its MDE."""
+    study = _headline_study(summaries)
+    if study is None:
+        return ""
+    row = _primary(summaries[study], "final")
+    level = summaries[study]["level"]
+    design = (f"{row['n_units']} seed pairs from {row['n_warm_starts']} warm starts"
+              + (f", {row['n_problems']:,} evaluation problems" if row.get("n_problems") else ""))
+    kind = ("pre-registered confirmatory study" if study == "confirm" else STUDY_NAMES.get(study, study))
+    verdict = ("established" if established(row["p_adjusted"], row["ci_low"], row["ci_high"], level)
+               else "not established")
+    return (f"In our {kind} ({design}), {tex_text(row['a'])} minus GRPO in final Pass@1 is "
+            f"{num(row['diff'], 'final', True)} ({_percent(row)} CI [{num(row['ci_low'], 'final', True)}, "
+            f"{num(row['ci_high'], 'final', True)}], adjusted $p$ = {row['p_adjusted']:.3f}): {verdict}; the "
+            f"smallest difference that design detects with 80\\% power is {num(row['mde'], 'final')}.\n")
+
+
+def provenance_text(root: Path | None) -> str:
+    """The design a study's plan fixed and the commits its runs record ("" without runs): whether each ran a
+    clean checkout (no ``-dirty``)."""
+    if root is None or not (Path(root) / "runs").is_dir():
+        return ""
+    plan = read_json(Path(root) / "study_plan.json", default={}) or {}
+    commits = [str((read_json(p, default={}) or {}).get("git_commit", "unknown"))
+               for p in sorted(Path(root).glob("runs/*/config.json"))]
+    if not commits:
+        return ""
+    clean = [c for c in commits if c != "unknown" and not c.endswith("-dirty")]
+    distinct = ", ".join(f"\\texttt{{{c[:7]}}}" + ("" if not c.endswith("-dirty") else "-dirty")
+                         for c in sorted(set(commits)))
+    evaluation = plan.get("evaluation") or {}
+    design = ""
+    if plan.get("warm_starts") and plan.get("seeds"):
+        design = (f"Its plan ({_tt(Path(root) / 'study_plan.json')}) fixes {len(plan['warm_starts'])} newly built "
+                  f"warm starts $\\times$ {len(plan['seeds'])} training seeds, {len(plan.get('pairs', []))} "
+                  f"comparisons with GRPO, {evaluation.get('n_eval', '?'):,} evaluation problems (data seed "
+                  f"{evaluation.get('data_seed', '?')}), the test and the rule before any run. ")
+    verb = "record" if len(commits) > 1 else "records"
+    state = ("with no local changes" if len(clean) == len(commits) else
+             f"{len(commits) - len(clean)} of them with local changes or none recorded")
+    noun = "commit" if len(set(commits)) == 1 else "commits"
+    return f"{design}Its {len(commits)} runs {verb} {noun} {distinct}, {state}.\n"
+
+
+# ---------------------------------------------------------------------------
+# what a later study says of an earlier one's claims
+# ---------------------------------------------------------------------------
+
+def claim_status(earlier: dict | None, later: dict | None, level: float) -> str:
+    """What the later study's row says of the earlier study's claim on the same comparison and quantity.
+
+    confirmed: both established, same sign; overturned: both established, opposite signs; not confirmed: the
+    earlier one established, the later one not; newly established: only the later one; still not established:
+    neither; not tested: the later study has no such row."""
+    if later is None:
+        return "not tested"
+    was = earlier is not None and established(earlier["p_adjusted"], earlier["ci_low"], earlier["ci_high"], level)
+    now = established(later["p_adjusted"], later["ci_low"], later["ci_high"], level)
+    if was and now:
+        return "confirmed" if (earlier["diff"] > 0) == (later["diff"] > 0) else "overturned"
+    if was:
+        return "not confirmed"
+    return "newly established" if now else "still not established"
+
+
+def _claim_cell(row: dict | None, level: float) -> str:
+    if row is None:
+        return "--"
+    mark = "*" if established(row["p_adjusted"], row["ci_low"], row["ci_high"], level) else ""
+    p = f"{row['p_adjusted']:.3f}" if math.isfinite(row["p_adjusted"]) else "n/a"
+    return f"{num(row['diff'], row['key'], True)}{mark} ({p})"
+
+
+def earlier_claims_rows(later: dict, earlier: dict) -> list[dict]:
+    """Every comparison the earlier study made that the later one repeats, and every one the earlier study
+    established, with both rows and :func:`claim_status` (the earlier study's order)."""
+    level = later["level"]
+    out = []
+    for row in earlier["rows"]:
+        again = _same_pair(later, row, row["key"])
+        was = established(row["p_adjusted"], row["ci_low"], row["ci_high"], earlier["level"])
+        if again is None and not (was or row["primary"]):
+            continue
+        out.append({"a": row["a"], "b": row["b"], "quantity": row["quantity"], "key": row["key"],
+                    "earlier": row, "later": again, "status": claim_status(row, again, level)})
+    return out
+
+
+def earlier_claims_table(later: dict | None, earlier: dict | None) -> str:
+    """The confirmatory study's verdict on each of the extended study's comparisons, as a LaTeX table
+    ("" unless both studies have rows)."""
+    if not later or not earlier or not later["rows"] or not earlier["rows"]:
+        return ""
+    rows = earlier_claims_rows(later, earlier)
+    lines, previous = [], None
+    for r in rows:  # the comparison is named on its first row only
+        pair = f"{tex_text(r['a'])} vs {tex_text(r['b'])}"
+        if previous is not None and pair != previous:
+            lines.append("\\addlinespace")
+        lines.append(f"{pair if pair != previous else ''} & {tex_escape(r['quantity'])} & "
+                     f"{_claim_cell(r['earlier'], earlier['level'])} & {_claim_cell(r['later'], later['level'])} & "
+                     f"{r['status']} \\\\")
+        previous = pair
+    body = "\n".join(lines)
+    counts = {s: sum(r["status"] == s for r in rows) for s in dict.fromkeys(r["status"] for r in rows)}
+    tally = "; ".join(f"{n} {s}" for s, n in counts.items())
+    return ("\\begin{table}[ht]\n\\centering\\footnotesize\n"
+            "\\begin{tabular}{>{\\raggedright\\arraybackslash}p{3.4cm}>{\\raggedright\\arraybackslash}p{3.3cm}rrl}\n"
+            "\\toprule\n"
+            "Comparison & Quantity & Extended & Confirmatory & Reading \\\\\n\\midrule\n" + body
+            + "\n\\bottomrule\n\\end{tabular}\n"
+            f"\\caption{{What the confirmatory study says of the extended study's comparisons ({tally}). "
+            "Each study's cell: $\\Delta$ (A minus B) with its $p$ adjusted within that study's family; "
+            "* established. Comparisons the confirmatory study does not repeat are listed when the extended study "
+            "established them or made them its primary one.}\n\\label{tab:earlier-claims}\n\\end{table}\n")
 
 
 def sources_tex(present: dict[str, bool], names: list[str]) -> str:

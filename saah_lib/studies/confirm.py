@@ -32,13 +32,13 @@ from saah_lib.analysis.plan import Arm, StudyPlan, write_plan
 from saah_lib.analysis.significance import LEVEL, POWER, t_mde
 from saah_lib.method.methods import MAIN_ALPHA
 from saah_lib.models.names import tiny_warm_start_name
-from saah_lib.paths import RESULTS
+from saah_lib.jsonio import atomic_write_text
+from saah_lib.paths import CONFIRM_ROOT, repo_relative
 from saah_lib.rundir import layout
 from saah_lib.studies.runner import Plan, baseline_job, record_warm_start, run_job, warm_start_job
 from saah_lib.training.config import make_config
 
 STUDY = "confirm"
-CONFIRM_ROOT = RESULTS / "confirm"  # committed with the study; its study_plan.json was committed first, alone
 WARM_STARTS = tuple(range(2, 8))  # build seeds; 0 and 1 are the extended study's
 SEEDS = tuple(range(5))
 N_EVAL = 1000
@@ -87,6 +87,21 @@ def projected_mde(s2_warm_start: float, s2_seed: float, s2_problem: float, s2_in
 def write_confirm_plan(root: str | Path, matched_alpha: float = MATCHED_ALPHA) -> Path:
     """Write the plan as ``<root>/study_plan.json`` (before any run); returns the path."""
     return write_plan(root, confirm_plan(matched_alpha))
+
+
+def carry_plan(root: str | Path) -> Path:
+    """``<root>/study_plan.json``, copied byte for byte from the committed pre-registration when ``root`` is
+    another root (a rerun) without one; a plan already there must be those bytes."""
+    committed = CONFIRM_ROOT / layout.STUDY_PLAN_FILE
+    target = Path(root) / layout.STUDY_PLAN_FILE
+    if target.resolve() == committed.resolve():
+        return target
+    if target.exists():
+        if target.read_bytes() != committed.read_bytes():
+            raise ValueError(f"{target} is not the committed plan {repo_relative(committed)}: another study's root?")
+        return target
+    atomic_write_text(target, committed.read_text(encoding="utf-8"))
+    return target
 
 
 def run_config(root: Path, method: str, alpha: float, seed: int, warm_start: int, steps: int | None = None):

@@ -24,7 +24,7 @@ from saah_lib.paths import BENCH_RESULTS, LOCAL_RESULTS, MINI_ROOT, RERUN_ROOT, 
 from saah_lib.rundir import layout
 from saah_lib.rundir.lock import FolderLockedError, study_lock
 from saah_lib.rundir.manifest import write_manifest
-from saah_lib.studies import extended, mini
+from saah_lib.studies import confirm, extended, mini
 from saah_lib.studies.engine import TaskFailed
 from saah_lib.studies.plans import PAPER_SEED, STUDIES, ablation_plan, study_plan
 from saah_lib.studies.runner import Job, Plan, estimate, job_state, pending, run_plan
@@ -43,8 +43,9 @@ LOG_MB_PER_STEP = 0.008  # a tiny run's logs: results/mini/runs/*/ hold about 0.
 
 
 def default_root(study: str, command: str) -> Path | None:
-    """``plan`` reads a study's own root; ``run`` of a committed study writes a rerun root (never the committed one)."""
-    if study in ("mini", "extended") and command == "run":
+    """``plan`` reads a study's own root; ``run`` of a committed study writes a rerun root (never the committed one:
+    the confirmatory study was trained into ``results/confirm`` with ``--results-dir results/confirm``)."""
+    if study in ("mini", "extended", "confirm") and command == "run":
         return RERUN_ROOT / study
     if study == "paper":
         return LOCAL_RESULTS / "paper"
@@ -217,8 +218,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("command", choices=("plan", "run"), help="plan: print it; run: build and train what is missing")
     parser.add_argument("study", choices=STUDIES)
     parser.add_argument("--results-dir", type=in_repo, default=None,
-                        help="the study's results root (plan: the study's own; run: results/rerun/<study> for mini "
-                             "and extended, results/local/<study> otherwise)")
+                        help="the study's results root (plan: the study's own; run: results/rerun/<study> for the "
+                             "committed studies mini, extended and confirm, results/local/<study> otherwise)")
     parser.add_argument("--seeds", type=int, nargs="+", default=None,
                         help=f"training seeds (paper: 0 unless given; the paper's own seed, as in the README: --seeds {PAPER_SEED})")
     parser.add_argument("--runs", nargs="+", default=None, help="only these run ids of the plan")
@@ -260,6 +261,11 @@ def main(argv=None) -> int:
         head, tail = extended_summary(plan, args.seeds, args.steps, slots) if plan.study == "extended" else ([], [])
         print("\n".join([*head, describe(plan, seconds, source, slots), *tail]))
         return 0
+    if plan.study == "confirm":
+        try:  # a rerun is read as the committed study is: by its pre-registered plan
+            confirm.carry_plan(plan.root)
+        except ValueError as err:
+            parser.exit(2, f"error: {err}\n")
     try:
         run_study(plan, address=args.address, max_retries=args.max_retries, step_seconds=seconds, slots=slots)
     except FolderLockedError as err:

@@ -110,3 +110,21 @@ def test_the_paper_matched_alpha_joins_the_main_comparison_and_runs_carry_their_
     (root / MATCHED_ALPHA_FILE).write_text(json.dumps({"alpha": "x"}))
     with pytest.raises(ValueError, match="numeric 'alpha'"):
         ResultSet.from_runs(root)
+
+
+def test_the_paper_matched_alpha_comes_from_the_root_or_else_from_its_plan(tmp_path):
+    import json
+
+    from saah_lib.analysis.resultset import matched_alpha
+
+    assert matched_alpha(tmp_path) is None
+    (tmp_path / "study_plan.json").write_text(json.dumps({"study": "confirm", "paper_matched_alpha": 5.9}))
+    assert matched_alpha(tmp_path) == 5.9  # a study that runs another study's matched alpha
+    (tmp_path / "paper_matched_alpha.json").write_text(json.dumps({"alpha": 6.1}))
+    assert matched_alpha(tmp_path) == 6.1  # measured there: that one
+    (tmp_path / "paper_matched_alpha.json").unlink()
+    (tmp_path / "study_plan.json").write_text(json.dumps({"study": "mini"}))
+    assert matched_alpha(tmp_path) is None
+    (tmp_path / "study_plan.json").write_text(json.dumps({"paper_matched_alpha": "six"}))
+    with pytest.raises(ValueError, match="study_plan.json: no numeric 'alpha'"):
+        matched_alpha(tmp_path)

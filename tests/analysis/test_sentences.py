@@ -55,6 +55,16 @@ def test_sentence_established_primary_result(two_arms):
     assert "none of the 33 runs" not in text and "none of the 6 runs breaks a health rule" in text
 
 
+def test_a_primary_family_of_one_is_said_so_not_as_bonferroni_over_one(two_arms):
+    from saah_lib.analysis.plan import StudyPlan
+
+    runs = two_arms({0: 300, 1: 290, 2: 305}, {0: 100, 1: 95, 2: 102}, n=400)
+    plan = StudyPlan("one", (SA, GRPO), ((SA, GRPO),), quantities=("final",))
+    text = paragraph(compare_pairs(runs, plan.pairs, plan=plan), plan=plan, runs=runs)
+    assert "over 3 seed pairs (a family of one test, at level 0.05 with a 95% interval)." in text
+    assert "Bonferroni over its 1" not in text
+
+
 def test_sentence_no_difference_always_gives_the_mde(two_arms):
     runs = two_arms({0: 20, 1: 21, 2: 19}, {0: 20, 1: 20, 2: 20})
     plan = default_plan()

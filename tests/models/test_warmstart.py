@@ -223,7 +223,7 @@ def test_a_short_build_under_the_pinned_numerics_has_the_committed_weights(tmp_p
     digest = hashlib.sha256((model / "model.safetensors").read_bytes()).hexdigest()
     assert digest == SHORT_BUILD_SHA256, "other weights than under the pinned numerics (torch still 2.13.0?)"
 def test_a_build_says_at_once_what_it_does_and_how_far_it_is(tmp_path, capsys):
-    # progress=True with output that is not a terminal (as under papermill --log-output or in a log file)
+    # progress=True with output that is not a terminal (as under papermill --stdout-file /dev/stdout or in a log file)
     build_warm_start(tmp_path / "model", seed=0, settings=TINY, progress=True)
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("building the tiny warm start in ") and "(once, then cached" in lines[0]

@@ -260,3 +260,16 @@ def test_flagged_runs_are_named_in_every_figure_title(results_root, monkeypatch)
     rs.runs.loc[rs.runs["run_id"] == first, ["flagged", "health"]] = [True, "KL up to 0.200, above 0.1"]
     figs = all_figures(rs)
     assert figs and all(first in f._suptitle.get_text() for f in figs.values())
+
+
+def test_six_warm_starts_wrap_into_rows_of_three_panels(tmp_path, run_maker):
+    from saah_lib.report.plots import PANELS_PER_ROW, plot_pass_at_1
+
+    for w in range(6):
+        for method, alpha in (("grpo", 0.0), ("sa", 0.5)):
+            run_maker(tmp_path, f"{method}-w{w}", f"tiny-w{w}", method, alpha, 0, steps=10, eval_every=5)
+    fig = plot_pass_at_1(ResultSet.from_runs(tmp_path))
+    shown = [ax for ax in fig.axes if ax.get_visible()]
+    assert len(shown) == 6 and PANELS_PER_ROW == 3
+    assert len({round(ax.get_position().y0, 3) for ax in shown}) == 2  # two rows
+    assert len({round(ax.get_position().x0, 3) for ax in shown}) == 3  # of three

@@ -8,11 +8,16 @@ import pytest
 
 from saah_lib.paths import MINI_ROOT
 from saah_lib.report.texts import (
+    claim_status,
     closing_text,
     defer_text,
+    earlier_claims_rows,
+    earlier_claims_table,
+    headline_text,
     left_out_warning,
     overlap_text,
     primary_sentence,
+    provenance_text,
     secondary_sentence,
     sources_tex,
     tex_text,
@@ -215,3 +220,64 @@ def test_the_real_model_paragraph_states_the_measurement_and_its_command():
         assert part in text, part
     within = real_model_text({**record, "at_paper_alpha": {"alpha": 0.5, "mean_negative_weight": 0.5}})
     assert "within the range of the paper's log" in within
+
+
+def _claim_row(diff, lo, hi, p_adjusted, a="SA-AH-GRPO (α=5.9)", b="GRPO", key="final", primary=False):
+    return {**_row(key, diff, lo, hi, p_adjusted, 0.02, a=a), "b": b, "primary": primary, "quantity": key}
+
+
+@pytest.mark.parametrize("earlier, later, status", [
+    ((0.03, 0.01, 0.05, 0.01), (0.02, 0.005, 0.035, 0.02), "confirmed"),
+    ((0.03, 0.01, 0.05, 0.01), (-0.02, -0.035, -0.005, 0.02), "overturned"),
+    ((0.03, 0.01, 0.05, 0.01), (0.01, -0.005, 0.025, 0.2), "not confirmed"),
+    ((0.01, -0.01, 0.03, 0.3), (0.02, 0.005, 0.035, 0.02), "newly established"),
+    ((0.01, -0.01, 0.03, 0.3), (0.01, -0.005, 0.025, 0.2), "still not established"),
+])
+def test_claim_status_reads_both_verdicts(earlier, later, status):
+    assert claim_status(_claim_row(*earlier), _claim_row(*later), 0.05) == status
+    assert claim_status(_claim_row(*earlier), None, 0.05) == "not tested"
+
+
+def test_earlier_claims_keep_repeated_established_and_primary_comparisons():
+    extended = {"level": 0.05, "rows": [
+        _claim_row(0.019, -0.001, 0.038, 0.06, primary=True),                           # repeated, primary
+        _claim_row(0.038, 0.012, 0.063, 0.003, b="AH-GRPO (α=5.9)"),                     # not repeated, established
+        _claim_row(-0.019, -0.05, 0.013, 0.4, a="AH-GRPO (α=5.9)"),                       # not repeated, not established
+    ]}
+    confirm = {"level": 0.05, "rows": [_claim_row(0.025, 0.008, 0.042, 0.01, primary=True)]}
+    rows = earlier_claims_rows(confirm, extended)
+    assert [(r["a"], r["b"], r["status"]) for r in rows] == [
+        ("SA-AH-GRPO (α=5.9)", "GRPO", "newly established"), ("SA-AH-GRPO (α=5.9)", "AH-GRPO (α=5.9)", "not tested")]
+    table = earlier_claims_table(confirm, extended)
+    assert "+0.019 (0.060) & +0.025* (0.010) & newly established" in table
+    assert "(1 newly established; 1 not tested)" in table and "\\label{tab:earlier-claims}" in table
+    assert earlier_claims_table(None, extended) == "" and earlier_claims_table(confirm, {"rows": []}) == ""
+
+
+def test_the_headline_is_the_confirmatory_studys_primary_result_with_its_mde():
+    extended = _summary(_row("final", 0.019, -0.001, 0.038, 0.06, 0.026), _row("train_var", 0.05, -0.004, 0.11, 0.07, 0.08))
+    confirm_row = {**_row("final", 0.004, -0.008, 0.016, 0.45, 0.017, n=30, ws=6), "confidence": 0.95,
+                   "n_problems": 1000}
+    confirm = {"level": 0.05, "rows": [confirm_row]}
+    text = headline_text({"extended": extended, "confirm": confirm})
+    assert text.startswith("In our pre-registered confirmatory study (30 seed pairs from 6 warm starts, 1,000 "
+                           "evaluation problems)")
+    assert "+0.004 (95\\% CI [-0.008, +0.016], adjusted $p$ = 0.450): not established" in text and "is 0.017." in text
+    assert headline_text({"extended": extended}).startswith("In our extended study (20 seed pairs from 2 warm starts)")
+    assert headline_text({}) == ""
+
+
+def test_provenance_names_the_commits_the_runs_record(tmp_path):
+    assert provenance_text(tmp_path) == ""
+    (tmp_path / "study_plan.json").write_text(json.dumps({
+        "warm_starts": ["w2", "w3"], "seeds": [0, 1], "pairs": [[{}, {}]],
+        "evaluation": {"n_eval": 1000, "data_seed": 2026}}))
+    for i, commit in enumerate(["abd6ec6f00", "abd6ec6f00"]):
+        (tmp_path / "runs" / f"r{i}").mkdir(parents=True)
+        (tmp_path / "runs" / f"r{i}" / "config.json").write_text(json.dumps({"git_commit": commit}))
+    text = provenance_text(tmp_path)
+    assert "2 newly built warm starts $\\times$ 2 training seeds, 1 comparisons with GRPO, 1,000 evaluation" in text
+    assert text.endswith("Its 2 runs record commit \\texttt{abd6ec6}, with no local changes.\n")
+    (tmp_path / "runs" / "r1" / "config.json").write_text(json.dumps({"git_commit": "5a9da52aa-dirty"}))
+    assert ("record commits \\texttt{5a9da52}-dirty, \\texttt{abd6ec6}, 1 of them with local changes or none "
+            "recorded.") in provenance_text(tmp_path)

@@ -2,6 +2,7 @@
 
 import json
 import math
+import subprocess
 
 import numpy as np
 import pytest
@@ -9,6 +10,7 @@ import pytest
 from saah_lib.analysis.crossed_simulation import gaussian_studies
 from saah_lib.analysis.plan import read_plan
 from saah_lib.analysis.significance import crossed_p_values, t_mde
+from saah_lib.paths import REPO_ROOT
 from saah_lib.studies.confirm import N_EVAL, confirm_plan, projected_mde, write_confirm_plan
 
 
@@ -60,3 +62,52 @@ def test_the_grid_plan_runs_every_arm_on_every_warm_start_and_seed_and_leaves_th
     assert len({j.name for j in plan.runs}) == 90 and all(j.name.startswith("confirm-") for j in plan.runs)
     assert not (tmp_path / "study_plan.json").exists()  # the pre-registration is committed, never rewritten
     assert [j.name for j in study_plan("confirm", root=tmp_path).jobs] == [j.name for j in plan.jobs]
+
+
+
+def _git(*args) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True, text=True)
+
+
+def test_the_plan_was_committed_alone_before_every_run_that_records_a_clean_commit():
+    from saah_lib.studies.confirm import CONFIRM_ROOT
+
+    plan_file = "results/confirm/study_plan.json"
+    history = _git("log", "--format=%H", "--", plan_file).stdout.split()
+    if not history or _git("rev-parse", "--is-shallow-repository").stdout.strip() != "false":
+        pytest.skip("no full git history of the plan here")
+    assert len(history) == 1, "the plan changed after its first commit"
+    (plan_commit,) = history
+    assert _git("show", "--format=", "--name-only", plan_commit).stdout.split() == [plan_file]  # alone
+    commits = {json.loads(p.read_text()).get("git_commit", "") for p in (CONFIRM_ROOT / "runs").glob("*/config.json")}
+    if not commits:
+        pytest.skip("the confirmatory study has no runs yet")
+    assert all(c and not c.endswith("-dirty") for c in commits), commits  # every run ran a clean checkout
+    for commit in commits:  # ... at or after the plan's commit
+        assert _git("merge-base", "--is-ancestor", plan_commit, commit).returncode == 0, commit
+
+
+def test_the_ancestry_check_can_fail():
+    first = _git("rev-list", "--max-parents=0", "HEAD").stdout.split()
+    if not first or _git("rev-parse", "--is-shallow-repository").stdout.strip() != "false":
+        pytest.skip("no full git history here")
+    assert _git("merge-base", "--is-ancestor", "HEAD", first[0]).returncode != 0 or first[0] == _git(
+        "rev-parse", "HEAD").stdout.strip()
+
+
+def test_a_rerun_goes_to_its_own_root_with_the_committed_plan_byte_for_byte(tmp_path):
+    from saah_lib.paths import RERUN_ROOT
+    from saah_lib.studies.confirm import CONFIRM_ROOT, carry_plan
+    from saah_lib.studies.grid import default_root
+
+    assert default_root("confirm", "run") == RERUN_ROOT / "confirm"  # never the committed root
+    assert default_root("confirm", "plan") is None  # plan reads the committed one
+    committed = (CONFIRM_ROOT / "study_plan.json").read_bytes()
+    assert carry_plan(tmp_path / "rerun").read_bytes() == committed
+    assert carry_plan(tmp_path / "rerun").read_bytes() == committed  # there already: kept
+    assert carry_plan(CONFIRM_ROOT) == CONFIRM_ROOT / "study_plan.json"
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "study_plan.json").write_text('{"study": "extended"}')
+    with pytest.raises(ValueError, match="is not the committed plan"):
+        carry_plan(tmp_path / "other")
+    assert (tmp_path / "other" / "study_plan.json").read_text() == '{"study": "extended"}'  # left alone
