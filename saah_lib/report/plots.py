@@ -624,13 +624,14 @@ PAIRED_PANELS = (("Pass@1 (A − B)", CHECKPOINTS), ("training-reward variance (
                  ("mean KL (A − B)", ("mean_kl",)))
 
 
-def plot_paired(rows: list[dict], level: float = LEVEL, warning: str = "") -> Figure | None:
+def plot_paired(rows: list[dict], level: float = LEVEL, warning: str = "", source: str = "") -> Figure | None:
     """Per pair of methods: Pass@1 (final, peak), training-reward variance and mean KL differences, seed by
     seed, with their mean, family interval and a grey band of +-MDE; the primary comparison on top.
 
     One full-width panel per quantity, one row per pair (and checkpoint), the pair named on the left and its
     statistics on the right, both outside the data so that no label covers a point.  ``warning`` (what a
-    tolerant reading left out) is printed under the title."""
+    tolerant reading left out) is printed under the title; ``source`` (the results root) is named in it, so
+    that two studies' figures never read the same."""
     if not rows:
         return None
     pairs = list(dict.fromkeys((r["a"], r["b"]) for r in sorted(rows, key=lambda r: not r["primary"])))
@@ -673,7 +674,8 @@ def plot_paired(rows: list[dict], level: float = LEVEL, warning: str = "") -> Fi
                Line2D([], [], color="0.4", ls="", marker="o", markerfacecolor="white",
                       label="mean (open: not established)")]
     fig.legend(handles=handles, loc="outside lower center", ncol=3, fontsize=7.5, frameon=False)
-    fig.suptitle("Paired differences, the seed as the unit: bars = CI of the crossed seed x problem t test at\n"
+    fig.suptitle(f"Paired differences{f' in {source}' if source else ''}, the seed as the unit: bars = CI of the "
+                 "crossed seed x problem t test at\n"
                  f"1 - {level:g}/m (m tests in the family); filled = established at {level:.0%} after Bonferroni; "
                  "right: n seed pairs, p, adjusted p, MDE" + (f"\nWARNING: {warning}" if warning else ""), fontsize=9)
     return fig

@@ -119,7 +119,8 @@ def _paired_table(summary: dict | None, s: Source, name: str, what: str) -> str:
 def _paired_figure(summary: dict | None):
     if not _rows(summary):
         return None
-    return plots.plot_paired(summary["rows"], summary["level"], texts.left_out_warning(summary))
+    return plots.plot_paired(summary["rows"], summary["level"], texts.left_out_warning(summary),
+                             source=summary.get("root", ""))
 
 
 #: Every output of a source, by name (the file is ``<prefix>_<name>`` plus the kind's suffix), in writing order.

@@ -126,8 +126,9 @@ def test_every_figure_in_the_paper_names_the_function_that_draws_it():
     tex = (REPO_ROOT / "paper" / "main.tex").read_text().splitlines()
     figures = [i for i, line in enumerate(tex) if re.match(r"\\(require|optional)figure\b", line)]
     assert len(figures) >= 3 * len(P.RESULT_FIGURES)
+    prefixes = [*render.STUDY_PREFIXES, "ours"]
     for i in figures:
-        stem = re.search(r"\{((?:reported|mini|ours|extended)_[a-z_0-9]+)\}", tex[i]).group(1)
+        stem = re.search(rf"\{{((?:{'|'.join(prefixes)})_[a-z_0-9]+)\}}", tex[i]).group(1)
         note = re.fullmatch(r"% (\w+): drawn by saah_lib\.report\.plots\.(\w+) "
                             r"\(saved by saah_lib\.report\.render\.write_outputs\)", tex[i - 1])
         assert note and note.group(1) == stem, tex[i]
@@ -273,3 +274,13 @@ def test_six_warm_starts_wrap_into_rows_of_three_panels(tmp_path, run_maker):
     assert len(shown) == 6 and PANELS_PER_ROW == 3
     assert len({round(ax.get_position().y0, 3) for ax in shown}) == 2  # two rows
     assert len({round(ax.get_position().x0, 3) for ax in shown}) == 3  # of three
+
+
+def test_a_paired_figure_names_its_results_root_so_two_studies_never_draw_the_same_title():
+    # the confirmatory and extended studies share their primary pair: without the root their titles matched
+    import json
+    summary = json.loads((REPO_ROOT / "paper" / "generated" / "extended_paired_evidence.json").read_text())
+    titles = {root: render._paired_figure({**summary, "root": root})._suptitle.get_text()
+              for root in ("results/extended", "results/confirm")}
+    assert titles["results/confirm"].startswith("Paired differences in results/confirm, the seed as the unit")
+    assert titles["results/extended"] != titles["results/confirm"]

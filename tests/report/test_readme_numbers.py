@@ -1,8 +1,9 @@
 """The README's and docs/results.md's result numbers are the generated ones, not typed-in copies that can go stale.
 
-Every decimal number (two or more decimals) in the README's "Results" section and in the powered study's section
-of docs/results.md must occur, with the same digits, in a file that code wrote from the committed results: the
-generated LaTeX and evidence JSON under paper/generated/, or a committed study's JSON records. A rerun that
+Every decimal number (two or more decimals) in the README's "Results" section and in the confirmatory and
+powered studies' sections of docs/results.md must occur, with the same digits, in a file that code wrote from
+the committed results: the generated LaTeX and evidence JSON under paper/generated/, or a committed study's
+JSON records. A rerun that
 changes a number without the prose being updated fails here; so does a number copied from the paper.
 """
 
@@ -31,7 +32,7 @@ def _section(text: str, heading: str) -> str:
 
 def _generated_numbers() -> set[str]:
     files = [*PAPER_TABLES.glob("*.tex"), *PAPER_TABLES.glob("*.json")]
-    for study in ("mini", "extended"):
+    for study in ("mini", "extended", "confirm"):
         files += [p for p in (RESULTS / study).glob("*.json") if p.name != "MANIFEST.json"]
     return {m.group(1) for f in files for m in NUMBER.finditer(f.read_text())}
 
@@ -47,6 +48,7 @@ def test_number_pattern_reads_signed_and_bracketed_values():
 
 
 SECTIONS = [("README.md", "Results"),
+            ("docs/results.md", "Confirmatory CPU study (pre-registered, committed under `results/confirm/`)"),
             ("docs/results.md", "Powered CPU study (`make extended`, committed under `results/extended/`)")]
 
 
