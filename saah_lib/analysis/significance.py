@@ -60,9 +60,9 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from scipy import optimize, stats
 
-MAX_EXACT_SEEDS = 24  # 2^24 sign patterns, enumerated in chunks (about a second); beyond that: random signs
-SIGN_CHUNK = 2**16  # sign patterns per block of the exact enumeration (bounds its memory)
-RANDOM_SIGN_PATTERNS = 200_000  # sign patterns drawn when there are too many seeds to enumerate
+MAX_EXACT_SEEDS = 40  # counted exactly from two halves of 2^20 sums each (well under a second); beyond: random
+SIGN_CHUNK = 2**16  # random sign patterns per block (bounds their memory)
+RANDOM_SIGN_PATTERNS = 200_000  # sign patterns drawn when there are too many seeds to count exactly
 POWER = 0.8
 LEVEL = 0.05
 MAX_UNITS_NEEDED = 10_000  # a seed count beyond this is reported as "more than" (no study could run it)
@@ -172,18 +172,32 @@ class SignFlipResult:
                 "n_negative": self.n_negative}
 
 
-def _sign_patterns(n: int, seed: int):
-    """Every one of the 2^n sign patterns in blocks (exact), or RANDOM_SIGN_PATTERNS random ones beyond
-    :data:`MAX_EXACT_SEEDS`; yields ``[k, n]`` arrays of +1/-1."""
-    if n <= MAX_EXACT_SEEDS:
-        bits = 1 << np.arange(n)
-        for start in range(0, 2**n, SIGN_CHUNK):
-            codes = np.arange(start, min(start + SIGN_CHUNK, 2**n))
-            yield np.where(codes[:, None] & bits, -1.0, 1.0)
-        return
+def _random_sign_patterns(n: int, seed: int):
+    """RANDOM_SIGN_PATTERNS seeded random sign patterns in blocks: ``[k, n]`` arrays of +1/-1."""
     rng = np.random.default_rng(seed)
     for start in range(0, RANDOM_SIGN_PATTERNS, SIGN_CHUNK):
         yield rng.choice((1.0, -1.0), size=(min(SIGN_CHUNK, RANDOM_SIGN_PATTERNS - start), n))
+
+
+def _signed_sums(values: np.ndarray) -> np.ndarray:
+    """``s @ values`` for every one of the 2^len(values) sign patterns ``s``."""
+    sums = np.zeros(1)
+    for v in values:
+        sums = np.concatenate([sums + v, sums - v])
+    return sums
+
+
+def _count_signed_sums_at_least(d: np.ndarray, threshold: float) -> int:
+    """How many of the 2^n sign patterns ``s`` give ``|s @ d| >= threshold``, counted exactly without listing
+    them: each half of ``d`` gets its 2^(n/2) signed sums, and for every sum of the first half a binary search in
+    the second half's sorted sums counts the partners that reach the threshold (meet in the middle)."""
+    half = d.size // 2
+    left, right = _signed_sums(d[:half]), np.sort(_signed_sums(d[half:]))
+    if threshold <= 0:
+        return left.size * right.size
+    at_or_above = right.size - np.searchsorted(right, threshold - left, side="left")
+    at_or_below = np.searchsorted(right, -threshold - left, side="right")
+    return int(at_or_above.sum() + at_or_below.sum())
 
 
 def _paired_values(x, y) -> tuple[np.ndarray, np.ndarray]:
@@ -202,7 +216,7 @@ def sign_flip_test(x, y, *, seed: int = 0) -> SignFlipResult:
     """Exact two-sided paired sign-flip (permutation) test of ``mean(x - y) = 0``.
 
     ``x[i]`` and ``y[i]`` are the two methods' summaries at seed ``i``.  Up to
-    :data:`MAX_EXACT_SEEDS` pairs every sign pattern is enumerated; beyond that
+    :data:`MAX_EXACT_SEEDS` pairs every sign pattern is counted (exactly, from two halves); beyond that
     :data:`RANDOM_SIGN_PATTERNS` random patterns (seeded) estimate the p-value,
     counting the observed pattern itself ((hits + 1) / (draws + 1)).
     """
@@ -212,11 +226,14 @@ def sign_flip_test(x, y, *, seed: int = 0) -> SignFlipResult:
     observed = abs(d.mean())
     # a relative tolerance so that sign patterns equal in exact arithmetic count as reaching the observed value
     tolerance = 1e-12 * max(1.0, np.abs(d).max())
-    hits = total = 0
-    for signs in _sign_patterns(n, seed):
-        hits += int((np.abs(signs @ d) / n >= observed - tolerance).sum())
-        total += len(signs)
-    p = hits / total if n <= MAX_EXACT_SEEDS else (hits + 1) / (total + 1)
+    if n <= MAX_EXACT_SEEDS:
+        p = _count_signed_sums_at_least(d, n * (observed - tolerance)) / 2**n
+    else:
+        hits = total = 0
+        for signs in _random_sign_patterns(n, seed):
+            hits += int((np.abs(signs @ d) / n >= observed - tolerance).sum())
+            total += len(signs)
+        p = (hits + 1) / (total + 1)
     return SignFlipResult(n=n, mean_diff=float(d.mean()), diffs=tuple(float(v) for v in d),
                           p_value=float(p), min_p=2.0 / 2**n if n else 1.0)
 

@@ -146,12 +146,32 @@ def test_sign_flip_beyond_the_exact_limit_draws_random_patterns():
     assert sign_flip_test(d, np.zeros(n)).p_value == r.p_value  # seeded
 
 
-def test_sign_flip_exact_enumeration_in_blocks_matches_brute_force():
+@pytest.mark.parametrize("n, ties", [(18, False), (17, False), (15, True)])
+def test_sign_flip_exact_count_from_two_halves_matches_brute_force(n, ties):
     rng = np.random.default_rng(11)
-    d = rng.normal(size=18)  # 2^18 patterns: several blocks
-    signs = np.array(list(itertools.product((1.0, -1.0), repeat=18)))
+    # ties: Pass@1 differences are multiples of 1/problems, so many sign patterns reach the observed mean exactly
+    d = rng.integers(-3, 4, size=n) / 200 if ties else rng.normal(size=n)
+    signs = np.array(list(itertools.product((1.0, -1.0), repeat=n)))
     expected = float((np.abs(signs @ d) >= abs(d.sum()) - 1e-12).mean())
-    assert sign_flip_test(d, np.zeros(18)).p_value == pytest.approx(expected, abs=1e-15)
+    assert sign_flip_test(d, np.zeros(n)).p_value == pytest.approx(expected, abs=1e-15)
+
+
+def test_sign_flip_with_thirty_seeds_is_exact_against_a_count_of_integer_sums():
+    # 30 seed pairs (the confirmatory study) are counted exactly: the reference counts the sign patterns of
+    # integer differences by convolving each pair's two signs into the distribution of the signed sum
+    rng = np.random.default_rng(5)
+    k = rng.integers(-12, 13, size=30)
+    counts = {0: 1}
+    for v in k:
+        nxt = {}
+        for total, c in counts.items():
+            for signed in (total + v, total - v):
+                nxt[signed] = nxt.get(signed, 0) + c
+        counts = nxt
+    expected = sum(c for total, c in counts.items() if abs(total) >= abs(k.sum())) / 2**30
+    r = sign_flip_test(k / 1000, np.zeros(30))
+    assert r.p_value == expected and r.min_p == 2 / 2**30
+    assert sign_flip_test(k / 1000, np.zeros(30), seed=1).p_value == expected  # no seed enters an exact count
 
 
 # --------------------------------------------------------------------- seed-level: paired t test
