@@ -3,6 +3,7 @@
 import fcntl
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -249,21 +250,45 @@ def _all_command_helps() -> dict:
     return json.loads(done.stdout.splitlines()[-1])
 
 
+def once_per_test_run(tmp_path_factory, name: str, build) -> Path:
+    """A file or folder ``name`` that ``build(path)`` writes once per test run: under pytest-xdist the workers of
+    one run share it through the run's id, the first to ask builds it and the others wait on a lock."""
+    run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    base = tmp_path_factory.getbasetemp()
+    shared = base / name if run_id is None else base.parent / f"{run_id}-{name}"
+    with open(f"{shared}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not shared.exists():
+            partial = shared.with_name(f"{shared.name}.partial")  # a build that failed half-way is not reused
+            shutil.rmtree(partial, ignore_errors=True) if partial.is_dir() else partial.unlink(missing_ok=True)
+            build(partial)
+            partial.rename(shared)
+    return shared
+
+
+@pytest.fixture(scope="session")
+def committed_report(tmp_path_factory) -> Path:
+    """The report rendered from the committed results as a fresh clone renders it (no runs of your own), once
+    per test run: ``tables/`` and ``figures/``, read by the byte-for-byte and the PDF tests."""
+    from saah_lib.paths import REPO_ROOT
+    from saah_lib.report.render import RUN_SOURCES, render_report
+
+    def render(out: Path) -> None:
+        (out / "no-local-runs").mkdir(parents=True)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.chdir(REPO_ROOT)  # captions name the results roots relative to the working directory
+            render_report({**RUN_SOURCES, "ours": out / "no-local-runs"}, tables_dir=out / "tables",
+                          figures_dir=out / "figures")
+    return once_per_test_run(tmp_path_factory, "committed-report", render)
+
+
 @pytest.fixture(scope="session")
 def command_help(tmp_path_factory):
     """``command_help(module)``: ``(exit status, stdout, stderr)`` of ``python -m <module> --help`` for every
     command of the package, all run once in one process, so that torch and TRL load once, not per command
     (each command prints its help from its own ``main``, as from a shell).  Under pytest-xdist the workers of
     one test run share that process's answer through a file named by the run's id."""
-    run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID")
-    if run_id is None:
-        raw = _all_command_helps()
-    else:
-        shared = tmp_path_factory.getbasetemp().parent / f"command_help-{run_id}.json"
-        with open(f"{shared}.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
-            if not shared.is_file():
-                shared.write_text(json.dumps(_all_command_helps()))
-            raw = json.loads(shared.read_text())
-    helps = {m: tuple(v) for m, v in raw.items()}
+    shared = once_per_test_run(tmp_path_factory, "command_help.json",
+                               lambda path: path.write_text(json.dumps(_all_command_helps())))
+    helps = {m: tuple(v) for m, v in json.loads(shared.read_text()).items()}
     return helps.__getitem__

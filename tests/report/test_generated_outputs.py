@@ -1,7 +1,7 @@
 """The committed tables and figures are exactly what the code makes from the committed results.
 
 Renders the whole report once (:func:`saah_lib.report.render.render_report`, what ``make figures`` runs) from
-``results/mini``, ``results/extended`` and ``results/paper_reported`` into a temporary folder and compares
+every committed results root and ``results/paper_reported`` into a temporary folder and compares
 bytes with ``paper/generated/`` and ``figures/``, so a change to the readers, summaries or formatting that
 moves any number (or a committed output edited by hand) fails here.
 """
@@ -11,22 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from saah_lib.paths import FIGURES, PAPER_TABLES, REPO_ROOT
-from saah_lib.report.render import CROSS_STUDY_FILES, RUN_SOURCES, render_report
+from saah_lib.paths import FIGURES, PAPER_TABLES
+from saah_lib.report.render import CROSS_STUDY_FILES, STUDY_PREFIXES
 
-PREFIXES = ("reported", "mini", "extended")
-
-
-@pytest.fixture(scope="module")
-def regenerated(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("regenerated")
-    # the user's own runs (results/local) are not part of the committed outputs: render as a fresh clone would
-    (out / "no-local-runs").mkdir()
-    sources = {**RUN_SOURCES, "ours": out / "no-local-runs"}
-    with pytest.MonkeyPatch.context() as mp:
-        mp.chdir(REPO_ROOT)  # captions name the results root relative to the working directory
-        render_report(sources, tables_dir=out / "tables", figures_dir=out / "figures")
-    return out
+PREFIXES = STUDY_PREFIXES  # the report's committed sources: the paper's numbers and every committed study
 
 
 def _sha256(path: Path) -> str:
@@ -43,21 +31,21 @@ def _compare(regenerated_dir: Path, committed_dir: Path, prefix: str, suffixes: 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("prefix", PREFIXES)
-def test_tables_and_evidence_regenerate_byte_identical(prefix, regenerated):
-    _compare(regenerated / "tables", PAPER_TABLES, prefix, {".tex", ".json"})
+def test_tables_and_evidence_regenerate_byte_identical(prefix, committed_report):
+    _compare(committed_report / "tables", PAPER_TABLES, prefix, {".tex", ".json"})
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("prefix", PREFIXES)
-def test_figures_regenerate_byte_identical(prefix, regenerated):
-    _compare(regenerated / "figures", FIGURES, prefix, {".pdf", ".png"})
+def test_figures_regenerate_byte_identical(prefix, committed_report):
+    _compare(committed_report / "figures", FIGURES, prefix, {".pdf", ".png"})
 
 
 @pytest.mark.slow
-def test_cross_study_texts_regenerate_byte_identical(regenerated):
+def test_cross_study_texts_regenerate_byte_identical(committed_report):
     """The overlap sentence, the mini study's pointer, the closing note and the source switches."""
     for name in CROSS_STUDY_FILES:
-        regenerated_text = (regenerated / "tables" / f"{name}.tex").read_bytes()
+        regenerated_text = (committed_report / "tables" / f"{name}.tex").read_bytes()
         assert regenerated_text == (PAPER_TABLES / f"{name}.tex").read_bytes(), name
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from saah_lib.paths import FIGURES, PAPER_TABLES, REPO_ROOT, RESULTS
-from saah_lib.report.render import OUTPUTS, RUN_SOURCES, file_stem, render_report, render_source
+from saah_lib.report.render import OUTPUTS, file_stem, render_source
 from saah_lib.rundir.layout import MATCHED_ALPHA_FILE
 
 PAPER = REPO_ROOT / "paper"
@@ -150,13 +150,9 @@ def test_both_studies_match_the_same_alpha_so_main_tex_prints_one_paragraph():
 
 
 @pytest.mark.slow
-def test_the_committed_report_prints_nothing_twice_and_no_overfull_box(tmp_path, monkeypatch):
+def test_the_committed_report_prints_nothing_twice_and_no_overfull_box(tmp_path, committed_report):
     # drawn afresh from the committed results, as `make paper` on a fresh clone does (no runs of your own)
-    (tmp_path / "no-local-runs").mkdir()
-    monkeypatch.chdir(REPO_ROOT)  # captions name the results roots relative to the working directory
-    render_report({**RUN_SOURCES, "ours": tmp_path / "no-local-runs"}, tables_dir=tmp_path / "generated",
-                  figures_dir=tmp_path / "figures")
-    text, log = build_pdf("main.tex", tmp_path / "generated", tmp_path / "figures", tmp_path / "build")
+    text, log = build_pdf("main.tex", committed_report / "tables", committed_report / "figures", tmp_path / "build")
     assert "Paired comparisons" in text
     assert layout_problems(text, log) == []
     assert "full-scale" not in text.lower() and "results/local" in text  # it points to local.pdf, shows none
