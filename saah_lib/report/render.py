@@ -57,7 +57,7 @@ from saah_lib.paths import (
     repo_relative,
 )
 from saah_lib.report import plots, tables, texts
-from saah_lib.rundir.layout import MANIFEST_FILE, MATCHED_ALPHA_FILE, TOPK_ERROR_FILE
+from saah_lib.rundir.layout import MANIFEST_FILE, MATCHED_ALPHA_FILE, STUDY_PLAN_FILE, TOPK_ERROR_FILE
 from saah_lib.rundir.lock import FolderLock
 from saah_lib.rundir.manifest import check_manifest
 
@@ -374,8 +374,18 @@ def cross_study_texts(read: list[Source], made: dict[str, dict]) -> dict[str, st
         "studies_real_model": texts.real_model_text(read_json(REAL_MODEL_RECORD, default=None)),
         "studies_headline": texts.headline_text(summaries),
         "studies_earlier_claims": texts.earlier_claims_table(summaries.get("confirm"), summaries.get("extended")),
-        "studies_confirm_provenance": texts.provenance_text(roots.get("confirm")),
+        "studies_confirm_provenance": _provenance(by_prefix.get("confirm")),
     }
+
+
+def _provenance(source: Source | None) -> str:
+    """What a study's plan fixed and which commits its runs recorded, from the source as read (its plan in the
+    paired evidence, its runs' configs in the result set)."""
+    runs = source.results.runs if source is not None else None
+    if runs is None or runs.empty:
+        return ""
+    commits = list(runs["git_commit"]) if "git_commit" in runs else [None] * len(runs)
+    return texts.provenance_text((source.paired or {}).get("plan"), commits, source.root / STUDY_PLAN_FILE)
 
 
 def plain_text(doc: str) -> str:

@@ -327,23 +327,20 @@ def headline_text(summaries: dict[str, dict]) -> str:
             f"smallest difference that design detects with 80\\% power is {num(row['mde'], 'final')}.\n")
 
 
-def provenance_text(root: Path | None) -> str:
-    """The design a study's plan fixed and the commits its runs record ("" without runs): whether each ran a
-    clean checkout (no ``-dirty``)."""
-    if root is None or not (Path(root) / "runs").is_dir():
-        return ""
-    plan = read_json(Path(root) / "study_plan.json", default={}) or {}
-    commits = [str((read_json(p, default={}) or {}).get("git_commit", "unknown"))
-               for p in sorted(Path(root).glob("runs/*/config.json"))]
+def provenance_text(plan: dict | None, commits: list, plan_path: Path) -> str:
+    """The design a study's plan fixed and the commits its runs record (``commits``: one per run as read, not a
+    string where none was recorded; "" without runs): whether each ran a clean checkout (no ``-dirty``)."""
     if not commits:
         return ""
+    commits = [c if isinstance(c, str) and c else "unknown" for c in commits]
+    plan = plan or {}
     clean = [c for c in commits if c != "unknown" and not c.endswith("-dirty")]
     distinct = ", ".join(f"\\texttt{{{c[:7]}}}" + ("" if not c.endswith("-dirty") else "-dirty")
                          for c in sorted(set(commits)))
     evaluation = plan.get("evaluation") or {}
     design = ""
     if plan.get("warm_starts") and plan.get("seeds"):
-        design = (f"Its plan ({_tt(Path(root) / 'study_plan.json')}) fixes {len(plan['warm_starts'])} newly built "
+        design = (f"Its plan ({_tt(plan_path)}) fixes {len(plan['warm_starts'])} newly built "
                   f"warm starts $\\times$ {len(plan['seeds'])} training seeds, {len(plan.get('pairs', []))} "
                   f"comparisons with GRPO, {evaluation.get('n_eval', '?'):,} evaluation problems (data seed "
                   f"{evaluation.get('data_seed', '?')}), the test and the rule before any run. ")
