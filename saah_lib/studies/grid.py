@@ -40,12 +40,14 @@ ADAM_BYTES_PER_PARAMETER = 12  # a float32 weight and Adam's two float32 moments
 ARCHITECTURES = {"Qwen/Qwen2.5-1.5B-Instruct": (1536, 28, 8960, 256),
                  "Qwen/Qwen2.5-3B-Instruct": (2048, 36, 11008, 256)}
 LOG_MB_PER_STEP = 0.008  # a tiny run's logs: results/mini/runs/*/ hold about 0.45 MB for 60 steps
+#: Studies committed with the repository: rerun into results/rerun/<study>, closed with a manifest when complete.
+COMMITTED_STUDIES = ("mini", "extended", "confirm")
 
 
 def default_root(study: str, command: str) -> Path | None:
     """``plan`` reads a study's own root; ``run`` of a committed study writes a rerun root (never the committed one:
     the confirmatory study was trained into ``results/confirm`` with ``--results-dir results/confirm``)."""
-    if study in ("mini", "extended", "confirm") and command == "run":
+    if study in COMMITTED_STUDIES and command == "run":
         return RERUN_ROOT / study
     if study == "paper":
         return LOCAL_RESULTS / "paper"
@@ -193,7 +195,7 @@ def run_study(plan: Plan, *, address: str | None, max_retries: int, step_seconds
             return []
         entries = run_plan(plan, Timings(plan.root / timings_file), address=address, max_retries=max_retries,
                            step_seconds=step_seconds, slots=slots)
-        if plan.study in ("mini", "extended", "confirm") and all(job_state(j)[0] == "done" for j in plan.runs):
+        if plan.study in COMMITTED_STUDIES and all(job_state(j)[0] == "done" for j in plan.runs):
             if plan.study == "mini":
                 mini.write_answer_kinds(plan.root)
             write_manifest(plan.root)
