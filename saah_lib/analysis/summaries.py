@@ -32,6 +32,8 @@ Missing data stays missing (NaN); nothing here interpolates or fills values.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 
@@ -130,9 +132,11 @@ def detrended_training_variance(train_log: pd.DataFrame, column: str = "reward_m
     x, y = rows["step"][keep].to_numpy(float), y[keep].to_numpy(float)
     if len(y) < 3:
         return float("nan")
-    slope, intercept = np.polyfit(x, y, 1)
-    residuals = y - (slope * x + intercept)
-    return float((residuals ** 2).sum() / (len(y) - 2))
+    # The line in closed form, every sum exact (math.fsum): np.polyfit goes through LAPACK, whose OpenBLAS
+    # kernels differ by CPU (AVX-512 or AVX2) in the last bits, so committed outputs would differ by machine.
+    dx, dy = x - math.fsum(x) / len(x), y - math.fsum(y) / len(y)
+    residuals = dy - (math.fsum(dx * dy) / math.fsum(dx * dx)) * dx
+    return math.fsum(residuals ** 2) / (len(y) - 2)
 
 
 def within_step_variance(train_log: pd.DataFrame, column: str = "reward_std") -> float:

@@ -97,6 +97,17 @@ def test_detrending_removes_a_trend_and_keeps_the_noise():
     assert math.isnan(S.detrended_training_variance(pd.DataFrame({"step": [1, 2, 3, 4], "reward_mean": [1, 2, 3, 4]})))
 
 
+def test_detrended_variance_does_not_depend_on_the_order_of_its_additions():
+    """A BLAS kernel of another CPU adds in another order; the committed outputs must not change with it.  The
+    series mirrored in time (last step first) is the same fit with the slope's sign flipped and the same
+    residuals added in reverse order: the same bits only if every sum is exact (np.polyfit's are not)."""
+    rng = np.random.default_rng(3)
+    steps, rewards = np.arange(1, 61), 0.01 * np.arange(1, 61) + rng.normal(0, 0.3, 60)
+    log = pd.DataFrame({"step": steps, "reward_mean": rewards})
+    mirrored = pd.DataFrame({"step": steps, "reward_mean": np.concatenate([rewards[:30], rewards[30:][::-1]])})
+    assert S.detrended_training_variance(mirrored) == S.detrended_training_variance(log)
+
+
 def test_within_step_variance_hand_computed():
     # second half of 4 steps: reward_std 1 and 3 -> variances 1 and 9 -> mean 5
     log = pd.DataFrame({"step": [1, 2, 3, 4], "reward_std": [7.0, 7.0, 1.0, 3.0]})
