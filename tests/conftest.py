@@ -222,32 +222,41 @@ def lock_holder():
 
 
 # ---------------------------------------------------------------------------
-# the --help of every command, from one process
+# commands' --help (and other quick answers), from one process
 # ---------------------------------------------------------------------------
 
-_HELPS = textwrap.dedent("""
-    import contextlib, io, json, runpy, sys
-    helps = {}
-    for module in sys.argv[1:]:
+_IN_ONE_PROCESS = textwrap.dedent("""
+    import contextlib, io, json, runpy, sys, traceback
+    commands, out_path, answers = json.loads(sys.argv[1]), sys.argv[2], {}
+    for argv in commands:
         out, err, code = io.StringIO(), io.StringIO(), 0
-        sys.argv = [module, "--help"]
+        sys.argv = list(argv)
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
-                runpy.run_module(module, run_name="__main__", alter_sys=True)
+                if argv[0].endswith(".py"):
+                    runpy.run_path(argv[0], run_name="__main__")
+                else:
+                    runpy.run_module(argv[0], run_name="__main__", alter_sys=True)
             except SystemExit as stop:
                 code = stop.code if isinstance(stop.code, int) else int(stop.code is not None)
-        helps[module] = [code, out.getvalue(), err.getvalue()]
-    print(json.dumps(helps))
+            except BaseException:
+                code = 1
+                traceback.print_exc()
+        answers[json.dumps(argv)] = [code, out.getvalue(), err.getvalue()]
+    with open(out_path, "w") as f:
+        json.dump(answers, f)
 """)
 
 
-def _all_command_helps() -> dict:
-    modules = sorted(set(saah_lib.COMMANDS) - {"saah_lib"})
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "HF_HUB_OFFLINE": "1"}
-    done = subprocess.run([sys.executable, "-c", _HELPS, *modules], env=env, capture_output=True, text=True,
-                          timeout=600, cwd=Path(__file__).resolve().parents[1])
+def run_in_one_process(commands: list[list[str]], out: Path) -> None:
+    """Run each command (``[module, *args]`` as ``python -m`` takes it, or ``[script.py, *args]``) in turn in one
+    Python process from the repository root, so that torch and TRL load once, not per command; writes
+    ``{json.dumps(command): [exit status, stdout, stderr]}`` to ``out``."""
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root), "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run([sys.executable, "-c", _IN_ONE_PROCESS, json.dumps(commands), str(out)], env=env,
+                          capture_output=True, text=True, timeout=900, cwd=root)
     assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.splitlines()[-1])
 
 
 def once_per_test_run(tmp_path_factory, name: str, build) -> Path:
@@ -285,10 +294,21 @@ def committed_report(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def command_help(tmp_path_factory):
     """``command_help(module)``: ``(exit status, stdout, stderr)`` of ``python -m <module> --help`` for every
-    command of the package, all run once in one process, so that torch and TRL load once, not per command
-    (each command prints its help from its own ``main``, as from a shell).  Under pytest-xdist the workers of
-    one test run share that process's answer through a file named by the run's id."""
+    command of the package, all run once in one process (:func:`run_in_one_process`; each command prints its
+    help from its own ``main``, as from a shell).  Under pytest-xdist the workers of one test run share that
+    process's answer through a file named by the run's id."""
+    modules = sorted(set(saah_lib.COMMANDS) - {"saah_lib"})
     shared = once_per_test_run(tmp_path_factory, "command_help.json",
-                               lambda path: path.write_text(json.dumps(_all_command_helps())))
-    helps = {m: tuple(v) for m, v in json.loads(shared.read_text()).items()}
-    return helps.__getitem__
+                               lambda path: run_in_one_process([[m, "--help"] for m in modules], path))
+    answers = json.loads(shared.read_text())
+    return lambda module: tuple(answers[json.dumps([module, "--help"])])
+
+
+@pytest.fixture(scope="session")
+def answers_from_one_process(tmp_path_factory):
+    """``answers_from_one_process(name, commands)``: :func:`run_in_one_process` of ``commands``, once per test
+    run under the ``name`` (shared by the xdist workers as :func:`command_help` is); returns its answers."""
+    def answers(name: str, commands: list[list[str]]) -> dict:
+        shared = once_per_test_run(tmp_path_factory, f"{name}.json", lambda path: run_in_one_process(commands, path))
+        return json.loads(shared.read_text())
+    return answers

@@ -8,10 +8,10 @@ A command this file does not know how to check fails the test: add its dry form 
 One command, the README's CPU training run, is run for real (one step, a tiny model) under
 ``papermill --stdout-file /dev/stdout`` to see its progress lines arrive.
 
-A fresh copy of the repository (its files as a new git repository) then runs every command of the README and
-docs/notebooks.md: the cheap ones as written (that training run with a tiny random model, the report, the plans,
-the timings), the others in their dry form; afterwards ``git status --porcelain`` must be empty there: whatever a
-documented command writes is git-ignored or identical to what is committed.
+A fresh copy of the repository (its files as a new git repository) then runs the commands of the README and
+docs/notebooks.md that write: the cheap ones as written (that training run with a tiny random model, the report,
+the plans, the timings) and ``make -n`` of the make targets; afterwards ``git status --porcelain`` must be empty
+there: whatever a documented command writes is git-ignored or identical to what is committed.
 """
 
 from __future__ import annotations
@@ -90,6 +90,53 @@ def _run(args: list[str], timeout: int = 300) -> subprocess.CompletedProcess:
     return subprocess.run(args, cwd=WORKDIR, env=ENV, capture_output=True, text=True, timeout=timeout)
 
 
+#: Answers of the documented ``python`` commands' dry forms, run beforehand in one process
+#: (:func:`python_dry_forms`), by ``json.dumps(argv)``; filled by the dry-form test's fixture.
+ANSWERS: dict[str, list] = {}
+LAUNCH = "saah_lib.training.launch"
+
+
+def _python(*argv: str) -> tuple[int, str, str]:
+    """``(exit status, stdout, stderr)`` of ``python -m MODULE ARGS`` (``argv``: MODULE ARGS) or of
+    ``python SCRIPT.py ARGS``: from :data:`ANSWERS` when it ran there, else in a process of its own."""
+    key = json.dumps(list(argv))
+    if key in ANSWERS and WORKDIR == REPO_ROOT:
+        return tuple(ANSWERS[key])
+    done = _run(["python", *([] if argv[0].endswith(".py") else ["-m"]), *argv])
+    return done.returncode, done.stdout, done.stderr
+
+
+def _python_help(*argv: str) -> str:
+    code, stdout, stderr = _python(*argv, "--help")
+    assert code == 0, f"python {' '.join(argv)} --help failed: {stderr[-1500:]}"
+    return stdout + stderr
+
+
+def python_dry_forms() -> list[list[str]]:
+    """Every ``python`` invocation the dry forms of the documented commands make (as :func:`check_python_m`
+    makes them: a script's or module's --help, a subcommand's, launch's --print-config)."""
+    found = []
+    for _, command in all_commands():
+        words = _words(command)
+        if words[0] == "accelerate" and "-m" in words:
+            words = ["python", *words[words.index("-m"):]]
+        if words[0] != "python" or len(words) < 2:
+            continue
+        if words[1].endswith(".py"):
+            found.append([words[1], "--help"])
+            continue
+        module, rest = words[2], words[3:]
+        if module == "saah_lib":
+            found.append([module])
+            continue
+        found.append([module, "--help"])
+        if rest and not rest[0].startswith("-"):  # a subcommand, or a positional argument (then the same help)
+            found.append([module, rest[0], "--help"])
+        if module == LAUNCH and not PLACEHOLDER.search(" ".join(rest)) and "--help" not in rest:
+            found.append([module, *rest, "--print-config"])
+    return [json.loads(key) for key in dict.fromkeys(json.dumps(argv) for argv in found)]
+
+
 @lru_cache(maxsize=None)
 def _help(*prefix: str) -> str:
     done = _run([*prefix, "--help"])
@@ -112,26 +159,26 @@ def check_make(args: list[str]) -> None:
 
 def check_python_m(args: list[str], command_help=None) -> None:
     if args[0].startswith("tools/") and args[0].endswith(".py"):  # a measurement script beside the package
-        _flags_in_help(args[1:], _help("python", args[0]), args[0])
+        _flags_in_help(args[1:], _python_help(args[0]), args[0])
         return
     assert args[0] == "-m", f"only `python -m saah_lib...` and `python tools/<script>.py` are documented, got {args}"
     module, rest = args[1], args[2:]
     if module == "saah_lib":
-        assert _run(["python", "-m", "saah_lib"]).returncode == 0
+        assert _python(module)[0] == 0
         return
     if command_help is not None and module in saah_lib.COMMANDS:
         code, stdout, stderr = command_help(module)
         assert code == 0, f"python -m {module} --help failed: {stderr[-1500:]}"
         help_text = stdout + stderr
     else:
-        help_text = _help("python", "-m", module)
+        help_text = _python_help(module)
     if rest and re.search(rf"\{{[\w,-]*\b{re.escape(rest[0])}\b[\w,-]*\}}", help_text.split("\n\n")[0]):
-        help_text = _help("python", "-m", module, rest[0])  # a subcommand: its own options
+        help_text = _python_help(module, rest[0])  # a subcommand: its own options
     _flags_in_help(rest, help_text, module)
-    if module == "saah_lib.training.launch" and not PLACEHOLDER.search(" ".join(rest)) and "--help" not in rest:
-        done = _run(["python", "-m", module, *rest, "--print-config"])
-        assert done.returncode == 0, done.stderr[-1500:]
-        json.loads(done.stdout)
+    if module == LAUNCH and not PLACEHOLDER.search(" ".join(rest)) and "--help" not in rest:
+        code, stdout, stderr = _python(module, *rest, "--print-config")
+        assert code == 0, stderr[-1500:]
+        json.loads(stdout)
 
 
 def check_accelerate(args: list[str], command_help=None) -> None:
@@ -242,9 +289,18 @@ def test_every_file_the_documents_name_exists():
     assert missing == []
 
 
+@pytest.fixture(scope="module")
+def python_answers(answers_from_one_process):
+    """:data:`ANSWERS` filled from one process for the tests of this module (several seconds of torch and TRL
+    loading per command otherwise), and emptied after them."""
+    ANSWERS.update(answers_from_one_process("documented_python_dry_forms", python_dry_forms()))
+    yield
+    ANSWERS.clear()
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("document,command", all_commands())
-def test_command_runs_in_its_dry_form(document, command, command_help):
+def test_command_runs_in_its_dry_form(document, command, command_help, python_answers):
     words = _words(command)
     if words[0] in NOT_RUN:
         return
@@ -355,24 +411,23 @@ def test_documented_commands_leave_a_fresh_copy_clean(tiny_random_model_dir, tmp
     assert _git_status(copy) == ""
     monkeypatch.setattr(sys.modules[__name__], "WORKDIR", copy)
     monkeypatch.setattr(sys.modules[__name__], "ENV", _env(copy))
-    _help.cache_clear()  # every --help below runs in the copy
     commands = [c for d, c in all_commands() if d in ("README.md", "docs/notebooks.md")]
     cpu_run = next(c for c in commands if c.startswith("papermill notebooks/02_train") and "profile" not in c)
-    try:
-        for command in dict.fromkeys(commands):
-            words = _words(command)
-            if command in RUN_AS_WRITTEN:
-                done = _run(words)
-                assert done.returncode == 0, f"{command}: {done.stderr[-1500:]}"
-            elif command == cpu_run:  # as written, one step of a tiny random model: out.ipynb and results/local
-                fast = ["-p", "max_steps", "1", "-p", "model_name", str(tiny_random_model_dir),
-                        "-p", "overrides", json.dumps(FAST)]
-                done = _run([str(BIN / "papermill"), *words[1:], *fast], timeout=600)
-                assert done.returncode == 0, done.stderr[-3000:]
-            elif words[0] not in NOT_RUN:
-                CHECKS[words[0]](words[1:])
-    finally:
-        _help.cache_clear()
+    for command in dict.fromkeys(commands):
+        words = _words(command)
+        if command in RUN_AS_WRITTEN:
+            done = _run(words)
+            assert done.returncode == 0, f"{command}: {done.stderr[-1500:]}"
+        elif command == cpu_run:  # as written, one step of a tiny random model: out.ipynb and results/local
+            fast = ["-p", "max_steps", "1", "-p", "model_name", str(tiny_random_model_dir),
+                    "-p", "overrides", json.dumps(FAST)]
+            done = _run([str(BIN / "papermill"), *words[1:], *fast], timeout=600)
+            assert done.returncode == 0, done.stderr[-3000:]
+        elif words[0] == "make":  # make -n: the recipes it would run, in the copy's own Makefile
+            check_make(words[1:])
+        # The other dry forms (--help, --print-config, --help-notebook) write nothing: they are checked in this
+        # checkout by test_command_runs_in_its_dry_form; running them again here would only double their process
+        # starts (a minute and more on two cores).
     assert (copy / "out.ipynb").is_file()
     assert [p.name for p in (copy / "results" / "local" / "runs").glob("tiny-sa-a0.5-s0*")]
     assert _git_status(copy) == "", "documented commands changed committed files or left files git does not ignore"
