@@ -22,7 +22,7 @@ export PYTHONWARNINGS ?= ignore:`is_gradient_checkpointing` is deprecated:Future
 # comparable bit for bit). Read with the system python: it needs no package, and .venv may not exist yet.
 $(foreach setting,$(shell $(PYTHON) -m saah_lib.numerics env),$(eval export $(setting)))
 
-.PHONY: help setup test mini mini-timing mini-promote extended extended-plan grid-plan figures paper bench gpu-check real-model latex
+.PHONY: help setup test mini mini-timing mini-promote extended extended-plan grid-plan figures paper bench gpu-check real-model latex slurm
 .DEFAULT_GOAL := help
 # the Jupyter kernel's display name, as in every notebook's metadata (tests/test_notebooks.py compares)
 KERNEL_DISPLAY_NAME := Python 3 (ipykernel)
@@ -50,10 +50,15 @@ $(STAMP): pyproject.toml
 latex:
 	-bash tools/install_latex.sh
 
+# Non-fatal, as latex: without root or apt the SLURM template's test skips (docs/cluster.md).
+## slurm: install Debian's slurm-wlm for the test of the SLURM template on a local SLURM (needs root and apt)
+slurm:
+	-bash tools/slurm/install_slurm.sh
+
 ## test: the test suite, offline (what CI runs), on up to 4 cores
 # Every test is independent of the others' order and process (tests/conftest.py hands out the long ones first);
 # TEST_ARGS: more pytest options, e.g. TEST_ARGS="-n 0 -x" for one process that stops at the first failure.
-test: setup latex
+test: setup latex slurm
 	$(PY) -m pytest -q -n logical --maxprocesses 4 --durations=15 $(TEST_ARGS)
 
 ## mini: rerun the CPU mini study into results/rerun/mini and compare it with the committed results/mini

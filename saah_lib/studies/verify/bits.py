@@ -39,6 +39,12 @@ def _difference(a, b) -> float:
     return abs(float(a) - float(b))
 
 
+def format_difference(difference: float) -> str:
+    """A difference for a report: ``inf`` (a value on one side only, such as ``weight_neg_mean`` at a step where
+    one run had no negative rollout) is said in words."""
+    return "logged on one side only" if math.isinf(difference) else f"{difference:.3g}"
+
+
 def _by_step(records: list[dict]) -> dict[int, dict]:
     return {r["step"]: r for r in records}
 
@@ -244,7 +250,8 @@ def report_markdown(report: dict) -> str:
             lines.append(f"| {run_id} | no (not in the {r['missing_from']} study) | | | | |")
             continue
         differing = {k: m["difference"] for k, m in r["train_log"]["largest"].items() if m["difference"] > 0}
-        worst = ", ".join(f"{k} {v:.3g}" for k, v in sorted(differing.items(), key=lambda kv: -kv[1])[:3]) or "none"
+        worst = ", ".join(f"{k} {format_difference(v)}" for k, v in sorted(differing.items(),
+                                                                        key=lambda kv: -kv[1])[:3]) or "none"
         pass_diff = r["eval"]["largest"].get("pass_at_1", {}).get("difference", 0.0)
         flips = sum(len(v) for v in r["eval_samples"]["correctness_differs"].values())
         texts = sum(r["eval_samples"]["completion_differs"].values())
@@ -266,7 +273,7 @@ def report_markdown(report: dict) -> str:
     if report["largest_difference"]:
         lines += ["", "Largest difference per metric over all runs:", "", "| metric | difference | run | step |",
                   "| --- | --- | --- | --- |"]
-        lines += [f"| {k} | {m['difference']:.3g} | {m['run']} | {m['step']} |"
+        lines += [f"| {k} | {format_difference(m['difference'])} | {m['run']} | {m['step']} |"
                   for k, m in sorted(report["largest_difference"].items())]
     return "\n".join(lines) + "\n"
 

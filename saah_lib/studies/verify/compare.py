@@ -14,7 +14,7 @@ from pathlib import Path
 
 from saah_lib.paths import EXTENDED_ROOT, MINI_ROOT, in_repo, repo_relative
 from saah_lib.rundir import layout
-from saah_lib.studies.verify.bits import compare_run
+from saah_lib.studies.verify.bits import compare_run, format_difference
 
 COMMITTED_STUDIES = (MINI_ROOT, EXTENDED_ROOT)
 
@@ -31,7 +31,7 @@ def matching_committed_run(run_dir: Path, roots=COMMITTED_STUDIES) -> Path | Non
 def _largest(log: dict, prefix: str = "") -> list[str]:
     """``metric difference (step N)`` for every metric that differs, the largest first."""
     differing = [(k, m) for k, m in log["largest"].items() if m["difference"] > 0]
-    return [f"{prefix}{k} {m['difference']:.3g} (step {m['step']})"
+    return [f"{prefix}{k} {format_difference(m['difference'])} (step {m['step']})"
             for k, m in sorted(differing, key=lambda km: -km[1]["difference"])]
 
 

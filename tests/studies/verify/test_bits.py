@@ -46,11 +46,11 @@ def test_no_committed_result_notebook_doc_or_paper_file_holds_an_absolute_path()
 # ---------------------------------------------------------------------- the comparison
 
 
-def fake_run(folder: Path, rewards=(1.0, 2.0), correct=(True, False), completion="x"):
+def fake_run(folder: Path, rewards=(1.0, 2.0), correct=(True, False), completion="x", weight_neg=(0.5, 0.5)):
     log = RunDir(folder)
     log.write_config({"method": "sa", "alpha": 0.5, "model_name": TINY_WARMSTART}, {"git_commit": "abc"})
-    for step, reward in enumerate(rewards, 1):
-        log.log_step({"step": step, "reward_mean": reward, "step_time": random.random()})
+    for step, (reward, weight) in enumerate(zip(rewards, weight_neg), 1):
+        log.log_step({"step": step, "reward_mean": reward, "weight_neg_mean": weight, "step_time": random.random()})
     samples = [{"id": f"p{i}", "correct": c, "completion": completion} for i, c in enumerate(correct)]
     log.log_eval({"step": 2, "pass_at_1": sum(correct) / len(correct)}, samples)
 
@@ -91,6 +91,16 @@ def test_only_the_planned_runs_are_compared_and_the_others_are_named(tmp_path):
     assert report["verdict"].startswith("1/1 runs reproduced exactly")
     assert report["committed_runs_not_compared"] == ["extra"]
     assert "not compared (1): extra" in report_markdown(report)
+
+
+def test_a_value_logged_on_one_side_only_is_said_so_not_printed_as_inf(tmp_path):
+    fake_run(tmp_path / "a" / "runs" / "r1")
+    fake_run(tmp_path / "b" / "runs" / "r1", weight_neg=(0.5, None))  # no negative rollout at step 2
+    report = compare_studies(tmp_path / "a", tmp_path / "b")
+    assert not report["runs"]["r1"]["identical"]
+    text = report_markdown(report)
+    assert "weight_neg_mean logged on one side only" in text and "| weight_neg_mean | logged on one side only |" in text
+    assert "inf" not in text.replace("info", "")
 
 
 def test_a_changed_setting_is_a_difference(tmp_path):
