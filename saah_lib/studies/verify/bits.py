@@ -18,6 +18,7 @@ from saah_lib.jsonio import atomic_write_json, atomic_write_text, read_json, rea
 from saah_lib.models.names import canonical_model_name
 from saah_lib.numerics import RECORD_KEY, summary
 from saah_lib.paths import repo_relative
+from saah_lib.report.latex import tex_path
 from saah_lib.rundir import layout
 from saah_lib.rundir.folder import RunDir
 from saah_lib.rundir.layout import ANSWER_KINDS_FILE, TIMINGS_FILE, WARMSTART_RECORD_FILE
@@ -163,12 +164,17 @@ def compare_study_numerics(committed_root: Path, rerun_root: Path, runs: dict, b
 def compare_files(pairs: dict[str, tuple[Path, Path]], renamed: tuple[str, str] | None = None) -> dict[str, bool]:
     """Name -> whether the two files exist and hold the same bytes.
 
-    ``renamed = (rerun_name, committed_name)``: the rerun's results folder is named in
-    table captions; it is replaced by the committed one before comparing.
+    ``renamed = (rerun_name, committed_name)``: the rerun's results folder is named in the
+    tables' headers and captions (there as LaTeX text that may break after each ``/``); it is
+    replaced by the committed one, in both forms, before comparing.
     """
+    forms = [(tex_path(r), tex_path(c)) for r, c in [renamed]] + [renamed] if renamed else []
+
     def rerun_bytes(path: Path) -> bytes:
         data = path.read_bytes()
-        return data.replace(renamed[0].encode(), renamed[1].encode()) if renamed else data
+        for rerun_name, committed_name in forms:
+            data = data.replace(rerun_name.encode(), committed_name.encode())
+        return data
 
     return {name: a.is_file() and b.is_file() and a.read_bytes() == rerun_bytes(b) for name, (a, b) in pairs.items()}
 

@@ -103,6 +103,21 @@ def test_a_value_logged_on_one_side_only_is_said_so_not_printed_as_inf(tmp_path)
     assert "inf" not in text.replace("info", "")
 
 
+def test_a_table_naming_the_rerun_root_compares_equal_to_the_committed_one(tmp_path):
+    from saah_lib.report.latex import tex_path
+    from saah_lib.studies.verify.bits import compare_files
+
+    def table(root: str, body: str = "1.0") -> str:
+        return f"% Generated from {root}.\n\\caption{{Our runs (\\texttt{{{tex_path(root)}}}): {body}}}\n"
+    (tmp_path / "committed.tex").write_text(table("results/mini"))
+    (tmp_path / "rerun.tex").write_text(table("results/rerun/mini"))
+    (tmp_path / "changed.tex").write_text(table("results/rerun/mini", "2.0"))
+    pairs = {"same": (tmp_path / "committed.tex", tmp_path / "rerun.tex"),
+             "changed": (tmp_path / "committed.tex", tmp_path / "changed.tex")}
+    assert compare_files(pairs, renamed=("results/rerun/mini", "results/mini")) == {"same": True, "changed": False}
+    assert compare_files(pairs) == {"same": False, "changed": False}
+
+
 def test_a_changed_setting_is_a_difference(tmp_path):
     fake_run(tmp_path / "a")
     fake_run(tmp_path / "b")
