@@ -32,4 +32,5 @@ if [ ! -e /usr/sbin/policy-rc.d ]; then
     trap 'rm -f /usr/sbin/policy-rc.d' EXIT
 fi
 apt-get install -y -qq --no-install-recommends slurm-wlm munge >/dev/null
-echo "install_slurm: done: $(sbatch --version)"
+# (not `sbatch --version`: with no slurm.conf it looks the controller up in DNS)
+echo "install_slurm: done: slurm-wlm $(dpkg-query -W -f='${Version}' slurm-wlm)"
