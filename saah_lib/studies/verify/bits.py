@@ -168,7 +168,7 @@ def compare_files(pairs: dict[str, tuple[Path, Path]], renamed: tuple[str, str] 
     tables' headers and captions (there as LaTeX text that may break after each ``/``); it is
     replaced by the committed one, in both forms, before comparing.
     """
-    forms = [(tex_path(r), tex_path(c)) for r, c in [renamed]] + [renamed] if renamed else []
+    forms = [(tex_path(renamed[0]), tex_path(renamed[1])), renamed] if renamed else []
 
     def rerun_bytes(path: Path) -> bytes:
         data = path.read_bytes()
