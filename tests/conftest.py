@@ -292,23 +292,21 @@ def committed_report(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def command_help(tmp_path_factory):
-    """``command_help(module)``: ``(exit status, stdout, stderr)`` of ``python -m <module> --help`` for every
-    command of the package, all run once in one process (:func:`run_in_one_process`; each command prints its
-    help from its own ``main``, as from a shell).  Under pytest-xdist the workers of one test run share that
-    process's answer through a file named by the run's id."""
-    modules = sorted(set(saah_lib.COMMANDS) - {"saah_lib"})
-    shared = once_per_test_run(tmp_path_factory, "command_help.json",
-                               lambda path: run_in_one_process([[m, "--help"] for m in modules], path))
-    answers = json.loads(shared.read_text())
-    return lambda module: tuple(answers[json.dumps([module, "--help"])])
-
-
-@pytest.fixture(scope="session")
 def answers_from_one_process(tmp_path_factory):
     """``answers_from_one_process(name, commands)``: :func:`run_in_one_process` of ``commands``, once per test
-    run under the ``name`` (shared by the xdist workers as :func:`command_help` is); returns its answers."""
+    run under the ``name``: under pytest-xdist the workers of one test run share that process's answers
+    through a file named by the run's id."""
     def answers(name: str, commands: list[list[str]]) -> dict:
         shared = once_per_test_run(tmp_path_factory, f"{name}.json", lambda path: run_in_one_process(commands, path))
         return json.loads(shared.read_text())
     return answers
+
+
+@pytest.fixture(scope="session")
+def command_help(answers_from_one_process):
+    """``command_help(module)``: ``(exit status, stdout, stderr)`` of ``python -m <module> --help`` for every
+    command of the package, all run once in one process (each command prints its help from its own ``main``,
+    as from a shell)."""
+    modules = sorted(set(saah_lib.COMMANDS) - {"saah_lib"})
+    answers = answers_from_one_process("command_help", [[m, "--help"] for m in modules])
+    return lambda module: tuple(answers[json.dumps([module, "--help"])])
