@@ -1,7 +1,7 @@
 # Two commands do everything on a fresh machine:
 #   make mini   reruns the CPU mini study (warm start, baseline, paper-matched alpha, grpo/ah/sa x 3 seeds,
 #               alpha sweep, tables, figures) into results/rerun/mini and checks it against the committed results/mini
-#   make test   the test suite
+#   make test   the test suite (make test-e2e: the end-to-end reproductions, which CI runs too)
 # Everything runs offline; nothing here needs a GPU or a model hub. `make` alone (or `make help`) lists the targets.
 
 PYTHON ?= python3
@@ -22,14 +22,14 @@ export PYTHONWARNINGS ?= ignore:`is_gradient_checkpointing` is deprecated:Future
 # comparable bit for bit). Read with the system python: it needs no package, and .venv may not exist yet.
 $(foreach setting,$(shell $(PYTHON) -m saah_lib.numerics env),$(eval export $(setting)))
 
-.PHONY: help setup test mini mini-timing mini-promote extended extended-plan grid-plan figures paper bench gpu-check real-model latex slurm
+.PHONY: help setup test test-e2e mini mini-timing mini-promote extended extended-plan grid-plan figures paper bench gpu-check real-model latex slurm
 .DEFAULT_GOAL := help
 # the Jupyter kernel's display name, as in every notebook's metadata (tests/test_notebooks.py compares)
 KERNEL_DISPLAY_NAME := Python 3 (ipykernel)
 
 ## help: this list, one line per target
 help:
-	@awk '/^## [a-z-]+: / { line = substr($$0, 4); i = index(line, ": "); \
+	@awk '/^## [a-z0-9-]+: / { line = substr($$0, 4); i = index(line, ": "); \
 	  printf "  make %-14s %s\n", substr(line, 1, i - 1), substr(line, i + 2) }' $(MAKEFILE_LIST)
 
 ## setup: create .venv with the pinned packages and the python3 Jupyter kernel (every target does it first)
@@ -55,11 +55,18 @@ latex:
 slurm:
 	-bash tools/slurm/install_slurm.sh
 
-## test: the test suite, offline (what CI runs), on up to 4 cores
+## test: the test suite, offline, on up to 4 cores: every test but the end-to-end reproductions (make test-e2e)
 # Every test is independent of the others' order and process (tests/conftest.py hands out the long ones first);
 # TEST_ARGS: more pytest options, e.g. TEST_ARGS="-n 0 -x" for one process that stops at the first failure.
-test: setup latex slurm
-	$(PY) -m pytest -q -n logical --maxprocesses 4 --durations=15 $(TEST_ARGS)
+test: setup latex
+	$(PY) -m pytest -q -n logical --maxprocesses 4 --durations=15 -m "not e2e" $(TEST_ARGS)
+
+# The tests marked e2e: reruns held to the committed results or to an uninterrupted rerun (two mini runs on two
+# Ray nodes, a node lost mid-run), the committed tables, figures and PDF rebuilt, the README's commands on a fresh
+# copy, the notebooks run whole, the SLURM template on a local SLURM. Minutes each; CI runs them after make test.
+## test-e2e: the end-to-end tests: committed results rebuilt, documents run as written, notebooks, SLURM
+test-e2e: setup latex slurm
+	$(PY) -m pytest -q -n logical --maxprocesses 4 --durations=15 -m e2e $(TEST_ARGS)
 
 ## mini: rerun the CPU mini study into results/rerun/mini and compare it with the committed results/mini
 # MINI_ARGS: more options of `python -m saah_lib.studies.mini verify` (--rerun-root, --resume, --address)

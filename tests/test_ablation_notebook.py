@@ -15,6 +15,7 @@ FAST = {"n_train": 16, "n_eval": 4, "max_completion_length": 12, "eval_max_new_t
         "eval_batch_size": 4, "save_steps": 2, "eval_every": 2}
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_the_ablation_notebook_streams_progress_and_shows_only_its_runs(tiny_random_model_dir, tmp_path, run_maker):
     results = tmp_path / "results"

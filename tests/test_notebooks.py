@@ -92,6 +92,7 @@ def test_a_kernel_name_given_as_a_parameter_does_not_switch_the_unknown_name_che
 
 # The notebooks are independent tests (not one chain) so that `make test`'s workers share them.
 # 02_train itself runs in tests/test_readme_commands.py, as the README's command under `papermill --stdout-file /dev/stdout`.
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_baseline_notebook(tiny_random_model_dir, tmp_path):
     results = tmp_path / "results"
@@ -101,6 +102,7 @@ def test_baseline_notebook(tiny_random_model_dir, tmp_path):
     assert [r["step"] for r in RunDir(results / "baselines" / "tiny-zero-shot").evals()] == [0]
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_ablation_notebook_trains_each_alpha_once(tiny_random_model_dir, tmp_path):
     results = tmp_path / "results"
@@ -121,6 +123,7 @@ def test_ablation_notebook_trains_each_alpha_once(tiny_random_model_dir, tmp_pat
     assert (run_dirs[1] / "train_log.jsonl").read_text() == before
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_figures_notebook_and_the_pdf_from_a_users_runs(tmp_path, run_maker, baseline_maker):
     results = tmp_path / "results"  # what 01-03 write, in the committed format

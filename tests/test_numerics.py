@@ -121,6 +121,7 @@ def _capability_of_a_fresh_process(env: dict, code: str = "import saah_lib.studi
     return out.stdout.split()[-1]
 
 
+@pytest.mark.slow
 @needs_avx2
 def test_importing_the_studies_pins_a_fresh_process_and_native_leaves_it_alone():
     import os
@@ -150,6 +151,7 @@ def test_the_kernelspec_is_rewritten_to_start_through_the_pin(tmp_path):
     assert json.loads((tmp_path / "kernel.json").read_text()) == {"argv": ["R", "--slave"]}  # untouched
 
 
+@pytest.mark.slow
 def test_importing_saah_lib_changes_nothing_and_prints_nothing():
     import os
 

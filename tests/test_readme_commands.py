@@ -298,6 +298,7 @@ def python_answers(answers_from_one_process):
     ANSWERS.clear()
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 @pytest.mark.parametrize("document,command", all_commands())
 def test_command_runs_in_its_dry_form(document, command, command_help, python_answers):
@@ -310,6 +311,7 @@ def test_command_runs_in_its_dry_form(document, command, command_help, python_an
         CHECKS[words[0]](words[1:])
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_the_readme_cpu_run_streams_its_progress_lines_as_printed(tiny_random_model_dir, tmp_path):
     (command,) = {c for d, c in all_commands() if d == "README.md" and c.startswith("papermill notebooks/02_train")
@@ -405,6 +407,7 @@ def test_the_cpu_commands_start_by_activating_the_environment():
     assert cpu.splitlines()[0].startswith("source .venv/bin/activate")
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_documented_commands_leave_a_fresh_copy_clean(tiny_random_model_dir, tmp_path, monkeypatch):
     copy = fresh_copy(tmp_path / "copy")

@@ -579,6 +579,7 @@ def test_the_graph_is_cuda_graph_safe_and_writes_only_the_static_state(fresh_dyn
     assert not {id(p) for p in model.parameters()} & {id(inputs[i]) for i in written}
 
 
+@pytest.mark.slow
 def test_per_token_host_syncs_and_eager_ops_counted_by_the_profiler(fresh_dynamo):
     from saah_lib.models.profiling import profile_rollout
 

@@ -210,6 +210,7 @@ SHORT = WarmStartSettings(hidden_size=64, num_layers=2, num_heads=4, num_kv_head
 SHORT_BUILD_SHA256 = "e4d0f53d5194ced9de2c883efc1cfd4cf6661f7bd3c245834747cb58b47cbc1b"
 
 
+@pytest.mark.e2e
 def test_a_short_build_under_the_pinned_numerics_has_the_committed_weights(tmp_path):
     numerics = cpu_numerics_record()
     if pin_obstacle(cpu_description()):

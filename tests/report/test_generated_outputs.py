@@ -29,18 +29,21 @@ def _compare(regenerated_dir: Path, committed_dir: Path, prefix: str, suffixes: 
     assert differ == [], f"regenerated outputs differ from the committed ones: {differ}"
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 @pytest.mark.parametrize("prefix", PREFIXES)
 def test_tables_and_evidence_regenerate_byte_identical(prefix, committed_report):
     _compare(committed_report / "tables", PAPER_TABLES, prefix, {".tex", ".json"})
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 @pytest.mark.parametrize("prefix", PREFIXES)
 def test_figures_regenerate_byte_identical(prefix, committed_report):
     _compare(committed_report / "figures", FIGURES, prefix, {".pdf", ".png"})
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_cross_study_texts_regenerate_byte_identical(committed_report):
     """The overlap sentence, the mini study's pointer, the closing note and the source switches."""

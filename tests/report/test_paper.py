@@ -149,6 +149,7 @@ def test_both_studies_match_the_same_alpha_so_main_tex_prints_one_paragraph():
     assert alphas["mini"] == alphas["extended"]
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_the_committed_report_prints_nothing_twice_and_no_overfull_box(tmp_path, committed_report):
     # drawn afresh from the committed results, as `make paper` on a fresh clone does (no runs of your own)

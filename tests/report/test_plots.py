@@ -6,6 +6,7 @@ import re
 
 import matplotlib
 import numpy as np
+import pytest
 
 from saah_lib.analysis.reported import read_paper_reported
 from saah_lib.analysis.resultset import ResultSet
@@ -47,6 +48,7 @@ def test_no_pyplot_state():
     assert "matplotlib.pyplot" not in sys.modules or matplotlib.get_backend()
 
 
+@pytest.mark.slow
 def test_reported_figures(tmp_path):
     rs = read_paper_reported(REPORTED)
     paths = save_all(rs, tmp_path, "reported")

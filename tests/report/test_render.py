@@ -67,6 +67,7 @@ def test_write_or_remove_writes_with_a_header_or_removes_older_copies(tmp_path):
     assert render.write_or_remove("data", [data], None) == [] and not data.exists()
 
 
+@pytest.mark.slow
 def test_render_source_writes_tables_sentences_figures_and_json_and_removes_stale_ones(tmp_path, run_maker):
     root = _study(tmp_path / "root", run_maker)
     out = render_source(root, tmp_path / "tables", tmp_path / "figs", prefix="t")
@@ -137,6 +138,7 @@ def test_a_copied_run_folder_stops_the_render_before_any_output_naming_both_fold
     assert _snapshot(tables, figures) == before  # ours_main.tex included: not rewritten first
 
 
+@pytest.mark.slow
 def test_the_command_exits_1_naming_the_bad_root_and_writes_nothing(tmp_path, outputs):
     tables, figures = outputs
     before = _snapshot(tables, figures)
@@ -157,6 +159,7 @@ def test_make_figures_names_its_roots_instead_of_dropping_missing_ones():
 
 # ------------------------------------------------------------------ leftovers of an interrupted render
 
+@pytest.mark.slow
 def test_the_next_render_removes_temporary_files_and_git_ignores_them(tmp_path, run_maker, outputs):
     tables, figures = outputs
     left = [tables / ".mini_main.tex.3f2a9c1b0d4e.tmp", figures / ".mini_pass_at_1.pdf.a1b2c3d4e5f6.tmp"]
@@ -182,6 +185,7 @@ def test_a_second_render_into_the_same_folders_stops_named(tmp_path, run_maker, 
             render_source(root, tables, figures, prefix="mini")
 
 
+@pytest.mark.slow
 def test_a_source_given_as_empty_is_left_out_and_its_outputs_kept(tmp_path, run_maker, outputs):
     tables, figures = outputs
     ours = _study(tmp_path / "local", run_maker, seeds=(0,))
@@ -192,6 +196,7 @@ def test_a_source_given_as_empty_is_left_out_and_its_outputs_kept(tmp_path, run_
     assert not (figures / "ours_reward.png").read_bytes() == b"older figure"
 
 
+@pytest.mark.slow
 def test_the_command_draws_one_root_only(tmp_path, run_maker):
     root = _study(tmp_path / "runs of mine", run_maker, seeds=(0, 1))
     assert render.main(["--only", str(root), "--prefix", "mine", "--tables-dir", str(tmp_path / "t"),
@@ -203,6 +208,7 @@ def test_the_command_draws_one_root_only(tmp_path, run_maker):
 
 # ------------------------------------------------------------------ variants of one method, alpha and seed
 
+@pytest.mark.slow
 def test_runs_of_one_seed_with_other_settings_are_drawn_side_by_side_never_an_error(tmp_path, run_maker):
     root = _study(tmp_path / "root", run_maker)
     for seed in (0, 1, 2):  # the same seeds again with fewer steps: variants, not copies
@@ -224,6 +230,7 @@ def test_runs_of_one_seed_with_other_settings_are_drawn_side_by_side_never_an_er
 
 # ------------------------------------------------------------------ your own runs never change the studies' report
 
+@pytest.mark.e2e
 def test_your_own_runs_change_no_text_of_the_studies_report(tmp_path, run_maker):
     """studies_*.tex (paper/main.tex's switches and texts across studies) are the same with or without local runs;
     the local runs' switch and marks go to ours_sources.tex (paper/local.tex's)."""
@@ -242,9 +249,9 @@ def test_your_own_runs_change_no_text_of_the_studies_report(tmp_path, run_maker)
     assert "\\haveourstrue" in texts["with ours_sources"] and "generated@ours_main" in texts["with ours_sources"]
 
 
-def test_the_help_is_plain_text():
-    out = subprocess.run([sys.executable, "-m", "saah_lib.report.render", "--help"], capture_output=True, text=True,
-                         cwd=REPO_ROOT, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, check=True).stdout
+def test_the_help_is_plain_text(command_help):
+    code, out, _ = command_help("saah_lib.report.render")
+    assert code == 0
     assert ":func:" not in out and "``" not in out and "paper/local.tex" in out
     assert render.plain_text("see :func:`~saah_lib.a.render_report` and ``make figures``") == \
         "see render_report and make figures"

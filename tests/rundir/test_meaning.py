@@ -277,6 +277,7 @@ def test_a_sample_file_without_its_evaluation_line_is_an_error(study):
     assert "eval_samples/step_0030.jsonl: no line of eval.jsonl evaluates step 30" in strict_error(study)
 
 
+@pytest.mark.slow
 def test_a_deleted_sample_record_never_silently_drops_paired_tests(study, tmp_path):
     full = evidence_summary(study)
     _drop_one_record(run_file(study, "eval_samples/step_0060.jsonl"))

@@ -40,6 +40,7 @@ def unpinned_parent(monkeypatch):
     monkeypatch.setenv("PYTHONPATH", str(REPO_ROOT))  # the children import this tree's saah_lib
 
 
+@pytest.mark.slow
 def test_an_engine_worker_pins_itself_and_records_it(unpinned_parent, tiny_random_model_dir, tmp_path):
     cfg = make_config("tiny", model_name=str(tiny_random_model_dir), method="sa", alpha=0.5, seed=0, max_steps=1,
                       n_train=8, n_eval=2, max_completion_length=8, eval_max_new_tokens=8, eval_batch_size=2,
@@ -69,6 +70,7 @@ def test_a_papermill_kernel_of_a_study_notebook_pins_itself(unpinned_parent, tmp
     assert _notebook_capability(tmp_path, "import torch") == PINNED_CAPABILITY
 
 
+@pytest.mark.slow
 def test_the_pinned_kernelspec_pins_a_notebook_that_imports_torch_first(unpinned_parent, tmp_path, monkeypatch):
     installed = REPO_ROOT / ".venv" / "share" / "jupyter" / "kernels" / "python3"
     if not (installed / "kernel.json").is_file():

@@ -359,6 +359,7 @@ def test_a_two_node_cluster_gpus_pin_and_a_lost_node(tmp_path):
     assert home_token.exists() == token_before, "a Ray auth token was written to ~/.ray"
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_the_slurm_template_runs_on_a_one_node_slurm_here():
     """tools/slurm/ray_grid.sbatch under a SLURM started on loopback (tools/slurm/check_local_slurm.sh), with the

@@ -71,6 +71,7 @@ def sandbox(*command, timeout=300) -> subprocess.CompletedProcess:
 
 @pytest.mark.skipif(not cpu_numerics_record().get("comparable_bit_for_bit"),
                     reason="this CPU does not run the committed studies' kernels: their bits cannot reproduce here")
+@pytest.mark.e2e
 def test_two_mini_runs_on_two_nodes_reproduce_the_committed_bits(tmp_path):
     runs = ["tiny-grpo-a0-s0", "tiny-sa-a0.5-s0"]
     done = sandbox("-m", "saah_lib.studies.grid", "run", "mini", "--runs", *runs, "--results-dir", str(tmp_path),
@@ -81,6 +82,7 @@ def test_two_mini_runs_on_two_nodes_reproduce_the_committed_bits(tmp_path):
         assert result["identical"], json.dumps(result, default=str)[:3000]
 
 
+@pytest.mark.e2e
 def test_a_node_lost_mid_run_ends_with_the_run_complete_resumed_and_identical(tiny_random_model_dir, tmp_path):
     from saah_lib.training.run import run_training
 

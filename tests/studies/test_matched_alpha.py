@@ -114,6 +114,7 @@ def assert_same_to(committed, computed, rel: float, where: str = "") -> None:
         assert committed == computed, (where, committed, computed)
 
 
+@pytest.mark.e2e
 @pytest.mark.skipif(not (EXTENDED_ROOT / ALPHA_RANGE_FILE).is_file(), reason="committed extended study absent")
 def test_the_committed_range_and_drift_are_what_the_runs_give():
     from saah_lib.jsonio import read_json

@@ -56,6 +56,7 @@ def alive(process: psutil.Process) -> bool:
         return False
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_ctrl_c_stops_the_study_and_its_workers_at_once_and_the_rerun_matches_an_uninterrupted_one(
         tiny_random_model_dir, tmp_path):

@@ -55,6 +55,7 @@ def lora_checkpointed_trainer(model_dir, tmp_path, steps, backend="saah_test_cou
     return trainer, tok
 
 
+@pytest.mark.slow
 def test_twelve_steps_and_three_evaluations_compile_one_graph_per_engine_and_free_their_caches(tiny_random_model_dir,
                                                                                              tmp_path):
     torch._dynamo.reset()

@@ -3,7 +3,7 @@
 # it (tests/studies/test_engine.py), can start a one-node SLURM on loopback here. Nothing is started or enabled:
 # the check starts its own daemons in a namespace of their own and they die with it.
 #
-#   bash tools/slurm/install_slurm.sh     # `make test` runs it first, non-fatal: without root or apt the test skips
+#   bash tools/slurm/install_slurm.sh     # `make test-e2e` runs it first, non-fatal: without root or apt the test skips
 #
 # Idempotent: does nothing when slurmctld, slurmd, munged and sbatch are already on PATH.
 set -euo pipefail

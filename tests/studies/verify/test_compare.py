@@ -5,6 +5,8 @@ import shutil
 import subprocess
 import sys
 
+import pytest
+
 from saah_lib.paths import MINI_ROOT, REPO_ROOT
 from saah_lib.studies.verify.compare import compare_one, main
 
@@ -61,6 +63,7 @@ def test_a_missing_step_and_a_rescored_problem_are_reported(tmp_path):
     assert f"problems scored differently ({records[0]['id']})" in text
 
 
+@pytest.mark.slow
 def test_no_committed_run_of_that_name_is_exit_status_2(tmp_path):
     other = tmp_path / "runs" / "tiny-sa-a0.5-s99"
     other.mkdir(parents=True)
