@@ -8,6 +8,8 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+# both test tiers: up to 4 workers (pytest-xdist), the 15 longest tests listed at the end
+PYTEST := $(PY) -m pytest -q -n logical --maxprocesses 4 --durations=15
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 export PYTHONUNBUFFERED := 1
@@ -59,14 +61,14 @@ slurm:
 # Every test is independent of the others' order and process (tests/conftest.py hands out the long ones first);
 # TEST_ARGS: more pytest options, e.g. TEST_ARGS="-n 0 -x" for one process that stops at the first failure.
 test: setup latex
-	$(PY) -m pytest -q -n logical --maxprocesses 4 --durations=15 -m "not e2e" $(TEST_ARGS)
+	$(PYTEST) -m "not e2e" $(TEST_ARGS)
 
 # The tests marked e2e: reruns held to the committed results or to an uninterrupted rerun (two mini runs on two
 # Ray nodes, a node lost mid-run), the committed tables, figures and PDF rebuilt, the README's commands on a fresh
 # copy, the notebooks run whole, the SLURM template on a local SLURM. Minutes each; CI runs them after make test.
 ## test-e2e: the end-to-end tests: committed results rebuilt, documents run as written, notebooks, SLURM
 test-e2e: setup latex slurm
-	$(PY) -m pytest -q -n logical --maxprocesses 4 --durations=15 -m e2e $(TEST_ARGS)
+	$(PYTEST) -m e2e $(TEST_ARGS)
 
 ## mini: rerun the CPU mini study into results/rerun/mini and compare it with the committed results/mini
 # MINI_ARGS: more options of `python -m saah_lib.studies.mini verify` (--rerun-root, --resume, --address)

@@ -31,7 +31,7 @@ torch.set_num_threads(1)
 
 
 def pytest_collection_modifyitems(items):
-    """End-to-end (``slow``) tests first, in their usual order: `make test` runs on two workers
+    """Long (``slow``) tests first, in their usual order: `make test` runs on two workers
     (pytest-xdist), and a two-minute test handed out last would leave one worker idle while it runs."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
