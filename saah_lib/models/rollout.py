@@ -42,6 +42,7 @@ import torch
 import torch._functorch.config as functorch_config
 import torch._inductor.config as inductor_config
 from peft.tuners.lora import LoraLayer
+from torch._inductor import list_mode_options
 from torch._inductor.runtime.cache_dir_utils import cache_dir as inductor_cache_dir
 from torch.compiler import skip_guard_on_all_nn_modules_unsafe
 from torch.profiler import record_function
@@ -419,9 +420,11 @@ class StaticRollout:
                 self.health.compile_caches = enable_compile_caches()
             # Guards on nn modules cost ~1-5 ms of host time per call on a 28-layer PEFT model; they are
             # replaced by one check per rollout of what they would have caught (module_state).
-            self._compiled_step = torch.compile(_decode_step, backend=self.compile_backend, mode=mode,
-                                                fullgraph=True, dynamic=False,
-                                                options={"guard_filter_fn": skip_guard_on_all_nn_modules_unsafe})
+            options = {"guard_filter_fn": skip_guard_on_all_nn_modules_unsafe}
+            if mode is not None:  # torch.compile refuses a mode beside options: the mode goes in as its options
+                options.update(list_mode_options(mode, dynamic=False))
+            self._compiled_step = torch.compile(_decode_step, backend=self.compile_backend, fullgraph=True,
+                                                dynamic=False, options=options)
             self.health.configure(self.compile_backend, mode, device)
         return self._compiled_step
 

@@ -606,3 +606,19 @@ def test_nan_probabilities_are_an_error_at_the_end_of_the_rollout(fresh_dynamo):
                    StaticRollout(max_new_tokens=6, pad_token_id=0, eos_token_ids=[7], buckets=(16,))):
         with pytest.raises(ValueError, match="NaN or negative probability"):
             engine.generate(model, PROMPTS, SamplingSettings())
+
+
+def test_a_cuda_graph_mode_reaches_torch_compile_as_options_beside_the_guard_filter(monkeypatch):
+    """On CUDA the engine asks for ``reduce-overhead``; torch.compile refuses ``mode`` beside ``options`` (the
+    first H200 run failed every compiled check so), so the mode must travel as its own options."""
+    def engine():
+        return StaticRollout(max_new_tokens=4, pad_token_id=0, eos_token_ids=[], compile=True,
+                             compile_backend="inductor", compile_mode="reduce-overhead", name="t")
+
+    engine()._decode_fn("cpu")  # torch.compile itself: it raised here before, it compiles nothing yet
+    seen = {}
+    monkeypatch.setattr(torch, "compile", lambda fn, **kwargs: seen.update(kwargs) or fn)
+    compiled = engine()
+    compiled._decode_fn("cpu")
+    assert seen.get("mode") is None and seen["options"]["triton.cudagraphs"] is True
+    assert seen["options"]["guard_filter_fn"] is not None and compiled.health.mode == "reduce-overhead"
