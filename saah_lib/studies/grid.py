@@ -27,7 +27,7 @@ from saah_lib.rundir.manifest import write_manifest
 from saah_lib.studies import confirm, extended, mini
 from saah_lib.studies.engine import TaskFailed
 from saah_lib.studies.plans import PAPER_SEED, STUDIES, ablation_plan, study_plan
-from saah_lib.studies.runner import Job, Plan, estimate, job_state, pending, run_plan
+from saah_lib.studies.runner import Job, Plan, StepSeconds, estimate, job_state, pending, run_plan, steps_left
 from saah_lib.studies.timing import Timings
 from saah_lib.training.config import RunConfig, make_config
 
@@ -130,7 +130,25 @@ def trainable_parameters(cfg) -> int | None:
 # ---- plan
 
 
-def describe(plan: Plan, step_seconds: float | None, source: str, slots: int) -> str:
+def step_figures(plan: Plan, given: float | None, device: str | None,
+                 bench_dir: Path = BENCH_RESULTS) -> dict[str, tuple[float | None, str]]:
+    """{profile: (seconds per step, source)} for every profile the plan's runs train."""
+    profiles = dict.fromkeys(j.profile for j in plan.runs) or {plan.profile: None}
+    return {p: step_seconds_source(p, plan.gpu, given, device, bench_dir) for p in profiles}
+
+
+def _rate_text(plan: Plan, figures: dict[str, tuple[float | None, str]]) -> tuple[str, str]:
+    """(' x 10 s per step' or ' (930 of qwen2.5-1.5b x 3.47 s, ...)', the figures' sources)."""
+    sources = dict.fromkeys(source for _, source in figures.values())
+    if len({s for s, _ in figures.values()}) == 1:
+        (seconds, _), *_ = figures.values()
+        return f" x {seconds:.3g} s per step", f"per-step figure {', '.join(sources)}"
+    left = {p: sum(steps_left(j) for j in plan.runs if j.profile == p) for p in figures}
+    rates = ", ".join(f"{left[p]} of {p} x {s:.3g} s" for p, (s, _) in figures.items())
+    return f" ({rates})", "per-step figures " + "; ".join(f"{p}: {src}" for p, (_, src) in figures.items())
+
+
+def describe(plan: Plan, figures: dict[str, tuple[float | None, str]], slots: int) -> str:
     lines = [f"study {plan.study}: results root {repo_relative(plan.root)}"]
     counts = {"done": 0, "partial": 0, "pending": 0}
     for job in plan.jobs:
@@ -146,19 +164,22 @@ def describe(plan: Plan, step_seconds: float | None, source: str, slots: int) ->
     kinds = {k: sum(j.kind == k for j in plan.jobs) for k in ("warmstart", "baseline", "alpha", "run")}
     lines.append(f"{kinds['run']} runs ({counts['done']} done, {counts['partial']} partial, {counts['pending']} "
                  f"pending), {kinds['baseline']} baselines, {kinds['warmstart']} warm starts")
-    total = estimate(plan, step_seconds, slots)
+    total = estimate(plan, {p: s for p, (s, _) in figures.items()}, slots)
     head = f"estimate: {total['pending_runs']} runs to train, {total['steps_left']} steps"
-    if step_seconds is None:
-        lines.append(f"{head}; seconds per step {source}")
+    missing = [p for p, (s, _) in figures.items() if s is None]
+    if not total["pending_runs"]:
+        lines.append(head)
+    elif missing:
+        of = "" if len(missing) == len(figures) else f" of {', '.join(missing)}"
+        lines.append(f"{head}; seconds per step{of} {UNMEASURED}")
     else:
-        unit = f"{'GPU' if plan.gpu else 'CPU run'}"
-        text = (f"{head} x {step_seconds:.3g} s per step = {total['steps_left'] * step_seconds / 3600:.2f} h of "
-                f"{unit} time")
+        rate, sources = _rate_text(plan, figures)
+        text = f"{head}{rate} = {total['run_hours']:.2f} h of {'GPU' if plan.gpu else 'CPU run'} time"
         if plan.gpu:
             text += f" = {total['gpu_hours']:.2f} GPU-hours"
         text += (f"; {total['hours']:.2f} h wall at {slots} runs at a time (the longest run alone "
-                 f"{total['wall_lower_bound_hours']:.2f} h); per-step figure {source}; baselines and warm starts not "
-                 "included")
+                 f"{total['wall_lower_bound_hours']:.2f} h); {sources}; optimiser steps only: evaluations, compiles, "
+                 "baselines and warm starts not included")
         lines.append(text)
     sizes = [d for d in map(disk_mb, plan.runs) if d is not None]
     if sizes:
@@ -181,7 +202,7 @@ def extended_summary(plan: Plan, seeds, steps: int | None, slots: int,
 # ---- run
 
 
-def run_study(plan: Plan, *, address: str | None, max_retries: int, step_seconds: float | None,
+def run_study(plan: Plan, *, address: str | None, max_retries: int, step_seconds: StepSeconds,
               slots: int | None) -> list[dict]:
     """Hold the root, build what is missing and train what is pending; a finished CPU study gets its
     answer kinds and manifest."""
@@ -234,6 +255,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-retries", type=int, default=1, help="retries of a job whose worker or node died")
     parser.add_argument("--step-seconds", type=float, default=None, help="seconds per optimiser step for the estimate")
     parser.add_argument("--device", default=None, help="the benchmark device name in results/bench/<device>-<profile>")
+    parser.add_argument("--bench-dir", type=in_repo, default=None,
+                        help="folder of the benchmark files (<device>-<profile>.json, <device>-preflight.json) whose "
+                             "steady step times the estimate takes, per profile (None: results/bench)")
     parser.add_argument("--slots", type=int, default=None,
                         help="runs at a time for the estimate (default: this machine's CPUs, or 8 GPUs)")
     return parser
@@ -256,12 +280,12 @@ def main(argv=None) -> int:
         plan = make_plan(args)
     except ValueError as err:
         parser.exit(2, f"error: {err}\n")
-    profile = plan.runs[0].kwargs["config"]["profile"] if plan.runs else plan.profile
-    seconds, source = step_seconds_source(profile, plan.gpu, args.step_seconds, args.device)
+    figures = step_figures(plan, args.step_seconds, args.device, args.bench_dir or BENCH_RESULTS)
+    seconds = {p: s for p, (s, _) in figures.items()}
     slots = args.slots or (8 if plan.gpu else len(os.sched_getaffinity(0)))
     if args.command == "plan":
         head, tail = extended_summary(plan, args.seeds, args.steps, slots) if plan.study == "extended" else ([], [])
-        print("\n".join([*head, describe(plan, seconds, source, slots), *tail]))
+        print("\n".join([*head, describe(plan, figures, slots), *tail]))
         return 0
     if plan.study == "confirm":
         try:  # a rerun is read as the committed study is: by its pre-registered plan

@@ -78,6 +78,11 @@ class Job:
     num_cpus = property(lambda self: self.task.num_cpus)
     num_gpus = property(lambda self: self.task.num_gpus)
 
+    @property
+    def profile(self) -> str | None:
+        """A run's profile (which per-step time its estimate takes); None for the other kinds."""
+        return self.kwargs["config"].get("profile") if self.kind == "run" else None
+
 
 @dataclass
 class Plan:
@@ -302,7 +307,7 @@ def submitted(plan: Plan) -> list[Job]:
 
 
 def run_plan(plan: Plan, timings: Timings, *, address: str | None = None, max_retries: int = 1,
-             step_seconds: float | None = None, slots: int | None = None, env_vars: dict | None = None) -> list[dict]:
+             step_seconds: StepSeconds = None, slots: int | None = None, env_vars: dict | None = None) -> list[dict]:
     """Build what is missing and train what is pending; returns the finished runs' entries (by run id).
 
     The caller holds the plan's root.  ``step_seconds`` and ``slots`` (runs at a time) give the ETA of the
@@ -340,8 +345,9 @@ def run_plan(plan: Plan, timings: Timings, *, address: str | None = None, max_re
         finished.add(task.id)  # a matched run's task id holds a placeholder, not its run id
         done_steps = sum(j.steps for j in runs if j.id in finished)
         left_steps = sum(j.steps for j in runs) - done_steps
-        if step_seconds is not None:  # the plan's estimate
-            eta = left_steps * step_seconds / min(slots, max(len(runs) - len(entries), 1))
+        per_step = {j.id: run_step_seconds(j, step_seconds) for j in runs if j.id not in finished}
+        if step_seconds is not None and None not in per_step.values():  # the plan's estimate
+            eta = sum(by_id[i].steps * s for i, s in per_step.items()) / min(slots, max(len(runs) - len(entries), 1))
         else:  # what this study has taken per step so far
             eta = (time.perf_counter() - started) / max(done_steps, 1) * left_steps
         evals = RunDir(layout.run_dir(plan.root, result["run_id"])).evals()
@@ -389,19 +395,35 @@ def record_warm_start(root: Path, seed: int, records_file: str = layout.WARMSTAR
     return record
 
 
-def estimate(plan: Plan, step_seconds: float | None, slots: int) -> dict:
-    """Runs x steps x seconds per step, in hours of wall time at ``slots`` runs at a time (and GPU-hours)."""
+#: Seconds per optimiser step: one figure for every run, or one per profile, or None (not measured).
+StepSeconds = float | dict[str, float | None] | None
+
+
+def run_step_seconds(job: Job, step_seconds: StepSeconds) -> float | None:
+    """A run's seconds per step: the one figure, or its profile's."""
+    return step_seconds.get(job.profile) if isinstance(step_seconds, dict) else step_seconds
+
+
+def steps_left(job: Job) -> int:
+    """A run's optimiser steps still to train: none when complete, the rest after its last step when partial."""
+    state, last = job_state(job)
+    return 0 if state == "done" else job.steps - (last if state == "partial" else 0)
+
+
+def estimate(plan: Plan, step_seconds: StepSeconds, slots: int) -> dict:
+    """Runs x steps x their profile's seconds per step, in hours of wall time at ``slots`` runs at a time (and
+    GPU-hours); without a figure for every pending run's profile, the steps only."""
     pending = [j for j in plan.runs if job_state(j)[0] != "done"]
-    left_steps = 0
-    for job in pending:
-        state, last = job_state(job)
-        left_steps += job.steps - (last if state == "partial" else 0)
-    total = {"runs": len(plan.runs), "pending_runs": len(pending), "steps_left": left_steps}
-    if step_seconds is None:
+    left = {j.id: steps_left(j) for j in pending}
+    total = {"runs": len(plan.runs), "pending_runs": len(pending), "steps_left": sum(left.values())}
+    seconds = {j.id: run_step_seconds(j, step_seconds) for j in pending}
+    if step_seconds is None or None in seconds.values():
         return total
-    run_seconds = left_steps * step_seconds
-    total["hours"] = run_seconds / 3600 / max(1, min(slots, len(pending) or 1))
-    total["wall_lower_bound_hours"] = (max((j.steps for j in pending), default=0) * step_seconds) / 3600
+    run_seconds = sum(left[i] * seconds[i] for i in left)
+    total["run_hours"] = run_seconds / 3600
+    total["wall_lower_bound_hours"] = max((j.steps * seconds[j.id] for j in pending), default=0) / 3600
+    # spread over the slots, but never shorter than the longest run alone
+    total["hours"] = max(run_seconds / 3600 / max(1, min(slots, len(pending) or 1)), total["wall_lower_bound_hours"])
     if plan.gpu:
         total["gpu_hours"] = run_seconds / 3600
     return total

@@ -53,6 +53,25 @@ def test_plan_reads_the_step_time_that_make_gpu_check_wrote_for_the_same_profile
     assert grid.step_seconds_source("qwen2.5-1.5b", True, None, "h100", bench_dir=tmp_path)[0] == 3.2
 
 
+def test_plan_paper_takes_each_models_own_step_time_and_names_a_model_not_measured(tmp_path, capsys):
+    bench = tmp_path / "bench"
+    bench.mkdir()
+    (bench / "h100-preflight.json").write_text(json.dumps({"profile": "qwen2.5-1.5b", "steady_step_seconds": 3.2}))
+    root = ["plan", "paper", "--results-dir", str(tmp_path / "paper"), "--bench-dir", str(bench), "--slots", "8"]
+    assert grid.main(root) == 0
+    out = capsys.readouterr().out
+    assert "1410 steps; seconds per step of qwen2.5-3b unmeasured: run `make gpu-check` first" in out
+
+    (bench / "h100-qwen2.5-3b.json").write_text(json.dumps({"steady_step_seconds": 7.5}))
+    assert grid.main(root) == 0
+    out = capsys.readouterr().out
+    # 930 steps of 1.5B (grpo 150, ah 150, sa 180, three alphas of 150) x 3.2 s + 480 of 3B x 7.5 s = 1.83 h;
+    # 9 runs on 8 GPUs cannot end before the longest, a 3B sa run: 180 x 7.5 s = 0.375 h
+    assert "(930 of qwen2.5-1.5b x 3.2 s, 480 of qwen2.5-3b x 7.5 s) = 1.83 h of GPU time = 1.83 GPU-hours" in out
+    assert "0.38 h wall at 8 runs at a time (the longest run alone 0.38 h)" in out
+    assert "qwen2.5-1.5b: measured: " in out and "h100-preflight.json; qwen2.5-3b: measured: " in out
+
+
 def test_plan_mini_on_the_committed_results_says_every_run_is_done(capsys):
     assert grid.main(["plan", "mini"]) == 0
     out = capsys.readouterr().out

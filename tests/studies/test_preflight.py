@@ -24,7 +24,9 @@ def test_on_cpu_the_checks_run_and_the_verdict_is_ready(tiny_random_model_dir, t
     assert agreement["identical_share"] == 1.0 and agreement["mean_abs_logp_gap"] < 1e-4
     assert step["steady_step_s"] > 0 and report["steady_step_seconds"] == step["steady_step_s"]
     assert step["targets"] is None  # the GPU targets are not applied on CPU
-    assert "grid plan paper --step-seconds" in report["checks"]["grid"]["command"]
+    assert "grid plan paper --bench-dir" in report["checks"]["grid"]["command"]
+    # the tiny step time is no estimate of the paper's models: the grid says their step times are unmeasured
+    assert "seconds per step unmeasured" in report["checks"]["grid"]["output"]
     assert "VERDICT: ready" in capsys.readouterr().out
 
 
@@ -43,3 +45,23 @@ def test_a_compiled_path_that_falls_back_makes_the_verdict_not_ready(tiny_random
     assert status == 1 and report["verdict"] == "not ready: smoke, agreement failed"
     assert "not supported by this driver" in report["checks"]["smoke"]["compile_health"]["fallback"]["reason"]
     assert "VERDICT: not ready" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("random_weights", [True, False])
+def test_greedy_agreement_in_bf16_is_held_on_real_weights_only(tiny_random_model_dir, tmp_path, monkeypatch,
+                                                               random_weights):
+    """Random weights have near-flat logits whose greedy ties bf16 rounding splits either way: the identical share
+    is recorded; the log-prob gap is held either way."""
+    torch._dynamo.reset()
+    options = preflight.parse_args([*CHEAP, "--out", str(tmp_path)])
+
+    def bf16_model(options):
+        model, tok = preflight.small_random_qwen2(options, seed=1)
+        return model.to(torch.bfloat16), tok, "2-layer Qwen2 in bf16", random_weights
+
+    monkeypatch.setattr(preflight, "agreement_model", bf16_model)
+    check = preflight.agreement_check(options)
+    assert check["dtype"] == "torch.bfloat16" and 0 <= check["identical_share"] <= 1
+    assert check["identical_needed"] == (None if random_weights else preflight.AGREEMENT_NEEDED[torch.bfloat16])
+    held = check["identical_needed"] is None or check["identical_share"] >= check["identical_needed"]
+    assert check["ok"] == (held and check["mean_abs_logp_gap"] <= check["logp_gap_limit"])
