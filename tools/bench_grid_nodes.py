@@ -37,6 +37,7 @@ import ray
 
 from saah_lib.models.names import tiny_warm_start_name
 from saah_lib.models.warmstart import read_build_info
+from saah_lib.numerics import cpu_description
 from saah_lib.paths import BENCH_RESULTS, REPO_ROOT, tiny_warmstart_dir
 from saah_lib.studies import extended
 from saah_lib.studies.runner import Plan, run_job, run_plan
@@ -104,7 +105,9 @@ def main(argv=None) -> int:
     if build is None:
         parser.error(f"{tiny_warm_start_name(0)} is not built in cache/: run `make mini` (or the extended study) first")
     with tempfile.TemporaryDirectory(prefix="saah-bench-nodes-") as tmp:
+        cpu = cpu_description()
         report = {"ray": ray.__version__, "python": platform.python_version(), "cpus": os.cpu_count(),
+                  "cpu_model": cpu["cpu_model"], "cpu_flags": cpu["cpu_flags"],
                   "load_average_before": [round(x, 2) for x in os.getloadavg()],
                   "settings": {"runs": args.runs, "steps": args.steps, "slots": SLOTS,
                                "warm_start": tiny_warm_start_name(0)}}
