@@ -27,7 +27,7 @@ from saah_lib.rundir.manifest import write_manifest
 from saah_lib.studies import confirm, extended, mini
 from saah_lib.studies.engine import TaskFailed
 from saah_lib.studies.plans import PAPER_SEED, STUDIES, ablation_plan, study_plan
-from saah_lib.studies.runner import Job, Plan, StepSeconds, estimate, job_state, pending, run_plan, steps_left
+from saah_lib.studies.runner import Job, Plan, StepSeconds, estimate, job_state, pending, run_plan
 from saah_lib.studies.timing import Timings
 from saah_lib.training.config import RunConfig, make_config
 
@@ -137,14 +137,14 @@ def step_figures(plan: Plan, given: float | None, device: str | None,
     return {p: step_seconds_source(p, plan.gpu, given, device, bench_dir) for p in profiles}
 
 
-def _rate_text(plan: Plan, figures: dict[str, tuple[float | None, str]]) -> tuple[str, str]:
-    """(' x 10 s per step' or ' (930 of qwen2.5-1.5b x 3.47 s, ...)', the figures' sources)."""
-    sources = dict.fromkeys(source for _, source in figures.values())
+def _rate_text(figures: dict[str, tuple[float | None, str]], steps_left: dict[str, int]) -> tuple[str, str]:
+    """(' x 10 s per step' or ' (930 of qwen2.5-1.5b x 3.47 s, ...)', the figures' sources); ``steps_left``: the
+    estimate's steps still to train per profile."""
     if len({s for s, _ in figures.values()}) == 1:
         (seconds, _), *_ = figures.values()
+        sources = dict.fromkeys(source for _, source in figures.values())
         return f" x {seconds:.3g} s per step", f"per-step figure {', '.join(sources)}"
-    left = {p: sum(steps_left(j) for j in plan.runs if j.profile == p) for p in figures}
-    rates = ", ".join(f"{left[p]} of {p} x {s:.3g} s" for p, (s, _) in figures.items())
+    rates = ", ".join(f"{steps_left.get(p, 0)} of {p} x {s:.3g} s" for p, (s, _) in figures.items())
     return f" ({rates})", "per-step figures " + "; ".join(f"{p}: {src}" for p, (_, src) in figures.items())
 
 
@@ -173,7 +173,7 @@ def describe(plan: Plan, figures: dict[str, tuple[float | None, str]], slots: in
         of = "" if len(missing) == len(figures) else f" of {', '.join(missing)}"
         lines.append(f"{head}; seconds per step{of} {UNMEASURED}")
     else:
-        rate, sources = _rate_text(plan, figures)
+        rate, sources = _rate_text(figures, total["steps_left_by_profile"])
         text = f"{head}{rate} = {total['run_hours']:.2f} h of {'GPU' if plan.gpu else 'CPU run'} time"
         if plan.gpu:
             text += f" = {total['gpu_hours']:.2f} GPU-hours"

@@ -415,7 +415,11 @@ def estimate(plan: Plan, step_seconds: StepSeconds, slots: int) -> dict:
     GPU-hours); without a figure for every pending run's profile, the steps only."""
     pending = [j for j in plan.runs if job_state(j)[0] != "done"]
     left = {j.id: steps_left(j) for j in pending}
-    total = {"runs": len(plan.runs), "pending_runs": len(pending), "steps_left": sum(left.values())}
+    by_profile: dict[str | None, int] = {}
+    for job in pending:
+        by_profile[job.profile] = by_profile.get(job.profile, 0) + left[job.id]
+    total = {"runs": len(plan.runs), "pending_runs": len(pending), "steps_left": sum(left.values()),
+             "steps_left_by_profile": by_profile}
     seconds = {j.id: run_step_seconds(j, step_seconds) for j in pending}
     if step_seconds is None or None in seconds.values():
         return total
