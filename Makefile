@@ -24,7 +24,7 @@ export PYTHONWARNINGS ?= ignore:`is_gradient_checkpointing` is deprecated:Future
 # comparable bit for bit). Read with the system python: it needs no package, and .venv may not exist yet.
 $(foreach setting,$(shell $(PYTHON) -m saah_lib.numerics env),$(eval export $(setting)))
 
-.PHONY: help setup test test-e2e mini mini-timing mini-promote extended extended-plan grid-plan figures paper bench gpu-check real-model latex slurm
+.PHONY: help setup test test-e2e mini mini-timing mini-promote extended extended-plan grid-plan figures paper bench gpu-check gpu-bench real-model latex slurm
 .DEFAULT_GOAL := help
 # the Jupyter kernel's display name, as in every notebook's metadata (tests/test_notebooks.py compares)
 KERNEL_DISPLAY_NAME := Python 3 (ipykernel)
@@ -136,3 +136,9 @@ bench: setup
 ## gpu-check: the checks to run on a new GPU before the grid (on CPU: the tiny ones), with a verdict
 gpu-check: setup
 	$(PY) -m saah_lib.studies.preflight
+
+# One process, one 10-minute GPU call (tools/gpu_session.sh runs it on a bare GPU machine); GPU_BENCH_ARGS: more
+# options (python -m saah_lib.studies.gpu_bench --help), e.g. GPU_BENCH_ARGS="--profile qwen2.5-3b --out results/bench"
+## gpu-bench: stock TRL against ours in one run, and a profiled decode step (CUDA: the 1.5B; CPU: tiny) into results/local/bench
+gpu-bench: setup
+	$(PY) -m saah_lib.studies.gpu_bench $(GPU_BENCH_ARGS)

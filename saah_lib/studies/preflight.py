@@ -49,7 +49,8 @@ from saah_lib.models.rollout import build_engine
 from saah_lib.models.sampling import SamplingSettings
 from saah_lib.paths import BENCH_RESULTS, repo_relative
 from saah_lib.studies.bench import device_name
-from saah_lib.studies.bench.models import QWEN25_ARCHITECTURES, build_model, filler_tokenizer, qwen25_config
+from saah_lib.studies.bench.models import (QWEN25_ARCHITECTURES, SMALL_QWEN2, build_model, filler_tokenizer,
+                                           qwen25_config)
 from saah_lib.studies.bench.options import LOCAL_BENCH, VARIANTS, BenchOptions
 from saah_lib.studies.bench.rollouts import eval_throughput
 from saah_lib.studies.bench.trainers import time_variant
@@ -109,9 +110,7 @@ def small_random_qwen2(options: PreflightOptions, seed: int = 0):
     if options.on_cuda and options.profile in QWEN25_ARCHITECTURES:
         config = qwen25_config(options.profile, num_layers=2)
     else:
-        config = Qwen2Config(vocab_size=1024, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                             num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096,
-                             tie_word_embeddings=True)
+        config = Qwen2Config(**SMALL_QWEN2)
     torch.manual_seed(seed)
     model = Qwen2ForCausalLM(config).to(_device(), _dtype(options)).eval()
     with torch.no_grad():  # wider than the initialisation, so that greedy decoding is not one token forever

@@ -20,6 +20,10 @@ QWEN25_ARCHITECTURES = {
 }
 QWEN25_COMMON = dict(vocab_size=151936, max_position_embeddings=32768, rope_theta=1_000_000.0,
                      rms_norm_eps=1e-6, tie_word_embeddings=True, hidden_act="silu")
+#: The CPU checks' Qwen2 (preflight, gpu_bench): 2 layers, grouped-query attention, seconds to compile on CPU.
+SMALL_QWEN2 = dict(vocab_size=1024, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096,
+                   tie_word_embeddings=True)
 
 
 def qwen25_config(profile: str, num_layers: int | None = None, **changes) -> Qwen2Config:

@@ -67,12 +67,32 @@ class StepClock(TrainerCallback):
         self.generation.append(self.trainer.generation_seconds)
 
 
+class StopBeforeDeadline(TrainerCallback):
+    """Ends training after a step when the next one, as long as the last, would end past ``deadline``
+    (``time.monotonic()`` seconds), but never before ``min_steps`` steps: a time budget shortens a variant
+    instead of overrunning it."""
+
+    def __init__(self, deadline: float, min_steps: int):
+        self.deadline, self.min_steps = deadline, min_steps
+        self.stopped_early = False
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        self._start = time.monotonic()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        now = time.monotonic()
+        step_s = now - self._start
+        if state.global_step >= self.min_steps and now + step_s > self.deadline and state.global_step < args.max_steps:
+            control.should_training_stop = True
+            self.stopped_early = True
+
+
 def variant_name(name: str, backend: str) -> str:
     """TRL's own generate keeps the plain name; other backends get a suffix."""
     return name if backend == "hf" or name == "trl-bnpo" else f"{name}@{backend}"
 
 
-def _trainer(variant, cfg: RunConfig, options: BenchOptions, out_dir: Path, backend: str, model, tokenizer, clock):
+def _trainer(variant, cfg: RunConfig, options: BenchOptions, out_dir: Path, backend: str, model, tokenizer, callbacks):
     _, which, method, top_k = variant
     common = stock_grpo_kwargs(cfg, out_dir, progress=False)
     common.update(max_steps=options.warmup + options.steps, save_strategy="no",
@@ -87,16 +107,18 @@ def _trainer(variant, cfg: RunConfig, options: BenchOptions, out_dir: Path, back
         trainer_cls = TimedSAAHGRPOTrainer
     return trainer_cls(model=model, reward_funcs=list(TRL_REWARD_FUNCS), args=config,
                        train_dataset=prompts_dataset(64, tokenizer, options.prompt_tokens),
-                       processing_class=tokenizer, peft_config=lora_config(cfg), callbacks=[clock])
+                       processing_class=tokenizer, peft_config=lora_config(cfg), callbacks=list(callbacks))
 
 
 def time_variant(variant, model_factory, cfg: RunConfig, options: BenchOptions, out_dir: Path,
-                 backend: str = "hf") -> dict:
-    """Train ``warmup + steps`` steps of one variant and summarise its step times."""
+                 backend: str = "hf", callbacks=()) -> dict:
+    """Train ``warmup + steps`` steps of one variant and summarise its step times (``callbacks``: more
+    trainer callbacks, e.g. :class:`StopBeforeDeadline`, which may end it sooner)."""
     name, which, method, top_k = variant
     model, tokenizer = model_factory()
     clock = StepClock()
-    trainer = _trainer(variant, cfg, options, out_dir / variant_name(name, backend), backend, model, tokenizer, clock)
+    trainer = _trainer(variant, cfg, options, out_dir / variant_name(name, backend), backend, model, tokenizer,
+                       [clock, *callbacks])
     clock.trainer = trainer
     if torch.cuda.is_available():
         torch.cuda.reset_peak_memory_stats()
