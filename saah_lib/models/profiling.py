@@ -108,8 +108,14 @@ def kernel_class(name: str) -> str:
     return next((cls for cls, pattern in _CLASS_PATTERNS if pattern.search(name)), OTHER_CLASS)
 
 
+#: Device-side profiler events that are no kernel: record_function ranges mirrored on the device's timeline,
+#: synchronisation events (kineto's activity type names).
+DEVICE_NON_KERNELS = frozenset({"gpu_user_annotation", "cuda_sync", "cuda_profiler_range"})
+
+
 def _is_device_kernel(event) -> bool:
-    return event.device_type != DeviceType.CPU and not getattr(event, "is_user_annotation", False)
+    return (event.device_type != DeviceType.CPU and not getattr(event, "is_user_annotation", False)
+            and getattr(event, "activity_type", None) not in DEVICE_NON_KERNELS)
 
 
 def _outermost_cpu_op(event) -> bool:

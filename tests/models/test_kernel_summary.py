@@ -98,6 +98,7 @@ class _Event:
     end: float
     device_type: DeviceType = DeviceType.CUDA
     is_user_annotation: bool = False
+    activity_type: str = "kernel"
     cpu_parent: object = None
 
     @property
@@ -108,7 +109,8 @@ class _Event:
 def test_device_kernels_win_over_cpu_ops_and_annotations_are_not_kernels():
     events = [
         _Event("aten::mm", 0, 50, DeviceType.CPU),  # the host side: not counted once the device's are there
-        _Event("rollout.decode", 0, 100, is_user_annotation=True),
+        _Event("rollout.decode", 0, 100, is_user_annotation=True, activity_type="gpu_user_annotation"),
+        _Event("cudaStreamSynchronize", 50, 100, activity_type="cuda_sync"),
         _Event("nvjet_tst_64x8_64x16_4x1_v_bz_TNT", 10, 20),
         _Event("pytorch_flash::flash_fwd_splitkv_kernel", 20, 25),
         _Event("triton_red_fused__softmax_argmax_div_exponential_7", 30, 34),
