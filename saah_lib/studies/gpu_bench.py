@@ -279,7 +279,7 @@ def _run(options: GpuBenchOptions) -> dict:
     _guarded(report, "ours", ours)
     reserve = profile_estimate_s(report.data["ours"]) or 0.0
     if end - time.monotonic() <= reserve:
-        report.skip("trl", f"time budget: {end - time.monotonic():.0f} s left, the profile needs {reserve:.0f} s")
+        report.skip("trl", f"time budget: {end - time.monotonic():.1f} s left, the profile needs {reserve:.1f} s")
     else:
         def trl():
             result, shortened = run_trainer_part(TRL_VARIANT, options, cfg, options.trl_steps, "hf", end - reserve,
@@ -289,7 +289,7 @@ def _run(options: GpuBenchOptions) -> dict:
         _guarded(report, "trl", trl)
     left = end - time.monotonic()
     if report.data["ours"] and left < reserve:
-        report.skip("decode_profile", f"time budget: {left:.0f} s left, the profile needs {reserve:.0f} s")
+        report.skip("decode_profile", f"time budget: {left:.1f} s left, the profile needs {reserve:.1f} s")
     else:
         def profile():
             model, tokenizer, description = profile_model(options, cfg, dtype)

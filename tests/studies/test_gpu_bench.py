@@ -68,7 +68,7 @@ def test_a_time_budget_skips_the_parts_that_no_longer_fit(tmp_path, monkeypatch)
     assert report["parts"]["ours"]["status"] == "done"
     for part in ("trl", "decode_profile"):
         assert report["parts"][part]["status"] == "skipped"
-        assert "the profile needs 30 s" in report["parts"][part]["reason"]
+        assert "the profile needs 30.0 s" in report["parts"][part]["reason"]
     assert report["ratios"] == {} and report["complete"]
     assert json.loads(next(tmp_path.glob("*.json")).read_text())["parts"] == report["parts"]
 
