@@ -148,8 +148,9 @@ def test_the_gpu_session_script_runs_these_commands_with_options_they_take():
     script = REPO_ROOT / "tools" / "gpu_session.sh"
     assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
     text = script.read_text()
-    bench_args = re.search(r"^GPU_BENCH_ARGS=\$\{GPU_BENCH_ARGS:-(.+)\}$", text, flags=re.M).group(1).split()
-    preflight_args = re.search(r"^PREFLIGHT_ARGS=\$\{PREFLIGHT_ARGS:-(.+)\}$", text, flags=re.M).group(1).split()
+    bench_args = re.search(r"^GPU_BENCH_ARGS=\$\{GPU_BENCH_ARGS:-(.+)\}$", text, flags=re.MULTILINE).group(1).split()
+    preflight_args = re.search(r"^PREFLIGHT_ARGS=\$\{PREFLIGHT_ARGS:-(.+)\}$", text, flags=re.MULTILINE).group(1).split()
     assert gpu_bench.parse_args([*bench_args, "--time-budget-s", "300", "--out", "x"]).profile == "qwen2.5-1.5b"
     assert preflight.parse_args([*preflight_args, "--out", "x"]).profile == "qwen2.5-3b"
-    assert "-m saah_lib.studies.gpu_bench $GPU_BENCH_ARGS" in text and "-m saah_lib.studies.preflight $PREFLIGHT_ARGS" in text
+    assert "-m saah_lib.studies.gpu_bench $GPU_BENCH_ARGS" in text
+    assert "-m saah_lib.studies.preflight $PREFLIGHT_ARGS" in text
