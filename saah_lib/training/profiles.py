@@ -1,9 +1,11 @@
 """The run settings that need no torch: named profiles, the names config.json records, default run ids.
 
 A profile is a dict of field overrides over the defaults of
-:class:`saah_lib.training.config.SAAHGRPOConfig` and :class:`~saah_lib.training.config.RunConfig`
-(which are the CPU-sized ``tiny`` profile).  The report and analysis read these without loading
-torch or TRL.
+:class:`saah_lib.training.config.SAAHGRPOConfig` (TRL's) and
+:class:`~saah_lib.training.config.RunConfig`.  Every profile starts from :data:`ARTIFACT_SETTINGS`, the
+studies' trainer settings (the CPU-sized ``tiny`` profile is those alone), and takes
+:data:`FIXED_TRAINER_SETTINGS`, which no override changes.  The report and analysis read these without
+loading torch or TRL.
 """
 
 from __future__ import annotations
@@ -135,7 +137,26 @@ PROFILE_STEPS = {
     "tiny": {"grpo": 60, "ah": 60, "sa": 60},
 }
 
-# The paper's table, where it differs from the defaults (the tiny profile).
+#: The studies' trainer settings where they differ from TRL's defaults: the paper's table, CPU-sized (the
+#: ``tiny`` profile).  Every field a profile or an override may set (:data:`TRAINER_FIELDS`).
+ARTIFACT_SETTINGS = dict(
+    seed=0,  # the CPU studies' first seed
+    learning_rate=2e-4,
+    lr_scheduler_type="cosine",
+    weight_decay=0.01,
+    beta=0.04,
+    num_generations=4,
+    max_completion_length=96,
+    save_steps=10,
+    save_total_limit=2,
+    activation_checkpointing=False,
+    reward_std_threshold=0.15,
+)
+#: What every profile's trainer has and no override changes: the paper's loss (bnpo and the plain k3 KL
+#: estimator) and a log line per step (the run folder's train log reads TRL's every-step logs).
+FIXED_TRAINER_SETTINGS = dict(loss_type="bnpo", use_bias_correction_kl=False, logging_steps=1)
+
+# The paper's table, where it differs from the tiny profile.
 _PAPER = dict(
     seed=123,  # the paper's fixed seed; the tiny profile's 0 is the CPU studies' first seed
     dtype="bfloat16",
@@ -156,12 +177,13 @@ _PAPER = dict(
 _STEP = dict(prompts_per_step=4, gradient_accumulation_steps=2)
 
 PROFILES: dict[str, dict] = {
-    "qwen2.5-1.5b": dict(_PAPER, **_STEP, model_name="Qwen/Qwen2.5-1.5B-Instruct",
+    "qwen2.5-1.5b": dict(ARTIFACT_SETTINGS, **_PAPER, **_STEP, model_name="Qwen/Qwen2.5-1.5B-Instruct",
                          model_label="Qwen2.5-1.5B-Instruct"),
-    "qwen2.5-3b": dict(_PAPER, **_STEP, model_name="Qwen/Qwen2.5-3B-Instruct", model_label="Qwen2.5-3B-Instruct"),
+    "qwen2.5-3b": dict(ARTIFACT_SETTINGS, **_PAPER, **_STEP, model_name="Qwen/Qwen2.5-3B-Instruct",
+                       model_label="Qwen2.5-3B-Instruct"),
     # CPU-sized: a warm-started Qwen2-architecture model of ~0.6M parameters on synthetic word problems
-    # (saah_lib.models.warmstart); every other value is a default.
-    "tiny": dict(_STEP),
+    # (saah_lib.models.warmstart); every other value is RunConfig's default.
+    "tiny": dict(ARTIFACT_SETTINGS, **_STEP),
 }
 
 
