@@ -15,7 +15,7 @@ from saah_lib.training.config import (
     SAAHGRPOConfig,
     make_config,
 )
-from saah_lib.training.profiles import RECORDED_AS
+from saah_lib.training.profiles import ARTIFACT_SETTINGS, FIXED_TRAINER_SETTINGS, RECORDED_AS
 
 
 def test_paper_profile_holds_the_papers_hyperparameters():
@@ -108,9 +108,16 @@ def test_the_warm_start_is_a_cache_outside_every_results_root():
     assert model_location(TINY_WARMSTART) == str(TINY_WARMSTART_DIR)
 
 
+def test_the_studies_settings_list_only_what_differs_from_trls_defaults():
+    trl = {f.name: f.default for f in dataclasses.fields(SAAHGRPOConfig)}
+    assert all(trl[name] != value for name, value in {**ARTIFACT_SETTINGS, **FIXED_TRAINER_SETTINGS}.items())
+    assert set(ARTIFACT_SETTINGS) <= set(TRAINER_FIELDS) and not set(FIXED_TRAINER_SETTINGS) & set(TRAINER_FIELDS)
+
+
 def test_the_tiny_profile_lists_only_what_differs_from_the_defaults():
     defaults = RunConfig.defaults()
-    assert PROFILES["tiny"] and all(defaults[name] != value for name, value in PROFILES["tiny"].items())
+    own = {name: value for name, value in PROFILES["tiny"].items() if name not in ARTIFACT_SETTINGS}
+    assert own and all(defaults[name] != value for name, value in own.items())
     tiny = make_config("tiny", max_steps=60)
     for name, default in defaults.items():
         value = getattr(tiny, name) if hasattr(RunConfig, name) or name in RunConfig.__dataclass_fields__ \
@@ -131,9 +138,10 @@ def test_every_field_has_help_text():
 
 
 def test_bnpo_is_stated_once_and_reaches_trl():
-    assert SAAHGRPOConfig.__dataclass_fields__["loss_type"].default == "bnpo"
+    assert FIXED_TRAINER_SETTINGS["loss_type"] == "bnpo"
     assert "loss_type" not in TRAINER_FIELDS and all("loss_type" not in p for p in PROFILES.values())
     assert make_config().trainer.loss_type == "bnpo"
+    assert make_config("qwen2.5-3b").trainer.loss_type == "bnpo"
 
 
 def test_config_json_keeps_its_keys_through_one_mapping():
