@@ -70,7 +70,15 @@ LR_SCHEDULERS = ("linear", "cosine", "cosine_with_restarts", "polynomial", "cons
                  "constant_with_warmup", "inverse_sqrt")
 DTYPES = ("float32", "bfloat16", "float16")
 DATASETS = ("gsm8k", "synthetic")
-COMPILE_BACKENDS = ("inductor", "aot_eager", "eager")
+COMPILE_BACKENDS = ("inductor", "aot_eager", "eager")  # the usual ones; any torch.compile knows is accepted
+
+
+def compile_backends() -> tuple[str, ...]:
+    """The torch.compile backends this process knows: the usual three first, then torch's and registered ones."""
+    import torch._dynamo  # imported by any compiled run anyway
+
+    known = torch._dynamo.list_backends(exclude_tags=())
+    return COMPILE_BACKENDS + tuple(b for b in known if b not in COMPILE_BACKENDS)
 MAX_SEED = 2**32 - 1  # numpy's seed range; transformers.set_seed seeds numpy with it
 # A run id is a folder name: no separators, no leading dot, nothing a shell or another system trips over.
 _RUN_ID_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+=-]{0,199}")
@@ -254,7 +262,7 @@ class SAAHGRPOConfig(GRPOConfig):
             if getattr(self, name) is not None:
                 _check_bool(name, getattr(self, name))
         if self.rollout_compile_backend is not None:
-            _check_choice("rollout_compile_backend", self.rollout_compile_backend, COMPILE_BACKENDS)
+            _check_choice("rollout_compile_backend", self.rollout_compile_backend, compile_backends())
         _check_choice("loss_type", self.loss_type, LOSS_TYPES)
         _check_choice("importance_sampling_level", self.importance_sampling_level, IMPORTANCE_SAMPLING_LEVELS)
         problem = weights_problem(self.method, self.alpha, self.loss_type, self.importance_sampling_level)

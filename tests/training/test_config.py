@@ -298,3 +298,46 @@ def test_the_paper_profiles_steps_per_method_are_no_variant():
 
 def test_an_explicit_run_id_is_kept():
     assert make_config("tiny", method="sa", max_steps=1, run_id="mine").run_id == "mine"
+
+
+# ------------------------------------------------------------------ SAAHGRPOConfig on its own
+def test_grpo_method_with_nothing_else_set_is_trls_config(tmp_path):
+    from trl import GRPOConfig
+    trl = GRPOConfig(output_dir=str(tmp_path), use_cpu=True)  # TRL's defaults (bf16 on a CPU: given below)
+    ours = SAAHGRPOConfig(output_dir=str(tmp_path), use_cpu=True, bf16=True, method="grpo")
+    differ = {f.name for f in dataclasses.fields(GRPOConfig) if getattr(trl, f.name) != getattr(ours, f.name)}
+    assert not differ
+    assert ours.reward_std_threshold == 0 and ours.loss_type == "dapo" and ours.activation_checkpointing is True
+
+
+@pytest.mark.parametrize("asked,expected", [(dict(), False), (dict(bf16=True), True), (dict(bf16=False), False)])
+def test_a_cpu_run_is_float32_unless_bf16_is_asked(asked, expected, tmp_path):
+    assert SAAHGRPOConfig(output_dir=str(tmp_path), use_cpu=True, **asked).bf16 is expected
+
+
+@pytest.mark.parametrize("bad,field", [
+    (dict(rollout_compile="no"), "rollout_compile"),
+    (dict(rollout_compile=1), "rollout_compile"),
+    (dict(rollout_compile_backend="nope"), "rollout_compile_backend"),
+    (dict(entropy_top_k=10**9), "entropy_top_k"),
+    (dict(entropy_top_k=0), "entropy_top_k"),
+    (dict(entropy_top_k=True), "entropy_top_k"),
+    (dict(loss_type="ppo"), "loss_type"),
+    (dict(importance_sampling_level="batch"), "importance_sampling_level"),
+    (dict(activation_checkpointing="yes"), "activation_checkpointing"),
+    (dict(warmup_steps=2.5), "warmup_steps"),
+])
+def test_own_fields_are_type_checked_at_construction(bad, field, tmp_path):
+    with pytest.raises(ValueError, match=f"config field '{field}'"):
+        SAAHGRPOConfig(output_dir=str(tmp_path), use_cpu=True, **bad)
+
+
+@pytest.mark.parametrize("loss_type", ["grpo", "bnpo", "dr_grpo", "dapo", "cispo", "sapo", "luspo", "vespo"])
+def test_every_trl_loss_type_is_accepted(loss_type, tmp_path):
+    assert SAAHGRPOConfig(output_dir=str(tmp_path), use_cpu=True, loss_type=loss_type).loss_type == loss_type
+
+
+@pytest.mark.parametrize("good", [dict(rollout_compile=False, rollout_compile_backend="aot_eager"),
+                                  dict(warmup_steps=0.1), dict(warmup_steps=3), dict(entropy_top_k=500)])
+def test_valid_values_pass(good, tmp_path):
+    SAAHGRPOConfig(output_dir=str(tmp_path), use_cpu=True, **good)

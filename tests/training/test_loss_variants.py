@@ -249,3 +249,62 @@ def test_trl_config_fields_are_the_reviewed_ones():
     own = {f.name for f in dataclasses.fields(GRPOConfig)} - inherited
     assert own == set(REVIEWED_TRL_FIELDS), (f"new: {sorted(own - set(REVIEWED_TRL_FIELDS))}, "
                                              f"gone: {sorted(set(REVIEWED_TRL_FIELDS) - own)}")
+
+
+# ------------------------------------------------------------------------------- what TRL adds around the loss
+@pytest.fixture(scope="module")
+def tiny_moe_model_dir(tiny_random_model_dir, tmp_path_factory):
+    """A tiny Qwen3-MoE (router auxiliary loss on) with the tiny tokenizer."""
+    from transformers import AutoTokenizer, Qwen3MoeConfig, Qwen3MoeForCausalLM
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_random_model_dir)
+    torch.manual_seed(0)
+    config = Qwen3MoeConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, moe_intermediate_size=16,
+                            num_experts=4, num_experts_per_tok=2, num_hidden_layers=2, num_attention_heads=2,
+                            num_key_value_heads=1, head_dim=16, router_aux_loss_coef=0.05,
+                            pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
+    folder = tmp_path_factory.mktemp("tiny_moe")
+    Qwen3MoeForCausalLM(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.mark.parametrize("loss_type", ["bnpo", "dapo"])
+def test_the_moe_auxiliary_loss_is_trls(loss_type, tiny_moe_model_dir, tmp_path):
+    ours, trl = ours_and_trl(tiny_moe_model_dir, tmp_path, loss_type, "token", method="sa")
+    assert ours.aux_loss_enabled and not ours._paper_loss_applies(fake_batch(8))
+    inputs = with_old_logps(ours, fake_batch(len(ours.processing_class), seed=8))
+    got = loss_and_grads(ours, inputs, lambda x: ours._compute_loss(ours.model, x))
+    assert_same(got, loss_and_grads(trl, inputs, lambda x: trl._compute_loss(trl.model, x)), exact=True)
+    assert ours._metrics["train"]["aux_loss"] == trl._metrics["train"]["aux_loss"] != []
+
+
+def test_the_moe_auxiliary_loss_is_added_unweighted(tiny_moe_model_dir, tmp_path):
+    with_aux, _ = ours_and_trl(tiny_moe_model_dir, tmp_path, "dapo", "token", method="ah", alpha=1.0)
+    without, _ = ours_and_trl(tiny_moe_model_dir, tmp_path, "dapo", "token", method="ah", alpha=1.0,
+                              router_aux_loss_coef=0.0)
+    inputs = with_old_logps(without, fake_batch(len(without.processing_class), seed=9))
+    difference = (with_aux._compute_loss(with_aux.model, copy.deepcopy(inputs))
+                  - without._compute_loss(without.model, copy.deepcopy(inputs))).detach()
+    aux = with_aux._metrics["train"]["aux_loss"][-1]
+    expected = torch.tensor(0.05 * aux / with_aux.current_gradient_accumulation_steps)
+    torch.testing.assert_close(difference, expected, atol=1e-6, rtol=1e-4)
+
+
+def test_multimodal_inputs_reach_the_forward(tiny_random_model_dir, tmp_path, monkeypatch):
+    """An image batch goes through TRL's loss, which forwards its image entries to the model."""
+    ours = build_trainer(SAAHGRPOTrainer, SAAHGRPOConfig, tiny_random_model_dir, tmp_path, method="sa",
+                         alpha=0.5, loss_type="bnpo", use_bias_correction_kl=False, bf16=False)
+    original, seen = GRPOTrainer._get_per_token_logps_and_entropies, {}
+
+    def forward_without_images(self, *args, pixel_values=None, image_grid_thw=None, **kwargs):
+        seen.update(pixel_values=pixel_values, image_grid_thw=image_grid_thw)
+        return original(self, *args, **kwargs)  # the text model has no vision tower
+
+    monkeypatch.setattr(GRPOTrainer, "_get_per_token_logps_and_entropies", forward_without_images)
+    images = {"pixel_values": torch.rand(4, 6), "image_grid_thw": torch.ones(4, 3, dtype=torch.long),
+              "num_images": [1, 1, 1, 1]}
+    inputs = {**fake_batch(len(ours.processing_class)), **images}
+    assert not ours._paper_loss_applies(inputs)
+    ours._compute_loss(ours.model, inputs)
+    assert seen["pixel_values"] is images["pixel_values"] and seen["image_grid_thw"] is images["image_grid_thw"]
