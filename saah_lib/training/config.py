@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+import torch._dynamo  # already imported by TRL's config
 from trl import GRPOConfig
 
 from saah_lib.method.methods import (
@@ -75,8 +76,6 @@ COMPILE_BACKENDS = ("inductor", "aot_eager", "eager")  # the usual ones; any tor
 
 def compile_backends() -> tuple[str, ...]:
     """The torch.compile backends this process knows: the usual three first, then torch's and registered ones."""
-    import torch._dynamo  # imported by any compiled run anyway
-
     known = torch._dynamo.list_backends(exclude_tags=())
     return COMPILE_BACKENDS + tuple(b for b in known if b not in COMPILE_BACKENDS)
 MAX_SEED = 2**32 - 1  # numpy's seed range; transformers.set_seed seeds numpy with it

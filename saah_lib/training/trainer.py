@@ -57,15 +57,14 @@ from saah_lib.method.loss import (
     saah_policy_loss,
     weight_statistics,
 )
-from saah_lib.method.methods import MAX_ENTROPY_TOP_K, weights_problem
+from saah_lib.method.methods import weights_problem
 from saah_lib.models.backends import require_vllm, resolve_backend
 from saah_lib.models.compile_health import CompileHealth
 from saah_lib.models.evaluate import run_generation_config
 from saah_lib.models.rollout import StaticRollout, build_engine, drop_orphaned_input_grad_hooks, eval_mode
 from saah_lib.models.sampling import SamplingSettings
-from saah_lib.training.config import SAAHGRPOConfig  # noqa: F401  (its config, importable from here too)
+from saah_lib.training.config import SAAHGRPOConfig
 from saah_lib.training.sampler import ResumableRepeatSampler
-
 
 #: The batch entries TRL's loss forwards to the model beside the token ids (images and their layout).
 MODEL_INPUT_KEYS = ("pixel_values", "image_grid_thw", "num_images", "pixel_attention_mask", "spatial_shapes",

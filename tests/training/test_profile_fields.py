@@ -11,7 +11,6 @@ import sys
 import warnings
 from pathlib import Path
 
-import pytest
 import torch
 
 RECORDED = Path(__file__).parent / "data" / "make_config_fields.json"
