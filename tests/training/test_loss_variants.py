@@ -308,3 +308,19 @@ def test_multimodal_inputs_reach_the_forward(tiny_random_model_dir, tmp_path, mo
     assert not ours._paper_loss_applies(inputs)
     ours._compute_loss(ours.model, inputs)
     assert seen["pixel_values"] is images["pixel_values"] and seen["image_grid_thw"] is images["image_grid_thw"]
+
+
+@pytest.mark.parametrize("loss_type", LOSS_TYPES)
+def test_evaluation_mode_weights_without_accumulation(loss_type, tiny_random_model_dir, tmp_path):
+    """In evaluation TRL neither splits nor accumulates: the reference without the accumulation factor."""
+    ours, _ = ours_and_trl(tiny_random_model_dir, tmp_path, loss_type, "token", method="sa", alpha=1.0)
+    inputs = with_old_logps(ours, fake_batch(len(ours.processing_class), seed=10))
+    ours.model.eval()
+    with torch.no_grad():
+        got = ours._compute_loss(ours.model, copy.deepcopy(inputs))
+        accumulation, ours.current_gradient_accumulation_steps = ours.current_gradient_accumulation_steps, 1
+        steps_per_generation, ours.args.steps_per_generation = ours.args.steps_per_generation, 1
+        expected = reference_loss(ours, inputs, "sa", 1.0)
+    ours.current_gradient_accumulation_steps, ours.args.steps_per_generation = accumulation, steps_per_generation
+    torch.testing.assert_close(got, expected, atol=1e-6, rtol=1e-5)
+    assert ours._metrics["eval"]["saah/weight_mean"] and not ours._metrics["train"]["saah/weight_mean"]

@@ -162,3 +162,16 @@ def test_config_rejects_unknown_method_and_bad_alpha(tmp_path):
         SAAHGRPOConfig(output_dir=str(tmp_path), method="ppo", use_cpu=True, report_to="none")
     with pytest.raises(ValueError, match="alpha"):
         SAAHGRPOConfig(output_dir=str(tmp_path), method="ah", alpha=11.0, use_cpu=True, report_to="none")
+
+
+def test_without_a_config_the_trainer_builds_its_own(tiny_random_model_dir, tmp_path, monkeypatch):
+    """As GRPOTrainer does, with TRL's defaults: here an SAAHGRPOConfig (float32 on this CPU)."""
+    monkeypatch.chdir(tmp_path)
+    model, tokenizer = load_model_and_tokenizer(str(tiny_random_model_dir))
+    trainer = SAAHGRPOTrainer(model, list(TRL_REWARD_FUNCS), processing_class=tokenizer,
+                              train_dataset=to_trl_dataset(generate_problems(8, seed=0), tokenizer))
+    assert isinstance(trainer.args, SAAHGRPOConfig) and trainer.args.loss_type == "dapo"
+    assert trainer.args.bf16 is (False if not torch.cuda.is_available() else True)
+    with pytest.raises(TypeError, match="needs an SAAHGRPOConfig"):
+        SAAHGRPOTrainer(model, list(TRL_REWARD_FUNCS), args=GRPOConfig(output_dir="x", use_cpu=True),
+                        processing_class=tokenizer, train_dataset=to_trl_dataset(generate_problems(8, seed=0), tokenizer))
