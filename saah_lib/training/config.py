@@ -55,6 +55,7 @@ from saah_lib.training.profiles import (  # noqa: F401  (the light half of the c
     PROFILES,
     RECORDED_AS,
     RECORDED_SETTINGS,
+    STUDY_FIELD_HELP,
     TRAINER_FIELDS,
     check_overrides,
     default_run_id,
@@ -72,12 +73,6 @@ LR_SCHEDULERS = ("linear", "cosine", "cosine_with_restarts", "polynomial", "cons
 DTYPES = ("float32", "bfloat16", "float16")
 DATASETS = ("gsm8k", "synthetic")
 COMPILE_BACKENDS = ("inductor", "aot_eager", "eager")  # the usual ones; any torch.compile knows is accepted
-
-
-def compile_backends() -> tuple[str, ...]:
-    """The torch.compile backends this process knows: the usual three first, then torch's and registered ones."""
-    known = torch._dynamo.list_backends(exclude_tags=())
-    return COMPILE_BACKENDS + tuple(b for b in known if b not in COMPILE_BACKENDS)
 MAX_SEED = 2**32 - 1  # numpy's seed range; transformers.set_seed seeds numpy with it
 # A run id is a folder name: no separators, no leading dot, nothing a shell or another system trips over.
 _RUN_ID_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+=-]{0,199}")
@@ -144,6 +139,12 @@ def _check_folder(name: str, value, optional: bool = False) -> None:
         return
     if not isinstance(value, (str, os.PathLike)) or not str(value).strip():
         _fail(name, f"must be a folder name{' or None' if optional else ''}, got {value!r}")
+
+
+def compile_backends() -> tuple[str, ...]:
+    """The torch.compile backends this process knows: the usual three first, then torch's and registered ones."""
+    known = torch._dynamo.list_backends(exclude_tags=())
+    return COMPILE_BACKENDS + tuple(b for b in known if b not in COMPILE_BACKENDS)
 
 
 def report_integrations(report_to) -> list[str]:
@@ -369,8 +370,10 @@ class RunConfig:
     def help(cls) -> dict[str, str]:
         """Every field a profile or an override may set, with its help text, by name."""
         own = {f.name: f.metadata.get("help", "") for f in dataclasses.fields(cls) if f.name != "trainer"}
-        trainer = {f.name: f.metadata.get("help", "") for f in dataclasses.fields(SAAHGRPOConfig)
-                   if f.name in TRAINER_FIELDS}
+        study_help = {**STUDY_FIELD_HELP,
+                      "report_to": "none | all | integrations, comma-separated: " + " | ".join(REPORT_INTEGRATIONS)}
+        trainer = {f.name: study_help.get(f.name) or f.metadata.get("help", "")
+                   for f in dataclasses.fields(SAAHGRPOConfig) if f.name in TRAINER_FIELDS}
         return {**own, **{name: trainer[name] for name in TRAINER_FIELDS}}
 
     @classmethod

@@ -29,6 +29,27 @@ TRAINER_FIELDS = ("method", "alpha", "max_steps", "seed", "learning_rate", "lr_s
                   "reward_std_threshold", "save_steps", "save_total_limit", "log_token_entropies",
                   "activation_checkpointing", "generation_backend", "vllm_mode", "vllm_server_base_url",
                   "vllm_gpu_memory_utilization", "report_to", "run_name")
+#: What TRL's fields mean in a profile (``launch --help``), where TRL's own help says less.
+STUDY_FIELD_HELP = {
+    "max_steps": "optimiser steps (make_config: the profile's for the method); -1: TRL's num_train_epochs instead",
+    "seed": "seeds LoRA initialisation, sampling and TRL's prompt order (CPU studies: 0, 1, 2, ...; the paper "
+            "profiles: the paper's 123)",
+    "learning_rate": "peak learning rate",
+    "lr_scheduler_type": "transformers scheduler name: linear | cosine | cosine_with_restarts | polynomial | "
+                         "constant | constant_with_warmup | inverse_sqrt",
+    "warmup_steps": "warm-up steps; None: max(5, max_steps // 10)",
+    "weight_decay": "AdamW weight decay",
+    "max_grad_norm": "gradient clipping norm (0: off)",
+    "beta": "KL penalty to the reference model",
+    "epsilon": "PPO clip range",
+    "num_generations": "completions per prompt (the group size G)",
+    "max_completion_length": "tokens per sampled completion",
+    "temperature": "sampling temperature of rollouts",
+    "save_steps": "checkpoint every N steps",
+    "save_total_limit": "checkpoints kept; None keeps every one",
+    "run_name": "the run's name in the report_to integrations (make_config: the run id)",
+    "activation_checkpointing": "recompute activations in the backward pass (less memory)",
+}
 #: A field's name in a run folder's config.json, where it differs (the one mapping at the run-folder boundary).
 RECORDED_AS = {"max_steps": "steps", "save_steps": "save_every", "save_total_limit": "keep_checkpoints",
                "lr_scheduler_type": "lr_scheduler", "activation_checkpointing": "gradient_checkpointing"}
