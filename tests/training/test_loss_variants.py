@@ -17,6 +17,7 @@ from tests.training.test_trainer import build_trainer, fake_batch
 # (loss_type, importance_sampling_level): every loss type per token, and those GSPO keeps meaningful
 VARIANTS = [(t, "token") for t in LOSS_TYPES] + [("luspo", "sequence"), ("dapo", "sequence")]
 EXTRAS = dict(epsilon_high=0.28, delta=1.6, use_bias_correction_kl=True)
+ALL_OPTIONS = dict(top_entropy_quantile=0.5, entropy_coef=0.01, off_policy_mask_threshold=0.05, **EXTRAS)
 
 
 def with_old_logps(trainer, inputs, seed=3):
@@ -34,14 +35,25 @@ def plain_logps_and_entropy(model, inputs):
     logits = model(input_ids=ids, attention_mask=attn).logits[:, -t - 1:-1].float()
     logp_all = torch.log_softmax(logits, -1)
     logps = logp_all.gather(-1, inputs["completion_ids"].unsqueeze(-1)).squeeze(-1)
-    entropy = -(logp_all.exp() * logp_all).sum(-1).detach()
+    entropy = -(logp_all.exp() * logp_all).sum(-1)  # with gradient: the entropy bonus trains through it
     return logps, entropy, logits.size(-1)
+
+
+def with_vllm_sampling(trainer_pair, inputs, seed=11):
+    """What a vLLM rollout adds: the sampler's log-probs and TRL's importance-sampling ratios."""
+    for trainer in trainer_pair:
+        trainer.use_vllm = True  # read by the loss only: the correction below applies
+    g = torch.Generator().manual_seed(seed)
+    shape = inputs["completion_mask"].shape
+    return {**inputs, "sampling_per_token_logps": inputs["old_per_token_logps"] + 0.1 * torch.randn(shape, generator=g),
+            "importance_sampling_ratio": 0.5 + torch.rand(shape, generator=g)}
 
 
 def reference_loss(trainer, inputs, method, alpha):
     """The documented loss of ``trainer``'s settings, by hand."""
     a, m = trainer.args, inputs["completion_mask"].float()
-    logps, entropy, vocab = plain_logps_and_entropy(trainer.model, inputs)
+    logps, entropy_with_grad, vocab = plain_logps_and_entropy(trainer.model, inputs)
+    entropy = entropy_with_grad.detach()
     adv = inputs["advantages"].reshape(-1, 1)
     h = entropy / math.log(vocab) * m
     w = torch.exp(-alpha * torch.cumsum(h, -1))
@@ -71,6 +83,16 @@ def reference_loss(trainer, inputs, method, alpha):
         first = r if a.delta is None else torch.clamp(r, max=a.delta)
         policy = -torch.min(first * adv, torch.clamp(r, 1 - eps_low, 1 + eps_high) * adv)
     policy = policy.expand_as(m)
+    if a.off_policy_mask_threshold is not None:  # drop negative rollouts that drifted from the sampler
+        sampler = inputs.get("sampling_per_token_logps", old)
+        drift = ((sampler - logps.detach()) * m).sum(-1, keepdim=True) / m.sum(-1, keepdim=True)
+        policy = policy * ((adv >= 0) | (drift <= a.off_policy_mask_threshold)).float()
+    entropy_mask = torch.ones_like(m)
+    if a.top_entropy_quantile < 1.0:  # only the most uncertain tokens train the policy
+        entropy_mask = (entropy >= torch.quantile(entropy[m.bool()], 1 - a.top_entropy_quantile)).float() * m
+        policy = policy * entropy_mask
+    if "importance_sampling_ratio" in inputs:
+        policy = policy * inputs["importance_sampling_ratio"]
     kl = torch.exp(ref - logps) - (ref - logps) - 1
     if a.use_bias_correction_kl:
         kl = kl * r
@@ -87,8 +109,10 @@ def reference_loss(trainer, inputs, method, alpha):
     else:  # dapo, cispo, vespo: TRL's window count N, weighted by the micro-batch's weighted fraction rho
         window = inputs["num_items_in_batch"] * accumulation / a.steps_per_generation
         rho = wm.sum() / m.sum()
-        return ((policy * wm).sum() / rho + beta * (kl * m).sum()) / window
-    return loss / accumulation
+        loss = ((policy * wm).sum() / rho + beta * (kl * m).sum()) / window * accumulation
+    bonus_mask = m * entropy_mask  # the bonus: the plain mean entropy of the tokens that train
+    bonus = a.entropy_coef * (entropy_with_grad * bonus_mask).sum() / bonus_mask.sum()
+    return (loss - bonus) / accumulation
 
 
 def loss_and_grads(trainer, inputs, compute):
@@ -161,13 +185,21 @@ def test_bnpo_through_trl_agrees_with_the_paper_arithmetic(alpha, tiny_random_mo
 def test_trl_options_around_the_loss_pass_through(tiny_random_model_dir, tmp_path):
     """The entropy mask, entropy bonus, off-policy mask, delta, two-sided epsilon and bias-corrected KL: at
     alpha 0 the loss, gradients and metrics are TRL's, bit for bit."""
-    options = dict(top_entropy_quantile=0.5, entropy_coef=0.01, off_policy_mask_threshold=0.05, **EXTRAS)
-    ours, trl = ours_and_trl(tiny_random_model_dir, tmp_path, "dapo", "token", method="sa", **options)
-    inputs = with_old_logps(ours, fake_batch(len(ours.processing_class), seed=6))
+    ours, trl = ours_and_trl(tiny_random_model_dir, tmp_path, "dapo", "token", method="sa", **ALL_OPTIONS)
+    inputs = with_vllm_sampling((ours, trl), with_old_logps(ours, fake_batch(len(ours.processing_class), seed=6)))
     got = loss_and_grads(ours, inputs, lambda x: ours._compute_loss(ours.model, x))
     assert_same(got, loss_and_grads(trl, inputs, lambda x: trl._compute_loss(trl.model, x)), exact=True)
     for name, values in trl._metrics["train"].items():
         assert ours._metrics["train"][name] == values, name
+
+
+@pytest.mark.parametrize("loss_type", ["bnpo", "grpo", "dapo", "dr_grpo", "luspo"])
+def test_trl_options_around_the_weighted_loss_are_the_documented_formula(loss_type, tiny_random_model_dir, tmp_path):
+    ours, _ = ours_and_trl(tiny_random_model_dir, tmp_path, loss_type, "token", method="sa", alpha=1.5,
+                           **ALL_OPTIONS)
+    inputs = with_vllm_sampling((ours,), with_old_logps(ours, fake_batch(len(ours.processing_class), seed=12)))
+    got = loss_and_grads(ours, inputs, lambda x: ours._compute_loss(ours.model, x))
+    assert_same(got, loss_and_grads(ours, inputs, lambda x: reference_loss(ours, x, "sa", 1.5)), exact=False)
 
 
 def test_the_entropy_bonus_is_unweighted(tiny_random_model_dir, tmp_path):
@@ -176,7 +208,7 @@ def test_the_entropy_bonus_is_unweighted(tiny_random_model_dir, tmp_path):
                                  entropy_coef=0.1)
     without, _ = ours_and_trl(tiny_random_model_dir, tmp_path, "grpo", "token", method="ah", alpha=1.0)
     inputs = with_old_logps(without, fake_batch(len(without.processing_class), seed=7))
-    entropy = plain_logps_and_entropy(without.model, inputs)[1]
+    entropy = plain_logps_and_entropy(without.model, inputs)[1].detach()
     m = inputs["completion_mask"].float()
     bonus = 0.1 * (entropy * m).sum() / m.sum() / without.current_gradient_accumulation_steps
     loss_bonus = with_bonus._compute_loss(with_bonus.model, copy.deepcopy(inputs)).detach()
