@@ -1,10 +1,10 @@
 """A run's settings: :class:`SAAHGRPOConfig` for the trainer, :class:`RunConfig` for the rest, and named profiles.
 
-``SAAHGRPOConfig`` is TRL's ``GRPOConfig`` with the method's fields added and TRL's own fields
-(``max_steps``, ``save_steps``, ``learning_rate``, ...) defaulting to the CPU-sized ``tiny``
-profile; it goes to TRL as it is.  ``RunConfig`` holds what TRL does not own: the model and
-LoRA, the data, the greedy evaluation, the run id and the results root, plus the trainer config.
-A profile is a dict of field overrides; ``make_config("qwen2.5-1.5b", method="sa")`` applies one.
+``SAAHGRPOConfig`` is TRL's ``GRPOConfig``, with TRL's defaults, and the method's fields added;
+it goes to TRL as it is.  ``RunConfig`` holds what TRL does not own: the model and LoRA, the
+data, the greedy evaluation, the run id and the results root, plus the trainer config.  A
+profile is a dict of field overrides, the studies' settings included
+(:mod:`saah_lib.training.profiles`); ``make_config("qwen2.5-1.5b", method="sa")`` applies one.
 
 Both check their fields in ``__post_init__``, before anything is written to disk; an error
 starts by naming the field.
