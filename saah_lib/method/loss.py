@@ -7,7 +7,40 @@ Pipeline of one loss evaluation::
 
     H   = normalised_entropy(logits, V)            # H_t / log V, in [0, 1]
     w   = method_weights(method, H, mask, A, alpha) # grpo: 1, ah: horizon, sa: selective
-    L,s = saah_policy_loss(logps, old, ref, A, mask, w)
+    L,s = saah_policy_loss(logps, old, ref, A, mask, w)   # the paper's bnpo loss
+
+The weights in every TRL loss type
+----------------------------------
+TRL's GRPO losses share one shape: a per-token policy term ``l_t`` (the clipped
+surrogate, CISPO's, SAPO's or VESPO's term, after TRL's entropy mask, off-policy
+mask and vLLM correction) plus ``beta * K_t`` (the KL term), summed over the
+completion mask ``m`` and divided by a normaliser.  SA-AH weighting multiplies
+``l_t`` by ``w_t`` and, wherever the normaliser counts tokens, counts them with
+``w * m`` instead of ``m``.  The KL term keeps the plain mask and normaliser.
+Per loss type (sums over the micro-batch unless said)::
+
+    bnpo           sum(w m l) / sum(w m)                 + beta sum(m K) / sum(m)
+    grpo, sapo     mean_i [sum_t(w m l) / sum_t(w m)     + beta sum_t(m K) / sum_t(m)]
+    dapo, cispo,   (sum(w m l) / rho + beta sum(m K)) / N,  rho = sum(w m) / sum(m)
+      vespo          (N: TRL's token count of the accumulation window, all processes)
+    dr_grpo        (sum(w m l) + beta sum(m K)) / (B * max_completion_length)
+    luspo          mean_i sum_t m (w l + beta K)
+
+``dr_grpo`` divides by a constant and ``luspo`` by nothing, so there the weights
+are a plain discount: fewer effective tokens give a smaller loss, as a shorter
+completion would.  For ``dapo``/``cispo``/``vespo`` the window's weighted count
+is ``N * rho`` with ``rho`` measured on the current micro-batch (summed over
+processes): the other micro-batches' weights come from forwards not yet run.  It
+is exact when the window is one micro-batch.  With sequence-level importance
+sampling (GSPO) ``l`` is one value per completion: ``luspo`` then counts each
+completion by its weighted length, the token-summing types as above, and
+``grpo``/``sapo`` are refused (the weights would cancel:
+:func:`saah_lib.method.methods.weights_problem`).
+
+The trainer applies all of this by multiplying the advantages TRL reads with
+:func:`advantage_factors` (weight times normaliser correction): every TRL term is
+linear in the advantage and positive factors keep its sign, which is all TRL
+branches on.  With every weight 1 the factors are not applied at all.
 
 Choices the paper leaves open (also listed in the README):
 
@@ -31,7 +64,7 @@ import math
 
 import torch
 
-from saah_lib.method.methods import LOG_WEIGHT_CAP, check_alpha, check_method
+from saah_lib.method.methods import LOG_WEIGHT_CAP, LOSS_TYPES, check_alpha, check_method
 
 # Rows of a [chunk, V] float32 block: 2**25 elements is 128 MiB whatever V is.
 _BLOCK_ELEMENTS = 2**25
@@ -135,9 +168,69 @@ def method_weights(
     return weights if method == "ah" else selective_weights(weights, advantages)
 
 
+#: How each loss type normalises its summed per-token loss: by each completion's token count, by the
+#: micro-batch's, by the accumulation window's (all processes), or by no token count at all.
+PER_COMPLETION = ("grpo", "sapo")
+PER_MICRO_BATCH = ("bnpo",)
+PER_WINDOW = ("dapo", "cispo", "vespo")
+NO_TOKEN_COUNT = ("dr_grpo", "luspo")
+assert set(PER_COMPLETION + PER_MICRO_BATCH + PER_WINDOW + NO_TOKEN_COUNT) == set(LOSS_TYPES)
+
+
+def normaliser_correction(weights: torch.Tensor, mask: torch.Tensor, loss_type: str,
+                          sum_over_processes=None) -> torch.Tensor:
+    """``count(m) / count(w * m)`` of the loss type's normaliser: multiplied into the weights it turns TRL's
+    division by a token count into a division by the weighted count.
+
+    ``[B, 1]`` for per-completion normalisers, a scalar otherwise (1 where no token count is used).
+    ``sum_over_processes`` sums a tensor over processes (the window normaliser spans them). A count clamped
+    at 1, as TRL clamps it; a weighted count of 0 (no tokens) divides by 1.
+    """
+    if loss_type not in LOSS_TYPES:
+        raise ValueError(f"unknown loss_type {loss_type!r}: expected one of {', '.join(LOSS_TYPES)}")
+    if loss_type in NO_TOKEN_COUNT:
+        return torch.ones((), dtype=weights.dtype, device=weights.device)
+    weighted = weights * mask
+    if loss_type in PER_COMPLETION:
+        count, weighted_count = mask.sum(-1, keepdim=True), weighted.sum(-1, keepdim=True)
+    else:
+        count, weighted_count = mask.sum(), weighted.sum()
+        if loss_type in PER_WINDOW and sum_over_processes is not None:
+            count, weighted_count = sum_over_processes(torch.stack([count, weighted_count]))
+    weighted_count = torch.where(weighted_count > 0, weighted_count, torch.ones_like(weighted_count))
+    return count.clamp(min=1.0) / weighted_count
+
+
+def advantage_factors(weights: torch.Tensor, mask: torch.Tensor, loss_type: str,
+                      sum_over_processes=None) -> torch.Tensor:
+    """Per-token factors ``[B, T]`` for the advantages TRL's loss reads: the weight times the normaliser
+    correction, detached.  Floored at float32's smallest normal number so that a weight that underflowed to 0
+    cannot turn a negative advantage into -0.0, which TRL's sign tests read as non-negative."""
+    weights = weights.detach().float()
+    factors = weights * normaliser_correction(weights, mask.float(), loss_type, sum_over_processes)
+    return factors.clamp(min=torch.finfo(torch.float32).tiny)
+
+
 def _masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     total = mask.sum()
     return (x * mask).sum() / total if total > 0 else torch.full((), float("nan"), device=x.device)
+
+
+@torch.no_grad()
+def weight_statistics(norm_entropy: torch.Tensor, weights: torch.Tensor, mask: torch.Tensor,
+                      advantages: torch.Tensor) -> dict[str, torch.Tensor]:
+    """The logged means of a micro-batch: ``entropy_norm``, ``weight_mean``, ``weight_neg_mean`` (over the
+    tokens of negative-advantage rollouts; NaN without one) and ``neg_frac``, as :func:`saah_policy_loss`
+    reports them."""
+    mask = mask.float()
+    negative_rows = (advantages.reshape(-1) < 0).float().reshape(-1, 1)
+    nan = torch.full((), float("nan"), device=mask.device)
+    return {
+        "entropy_norm": _masked_mean(norm_entropy.float(), mask),
+        "weight_mean": _masked_mean(weights.float(), mask),
+        "weight_neg_mean": _masked_mean(weights.float(), mask * negative_rows),
+        "neg_frac": negative_rows.mean() if negative_rows.numel() else nan,
+    }
 
 
 def saah_policy_loss(

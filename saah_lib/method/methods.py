@@ -29,6 +29,13 @@ MAIN_ALPHAS = {"grpo": 0.0, "ah": MAIN_ALPHA, "sa": MAIN_ALPHA}
 SWEEP_ALPHAS = (-0.25, 0.0, 0.1, 0.25, MAIN_ALPHA)
 #: The paper's entropy estimate: from the 500 largest logits (None would be the exact entropy).
 PAPER_ENTROPY_TOP_K = 500
+#: The largest top-K: more rows than any language model's head has (a larger K is a mistake, not an estimate).
+MAX_ENTROPY_TOP_K = 2**20
+
+#: TRL 1.16's GRPO loss types; the weights are defined for each (:mod:`saah_lib.method.loss`).
+LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo", "cispo", "sapo", "luspo", "vespo")
+#: TRL's importance-sampling levels: per token (GRPO) or one ratio per sequence (GSPO).
+IMPORTANCE_SAMPLING_LEVELS = ("token", "sequence")
 
 
 def check_method(method) -> str:
@@ -50,3 +57,18 @@ def method_alpha(method: str, alpha) -> float:
     """The alpha a method trains with: checked, and 0 for ``grpo`` whatever was asked."""
     check_method(method)
     return 0.0 if method == "grpo" else check_alpha(alpha)
+
+
+def weights_problem(method: str, alpha: float, loss_type: str, importance_sampling_level: str) -> str | None:
+    """Why the weights cannot act in this loss, or None when they can (or when every weight is 1 anyway).
+
+    Under sequence-level importance sampling the policy term is one value per completion; ``grpo`` and
+    ``sapo`` divide a completion's weighted sum by its weighted token count, so the weights cancel.
+    """
+    if method == "grpo" or alpha == 0:
+        return None
+    if importance_sampling_level == "sequence" and loss_type in ("grpo", "sapo"):
+        return (f"with importance_sampling_level='sequence' the {loss_type!r} loss averages one value per "
+                "completion over its own weighted tokens, so the weights cancel and the run would be plain GSPO; "
+                "use loss_type='luspo' (each completion counted by its weighted length) or token-level sampling")
+    return None

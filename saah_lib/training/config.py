@@ -1,10 +1,10 @@
 """A run's settings: :class:`SAAHGRPOConfig` for the trainer, :class:`RunConfig` for the rest, and named profiles.
 
-``SAAHGRPOConfig`` is TRL's ``GRPOConfig`` with the method's fields added and TRL's own fields
-(``max_steps``, ``save_steps``, ``learning_rate``, ...) defaulting to the CPU-sized ``tiny``
-profile; it goes to TRL as it is.  ``RunConfig`` holds what TRL does not own: the model and
-LoRA, the data, the greedy evaluation, the run id and the results root, plus the trainer config.
-A profile is a dict of field overrides; ``make_config("qwen2.5-1.5b", method="sa")`` applies one.
+``SAAHGRPOConfig`` is TRL's ``GRPOConfig``, with TRL's defaults, and the method's fields added;
+it goes to TRL as it is.  ``RunConfig`` holds what TRL does not own: the model and LoRA, the
+data, the greedy evaluation, the run id and the results root, plus the trainer config.  A
+profile is a dict of field overrides, the studies' settings included
+(:mod:`saah_lib.training.profiles`); ``make_config("qwen2.5-1.5b", method="sa")`` applies one.
 
 Both check their fields in ``__post_init__``, before anything is written to disk; an error
 starts by naming the field.
@@ -24,9 +24,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+import torch._dynamo  # already imported by TRL's config
 from trl import GRPOConfig
 
-from saah_lib.method.methods import MAIN_ALPHA, METHODS, method_alpha
+from saah_lib.method.methods import (
+    IMPORTANCE_SAMPLING_LEVELS,
+    LOSS_TYPES,
+    MAIN_ALPHA,
+    MAX_ENTROPY_TOP_K,
+    METHODS,
+    method_alpha,
+    weights_problem,
+)
 from saah_lib.models.backends import BACKENDS, VLLM_MODES
 from saah_lib.models.names import (
     TINY_WARMSTART,
@@ -39,14 +48,18 @@ from saah_lib.paths import in_repo
 from saah_lib.rundir.layout import CHECKPOINTS_DIR, RESERVED_NAMES, run_dir
 from saah_lib.training.distributed import batch_layout, world_size
 from saah_lib.training.profiles import (  # noqa: F401  (the light half of the config, importable from here too)
+    ARTIFACT_SETTINGS,
+    FIXED_TRAINER_SETTINGS,
     LOCAL_RESULTS_DIR,
     PROFILE_STEPS,
     PROFILES,
     RECORDED_AS,
     RECORDED_SETTINGS,
+    STUDY_FIELD_HELP,
     TRAINER_FIELDS,
     check_overrides,
     default_run_id,
+    derived_warmup_steps,
     setting_differences,
 )
 
@@ -59,6 +72,7 @@ LR_SCHEDULERS = ("linear", "cosine", "cosine_with_restarts", "polynomial", "cons
                  "constant_with_warmup", "inverse_sqrt")
 DTYPES = ("float32", "bfloat16", "float16")
 DATASETS = ("gsm8k", "synthetic")
+COMPILE_BACKENDS = ("inductor", "aot_eager", "eager")  # the usual ones; any torch.compile knows is accepted
 MAX_SEED = 2**32 - 1  # numpy's seed range; transformers.set_seed seeds numpy with it
 # A run id is a folder name: no separators, no leading dot, nothing a shell or another system trips over.
 _RUN_ID_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+=-]{0,199}")
@@ -127,6 +141,12 @@ def _check_folder(name: str, value, optional: bool = False) -> None:
         _fail(name, f"must be a folder name{' or None' if optional else ''}, got {value!r}")
 
 
+def compile_backends() -> tuple[str, ...]:
+    """The torch.compile backends this process knows: the usual three first, then torch's and registered ones."""
+    known = torch._dynamo.list_backends(exclude_tags=())
+    return COMPILE_BACKENDS + tuple(b for b in known if b not in COMPILE_BACKENDS)
+
+
 def report_integrations(report_to) -> list[str]:
     """``report_to`` as TRL's list: ``"none"`` -> [], ``"all"`` -> ["all"], ``"a,b"`` or ``["a", "b"]`` -> the names."""
     if isinstance(report_to, (list, tuple)):
@@ -148,7 +168,13 @@ def report_integrations(report_to) -> list[str]:
 
 @dataclass
 class SAAHGRPOConfig(GRPOConfig):
-    """TRL's ``GRPOConfig`` plus the method's fields; TRL's own fields default to the ``tiny`` profile.
+    """TRL's ``GRPOConfig``, its defaults unchanged, plus the method's fields.
+
+    With ``method="grpo"`` and nothing else set the trainer is TRL's ``GRPOTrainer``. Two departures, both
+    about what was asked: ``use_cpu=True`` (or a machine without a GPU) trains in float32 unless ``bf16=True``
+    is given, where TRL would pick bf16; and ``gradient_checkpointing`` is read as TRL's name of
+    ``activation_checkpointing``.  The paper's and the CPU studies' settings are profiles
+    (:mod:`saah_lib.training.profiles`, :func:`make_config`).
 
     ``prompts_per_step`` (when set) fixes the completions per optimiser step whatever the number of
     processes: ``per_device_train_batch_size`` and ``gradient_accumulation_steps`` are derived from it
@@ -159,9 +185,10 @@ class SAAHGRPOConfig(GRPOConfig):
     method: str = _field("sa", "grpo | ah | sa (grpo: every weight 1; ah: every rollout discounted; sa: only "
                                "negative-advantage rollouts)")
     alpha: float = _field(MAIN_ALPHA, "discount strength; 0 for grpo whatever is given")
-    entropy_top_k: int | None = _field(None, "top-K entropy estimate (the paper: 500); None: the exact entropy "
-                                             "TRL already computes")
-    reward_std_threshold: float = _field(0.15, "groups whose reward std is below this get zero advantage")
+    entropy_top_k: int | None = _field(None, "top-K entropy estimate (the paper: 500), at most the model's "
+                                             "vocabulary; None: the exact entropy TRL already computes")
+    reward_std_threshold: float = _field(0.0, "groups whose reward std is below this get zero advantage (the "
+                                              "paper: 0.15); 0: TRL's advantages as they are")
     log_token_entropies: int = _field(2, "rollouts per step whose per-token entropies are logged (for plots)")
     prompts_per_step: int | None = _field(None, "prompts per optimiser step over all processes; sets "
                                                 "per_device_train_batch_size and gradient_accumulation_steps; "
@@ -169,52 +196,22 @@ class SAAHGRPOConfig(GRPOConfig):
     generation_backend: str = _field("auto", "auto | hf | compiled | vllm; auto: compiled on CUDA, hf (TRL's own) "
                                              "elsewhere; vllm sets TRL's use_vllm")
     rollout_compile: bool | None = _field(None, "torch.compile the compiled backend's decode step; None: only on CUDA")
-    rollout_compile_backend: str | None = _field(None, "that step's torch.compile backend: inductor, aot_eager, "
-                                                       "eager; None: inductor")
-    # --- TRL's fields, with the tiny profile's values as defaults
-    max_steps: int = _field(60, "optimiser steps (make_config: the profile's for the method); -1: TRL's "
-                                "num_train_epochs instead")
-    seed: int = _field(0, "seeds LoRA initialisation, sampling and TRL's prompt order (CPU studies: 0, 1, 2, ...; "
-                          "the paper profiles: the paper's 123)")
-    learning_rate: float = _field(2e-4, "peak learning rate")
-    lr_scheduler_type: str = _field("cosine", "transformers scheduler name: " + " | ".join(LR_SCHEDULERS))
-    warmup_steps: int | None = _field(None, "warm-up steps; None: max(5, max_steps // 10)")
-    weight_decay: float = _field(0.01, "AdamW weight decay")
-    max_grad_norm: float = _field(1.0, "gradient clipping norm (0: off)")
-    beta: float = _field(0.04, "KL penalty to the reference model")
-    epsilon: float = _field(0.2, "PPO clip range")
-    num_generations: int = _field(4, "completions per prompt (the group size G)")
-    max_completion_length: int = _field(96, "tokens per sampled completion")
-    temperature: float = _field(1.0, "sampling temperature of rollouts")
-    save_steps: int = _field(10, "checkpoint every N steps")
-    save_total_limit: int | None = _field(2, "checkpoints kept; None keeps every one")
-    logging_steps: int = _field(1, "log every N steps (the run folder logs every step whatever this is)")
-    run_name: str | None = _field(None, "the run's name in the report_to integrations (make_config: the run id)")
-    activation_checkpointing: bool = _field(False, "recompute activations in the backward pass (less memory)")
-    gradient_checkpointing: bool | None = _field(None, "transformers' deprecated name of activation_checkpointing; "
-                                                       "given, it sets that field")
-    report_to: str | list[str] = _field("none", "none | all | integrations, comma-separated: "
-                                                + " | ".join(REPORT_INTEGRATIONS))
-    # The paper's loss: token-level normalisation (bnpo) and the plain k3 KL estimator.
-    loss_type: str = _field("bnpo", "bnpo: the weighted surrogate divided by the summed weights (the only "
-                                    "loss SAAHGRPOTrainer implements)")
-    use_bias_correction_kl: bool = _field(False, "False: the plain k3 KL estimator (the paper's)")
+    rollout_compile_backend: str | None = _field(None, "that step's torch.compile backend: "
+                                                       + " | ".join(COMPILE_BACKENDS) + "; None: inductor")
 
     def __post_init__(self):
-        if self.gradient_checkpointing is not None:  # the old name, as TRL's own examples still use it
-            self.activation_checkpointing = self.gradient_checkpointing
+        if self.gradient_checkpointing is not None and self.activation_checkpointing is None:
+            self.activation_checkpointing = self.gradient_checkpointing  # TRL's name, and TRL's default (True)
         self._check_fields()
         self.alpha = method_alpha(self.method, float(self.alpha))
-        if self.warmup_steps is None:
-            self.warmup_steps = max(5, self.max_steps // 10)
         if self.prompts_per_step is not None:
             layout = batch_layout(self.prompts_per_step * self.num_generations, self.num_generations,
                                   self.gradient_accumulation_steps, world_size())
             self.per_device_train_batch_size = layout.per_device_batch_size
             self.gradient_accumulation_steps = layout.gradient_accumulation_steps
         self.report_to = report_integrations(self.report_to)
-        if self.bf16 is None and not self.use_cpu and not torch.cuda.is_available():
-            self.bf16 = False  # TRL's default (bf16) would refuse to start here, asking for use_cpu
+        if self.bf16 is None and (self.use_cpu or not torch.cuda.is_available()):
+            self.bf16 = False  # float32 on a CPU unless bf16 is asked for (TRL would pick bf16)
         if self.generation_backend == "vllm":
             self.use_vllm = True
         elif self.use_vllm and self.generation_backend == "compiled":
@@ -238,14 +235,20 @@ class SAAHGRPOConfig(GRPOConfig):
         _check_seed("seed", self.seed)
         _check_choice("lr_scheduler_type", getattr(self.lr_scheduler_type, "value", self.lr_scheduler_type),
                       LR_SCHEDULERS)
-        if self.max_steps != -1:
+        if self.max_steps != -1:  # -1: TRL's num_train_epochs
             _check_count("max_steps", self.max_steps, 1)
         for name, lowest in (("num_generations", 2), ("gradient_accumulation_steps", 1),
                              ("max_completion_length", 1), ("save_steps", 1), ("log_token_entropies", 0)):
             _check_count(name, getattr(self, name), lowest)
-        for name, lowest in (("warmup_steps", 0), ("prompts_per_step", 1), ("entropy_top_k", 1),
-                             ("save_total_limit", 1)):
+        for name, lowest in (("prompts_per_step", 1), ("entropy_top_k", 1), ("save_total_limit", 1)):
             _check_count(name, getattr(self, name), lowest, optional=True)
+        warmup = self.warmup_steps
+        if not (_is_int(warmup) and warmup >= 0 or isinstance(warmup, float) and 0 <= warmup < 1):
+            _fail("warmup_steps", f"must be a step count (an integer >= 0) or, as transformers reads a float, a "
+                                  f"fraction of the steps in [0, 1); got {warmup!r}")
+        if self.entropy_top_k is not None and self.entropy_top_k > MAX_ENTROPY_TOP_K:
+            _fail("entropy_top_k", f"must be at most {MAX_ENTROPY_TOP_K} (more than any model's vocabulary; None "
+                                   f"gives the exact entropy), got {self.entropy_top_k!r}")
         for name, bounds in (("learning_rate", (0.0, math.inf, False, False)),
                              ("weight_decay", (0.0, math.inf, True, False)),
                              ("max_grad_norm", (0.0, math.inf, True, False)),  # 0 turns clipping off
@@ -255,7 +258,16 @@ class SAAHGRPOConfig(GRPOConfig):
                              ("reward_std_threshold", (0.0, math.inf, True, False)),
                              ("vllm_gpu_memory_utilization", (0.0, 1.0, False, True))):
             _check_real(name, getattr(self, name), *bounds)
-        _check_bool("activation_checkpointing", self.activation_checkpointing)
+        for name in ("activation_checkpointing", "gradient_checkpointing", "rollout_compile", "bf16", "use_cpu"):
+            if getattr(self, name) is not None:
+                _check_bool(name, getattr(self, name))
+        if self.rollout_compile_backend is not None:
+            _check_choice("rollout_compile_backend", self.rollout_compile_backend, compile_backends())
+        _check_choice("loss_type", self.loss_type, LOSS_TYPES)
+        _check_choice("importance_sampling_level", self.importance_sampling_level, IMPORTANCE_SAMPLING_LEVELS)
+        problem = weights_problem(self.method, self.alpha, self.loss_type, self.importance_sampling_level)
+        if problem:
+            _fail("loss_type", f"{self.loss_type!r} with method={self.method!r}, alpha={self.alpha}: {problem}")
         if self.prompts_per_step is not None and (self.prompts_per_step * self.num_generations
                                                   % self.gradient_accumulation_steps):
             _fail("gradient_accumulation_steps",
@@ -303,8 +315,9 @@ class RunConfig:
     eval_max_new_tokens: int = _field(96, "tokens per greedy evaluation completion")
 
     def __post_init__(self):
-        if self.trainer is None:
-            self.trainer = SAAHGRPOConfig(output_dir=None)
+        if self.trainer is None:  # the tiny profile's trainer
+            self.trainer = SAAHGRPOConfig(output_dir=None, **_tiny_trainer_defaults(), **FIXED_TRAINER_SETTINGS,
+                                          warmup_steps=derived_warmup_steps(_tiny_trainer_defaults()["max_steps"]))
         if isinstance(self.lora_target_modules, str) or not isinstance(self.lora_target_modules, (list, tuple)):
             _fail("lora_target_modules", f"must be a list of module names, got {self.lora_target_modules!r}")
         self.lora_target_modules = tuple(self.lora_target_modules)
@@ -357,16 +370,19 @@ class RunConfig:
     def help(cls) -> dict[str, str]:
         """Every field a profile or an override may set, with its help text, by name."""
         own = {f.name: f.metadata.get("help", "") for f in dataclasses.fields(cls) if f.name != "trainer"}
-        trainer = {f.name: f.metadata.get("help", "") for f in dataclasses.fields(SAAHGRPOConfig)
-                   if f.name in TRAINER_FIELDS}
+        study_help = {**STUDY_FIELD_HELP,
+                      "report_to": "none | all | integrations, comma-separated: " + " | ".join(REPORT_INTEGRATIONS)}
+        trainer = {f.name: study_help.get(f.name) or f.metadata.get("help", "")
+                   for f in dataclasses.fields(SAAHGRPOConfig) if f.name in TRAINER_FIELDS}
         return {**own, **{name: trainer[name] for name in TRAINER_FIELDS}}
 
     @classmethod
     def defaults(cls) -> dict:
-        """Every settable field's default (the tiny profile's value)."""
+        """Every settable field's default: the studies' settings over TRL's (the tiny profile's value but for
+        its batch layout; ``warmup_steps`` None: derived from the steps)."""
         fields = {f.name: f for f in dataclasses.fields(cls) if f.name != "trainer"}
         fields.update({f.name: f for f in dataclasses.fields(SAAHGRPOConfig) if f.name in TRAINER_FIELDS})
-        return {name: f.default for name, f in fields.items()}
+        return {name: f.default for name, f in fields.items()} | _tiny_trainer_defaults() | {"warmup_steps": None}
 
     def to_dict(self) -> dict:
         """Every settable field by its own name (``make_config(**d)`` and :meth:`from_dict` rebuild it)."""
@@ -390,6 +406,11 @@ class RunConfig:
         """
         named = {RECORDED_AS.get(name, name): value for name, value in self.to_dict().items()}
         return {name: named[name] for name in RECORDED_SETTINGS}
+
+
+def _tiny_trainer_defaults() -> dict:
+    """The trainer settings every study starts from, with the tiny profile's steps."""
+    return dict(ARTIFACT_SETTINGS, max_steps=PROFILE_STEPS["tiny"]["sa"])
 
 
 def _plain(value):
@@ -426,13 +447,16 @@ def make_config(profile: str = "tiny", overrides: dict | None = None, **fields) 
     method = values.get("method", "sa")
     if "max_steps" not in values and isinstance(method, str):
         values["max_steps"] = PROFILE_STEPS[profile].get(method, 60)
+    if values.get("warmup_steps") is None and derived_warmup_steps(values.get("max_steps")) is not None:
+        values["warmup_steps"] = derived_warmup_steps(values["max_steps"])
     model_name = values.get("model_name", TINY_WARMSTART)
     warm_start = tiny_warm_start_seed(model_name) if isinstance(model_name, str) else None
     if profile == "tiny" and warm_start and settings.get("model_label") is None:
         values["model_label"] = tiny_warm_start_label(warm_start)
     run_values = {k: v for k, v in values.items() if k in _RUN_FIELDS}
     trainer_values = {k: v for k, v in values.items() if k in TRAINER_FIELDS}
-    trainer = SAAHGRPOConfig(**trainer_values, **_machine_fields(run_values.get("dtype", "float32")))
+    trainer = SAAHGRPOConfig(**trainer_values, **FIXED_TRAINER_SETTINGS,
+                             **_machine_fields(run_values.get("dtype", "float32")))
     run = RunConfig(trainer=trainer, profile=profile, **run_values)
     if run_values.get("run_id") is None:  # a variant of the profile's defaults gets an id that says how
         run.run_id = default_run_id(profile, trainer.method, trainer.alpha, trainer.seed, run.model_name,

@@ -1,9 +1,11 @@
 """The run settings that need no torch: named profiles, the names config.json records, default run ids.
 
 A profile is a dict of field overrides over the defaults of
-:class:`saah_lib.training.config.SAAHGRPOConfig` and :class:`~saah_lib.training.config.RunConfig`
-(which are the CPU-sized ``tiny`` profile).  The report and analysis read these without loading
-torch or TRL.
+:class:`saah_lib.training.config.SAAHGRPOConfig` (TRL's) and
+:class:`~saah_lib.training.config.RunConfig`.  Every profile starts from :data:`ARTIFACT_SETTINGS`, the
+studies' trainer settings (the CPU-sized ``tiny`` profile is those alone), and takes
+:data:`FIXED_TRAINER_SETTINGS`, which no override changes.  The report and analysis read these without
+loading torch or TRL.
 """
 
 from __future__ import annotations
@@ -27,6 +29,27 @@ TRAINER_FIELDS = ("method", "alpha", "max_steps", "seed", "learning_rate", "lr_s
                   "reward_std_threshold", "save_steps", "save_total_limit", "log_token_entropies",
                   "activation_checkpointing", "generation_backend", "vllm_mode", "vllm_server_base_url",
                   "vllm_gpu_memory_utilization", "report_to", "run_name")
+#: What TRL's fields mean in a profile (``launch --help``), where TRL's own help says less.
+STUDY_FIELD_HELP = {
+    "max_steps": "optimiser steps (make_config: the profile's for the method); -1: TRL's num_train_epochs instead",
+    "seed": "seeds LoRA initialisation, sampling and TRL's prompt order (CPU studies: 0, 1, 2, ...; the paper "
+            "profiles: the paper's 123)",
+    "learning_rate": "peak learning rate",
+    "lr_scheduler_type": "transformers scheduler name: linear | cosine | cosine_with_restarts | polynomial | "
+                         "constant | constant_with_warmup | inverse_sqrt",
+    "warmup_steps": "warm-up steps; None: max(5, max_steps // 10)",
+    "weight_decay": "AdamW weight decay",
+    "max_grad_norm": "gradient clipping norm (0: off)",
+    "beta": "KL penalty to the reference model",
+    "epsilon": "PPO clip range",
+    "num_generations": "completions per prompt (the group size G)",
+    "max_completion_length": "tokens per sampled completion",
+    "temperature": "sampling temperature of rollouts",
+    "save_steps": "checkpoint every N steps",
+    "save_total_limit": "checkpoints kept; None keeps every one",
+    "run_name": "the run's name in the report_to integrations (make_config: the run id)",
+    "activation_checkpointing": "recompute activations in the backward pass (less memory)",
+}
 #: A field's name in a run folder's config.json, where it differs (the one mapping at the run-folder boundary).
 RECORDED_AS = {"max_steps": "steps", "save_steps": "save_every", "save_total_limit": "keep_checkpoints",
                "lr_scheduler_type": "lr_scheduler", "activation_checkpointing": "gradient_checkpointing"}
@@ -135,7 +158,26 @@ PROFILE_STEPS = {
     "tiny": {"grpo": 60, "ah": 60, "sa": 60},
 }
 
-# The paper's table, where it differs from the defaults (the tiny profile).
+#: The studies' trainer settings where they differ from TRL's defaults: the paper's table, CPU-sized (the
+#: ``tiny`` profile).  Every field a profile or an override may set (:data:`TRAINER_FIELDS`).
+ARTIFACT_SETTINGS = dict(
+    seed=0,  # the CPU studies' first seed
+    learning_rate=2e-4,
+    lr_scheduler_type="cosine",
+    weight_decay=0.01,
+    beta=0.04,
+    num_generations=4,
+    max_completion_length=96,
+    save_steps=10,
+    save_total_limit=2,
+    activation_checkpointing=False,
+    reward_std_threshold=0.15,
+)
+#: What every profile's trainer has and no override changes: the paper's loss (bnpo and the plain k3 KL
+#: estimator) and a log line per step (the run folder's train log reads TRL's every-step logs).
+FIXED_TRAINER_SETTINGS = dict(loss_type="bnpo", use_bias_correction_kl=False, logging_steps=1)
+
+# The paper's table, where it differs from the tiny profile.
 _PAPER = dict(
     seed=123,  # the paper's fixed seed; the tiny profile's 0 is the CPU studies' first seed
     dtype="bfloat16",
@@ -156,12 +198,13 @@ _PAPER = dict(
 _STEP = dict(prompts_per_step=4, gradient_accumulation_steps=2)
 
 PROFILES: dict[str, dict] = {
-    "qwen2.5-1.5b": dict(_PAPER, **_STEP, model_name="Qwen/Qwen2.5-1.5B-Instruct",
+    "qwen2.5-1.5b": dict(ARTIFACT_SETTINGS, **_PAPER, **_STEP, model_name="Qwen/Qwen2.5-1.5B-Instruct",
                          model_label="Qwen2.5-1.5B-Instruct"),
-    "qwen2.5-3b": dict(_PAPER, **_STEP, model_name="Qwen/Qwen2.5-3B-Instruct", model_label="Qwen2.5-3B-Instruct"),
+    "qwen2.5-3b": dict(ARTIFACT_SETTINGS, **_PAPER, **_STEP, model_name="Qwen/Qwen2.5-3B-Instruct",
+                       model_label="Qwen2.5-3B-Instruct"),
     # CPU-sized: a warm-started Qwen2-architecture model of ~0.6M parameters on synthetic word problems
-    # (saah_lib.models.warmstart); every other value is a default.
-    "tiny": dict(_STEP),
+    # (saah_lib.models.warmstart); every other value is RunConfig's default.
+    "tiny": dict(ARTIFACT_SETTINGS, **_STEP),
 }
 
 

@@ -2,12 +2,20 @@
 
 What changes relative to TRL, and nothing else:
 
-1. ``_compute_loss``: the per-token weights of ``saah_lib.method.loss`` enter the
-   clipped surrogate, normalised by the weighted token count (TRL's ``bnpo``
-   when every weight is 1). Entropy comes from the same forward pass: TRL's
-   fused exact entropy when ``entropy_top_k`` is None, otherwise a top-K
+1. The loss: TRL's own ``_compute_loss``, every loss type and option included, with
+   one change at one point: the ``advantages`` it reads (after its forward) are
+   multiplied per token by the weights and the normaliser correction of
+   ``saah_lib.method.loss.advantage_factors``. Every TRL policy term is linear in
+   the advantage and the factors are positive, so this weights the policy term and
+   nothing else: the KL term, entropy bonus and MoE auxiliary loss are TRL's. The
+   entropies come from that forward (``_get_per_token_logps_and_entropies``):
+   TRL's fused exact entropy when ``entropy_top_k`` is None, otherwise a top-K
    estimate from the backbone's final hidden states (captured with a forward
-   hook) through a chunked, gradient-free ``lm_head`` product.
+   hook) through a chunked, gradient-free ``lm_head`` product. If a TRL version
+   reads the advantages before that forward, or not at all, the loss raises.
+   The paper's own configuration (``bnpo`` with none of TRL's loss options, text
+   only) is computed by ``saah_policy_loss``: the same loss with the arithmetic
+   the committed studies were recorded with (TRL sums its terms in another order).
 2. ``_generate_and_score_completions``: groups whose reward standard deviation
    is below ``reward_std_threshold`` get zero advantage; the input-gradient hooks
    transformers leaves behind at each of TRL's checkpointing toggles are dropped
@@ -39,17 +47,51 @@ from pathlib import Path
 import torch
 from trl import GRPOTrainer
 from trl.models.utils import unwrap_model_for_generation
-from trl.trainer.utils import nanstd
+from trl.trainer.utils import nanmax, nanmin, nanstd
 
 from saah_lib.jsonio import disk_full_error, is_disk_full
-from saah_lib.method.loss import method_weights, normalised_entropy_from_hidden, saah_policy_loss
+from saah_lib.method.loss import (
+    advantage_factors,
+    method_weights,
+    normalised_entropy_from_hidden,
+    saah_policy_loss,
+    weight_statistics,
+)
+from saah_lib.method.methods import weights_problem
 from saah_lib.models.backends import require_vllm, resolve_backend
 from saah_lib.models.compile_health import CompileHealth
 from saah_lib.models.evaluate import run_generation_config
 from saah_lib.models.rollout import StaticRollout, build_engine, drop_orphaned_input_grad_hooks, eval_mode
 from saah_lib.models.sampling import SamplingSettings
-from saah_lib.training.config import SAAHGRPOConfig  # noqa: F401  (its config, importable from here too)
+from saah_lib.training.config import SAAHGRPOConfig
 from saah_lib.training.sampler import ResumableRepeatSampler
+
+#: The batch entries TRL's loss forwards to the model beside the token ids (images and their layout).
+MODEL_INPUT_KEYS = ("pixel_values", "image_grid_thw", "num_images", "pixel_attention_mask", "spatial_shapes",
+                    "num_tiles", "image_sizes", "token_type_ids", "mm_token_type_ids", "image_position_ids")
+
+
+class _WeightedAdvantages(dict):
+    """TRL's batch, whose ``advantages`` entry is weighted when TRL's loss reads it (after its forward)."""
+
+    def __init__(self, inputs, weigh):
+        super().__init__(inputs)
+        self._weigh = weigh
+        self._weighted = None
+
+    @property
+    def was_read(self) -> bool:
+        return self._weighted is not None
+
+    def __getitem__(self, key):
+        if key != "advantages":
+            return super().__getitem__(key)
+        if self._weighted is None:
+            self._weighted = self._weigh(self, super().__getitem__(key))
+        return self._weighted
+
+    def get(self, key, default=None):
+        return self[key] if key in self else default
 
 
 class SAAHGRPOTrainer(GRPOTrainer):
@@ -57,10 +99,22 @@ class SAAHGRPOTrainer(GRPOTrainer):
 
     def __init__(self, *args, **kwargs):
         config = kwargs.get("args", args[2] if len(args) > 2 else None)
-        if config is not None and config.use_vllm:
+        if config is None:  # TRL would build its own GRPOConfig, without the method's fields
+            model = kwargs.get("model", args[0] if args else None)
+            name = model if isinstance(model, str) else model.config._name_or_path
+            config = SAAHGRPOConfig(output_dir=f"{name.split('/')[-1]}-GRPO")
+            if len(args) > 2:
+                args = (*args[:2], config, *args[3:])
+            else:
+                kwargs["args"] = config
+        if not isinstance(config, SAAHGRPOConfig):
+            raise TypeError(f"SAAHGRPOTrainer needs an SAAHGRPOConfig (TRL's GRPOConfig plus the method's fields), "
+                            f"got {type(config).__name__}")
+        if config.use_vllm:
             require_vllm()  # before TRL tries to import it
         super().__init__(*args, **kwargs)
-        self._check_supported_options()
+        self._check_weights_apply()
+        self._loss_capture = None
         self.token_entropy_samples: list[dict] = []
         self.generation_backend = "vllm" if self.use_vllm else resolve_backend(
             getattr(self.args, "generation_backend", "auto"), self.accelerator.device)
@@ -91,21 +145,17 @@ class SAAHGRPOTrainer(GRPOTrainer):
                 raise disk_full_error(f"saving the checkpoint of run {self.args.run_name!r} into", folder) from error
             raise
 
-    def _check_supported_options(self) -> None:
+    def _check_weights_apply(self) -> None:
+        """The weights act in this loss (:func:`weights_problem`), and a top-K estimate has K <= V."""
         a = self.args
-        unsupported = {
-            "loss_type": (a.loss_type, "bnpo"),
-            "importance_sampling_level": (a.importance_sampling_level, "token"),
-            "use_bias_correction_kl": (a.use_bias_correction_kl, False),
-            "top_entropy_quantile": (a.top_entropy_quantile, 1.0),
-            "off_policy_mask_threshold": (a.off_policy_mask_threshold, None),
-            "delta": (a.delta, None),
-            "entropy bonus": (self._entropy_bonus_enabled, False),
-            "epsilon_high": (self.epsilon_high, self.epsilon_low),
-        }
-        bad = [f"{k}={got!r} (needs {want!r})" for k, (got, want) in unsupported.items() if got != want]
-        if bad:
-            raise ValueError("SAAHGRPOTrainer implements the paper's loss only; unsupported: " + "; ".join(bad))
+        problem = weights_problem(a.method, a.alpha, self.loss_type, self.importance_sampling_level)
+        if problem:
+            raise ValueError(f"SAAHGRPOTrainer: method={a.method!r}, alpha={a.alpha}: {problem}")
+        vocab = self._causal_lm(self.model).get_output_embeddings().weight.size(0)
+        if a.entropy_top_k is not None and a.entropy_top_k > vocab:
+            raise ValueError(f"config field 'entropy_top_k': {a.entropy_top_k} is larger than the model's "
+                             f"vocabulary of {vocab} tokens (the top-K estimate needs K <= V; None gives the "
+                             "exact entropy)")
 
     # ------------------------------------------------------------------ generation
     def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
@@ -248,6 +298,83 @@ class SAAHGRPOTrainer(GRPOTrainer):
 
     # ------------------------------------------------------------------ loss
     def _compute_loss(self, model, inputs):
+        """TRL's loss, whichever variant, reading the weighted advantages of :meth:`_weighted_advantages`.
+
+        The one exception is the paper's configuration (:meth:`_paper_loss_applies`), computed by
+        :func:`saah_policy_loss`: the same loss, with the arithmetic of the committed studies.
+        """
+        if self._paper_loss_applies(inputs):
+            return self._paper_loss(model, inputs)
+        weighted = _WeightedAdvantages(inputs, self._weighted_advantages)
+        with self._loss_forward_capture(model, inputs["completion_ids"].size(1)):
+            loss = super()._compute_loss(model, weighted)
+        if not weighted.was_read:
+            raise RuntimeError("TRL's _compute_loss no longer reads inputs['advantages'], where SAAHGRPOTrainer "
+                               "applies its weights; this TRL version needs the hook moved")
+        return loss
+
+    @contextmanager
+    def _loss_forward_capture(self, model, logits_to_keep: int):
+        """Keep what the loss's forward gives for the weights: TRL's entropies (through
+        :meth:`_get_per_token_logps_and_entropies`) and, for the top-K estimate, the final hidden states."""
+        with self._capture_final_hidden(model, logits_to_keep) as hidden:
+            self._loss_capture = {"model": model, "hidden": hidden, "entropies": None}
+            try:
+                yield
+            finally:
+                self._loss_capture = None
+
+    def _get_per_token_logps_and_entropies(self, *args, **kwargs):
+        logps, entropies, aux_loss = super()._get_per_token_logps_and_entropies(*args, **kwargs)
+        capture = getattr(self, "_loss_capture", None)
+        if capture is not None and entropies is not None:
+            capture["entropies"] = entropies
+        return logps, entropies, aux_loss
+
+    def _weighted_advantages(self, inputs, advantages: torch.Tensor) -> torch.Tensor:
+        """The advantages times :func:`advantage_factors` (weight and normaliser correction), logging the
+        weights; unchanged when every weight is 1."""
+        capture = getattr(self, "_loss_capture", None)
+        if capture is None or capture["entropies"] is None:
+            raise RuntimeError("TRL's _compute_loss read inputs['advantages'] before its forward pass gave the "
+                               "entropies the weights need; this TRL version needs the hook moved")
+        mask = inputs["completion_mask"]
+        mask = mask if "tool_mask" not in inputs else mask * inputs["tool_mask"]
+        norm_entropy = self._normalised_entropy(capture["model"], capture["entropies"], capture["hidden"])
+        per_rollout = advantages if advantages.dim() == 1 else advantages[:, 0]  # TRL's (B,) or a subclass's (B, T)
+        weights = method_weights(self.args.method, norm_entropy, mask, per_rollout, self.args.alpha)
+        self._log_weights(norm_entropy, weights, mask, per_rollout)
+        if self.args.method == "grpo" or self.args.alpha == 0:
+            return advantages
+        factors = advantage_factors(weights, mask, self.loss_type, self._sum_over_processes)
+        return (advantages if advantages.dim() == 2 else advantages.unsqueeze(1)) * factors.to(advantages.dtype)
+
+    def _sum_over_processes(self, x: torch.Tensor) -> torch.Tensor:
+        return self.accelerator.reduce(x, reduction="sum")
+
+    def _log_weights(self, norm_entropy, weights, mask, advantages) -> None:
+        mode = "train" if self.model.training else "eval"
+        stats = weight_statistics(norm_entropy, weights, mask, advantages)
+        for name, value in stats.items():
+            self._metrics[mode][f"saah/{name}"].append(self.accelerator.gather(value.reshape(1)).nanmean().item())
+        if mode == "train":
+            self._keep_token_entropies(norm_entropy, mask, advantages)
+
+    def _paper_loss_applies(self, inputs) -> bool:
+        """Whether this step's loss is the paper's and nothing else: ``bnpo``, token-level ratios, one clip
+        range, the plain KL estimator, no option of TRL's that changes the loss, text only.
+
+        TRL's ``bnpo`` sums the same terms in another order (other bits), so this keeps the committed
+        studies' runs the bits they were recorded with."""
+        a = self.args
+        return (self.loss_type == "bnpo" and self.importance_sampling_level == "token"
+                and not a.use_bias_correction_kl and self.top_entropy_quantile == 1.0
+                and self.off_policy_mask_threshold is None and a.delta is None
+                and not self._entropy_bonus_enabled and self.epsilon_high == self.epsilon_low
+                and not self.aux_loss_enabled and inputs["advantages"].dim() == 1
+                and all(inputs.get(key) is None for key in MODEL_INPUT_KEYS))
+
+    def _paper_loss(self, model, inputs):
         prompt_ids, prompt_mask = inputs["prompt_ids"], inputs["prompt_mask"]
         completion_ids, completion_mask = inputs["completion_ids"], inputs["completion_mask"]
         input_ids = torch.cat([prompt_ids, completion_ids], dim=1)
@@ -274,10 +401,25 @@ class SAAHGRPOTrainer(GRPOTrainer):
 
         mode = "train" if self.model.training else "eval"
         self._log_step_statistics(mode, stats, entropies, mask)
+        self._log_clip_sides(mode, logps.detach(), old_logps, advantages, mask)
         if mode == "train":
             self._keep_token_entropies(norm_entropy, mask, advantages)
             loss = loss / self.current_gradient_accumulation_steps  # TRL turns off HF's own scaling
         return loss
+
+    def _log_clip_sides(self, mode, logps, old_logps, advantages, mask) -> None:
+        """TRL's ``clip_ratio/low_*`` and ``high_*`` metrics, as its own loss logs them."""
+        ratio = torch.exp(logps - old_logps)
+        adv = advantages.reshape(-1, 1)
+        mask = mask.float()
+        sides = {"low": (ratio < 1 - self.epsilon_low) & (adv < 0), "high": (ratio > 1 + self.epsilon_high) & (adv > 0)}
+        for side, clipped in sides.items():
+            clipped = clipped.float()
+            totals = self.accelerator.reduce(torch.stack([(clipped * mask).sum(), mask.sum()]), reduction="sum")
+            self._metrics[mode][f"clip_ratio/{side}_mean"].append((totals[0] / totals[1].clamp(min=1.0)).item())
+            per_rollout = self.accelerator.gather((clipped * mask).sum(-1) / mask.sum(-1))
+            extreme = nanmin(per_rollout) if side == "low" else nanmax(per_rollout)
+            self._metrics[mode][f"clip_ratio/{side}_{'min' if side == 'low' else 'max'}"].append(extreme.item())
 
     def _log_step_statistics(self, mode, stats, entropies, mask) -> None:
         def global_mean(x: torch.Tensor) -> float:

@@ -15,7 +15,7 @@ from saah_lib.training.config import (
     SAAHGRPOConfig,
     make_config,
 )
-from saah_lib.training.profiles import RECORDED_AS
+from saah_lib.training.profiles import ARTIFACT_SETTINGS, FIXED_TRAINER_SETTINGS, RECORDED_AS
 
 
 def test_paper_profile_holds_the_papers_hyperparameters():
@@ -108,9 +108,16 @@ def test_the_warm_start_is_a_cache_outside_every_results_root():
     assert model_location(TINY_WARMSTART) == str(TINY_WARMSTART_DIR)
 
 
+def test_the_studies_settings_list_only_what_differs_from_trls_defaults():
+    trl = {f.name: f.default for f in dataclasses.fields(SAAHGRPOConfig)}
+    assert all(trl[name] != value for name, value in {**ARTIFACT_SETTINGS, **FIXED_TRAINER_SETTINGS}.items())
+    assert set(ARTIFACT_SETTINGS) <= set(TRAINER_FIELDS) and not set(FIXED_TRAINER_SETTINGS) & set(TRAINER_FIELDS)
+
+
 def test_the_tiny_profile_lists_only_what_differs_from_the_defaults():
     defaults = RunConfig.defaults()
-    assert PROFILES["tiny"] and all(defaults[name] != value for name, value in PROFILES["tiny"].items())
+    own = {name: value for name, value in PROFILES["tiny"].items() if name not in ARTIFACT_SETTINGS}
+    assert own and all(defaults[name] != value for name, value in own.items())
     tiny = make_config("tiny", max_steps=60)
     for name, default in defaults.items():
         value = getattr(tiny, name) if hasattr(RunConfig, name) or name in RunConfig.__dataclass_fields__ \
@@ -131,9 +138,10 @@ def test_every_field_has_help_text():
 
 
 def test_bnpo_is_stated_once_and_reaches_trl():
-    assert SAAHGRPOConfig.__dataclass_fields__["loss_type"].default == "bnpo"
+    assert FIXED_TRAINER_SETTINGS["loss_type"] == "bnpo"
     assert "loss_type" not in TRAINER_FIELDS and all("loss_type" not in p for p in PROFILES.values())
     assert make_config().trainer.loss_type == "bnpo"
+    assert make_config("qwen2.5-3b").trainer.loss_type == "bnpo"
 
 
 def test_config_json_keeps_its_keys_through_one_mapping():
@@ -290,3 +298,46 @@ def test_the_paper_profiles_steps_per_method_are_no_variant():
 
 def test_an_explicit_run_id_is_kept():
     assert make_config("tiny", method="sa", max_steps=1, run_id="mine").run_id == "mine"
+
+
+# ------------------------------------------------------------------ SAAHGRPOConfig on its own
+def test_grpo_method_with_nothing_else_set_is_trls_config(tmp_path):
+    from trl import GRPOConfig
+    trl = GRPOConfig(output_dir=str(tmp_path), use_cpu=True)  # TRL's defaults (bf16 on a CPU: given below)
+    ours = SAAHGRPOConfig(output_dir=str(tmp_path), use_cpu=True, bf16=True, method="grpo")
+    differ = {f.name for f in dataclasses.fields(GRPOConfig) if getattr(trl, f.name) != getattr(ours, f.name)}
+    assert not differ
+    assert ours.reward_std_threshold == 0 and ours.loss_type == "dapo" and ours.activation_checkpointing is True
+
+
+@pytest.mark.parametrize("asked,expected", [(dict(), False), (dict(bf16=True), True), (dict(bf16=False), False)])
+def test_a_cpu_run_is_float32_unless_bf16_is_asked(asked, expected, tmp_path):
+    assert SAAHGRPOConfig(output_dir=str(tmp_path), use_cpu=True, **asked).bf16 is expected
+
+
+@pytest.mark.parametrize("bad,field", [
+    (dict(rollout_compile="no"), "rollout_compile"),
+    (dict(rollout_compile=1), "rollout_compile"),
+    (dict(rollout_compile_backend="nope"), "rollout_compile_backend"),
+    (dict(entropy_top_k=10**9), "entropy_top_k"),
+    (dict(entropy_top_k=0), "entropy_top_k"),
+    (dict(entropy_top_k=True), "entropy_top_k"),
+    (dict(loss_type="ppo"), "loss_type"),
+    (dict(importance_sampling_level="batch"), "importance_sampling_level"),
+    (dict(activation_checkpointing="yes"), "activation_checkpointing"),
+    (dict(warmup_steps=2.5), "warmup_steps"),
+])
+def test_own_fields_are_type_checked_at_construction(bad, field, tmp_path):
+    with pytest.raises(ValueError, match=f"config field '{field}'"):
+        SAAHGRPOConfig(output_dir=str(tmp_path), use_cpu=True, **bad)
+
+
+@pytest.mark.parametrize("loss_type", ["grpo", "bnpo", "dr_grpo", "dapo", "cispo", "sapo", "luspo", "vespo"])
+def test_every_trl_loss_type_is_accepted(loss_type, tmp_path):
+    assert SAAHGRPOConfig(output_dir=str(tmp_path), use_cpu=True, loss_type=loss_type).loss_type == loss_type
+
+
+@pytest.mark.parametrize("good", [dict(rollout_compile=False, rollout_compile_backend="aot_eager"),
+                                  dict(warmup_steps=0.1), dict(warmup_steps=3), dict(entropy_top_k=500)])
+def test_valid_values_pass(good, tmp_path):
+    SAAHGRPOConfig(output_dir=str(tmp_path), use_cpu=True, **good)

@@ -27,5 +27,5 @@ def test_the_library_example_trains_two_steps_on_cpu(tiny_random_model_dir, tmp_
                           env={"PYTHONPATH": str(REPO_ROOT), "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1",
                                "PATH": "/usr/bin:/bin", "CUDA_VISIBLE_DEVICES": ""})
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "steps 2 loss_type bnpo method sa" in done.stdout
+    assert "steps 2 loss_type dapo method sa" in done.stdout  # TRL's default loss, weighted
     assert "CPUNumericsWarning" not in done.stderr  # importing saah_lib changes and says nothing

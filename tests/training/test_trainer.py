@@ -15,7 +15,7 @@ from saah_lib.training.trainer import SAAHGRPOConfig, SAAHGRPOTrainer
 
 COMMON = dict(
     per_device_train_batch_size=4, num_generations=4, max_completion_length=8, beta=0.04, epsilon=0.2,
-    report_to="none", use_cpu=True, logging_steps=1, max_steps=1, seed=0,
+    report_to="none", use_cpu=True, bf16=False, logging_steps=1, max_steps=1, seed=0,
 )
 
 
@@ -65,7 +65,7 @@ def loss_and_grads(trainer, inputs):
 @pytest.mark.parametrize("method", ["grpo", "ah", "sa"])
 def test_alpha_zero_equals_trl_bnpo_loss_and_gradients(method, tiny_random_model_dir, tmp_path):
     ours = build_trainer(SAAHGRPOTrainer, SAAHGRPOConfig, tiny_random_model_dir, tmp_path,
-                         method=method, alpha=0.0, entropy_top_k=None)
+                         method=method, alpha=0.0, entropy_top_k=None, loss_type="bnpo", use_bias_correction_kl=False)
     trl = build_trainer(GRPOTrainer, GRPOConfig, tiny_random_model_dir, tmp_path,
                         loss_type="bnpo", use_bias_correction_kl=False)
     inputs = fake_batch(len(ours.processing_class))
@@ -82,9 +82,9 @@ def test_alpha_zero_equals_trl_bnpo_loss_and_gradients(method, tiny_random_model
 
 def test_positive_alpha_changes_the_loss(tiny_random_model_dir, tmp_path):
     ah = build_trainer(SAAHGRPOTrainer, SAAHGRPOConfig, tiny_random_model_dir, tmp_path,
-                       method="ah", alpha=1.0, entropy_top_k=None)
+                       method="ah", alpha=1.0, entropy_top_k=None, loss_type="bnpo")
     grpo = build_trainer(SAAHGRPOTrainer, SAAHGRPOConfig, tiny_random_model_dir, tmp_path,
-                         method="grpo", entropy_top_k=None)
+                         method="grpo", entropy_top_k=None, loss_type="bnpo")
     inputs = fake_batch(len(ah.processing_class))
     assert not torch.allclose(loss_and_grads(ah, inputs)[0], loss_and_grads(grpo, inputs)[0])
     assert ah._metrics["train"]["saah/weight_mean"][0] < 1.0
@@ -109,10 +109,17 @@ def reference_entropy(trainer, inputs, top_k):
     return ((h * mask).sum() / mask.sum()).item()
 
 
-@pytest.mark.parametrize("top_k", [None, 5, 10_000])
-def test_entropy_from_the_training_forward_matches_a_separate_forward(top_k, tiny_random_model_dir, tmp_path):
+def vocabulary(model_dir) -> int:
+    return load_model_and_tokenizer(str(model_dir))[0].get_output_embeddings().weight.size(0)
+
+
+@pytest.mark.parametrize("loss_type", ["bnpo", "dapo"])  # the paper's arithmetic, and TRL's loss
+@pytest.mark.parametrize("top_k", [None, 5, "V"])
+def test_entropy_from_the_training_forward_matches_a_separate_forward(top_k, loss_type, tiny_random_model_dir,
+                                                                      tmp_path):
+    top_k = vocabulary(tiny_random_model_dir) if top_k == "V" else top_k
     trainer = build_trainer(SAAHGRPOTrainer, SAAHGRPOConfig, tiny_random_model_dir, tmp_path,
-                            method="sa", alpha=0.5, entropy_top_k=top_k)
+                            method="sa", alpha=0.5, entropy_top_k=top_k, loss_type=loss_type)
     inputs = fake_batch(len(trainer.processing_class), seed=1)
     expected = reference_entropy(trainer, inputs, top_k)
     assert captured_entropy(trainer, inputs) == pytest.approx(expected, rel=1e-4)
@@ -121,11 +128,11 @@ def test_entropy_from_the_training_forward_matches_a_separate_forward(top_k, tin
     assert not backbone._forward_hooks
 
 
-def test_top_k_with_k_at_least_v_equals_exact(tiny_random_model_dir, tmp_path):
+def test_top_k_with_k_equal_to_v_equals_exact(tiny_random_model_dir, tmp_path):
     exact = build_trainer(SAAHGRPOTrainer, SAAHGRPOConfig, tiny_random_model_dir, tmp_path,
                           method="ah", alpha=0.5, entropy_top_k=None)
     topk = build_trainer(SAAHGRPOTrainer, SAAHGRPOConfig, tiny_random_model_dir, tmp_path,
-                         method="ah", alpha=0.5, entropy_top_k=10_000)
+                         method="ah", alpha=0.5, entropy_top_k=vocabulary(tiny_random_model_dir))
     inputs = fake_batch(len(exact.processing_class), seed=2)
     l1, g1 = loss_and_grads(exact, inputs)
     l2, g2 = loss_and_grads(topk, inputs)
@@ -144,10 +151,10 @@ def test_groups_with_flat_rewards_get_zero_advantage(tiny_random_model_dir, tmp_
     assert trainer._metrics["train"]["saah/frac_groups_below_threshold"] == [0.5]
 
 
-@pytest.mark.parametrize("bad", [dict(loss_type="grpo"), dict(use_bias_correction_kl=True), dict(epsilon_high=0.28)])
-def test_options_the_loss_does_not_implement_are_refused(bad, tiny_random_model_dir, tmp_path):
-    with pytest.raises(ValueError, match="unsupported"):
-        build_trainer(SAAHGRPOTrainer, SAAHGRPOConfig, tiny_random_model_dir, tmp_path, method="sa", **bad)
+def test_a_top_k_above_the_vocabulary_is_refused(tiny_random_model_dir, tmp_path):
+    with pytest.raises(ValueError, match="'entropy_top_k': .* larger than the model's vocabulary"):
+        build_trainer(SAAHGRPOTrainer, SAAHGRPOConfig, tiny_random_model_dir, tmp_path, method="sa",
+                      entropy_top_k=vocabulary(tiny_random_model_dir) + 1)
 
 
 def test_config_rejects_unknown_method_and_bad_alpha(tmp_path):
@@ -155,3 +162,16 @@ def test_config_rejects_unknown_method_and_bad_alpha(tmp_path):
         SAAHGRPOConfig(output_dir=str(tmp_path), method="ppo", use_cpu=True, report_to="none")
     with pytest.raises(ValueError, match="alpha"):
         SAAHGRPOConfig(output_dir=str(tmp_path), method="ah", alpha=11.0, use_cpu=True, report_to="none")
+
+
+def test_without_a_config_the_trainer_builds_its_own(tiny_random_model_dir, tmp_path, monkeypatch):
+    """As GRPOTrainer does, with TRL's defaults: here an SAAHGRPOConfig (float32 on this CPU)."""
+    monkeypatch.chdir(tmp_path)
+    model, tokenizer = load_model_and_tokenizer(str(tiny_random_model_dir))
+    trainer = SAAHGRPOTrainer(model, list(TRL_REWARD_FUNCS), processing_class=tokenizer,
+                              train_dataset=to_trl_dataset(generate_problems(8, seed=0), tokenizer))
+    assert isinstance(trainer.args, SAAHGRPOConfig) and trainer.args.loss_type == "dapo"
+    assert trainer.args.bf16 is (False if not torch.cuda.is_available() else True)
+    with pytest.raises(TypeError, match="needs an SAAHGRPOConfig"):
+        SAAHGRPOTrainer(model, list(TRL_REWARD_FUNCS), args=GRPOConfig(output_dir="x", use_cpu=True),
+                        processing_class=tokenizer, train_dataset=to_trl_dataset(generate_problems(8, seed=0), tokenizer))
