@@ -38,6 +38,7 @@ COMMANDS = {
     "saah_lib.studies.preflight": "checks before the grid on a new GPU, with a verdict (make gpu-check)",
     "saah_lib.studies.gpu_bench": "stock TRL against ours in one process, and a profiled decode step (make gpu-bench)",
     "saah_lib.studies.verify": "compare one run with the matching committed run, number by number",
+    "saah_lib.studies.verify.calibration": "the reproduction check's false-alarm rate and power, by simulation",
     "saah_lib.studies.topk": "the top-K entropy error of a model's rollouts",
     "saah_lib.analysis.crossed_simulation": "the evidence's test on simulated studies: false positives and power",
     "saah_lib.studies.real_model": "the discount on a real instruct model (SmolLM2-135M) on GSM8K prompts",

@@ -9,12 +9,12 @@ papermill from the repository root read and write the same folders.
 used for every path a result records (a committed file never holds a path of
 the machine that wrote it).
 
-The tiny warm start (:mod:`saah_lib.models.warmstart`) is a build product, not
-a result: it lives in the git-ignored :data:`TINY_WARMSTART_DIR` (one built
-with another seed in :func:`tiny_warmstart_dir`) and is rebuilt on demand.  What a study compares against is
-its *record*
-(``warmstart_build.json``: settings, sha256 of the weights), which each study
-root keeps beside its runs.
+The tiny warm starts (:mod:`saah_lib.models.warmstart`) the committed studies trained from ship with
+them, in :data:`SHIPPED_WARM_STARTS` (:func:`shipped_warm_start_dir`: 2.4 MB each, every file's sha256 in
+its ``files.json``), so that a rerun on any CPU trains from the same starting model.  Building one is
+also a check of its own: a build goes to the git-ignored :data:`TINY_WARMSTART_DIR` (another seed's to
+:func:`tiny_warmstart_dir`), and a warm start that ships nowhere is built there on first use.  Each
+study root records the build it used (``warmstart_build.json``: settings, sha256 of the weights).
 """
 
 from __future__ import annotations
@@ -40,14 +40,24 @@ NOTEBOOKS = REPO_ROOT / "notebooks"
 
 CACHE = REPO_ROOT / "cache"  # git-ignored build products
 TINY_WARMSTART_DIR = CACHE / "tiny-warmstart"  # the warm start built with seed 0
+SHIPPED_WARM_STARTS = RESULTS / "warm_starts"  # the committed studies' warm starts, one folder each
+
+
+def _warm_start_folder_name(seed: int) -> str:
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"a warm-start seed is an integer >= 0, got {seed!r}")
+    return "tiny-warmstart" if seed == 0 else f"tiny-warmstart-s{seed}"
 
 
 def tiny_warmstart_dir(seed: int = 0) -> Path:
-    """Where the tiny warm start built with ``seed`` lives: seed 0 in :data:`TINY_WARMSTART_DIR`,
+    """Where the tiny warm start of ``seed`` is built: seed 0 in :data:`TINY_WARMSTART_DIR`,
     any other in ``cache/tiny-warmstart-s<seed>``."""
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"a warm-start seed is an integer >= 0, got {seed!r}")
-    return TINY_WARMSTART_DIR if seed == 0 else CACHE / f"tiny-warmstart-s{seed}"
+    return CACHE / _warm_start_folder_name(seed)
+
+
+def shipped_warm_start_dir(seed: int = 0) -> Path:
+    """Where the committed copy of the tiny warm start of ``seed`` lies, if one ships (it may not exist)."""
+    return SHIPPED_WARM_STARTS / _warm_start_folder_name(seed)
 
 
 def in_repo(path: str | os.PathLike) -> Path:

@@ -3,6 +3,13 @@
     .venv/bin/python tools/cpu_numerics_probe.py                  # every configuration below, about 40 s each
     .venv/bin/python tools/cpu_numerics_probe.py --only pin native-avx512
     .venv/bin/python tools/cpu_numerics_probe.py --emulate-intel-mkl   # also MKL's Intel code paths (needs gcc)
+    .venv/bin/python tools/cpu_numerics_probe.py --emulate-intel-mkl --repeat 3 --only pin+mkl-cbwr-avx2 \
+        pin+mkl-cbwr-compatible pin+intel-mkl+mkl-cbwr-avx2 pin+intel-mkl+mkl-cbwr-compatible   # their cost
+
+``--repeat N`` runs the chosen configurations N times in turn (A B C A B C ...), so that a busy
+machine slows each alike; the report gives each configuration's median build and training
+seconds and their ratio to the first configuration named, and checks that the bits of every
+repetition agree.
 
 Each configuration runs in a fresh process with ``SAAH_CPU_NUMERICS=native`` (so
 that ``import saah_lib`` leaves the environment as given): a short warm-start build
@@ -22,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -37,12 +45,16 @@ CONFIGS = {
     "pin+onednn-avx2": {**PIN, "ONEDNN_MAX_CPU_ISA": "AVX2"},
     "pin+mkl-cbwr-compatible": {**PIN, "MKL_CBWR": "COMPATIBLE"},
     "pin+mkl-cbwr-avx2-strict": {**PIN, "MKL_CBWR": "AVX2,STRICT"},
+    "pin+mkl-cbwr-sse2": {**PIN, "MKL_CBWR": "SSE2"},
 }
 INTEL_CONFIGS = {
     "pin+intel-mkl": PIN,
     "pin+intel-mkl+mkl-cbwr-avx2": {**PIN, "MKL_CBWR": "AVX2"},
     "pin+intel-mkl+mkl-cbwr-compatible": {**PIN, "MKL_CBWR": "COMPATIBLE"},
     "pin+intel-mkl+mkl-cbwr-avx2-strict": {**PIN, "MKL_CBWR": "AVX2,STRICT"},
+    "pin+intel-mkl+mkl-cbwr-sse2": {**PIN, "MKL_CBWR": "SSE2"},
+    "pin+intel-mkl+mkl-cbwr-sse4_2": {**PIN, "MKL_CBWR": "SSE4_2"},
+    "pin+intel-mkl+mkl-cbwr-auto": {**PIN, "MKL_CBWR": "AUTO"},
 }
 MKL_HEADER = "import torch; torch.ones(8, 8) @ torch.ones(8, 8)"  # one matrix product: MKL_VERBOSE names its path
 FAKE_INTEL = "int mkl_serv_intel_cpu_true(void) { return 1; }\nint mkl_serv_intel_cpu(void) { return 1; }\n"
@@ -68,7 +80,9 @@ result = {"capability": torch.backends.cpu.get_cpu_capability(),
 if int(sys.argv[3]):
     cfg = make_config("tiny", model_name=str(model), method="sa", seed=0, max_steps=int(sys.argv[3]),
                       eval_every=int(sys.argv[3]), n_eval=40, save_steps=1000, results_dir=str(out / "results"))
+    started = time.perf_counter()
     run = run_training(cfg, progress=False)
+    result["train_s"] = round(time.perf_counter() - started, 1)
     log = [{k: v for k, v in json.loads(line).items() if k != "step_time"}
            for line in (run / "train_log.jsonl").read_text().splitlines()]
     samples = sorted((run / "eval_samples").glob("*.jsonl"))
@@ -77,6 +91,12 @@ if int(sys.argv[3]):
     result["final_reward_mean"] = log[-1]["reward_mean"]
 print("PROBE " + json.dumps(result))
 """
+
+
+def _cpu() -> dict:
+    sys.path.insert(0, str(REPO))
+    from saah_lib.numerics import cpu_description
+    return cpu_description()
 
 
 def fake_intel_library(folder: Path) -> Path:
@@ -108,27 +128,57 @@ def probe(name: str, settings: dict, folder: Path, sft_steps: int, grpo_steps: i
     return result
 
 
+def _merge_repetitions(name: str, repetitions: list[dict]) -> dict:
+    """One configuration's result: its bits (which every repetition must share) and its median timings."""
+    bits = ("weights", "train_log", "completions")
+    if len({tuple(r.get(k) for k in bits) for r in repetitions}) != 1:
+        raise RuntimeError(f"{name}: repetitions gave different bits: the workload is not deterministic here")
+    merged = dict(repetitions[0])
+    for key in ("build_s", "train_s", "wall_s"):
+        values = [r[key] for r in repetitions if r.get(key) is not None]
+        if values:
+            merged[key] = statistics.median(values)
+            merged[f"{key}_all"] = values
+    return merged
+
+
+def _print_costs(results: dict, reference: str) -> None:
+    print(f"\nmedian seconds, and the ratio to {reference}:")
+    for name, r in results.items():
+        ratios = [f"{key} {r[key]:.1f} ({r[key] / results[reference][key]:.2f}x)"
+                  for key in ("build_s", "train_s") if r.get(key) and results[reference].get(key)]
+        print(f"  {name}: " + ", ".join(ratios))
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="+", help="configuration names (default: all)")
     parser.add_argument("--sft-steps", type=int, default=200)
     parser.add_argument("--grpo-steps", type=int, default=4, help="0: warm start only")
     parser.add_argument("--emulate-intel-mkl", action="store_true")
+    parser.add_argument("--repeat", type=int, default=1, help="run the configurations this many times in turn")
     parser.add_argument("--out", type=Path, help="write the results here as JSON")
     args = parser.parse_args(argv)
     configs = {**CONFIGS, **(INTEL_CONFIGS if args.emulate_intel_mkl else {})}
     unknown = sorted(set(args.only or ()) - set(configs))
     if unknown:
         parser.error(f"unknown configurations {unknown}; known: {sorted(configs)}")
-    results = {}
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
+    chosen = [name for name in (args.only or configs)]
+    runs: dict[str, list[dict]] = {name: [] for name in chosen}
     with tempfile.TemporaryDirectory(prefix="numerics-probe-") as tmp:
         preload = fake_intel_library(Path(tmp)) if args.emulate_intel_mkl else None
-        for name, settings in configs.items():
-            if args.only and name not in args.only:
-                continue
-            results[name] = probe(name, settings, Path(tmp), args.sft_steps, args.grpo_steps,
-                                  preload if "intel-mkl" in name else None)
-            print(name, json.dumps(results[name]), flush=True)
+        for repetition in range(args.repeat):
+            (Path(tmp) / str(repetition)).mkdir()
+            for name in chosen:
+                result = probe(name, configs[name], Path(tmp) / str(repetition), args.sft_steps, args.grpo_steps,
+                               preload if "intel-mkl" in name else None)
+                runs[name].append(result)
+                print(name, json.dumps(result), flush=True)
+    results = {name: _merge_repetitions(name, rs) for name, rs in runs.items()}
+    if args.repeat > 1:
+        _print_costs(results, chosen[0])
     groups: dict[tuple, list[str]] = {}
     for name, r in results.items():
         groups.setdefault((r["weights"], r.get("train_log"), r.get("completions")), []).append(name)
@@ -137,7 +187,10 @@ def main(argv=None):
         print(f"  weights {key[0][:12]} train log {(key[1] or '-')[:12]} completions {(key[2] or '-')[:12]}: "
               + ", ".join(names))
     if args.out:
-        args.out.write_text(json.dumps({"results": results, "groups": list(groups.values())}, indent=1) + "\n")
+        args.out.write_text(json.dumps({"command": " ".join(["tools/cpu_numerics_probe.py", *(argv or sys.argv[1:])]),
+                                        "cpu": _cpu(), "sft_steps": args.sft_steps, "grpo_steps": args.grpo_steps,
+                                        "repeat": args.repeat, "results": results,
+                                        "groups": list(groups.values())}, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -9,17 +9,27 @@ import torch
 from peft import PeftModel
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from saah_lib.models.names import model_location, tiny_warm_start_seed
+from saah_lib.models.names import model_location, tiny_warm_start_seed, warm_start_location
 from saah_lib.models.warmstart import BUILD_INFO_FILE, build_warm_start, cache_problem
-from saah_lib.paths import tiny_warmstart_dir
+from saah_lib.paths import repo_relative, tiny_warmstart_dir
 
 
 def resolve_model(model_name: str, progress: bool = True) -> str:
-    """The folder (absolute) or hub id to load ``model_name`` from; a tiny warm start is built on first use."""
+    """The folder (absolute) or hub id to load ``model_name`` from.
+
+    A tiny warm start loads from its committed copy where one ships (checked against its ``files.json``),
+    else from the cache, built on first use.
+    """
     seed = tiny_warm_start_seed(model_name)
-    if seed is not None:
-        return str(build_warm_start(tiny_warmstart_dir(seed), seed=seed, progress=progress))
-    return model_location(model_name)
+    if seed is None:
+        return model_location(model_name)
+    folder = warm_start_location(seed)
+    if folder != tiny_warmstart_dir(seed):
+        if problem := cache_problem(folder):
+            raise RuntimeError(f"the committed warm start {repo_relative(folder)} is damaged ({problem}); restore "
+                               f"it with `git checkout -- {repo_relative(folder)}`")
+        return str(folder)
+    return str(build_warm_start(folder, seed=seed, progress=progress))
 
 
 def check_warm_start_folder(model_name: str) -> None:

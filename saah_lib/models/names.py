@@ -17,7 +17,7 @@ from pathlib import Path
 from huggingface_hub import constants as hub_constants
 from huggingface_hub import try_to_load_from_cache
 
-from saah_lib.paths import in_repo, repo_relative, tiny_warmstart_dir
+from saah_lib.paths import in_repo, repo_relative, shipped_warm_start_dir, tiny_warmstart_dir
 
 TINY_WARMSTART = "tiny-warmstart"
 # Earlier runs named the warm start by the folder it was built in.
@@ -71,11 +71,18 @@ def canonical_model_name(name: str) -> str:
     return repo_relative(name)
 
 
+def warm_start_location(seed: int) -> Path:
+    """The tiny warm start of ``seed`` that runs load: its committed copy where one ships (every CPU then
+    trains from the same bits), else the cached build (built on first use: ``loading.resolve_model``)."""
+    shipped = shipped_warm_start_dir(seed)
+    return shipped if shipped.is_dir() else tiny_warmstart_dir(seed)
+
+
 def model_location(name: str) -> str:
     """Where to load ``name`` from: a folder (absolute) or a hub id as is."""
     seed = tiny_warm_start_seed(name)
     if seed is not None:
-        return str(tiny_warmstart_dir(seed))
+        return str(warm_start_location(seed))
     name = canonical_model_name(name)
     return str(in_repo(name)) if looks_like_path(name) else name
 

@@ -35,7 +35,7 @@ from saah_lib.models.names import tiny_warm_start_name
 from saah_lib.jsonio import atomic_write_text
 from saah_lib.paths import CONFIRM_ROOT, repo_relative
 from saah_lib.rundir import layout
-from saah_lib.studies.runner import Plan, baseline_job, record_warm_start, run_job, warm_start_job
+from saah_lib.studies.runner import Plan, baseline_job, record_warm_start, run_job, waits_for_warm_start, warm_start_job
 from saah_lib.training.config import make_config
 
 STUDY = "confirm"
@@ -48,6 +48,14 @@ MATCHED_ALPHA = 5.9
 TEST = ("saah_lib.analysis.significance.crossed_test: mean paired difference over seeds crossed with the "
         "evaluation problems; warm starts a random factor (6 >= 3), Satterthwaite df capped at warm starts - 1; "
         "two-sided, level 0.05, 95% interval (the primary family has one test); established = p below 0.05")
+
+
+def study_conclusions(committed_root: Path, rerun_root: Path) -> dict:
+    """Level 2 for a rerun of this study: every run against its committed twin, and the primary comparison."""
+    from saah_lib.studies.verify.conclusions import SAME_DESIGN, compare_conclusions  # the verifier loads torch-free
+
+    return compare_conclusions(committed_root, rerun_root, primary=(Arm("sa", MATCHED_ALPHA), Arm("grpo", 0.0)),
+                               study=STUDY, spread_from=SAME_DESIGN[STUDY])
 
 
 def confirm_plan(matched_alpha: float = MATCHED_ALPHA) -> StudyPlan:
@@ -119,15 +127,16 @@ def make_plan(root: Path = CONFIRM_ROOT, seeds=SEEDS, steps: int | None = None) 
     every seed, waiting for its warm start.  Nothing here writes ``study_plan.json``: it is committed already."""
     root = Path(root)
     warm = {ws: warm_start_job(root, ws) for ws in WARM_STARTS}
+    loads = {ws: waits_for_warm_start(job, ws) for ws, job in warm.items()}
     bases = [baseline_job(make_config("tiny", model_name=tiny_warm_start_name(ws), n_eval=N_EVAL,
                                       data_seed=DATA_SEED, results_dir=str(root)),
-                          tiny_warm_start_name(ws), (warm[ws].id,)) for ws in WARM_STARTS]
+                          tiny_warm_start_name(ws), loads[ws]) for ws in WARM_STARTS]
     arms = [("sa", MATCHED_ALPHA), ("grpo", 0.0), ("sa", MAIN_ALPHA)]
     runs = []
     for ws in WARM_STARTS:
         for seed in seeds:
             for method, alpha in arms:
-                runs.append(run_job(run_config(root, method, alpha, seed, ws, steps), (warm[ws].id,)))
+                runs.append(run_job(run_config(root, method, alpha, seed, ws, steps), loads[ws]))
     record = {j.id: record_warm_start(root, ws, layout.WARMSTART_RECORDS_FILE) for ws, j in warm.items()}
     return Plan(STUDY, root, [*warm.values(), *bases, *runs], "tiny", record)
 

@@ -57,7 +57,8 @@ from saah_lib.analysis.plan import PRIMARY_QUANTITIES, Arm, StudyPlan, write_pla
 from saah_lib.analysis.significance import LEVEL, projected_se_df, t_mde
 from saah_lib.jsonio import atomic_write_json
 from saah_lib.method.methods import MAIN_ALPHA
-from saah_lib.models.names import tiny_warm_start_name, tiny_warm_start_seed
+from saah_lib.models.loading import resolve_model
+from saah_lib.models.names import TINY_WARMSTART, tiny_warm_start_name, tiny_warm_start_seed
 from saah_lib.models.warmstart import read_build_info
 from saah_lib.numerics import cpu_numerics_record, summary
 from saah_lib.paths import EXTENDED_ROOT, MINI_ROOT, RERUN_ROOT, in_repo, repo_relative, tiny_warmstart_dir
@@ -65,13 +66,15 @@ from saah_lib.rundir import layout
 from saah_lib.rundir.lock import FolderLockedError, study_lock
 from saah_lib.rundir.manifest import write_manifest
 from saah_lib.studies.matched_alpha import read_matched_alpha
-from saah_lib.studies.mini import NotARerunRoot, judge, rerun_study
+from saah_lib.studies.mini import NotARerunRoot, rerun_study
 from saah_lib.studies.runner import (BASELINE_NAME, Plan, alpha_job, baseline_job, matched_run_job, pending,
-                                     record_warm_start, run_job, run_plan, warm_start_job)
+                                     record_warm_start, run_job, run_plan, waits_for_warm_start,
+                                     warm_start_job)
 from saah_lib.studies.timing import Timings
 from saah_lib.studies.topk import RESULT_FILE, TRAINING_KS, measure_topk, topk_training_configs
 from saah_lib.studies.verify.bits import compare_studies
-from saah_lib.studies.verify.conclusions import compare_conclusions
+from saah_lib.studies.verify.conclusions import SAME_DESIGN, compare_conclusions
+from saah_lib.studies.verify.verdict import closing_lines, committed_mkl_kernels, judge
 from saah_lib.training.config import make_config
 
 RERUN_EXTENDED = RERUN_ROOT / "extended"  # where `make extended` reruns the study (git-ignored)
@@ -232,18 +235,19 @@ def make_plan(root: Path, warm_starts=WARM_STARTS, seeds=SEEDS, steps: int | Non
     if 0 not in warm_starts:
         raise ValueError("the warm starts must include seed 0 (tiny-warmstart): the alpha is measured on it")
     warm = {ws: warm_start_job(root, ws) for ws in warm_starts}
+    loads = {ws: waits_for_warm_start(job, ws) for ws, job in warm.items()}
     bases = [baseline_job(make_config("tiny", model_name=tiny_warm_start_name(ws), results_dir=str(root)),
-                          BASELINE_NAME if ws == 0 else tiny_warm_start_name(ws), (warm[ws].id,)) for ws in warm_starts]
+                          BASELINE_NAME if ws == 0 else tiny_warm_start_name(ws), loads[ws]) for ws in warm_starts]
     others = tuple(tiny_warm_start_name(w) for w in warm_starts if w != 0)
-    alpha = alpha_job(root, others, tuple(j.id for j in warm.values()))
+    alpha = alpha_job(root, others, tuple(dep for deps in loads.values() for dep in deps))
     configs = planned_configs(root, warm_starts, seeds, steps, topk_ks, topk_seeds, main_alpha_sa)
-    runs = [run_job(c, (warm[tiny_warm_start_seed(c.model_name)].id,)) for c in configs]
+    runs = [run_job(c, loads[tiny_warm_start_seed(c.model_name)]) for c in configs]
     if read_matched_alpha(root) is None:
         ids = tuple(j.name for j in runs)
         for seed in seeds:
             for ws in warm_starts:
                 suffix = "" if ws == 0 else f"-w{ws}"
-                runs += [matched_run_job(root, m, seed, f"tiny-{m}-a<matched>-s{seed}{suffix}", (warm[ws].id, alpha.id),
+                runs += [matched_run_job(root, m, seed, f"tiny-{m}-a<matched>-s{seed}{suffix}", (*loads[ws], alpha.id),
                                          ids, max_steps=steps, model_name=tiny_warm_start_name(ws)) for m in ("sa", "ah")]
 
     def record_alpha(result):
@@ -273,7 +277,7 @@ def run_extended_study(root: Path, warm_starts=WARM_STARTS, seeds=SEEDS, steps: 
         run_plan(plan, timings, address=address, max_retries=max_retries, step_seconds=SECONDS_PER_RUN / 60)
         if measure:
             with timings.stage("top-K entropy error") as info:
-                result = measure_topk(tiny_warmstart_dir(0), n_prompts=measure_prompts)
+                result = measure_topk(Path(resolve_model(TINY_WARMSTART, progress=False)), n_prompts=measure_prompts)
                 atomic_write_json(root / RESULT_FILE, result)
                 info["n_tokens"] = result["n_tokens"]
         write_manifest(root)  # the results root changed: its integrity manifest follows
@@ -281,14 +285,14 @@ def run_extended_study(root: Path, warm_starts=WARM_STARTS, seeds=SEEDS, steps: 
 
 
 def study_conclusions(committed_root: Path, rerun_root: Path) -> dict:
-    """Level 2 of the check for this study: each arm at the committed paper-matched alpha within tolerance, and
-    the primary comparison (SA-AH-GRPO at that alpha vs GRPO) unchanged (:func:`compare_conclusions`)."""
+    """Level 2 of the check for this study: every run against its committed twin, and the primary comparison
+    (SA-AH-GRPO at the committed paper-matched alpha vs GRPO) (:func:`compare_conclusions`)."""
     alpha = read_matched_alpha(Path(committed_root))
     if alpha is None:
         return {"reproduced": None, "line": f"conclusions not checked: {committed_root} records no paper-matched alpha"}
     by_name = arms(alpha, main_alpha_sa=True)
-    return compare_conclusions(committed_root, rerun_root, arms=list(by_name.values()),
-                               primary=(by_name["sa_matched"], by_name["grpo"]))
+    return compare_conclusions(committed_root, rerun_root, primary=(by_name["sa_matched"], by_name["grpo"]),
+                               study="extended", spread_from=SAME_DESIGN["extended"])
 
 
 def rerun_and_verify(committed: Path = EXTENDED_ROOT, rerun: Path = RERUN_EXTENDED, *, resume: bool = False,
@@ -353,8 +357,9 @@ def main(argv=None):
     try:
         if args.verify:
             report = rerun_and_verify(args.root, args.rerun_root, resume=args.resume, **study)
-            status, reason = judge(report, cpu_numerics_record())
-            print(f"{'ok' if status == 0 else 'FAILED'}: {reason}", flush=True)
+            kernels = committed_mkl_kernels(args.root)
+            status, _ = judge(report, cpu_numerics_record(), kernels)
+            print("\n".join(closing_lines(report, cpu_numerics_record(), kernels)), flush=True)
         else:
             status = 0
             run_extended_study(args.root, **study)

@@ -18,9 +18,10 @@ import sys
 from pathlib import Path
 
 from saah_lib.jsonio import atomic_write_json
-from saah_lib.models.names import tiny_warm_start_seed
+from saah_lib.models.names import tiny_warm_start_seed, warm_start_location
 from saah_lib.models.warmstart import read_build_info
-from saah_lib.paths import BENCH_RESULTS, LOCAL_RESULTS, MINI_ROOT, RERUN_ROOT, in_repo, repo_relative, tiny_warmstart_dir
+from saah_lib.numerics import cpu_numerics_record
+from saah_lib.paths import BENCH_RESULTS, LOCAL_RESULTS, MINI_ROOT, RERUN_ROOT, in_repo, repo_relative
 from saah_lib.rundir import layout
 from saah_lib.rundir.lock import FolderLockedError, study_lock
 from saah_lib.rundir.manifest import write_manifest
@@ -29,6 +30,8 @@ from saah_lib.studies.engine import TaskFailed
 from saah_lib.studies.plans import PAPER_SEED, STUDIES, ablation_plan, study_plan
 from saah_lib.studies.runner import Job, Plan, StepSeconds, estimate, job_state, pending, run_plan
 from saah_lib.studies.timing import Timings
+from saah_lib.studies.verify.bits import compare_studies, write_report
+from saah_lib.studies.verify.verdict import closing_lines, committed_mkl_kernels, judge
 from saah_lib.training.config import RunConfig, make_config
 
 #: keys a benchmark file may give its steady per-step seconds under, most specific first
@@ -123,7 +126,7 @@ def trainable_parameters(cfg) -> int | None:
                  "gate_proj": (hidden, inner), "up_proj": (hidden, inner), "down_proj": (inner, hidden)}
         return layers * sum(cfg.lora_r * (a + b) for m, (a, b) in sizes.items() if m in cfg.lora_target_modules)
     seed = tiny_warm_start_seed(cfg.model_name)
-    info = read_build_info(tiny_warmstart_dir(seed)) if seed is not None else None
+    info = read_build_info(warm_start_location(seed)) if seed is not None else None
     return info.get("parameters") if info else None
 
 
@@ -304,7 +307,22 @@ def main(argv=None) -> int:
     print(f"{plan.study}: every planned run of {repo_relative(plan.root)} is complete"
           if all(job_state(j)[0] == "done" for j in plan.runs) else f"{plan.study}: not every run is complete",
           flush=True)
-    return 0 if all(job_state(j)[0] == "done" for j in plan.jobs) else 1
+    complete = all(job_state(j)[0] == "done" for j in plan.jobs)
+    if complete and plan.study == "confirm" and plan.root.resolve() != confirm.CONFIRM_ROOT.resolve():
+        return verify_rerun(plan, confirm.CONFIRM_ROOT, confirm.study_conclusions)
+    return 0 if complete else 1
+
+
+def verify_rerun(plan: Plan, committed: Path, conclusions) -> int:
+    """A finished rerun of a committed study against it, bits then conclusions, into ``<rerun>/reproduction.*``;
+    the closing lines printed, the exit status returned."""
+    report = compare_studies(committed, plan.root, run_ids=[j.name for j in plan.runs], conclusions=conclusions,
+                             study_files=())
+    json_path, _ = write_report(report, plan.root)
+    kernels = committed_mkl_kernels(committed)
+    print(f"report: {repo_relative(json_path)}\n" + "\n".join(closing_lines(report, cpu_numerics_record(), kernels)),
+          flush=True)
+    return judge(report, cpu_numerics_record(), kernels)[0]
 
 
 if __name__ == "__main__":

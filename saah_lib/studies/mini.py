@@ -41,7 +41,7 @@ from saah_lib.jsonio import atomic_write_json, read_json, read_jsonl
 from saah_lib.method.methods import MAIN_ALPHAS, SWEEP_ALPHAS
 from saah_lib.models.names import TINY_WARMSTART
 from saah_lib.models.warmstart import build_warm_start
-from saah_lib.numerics import MODE_VARIABLE, NATIVE, cpu_numerics_record, summary
+from saah_lib.numerics import cpu_numerics_record, summary
 from saah_lib.paths import MINI_ROOT, PAPER_TABLES, RERUN_ROOT, in_repo, repo_relative
 from saah_lib.report.render import render_report
 from saah_lib.rundir import layout
@@ -49,10 +49,13 @@ from saah_lib.rundir.folder import RunDir
 from saah_lib.rundir.lock import FolderLockedError, study_lock
 from saah_lib.rundir.manifest import write_manifest
 from saah_lib.studies.matched_alpha import read_matched_alpha
-from saah_lib.studies.verify.bits import BITS_REPRODUCED, CONCLUSIONS, FILES_DIFFER, compare_studies, write_report
+from saah_lib.studies.verify.bits import compare_studies, write_report
 from saah_lib.studies.runner import (BASELINE_NAME, Plan, alpha_job, baseline_job, matched_run_job,
-                                     record_warm_start, run_job, run_plan, warm_start_job)
+                                     record_warm_start, run_job, run_plan, waits_for_warm_start,
+                                     warm_start_job)
 from saah_lib.studies.timing import Timings
+from saah_lib.studies.verify.conclusions import SAME_DESIGN, compare_conclusions
+from saah_lib.studies.verify.verdict import closing_lines, committed_mkl_kernels, judge  # noqa: F401 (judge: mini's API)
 from saah_lib.tasks.synthetic import count_answer_kinds
 from saah_lib.training.config import make_config
 
@@ -99,13 +102,14 @@ def make_plan(root: Path, seeds: tuple[int, ...] = SEEDS, steps: int | None = No
     (until it is recorded their ids are not known), the others for the warm start."""
     root = Path(root)
     warm = warm_start_job(root, 0)
-    base = baseline_job(make_config("tiny", results_dir=str(root)), BASELINE_NAME, (warm.id,))
-    alpha = alpha_job(root, (), (warm.id,))
+    loads_warm = waits_for_warm_start(warm, 0)
+    base = baseline_job(make_config("tiny", results_dir=str(root)), BASELINE_NAME, loads_warm)
+    alpha = alpha_job(root, (), loads_warm)
     matched = read_matched_alpha(root)
-    runs = [run_job(cfg, (warm.id,)) for cfg in planned_configs(root, seeds, steps)]
+    runs = [run_job(cfg, loads_warm) for cfg in planned_configs(root, seeds, steps)]
     if matched is None:
         ids = tuple(j.name for j in runs)
-        runs += [matched_run_job(root, m, seeds[0], f"tiny-{m}-a<matched>-s{seeds[0]}", (warm.id, alpha.id), ids,
+        runs += [matched_run_job(root, m, seeds[0], f"tiny-{m}-a<matched>-s{seeds[0]}", (*loads_warm, alpha.id), ids,
                                  max_steps=steps) for m in SWEEP_METHODS]
 
     def record_alpha(result):
@@ -142,12 +146,18 @@ def run_mini_study(root: Path, seeds: tuple[int, ...] = SEEDS, steps: int | None
 
 
 def _run_mini(root, seeds, steps, figures, tables_dir, figures_dir, rebuild_warm_start, address,
-              max_retries) -> dict:
+              max_retries, runs=None) -> dict:
     timings = Timings(root / layout.TIMINGS_FILE)
     if rebuild_warm_start:
         with timings.stage("warm start rebuilt"):
             build_warm_start(force=True)
-    run_plan(make_plan(root, seeds, steps), timings, address=address, max_retries=max_retries)
+    plan = make_plan(root, seeds, steps)
+    if runs:  # a partial check leaves the warm start's rebuild to a whole one, unless its runs wait for the build
+        partial = plan.only(runs)
+        needed = {dep for job in partial.jobs for dep in job.deps}
+        plan = Plan(partial.study, root, [j for j in partial.jobs if j.kind != "warmstart" or j.id in needed],
+                    partial.profile, partial.record)
+    run_plan(plan, timings, address=address, max_retries=max_retries)
     print(two_warm_start_scores(root), flush=True)
     write_answer_kinds(root)
     write_manifest(root)  # the figures check the results against it
@@ -158,25 +168,35 @@ def _run_mini(root, seeds, steps, figures, tables_dir, figures_dir, rebuild_warm
     return timings.record
 
 
+def study_conclusions(committed_root: Path, rerun_root: Path) -> dict:
+    """Level 2 for this study: every run against its committed twin, the yardstick pooled with the extended
+    study's runs of the same design (:func:`saah_lib.studies.verify.conclusions.compare_conclusions`)."""
+    return compare_conclusions(committed_root, rerun_root, study="mini", spread_from=SAME_DESIGN["mini"])
+
+
 def rerun_and_verify(committed: Path = COMMITTED_ROOT, rerun: Path = RERUN_MINI, *, resume: bool = False,
                      progress: bool = True, rebuild_warm_start: bool = False, address: str | None = None,
-                     max_retries: int = 1) -> dict:
+                     max_retries: int = 1, runs: list[str] | None = None) -> dict:
     """``make mini``: rerun the whole study into ``rerun`` (never over ``committed``), draw its
     tables and figures there, and compare everything with the committed study.
 
     The report (``<rerun>/reproduction.{json,md}``) is returned; a rerun that differs is
     reported, not raised.  The rerun root is held from the start: while another study process writes
     there, this one stops before deleting or writing anything.  A rerun root is cleared only when it
-    holds nothing but an earlier rerun (:func:`clear_rerun_root`).
+    holds nothing but an earlier rerun (:func:`clear_rerun_root`).  ``runs``: only these runs of the plan (a
+    partial check: no tables or figures are drawn or compared).
     """
     tables_dir, figures_dir = Path(rerun) / "generated", Path(rerun) / "figures"
 
     def train(root: Path) -> None:
-        _run_mini(root, SEEDS, None, True, tables_dir, figures_dir, rebuild_warm_start, address, max_retries)
+        _run_mini(root, SEEDS, None, not runs, tables_dir, figures_dir, rebuild_warm_start, address, max_retries,
+                  runs)
 
     def compare(root: Path) -> dict:
-        tables = {f"paper/generated/{p.name}": (p, tables_dir / p.name) for p in sorted(PAPER_TABLES.glob("mini_*.tex"))}
-        return compare_studies(committed, root, tables=tables, run_ids=[c.run_id for c in planned_configs(root)])
+        tables = {} if runs else {f"paper/generated/{p.name}": (p, tables_dir / p.name)
+                                  for p in sorted(PAPER_TABLES.glob("mini_*.tex"))}
+        return compare_studies(committed, root, tables=tables, run_ids=runs or [c.run_id for c in planned_configs(root)],
+                               conclusions=study_conclusions)
 
     return rerun_study("mini", committed, rerun, resume=resume, train=train, compare=compare)
 
@@ -235,35 +255,6 @@ def clear_rerun_root(root: Path, study: str = "mini") -> None:
             shutil.rmtree(entry)
         else:
             entry.unlink()
-
-
-def judge(report: dict, numerics: dict) -> tuple[int, str]:
-    """``make mini``'s exit status and the sentence that explains it, from the report and this process's
-    CPU numerics (:func:`saah_lib.numerics.cpu_numerics_record`).
-
-    0 when the bits reproduce, or when they differ where they may (native numerics, a CPU where the
-    pin cannot hold, or an Intel CPU, whose MKL kernels differ from those of the committed studies)
-    and the conclusions reproduce.  1 otherwise: the conclusions changed or could not be checked, a
-    study file differs between identical runs, or the bits differ where they should not, which the
-    CPU cannot explain.
-    """
-    found = report["outcome"]
-    if found == BITS_REPRODUCED:
-        return 0, "bits reproduced"
-    if found == FILES_DIFFER:
-        return 1, "every run is identical, yet a study file differs: a change in the code that writes it"
-    if found != CONCLUSIONS[True]:
-        return 1, f"{found}: the rerun does not support the committed study's conclusions"
-    if numerics.get("comparable_bit_for_bit"):
-        return 1, (f"bits differ although this CPU runs the committed studies' kernels ({summary(numerics)}): not "
-                   "the CPU; look for other causes (package versions, code; docs/reproducibility.md)")
-    if numerics.get("mode") == NATIVE:
-        why = f"{MODE_VARIABLE}={NATIVE}"
-    elif numerics.get("pin_obstacle") or not numerics.get("pin_holds"):
-        why = numerics.get("pin_obstacle") or "the pin did not hold"
-    else:
-        why = "on an Intel CPU MKL runs other kernels than those of the committed studies"
-    return 0, f"bits differ, as expected here ({why}); the conclusions reproduced"
 
 
 def promote(rerun: Path = RERUN_MINI, committed: Path = COMMITTED_ROOT, figures: bool = True) -> None:
@@ -358,6 +349,9 @@ def main(argv=None) -> int:
                         help="a Ray cluster to run on (auto or host:port); default: a local Ray instance")
     parser.add_argument("--max-retries", type=int, default=1, help="retries of a run whose worker or node died")
     parser.add_argument("--no-figures", action="store_true", help="`run` and `promote`: skip the tables and figures")
+    parser.add_argument("--runs", nargs="+", default=None, metavar="RUN_ID",
+                        help="verify: only these runs of the plan, against their committed twins (a partial check: "
+                             "no tables or figures)")
     parser.add_argument("--rebuild-warm-start", action="store_true",
                         help="build the warm start even if cached (to time what a fresh clone does)")
     args = parser.parse_args(argv)
@@ -371,7 +365,7 @@ def main(argv=None) -> int:
 
 def _run_command(args) -> int:
     started = time.perf_counter()
-    status = 0
+    status, closing = 0, []
     if args.command == "answer-kinds":
         write_answer_kinds(args.root)
         print(f"wrote {args.root / 'answer_kinds.json'}")
@@ -383,11 +377,13 @@ def _run_command(args) -> int:
     else:
         report = rerun_and_verify(args.root, args.rerun_root, resume=args.resume,
                                   rebuild_warm_start=args.rebuild_warm_start, address=args.address,
-                                  max_retries=args.max_retries)
-        status, reason = judge(report, cpu_numerics_record())
-        print(f"{'ok' if status == 0 else 'FAILED'}: {reason}", flush=True)
-    print(f"\n{args.command} done in {(time.perf_counter() - started) / 60:.1f} min "
-          f"(CPU numerics: {summary(cpu_numerics_record())})", flush=True)
+                                  max_retries=args.max_retries, runs=args.runs)
+        kernels = committed_mkl_kernels(args.root)
+        status, _ = judge(report, cpu_numerics_record(), kernels)
+        closing = closing_lines(report, cpu_numerics_record(), kernels)
+    print(f"\n{args.command} done in {(time.perf_counter() - started) / 60:.1f} min", flush=True)
+    # the verdict last, where a user looks
+    print("\n".join(closing or [f"CPU numerics: {summary(cpu_numerics_record())}"]), flush=True)
     return status
 
 

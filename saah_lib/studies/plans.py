@@ -19,7 +19,7 @@ from saah_lib.method.methods import MAIN_ALPHAS, SWEEP_ALPHAS
 from saah_lib.models.names import tiny_warm_start_seed
 from saah_lib.paths import EXTENDED_ROOT, LOCAL_RESULTS, MINI_ROOT, RESULTS
 from saah_lib.studies import confirm, extended, mini
-from saah_lib.studies.runner import Plan, baseline_job, run_job, warm_start_job
+from saah_lib.studies.runner import Plan, baseline_job, run_job, waits_for_warm_start, warm_start_job
 from saah_lib.training.config import check_overrides, make_config
 
 PAPER_PROFILES = ("qwen2.5-1.5b", "qwen2.5-3b")
@@ -63,7 +63,7 @@ def ablation_plan(alphas, *, profile: str = "tiny", method: str = "ah", seed: in
     warm_seed = tiny_warm_start_seed(configs[0].model_name) if configs and profile == "tiny" else None
     if warm_seed is not None:
         jobs.append(warm_start_job(root, warm_seed))
-        deps = (jobs[0].id,)
+        deps = waits_for_warm_start(jobs[0], warm_seed)
     jobs += [run_job(c, deps, gpu=profile != "tiny", cpus_per_gpu_run=cpus_per_run) for c in configs]
     return Plan("ablation", root, jobs, profile)
 

@@ -24,11 +24,10 @@ import papermill
 import torch
 
 from saah_lib.jsonio import atomic_write_json, read_json
-from saah_lib.models.loading import resolve_model
 from saah_lib.models.names import tiny_warm_start_name
-from saah_lib.models.warmstart import read_build_info
+from saah_lib.models.warmstart import build_warm_start, read_build_info
 from saah_lib.numerics import cpu_numerics_record
-from saah_lib.paths import NOTEBOOKS, REPO_ROOT, tiny_warmstart_dir
+from saah_lib.paths import NOTEBOOKS, REPO_ROOT, shipped_warm_start_dir, tiny_warmstart_dir
 from saah_lib.rundir import layout
 from saah_lib.rundir.folder import RunDir
 from saah_lib.rundir.manifest import sha256_of
@@ -164,11 +163,12 @@ def _timed(fn, *args, **kwargs) -> dict:
 
 
 def warm_start_task(seed: int, root: str) -> dict:
-    """Build the tiny warm start of this seed unless cached (it fixes its own thread count)."""
+    """Build the tiny warm start of this seed into the cache unless built there already (it fixes its own thread
+    count).  Where a committed copy ships, runs train from that copy and this build is a check of its own."""
     _visible_root(root)
 
     def build():
-        resolve_model(tiny_warm_start_name(seed), progress=False)
+        build_warm_start(tiny_warmstart_dir(seed), seed=seed, progress=False)
         info = read_build_info(tiny_warmstart_dir(seed)) or {}
         return {"build_seconds": info.get("build_seconds"),
                 "warm_start_pass_at_1_heldout": info.get("heldout_pass_at_1")}
@@ -244,6 +244,12 @@ def notebook_task(config: dict, kernel: str = "python3", notebook: str = str(TRA
 def warm_start_job(root: Path, seed: int) -> Job:
     return Job.of("warmstart", tiny_warm_start_name(seed), warm_start_task, {"seed": seed, "root": str(root)},
                   folder=tiny_warmstart_dir(seed))
+
+
+def waits_for_warm_start(warm: Job, seed: int) -> tuple[str, ...]:
+    """What a job that loads the warm start of ``seed`` waits for: nothing where its committed copy ships (the job
+    loads that copy; the build beside it is a check of its own), else that build."""
+    return () if shipped_warm_start_dir(seed).is_dir() else (warm.id,)
 
 
 def baseline_job(cfg, name: str, deps: tuple[str, ...] = ()) -> Job:

@@ -7,7 +7,7 @@ from saah_lib.models.names import (
     model_location,
     offline_hub_problem,
 )
-from saah_lib.paths import REPO_ROOT, TINY_WARMSTART_DIR
+from saah_lib.paths import REPO_ROOT, SHIPPED_WARM_STARTS
 from saah_lib.training.config import make_config
 
 
@@ -25,7 +25,7 @@ def test_the_warm_start_keeps_its_name_whatever_older_runs_called_it():
     former = "results/mini/warmstart/model"
     for name in (TINY_WARMSTART, former, str(REPO_ROOT / former), "/elsewhere/clone/" + former):
         assert canonical_model_name(name) == TINY_WARMSTART
-    assert model_location(former) == str(TINY_WARMSTART_DIR)
+    assert model_location(former) == str(SHIPPED_WARM_STARTS / "tiny-warmstart")  # the committed copy ships
 
 
 def test_a_model_folder_must_exist_and_hold_a_model(tmp_path):
@@ -63,8 +63,9 @@ def test_warm_starts_of_other_seeds_have_their_own_name_folder_label_and_run_ids
                                               "tiny-warmstart-s0", "tiny-warmstart-s", "Qwen/Qwen2.5-3B")] == \
         [0, 3, 0, None, None, None]
     assert canonical_model_name("tiny-warmstart-s3") == "tiny-warmstart-s3"
-    assert model_location("tiny-warmstart-s3") == str(CACHE / "tiny-warmstart-s3")
-    assert model_location(TINY_WARMSTART) == str(CACHE / "tiny-warmstart")
+    assert model_location("tiny-warmstart-s3") == str(SHIPPED_WARM_STARTS / "tiny-warmstart-s3")  # shipped
+    assert model_location(TINY_WARMSTART) == str(SHIPPED_WARM_STARTS / "tiny-warmstart")
+    assert model_location("tiny-warmstart-s9") == str(CACHE / "tiny-warmstart-s9")  # ships nowhere: built there
     assert model_folder_problem("tiny-warmstart-s3") is None  # built on first use, like seed 0
     assert (tiny_warm_start_label(0), tiny_warm_start_label(2)) == ("tiny", "tiny-w2")
     cfg = make_config("tiny", method="sa", alpha=0.5, seed=4, model_name="tiny-warmstart-s2")

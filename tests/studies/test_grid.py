@@ -11,6 +11,7 @@ from saah_lib.studies import grid, mini
 from saah_lib.studies.plans import paper_plan
 from saah_lib.studies.runner import Plan, job_state, run_job, run_plan
 from saah_lib.studies.timing import Timings
+from saah_lib.studies.verify.bits import BITS_REPRODUCED
 from saah_lib.training.config import make_config
 
 
@@ -145,7 +146,8 @@ def test_a_marked_earlier_rerun_is_cleared(tmp_path):
 
 @pytest.mark.parametrize("outcome, status", [("bits reproduced", 0), ("conclusions differ", 1)])
 def test_verify_exits_with_its_verdicts_status(monkeypatch, tmp_path, outcome, status, capsys):
-    report = {"outcome": mini.BITS_REPRODUCED if status == 0 else "conclusions differ", "verdict": outcome}
+    report = {"outcome": BITS_REPRODUCED if status == 0 else "conclusions differ", "verdict": outcome,
+              "runs_compared": 17, "runs_identical": 17 if status == 0 else 0}
     monkeypatch.setattr(mini, "rerun_and_verify", lambda *a, **k: report)
     assert mini.main(["verify", "--rerun-root", str(tmp_path / "r")]) == status
     assert ("FAILED" in capsys.readouterr().out) == (status == 1)

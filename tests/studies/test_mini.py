@@ -113,13 +113,14 @@ PINNED_AMD = {"mode": "pinned", "pin_holds": True, "mkl_kernels": "generic", "co
 @pytest.mark.parametrize("outcome, numerics, status, reason", [
     ("bits reproduced", PINNED_AMD, 0, "bits reproduced"),
     ("conclusions reproduced", {**PINNED_AMD, "mode": "native", "pin_holds": None, "comparable_bit_for_bit": False},
-     0, "bits differ, as expected here (SAAH_CPU_NUMERICS=native); the conclusions reproduced"),
+     0, "bits differ, as expected here (SAAH_CPU_NUMERICS=native: torch runs this CPU's widest kernels, unpinned); "
+        "the conclusions reproduced"),
     ("conclusions reproduced", {**PINNED_AMD, "capability": "SVE256", "pin_holds": False, "machine": "aarch64",
                                 "comparable_bit_for_bit": False, "pin_obstacle": "this CPU is aarch64"},
      0, "bits differ, as expected here (this CPU is aarch64); the conclusions reproduced"),
     ("conclusions reproduced", {**PINNED_AMD, "mkl_kernels": "Intel", "comparable_bit_for_bit": False},
-     0, "bits differ, as expected here (on an Intel CPU MKL runs other kernels"),
-    ("conclusions reproduced", PINNED_AMD, 1, "bits differ although this CPU runs the committed studies' kernels"),
+     0, "bits differ, as expected here (MKL runs its Intel kernels on this CPU"),
+    ("conclusions reproduced", PINNED_AMD, 1, "bits differ although this CPU runs the committed study's kernels"),
     ("conclusions changed", {**PINNED_AMD, "mode": "native"}, 1, "conclusions changed: the rerun does not support"),
     ("conclusions not checked", {**PINNED_AMD, "mode": "native"}, 1, "conclusions not checked"),
     ("study files differ", PINNED_AMD, 1, "every run is identical, yet a study file differs"),

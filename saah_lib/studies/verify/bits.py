@@ -296,31 +296,35 @@ def numerics_markdown(groups: list[dict]) -> list[str]:
 
 
 def conclusions_markdown(level2: dict) -> list[str]:
-    """Level 2: each method's mean final Pass@1 on both sides with its tolerance, and the primary comparison."""
+    """Level 2: each shift test with its limit, the primary comparison on both sides, the rebuilt warm starts."""
     lines = ["Conclusions (level 2, because bits differ): " + level2["line"]]
-    if "methods" not in level2:  # another level 2 than compare_conclusions: its line says it all
+    if not level2.get("tests"):  # not checked, or another level 2 than compare_conclusions: its line says it all
         return lines
+    heterogeneity = level2.get("heterogeneity")
     lines += ["", f"Rule: {level2['rule']}.", "",
-             "| method | seeds | committed mean | rerun mean | difference | tolerance | within |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
-    for label, m in level2["methods"].items():
-        if m["within"] is None:
-            lines.append(f"| {label} | {', '.join(map(str, m['seeds']))} | | | | | not checked: {m['reason']} |")
-            continue
-        lines.append(f"| {label} | {', '.join(map(str, m['seeds']))} | {m['committed_mean']:.3f} | "
-                     f"{m['rerun_mean']:.3f} | {m['difference']:+.3f} | {m['tolerance']:.3f} | "
-                     f"{'yes' if m['within'] else 'NO'} |")
+              f"Yardstick: sigma {level2['sigma']:.4f} = pooled per-seed standard deviation {level2['pooled']:.4f} "
+              f"({level2['df']} df)" + (f" x {heterogeneity:.2f}, the largest ratio of a well-measured arm's"
+                                        if heterogeneity else "") + ".", "",
+              "| runs tested | n | mean shift (rerun - committed) | t | limit | detectable (80% power) | flagged |",
+              "| --- | --- | --- | --- | --- | --- | --- |"]
+    lines += [f"| {t['group']} | {t['runs']} | {t['shift']:+.4f} | {t['t']:+.2f} | ±{t['critical']:.2f} | "
+              f"{t['detectable']:.3f} | {'YES' if t['flagged'] else 'no'} |" for t in level2["tests"]]
     p = level2["primary"]
     lines.append("")
-    if p["unchanged"] is None:
-        return lines + [f"Primary comparison {p['a']} vs {p['b']}: not checked ({p['change']})."]
     for side in ("committed", "rerun"):
-        s = p[side]
-        lines.append(f"Primary comparison, {side}: {p['a']} {s['direction']} {p['b']} by {s['mean_difference']:+.3f} "
-                     f"(mean over seeds {', '.join(map(str, s['seeds']))}; sign-flip p = {s['p_value']:.3g}, "
-                     f"smallest possible {s['min_p']:.3g}; "
-                     f"{'significant' if s['significant'] else 'not significant'}).")
-    return lines + [f"Primary comparison {'unchanged' if p['unchanged'] else p['change']}."]
+        if side in p:
+            s = p[side]
+            lines.append(f"Primary comparison, {side}: {p['a']} - {p['b']} = {s['mean_difference']:+.3f} over "
+                         f"{len(p['units'])} units (sign-flip p = {s['p_value']:.3g}, smallest possible "
+                         f"{s['min_p']:.3g}).")
+    lines.append(f"Primary comparison: {p['why']}.")
+    for w in level2.get("warm_starts", []):
+        lines.append(f"Rebuilt warm start {w['warm_start']}: held-out Pass@1 {w['rerun']} against {w['committed']}"
+                     + (f", limit ±{w['limit']:.3f}: {'FLAGGED' if w['flagged'] else 'within'}" if w["checked"]
+                        else ": not checkable (no spread of shipped builds, or a Pass@1 not recorded)") + ".")
+    if level2.get("runs_on_one_side"):
+        lines.append(f"Runs on one side only, not compared: {', '.join(level2['runs_on_one_side'])}.")
+    return lines
 
 
 def write_report(report: dict, out_dir: Path) -> tuple[Path, Path]:

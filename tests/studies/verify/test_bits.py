@@ -68,9 +68,9 @@ def test_differences_are_located_and_sized(tmp_path):
     fake_run(tmp_path / "b" / "runs" / "r1", rewards=(1.0, 2.25), correct=(False, False), completion="y")
     fake_run(tmp_path / "a" / "runs" / "r2")
     report = compare_studies(tmp_path / "a", tmp_path / "b")
-    # never a bare "0/2 reproduced": these runs are no study, so level 2 says it could not check
+    # never a bare "0/2 reproduced": these runs are no study (one seed each), so level 2 says it could not check
     assert report["verdict"].startswith("bits differ on 2/2 runs (and warm start, answer_kinds.json); "
-                                        "conclusions not checked: GRPO: 0 common seed(s)")
+                                        "conclusions not checked: fewer than two runs on both sides")
     assert report["outcome"] == "conclusions not checked"
     assert report["largest_difference"]["reward_mean"] == {"difference": 0.25, "step": 2, "run": "r1"}
     assert report["largest_difference"]["eval/pass_at_1"]["difference"] == 0.5
