@@ -23,6 +23,13 @@ def trained_and_evaluated(logged_steps: Iterable[int], evaluated_steps: Iterable
     return bool(logged) and max(logged) >= steps and steps in set(evaluated_steps)
 
 
+class RunFolderError(ValueError):
+    """A run folder that cannot be trained as asked: it holds another run (other settings, another run's
+    checkpoint) or records that nothing identifies (logs or checkpoints without ``config.json``).  The
+    message names the folder and what differs, and nothing was changed; commands print it without a
+    traceback."""
+
+
 class RunDir:
     """Reads and writes one run folder (``<root>/runs/<run_id>/``) or baseline folder."""
 
@@ -62,10 +69,23 @@ class RunDir:
             )
             if changed:
                 details = ", ".join(f"{k}: {existing.get(k)!r} -> {json_safe(config)[k]!r}" for k in changed)
-                raise ValueError(
-                    f"run {self.dir.name!r} already exists with different settings ({details}); "
-                    "choose another run_id or delete the folder"
+                raise RunFolderError(
+                    f"run {self.dir.name!r} already exists with different settings ({details}) in {self.dir}; "
+                    "nothing was changed; choose another run_id or delete the folder"
                 )
+
+    def check_identified(self) -> None:
+        """Raise when the folder holds logs or checkpoints but no ``config.json``: nothing says which run they
+        belong to, so neither resuming them nor writing a new ``config.json`` over them can be right."""
+        if self.config_path.exists():
+            return
+        found = [p for p in (self.train_log_path, self.eval_path, self.token_entropy_path) if p.exists()]
+        found += sorted(self.checkpoints_dir.glob("checkpoint-*")) + sorted(self.samples_dir.glob("step_*.jsonl"))[:1]
+        if found:
+            raise RunFolderError(
+                f"run folder {self.dir} holds {', '.join(p.name for p in found)} but no {self.config_path.name}, "
+                "so nothing records the settings they were trained with; nothing was changed. Restore its "
+                f"{self.config_path.name}, or move the folder away to train the run again.")
 
     # ------------------------------------------------------------------ logs
     def log_step(self, record: dict) -> None:
