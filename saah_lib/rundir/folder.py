@@ -30,6 +30,11 @@ class RunFolderError(ValueError):
     traceback."""
 
 
+def changes_text(changed: dict[str, tuple]) -> str:
+    """``learning_rate: 0.001 -> 0.0005, n_train: 800 -> 32`` (recorded -> given)."""
+    return ", ".join(f"{k}: {recorded!r} -> {given!r}" for k, (recorded, given) in changed.items())
+
+
 class RunDir:
     """Reads and writes one run folder (``<root>/runs/<run_id>/``) or baseline folder."""
 
@@ -59,20 +64,24 @@ class RunDir:
         self.check_settings(config)
         atomic_write_json(self.config_path, {**config, **extra})
 
+    def setting_changes(self, config: dict) -> dict[str, tuple]:
+        """``{field: (recorded, given)}`` for every setting of ``config`` that config.json records otherwise
+        (beyond those a resume may change); {} when there is no config.json."""
+        existing = self.read_config()
+        if existing is None:
+            return {}
+        given = json_safe(config)
+        return {k: (existing.get(k), v) for k, v in sorted(given.items())
+                if k not in self.RESUMABLE_DIFFERENCES and existing.get(k) != v}
+
     def check_settings(self, config: dict) -> None:
         """Raise if config.json records other settings than ``config`` (beyond those a resume may change)."""
-        existing = self.read_config()
-        if existing is not None:
-            changed = sorted(
-                k for k, v in json_safe(config).items()
-                if k not in self.RESUMABLE_DIFFERENCES and existing.get(k) != v
+        changed = self.setting_changes(config)
+        if changed:
+            raise RunFolderError(
+                f"run {self.dir.name!r} already exists with different settings ({changes_text(changed)}) in "
+                f"{self.dir}; nothing was changed; choose another run_id or delete the folder"
             )
-            if changed:
-                details = ", ".join(f"{k}: {existing.get(k)!r} -> {json_safe(config)[k]!r}" for k in changed)
-                raise RunFolderError(
-                    f"run {self.dir.name!r} already exists with different settings ({details}) in {self.dir}; "
-                    "nothing was changed; choose another run_id or delete the folder"
-                )
 
     def check_identified(self) -> None:
         """Raise when the folder holds logs or checkpoints but no ``config.json``: nothing says which run they

@@ -27,7 +27,9 @@ from saah_lib.rundir.manifest import write_manifest
 from saah_lib.studies import confirm, extended, mini
 from saah_lib.studies.engine import TaskFailed
 from saah_lib.studies.plans import PAPER_SEED, STUDIES, ablation_plan, study_plan
-from saah_lib.studies.runner import Job, Plan, StepSeconds, estimate, job_state, pending, run_plan
+from saah_lib.rundir.folder import RunFolderError
+from saah_lib.studies.runner import (Job, Plan, StepSeconds, check_no_foreign_runs, estimate, foreign_runs, job_state,
+                                     pending, run_plan)
 from saah_lib.studies.timing import Timings
 from saah_lib.training.config import RunConfig, make_config
 
@@ -151,11 +153,14 @@ def _rate_text(figures: dict[str, tuple[float | None, str]], steps_left: dict[st
 def describe(plan: Plan, figures: dict[str, tuple[float | None, str]], slots: int) -> str:
     lines = [f"study {plan.study}: results root {repo_relative(plan.root)}"]
     counts = {"done": 0, "partial": 0, "pending": 0}
+    foreign = foreign_runs(plan)
     for job in plan.jobs:
         state, last = job_state(job)
         if job.kind == "run":
             counts[state] += 1
         text = state if state != "partial" else f"partial (step {last} of {job.steps})"
+        if job.name in foreign and job.kind == "run":
+            text = "OTHER SETTINGS"
         need = f"{job.num_cpus:g} CPU" + (f", {job.num_gpus:g} GPU" if job.num_gpus else "")
         steps = f"{job.steps} steps" if job.kind == "run" else ""
         disk = disk_mb(job)
@@ -164,6 +169,10 @@ def describe(plan: Plan, figures: dict[str, tuple[float | None, str]], slots: in
     kinds = {k: sum(j.kind == k for j in plan.jobs) for k in ("warmstart", "baseline", "alpha", "run")}
     lines.append(f"{kinds['run']} runs ({counts['done']} done, {counts['partial']} partial, {counts['pending']} "
                  f"pending), {kinds['baseline']} baselines, {kinds['warmstart']} warm starts")
+    if foreign:
+        lines.append(f"{len(foreign)} run folder(s) hold runs trained with other settings than planned (`run` "
+                     "refuses to start until they are moved away):")
+        lines += [f"  {name}: {text}" for name, text in foreign.items()]
     total = estimate(plan, {p: s for p, (s, _) in figures.items()}, slots)
     head = f"estimate: {total['pending_runs']} runs to train, {total['steps_left']} steps"
     missing = [p for p, (s, _) in figures.items() if s is None]
@@ -205,8 +214,11 @@ def extended_summary(plan: Plan, seeds, steps: int | None, slots: int,
 def run_study(plan: Plan, *, address: str | None, max_retries: int, step_seconds: StepSeconds,
               slots: int | None) -> list[dict]:
     """Hold the root, build what is missing and train what is pending; a finished CPU study gets its
-    answer kinds and manifest."""
+    answer kinds and manifest.  A planned run's folder holding another run is an error before anything is
+    written (:func:`~saah_lib.studies.runner.check_no_foreign_runs`)."""
+    check_no_foreign_runs(plan)
     with study_lock(plan.root):
+        check_no_foreign_runs(plan)  # again, now that no other driver writes the root
         if plan.study == "mini" and not [p for p in plan.root.iterdir() if p.name != layout.STUDY_LOCK_FILE]:
             # a root this command creates is a rerun of the mini study, which `mini verify` may clear later
             atomic_write_json(plan.root / mini.RERUN_MARKER, {"study": "mini"})
@@ -294,7 +306,7 @@ def main(argv=None) -> int:
             parser.exit(2, f"error: {err}\n")
     try:
         run_study(plan, address=args.address, max_retries=args.max_retries, step_seconds=seconds, slots=slots)
-    except FolderLockedError as err:
+    except (FolderLockedError, RunFolderError) as err:
         parser.exit(1, f"error: {err}\n")
     except TaskFailed as err:
         parser.exit(1, f"error: {err.task_id} failed on node {err.node} after {args.max_retries} retries; its log: "

@@ -199,3 +199,41 @@ def test_grid_run_exits_non_zero_naming_the_failed_run_its_node_and_log(tmp_path
     err = capsys.readouterr().err
     assert "run:tiny-sa-a0.5-s0 failed on node 10.0.0.7" in err and "/tmp/ray/logs/worker-1.err" in err
     assert "RuntimeError: boom" in err
+
+
+def _root_with_a_run_trained_otherwise(tmp_path):
+    """A copy of a committed mini run under its planned id, its config.json saying it was trained with another
+    learning rate and training-set size (issue 39, item 5)."""
+    import shutil
+
+    run = tmp_path / "root" / "runs" / "tiny-sa-a0.5-s0"
+    shutil.copytree(MINI_ROOT / "runs" / run.name, run)
+    config = json.loads((run / "config.json").read_text())
+    config.update(learning_rate=config["learning_rate"] * 2, n_train=config["n_train"] // 2)
+    (run / "config.json").write_text(json.dumps(config))
+    return tmp_path / "root", config
+
+
+def test_plan_shows_a_complete_run_trained_with_other_settings_as_not_the_planned_one(tmp_path, capsys):
+    root, config = _root_with_a_run_trained_otherwise(tmp_path)
+    assert grid.main(["plan", "mini", "--results-dir", str(root), "--seeds", "0"]) == 0
+    out = capsys.readouterr().out
+    assert [line.split()[2] for line in out.splitlines() if "tiny-sa-a0.5-s0 " in line] == ["OTHER"]
+    assert (f"tiny-sa-a0.5-s0: {root / 'runs' / 'tiny-sa-a0.5-s0' / 'config.json'} records learning_rate: "
+            f"{config['learning_rate']!r} -> {config['learning_rate'] / 2!r}, n_train: {config['n_train']!r} -> "
+            f"{config['n_train'] * 2!r}") in out
+
+
+def test_run_refuses_a_plan_whose_run_folder_holds_another_run_before_writing_anything(tmp_path, monkeypatch,
+                                                                                     capsys):
+    from saah_lib.studies import runner
+
+    monkeypatch.setattr(runner, "run_tasks", lambda tasks, **kw: {})  # nothing may train here
+    root, _ = _root_with_a_run_trained_otherwise(tmp_path)
+    before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    with pytest.raises(SystemExit) as stop:
+        grid.main(["run", "mini", "--results-dir", str(root), "--seeds", "0", "--runs", "tiny-sa-a0.5-s0"])
+    assert stop.value.code == 1
+    err = capsys.readouterr().err
+    assert "hold runs trained with other settings than planned" in err and "learning_rate" in err and "n_train" in err
+    assert {p: p.read_bytes() for p in root.rglob("*") if p.is_file()} == before  # no lock, marker or timings file
