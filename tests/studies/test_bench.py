@@ -64,12 +64,17 @@ def test_a_run_cut_off_keeps_the_variants_it_finished(tiny_random_model_dir, tmp
         return real(*args, **kwargs)
 
     monkeypatch.setattr(bench, "time_variant", second_one_dies)
+    complete = tmp_path / f"{bench.device_name().replace(' ', '_')}-tiny.json"
+    complete.write_text('{"complete": true}')  # an earlier complete measurement: it stands
     with pytest.raises(KeyboardInterrupt):
         main(["--profile", "tiny", "--model-dir", str(tiny_random_model_dir), "--steps", "1", "--warmup", "1",
               "--variants", "trl-bnpo", "grpo", "--eval-problems", "0", "--max-completion-length", "8",
               "--out-dir", str(tmp_path)])
-    report = json.loads(next(tmp_path.glob("*.json")).read_text())
+    assert complete.read_text() == '{"complete": true}'
+    partial = complete.with_name(complete.stem + ".partial.json")
+    report = json.loads(partial.read_text())  # kept apart
     assert [v["variant"] for v in report["variants"]] == ["trl-bnpo"] and not report["complete"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([complete.name, partial.name])  # no scratch folder
 
 
 def test_compiled_variants_train_12_steps_and_record_their_compile_health(tiny_random_model_dir, tmp_path):
