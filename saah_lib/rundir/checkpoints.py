@@ -232,8 +232,11 @@ def saved_training_args(checkpoint: Path) -> dict:
         with zipfile.ZipFile(path) as archive:
             pickled = next(n for n in archive.namelist() if n.endswith("/data.pkl"))
             args = _RecordingUnpickler(io.BytesIO(archive.read(pickled))).load()
-    except (OSError, StopIteration, zipfile.BadZipFile, pickle.UnpicklingError, EOFError, ValueError) as error:
-        raise ValueError(f"{path}: cannot read the run's training arguments ({type(error).__name__}: {error})")
+    # a damaged or foreign pickle fails in many ways (opcodes on the wrong objects among them)
+    except (OSError, StopIteration, zipfile.BadZipFile, pickle.UnpicklingError, EOFError, ValueError, AttributeError,
+            TypeError, IndexError, KeyError) as error:
+        raise ValueError(f"{path}: cannot read the run's training arguments ({type(error).__name__}: "
+                         f"{error})") from None
     state = getattr(args, "state", None)
     if not isinstance(state, dict):
         raise ValueError(f"{path}: holds no training arguments")
@@ -248,10 +251,11 @@ def _plain_value(value):
 
 def identity_differences(checkpoint: Path, expected: Mapping) -> dict[str, tuple]:
     """``{field: (the checkpoint's value, the expected one)}`` for every field of ``expected`` that
-    ``checkpoint``'s saved training arguments record otherwise (a field they lack counts as None)."""
+    ``checkpoint``'s saved training arguments record otherwise.  A field they do not hold is not compared:
+    a checkpoint saved before the field existed says nothing about it."""
     saved = saved_training_args(checkpoint)
-    return {name: (saved.get(name), value) for name, value in expected.items()
-            if not _same_setting(saved.get(name), value)}
+    return {name: (saved[name], value) for name, value in expected.items()
+            if name in saved and not _same_setting(saved[name], value)}
 
 
 def _same_setting(a, b) -> bool:
@@ -270,7 +274,8 @@ def check_checkpoint_identity(run, checkpoint: Path, expected: Mapping) -> None:
     try:
         differences = identity_differences(checkpoint, expected)
     except ValueError as error:
-        raise RunFolderError(f"run {run.dir.name!r} cannot resume from {checkpoint}: {error}. Nothing was changed.")
+        raise RunFolderError(f"run {run.dir.name!r} cannot resume from {checkpoint}: {error}. Nothing was "
+                             "changed.") from None
     if differences:
         details = ", ".join(f"{name}: checkpoint {saved!r}, run {wanted!r}"
                             for name, (saved, wanted) in differences.items())
