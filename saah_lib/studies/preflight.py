@@ -52,7 +52,7 @@ from saah_lib.models.rollout import build_engine
 from saah_lib.models.sampling import SamplingSettings
 from saah_lib.paths import BENCH_RESULTS, repo_relative
 from saah_lib.studies.bench import device_name
-from saah_lib.studies.bench.files import scratch_folder, write_complete, write_partial
+from saah_lib.studies.bench.files import out_folder_problem, scratch_folder, write_complete, write_partial
 from saah_lib.studies.bench.models import QWEN25_ARCHITECTURES, build_model, filler_tokenizer, qwen25_config
 from saah_lib.studies.bench.options import LOCAL_BENCH, VARIANTS, BenchOptions
 from saah_lib.studies.bench.rollouts import eval_throughput
@@ -350,14 +350,6 @@ def verdict_lines(report: dict) -> str:
     return "\n".join(lines)
 
 
-def _out_problem(out: Path) -> str | None:
-    """Why ``--out`` cannot hold the report (it or a folder above it is a file), or None."""
-    for path in (out, *out.parents):
-        if path.exists():
-            return None if path.is_dir() else f"--out {out}: {path} is a file, not a folder"
-    return None
-
-
 def parse_args(argv: list[str]) -> PreflightOptions:
     on_cuda = torch.cuda.is_available()
     p = argparse.ArgumentParser(prog="python -m saah_lib.studies.preflight",
@@ -378,7 +370,7 @@ def parse_args(argv: list[str]) -> PreflightOptions:
     p.add_argument("--out", default=None, help="folder of the JSON (default: results/bench on CUDA, "
                                                "results/local/bench on CPU)")
     a = p.parse_args(argv)
-    problem = _out_problem(Path(a.out)) if a.out is not None else None
+    problem = out_folder_problem(Path(a.out)) if a.out is not None else None
     if problem:  # before any check runs: one that took minutes would fail only when writing its report
         p.error(problem)
     profile = a.profile or ("qwen2.5-1.5b" if on_cuda else "tiny")

@@ -130,3 +130,12 @@ def test_options_are_checked_once_and_the_config_is_made_not_mutated():
     assert (cfg.trainer.max_completion_length, cfg.eval_max_new_tokens, cfg.trainer.max_steps, cfg.use_lora) == (8, 8, 4, True)
     with pytest.raises(Exception):
         options.steps = 5  # frozen: nothing downstream changes what was checked
+
+
+def test_an_out_that_is_a_file_is_refused_before_anything_is_measured(tmp_path):
+    from saah_lib.studies.bench.options import parse_args
+
+    (tmp_path / "a-file").write_text("mine")
+    with pytest.raises(ValueError, match=f"--out {tmp_path / 'a-file'}: {tmp_path / 'a-file'} is a file"):
+        parse_args(["--profile", "tiny", "--out-dir", str(tmp_path / "a-file")])
+    assert (tmp_path / "a-file").read_text() == "mine"

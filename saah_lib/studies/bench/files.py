@@ -18,6 +18,15 @@ from pathlib import Path
 from saah_lib.jsonio import atomic_write_json
 
 
+def out_folder_problem(out: Path) -> str | None:
+    """Why ``--out`` cannot hold a report (it, or a folder above it, is a file), or None: checked before any
+    measurement, which would otherwise fail only when it writes its report, minutes later."""
+    for path in (out, *out.parents):
+        if path.exists():
+            return None if path.is_dir() else f"--out {out}: {path} is a file, not a folder"
+    return None
+
+
 def partial_path(path: Path) -> Path:
     """``<name>.partial.json`` beside ``path``: the report of a measurement still being taken."""
     return path.with_name(f"{path.stem}.partial.json")
