@@ -16,6 +16,7 @@ import zipfile
 from pathlib import Path
 from typing import Callable, Mapping
 
+from saah_lib.rundir.folder import RunFolderError
 from saah_lib.rundir.layout import DAMAGED_CHECKPOINTS
 
 TRAINER_STATE = "trainer_state.json"  # written last: a checkpoint without it is an interrupted save
@@ -269,8 +270,6 @@ def check_checkpoint_identity(run, checkpoint: Path, expected: Mapping) -> None:
     """Raise naming the folder and the fields when ``checkpoint`` was saved by a training with other settings
     than ``expected`` (``IDENTITY_FIELDS`` and their values): it is another run's, and resuming from it would
     continue that run's training under this run's name."""
-    from saah_lib.rundir.folder import RunFolderError
-
     try:
         differences = identity_differences(checkpoint, expected)
     except ValueError as error:
