@@ -195,6 +195,11 @@ def set_aside(checkpoint: Path) -> Path:
 IDENTITY_FIELDS = ("method", "alpha", "seed", "max_steps", "learning_rate", "lr_scheduler_type", "warmup_steps",
                    "weight_decay", "max_grad_norm", "beta", "epsilon", "prompts_per_step", "num_generations",
                    "max_completion_length", "temperature", "entropy_top_k", "reward_std_threshold", "loss_type")
+#: A full model's shape in its ``config.json``: a checkpoint of another model differs in one of them.
+MODEL_SHAPE_FIELDS = ("model_type", "vocab_size", "hidden_size", "num_hidden_layers", "intermediate_size",
+                      "num_attention_heads", "num_key_value_heads")
+#: A LoRA adapter's settings in its ``adapter_config.json``.
+ADAPTER_FIELDS = ("r", "lora_alpha", "target_modules")
 
 
 class _Recorded:
@@ -250,13 +255,33 @@ def _plain_value(value):
     return value
 
 
-def identity_differences(checkpoint: Path, expected: Mapping) -> dict[str, tuple]:
-    """``{field: (the checkpoint's value, the expected one)}`` for every field of ``expected`` that
-    ``checkpoint``'s saved training arguments record otherwise.  A field they do not hold is not compared:
-    a checkpoint saved before the field existed says nothing about it."""
-    saved = saved_training_args(checkpoint)
-    return {name: (saved[name], value) for name, value in expected.items()
-            if name in saved and not _same_setting(saved[name], value)}
+def saved_settings(checkpoint: Path, file: str) -> dict | None:
+    """The settings one file of ``checkpoint`` records (training arguments, trainer state, model or adapter
+    config), as plain values; None when the checkpoint has no such file (a LoRA checkpoint has no model
+    ``config.json``).  Lists of names are sorted (``target_modules`` is saved in any order)."""
+    path = Path(checkpoint) / file
+    if not path.is_file():
+        return None
+    if file == "training_args.bin":
+        return saved_training_args(checkpoint)
+    record = json.loads(path.read_text())  # checkpoint_problem parsed it already
+    if not isinstance(record, dict):
+        raise ValueError(f"{path}: not a JSON object")
+    return {k: sorted(v) if isinstance(v, list) and all(isinstance(x, str) for x in v) else v
+            for k, v in record.items()}
+
+
+def identity_differences(checkpoint: Path, expected: Mapping[str, Mapping]) -> dict[str, tuple]:
+    """``{"file: field": (the checkpoint's value, the expected one)}`` for every field of ``expected`` (by the
+    checkpoint file that records it) that ``checkpoint`` records otherwise.  A file or field the checkpoint
+    does not hold is not compared: a checkpoint saved before the field existed says nothing about it."""
+    differences = {}
+    for file, fields in expected.items():
+        saved = saved_settings(checkpoint, file)
+        for name, value in fields.items():
+            if saved is not None and name in saved and not _same_setting(saved[name], value):
+                differences[f"{file}: {name}"] = (saved[name], value)
+    return differences
 
 
 def _same_setting(a, b) -> bool:
@@ -268,11 +293,11 @@ def _same_setting(a, b) -> bool:
 
 def check_checkpoint_identity(run, checkpoint: Path, expected: Mapping) -> None:
     """Raise naming the folder and the fields when ``checkpoint`` was saved by a training with other settings
-    than ``expected`` (``IDENTITY_FIELDS`` and their values): it is another run's, and resuming from it would
-    continue that run's training under this run's name."""
+    than ``expected`` (``{file: {field: value}}``, see :func:`identity_differences`): it is another run's, and
+    resuming from it would continue that run's training under this run's name."""
     try:
         differences = identity_differences(checkpoint, expected)
-    except ValueError as error:
+    except (OSError, ValueError) as error:
         raise RunFolderError(f"run {run.dir.name!r} cannot resume from {checkpoint}: {error}. Nothing was "
                              "changed.") from None
     if differences:

@@ -140,3 +140,31 @@ def test_the_saved_arguments_are_read_without_running_the_pickle(stopped_runs, t
     with pytest.raises(ValueError, match="holds no training arguments"):
         saved_training_args(hostile)
     assert not (tmp_path / "ran").exists()
+
+
+def test_a_checkpoint_of_another_model_is_refused(results, tiny_random_model_dir):
+    cfg = config(tiny_random_model_dir, results, "sa", "sa")
+    run = RunDir(cfg.run_dir)
+    model_config = run.checkpoints_dir / "checkpoint-2" / "config.json"
+    model_config.write_text(model_config.read_text().replace('"hidden_size": 32', '"hidden_size": 64'))
+    before = files(run.dir)
+    with pytest.raises(RunFolderError, match=r"config.json: hidden_size: checkpoint 64, run 32"):
+        run_training(cfg, progress=False)
+    assert files(run.dir) == before
+
+
+def test_a_lora_run_resumes_its_own_checkpoint(tiny_random_model_dir, tmp_path, capsys):
+    lora = dict(use_lora=True, lora_target_modules=["v_proj", "q_proj"], lora_r=4)
+    run_training(config(tiny_random_model_dir, tmp_path, "sa", "lora", **lora), callbacks=[StopAfterTwo()],
+                 progress=False)
+    run_dir = run_training(config(tiny_random_model_dir, tmp_path, "sa", "lora", **lora), progress=False)
+    assert "resuming lora from step 2" in capsys.readouterr().out
+    assert RunDir(run_dir).is_complete(4)
+    # back to checkpoint 3 (logs cut to it), and config.json edited to another rank: the adapter says otherwise
+    shutil.rmtree(run_dir / "checkpoints" / "checkpoint-4")
+    log = run_dir / "train_log.jsonl"
+    log.write_text("".join(log.read_text().splitlines(keepends=True)[:3]))
+    config_json = run_dir / "config.json"
+    config_json.write_text(config_json.read_text().replace('"lora_r": 4', '"lora_r": 8'))
+    with pytest.raises(RunFolderError, match=r"adapter_config.json: r: checkpoint 4, run 8"):
+        run_training(config(tiny_random_model_dir, tmp_path, "sa", "lora", **{**lora, "lora_r": 8}), progress=False)
