@@ -326,7 +326,8 @@ def check_options(args) -> None:
         if repeated:
             raise ValueError(f"{name} repeats {', '.join(map(str, repeated))}: each is planned once; give it once")
     if args.study == "ablation" and args.seeds is not None and len(args.seeds) > 1:
-        raise ValueError(f"--seeds {' '.join(map(str, args.seeds))}: the ablation trains one seed; run it once per seed")
+        raise ValueError(f"--seeds {' '.join(map(str, args.seeds))}: the ablation trains one seed; run it once "
+                         "per seed")
     if args.alphas is not None and not all(math.isfinite(a) for a in args.alphas):
         raise ValueError(f"--alphas {' '.join(map(str, args.alphas))}: every alpha must be a finite number")
     if args.steps is not None and args.steps < 1:

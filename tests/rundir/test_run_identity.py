@@ -84,7 +84,7 @@ def test_a_checkpoint_of_another_run_is_refused_and_nothing_changes(results, tin
 def test_a_checkpoint_saved_with_another_learning_rate_is_refused(results, tiny_random_model_dir):
     cfg = config(tiny_random_model_dir, results, "sa", "sa")
     run = RunDir(cfg.run_dir)
-    # the config.json agrees with the new settings, the checkpoints do not (e.g. a config.json restored from another run)
+    # config.json agrees with the new settings, the checkpoints do not (a config.json restored from another run)
     other = config(tiny_random_model_dir, results, "sa", "sa", learning_rate=5e-4)
     run.config_path.write_text(run.config_path.read_text().replace('"learning_rate": 0.001', '"learning_rate": 0.0005'))
     before = files(run.dir)
