@@ -366,7 +366,8 @@ def _adjust_row(row: EvidenceRow, family_size: int, level: float) -> None:
     row.confidence = family_confidence(family_size, level)
     row.ci_low, row.ci_high = row.crossed.at(row.confidence)
     row.mde = t_mde(row.se, row.df, level=per_test)
-    if row.key in CHECKPOINTS and row.crossed.components:
+    # with no variance (every seed and problem alike) there is nothing to project a seed count from
+    if row.key in CHECKPOINTS and row.crossed.components and row.se > 0:
         row.units_needed = {f"{e:g}": crossed_units_needed(row.crossed, e, level=per_test) for e in TARGET_EFFECTS}
         row.units_needed_of = "warm starts" if row.crossed.warm_start_factor == "random" else "seed pairs"
     for ws in row.detail.get("per_warm_start", {}).values():

@@ -68,6 +68,9 @@ def _per_test_level(row) -> str:
 def mde_text(row) -> str:
     """How large a difference this test detects with 80% power at its family's level, and how many seeds 0.03
     and 0.02 would take."""
+    if math.isnan(row.mde) and row.se == 0:
+        return ("no minimum detectable effect: the differences do not vary (every seed and problem alike), so "
+                "there is no variance to say what this test would detect")
     if math.isnan(row.mde):
         return "no minimum detectable effect without two seeds in a warm start"
     text = (f"the smallest difference this test detects with {POWER:.0%} power at level {_per_test_level(row)} "

@@ -302,23 +302,21 @@ def minimum_detectable_effect(sd: float, n: int, *, power: float = POWER, level:
     """The smallest true mean difference the paired t test detects with probability ``power``.
 
     ``sd`` is the standard deviation of the per-seed differences (the observed one, in practice).
-    NaN with fewer than two pairs or an unknown sd; 0 when the differences do not vary at all.
+    NaN with fewer than two pairs, an unknown sd, or differences that do not vary at all (no variance to
+    project from: an sd of 0 observed says nothing about the sd of the next seeds).
     """
     if n < 2 or not math.isfinite(sd):
         return float("nan")
-    if sd == 0:
-        return 0.0
     return t_mde(sd / math.sqrt(n), n - 1, power=power, level=level)
 
 
 def units_needed(effect: float, sd: float, *, power: float = POWER, level: float = LEVEL,
                  max_units: int = 100_000) -> int:
     """The fewest pairs (seeds) with which the paired t test detects a true difference ``effect`` with
-    probability ``power``, for differences of standard deviation ``sd`` (power grows with n)."""
-    if not effect > 0 or not math.isfinite(sd) or sd < 0:
-        raise ValueError(f"need a positive effect and a finite sd >= 0, got effect={effect}, sd={sd}")
-    if sd == 0:
-        return 2
+    probability ``power``, for differences of standard deviation ``sd`` (power grows with n).  An sd of 0 is
+    an error: differences that did not vary give no variance to plan with."""
+    if not effect > 0 or not math.isfinite(sd) or not sd > 0:
+        raise ValueError(f"need a positive effect and a finite sd > 0, got effect={effect}, sd={sd}")
 
     def enough(n: int) -> bool:
         return paired_t_power(effect, sd, n, level=level) >= power
@@ -558,11 +556,10 @@ def t_power(effect: float, se: float, df: float, *, level: float = LEVEL) -> flo
 
 def t_mde(se: float, df: float, *, power: float = POWER, level: float = LEVEL) -> float:
     """The smallest true mean the two-sided level-``level`` t test (standard error ``se``, ``df`` df) detects
-    with probability ``power``; NaN without a finite se or df, 0 for se 0."""
-    if not (math.isfinite(se) and math.isfinite(df) and df > 0):
+    with probability ``power``; NaN without a finite se or df, and for se 0 (nothing varied: there is no
+    variance to say what the test would detect)."""
+    if not (math.isfinite(se) and math.isfinite(df) and df > 0) or se == 0:
         return float("nan")
-    if se == 0:
-        return 0.0
     if not level < power < 1:
         raise ValueError(f"power must lie in ({level}, 1), got {power}")
     high = se

@@ -421,9 +421,13 @@ def main(argv=None) -> int:
     sources = {prefix: getattr(args, f"{prefix}_root") for prefix in RUN_SOURCES}
     try:
         if args.only:
-            written = render_source(args.only, args.tables_dir, args.figures_dir, args.prefix,
-                                    tolerate_problems=args.tolerate_problems)["written"]
-            print(f"{args.prefix}: {len(written)} files from {args.only}")
+            rendered = render_source(args.only, args.tables_dir, args.figures_dir, args.prefix,
+                                     tolerate_problems=args.tolerate_problems)
+            if rendered["source"].results.is_empty():  # outputs of earlier runs were removed: none is stale
+                print(f"error: {args.only} holds no runs (under runs/): nothing to report; older {args.prefix} "
+                      "outputs, if any, were removed", file=sys.stderr)
+                return 1
+            print(f"{args.prefix}: {len(rendered['written'])} files from {args.only}")
             return 0
         render_report(sources, paper_reported_dir=args.paper_reported_dir, tables_dir=args.tables_dir,
                       figures_dir=args.figures_dir, tolerate_problems=args.tolerate_problems, verbose=True)

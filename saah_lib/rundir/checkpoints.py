@@ -7,12 +7,16 @@ damaged ones are moved to ``checkpoints/damaged/``, never deleted.
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import pickle
 import re
 import zipfile
 from pathlib import Path
+from typing import Callable, Mapping
 
+from saah_lib.rundir.folder import RunFolderError
 from saah_lib.rundir.layout import DAMAGED_CHECKPOINTS
 
 TRAINER_STATE = "trainer_state.json"  # written last: a checkpoint without it is an interrupted save
@@ -185,6 +189,127 @@ def set_aside(checkpoint: Path) -> Path:
     return target
 
 
+#: The trainer fields that shape what a run computes: a checkpoint saved under other values of any of them is
+#: not this run's (its weights and optimiser state would continue another training).  The batch fields
+#: per process are left out: they change with the number of processes, ``prompts_per_step`` does not.
+IDENTITY_FIELDS = ("method", "alpha", "seed", "max_steps", "learning_rate", "lr_scheduler_type", "warmup_steps",
+                   "weight_decay", "max_grad_norm", "beta", "epsilon", "prompts_per_step", "num_generations",
+                   "max_completion_length", "temperature", "entropy_top_k", "reward_std_threshold", "loss_type")
+#: A full model's shape in its ``config.json``: a checkpoint of another model differs in one of them.
+MODEL_SHAPE_FIELDS = ("model_type", "vocab_size", "hidden_size", "num_hidden_layers", "intermediate_size",
+                      "num_attention_heads", "num_key_value_heads")
+#: A LoRA adapter's settings in its ``adapter_config.json``.
+ADAPTER_FIELDS = ("r", "lora_alpha", "target_modules")
+
+
+class _Recorded:
+    """Whatever object a pickle names, kept as its arguments and state: nothing is imported or run."""
+
+    args: tuple = ()  # built by __new__ alone (pickle's NEWOBJ), an object has no arguments
+
+    def __new__(cls, *args, **kwargs):
+        return object.__new__(cls)
+
+    def __init__(self, *args, **kwargs):
+        self.args = args
+
+    def __setstate__(self, state):
+        self.state = state
+
+
+class _RecordingUnpickler(pickle.Unpickler):
+    def find_class(self, module, name):
+        return type(name, (_Recorded,), {})
+
+    def persistent_load(self, pid):
+        return None  # a tensor's storage: not needed to read the settings
+
+
+def saved_training_args(checkpoint: Path) -> dict:
+    """The fields of the training arguments saved in ``checkpoint``'s ``training_args.bin``, as plain values.
+
+    The file is a pickled ``SAAHGRPOConfig`` in a torch archive; it is read by a pickle reader that
+    turns every class it names into a record of its arguments and state, so no code of the file runs
+    (an enum such as ``SchedulerType('cosine')`` reads as ``'cosine'``).  A ValueError names the file
+    when it holds no such fields.
+    """
+    path = Path(checkpoint) / "training_args.bin"
+    try:
+        with zipfile.ZipFile(path) as archive:
+            pickled = next(n for n in archive.namelist() if n.endswith("/data.pkl"))
+            args = _RecordingUnpickler(io.BytesIO(archive.read(pickled))).load()
+    # a damaged or foreign pickle fails in many ways (opcodes on the wrong objects among them)
+    except (OSError, StopIteration, zipfile.BadZipFile, pickle.UnpicklingError, EOFError, ValueError, AttributeError,
+            TypeError, IndexError, KeyError) as error:
+        raise ValueError(f"{path}: cannot read the run's training arguments ({type(error).__name__}: "
+                         f"{error})") from None
+    state = getattr(args, "state", None)
+    if not isinstance(state, dict):
+        raise ValueError(f"{path}: holds no training arguments")
+    return {name: _plain_value(value) for name, value in state.items()}
+
+
+def _plain_value(value):
+    if isinstance(value, _Recorded):
+        return value.args[0] if len(value.args) == 1 else value.args
+    return value
+
+
+def saved_settings(checkpoint: Path, file: str) -> dict | None:
+    """The settings one file of ``checkpoint`` records (training arguments, trainer state, model or adapter
+    config), as plain values; None when the checkpoint has no such file (a LoRA checkpoint has no model
+    ``config.json``).  Lists of names are sorted (``target_modules`` is saved in any order)."""
+    path = Path(checkpoint) / file
+    if not path.is_file():
+        return None
+    if file == "training_args.bin":
+        return saved_training_args(checkpoint)
+    record = json.loads(path.read_text())  # checkpoint_problem parsed it already
+    if not isinstance(record, dict):
+        raise ValueError(f"{path}: not a JSON object")
+    return {k: sorted(v) if isinstance(v, list) and all(isinstance(x, str) for x in v) else v
+            for k, v in record.items()}
+
+
+def identity_differences(checkpoint: Path, expected: Mapping[str, Mapping]) -> dict[str, tuple]:
+    """``{"file: field": (the checkpoint's value, the expected one)}`` for every field of ``expected`` (by the
+    checkpoint file that records it) that ``checkpoint`` records otherwise.  A file or field the checkpoint
+    does not hold is not compared: a checkpoint saved before the field existed says nothing about it."""
+    differences = {}
+    for file, fields in expected.items():
+        saved = saved_settings(checkpoint, file)
+        for name, value in fields.items():
+            if saved is not None and name in saved and not _same_setting(saved[name], value):
+                differences[f"{file}: {name}"] = (saved[name], value)
+    return differences
+
+
+def _same_setting(a, b) -> bool:
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool) \
+            and not isinstance(b, bool):
+        return float(a) == float(b)
+    return a == b
+
+
+def check_checkpoint_identity(run, checkpoint: Path, expected: Mapping) -> None:
+    """Raise naming the folder and the fields when ``checkpoint`` was saved by a training with other settings
+    than ``expected`` (``{file: {field: value}}``, see :func:`identity_differences`): it is another run's, and
+    resuming from it would continue that run's training under this run's name."""
+    try:
+        differences = identity_differences(checkpoint, expected)
+    except (OSError, ValueError) as error:
+        raise RunFolderError(f"run {run.dir.name!r} cannot resume from {checkpoint}: {error}. Nothing was "
+                             "changed.") from None
+    if differences:
+        details = ", ".join(f"{name}: checkpoint {saved!r}, run {wanted!r}"
+                            for name, (saved, wanted) in differences.items())
+        raise RunFolderError(
+            f"run {run.dir.name!r} cannot resume: its checkpoint {checkpoint} was saved by a training with other "
+            f"settings ({details}), so it is another run's. Nothing was changed. Move that checkpoint out of "
+            f"{run.checkpoints_dir} (to resume from an older one, or train again from step 0), or launch the run "
+            "it belongs to.")
+
+
 def checkpoint_step(checkpoint: Path) -> int:
     return int(checkpoint.name.split("-")[1])
 
@@ -209,7 +334,7 @@ def check_logs_reach(run, checkpoint: Path) -> None:
             f"{run.checkpoints_dir} to resume from an older one (or all of them to train again from step 0).")
 
 
-def resume_checkpoint(run, world_size: int = 1) -> Path | None:
+def resume_checkpoint(run, world_size: int = 1, check: Callable[[Path], None] | None = None) -> Path | None:
     """The newest intact checkpoint of ``run`` (a :class:`~saah_lib.rundir.folder.RunDir`); newer damaged
     ones are set aside, never deleted.
 
@@ -228,10 +353,15 @@ def resume_checkpoint(run, world_size: int = 1) -> Path | None:
     later, starting over would throw away the whole run's training, so it is
     an error naming the folders, and nothing is changed: they may be
     repairable, or the user moves them away to start over.
+
+    ``check`` (e.g. :func:`check_checkpoint_identity`) is called with the checkpoint to resume from
+    before anything is moved: what it raises leaves the folder as it was.
     """
     checkpoint, damaged = resume_point(run.checkpoints_dir, world_size)
     if checkpoint is not None:
         check_logs_reach(run, checkpoint)
+        if check is not None:
+            check(checkpoint)
     finished = [folder for folder in damaged if (folder / TRAINER_STATE).is_file()]
     if checkpoint is None and finished:
         details = "; ".join(f"{folder}: {problem}" for folder, problem in damaged.items())

@@ -23,6 +23,18 @@ def trained_and_evaluated(logged_steps: Iterable[int], evaluated_steps: Iterable
     return bool(logged) and max(logged) >= steps and steps in set(evaluated_steps)
 
 
+class RunFolderError(ValueError):
+    """A run folder that cannot be trained as asked: it holds another run (other settings, another run's
+    checkpoint) or records that nothing identifies (logs or checkpoints without ``config.json``).  The
+    message names the folder and what differs, and nothing was changed; commands print it without a
+    traceback."""
+
+
+def changes_text(changed: dict[str, tuple]) -> str:
+    """``learning_rate: 0.001 -> 0.0005, n_train: 800 -> 32`` (recorded -> given)."""
+    return ", ".join(f"{k}: {recorded!r} -> {given!r}" for k, (recorded, given) in changed.items())
+
+
 class RunDir:
     """Reads and writes one run folder (``<root>/runs/<run_id>/``) or baseline folder."""
 
@@ -52,20 +64,37 @@ class RunDir:
         self.check_settings(config)
         atomic_write_json(self.config_path, {**config, **extra})
 
+    def setting_changes(self, config: dict) -> dict[str, tuple]:
+        """``{field: (recorded, given)}`` for every setting of ``config`` that config.json records otherwise
+        (beyond those a resume may change); {} when there is no config.json."""
+        existing = self.read_config()
+        if existing is None:
+            return {}
+        given = json_safe(config)
+        return {k: (existing.get(k), v) for k, v in sorted(given.items())
+                if k not in self.RESUMABLE_DIFFERENCES and existing.get(k) != v}
+
     def check_settings(self, config: dict) -> None:
         """Raise if config.json records other settings than ``config`` (beyond those a resume may change)."""
-        existing = self.read_config()
-        if existing is not None:
-            changed = sorted(
-                k for k, v in json_safe(config).items()
-                if k not in self.RESUMABLE_DIFFERENCES and existing.get(k) != v
+        changed = self.setting_changes(config)
+        if changed:
+            raise RunFolderError(
+                f"run {self.dir.name!r} already exists with different settings ({changes_text(changed)}) in "
+                f"{self.dir}; nothing was changed; choose another run_id or delete the folder"
             )
-            if changed:
-                details = ", ".join(f"{k}: {existing.get(k)!r} -> {json_safe(config)[k]!r}" for k in changed)
-                raise ValueError(
-                    f"run {self.dir.name!r} already exists with different settings ({details}); "
-                    "choose another run_id or delete the folder"
-                )
+
+    def check_identified(self) -> None:
+        """Raise when the folder holds logs or checkpoints but no ``config.json``: nothing says which run they
+        belong to, so neither resuming them nor writing a new ``config.json`` over them can be right."""
+        if self.config_path.exists():
+            return
+        found = [p for p in (self.train_log_path, self.eval_path, self.token_entropy_path) if p.exists()]
+        found += sorted(self.checkpoints_dir.glob("checkpoint-*")) + sorted(self.samples_dir.glob("step_*.jsonl"))[:1]
+        if found:
+            raise RunFolderError(
+                f"run folder {self.dir} holds {', '.join(p.name for p in found)} but no {self.config_path.name}, "
+                "so nothing records the settings they were trained with; nothing was changed. Restore its "
+                f"{self.config_path.name}, or move the folder away to train the run again.")
 
     # ------------------------------------------------------------------ logs
     def log_step(self, record: dict) -> None:

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
+import socket
 import sys
 from pathlib import Path
 
@@ -28,7 +30,9 @@ from saah_lib.rundir.manifest import write_manifest
 from saah_lib.studies import confirm, extended, mini
 from saah_lib.studies.engine import TaskFailed
 from saah_lib.studies.plans import PAPER_SEED, STUDIES, ablation_plan, study_plan
-from saah_lib.studies.runner import Job, Plan, StepSeconds, estimate, job_state, pending, run_plan
+from saah_lib.rundir.folder import RunFolderError
+from saah_lib.studies.runner import (Job, Plan, StepSeconds, check_no_foreign_runs, estimate, foreign_runs, job_state,
+                                     pending, run_plan)
 from saah_lib.studies.timing import Timings
 from saah_lib.studies.verify.bits import compare_studies, write_report
 from saah_lib.studies.verify.verdict import closing_lines, committed_mkl_kernels, judge
@@ -45,6 +49,10 @@ ARCHITECTURES = {"Qwen/Qwen2.5-1.5B-Instruct": (1536, 28, 8960, 256),
 LOG_MB_PER_STEP = 0.008  # a tiny run's logs: results/mini/runs/*/ hold about 0.45 MB for 60 steps
 #: Studies committed with the repository: rerun into results/rerun/<study>, closed with a manifest when complete.
 COMMITTED_STUDIES = ("mini", "extended", "confirm")
+#: Seconds ``run --address host:port`` waits for the cluster's head to answer before it says it cannot reach it.
+CONNECT_TIMEOUT_S = 10.0
+#: Options that only the ablation study reads.
+ABLATION_OPTIONS = ("alphas", "profile", "method")
 
 
 def default_root(study: str, command: str) -> Path | None:
@@ -60,22 +68,53 @@ def default_root(study: str, command: str) -> Path | None:
 # ---- the estimate's per-step figure
 
 
+#: The longest step a benchmark file may give (a day): beyond it the figure is no step time but a damaged file.
+MAX_STEP_SECONDS = 86_400.0
+
+
+def step_seconds_problem(value) -> str | None:
+    """Why ``value`` is no step time (a finite number of seconds, above 0, at most a day), or None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return f"{value!r} is not a number of seconds"
+    if not math.isfinite(value) or not 0 < value <= MAX_STEP_SECONDS:
+        return f"{value!r} is not a step time (finite, above 0 s, at most {MAX_STEP_SECONDS:.0f} s)"
+    return None
+
+
+def _bench_record(path: Path) -> dict:
+    """A benchmark file's JSON object; a ValueError naming the file when it cannot be one (torn, edited)."""
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"benchmark file {path} cannot be read ({type(error).__name__}: {error}); "
+                         "measure again (`make gpu-check`) or move it away") from None
+    if not isinstance(record, dict):
+        raise ValueError(f"benchmark file {path} holds a {type(record).__name__}, not a JSON object")
+    return record
+
+
 def bench_step_seconds(path: Path) -> float | None:
-    """The per-step seconds a benchmark file gives: a top-level key, else the slowest of our trainer's variants."""
-    record = json.loads(path.read_text())
+    """The per-step seconds a benchmark file gives: a top-level key, else the slowest of our trainer's variants.
+
+    A figure that is not a step time (NaN, negative, a boolean, ...) is a ValueError naming the file and key."""
+    record = _bench_record(path)
     for key in STEP_SECONDS_KEYS:
-        if isinstance(record.get(key), (int, float)):
+        if record.get(key) is not None:
+            problem = step_seconds_problem(record[key])
+            if problem:
+                raise ValueError(f"benchmark file {path}: {key} {problem}")
             return float(record[key])
-    ours = [v.get("median_step_s") for v in record.get("variants", []) if v.get("trainer") == "ours"]
-    ours = [v for v in ours if isinstance(v, (int, float))]
+    variants = record.get("variants") or []
+    ours = [v.get("median_step_s") for v in variants if isinstance(v, dict) and v.get("trainer") == "ours"]
+    for value in ours:
+        problem = step_seconds_problem(value)
+        if problem:
+            raise ValueError(f"benchmark file {path}: a variant's median_step_s {problem}")
     return max(ours) if ours else None
 
 
 def _recorded_profile(path: Path) -> str | None:
-    try:
-        return json.loads(path.read_text()).get("profile")
-    except (OSError, ValueError):
-        return None
+    return _bench_record(path).get("profile")
 
 
 def step_seconds_source(profile: str, gpu: bool, given: float | None, device: str | None,
@@ -154,11 +193,14 @@ def _rate_text(figures: dict[str, tuple[float | None, str]], steps_left: dict[st
 def describe(plan: Plan, figures: dict[str, tuple[float | None, str]], slots: int) -> str:
     lines = [f"study {plan.study}: results root {repo_relative(plan.root)}"]
     counts = {"done": 0, "partial": 0, "pending": 0}
+    foreign = foreign_runs(plan)
     for job in plan.jobs:
         state, last = job_state(job)
         if job.kind == "run":
             counts[state] += 1
         text = state if state != "partial" else f"partial (step {last} of {job.steps})"
+        if job.name in foreign and job.kind == "run":
+            text = "OTHER SETTINGS"
         need = f"{job.num_cpus:g} CPU" + (f", {job.num_gpus:g} GPU" if job.num_gpus else "")
         steps = f"{job.steps} steps" if job.kind == "run" else ""
         disk = disk_mb(job)
@@ -167,6 +209,10 @@ def describe(plan: Plan, figures: dict[str, tuple[float | None, str]], slots: in
     kinds = {k: sum(j.kind == k for j in plan.jobs) for k in ("warmstart", "baseline", "alpha", "run")}
     lines.append(f"{kinds['run']} runs ({counts['done']} done, {counts['partial']} partial, {counts['pending']} "
                  f"pending), {kinds['baseline']} baselines, {kinds['warmstart']} warm starts")
+    if foreign:
+        lines.append(f"{len(foreign)} run folder(s) hold runs trained with other settings than planned (`run` "
+                     "refuses to start until they are moved away):")
+        lines += [f"  {name}: {text}" for name, text in foreign.items()]
     total = estimate(plan, {p: s for p, (s, _) in figures.items()}, slots)
     head = f"estimate: {total['pending_runs']} runs to train, {total['steps_left']} steps"
     missing = [p for p, (s, _) in figures.items() if s is None]
@@ -208,8 +254,11 @@ def extended_summary(plan: Plan, seeds, steps: int | None, slots: int,
 def run_study(plan: Plan, *, address: str | None, max_retries: int, step_seconds: StepSeconds,
               slots: int | None) -> list[dict]:
     """Hold the root, build what is missing and train what is pending; a finished CPU study gets its
-    answer kinds and manifest."""
+    answer kinds and manifest.  A planned run's folder holding another run is an error before anything is
+    written (:func:`~saah_lib.studies.runner.check_no_foreign_runs`)."""
+    check_no_foreign_runs(plan)
     with study_lock(plan.root):
+        check_no_foreign_runs(plan)  # again, now that no other driver writes the root
         if plan.study == "mini" and not [p for p in plan.root.iterdir() if p.name != layout.STUDY_LOCK_FILE]:
             # a root this command creates is a rerun of the mini study, which `mini verify` may clear later
             atomic_write_json(plan.root / mini.RERUN_MARKER, {"study": "mini"})
@@ -249,12 +298,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seeds", type=int, nargs="+", default=None,
                         help=f"training seeds (paper: 0 unless given; the paper's own seed, as in the README: --seeds {PAPER_SEED})")
     parser.add_argument("--runs", nargs="+", default=None, help="only these run ids of the plan")
-    parser.add_argument("--steps", type=int, default=None, help="mini, extended, ablation: override the steps")
+    parser.add_argument("--steps", type=int, default=None, help="every run's steps instead of the study's (paper: a "
+                        "smoke test of the grid; its run ids then say -steps<N>)")
     parser.add_argument("--alphas", type=float, nargs="+", default=None, help="ablation: the alphas")
     parser.add_argument("--profile", default=None, help="ablation: the profile")
     parser.add_argument("--method", default=None, help="ablation: the method")
     parser.add_argument("--address", default=None, help="join a Ray cluster (auto or host:port); default: a local "
-                        "Ray instance sized to this machine")
+                        f"Ray instance sized to this machine; a host:port that does not answer within "
+                        f"{CONNECT_TIMEOUT_S:g} s is an error")
     parser.add_argument("--max-retries", type=int, default=1, help="retries of a job whose worker or node died")
     parser.add_argument("--step-seconds", type=float, default=None, help="seconds per optimiser step for the estimate")
     parser.add_argument("--device", default=None, help="the benchmark device name in results/bench/<device>-<profile>")
@@ -264,6 +315,75 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--slots", type=int, default=None,
                         help="runs at a time for the estimate (default: this machine's CPUs, or 8 GPUs)")
     return parser
+
+
+def check_options(args) -> None:
+    """Every option either acts on this study or is refused, with a ValueError naming it, before anything is
+    read from the results root or written to it (the lock, the rerun marker, the timings files)."""
+    ignored = [f"--{name}" for name in ABLATION_OPTIONS if getattr(args, name) is not None and args.study != "ablation"]
+    if ignored:
+        raise ValueError(f"{', '.join(ignored)}: options of the ablation study only; the {args.study} study's runs "
+                         "are fixed by its plan")
+    for name, values in (("--seeds", args.seeds), ("--alphas", args.alphas), ("--runs", args.runs)):
+        repeated = sorted({v for v in values or () if list(values).count(v) > 1}, key=str)
+        if repeated:
+            raise ValueError(f"{name} repeats {', '.join(map(str, repeated))}: each is planned once; give it once")
+    if args.study == "ablation" and args.seeds is not None and len(args.seeds) > 1:
+        raise ValueError(f"--seeds {' '.join(map(str, args.seeds))}: the ablation trains one seed; run it once "
+                         "per seed")
+    if args.alphas is not None and not all(math.isfinite(a) for a in args.alphas):
+        raise ValueError(f"--alphas {' '.join(map(str, args.alphas))}: every alpha must be a finite number")
+    if args.steps is not None and args.steps < 1:
+        raise ValueError(f"--steps {args.steps}: a run trains at least 1 step")
+    if args.step_seconds is not None and step_seconds_problem(args.step_seconds):
+        raise ValueError(f"--step-seconds {step_seconds_problem(args.step_seconds)}")
+    if args.slots is not None and args.slots < 1:
+        raise ValueError(f"--slots {args.slots}: at least 1 run at a time")
+    if args.max_retries < 0:
+        raise ValueError(f"--max-retries {args.max_retries}: 0 (never retry) or more")
+    if args.bench_dir is not None and not args.bench_dir.is_dir():
+        raise ValueError(f"--bench-dir {args.bench_dir} is not a folder (it should hold <device>-<profile>.json or "
+                         "<device>-preflight.json files)")
+    if args.results_dir is not None:
+        for path in (args.results_dir, *args.results_dir.parents):
+            if path.exists():
+                if not path.is_dir():
+                    raise ValueError(f"--results-dir {args.results_dir}: {path} is a file, not a folder")
+                break
+    if args.command == "run" and args.address is not None:
+        check_address(args.address)
+
+
+#: What a gRPC client (Ray's GCS and Ray Client speak gRPC) sends first: the HTTP/2 preface and an empty SETTINGS frame.
+_HTTP2_HELLO = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+_HTTP2_SETTINGS = 4  # the frame type a gRPC server answers the preface with
+
+
+def check_address(address: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
+    """``auto``, or a ``host:port`` (``ray://`` allowed) where a gRPC server (a Ray head) answers within
+    ``timeout`` seconds; Ray's own connection would retry for minutes before failing.  A port that accepts
+    the connection but does not answer the HTTP/2 preface is no Ray head."""
+    if address == "auto":
+        return
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"--address {address!r}: expected auto or host:port (e.g. 10.0.0.5:6379, the head "
+                         "node's address that `ray start --head` printed)")
+    tls = os.environ.get("RAY_USE_TLS", "0") not in ("", "0")  # a TLS head answers a handshake, not the preface
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout) as connection:
+            if tls:
+                return
+            connection.sendall(_HTTP2_HELLO)
+            answer = connection.recv(9)
+    except OSError as error:
+        answer, why = b"", f"{type(error).__name__}: {error}"
+    else:
+        why = "the port accepts connections but does not answer as a Ray head (gRPC)"
+    if len(answer) < 4 or answer[3] != _HTTP2_SETTINGS:
+        raise ValueError(f"--address {address}: no Ray head answers there within {timeout:g} s ({why}); start it "
+                         "(`ray start --head`) or check the address")
 
 
 def make_plan(args) -> Plan:
@@ -280,10 +400,11 @@ def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        check_options(args)
         plan = make_plan(args)
+        figures = step_figures(plan, args.step_seconds, args.device, args.bench_dir or BENCH_RESULTS)
     except ValueError as err:
         parser.exit(2, f"error: {err}\n")
-    figures = step_figures(plan, args.step_seconds, args.device, args.bench_dir or BENCH_RESULTS)
     seconds = {p: s for p, (s, _) in figures.items()}
     slots = args.slots or (8 if plan.gpu else len(os.sched_getaffinity(0)))
     if args.command == "plan":
@@ -297,7 +418,7 @@ def main(argv=None) -> int:
             parser.exit(2, f"error: {err}\n")
     try:
         run_study(plan, address=args.address, max_retries=args.max_retries, step_seconds=seconds, slots=slots)
-    except FolderLockedError as err:
+    except (FolderLockedError, RunFolderError) as err:
         parser.exit(1, f"error: {err}\n")
     except TaskFailed as err:
         parser.exit(1, f"error: {err.task_id} failed on node {err.node} after {args.max_retries} retries; its log: "

@@ -33,7 +33,9 @@ CPUS_PER_GPU_RUN = 2.0
 
 
 def paper_plan(root: Path = PAPER_ROOT, seeds=(0,), cpus_per_run: float = CPUS_PER_GPU_RUN,
-               overrides: dict | None = None) -> Plan:
+               overrides: dict | None = None, steps: int | None = None) -> Plan:
+    """The paper's grid; ``steps`` (default: each profile's for its method) sets every run's, e.g. for a smoke
+    test of the whole grid (the run ids then say so: ``-steps2``)."""
     root = Path(root)
     overrides = check_overrides(overrides)
     jobs = [baseline_job(make_config(p, results_dir=str(root), **overrides), f"{p}-zero-shot") for p in PAPER_PROFILES]
@@ -41,8 +43,8 @@ def paper_plan(root: Path = PAPER_ROOT, seeds=(0,), cpus_per_run: float = CPUS_P
         settings = [(p, m, a) for p in PAPER_PROFILES for m, a in MAIN_ALPHAS.items()]
         settings += [(PAPER_SWEEP_PROFILE, PAPER_SWEEP_METHOD, a) for a in SWEEP_ALPHAS
                      if a not in (MAIN_ALPHAS["grpo"], MAIN_ALPHAS[PAPER_SWEEP_METHOD])]
-        jobs += [run_job(make_config(p, method=m, alpha=a, seed=seed, results_dir=str(root), **overrides), gpu=True,
-                         cpus_per_gpu_run=cpus_per_run) for p, m, a in settings]
+        jobs += [run_job(make_config(p, method=m, alpha=a, seed=seed, max_steps=steps, results_dir=str(root),
+                                     **overrides), gpu=True, cpus_per_gpu_run=cpus_per_run) for p, m, a in settings]
     return Plan("paper", root, jobs, PAPER_PROFILES[0])
 
 
@@ -75,7 +77,8 @@ def study_plan(study: str, *, root: Path | None = None, seeds=None, steps: int |
     if study == "extended":
         return extended.make_plan(Path(root or EXTENDED_ROOT), seeds=tuple(seeds or extended.SEEDS), steps=steps)
     if study == "paper":
-        return paper_plan(Path(root or PAPER_ROOT), tuple(seeds if seeds is not None else (0,)), **options)
+        return paper_plan(Path(root or PAPER_ROOT), tuple(seeds if seeds is not None else (0,)), steps=steps,
+                          **options)
     if study == "confirm":
         return confirm.make_plan(Path(root or confirm.CONFIRM_ROOT), tuple(seeds or confirm.SEEDS), steps)
     if study == "ablation":

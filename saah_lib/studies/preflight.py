@@ -22,7 +22,9 @@ Four checks, each with a pass rule, then one verdict line (exit status 0 when re
    saah_lib.studies.grid plan paper --bench-dir DIR``; the 3B's comes from ``--profile qwen2.5-3b``).
 
 Writes ``<device>-preflight.json``: on CUDA into ``results/bench/``, on CPU into ``results/local/bench/``
-(git-ignored), or into ``--out``.
+(git-ignored), or into ``--out``.  While the checks run, what they measured goes to
+``<device>-preflight.partial.json``; the complete file is replaced only when every check is done
+(:mod:`saah_lib.studies.bench.files`), so an interrupted check never replaces a complete measurement.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import math
+import shutil
 import statistics
 import subprocess
 import sys
@@ -49,6 +52,7 @@ from saah_lib.models.rollout import build_engine
 from saah_lib.models.sampling import SamplingSettings
 from saah_lib.paths import BENCH_RESULTS, repo_relative
 from saah_lib.studies.bench import device_name
+from saah_lib.studies.bench.files import out_folder_problem, scratch_folder, write_complete, write_partial
 from saah_lib.studies.bench.models import (QWEN25_ARCHITECTURES, SMALL_QWEN2, build_model, filler_tokenizer,
                                            qwen25_config)
 from saah_lib.studies.bench.options import LOCAL_BENCH, VARIANTS, BenchOptions
@@ -227,7 +231,8 @@ def step_check(options: PreflightOptions) -> dict:
         return build_model(options.profile, dtype, None, model_dir=options.model_dir)
 
     variant = next(v for v in VARIANTS if v[0] == ("sa-exact" if cfg.trainer.entropy_top_k is None else "sa-top500"))
-    step = time_variant(variant, model_factory, cfg, bench, options.out_dir() / "preflight_tmp", backend)
+    with scratch_folder(options.out_dir(), "preflight_tmp") as scratch:
+        step = time_variant(variant, model_factory, cfg, bench, scratch, backend)
     evaluation = eval_throughput(model_factory, cfg, bench, "compiled" if options.on_cuda else "hf")
     health = step.get("compile_health") or {}
     out = {"profile": options.profile, "generation_backend": backend, "steady_step_s": step["median_step_s"],
@@ -248,15 +253,30 @@ def step_check(options: PreflightOptions) -> dict:
     return out
 
 
-def grid_projection(bench_dir: Path) -> dict:
+def grid_projection(bench_dir: Path, shown_dir: Path | None = None) -> dict:
     """The grid planner's GPU-hours for the paper grid from the step times in ``bench_dir`` (this check's file
-    among them: each profile takes its own, and one not measured there is named), when this checkout has it."""
+    among them: each profile takes its own, and one not measured there is named), when this checkout has it.
+    ``shown_dir``: the folder the command and output name instead of ``bench_dir`` (a staging copy of it)."""
+    shown_dir = shown_dir or bench_dir
     command = [sys.executable, "-m", "saah_lib.studies.grid", "plan", "paper", "--bench-dir", str(bench_dir)]
-    shown = f"python -m saah_lib.studies.grid plan paper --bench-dir {repo_relative(bench_dir)}"
+    shown = f"python -m saah_lib.studies.grid plan paper --bench-dir {repo_relative(shown_dir)}"
     if importlib.util.find_spec("saah_lib.studies.grid") is None:
         return {"ok": True, "command": shown, "output": None, "note": "no grid planner in this checkout"}
     done = subprocess.run(command, capture_output=True, text=True, timeout=120)
-    return {"ok": done.returncode == 0, "command": shown, "output": (done.stdout + done.stderr).strip()[-4000:]}
+    output = (done.stdout + done.stderr).replace(repo_relative(bench_dir), repo_relative(shown_dir))
+    return {"ok": done.returncode == 0, "command": shown, "output": output.strip()[-4000:]}
+
+
+def staged_grid_projection(path: Path, report: dict) -> dict:
+    """:func:`grid_projection` of ``path``'s folder as it will be once ``report`` is written to ``path``: the
+    folder's other complete measurements and this one, copied into a scratch folder, so that the complete
+    file at ``path`` is not replaced before the report is complete."""
+    with scratch_folder(path.parent, "preflight_grid") as staging:
+        for other in path.parent.glob("*.json"):
+            if other.name != path.name and not other.name.endswith(".partial.json"):
+                shutil.copy2(other, staging / other.name)
+        atomic_write_json(staging / path.name, report)
+        return grid_projection(staging, shown_dir=path.parent)
 
 
 # ---------------------------------------------------------------------- the run
@@ -270,14 +290,14 @@ def run_preflight(options: PreflightOptions) -> dict:
         print(f"preflight: {name} ...", flush=True)
         report["checks"][name] = _guarded(check, options)
         print(f"preflight: {name} {'ok' if report['checks'][name]['ok'] else 'FAILED'}", flush=True)
-        atomic_write_json(path, report)  # what was measured survives a later failure
+        write_partial(path, report)  # what was measured survives a later failure, apart from the complete file
     step = report["checks"]["step"]
     if step.get("steady_step_s") is not None:
         report["steady_step_seconds"] = step["steady_step_s"]
-        report["checks"]["grid"] = _guarded(lambda o: grid_projection(o.out_dir()), options)
+        report["checks"]["grid"] = _guarded(lambda o: staged_grid_projection(path, report), options)
     failed = [name for name, c in report["checks"].items() if not c["ok"]]
     report["verdict"] = "ready" if not failed else f"not ready: {', '.join(failed)} failed"
-    atomic_write_json(path, report)
+    write_complete(path, report)
     print(verdict_lines(report) + f"\nwrote {path}", flush=True)
     return report
 
@@ -349,6 +369,9 @@ def parse_args(argv: list[str]) -> PreflightOptions:
     p.add_argument("--out", default=None, help="folder of the JSON (default: results/bench on CUDA, "
                                                "results/local/bench on CPU)")
     a = p.parse_args(argv)
+    problem = out_folder_problem(Path(a.out)) if a.out is not None else None
+    if problem:  # before any check runs: one that took minutes would fail only when writing its report
+        p.error(problem)
     profile = a.profile or ("qwen2.5-1.5b" if on_cuda else "tiny")
     return PreflightOptions(profile=profile, prompts=a.prompts, eval_problems=a.eval_problems,
                             step_steps=a.step_steps, completion_tokens=a.completion_tokens,

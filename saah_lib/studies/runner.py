@@ -29,7 +29,7 @@ from saah_lib.models.warmstart import build_warm_start, read_build_info
 from saah_lib.numerics import cpu_numerics_record
 from saah_lib.paths import NOTEBOOKS, REPO_ROOT, shipped_warm_start_dir, tiny_warmstart_dir
 from saah_lib.rundir import layout
-from saah_lib.rundir.folder import RunDir
+from saah_lib.rundir.folder import RunDir, RunFolderError, changes_text
 from saah_lib.rundir.manifest import sha256_of
 from saah_lib.studies.engine import Task, run_tasks
 from saah_lib.studies.matched_alpha import ensure_matched_alpha, read_matched_alpha
@@ -139,6 +139,45 @@ def job_state(job: Job) -> tuple[str, int | None]:
     if job.kind == "alpha":
         return ("done", None) if (Path(job.kwargs["root"]) / layout.MATCHED_ALPHA_FILE).is_file() else ("pending", None)
     raise ValueError(f"unknown job kind {job.kind!r} ({job.id})")
+
+
+def foreign_settings(job: Job) -> dict[str, tuple]:
+    """``{field: (recorded, planned)}`` where the config.json in a run job's folder records other settings than
+    the plan's (a run under a planned id, trained otherwise); {} for a run without one, or for another kind.
+
+    A run's state is read from its steps and evaluations (:func:`job_state`); this says whether it is the
+    planned run at all.  A run whose alpha is measured first has no folder yet, so nothing to compare.
+    """
+    if job.kind != "run" or job.folder is None or "matched_alpha_from" in job.kwargs:
+        return {}
+    return RunDir(job.folder).setting_changes(RunConfig.from_dict(job.kwargs["config"]).run_settings())
+
+
+def foreign_runs(plan: Plan) -> dict[str, str]:
+    """``{run id: what its folder records otherwise}`` for each planned run whose folder holds another run; a
+    config.json that cannot be read is named as such."""
+    found = {}
+    for job in plan.runs:
+        try:
+            changed = foreign_settings(job)
+        except ValueError as error:  # not valid JSON or not UTF-8: the message names the file
+            found[job.name] = str(error)
+            continue
+        if changed:
+            found[job.name] = f"{job.folder / layout.CONFIG_FILE} records {changes_text(changed)} (recorded -> planned)"
+    return found
+
+
+def check_no_foreign_runs(plan: Plan) -> None:
+    """Raise naming each planned run whose folder holds a run trained with other settings: counting it as done
+    (or resuming it) would put another run in the study under a planned id."""
+    foreign = foreign_runs(plan)
+    if foreign:
+        listing = "\n".join(f"  {name}: {text}" for name, text in foreign.items())
+        raise RunFolderError(
+            f"{len(foreign)} run folder(s) of the {plan.study} plan in {plan.root} hold runs trained with other "
+            f"settings than planned; nothing was changed. Move them away (or plan them with the settings they "
+            f"were trained with):\n{listing}")
 
 
 # ---- what a worker runs (module-level, so that the engine can send them to another machine)

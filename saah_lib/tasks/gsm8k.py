@@ -92,6 +92,9 @@ def _read_gsm8k_file(path: Path) -> list[tuple[str, object]]:
         line, problem = problems[0]
         more = f" ({len(problems) - 1} more bad lines)" if len(problems) > 1 else ""
         raise ValueError(f"{path}: line {line}: {problem}{more}")
+    if not records:
+        raise ValueError(f"{path}: holds no GSM8K record (an empty split file; the official {path.name} holds "
+                         "thousands, one JSON object per line)")
     return [(f"{path}: line {line}", record) for line, record in records]
 
 
@@ -143,6 +146,9 @@ def check_gsm8k_dir(data_dir: str | os.PathLike | None = None) -> Path | None:
             f"GSM8K folder {str(folder)!r} (from {origin}) has no {' or '.join(missing)}; "
             "it must hold the official train.jsonl and test.jsonl"
         )
+    empty = [folder / f"{split}.jsonl" for split in SPLITS if (folder / f"{split}.jsonl").stat().st_size == 0]
+    if empty:
+        raise ValueError(f"GSM8K file {empty[0]} (from {origin}) is empty: it holds no GSM8K record")
     return folder
 
 
@@ -196,6 +202,14 @@ def sample_split(
     return DataSplit.with_provenance(train, evaluation, source=source, seed=seed)
 
 
+def _check_pool_size(pool: list[Problem], n: int, split: str, field: str, data_dir) -> None:
+    """A split must hold the problems asked of it; the error names the file (or the hub) they would come from."""
+    if n > len(pool):
+        folder = resolve_gsm8k_dir(data_dir)
+        source = folder / f"{split}.jsonl" if folder is not None else f"GSM8K {split} from the hub"
+        raise ValueError(f"{source} holds {len(pool)} problems, fewer than the {n} asked for ({field}={n})")
+
+
 def paper_split(
     data_dir: str | os.PathLike | None = None,
     n_train: int = 800,
@@ -203,9 +217,12 @@ def paper_split(
     seed: int = 123,
 ) -> DataSplit:
     """The paper's split: n_train from the official train split, n_eval from test."""
+    train, test = load_gsm8k("train", data_dir), load_gsm8k("test", data_dir)
+    _check_pool_size(train, n_train, "train", "n_train", data_dir)
+    _check_pool_size(test, n_eval, "test", "n_eval", data_dir)
     return sample_split(
-        load_gsm8k("train", data_dir),
-        load_gsm8k("test", data_dir),
+        train,
+        test,
         n_train=n_train,
         n_eval=n_eval,
         seed=seed,
@@ -218,14 +235,39 @@ def paper_split(
 # --------------------------------------------------------------------------
 
 
-def prepare(out: str | os.PathLike, dataset=None) -> dict[str, int]:
+class OutFolderError(ValueError):
+    """``prepare``'s ``out`` cannot be written without overwriting or replacing something of the user's."""
+
+
+def check_out_folder(folder: Path, force: bool = False) -> None:
+    """``folder`` may receive the split files: it is no file, and (unless ``force``) it is missing or empty,
+    so that no file of the user's (their own ``train.jsonl``, say) is overwritten."""
+    if folder.exists() and not folder.is_dir():
+        raise OutFolderError(f"--out {folder} is a file, not a folder: name a folder to write train.jsonl and "
+                             "test.jsonl into")
+    for parent in folder.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise OutFolderError(f"--out {folder}: {parent} is a file, not a folder")
+            break
+    present = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+    if present and not force:
+        listing = ", ".join(present[:5]) + (f" and {len(present) - 5} more" if len(present) > 5 else "")
+        raise OutFolderError(f"--out {folder} is not empty (it holds {listing}); nothing was written. Name an "
+                             "empty or new folder, or give --force to replace its train.jsonl and test.jsonl "
+                             "(its other files are left as they are)")
+
+
+def prepare(out: str | os.PathLike, dataset=None, force: bool = False) -> dict[str, int]:
     """Write ``train.jsonl`` and ``test.jsonl`` (the folder layout of the module docstring) into ``out``
     from ``dataset`` (a mapping of split name to rows with ``question`` and ``answer``, such as the hub's
     ``DatasetDict``; default: loaded from the hub); returns the rows written per split.
 
-    Every row is checked as :func:`load_gsm8k` will read it, before anything is written, so a folder is
-    written whole or not at all; other columns are dropped.
+    ``out`` must be a new or empty folder unless ``force`` (:func:`check_out_folder`, checked before the
+    hub is asked).  Every row is checked as :func:`load_gsm8k` will read it, before anything is written, so
+    a folder is written whole or not at all; other columns are dropped.
     """
+    check_out_folder(in_repo(out), force)
     dataset = _hub_dataset() if dataset is None else dataset
     rows = {split: [{"question": r["question"], "answer": r["answer"]} for r in dataset[split]] for split in SPLITS}
     for split, records in rows.items():
@@ -247,10 +289,17 @@ def main(argv=None) -> int:
                                            "answer ending in '#### <number>'; the official order) from the hub's "
                                            f"{HUB_DATASET[0]} ({HUB_DATASET[1]}). Needs the hub: run it without "
                                            f"HF_HUB_OFFLINE=1, then point {GSM8K_DIR_ENV} at the folder.")
-    prep.add_argument("--out", required=True, help="the folder to write (default: none; relative to the repository)")
+    prep.add_argument("--out", required=True, help="the folder to write, new or empty (default: none; relative to "
+                                                    "the repository)")
+    prep.add_argument("--force", action="store_true",
+                      help="write into a folder that holds files, replacing its train.jsonl and test.jsonl")
     args = parser.parse_args(argv)
+    try:  # before the hub is asked: a refused folder is said as such, not as a hub error
+        check_out_folder(in_repo(args.out), args.force)
+    except OutFolderError as error:
+        parser.exit(2, f"error: {error}\n")
     try:
-        counts = prepare(args.out)
+        counts = prepare(args.out, force=args.force)
     except Exception as error:  # noqa: BLE001  (offline, no datasets cache: say what to do, without a traceback)
         parser.exit(1, f"error: could not load {HUB_DATASET[0]} ({HUB_DATASET[1]}) from the hub: "
                        f"{type(error).__name__}: {error}\n(run it where the hub is reachable, without HF_HUB_OFFLINE=1)\n")

@@ -27,6 +27,7 @@ import time
 
 from saah_lib.method.methods import MAIN_ALPHA, METHODS
 from saah_lib.models.backends import BACKENDS
+from saah_lib.rundir.folder import RunFolderError
 from saah_lib.rundir.lock import FolderLockedError  # light: no torch
 from saah_lib.training.config import PROFILE_STEPS, PROFILES, RunConfig, make_config
 from saah_lib.training.distributed import is_main_process
@@ -140,7 +141,8 @@ def main(argv=None):
     start = time.perf_counter()
     try:
         run_dir = run_training(cfg, progress=args.progress)
-    except FolderLockedError as err:  # another process trains this run: say so, without a traceback
+    # another process trains this run, or its folder holds another run: say so, without a traceback
+    except (FolderLockedError, RunFolderError) as err:
         parser.exit(1, f"error: {err}\n")
     if is_main_process():
         print(run_summary(run_dir, time.perf_counter() - start))

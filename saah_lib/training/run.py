@@ -30,7 +30,8 @@ from saah_lib.models.loading import load_for_eval, load_model_and_tokenizer, res
 from saah_lib.models.names import offline_hub_problem
 from saah_lib.paths import in_repo, repo_relative
 from saah_lib.progress import quiet_libraries, say
-from saah_lib.rundir.checkpoints import resume_checkpoint
+from saah_lib.rundir.checkpoints import (ADAPTER_FIELDS, IDENTITY_FIELDS, MODEL_SHAPE_FIELDS, check_checkpoint_identity,
+                                         resume_checkpoint)
 from saah_lib.rundir.folder import RunDir
 from saah_lib.rundir.layout import baseline_dir
 from saah_lib.rundir.lock import run_lock
@@ -202,16 +203,35 @@ def run_training(cfg: RunConfig, callbacks=(), progress: bool = True) -> Path:
     check_vocabulary(cfg, model.get_output_embeddings().weight.size(0))
     resolved = repo_relative(model_path) if Path(model_path).exists() else model_path
     with writer_of(run):
+        # the folder must be this run's before anything in it is moved or written
+        run.check_identified()
+        run.check_settings(cfg.run_settings())
         if run.is_complete(steps):
-            run.check_settings(cfg.run_settings())
             print(f"run {cfg.run_id} is already complete ({steps} steps): nothing to do")
             return run.dir
-        checkpoint = resume_checkpoint(run, world_size())
+        checkpoint = resume_checkpoint(run, world_size(), check=lambda found: check_checkpoint_identity(
+            run, found, checkpoint_identity(cfg, model.config)))
         resume_step = int(checkpoint.name.split("-")[1]) if checkpoint else 0
         segment = with_segment(run.read_config(), provenance(), resume_step, steps)
         run.write_config(cfg.run_settings(), {"resolved_model": resolved, **segment, "data": split.info})
         _train(cfg, run, model, tokenizer, split, callbacks, progress, checkpoint, resume_step)
     return run.dir
+
+
+def checkpoint_identity(cfg: RunConfig, model_config) -> dict[str, dict]:
+    """What a checkpoint of this run records, by file: the trainer fields that shape training
+    (:data:`~saah_lib.rundir.checkpoints.IDENTITY_FIELDS`), the steps of its trainer state, and the model's
+    shape (full fine-tuning) or the adapter's settings (LoRA)."""
+    trainer = {name: getattr(getattr(cfg.trainer, name), "value", getattr(cfg.trainer, name))
+               for name in IDENTITY_FIELDS}
+    expected = {"training_args.bin": trainer, "trainer_state.json": {"max_steps": cfg.trainer.max_steps}}
+    if cfg.use_lora:
+        lora = {"r": cfg.lora_r, "lora_alpha": cfg.lora_alpha, "target_modules": sorted(cfg.lora_target_modules)}
+        expected["adapter_config.json"] = {name: lora[name] for name in ADAPTER_FIELDS}
+    else:
+        expected["config.json"] = {name: getattr(model_config, name) for name in MODEL_SHAPE_FIELDS
+                                   if hasattr(model_config, name)}
+    return expected
 
 
 def _train(cfg: RunConfig, run: RunDir, model, tokenizer, split, callbacks, progress: bool,

@@ -152,7 +152,7 @@ def test_compare_arms_takes_the_seed_as_the_unit(tmp_path):
     assert (final.units_a_ahead, final.units_b_ahead, final.n_units, final.n_problems) == (2, 0, 3, 40)
     assert final.detail["units"] == ["tiny-warmstart/s0", "tiny-warmstart/s1", "tiny-warmstart/s2"]
     kl = next(r for r in rows if r.key == "mean_kl")
-    assert kl.p_value == 1.0 and kl.mde == 0.0 and kl.n_problems == 0  # equal KL everywhere
+    assert kl.p_value == 1.0 and math.isnan(kl.mde) and kl.n_problems == 0  # equal KL everywhere: no variance
 
 
 def test_two_warm_starts_are_fixed_strata_and_each_has_its_own_descriptive_test(tmp_path):
@@ -234,7 +234,7 @@ def test_the_primary_comparison_is_its_own_family_adjusted_by_bonferroni(tmp_pat
         assert row.family_size == 2 and row.p_adjusted == pytest.approx(min(1, 2 * row.p_value))
         assert row.confidence == 0.975
         assert (row.ci_low, row.ci_high) == pytest.approx(row.crossed.at(0.975))
-        assert row.mde == pytest.approx(t_mde(row.se, row.df, level=0.025))
+        assert row.mde == pytest.approx(t_mde(row.se, row.df, level=0.025), nan_ok=True)  # NaN: nothing varies
     final_family = [r for r in rows if r.family == "final"]
     assert [(r.a, r.b) for r in final_family] == [("SA-AH-GRPO (α=0.5)", "AH-GRPO (α=0.5)"),
                                                   ("AH-GRPO (α=0.5)", "GRPO")]
@@ -314,3 +314,19 @@ def test_on_the_committed_mini_study_the_summaries_are_the_tables_and_nothing_is
     assert " has higher " not in summary["sentence"] and " has lower " not in summary["sentence"]
     assert "none of the 15 distinct differences is established" in summary["sentence"]
     assert summary["plan"]["primary"]["a"] == {"method": "sa", "alpha": 0.5, "entropy_top_k": None}
+
+
+# ------------------------------------------------------------------ nothing varies: no MDE (issue 39, item 9)
+
+def test_when_every_evaluation_scores_0_there_is_no_minimum_detectable_effect(tmp_path):
+    from saah_lib.analysis.sentences import mde_text, row_sentence
+
+    for seed in (0, 1, 2):
+        for method, alpha in (("sa", 0.5), ("grpo", 0.0)):
+            write_run(tmp_path, method, alpha, seed, {0: _pattern(40, 0), 20: _pattern(40, 0)})
+    rows = adjust(compare_arms(SA, GRPO, load_root_evidence(tmp_path)))
+    final = next(r for r in rows if r.key == "final")
+    assert final.se == 0 and math.isnan(final.mde) and not final.units_needed
+    text = mde_text(final)
+    assert text.startswith("no minimum detectable effect: the differences do not vary") and "0.000" not in text
+    assert "would take" not in row_sentence(final)

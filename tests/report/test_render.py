@@ -255,3 +255,12 @@ def test_the_help_is_plain_text(command_help):
     assert ":func:" not in out and "``" not in out and "paper/local.tex" in out
     assert render.plain_text("see :func:`~saah_lib.a.render_report` and ``make figures``") == \
         "see render_report and make figures"
+
+
+def test_a_root_without_runs_says_there_is_nothing_to_report(tmp_path, capsys):
+    (tmp_path / "empty" / "runs").mkdir(parents=True)
+    assert render.main(["--only", str(tmp_path / "empty"), "--tables-dir", str(tmp_path / "t"),
+                        "--figures-dir", str(tmp_path / "f")]) == 1
+    captured = capsys.readouterr()
+    assert f"error: {tmp_path / 'empty'} holds no runs (under runs/): nothing to report" in captured.err
+    assert "files from" not in captured.out

@@ -64,12 +64,17 @@ def test_a_run_cut_off_keeps_the_variants_it_finished(tiny_random_model_dir, tmp
         return real(*args, **kwargs)
 
     monkeypatch.setattr(bench, "time_variant", second_one_dies)
+    complete = tmp_path / f"{bench.device_name().replace(' ', '_')}-tiny.json"
+    complete.write_text('{"complete": true}')  # an earlier complete measurement: it stands
     with pytest.raises(KeyboardInterrupt):
         main(["--profile", "tiny", "--model-dir", str(tiny_random_model_dir), "--steps", "1", "--warmup", "1",
               "--variants", "trl-bnpo", "grpo", "--eval-problems", "0", "--max-completion-length", "8",
               "--out-dir", str(tmp_path)])
-    report = json.loads(next(tmp_path.glob("*.json")).read_text())
+    assert complete.read_text() == '{"complete": true}'
+    partial = complete.with_name(complete.stem + ".partial.json")
+    report = json.loads(partial.read_text())  # kept apart
     assert [v["variant"] for v in report["variants"]] == ["trl-bnpo"] and not report["complete"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([complete.name, partial.name])  # no scratch folder
 
 
 def test_compiled_variants_train_12_steps_and_record_their_compile_health(tiny_random_model_dir, tmp_path):
@@ -125,3 +130,12 @@ def test_options_are_checked_once_and_the_config_is_made_not_mutated():
     assert (cfg.trainer.max_completion_length, cfg.eval_max_new_tokens, cfg.trainer.max_steps, cfg.use_lora) == (8, 8, 4, True)
     with pytest.raises(Exception):
         options.steps = 5  # frozen: nothing downstream changes what was checked
+
+
+def test_an_out_that_is_a_file_is_refused_before_anything_is_measured(tmp_path):
+    from saah_lib.studies.bench.options import parse_args
+
+    (tmp_path / "a-file").write_text("mine")
+    with pytest.raises(ValueError, match=f"--out {tmp_path / 'a-file'}: {tmp_path / 'a-file'} is a file"):
+        parse_args(["--profile", "tiny", "--out-dir", str(tmp_path / "a-file")])
+    assert (tmp_path / "a-file").read_text() == "mine"

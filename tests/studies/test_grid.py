@@ -201,3 +201,162 @@ def test_grid_run_exits_non_zero_naming_the_failed_run_its_node_and_log(tmp_path
     err = capsys.readouterr().err
     assert "run:tiny-sa-a0.5-s0 failed on node 10.0.0.7" in err and "/tmp/ray/logs/worker-1.err" in err
     assert "RuntimeError: boom" in err
+
+
+def _root_with_a_run_trained_otherwise(tmp_path):
+    """A copy of a committed mini run under its planned id, its config.json saying it was trained with another
+    learning rate and training-set size (issue 39, item 5)."""
+    import shutil
+
+    run = tmp_path / "root" / "runs" / "tiny-sa-a0.5-s0"
+    shutil.copytree(MINI_ROOT / "runs" / run.name, run)
+    config = json.loads((run / "config.json").read_text())
+    config.update(learning_rate=config["learning_rate"] * 2, n_train=config["n_train"] // 2)
+    (run / "config.json").write_text(json.dumps(config))
+    return tmp_path / "root", config
+
+
+def test_plan_shows_a_complete_run_trained_with_other_settings_as_not_the_planned_one(tmp_path, capsys):
+    root, config = _root_with_a_run_trained_otherwise(tmp_path)
+    assert grid.main(["plan", "mini", "--results-dir", str(root), "--seeds", "0"]) == 0
+    out = capsys.readouterr().out
+    assert [line.split()[2] for line in out.splitlines() if "tiny-sa-a0.5-s0 " in line] == ["OTHER"]
+    assert (f"tiny-sa-a0.5-s0: {root / 'runs' / 'tiny-sa-a0.5-s0' / 'config.json'} records learning_rate: "
+            f"{config['learning_rate']!r} -> {config['learning_rate'] / 2!r}, n_train: {config['n_train']!r} -> "
+            f"{config['n_train'] * 2!r}") in out
+
+
+def test_run_refuses_a_plan_whose_run_folder_holds_another_run_before_writing_anything(tmp_path, monkeypatch,
+                                                                                     capsys):
+    from saah_lib.studies import runner
+
+    monkeypatch.setattr(runner, "run_tasks", lambda tasks, **kw: {})  # nothing may train here
+    root, _ = _root_with_a_run_trained_otherwise(tmp_path)
+    before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    with pytest.raises(SystemExit) as stop:
+        grid.main(["run", "mini", "--results-dir", str(root), "--seeds", "0", "--runs", "tiny-sa-a0.5-s0"])
+    assert stop.value.code == 1
+    err = capsys.readouterr().err
+    assert "hold runs trained with other settings than planned" in err and "learning_rate" in err and "n_train" in err
+    assert {p: p.read_bytes() for p in root.rglob("*") if p.is_file()} == before  # no lock, marker or timings file
+
+
+# every option acts or is refused, before anything is written (issue 39, items 7, 8, 11, 12)
+
+
+def test_steps_reach_the_paper_study_for_a_smoke_test(tmp_path, capsys):
+    assert grid.main(["plan", "paper", "--results-dir", str(tmp_path), "--steps", "2", "--step-seconds", "10"]) == 0
+    out = capsys.readouterr().out
+    assert "9 runs to train, 18 steps x 10 s per step" in out and "qwen2.5-1.5b-sa-a0.5-s0-steps2 " in out
+
+
+@pytest.mark.parametrize("argv, error", [
+    (["plan", "mini", "--alphas", "0.5"], "--alphas: options of the ablation study only"),
+    (["plan", "paper", "--method", "sa", "--profile", "tiny"], "--profile, --method: options of the ablation study"),
+    (["plan", "ablation", "--seeds", "3", "4"], "the ablation trains one seed"),
+    (["plan", "paper", "--seeds", "1", "1"], "--seeds repeats 1"),
+    (["plan", "ablation", "--alphas", "0.5", "0.5"], "--alphas repeats 0.5"),
+    (["plan", "paper", "--step-seconds", "0"], "--step-seconds 0.0 is not a step time"),
+    (["plan", "paper", "--step-seconds", "-1"], "--step-seconds -1.0 is not a step time"),
+    (["plan", "paper", "--step-seconds", "nan"], "--step-seconds nan is not a step time"),
+    (["plan", "paper", "--step-seconds", "inf"], "--step-seconds inf is not a step time"),
+    (["plan", "paper", "--slots", "-3"], "--slots -3: at least 1"),
+    (["plan", "paper", "--slots", "0"], "--slots 0: at least 1"),
+    (["run", "ablation", "--alphas", "0.5", "--max-retries", "-1"], "--max-retries -1: 0 (never retry) or more"),
+    (["run", "ablation", "--alphas", "0.5", "--address", "nope"], "--address 'nope': expected auto or host:port"),
+    (["run", "ablation", "--alphas", "0.5", "--address", "127.0.0.1:1"], "--address 127.0.0.1:1: no Ray head answers"),
+    (["plan", "paper", "--bench-dir", "{tmp}/no-such-folder"], "no-such-folder is not a folder"),
+])
+def test_an_option_that_would_not_act_is_refused_before_anything_is_written(argv, error, tmp_path, monkeypatch,
+                                                                             capsys):
+    from saah_lib.studies import runner
+
+    def would_train(tasks, **kw):
+        raise AssertionError("the grid started its tasks")
+
+    monkeypatch.setattr(runner, "run_tasks", would_train)  # nothing may train, nor wait for a cluster, here
+    root = tmp_path / "root"
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv] + ["--results-dir", str(root)]
+    with pytest.raises(SystemExit) as stop:
+        grid.main(argv)
+    assert stop.value.code == 2 and error in capsys.readouterr().err
+    assert sorted(tmp_path.iterdir()) == []  # no root, lock, marker or timings file
+
+
+def test_a_results_dir_that_is_a_file_is_an_error_saying_so(tmp_path, monkeypatch, capsys):
+    from saah_lib.studies import runner
+
+    monkeypatch.setattr(runner, "run_tasks", lambda tasks, **kw: {})  # nothing may train here
+    (tmp_path / "file").write_text("mine")
+    with pytest.raises(SystemExit) as stop:
+        grid.main(["run", "ablation", "--alphas", "0.5", "--results-dir", str(tmp_path / "file" / "root")])
+    assert stop.value.code == 2
+    assert f"{tmp_path / 'file'} is a file, not a folder" in capsys.readouterr().err
+    assert (tmp_path / "file").read_text() == "mine"
+
+
+@pytest.mark.parametrize("content, error", [
+    ('{"steady_step_seconds": NaN}', "steady_step_seconds nan is not a step time"),
+    ('{"steady_step_seconds": -3.5}', "steady_step_seconds -3.5 is not a step time"),
+    ('{"steady_step_seconds": 1e308}', "is not a step time"),
+    ('{"steady_step_seconds": true}', "steady_step_seconds True is not a number of seconds"),
+    ('{"variants": [{"trainer": "ours", "median_step_s": "fast"}]}', "median_step_s 'fast' is not a number"),
+    ('{"profile": "qwen2.5-1.5b", "steady_step_sec', "cannot be read"),
+    ("[1, 2]", "holds a list, not a JSON object"),
+])
+def test_a_benchmark_file_that_gives_no_step_time_is_an_error_naming_it(tmp_path, content, error, capsys):
+    bench = tmp_path / "bench"
+    bench.mkdir()
+    name = "h100-preflight.json" if "profile" in content else "h100-qwen2.5-1.5b.json"
+    (bench / name).write_text(content)
+    with pytest.raises(SystemExit) as stop:
+        grid.main(["plan", "paper", "--results-dir", str(tmp_path / "paper"), "--bench-dir", str(bench)])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and f"benchmark file {bench / name}" in err and error in err
+
+
+@pytest.fixture
+def listener():
+    """A local port that accepts connections; ``answer`` (bytes) is what it sends back, after reading a little."""
+    import socket
+    import threading
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    held, reply = [], {"answer": None}
+
+    def serve():
+        while True:
+            try:
+                connection, _ = server.accept()
+            except OSError:
+                return
+            held.append(connection)
+            connection.recv(64)
+            if reply["answer"]:
+                connection.sendall(reply["answer"])
+
+    threading.Thread(target=serve, daemon=True).start()
+    yield server.getsockname()[1], reply
+    server.close()
+    for connection in held:
+        connection.close()
+
+
+def test_an_address_that_does_not_answer_is_given_up_after_the_timeout(listener):
+    import time
+
+    port, _ = listener
+    start = time.perf_counter()
+    with pytest.raises(ValueError, match=rf"--address 127.0.0.1:{port}: no Ray head answers there within 0.5 s "
+                                         r"\(.*timed out"):
+        grid.check_address(f"127.0.0.1:{port}", timeout=0.5)  # accepts, says nothing: a hung or foreign server
+    assert time.perf_counter() - start < 5
+
+
+def test_an_address_where_a_grpc_server_answers_is_taken(listener):
+    port, reply = listener
+    reply["answer"] = bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])  # an HTTP/2 SETTINGS frame, as gRPC servers answer
+    grid.check_address(f"127.0.0.1:{port}", timeout=5)
+    grid.check_address(f"ray://127.0.0.1:{port}", timeout=5)

@@ -65,3 +65,48 @@ def test_greedy_agreement_in_bf16_is_held_on_real_weights_only(tiny_random_model
     assert check["identical_needed"] == (None if random_weights else preflight.AGREEMENT_NEEDED[torch.bfloat16])
     held = check["identical_needed"] is None or check["identical_share"] >= check["identical_needed"]
     assert check["ok"] == (held and check["mean_abs_logp_gap"] <= check["logp_gap_limit"])
+
+
+# a complete measurement is replaced only by a complete one; scratch folders go (issue 39, items 3 and 12)
+
+
+def test_an_interrupted_check_keeps_the_complete_report_and_its_own_apart(tiny_random_model_dir, tmp_path,
+                                                                          monkeypatch):
+    complete = tmp_path / f"{preflight.device_name().replace(' ', '_')}-preflight.json"
+    complete.write_text(json.dumps({"verdict": "ready", "steady_step_seconds": 3.5}))
+    before = complete.read_bytes()
+
+    def interrupted(options):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(preflight, "smoke_check", lambda options: {"ok": True})
+    monkeypatch.setattr(preflight, "agreement_check", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        preflight.main([*CHEAP, "--model-dir", str(tiny_random_model_dir), "--out", str(tmp_path)])
+    assert complete.read_bytes() == before
+    partial = complete.with_name(complete.stem + ".partial.json")
+    report = json.loads(partial.read_text())
+    assert report["checks"] == {"smoke": {"ok": True}} and report["verdict"] is None
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([complete.name, partial.name])
+
+
+def test_the_step_checks_scratch_folder_goes_when_it_completes(tiny_random_model_dir, tmp_path, monkeypatch):
+    monkeypatch.setattr(preflight, "smoke_check", lambda options: {"ok": True})
+    monkeypatch.setattr(preflight, "agreement_check", lambda options: {"ok": True})
+    monkeypatch.setattr(preflight, "grid_projection", lambda *a, **k: {"ok": True, "command": "grid"})
+    assert preflight.main([*CHEAP, "--model-dir", str(tiny_random_model_dir), "--out", str(tmp_path)]) == 0
+    (path,) = tmp_path.iterdir()  # the complete report only: no partial file, no scratch folder
+    assert path.name.endswith("-preflight.json") and json.loads(path.read_text())["verdict"] == "ready"
+
+
+def test_an_out_that_is_a_file_is_refused_before_any_check(tmp_path, monkeypatch, capsys):
+    def never(options):
+        raise AssertionError("a check ran")
+
+    monkeypatch.setattr(preflight, "smoke_check", never)
+    out = tmp_path / "a-file"
+    out.write_text("mine")
+    with pytest.raises(SystemExit) as stop:
+        preflight.main([*CHEAP, "--out", str(out)])
+    assert stop.value.code == 2 and f"--out {out}: {out} is a file, not a folder" in capsys.readouterr().err
+    assert out.read_text() == "mine"

@@ -21,7 +21,8 @@ from saah_lib.method.reward import (
     reward_components,
 )
 from saah_lib.tasks import gsm8k as data
-from saah_lib.tasks.gsm8k import GSM8K_DIR_ENV, load_gsm8k, paper_split, parse_gold_answer, sample_split
+from saah_lib.tasks.gsm8k import (GSM8K_DIR_ENV, check_gsm8k_dir, load_gsm8k, paper_split, parse_gold_answer,
+                                  sample_split)
 from saah_lib.tasks.problems import Problem, records_sha256
 from saah_lib.tasks.prompts import SYSTEM_PROMPT, make_prompt, to_trl_dataset
 
@@ -424,3 +425,64 @@ def test_prepare_command_offline_says_where_to_run_it(tmp_path, monkeypatch):
     with pytest.raises(SystemExit) as stop:
         data.main(["prepare", "--out", str(tmp_path / "gsm8k")])
     assert stop.value.code == 1 and not (tmp_path / "gsm8k").exists()
+
+
+# --------------------------------------------------------------------------- never overwrite, name the real cause
+# (issue 39, items 4 and 16)
+
+
+def _never_asked(split=None):
+    raise AssertionError("the hub was asked")
+
+
+def test_prepare_refuses_a_folder_that_holds_files_and_leaves_them(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(data, "_hub_dataset", _never_asked)
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "train.jsonl").write_text("my own\n")
+    (out / "notes.txt").write_text("mine")
+    with pytest.raises(SystemExit) as stop:
+        data.main(["prepare", "--out", str(out)])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert f"--out {out} is not empty (it holds notes.txt, train.jsonl)" in err and "--force" in err
+    assert "hub" not in err
+    assert (out / "train.jsonl").read_text() == "my own\n" and sorted(p.name for p in out.iterdir()) == [
+        "notes.txt", "train.jsonl"]
+
+
+def test_prepare_with_force_replaces_the_split_files_only(tmp_path):
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "train.jsonl").write_text("my own\n")
+    (out / "notes.txt").write_text("mine")
+    with pytest.raises(ValueError, match="not empty"):
+        data.prepare(out, {"train": TRAIN_ROWS, "test": TEST_ROWS})
+    assert data.prepare(out, {"train": TRAIN_ROWS, "test": TEST_ROWS}, force=True) == {"train": 3, "test": 2}
+    assert (out / "notes.txt").read_text() == "mine" and len(load_gsm8k("train", out)) == 3
+
+
+def test_prepare_into_a_file_says_so_not_a_hub_error(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(data, "_hub_dataset", _never_asked)
+    out = tmp_path / "a-file"
+    out.write_text("mine")
+    with pytest.raises(SystemExit) as stop:
+        data.main(["prepare", "--out", str(out)])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert f"--out {out} is a file, not a folder" in err and "hub" not in err
+    assert out.read_text() == "mine"
+
+
+def test_an_empty_split_file_is_an_error_naming_it(jsonl_dir):
+    (jsonl_dir / "test.jsonl").write_bytes(b"")
+    with pytest.raises(ValueError, match=f"GSM8K file {jsonl_dir / 'test.jsonl'} .* is empty"):
+        check_gsm8k_dir(jsonl_dir)
+    with pytest.raises(ValueError, match=f"{jsonl_dir / 'test.jsonl'}: holds no GSM8K record"):
+        paper_split(jsonl_dir, n_train=2, n_eval=1)
+
+
+def test_a_split_smaller_than_asked_is_an_error_naming_the_file(jsonl_dir):
+    with pytest.raises(ValueError, match=f"{jsonl_dir / 'train.jsonl'} holds 3 problems, fewer than the 5 asked "
+                                         r"for \(n_train=5\)"):
+        paper_split(jsonl_dir, n_train=5, n_eval=1)

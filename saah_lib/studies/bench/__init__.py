@@ -11,8 +11,9 @@ once per generation backend (stock TRL always uses its own ``generate``). Per st
 time is recorded apart from the rest; the first step's excess over the steady median is the
 one-time compile/warm-up cost. ``compiled`` variants also record their compile health
 (:mod:`saah_lib.models.compile_health`) and train at least 12 steps, so that dynamo's recompile
-limit (8) would show. The JSON is rewritten after every variant, so a run cut off by a time limit
-keeps what it measured; it goes to ``results/local/bench/`` (git-ignored) unless ``--out`` names a
+limit (8) would show. The JSON is rewritten after every variant into its partial file, so a run cut off
+by a time limit keeps what it measured, apart: the complete file is replaced only when the run completes
+(:mod:`saah_lib.studies.bench.files`). It goes to ``results/local/bench/`` (git-ignored) unless ``--out`` names a
 folder, so the committed ``results/bench`` changes only when asked to.
 
 Pieces: ``options`` (what to measure), ``models`` (what is measured), ``trainers`` (step times),
@@ -26,9 +27,9 @@ import sys
 
 import torch
 
-from saah_lib.jsonio import atomic_write_json
 from saah_lib.models.backends import resolve_backend
 from saah_lib.rundir.provenance import package_versions
+from saah_lib.studies.bench.files import scratch_folder, write_complete, write_partial
 from saah_lib.studies.bench.models import QWEN25_ARCHITECTURES, build_model, model_description, qwen25_config
 from saah_lib.studies.bench.options import MIN_COMPILED_STEPS, VARIANTS, BenchOptions, parse_args
 from saah_lib.studies.bench.rollouts import eval_throughput, rollout_comparison, rollout_profile
@@ -90,21 +91,22 @@ def run_benchmark(options: BenchOptions) -> dict:
         "variants": [], "ratios": {}, "rollout": None, "rollout_profile": None, "eval": None,
         "versions": package_versions(), "command": options.command,
     }
-    for variant, backend in runs:
-        report["variants"].append(time_variant(variant, model_factory, cfg, options, out_dir / "trainer_tmp", backend))
-        report["ratios"] = step_ratios(report["variants"])
-        atomic_write_json(path, report)  # after every variant: a cut-off run keeps what it measured
+    with scratch_folder(out_dir, "trainer_tmp") as scratch:
+        for variant, backend in runs:
+            report["variants"].append(time_variant(variant, model_factory, cfg, options, scratch, backend))
+            report["ratios"] = step_ratios(report["variants"])
+            write_partial(path, report)  # after every variant: a cut-off run keeps what it measured, apart
     if options.rollout_repeats:
         report["rollout"] = rollout_comparison(model_factory, cfg, options)
-        atomic_write_json(path, report)
+        write_partial(path, report)
     if options.rollout_profile:
         report["rollout_profile"] = rollout_profile(model_factory, cfg, options)
-        atomic_write_json(path, report)
+        write_partial(path, report)
     if options.eval_problems:
         report["eval_by_backend"] = {b: eval_throughput(model_factory, cfg, options, b) for b in backends}
         report["eval"] = report["eval_by_backend"][backends[-1]]
     report["complete"] = True
-    atomic_write_json(path, report)
+    write_complete(path, report)
     print(summary_line(report) + f"\nwrote {path}")
     return report
 

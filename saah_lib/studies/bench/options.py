@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from saah_lib.paths import LOCAL_RESULTS
+from saah_lib.studies.bench.files import out_folder_problem
 from saah_lib.training.launch import parse_overrides
 
 #: Where ``make bench`` writes unless told ``--out``: git-ignored, so the committed results/bench stays as is.
@@ -63,6 +64,9 @@ class BenchOptions:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         if "vllm" in self.generation_backends:
             raise ValueError("the benchmark times hf and compiled; vLLM runs are TRL's own (trl vllm-serve)")
+        problem = out_folder_problem(Path(self.out)) if self.out is not None else None
+        if problem:
+            raise ValueError(problem)
 
     def compiles(self, on_cuda: bool) -> bool:
         return on_cuda if self.rollout_compile is None else self.rollout_compile

@@ -13,7 +13,10 @@ import sys
 from pathlib import Path
 
 from saah_lib.paths import EXTENDED_ROOT, MINI_ROOT, in_repo, repo_relative
+from saah_lib.jsonio import scan_jsonl
 from saah_lib.rundir import layout
+from saah_lib.rundir.folder import RunDir
+from saah_lib.rundir.reader import read_config, read_lines
 from saah_lib.studies.verify.bits import compare_run, format_difference
 
 COMMITTED_STUDIES = (MINI_ROOT, EXTENDED_ROOT)
@@ -70,8 +73,25 @@ def _steps(steps: list[int]) -> str:
     return ", ".join(map(str, steps[:8])) + (f" and {len(steps) - 8} more" if len(steps) > 8 else "")
 
 
+def unreadable(folder: Path, baseline: bool = False) -> list[str]:
+    """Why ``folder`` cannot be read as a finished run (or baseline), one message per file and line; [] when it can.
+
+    A finished folder is read as the report reads it: its ``config.json`` must parse and place the run,
+    and every line of its logs and per-problem files must parse, the last one too (a torn last line is
+    what an interrupted write leaves, so the run is not the one that finished).  Lines that parse but hold
+    other numbers are differences, for :func:`~saah_lib.studies.verify.bits.compare_run` to report.
+    """
+    files = RunDir(folder)
+    _, problems = read_config(files.config_path, required=() if baseline else ("method", "alpha", "steps"))
+    for log in (files.train_log_path, files.eval_path, files.token_entropy_path):
+        problems += read_lines(log, numeric=())[1]
+    for samples in sorted(files.samples_dir.glob("step_*.jsonl")):
+        problems += [f"{samples}: line {i}: {problem}" for i, problem in scan_jsonl(samples)[1]]
+    return problems
+
+
 def compare_one(run_dir: Path, against: Path | None = None) -> tuple[int, str]:
-    """The exit status (0 identical, 1 differs, 2 no committed run to compare with) and the text to print."""
+    """The exit status (0 identical, 1 differs, 2 unreadable or nothing to compare with) and the text to print."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         return 2, f"error: {run_dir} is no run folder"
@@ -80,7 +100,15 @@ def compare_one(run_dir: Path, against: Path | None = None) -> tuple[int, str]:
         where = repo_relative(against) if against is not None else " or ".join(map(repo_relative, COMMITTED_STUDIES))
         return 2, (f"error: {where} holds no run named {run_dir.name} (under {layout.RUNS}/ or {layout.BASELINES}/) "
                    f"other than {repo_relative(run_dir)} itself")
-    result = compare_run(committed, run_dir)
+    baseline = committed.parent.name == layout.BASELINES
+    problems = [*unreadable(run_dir, baseline), *unreadable(committed, baseline)]
+    if problems:
+        return 2, "\n".join([f"error: cannot compare {repo_relative(run_dir)} with {repo_relative(committed)}:",
+                              *(f"  {problem}" for problem in problems)])
+    try:
+        result = compare_run(committed, run_dir)
+    except ValueError as error:  # e.g. two files for one step's samples
+        return 2, f"error: cannot compare {repo_relative(run_dir)} with {repo_relative(committed)}: {error}"
     head = f"{repo_relative(run_dir)} against the committed {repo_relative(committed)}:"
     return (0 if result["identical"] else 1), "\n".join([head, *(f"  {line}" for line in difference_lines(result))])
 
@@ -91,7 +119,7 @@ def main(argv=None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     compare = commands.add_parser("compare", help="one run folder against the committed run of the same name",
                                   description=__doc__.splitlines()[0] + " Exit status: 0 identical, 1 differs, "
-                                              "2 nothing to compare with.")
+                                              "2 unreadable or nothing to compare with.")
     compare.add_argument("run_dir", type=in_repo, help="a run folder (e.g. results/local/runs/tiny-sa-a0.5-s0)")
     compare.add_argument("--against", type=in_repo, default=None,
                          help="the committed study root (default: the first of "

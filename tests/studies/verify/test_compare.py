@@ -70,3 +70,30 @@ def test_no_committed_run_of_that_name_is_exit_status_2(tmp_path):
     done = subprocess.run([sys.executable, "-m", "saah_lib.studies.verify", "compare", str(other)], cwd=REPO_ROOT,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "holds no run named tiny-sa-a0.5-s99" in done.stderr
+
+
+# unreadable or nothing to compare: exit status 2 naming the file, never "identical" or "differs" (issue 39, item 6)
+
+def test_a_torn_last_log_line_is_unreadable_not_identical(tmp_path, capsys):
+    copy = _copy_of_committed_run(tmp_path)
+    log = copy / "train_log.jsonl"
+    log.write_text(log.read_text() + '{"step": 61, "loss": 0.')  # a write cut short after the run's last step
+    assert main(["compare", str(copy)]) == 2
+    err = capsys.readouterr().err
+    assert f"{log}: line 61: not valid JSON" in err and "cannot compare" in err
+
+
+def test_an_empty_folder_is_nothing_to_compare(tmp_path, capsys):
+    empty = tmp_path / "runs" / RUN
+    empty.mkdir(parents=True)
+    assert main(["compare", str(empty)]) == 2
+    assert f"{empty / 'config.json'}: missing" in capsys.readouterr().err
+
+
+def test_a_garbage_line_is_unreadable_without_a_traceback(tmp_path, capsys):
+    copy = _copy_of_committed_run(tmp_path)
+    samples = sorted((copy / "eval_samples").iterdir())[0]
+    lines = samples.read_text().splitlines(keepends=True)
+    samples.write_text("".join(lines[:2] + ["garbage\n"] + lines[2:]))
+    assert main(["compare", str(copy)]) == 2
+    assert f"{samples}: line 3: not valid JSON" in capsys.readouterr().err
