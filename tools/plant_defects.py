@@ -1,6 +1,6 @@
 """Train the mini study's runs with a defect planted, and record their final Pass@1 (the power of level 2).
 
-    .venv/bin/python tools/plant_defects.py                      # every defect, 11 runs each: ~25 min on 2 cores
+    .venv/bin/python tools/plant_defects.py                      # every defect, 8 runs each: ~20 min on 2 cores
     .venv/bin/python tools/plant_defects.py --defects alpha_ignored --runs tiny-sa-a5.9-s0
 
 Each defect of ``tests/planted_defects/planted.py`` (the reward's correctness term dropped, the KL term's
@@ -10,7 +10,7 @@ ignored) is planted through ``tests/planted_defects/sitecustomize.py`` into fres
 shipped warm start.  Per defect and run the file records the final Pass@1 (and its problems): the
 planted-defect tests (``tests/studies/verify/test_planted_defects.py``) hold the level-2 rule to it
 against the committed ``results/mini``.  The default runs: the main comparison (grpo, ah and sa at
-alpha 0.5, seeds 0-2) and ah and sa at the paper-matched alpha 5.9, seed 0.
+alpha 0.5) at seeds 0 and 1, and ah and sa at the paper-matched alpha 5.9, seed 0.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 PLANTED = REPO / "tests" / "planted_defects"
 OUT = REPO / "tests" / "studies" / "verify" / "data" / "planted_defects.json"
-DEFAULT_RUNS = [f"tiny-{m}-a{a}-s{s}" for s in (0, 1, 2) for m, a in (("grpo", "0"), ("ah", "0.5"), ("sa", "0.5"))]
+DEFAULT_RUNS = [f"tiny-{m}-a{a}-s{s}" for s in (0, 1) for m, a in (("grpo", "0"), ("ah", "0.5"), ("sa", "0.5"))]
 DEFAULT_RUNS += ["tiny-ah-a5.9-s0", "tiny-sa-a5.9-s0"]
 
 
@@ -71,7 +71,7 @@ def main(argv=None) -> None:
     with tempfile.TemporaryDirectory(prefix="planted-") as tmp, ThreadPoolExecutor(args.jobs) as pool:
         for defect in args.defects:
             folder = Path(tmp) / defect
-            results = pool.map(lambda run_id: (run_id, train(defect, run_id, folder)), args.runs)
+            results = pool.map(lambda run_id, d=defect, f=folder: (run_id, train(d, run_id, f)), args.runs)
             record["runs"].setdefault(defect, {}).update(dict(results))
             record["command"] = "tools/plant_defects.py " + " ".join(argv if argv is not None else sys.argv[1:])
             args.out.parent.mkdir(parents=True, exist_ok=True)

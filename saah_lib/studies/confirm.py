@@ -30,12 +30,13 @@ from pathlib import Path
 from saah_lib.analysis.health import RULES
 from saah_lib.analysis.plan import Arm, StudyPlan, write_plan
 from saah_lib.analysis.significance import LEVEL, POWER, t_mde
+from saah_lib.jsonio import atomic_write_text
 from saah_lib.method.methods import MAIN_ALPHA
 from saah_lib.models.names import tiny_warm_start_name
-from saah_lib.jsonio import atomic_write_text
 from saah_lib.paths import CONFIRM_ROOT, repo_relative
 from saah_lib.rundir import layout
 from saah_lib.studies.runner import Plan, baseline_job, record_warm_start, run_job, waits_for_warm_start, warm_start_job
+from saah_lib.studies.verify.conclusions import SAME_DESIGN, compare_conclusions
 from saah_lib.training.config import make_config
 
 STUDY = "confirm"
@@ -52,8 +53,6 @@ TEST = ("saah_lib.analysis.significance.crossed_test: mean paired difference ove
 
 def study_conclusions(committed_root: Path, rerun_root: Path) -> dict:
     """Level 2 for a rerun of this study: every run against its committed twin, and the primary comparison."""
-    from saah_lib.studies.verify.conclusions import SAME_DESIGN, compare_conclusions  # the verifier loads torch-free
-
     return compare_conclusions(committed_root, rerun_root, primary=(Arm("sa", MATCHED_ALPHA), Arm("grpo", 0.0)),
                                study=STUDY, spread_from=SAME_DESIGN[STUDY])
 

@@ -67,9 +67,19 @@ from saah_lib.rundir.lock import FolderLockedError, study_lock
 from saah_lib.rundir.manifest import write_manifest
 from saah_lib.studies.matched_alpha import read_matched_alpha
 from saah_lib.studies.mini import NotARerunRoot, rerun_study
-from saah_lib.studies.runner import (BASELINE_NAME, Plan, alpha_job, baseline_job, matched_run_job, pending,
-                                     record_warm_start, run_job, run_plan, waits_for_warm_start,
-                                     warm_start_job)
+from saah_lib.studies.runner import (
+    BASELINE_NAME,
+    Plan,
+    alpha_job,
+    baseline_job,
+    matched_run_job,
+    pending,
+    record_warm_start,
+    run_job,
+    run_plan,
+    waits_for_warm_start,
+    warm_start_job,
+)
 from saah_lib.studies.timing import Timings
 from saah_lib.studies.topk import RESULT_FILE, TRAINING_KS, measure_topk, topk_training_configs
 from saah_lib.studies.verify.bits import compare_studies

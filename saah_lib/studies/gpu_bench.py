@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+from peft import get_peft_model
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from saah_lib.jsonio import atomic_write_json
@@ -152,8 +153,6 @@ def profile_model(options: GpuBenchOptions, cfg: RunConfig, dtype: torch.dtype):
         model, tokenizer = Qwen2ForCausalLM(config).to(dtype), filler_tokenizer(config.vocab_size)
         description = "random 2-layer Qwen2"
     if cfg.use_lora:
-        from peft import get_peft_model
-
         model = get_peft_model(model, lora_config(cfg))
         description += ", LoRA unmerged"
     return model, tokenizer, description

@@ -25,14 +25,23 @@ from saah_lib.models.warmstart import read_build_info
 from saah_lib.numerics import cpu_numerics_record
 from saah_lib.paths import BENCH_RESULTS, LOCAL_RESULTS, MINI_ROOT, RERUN_ROOT, in_repo, repo_relative
 from saah_lib.rundir import layout
+from saah_lib.rundir.folder import RunFolderError
 from saah_lib.rundir.lock import FolderLockedError, study_lock
 from saah_lib.rundir.manifest import write_manifest
 from saah_lib.studies import confirm, extended, mini
 from saah_lib.studies.engine import TaskFailed
 from saah_lib.studies.plans import PAPER_SEED, STUDIES, ablation_plan, study_plan
-from saah_lib.rundir.folder import RunFolderError
-from saah_lib.studies.runner import (Job, Plan, StepSeconds, check_no_foreign_runs, estimate, foreign_runs, job_state,
-                                     pending, run_plan)
+from saah_lib.studies.runner import (
+    Job,
+    Plan,
+    StepSeconds,
+    check_no_foreign_runs,
+    estimate,
+    foreign_runs,
+    job_state,
+    pending,
+    run_plan,
+)
 from saah_lib.studies.timing import Timings
 from saah_lib.studies.verify.bits import compare_studies, write_report
 from saah_lib.studies.verify.verdict import closing_lines, committed_mkl_kernels, judge

@@ -49,13 +49,22 @@ from saah_lib.rundir.folder import RunDir
 from saah_lib.rundir.lock import FolderLockedError, study_lock
 from saah_lib.rundir.manifest import write_manifest
 from saah_lib.studies.matched_alpha import read_matched_alpha
-from saah_lib.studies.verify.bits import compare_studies, write_report
-from saah_lib.studies.runner import (BASELINE_NAME, Plan, alpha_job, baseline_job, matched_run_job,
-                                     record_warm_start, run_job, run_plan, waits_for_warm_start,
-                                     warm_start_job)
+from saah_lib.studies.runner import (
+    BASELINE_NAME,
+    Plan,
+    alpha_job,
+    baseline_job,
+    matched_run_job,
+    record_warm_start,
+    run_job,
+    run_plan,
+    waits_for_warm_start,
+    warm_start_job,
+)
 from saah_lib.studies.timing import Timings
+from saah_lib.studies.verify.bits import compare_studies, write_report
 from saah_lib.studies.verify.conclusions import SAME_DESIGN, compare_conclusions
-from saah_lib.studies.verify.verdict import closing_lines, committed_mkl_kernels, judge  # noqa: F401 (judge: mini's API)
+from saah_lib.studies.verify.verdict import closing_lines, committed_mkl_kernels, judge
 from saah_lib.tasks.synthetic import count_answer_kinds
 from saah_lib.training.config import make_config
 

@@ -33,9 +33,9 @@ from saah_lib.rundir.folder import RunDir, RunFolderError, changes_text
 from saah_lib.rundir.manifest import sha256_of
 from saah_lib.studies.engine import Task, run_tasks
 from saah_lib.studies.matched_alpha import ensure_matched_alpha, read_matched_alpha
-from saah_lib.training.notebook_params import declared_parameters
 from saah_lib.studies.timing import PeakMemory, Timings
 from saah_lib.training.config import RunConfig, make_config
+from saah_lib.training.notebook_params import declared_parameters
 from saah_lib.training.run import baseline_for, run_training
 
 BASELINE_NAME = "tiny-warmstart"  # the baseline folder of every tiny study: the warm start, evaluated once

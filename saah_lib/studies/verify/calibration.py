@@ -29,19 +29,22 @@ import numpy as np
 from scipy import stats
 
 from saah_lib.jsonio import atomic_write_json, read_json
-from saah_lib.paths import PAPER_TABLES, RESULTS, repo_relative
-from saah_lib.studies.verify.conclusions import (MIN_SEEDS_FOR_HETEROGENEITY, SAME_DESIGN, SHIFT_LEVEL, WARM_START_LEVEL,
-                                                 cell_values, final_pass_at_1, shift_tests, shipped_build_spread,
-                                                 yardstick)
+from saah_lib.paths import PAPER_TABLES, in_repo, repo_relative
+from saah_lib.studies.verify.conclusions import (
+    CALIBRATION_FILE,
+    MIN_SEEDS_FOR_HETEROGENEITY,
+    SAME_DESIGN,
+    SHIFT_LEVEL,
+    WARM_START_LEVEL,
+    cell_values,
+    final_pass_at_1,
+    shift_tests,
+    shipped_build_spread,
+    yardstick,
+)
 
-CALIBRATION_FILE = RESULTS / "calibration" / "level2.json"
 SIMULATED_STUDIES = 4000
-POWER_STUDIES = 1000
-
-
-def read_calibration(path: Path = CALIBRATION_FILE) -> dict:
-    """The committed calibration's entry per study (empty where none is committed)."""
-    return (read_json(path, default={}) or {}).get("studies", {})
+POWER_STUDIES = 400
 
 
 def design(study: str) -> dict:
@@ -132,8 +135,10 @@ def calibrate_study(study: str, n: int = SIMULATED_STUDIES, n_power: int = POWER
     rebuilt = _simulate(d, rng, max(n // 8, 200), warm_start_sd=spread) if math.isfinite(spread) else None
     mde = stated_mde(study)
     tests = _flags(d, d["mean"], d["mean"])[1]
-    power = {t["group"]: {f"{m:g} x MDE": float(_simulate(d, rng, n_power, shift=_planted(d, t["group"], m * mde)).mean())
-                          for m in (1, 2)} for t in tests} if mde else {}
+    power = {}
+    for group in (t["group"] for t in tests) if mde and n_power else ():
+        power[group] = {f"{m:g} x MDE": float(_simulate(d, rng, n_power, shift=_planted(d, group, m * mde)).mean())
+                        for m in (1, 2)}
     false_alarm = float(1 - (1 - shifts.mean()) * (1 - warm))
     return {"spread_from": [repo_relative(r) for r in SAME_DESIGN[study]], "runs": int(d["tested"].sum()),
             "warm_starts": warm_starts, "simulated_reruns": n, "shift_tests_false_alarm": float(shifts.mean()),
@@ -152,11 +157,13 @@ def calibrate(studies=tuple(SAME_DESIGN)) -> dict:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m saah_lib.studies.verify.calibration",
-                                     description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=CALIBRATION_FILE)
+                                     description=__doc__.splitlines()[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--out", type=Path, default=repo_relative(CALIBRATION_FILE),
+                        help="where to write the rates (relative to the repository root)")
     args = parser.parse_args(argv)
     result = calibrate()
-    atomic_write_json(args.out, result)
+    atomic_write_json(in_repo(args.out), result)
     print(json.dumps(result, indent=1))
 
 

@@ -56,7 +56,7 @@ from saah_lib.analysis.significance import sign_flip_test, t_mde
 from saah_lib.jsonio import read_json
 from saah_lib.method.methods import MAIN_ALPHAS
 from saah_lib.models.warmstart import BUILD_INFO_FILE
-from saah_lib.paths import CONFIRM_ROOT, EXTENDED_ROOT, MINI_ROOT, SHIPPED_WARM_STARTS
+from saah_lib.paths import CONFIRM_ROOT, EXTENDED_ROOT, MINI_ROOT, RESULTS, SHIPPED_WARM_STARTS
 from saah_lib.rundir import layout
 
 #: The false-alarm budget of the shift tests together (Bonferroni over them).
@@ -74,6 +74,8 @@ RULE = (f"every run against its committed twin (same warm start, seed and proble
         "the shipped builds as yardstick")
 
 
+#: Where the calibration writes the rule's measured false-alarm rate and power per study.
+CALIBRATION_FILE = RESULTS / "calibration" / "level2.json"
 #: Per committed study, the committed roots of its design (same profile, steps and problems) whose runs its
 #: yardstick pools: the mini study's three seeds per arm borrow the extended study's ten.
 SAME_DESIGN = {"mini": (MINI_ROOT, EXTENDED_ROOT), "extended": (EXTENDED_ROOT, MINI_ROOT), "confirm": (CONFIRM_ROOT,)}
@@ -270,12 +272,15 @@ def conclusions_of(committed: dict, rerun: dict, others=(), primary=PRIMARY, war
     return out
 
 
+def read_calibration(path: Path = CALIBRATION_FILE) -> dict:
+    """The committed calibration's entry per study (:mod:`saah_lib.studies.verify.calibration`; empty where none
+    is committed)."""
+    return (read_json(path, default={}) or {}).get("studies", {})
+
+
 def measured_false_alarm(study: str | None) -> float | None:
     """The false-alarm rate the calibration measured for this study's design (None where not measured)."""
-    from saah_lib.studies.verify.calibration import read_calibration  # the calibration imports this module
-
-    entry = read_calibration().get(study or "", {}) if study else {}
-    return entry.get("false_alarm")
+    return read_calibration().get(study, {}).get("false_alarm") if study else None
 
 
 def _shift_text(test: dict) -> str:
