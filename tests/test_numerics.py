@@ -184,3 +184,19 @@ def test_the_pin_for_a_child_process_is_a_dict_of_variables():
     environ = {"ATEN_CPU_CAPABILITY": "default"}
     pin_environment(environ, cpu)
     assert environ == {"ATEN_CPU_CAPABILITY": "default"}  # the caller's environment is left alone
+
+
+def test_mkl_kernels_follow_a_preloaded_answer_to_mkls_own_question(monkeypatch):
+    import ctypes
+
+    from saah_lib import numerics
+
+    amd = {"cpu_vendor": "AuthenticAMD"}
+    assert numerics.mkl_kernels(amd) == "generic"  # nothing answers in MKL's place here: the vendor decides
+    assert numerics.mkl_kernels({"cpu_vendor": "GenuineIntel"}) == "Intel"
+
+    class Preloaded:  # what LD_PRELOAD of the Intel emulation puts in the global scope
+        mkl_serv_intel_cpu_true = staticmethod(lambda: 1)
+
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: Preloaded())
+    assert numerics.mkl_kernels(amd) == "Intel"

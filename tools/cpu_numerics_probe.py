@@ -6,6 +6,12 @@
     .venv/bin/python tools/cpu_numerics_probe.py --emulate-intel-mkl --repeat 3 --only pin+mkl-cbwr-avx2 \
         pin+mkl-cbwr-compatible pin+intel-mkl+mkl-cbwr-avx2 pin+intel-mkl+mkl-cbwr-compatible   # their cost
 
+``--emulation-library DIR`` only builds that library and prints its path, so that a whole command runs
+MKL's Intel kernels on an AMD CPU (docs/reproducibility.md)::
+
+    LD_PRELOAD=$(.venv/bin/python tools/cpu_numerics_probe.py --emulation-library /tmp/intel-mkl) \
+        make mini MINI_ARGS="--rerun-root results/rerun/mini-intel-mkl"
+
 ``--repeat N`` runs the chosen configurations N times in turn (A B C A B C ...), so that a busy
 machine slows each alike; the report gives each configuration's median build and training
 seconds and their ratio to the first configuration named, and checks that the bits of every
@@ -157,8 +163,15 @@ def main(argv=None):
     parser.add_argument("--grpo-steps", type=int, default=4, help="0: warm start only")
     parser.add_argument("--emulate-intel-mkl", action="store_true")
     parser.add_argument("--repeat", type=int, default=1, help="run the configurations this many times in turn")
+    parser.add_argument("--emulation-library", type=Path, metavar="DIR",
+                        help="only build the Intel-emulation library into DIR and print its path, for LD_PRELOAD "
+                             "of a whole command (e.g. make mini)")
     parser.add_argument("--out", type=Path, help="write the results here as JSON")
     args = parser.parse_args(argv)
+    if args.emulation_library:
+        args.emulation_library.mkdir(parents=True, exist_ok=True)
+        print(fake_intel_library(args.emulation_library))
+        return
     configs = {**CONFIGS, **(INTEL_CONFIGS if args.emulate_intel_mkl else {})}
     unknown = sorted(set(args.only or ()) - set(configs))
     if unknown:

@@ -60,6 +60,7 @@ loaded in the process, if any.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import platform
 import sys
@@ -214,6 +215,21 @@ def _torch_state() -> tuple[str | None, int | None]:
     return torch.backends.cpu.get_cpu_capability(), torch.get_num_threads()
 
 
+def mkl_kernels(cpu: dict) -> str:
+    """Which of MKL's kernels this process runs: ``Intel`` or ``generic``.
+
+    MKL asks its own ``mkl_serv_intel_cpu_true`` whether the CPU is an Intel one.  Where a preloaded library
+    answers in its place (the Intel emulation of ``tools/cpu_numerics_probe.py``), that answer decides;
+    otherwise the CPU's vendor does, as it does for MKL.
+    """
+    try:
+        answer = ctypes.CDLL(None).mkl_serv_intel_cpu_true
+    except (OSError, AttributeError):  # MKL's own symbol is not global: nothing answers in its place
+        return "Intel" if cpu["cpu_vendor"] == MKL_OWN_KERNELS_VENDOR else "generic"
+    answer.restype = ctypes.c_int
+    return "Intel" if answer() else "generic"
+
+
 def cpu_numerics_record(environ: MutableMapping[str, str] = os.environ) -> dict:
     """What a result records about the CPU numerics it was computed under.
 
@@ -237,7 +253,7 @@ def cpu_numerics_record(environ: MutableMapping[str, str] = os.environ) -> dict:
     record = {"mode": mode, "pinned_settings": dict(PINNED_SETTINGS) if mode == PINNED else None,
               "environment": {k: environ[k] for k in RECORDED_VARIABLES if k in environ},
               "capability": capability, "torch_threads": threads, "pin_holds": holds, **cpu,
-              "mkl_kernels": "Intel" if cpu["cpu_vendor"] == MKL_OWN_KERNELS_VENDOR else "generic"}
+              "mkl_kernels": mkl_kernels(cpu)}
     record["comparable_bit_for_bit"] = bool(holds) and record["mkl_kernels"] == "generic"
     if mode == PINNED and (obstacle := pin_obstacle(cpu)):
         record["pin_obstacle"] = obstacle
