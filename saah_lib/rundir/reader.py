@@ -51,6 +51,7 @@ from saah_lib.models.compile_health import recorded_fallback
 from saah_lib.rundir import checks, layout
 from saah_lib.rundir.folder import RunDir, trained_and_evaluated
 from saah_lib.rundir.layout import EVAL_KEYS, TRAIN_LOG_KEYS
+from saah_lib.rundir.read_cache import cached
 
 #: What every evaluation line must hold as a number (the others of EVAL_KEYS may be null).
 EVAL_REQUIRED = ("pass_at_1", "n", "n_correct")
@@ -75,6 +76,8 @@ class RunFolder:
     damage: list[str] = field(default_factory=list)  # unreadable config, bad lines, non-numeric metrics
     incomplete: str = ""  # why the run is not complete ("" when it is)
     compile_fallback: str | None = None  # why its compiled rollout fell back to hf (compile_health.json), if it did
+    # frames made of its lines, each once (saah_lib.analysis.frames): derived, so never compared or shown
+    frames: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def problems(self) -> list[str]:
@@ -365,7 +368,7 @@ def _read_real_folder(reader, root: str | Path, kind: str, folder: Path) -> RunF
         if linked.is_symlink():
             return RunFolder(folder, None, damage=[layout.link_problem(linked)])
     links = layout.symlinks(root, Path(kind) / folder.name)
-    read = reader(folder)
+    read = cached(folder, reader.__name__, lambda: reader(folder))  # read again only where something changed
     read.damage += [layout.link_problem(link) for link in links]
     return read
 
