@@ -3,7 +3,7 @@
 Builds N tiny synthetic runs (``tests/conftest.py``'s ``make_run``: 20 steps, an evaluation every 5 steps on
 100 problems, GRPO, AH and SA over N/3 seeds) and times ``python -m saah_lib.report.render --only ROOT`` into a
 temporary folder, each in a fresh process, for the code of this checkout and of a baseline revision (exported
-with ``git archive``), side by side, with the wall seconds and the process's peak resident memory.  A second
+with ``git archive``), side by side, with the wall and CPU seconds and the process's peak resident memory.  A second
 render of the same root (``warm``) reads what the first one cached.
 
     python tools/bench_report_scaling.py --sizes 100 1000 --baseline-rev 73d8913 --out results/bench/report-scaling.json
@@ -47,13 +47,15 @@ def build_root(root: Path, n_runs: int) -> Path:
 def time_render(code: Path, root: Path, out: Path) -> dict:
     """One render of ``root`` by the code in ``code`` in a fresh process: wall seconds, peak RSS in MB, exit."""
     env = {**os.environ, "PYTHONPATH": str(code)}
-    command = ["/usr/bin/time", "-f", "%M", sys.executable, "-m", "saah_lib.report.render", "--only", str(root),
+    command = ["/usr/bin/time", "-f", "%M %U %S", sys.executable, "-m", "saah_lib.report.render", "--only", str(root),
                "--tables-dir", str(out / "tables"), "--figures-dir", str(out / "figures")]
     start = time.perf_counter()
     done = subprocess.run(command, env=env, cwd=code, capture_output=True, text=True)
     wall = time.perf_counter() - start
-    peak_kb = int(done.stderr.strip().splitlines()[-1])  # /usr/bin/time's last line
-    return {"wall_s": round(wall, 2), "peak_rss_mb": round(peak_kb / 1024, 1), "exit": done.returncode,
+    peak_kb, user_s, system_s = done.stderr.strip().splitlines()[-1].split()  # /usr/bin/time's last line
+    # CPU seconds beside wall seconds: on a machine busy with other work the wall time says more about the others
+    return {"wall_s": round(wall, 2), "cpu_s": round(float(user_s) + float(system_s), 2),
+            "peak_rss_mb": round(int(peak_kb) / 1024, 1), "exit": done.returncode,
             "stderr_tail": done.stderr.strip().splitlines()[-3:-1] if done.returncode else []}
 
 
