@@ -184,11 +184,14 @@ def scan_jsonl(path: Path) -> tuple[list[tuple[int, Any]], list[tuple[int, str]]
     is reported with its 1-based line number.  A missing file has no lines.
     """
     path = Path(path)
-    if not path.is_file():
-        return [], []
+    return parse_jsonl(path.read_bytes()) if path.is_file() else ([], [])
+
+
+def parse_jsonl(data: bytes) -> tuple[list[tuple[int, Any]], list[tuple[int, str]]]:
+    """:func:`scan_jsonl` of a file's bytes already read (one read: what a reader checks held at one instant)."""
     records, problems = [], []
     # bytes.splitlines splits at \n, \r and \r\n only, as the log's writer does
-    for i, raw in enumerate(path.read_bytes().splitlines(), 1):
+    for i, raw in enumerate(data.splitlines(), 1):
         try:
             line = raw.decode("utf-8")
         except UnicodeDecodeError as error:

@@ -76,6 +76,7 @@ from saah_lib.jsonio import read_jsonl
 from saah_lib.models.names import canonical_model_name
 from saah_lib.paths import repo_relative
 from saah_lib.rundir.folder import RunDir
+from saah_lib.rundir.read_cache import cached
 from saah_lib.rundir.reader import RunFolder
 
 log = logging.getLogger(__name__)
@@ -157,7 +158,8 @@ def load_run_evidence(folder: RunFolder, health: RunHealth) -> RunEvidence:
     for step in {final_step, peak_step}:
         if step not in files:
             raise ValueError(f"{runlog.samples_path(step)}: missing (eval.jsonl lists step {step})")
-        correct[step] = read_correctness(files[step])
+        path = files[step]  # read again only where the run changed (a root of many runs is read often)
+        correct[step] = cached(folder.path, f"correctness {path.name}", lambda: read_correctness(path))
     train_log = pd.DataFrame(folder.train_log)
     top_k = cfg.get("entropy_top_k")
     return RunEvidence(

@@ -6,6 +6,7 @@ every summary column is one of :mod:`saah_lib.analysis.summaries`.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Iterable
 
@@ -25,6 +26,17 @@ def _frame(records: list[dict], keys: Iterable[str]) -> pd.DataFrame:
     return df
 
 
+def _made_once(make):
+    """``make(folder)`` made once per folder (kept in ``folder.frames``); each caller gets its own copy to change."""
+    @functools.wraps(make)
+    def once(folder: RunFolder) -> pd.DataFrame:
+        if make.__name__ not in folder.frames:
+            folder.frames[make.__name__] = make(folder)
+        return folder.frames[make.__name__].copy()
+    return once
+
+
+@_made_once
 def evals_frame(folder: RunFolder) -> pd.DataFrame:
     """A run's evaluations by step; a missing ``ci95`` is filled from ``pass_at_1`` and ``n``."""
     df = _frame(folder.evals, EVAL_KEYS)
@@ -37,6 +49,7 @@ def evals_frame(folder: RunFolder) -> pd.DataFrame:
     return df.reset_index(drop=True)
 
 
+@_made_once
 def train_log_frame(folder: RunFolder) -> pd.DataFrame:
     """A run's training log by step (a step logged twice keeps its last line)."""
     df = _frame(folder.train_log, TRAIN_LOG_KEYS)

@@ -16,6 +16,7 @@ estimate is no variant here: the result set and the paired evidence already keep
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,7 +25,14 @@ from saah_lib.analysis.health import RunHealth, run_health
 from saah_lib.paths import in_repo
 from saah_lib.rundir import layout
 from saah_lib.rundir.reader import RunFolder, duplicate_runs, read_folders
-from saah_lib.training.profiles import PROFILE_STEPS, default_run_id, setting_differences, variant_label
+from saah_lib.training.profiles import (
+    IDENTITY_SETTINGS,
+    PROFILE_STEPS,
+    RECORDED_SETTINGS,
+    default_run_id,
+    setting_differences,
+    variant_label,
+)
 
 #: Settings that the analysis keeps apart by other means (the top-K runs are their own arms and tables).
 NOT_A_VARIANT = ("entropy_top_k",)
@@ -111,7 +119,27 @@ def _reference(configs: list[dict], model_configs: list[dict]) -> dict:
     candidates = ([c for c in configs if _made_with_defaults(c)] or [c for c in model_configs if _made_with_defaults(c)]
                   or configs)
     candidates = sorted(candidates, key=lambda c: str(c.get("run_id")))
-    return max(candidates, key=lambda ref: sum(not differences(c, ref) for c in configs))
+    # runs of equal settings agree with every reference alike: each setting is counted once, with its runs
+    # (thousands of runs of one method are a few settings, not thousands squared comparisons)
+    by_settings: dict[str, list[dict]] = {}
+    for c in configs:
+        by_settings.setdefault(_settings_key(c), []).append(c)
+    scores: dict[str, int] = {}
+
+    def agreeing(ref: dict) -> int:
+        key = _settings_key(ref)
+        if key not in scores:
+            scores[key] = sum(len(same) for same in by_settings.values() if not differences(same[0], ref))
+        return scores[key]
+
+    return max(candidates, key=agreeing)
+
+
+def _settings_key(cfg: dict) -> str:
+    """What :func:`differences` reads of a config, as text (values as they are: equal text, equal values), so
+    that configs of one key differ from any other config alike."""
+    read = [name for name in RECORDED_SETTINGS if name not in IDENTITY_SETTINGS or name in ("method", "profile")]
+    return json.dumps([[name, cfg.get(name)] for name in read], default=repr)
 
 
 def run_variants(folders: list[RunFolder]) -> dict[str, str]:

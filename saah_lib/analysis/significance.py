@@ -176,7 +176,8 @@ def _random_sign_patterns(n: int, seed: int):
     """RANDOM_SIGN_PATTERNS seeded random sign patterns in blocks: ``[k, n]`` arrays of +1/-1."""
     rng = np.random.default_rng(seed)
     for start in range(0, RANDOM_SIGN_PATTERNS, SIGN_CHUNK):
-        yield rng.choice((1.0, -1.0), size=(min(SIGN_CHUNK, RANDOM_SIGN_PATTERNS - start), n))
+        # rng.choice((1.0, -1.0), size) draws these very integers (index 0 is +1): the same patterns, 2x faster
+        yield np.where(rng.integers(0, 2, size=(min(SIGN_CHUNK, RANDOM_SIGN_PATTERNS - start), n)) == 0, 1.0, -1.0)
 
 
 def _signed_sums(values: np.ndarray) -> np.ndarray:

@@ -87,10 +87,21 @@ def final_and_peak(evals: pd.DataFrame) -> dict[str, float]:
 
 def ordered_by_step(train_log: pd.DataFrame) -> pd.DataFrame:
     """Log rows sorted by step; a step logged twice keeps its last line."""
+    if _in_step_order(train_log):  # as every frame of saah_lib.analysis.frames is: the sort would keep it
+        return train_log.copy()
     df = train_log.copy()
     df["step"] = pd.to_numeric(df["step"], errors="coerce")
     df = df[df["step"].notna()].sort_values("step", kind="stable")
     return df.drop_duplicates("step", keep="last").reset_index(drop=True)
+
+
+def _in_step_order(df: pd.DataFrame) -> bool:
+    """Numeric steps, none missing, strictly increasing, on a 0..n-1 index: what :func:`ordered_by_step` gives."""
+    if "step" not in df or not pd.api.types.is_numeric_dtype(df["step"]) or pd.api.types.is_bool_dtype(df["step"]):
+        return False
+    steps = df["step"]
+    return (isinstance(df.index, pd.RangeIndex) and df.index.start == 0 and df.index.step == 1
+            and not steps.isna().any() and steps.is_monotonic_increasing and steps.is_unique)
 
 
 def second_half(train_log: pd.DataFrame) -> pd.DataFrame:

@@ -39,9 +39,10 @@ def run_generation_config(model):
     """Inside, ``generate`` sees an empty generation config: every setting it uses is one we pass.
 
     ``generate`` fills each setting not passed from the model's ``generation_config`` (loaded from the
-    checkpoint); with an empty one those are transformers' neutral defaults. Restored on exit.
+    checkpoint); with an empty one those are transformers' neutral defaults. Restored on exit.  A model whose
+    ``generation_config`` is None (which transformers' own ``generate`` cannot use) generates so too.
     """
-    holders = [m for m in model.modules() if isinstance(getattr(m, "generation_config", None), GenerationConfig)]
+    holders = [m for m in model.modules() if _holds_generation_config(m)]
     saved = [(m, m.generation_config) for m in holders]
     try:
         for m in holders:
@@ -50,6 +51,13 @@ def run_generation_config(model):
     finally:
         for m, config in saved:
             m.generation_config = config
+
+
+def _holds_generation_config(module) -> bool:
+    """A module that generates with a generation config: one that holds one, or a generating model set to None."""
+    config = getattr(module, "generation_config", None)
+    return isinstance(config, GenerationConfig) or (config is None and hasattr(module, "generation_config")
+                                                    and callable(getattr(module, "generate", None)))
 
 
 @torch.no_grad()

@@ -315,7 +315,7 @@ def checkpoint_step(checkpoint: Path) -> int:
 
 
 def check_logs_reach(run, checkpoint: Path) -> None:
-    """Raise when ``run``'s training log ends before ``checkpoint``'s step.
+    """Raise :class:`RunFolderError` when ``run``'s training log ends before ``checkpoint``'s step.
 
     The trainer logs a step before it saves it, so a checkpoint is never newer than the log it was
     saved with.  A log that ends earlier was restored or edited apart from the checkpoints (which
@@ -327,7 +327,7 @@ def check_logs_reach(run, checkpoint: Path) -> None:
     last = max(logged, default=0)
     if step > last:
         ends = f"ends at step {last}" if logged else "has no step"
-        raise RuntimeError(
+        raise RunFolderError(
             f"run {run.dir.name!r} cannot resume: its checkpoint {checkpoint} is at step {step}, but its training "
             f"log {run.train_log_path} {ends}, so the log is older than the checkpoint. Nothing was changed. "
             f"Restore the logs that go with the checkpoint, or move the checkpoints after step {last} out of "
@@ -365,7 +365,7 @@ def resume_checkpoint(run, world_size: int = 1, check: Callable[[Path], None] | 
     finished = [folder for folder in damaged if (folder / TRAINER_STATE).is_file()]
     if checkpoint is None and finished:
         details = "; ".join(f"{folder}: {problem}" for folder, problem in damaged.items())
-        raise RuntimeError(
+        raise RunFolderError(
             f"run {run.dir.name!r} cannot resume: no intact checkpoint ({details}). Nothing was changed. "
             f"Restore or repair these checkpoints, or move them out of {run.checkpoints_dir} "
             "to train the run again from step 0."

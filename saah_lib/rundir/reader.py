@@ -20,6 +20,10 @@ becomes one message naming the file (and line, for logs):
   step (:func:`saah_lib.rundir.folder.trained_and_evaluated`, the one definition of a
   complete run, also behind ``RunDir.is_complete``).
 
+A run still being written is read as one: each log is read once, and what the trainer's writes leave for a
+moment (a last line half appended, a per-problem file whose line is not yet appended, no evaluation yet
+before the first step) is damage only in a complete run or one damaged otherwise (:class:`LogRead`).
+
 By default a problem raises :class:`DamagedResultsError` listing every
 problem found.  With ``tolerate_problems=True`` the results are read anyway:
 a folder whose config cannot be read is *excluded*; any other run is kept with
@@ -41,12 +45,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from saah_lib.jsonio import read_text, scan_jsonl
+from saah_lib.jsonio import parse_jsonl, read_text, scan_jsonl
 from saah_lib.method.methods import METHODS
 from saah_lib.models.compile_health import recorded_fallback
 from saah_lib.rundir import checks, layout
 from saah_lib.rundir.folder import RunDir, trained_and_evaluated
 from saah_lib.rundir.layout import EVAL_KEYS, TRAIN_LOG_KEYS
+from saah_lib.rundir.read_cache import cached
 
 #: What every evaluation line must hold as a number (the others of EVAL_KEYS may be null).
 EVAL_REQUIRED = ("pass_at_1", "n", "n_correct")
@@ -71,6 +76,8 @@ class RunFolder:
     damage: list[str] = field(default_factory=list)  # unreadable config, bad lines, non-numeric metrics
     incomplete: str = ""  # why the run is not complete ("" when it is)
     compile_fallback: str | None = None  # why its compiled rollout fell back to hf (compile_health.json), if it did
+    # frames made of its lines, each once (saah_lib.analysis.frames): derived, so never compared or shown
+    frames: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def problems(self) -> list[str]:
@@ -132,13 +139,15 @@ def read_config(path: Path, required: Iterable[str] = ("method", "alpha", "steps
     return flat, []
 
 
-def read_lines(path: Path, numeric: Iterable[str], required: Iterable[str] = ()) -> tuple[checks.Lines, list[str]]:
+def read_lines(path: Path, numeric: Iterable[str], required: Iterable[str] = (),
+               scanned: tuple[list, list] | None = None) -> tuple[checks.Lines, list[str]]:
     """The valid lines of a finished log, as ``[(line number, record)]``, and one message per bad line.
 
     A valid line is a JSON object with an integer ``step`` whose ``numeric``
     keys hold numbers or null, and whose ``required`` keys hold numbers.
+    ``scanned``: the file's :func:`~saah_lib.jsonio.scan_jsonl` already made (default: read it now).
     """
-    records, bad_json = scan_jsonl(path)
+    records, bad_json = scan_jsonl(path) if scanned is None else scanned
     messages = [f"{path}: line {i}: {problem}" for i, problem in bad_json]
     good = []
     for i, rec in records:
@@ -157,14 +166,45 @@ def read_lines(path: Path, numeric: Iterable[str], required: Iterable[str] = ())
     return good, messages
 
 
+@dataclass
+class LogRead:
+    """One read of a log that may be growing: every fact checked about it comes from this one read.
+
+    ``appending``: a last line without its newline that does not parse, i.e. a line the writer is
+    appending (:func:`~saah_lib.jsonio.append_jsonl` writes a whole line at once, but a reader may see
+    part of it); a fault only in a run that is otherwise complete, which no writer appends to.
+    """
+
+    path: Path
+    records: list[tuple[int, Any]]
+    bad_json: list[tuple[int, str]]
+    appending: list[str]
+
+
+def read_log_once(path: Path) -> LogRead:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        data = b""
+    records, bad_json = parse_jsonl(data)
+    last_line = len(data.splitlines())
+    appending = []
+    if bad_json and bad_json[-1][0] == last_line and not data.endswith((b"\n", b"\r")):
+        i, problem = bad_json.pop()
+        appending.append(f"{path}: line {i}: {problem}; the last line, without its newline (torn)")
+    return LogRead(path, records, bad_json, appending)
+
+
 def read_log(path: Path, numeric: Iterable[str], required: Iterable[str] = ()) -> tuple[list[dict], list[str]]:
     """The valid lines of a finished log (see :func:`read_lines`) and one message per bad line."""
     lines, messages = read_lines(path, numeric, required)
     return [rec for _, rec in lines], messages
 
 
-def _token_entropy_lines(path: Path) -> tuple[list[dict], list[str]]:
-    records, messages = read_log(path, numeric=(), required=("advantage",))
+def _token_entropy_lines(log: LogRead) -> tuple[list[dict], list[str]]:
+    lines, messages = read_lines(log.path, numeric=(), required=("advantage",), scanned=(log.records, log.bad_json))
+    records = [rec for _, rec in lines]
+    path = log.path
     good = []
     for rec in records:
         h = rec.get("entropy_norm")
@@ -188,21 +228,32 @@ def _schedule(cfg: dict, damage: list[str], config_path: Path) -> set[int] | Non
     return None
 
 
-def _read_evals(folder_dir: Path, schedule: set[int] | None, trained_to: int | None) -> tuple[list[dict], list[str]]:
-    """The usable evaluation lines of a folder, with every syntactic, meaning and per-problem-file problem."""
-    eval_path = folder_dir / layout.EVAL_FILE
-    lines, messages = read_lines(eval_path, EVAL_KEYS[1:], required=EVAL_REQUIRED)
-    # every step some line names, even a line left out above: that step is reported, not also missing
-    named = [r.get("step") for _, r in scan_jsonl(eval_path)[0] if isinstance(r, dict)]
-    lines, wrong = checks.check_evals(eval_path, lines, schedule, trained_to, named)
+def _read_evals(folder_dir: Path, schedule: set[int] | None,
+                trained_to: int | None) -> tuple[list[dict], list[str], list[str]]:
+    """The usable evaluation lines of a folder, with every syntactic, meaning and per-problem-file problem,
+    and the problems that are a moment of a run being written (see :class:`LogRead`).
+
+    The writer writes a step's per-problem file, then its line (``RunDir.log_eval``): the files are listed
+    first and ``eval.jsonl`` read once after, so that every line read names a file already listed.  A file
+    newer than every line is then one whose line is being written: a fault only in a complete run.
+    """
     files = RunDir(folder_dir)
+    wrong = []
     try:
         on_disk = files.sample_files()
     except ValueError as error:  # two names for one step's file
         on_disk = {}
         wrong.append(str(error))
-    messages += wrong + checks.check_samples(files.samples_dir, eval_path, lines, on_disk, named)
-    return [rec for _, rec in lines], messages
+    log = read_log_once(folder_dir / layout.EVAL_FILE)
+    lines, messages = read_lines(log.path, EVAL_KEYS[1:], required=EVAL_REQUIRED, scanned=(log.records, log.bad_json))
+    # every step some line names, even a line left out above: that step is reported, not also missing
+    named = [r.get("step") for _, r in log.records if isinstance(r, dict)]
+    lines, checked = checks.check_evals(log.path, lines, schedule, trained_to, named)
+    newest = [s for s in on_disk if s > max((s for s in named if isinstance(s, int)), default=-1)][-1:]
+    settled = {s: p for s, p in on_disk.items() if s not in newest}
+    messages += wrong + checked + checks.check_samples(files.samples_dir, log.path, lines, settled, named)
+    unfinished = log.appending + checks.check_samples(files.samples_dir, log.path, [], newest, named)
+    return [rec for _, rec in lines], messages, unfinished
 
 
 #: A run id made by ``saah_lib.training.config.default_run_id``: ``<profile>-<method>-a<alpha>-s<seed>[-w<N>]``.
@@ -275,17 +326,25 @@ def read_run_folder(run_dir: Path) -> RunFolder:
     folder.damage += identity_problems(run_dir, cfg)
     steps = cfg["steps"]
     log_path = run_dir / layout.TRAIN_LOG_FILE
-    train, bad_steps = read_lines(log_path, TRAIN_LOG_KEYS[1:])
+    train_read = read_log_once(log_path)
+    train, bad_steps = read_lines(log_path, TRAIN_LOG_KEYS[1:], scanned=(train_read.records, train_read.bad_json))
     train, wrong_steps = checks.check_train_log(log_path, train, steps, cfg.get("max_completion_length"))
     folder.train_log = [rec for _, rec in train]
     logged = [r["step"] for r in folder.train_log]
     schedule = _schedule(cfg, folder.damage, run_dir / layout.CONFIG_FILE)
-    folder.evals, bad_evals = _read_evals(run_dir, schedule, max(logged, default=0))
-    folder.token_entropies, bad_h = _token_entropy_lines(run_dir / layout.TOKEN_ENTROPIES_FILE)
+    # the training log before the evaluations: the trainer writes a step's evaluation before its log line
+    # nothing trained yet: the evaluation of step 0 may be running (check_evals asks for none)
+    folder.evals, bad_evals, unfinished = _read_evals(run_dir, schedule, max(logged, default=None))
+    entropy_read = read_log_once(run_dir / layout.TOKEN_ENTROPIES_FILE)
+    folder.token_entropies, bad_h = _token_entropy_lines(entropy_read)
     folder.compile_fallback, bad_health = _compile_fallback(run_dir / layout.COMPILE_HEALTH_FILE)
     folder.damage += bad_evals + bad_steps + wrong_steps + bad_h + bad_health
+    unfinished += train_read.appending + entropy_read.appending
     evaluated = [r["step"] for r in folder.evals]
-    if not trained_and_evaluated(logged, evaluated, steps):
+    complete = trained_and_evaluated(logged, evaluated, steps)
+    if complete or folder.damage:  # nothing writes to a complete run, and a damaged one is no healthy moment
+        folder.damage += unfinished
+    if not complete:
         reached = f"trained to step {max(logged)}" if logged else "no training step logged"
         evaluated_last = "evaluated" if steps in evaluated else "not evaluated"
         folder.incomplete = f"{run_dir}: incomplete: {reached} of {steps}, {evaluated_last} at step {steps}"
@@ -297,8 +356,8 @@ def read_baseline_folder(folder_dir: Path) -> RunFolder:
     cfg, damage = read_config(folder_dir / layout.CONFIG_FILE, required=())
     folder = RunFolder(folder_dir, cfg, damage=damage)
     if cfg is not None:
-        folder.evals, bad = _read_evals(folder_dir, {0}, 0)
-        folder.damage += bad
+        folder.evals, bad, unfinished = _read_evals(folder_dir, {0}, 0)
+        folder.damage += bad + unfinished  # a baseline is read once written
     return folder
 
 
@@ -309,7 +368,7 @@ def _read_real_folder(reader, root: str | Path, kind: str, folder: Path) -> RunF
         if linked.is_symlink():
             return RunFolder(folder, None, damage=[layout.link_problem(linked)])
     links = layout.symlinks(root, Path(kind) / folder.name)
-    read = reader(folder)
+    read = cached(folder, reader.__name__, lambda: reader(folder))  # read again only where something changed
     read.damage += [layout.link_problem(link) for link in links]
     return read
 

@@ -35,7 +35,7 @@ from saah_lib.studies.engine import Task, run_tasks
 from saah_lib.studies.matched_alpha import ensure_matched_alpha, read_matched_alpha
 from saah_lib.studies.timing import PeakMemory, Timings
 from saah_lib.training.config import RunConfig, make_config
-from saah_lib.training.notebook_params import declared_parameters
+from saah_lib.training.notebook_params import check_sizes, declared_parameters
 from saah_lib.training.run import baseline_for, run_training
 
 BASELINE_NAME = "tiny-warmstart"  # the baseline folder of every tiny study: the warm start, evaluated once
@@ -263,10 +263,11 @@ def notebook_task(config: dict, kernel: str = "python3", notebook: str = str(TRA
     """One run as a papermill job of ``02_train.ipynb`` in this worker; the executed notebook stays in the run
     folder.  The engine gave this worker its GPU (``CUDA_VISIBLE_DEVICES``); the kernel inherits it."""
     cfg = RunConfig.from_dict(config)
+    parameters = notebook_parameters(config, declared_parameters(Path(notebook)))
+    check_sizes(parameters)  # before anything is written (papermill would write them into the notebook)
     _visible_root(cfg.results_dir)
     cfg.run_dir.mkdir(parents=True, exist_ok=True)
     executed = cfg.run_dir / EXECUTED_NOTEBOOK
-    parameters = notebook_parameters(config, declared_parameters(Path(notebook)))
 
     def execute():
         papermill.execute_notebook(notebook, str(executed), kernel_name=kernel, cwd=str(REPO_ROOT),

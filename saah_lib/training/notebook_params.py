@@ -9,6 +9,14 @@ notebook's first code cell therefore calls :func:`read_parameters`, which
   ``-p overrides '{"n_eval": 100}'`` works like ``-y '{overrides: {n_eval: 100}}'``;
 * checks every value against the type its line declares (``name: type = default  # help``).
 
+Values are bounded (:func:`check_sizes`, :func:`safe_yaml`): a value of more than :data:`MAX_VALUE_CHARS`
+characters, or YAML with more than :data:`MAX_YAML_ALIASES` aliases or that expands to more than
+:data:`MAX_YAML_NODES` nodes (a "billion laughs" document), is an error naming the parameter, found before the
+YAML is built.  The studies' runner checks its parameters so before papermill writes them into a notebook.  What
+papermill's own command line does with ``-y``/``-f`` YAML happens before any code of ours runs: papermill parses
+it and writes every value into the output notebook's parameters cell first (a YAML bomb hangs there, a 50 MB
+value is written out), and papermill offers no hook before that; the notebook's first cell then refuses it.
+
 Declared parameters are read with papermill's own parser (:func:`papermill.inspect_notebook`),
 the one behind ``papermill --help-notebook``, so what the help lists is what is accepted.
 """
@@ -29,8 +37,95 @@ INJECTED_CELL_HEADER = "# Parameters"
 _TYPES = {"str": (str,), "int": (int,), "float": (int, float), "bool": (bool,), "dict": (dict,), "list": (list,)}
 
 
+#: The most characters one parameter value may hold (a dict of overrides is a few hundred).
+MAX_VALUE_CHARS = 100_000
+#: The most aliases (``*name``) in one parameter's YAML, and the most nodes it may expand to.
+MAX_YAML_ALIASES = 100
+MAX_YAML_NODES = 10_000
+
+
 class ParameterError(ValueError):
-    """A notebook parameter that is unknown, unparsable or of the wrong type."""
+    """A notebook parameter that is unknown, unparsable, too large or of the wrong type."""
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, counting the aliases it meets as it composes (before anything is built)."""
+
+    def __init__(self, stream):
+        super().__init__(stream)
+        self.aliases = 0
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            self.aliases += 1
+            if self.aliases > MAX_YAML_ALIASES:
+                raise yaml.YAMLError(f"more than {MAX_YAML_ALIASES} aliases")
+        return super().compose_node(parent, index)
+
+
+def _expanded_nodes(node, sizes: dict) -> int:
+    """The nodes ``node`` stands for with every alias written out, counted once per shared node (linear time)."""
+    if id(node) not in sizes:
+        sizes[id(node)] = 0  # a node that contains itself counts once: no endless count
+        children = node.value if isinstance(node, (yaml.SequenceNode, yaml.MappingNode)) else []
+        parts = [part for child in children for part in (child if isinstance(child, tuple) else (child,))]
+        sizes[id(node)] = 1 + sum(_expanded_nodes(part, sizes) for part in parts)
+        if sizes[id(node)] > MAX_YAML_NODES:
+            raise yaml.YAMLError(f"it expands to more than {MAX_YAML_NODES} nodes")
+    return sizes[id(node)]
+
+
+def safe_yaml(name: str, text: str):
+    """``text`` parsed as YAML by PyYAML's safe loader, within :data:`MAX_VALUE_CHARS` characters,
+    :data:`MAX_YAML_ALIASES` aliases and :data:`MAX_YAML_NODES` nodes once expanded; yaml.YAMLError otherwise."""
+    check_sizes({name: text})
+    loader = _BoundedLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _expanded_nodes(node, {})
+        return loader.construct_document(node)
+    except RecursionError:
+        raise yaml.YAMLError("it is nested too deeply") from None
+    finally:
+        loader.dispose()
+
+
+def _chars(value, seen: set) -> int:
+    """The characters of a value as papermill would write it out, roughly (strings by length, numbers as 8)
+    and with a shared part counted each time it appears: papermill writes each appearance out."""
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, dict):
+        items = [part for pair in value.items() for part in pair]
+    elif isinstance(value, (list, tuple)):
+        items = list(value)
+    else:
+        return 8
+    if id(value) in seen:  # a value inside itself: papermill could not write it out at all
+        raise ParameterError("a value that contains itself")
+    seen.add(id(value))
+    total = 0
+    for item in items:
+        total += _chars(item, seen)
+        if total > MAX_VALUE_CHARS:
+            break  # enough to refuse: a shared part counted again and again would take for ever
+    seen.discard(id(value))
+    return total
+
+
+def check_sizes(parameters: dict) -> None:
+    """Every parameter value within :data:`MAX_VALUE_CHARS` characters; else a ParameterError naming it."""
+    for name, value in parameters.items():
+        try:
+            chars = _chars(value, set())
+        except ParameterError as error:
+            raise ParameterError(f"notebook parameter {name!r}: {error}") from None
+        if chars > MAX_VALUE_CHARS:
+            raise ParameterError(f"notebook parameter {name!r} holds more than {MAX_VALUE_CHARS:,} characters "
+                                 f"(at least {chars:,}); notebook parameters are settings, not data: pass a file's "
+                                 "path instead")
 
 
 def declared_parameters(notebook: str | Path) -> dict[str, dict]:
@@ -66,7 +161,7 @@ def parse_structured(name: str, value, kind: str):
         return value
     example = '\'{"n_eval": 100}\'' if kind == "dict" else "'[0.1, 0.5]'"
     try:
-        parsed = yaml.safe_load(value)
+        parsed = safe_yaml(name, value)
     except yaml.YAMLError as err:
         reason = getattr(err, "problem", None) or str(err).splitlines()[0]  # one line, not YAML's drawing
         raise ParameterError(f"notebook parameter {name!r}: {value!r} is not JSON or YAML ({reason}); "
@@ -109,6 +204,7 @@ def read_parameters(notebook: str | Path, namespace: dict, history: list[str] | 
     if unknown:
         raise ParameterError(f"unknown notebook parameter(s) {', '.join(map(repr, unknown))}: {Path(notebook).stem} "
                              f"declares {', '.join(declared)} (papermill --help-notebook lists them)")
+    check_sizes({name: namespace[name] for name in declared})
     values = {}
     for name, info in declared.items():
         kind, _ = _type_parts(info["inferred_type_name"])

@@ -94,6 +94,16 @@ class _WeightedAdvantages(dict):
         return self[key] if key in self else default
 
 
+def _refuse_missing_generation_config(model) -> None:
+    """A model object whose ``generation_config`` is None: an error now, naming the field.  transformers' own
+    ``generate`` and ``save_pretrained`` (every checkpoint) fail on it, deep in a traceback, steps later."""
+    if model is not None and not isinstance(model, str) and hasattr(model, "generation_config") \
+            and model.generation_config is None:
+        raise ValueError("model.generation_config is None: transformers' generate and save_pretrained (every "
+                         "checkpoint) need one; set model.generation_config = GenerationConfig.from_model_config("
+                         "model.config), or GenerationConfig() for transformers' defaults")
+
+
 class SAAHGRPOTrainer(GRPOTrainer):
     """``GRPOTrainer`` whose loss weights tokens by their entropy-adaptive horizon."""
 
@@ -112,6 +122,7 @@ class SAAHGRPOTrainer(GRPOTrainer):
                             f"got {type(config).__name__}")
         if config.use_vllm:
             require_vllm()  # before TRL tries to import it
+        _refuse_missing_generation_config(kwargs.get("model", args[0] if args else None))
         super().__init__(*args, **kwargs)
         self._check_weights_apply()
         self._loss_capture = None

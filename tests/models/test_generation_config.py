@@ -174,3 +174,24 @@ def test_greedy_completions_restore_the_models_mode(qwen_defaults_model_dir):
     model.train()
     greedy_completions(model, tok, ["1 + 1 ="], max_new_tokens=3, progress=False, generation_backend="compiled")
     assert model.training
+
+
+# ---- generation_config = None (issue 39, item 10): transformers' own generate fails on it
+
+def test_evaluation_of_a_model_without_generation_config_uses_the_empty_one(qwen_defaults_model_dir):
+    model, tok = load_model_and_tokenizer(str(qwen_defaults_model_dir))
+    problems = generate_problems(4, seed=5)
+    kw = dict(max_new_tokens=12, batch_size=4, progress=False, generation_backend="hf")
+    expected = evaluate_pass_at_1(model, tok, problems, **kw)
+    model.generation_config = None
+    got = evaluate_pass_at_1(model, tok, problems, **kw)
+    assert [r["completion"] for r in got.records] == [r["completion"] for r in expected.records]
+    assert model.generation_config is None  # restored as it was
+
+
+def test_the_trainer_refuses_a_model_without_generation_config_naming_the_field(tiny_random_model_dir, tmp_path):
+    model, tok = load_model_and_tokenizer(str(tiny_random_model_dir))
+    model.generation_config = None  # its checkpoints could not be saved: save_pretrained fails on it
+    with pytest.raises(ValueError, match=r"model\.generation_config is None: .*save_pretrained"):
+        build_trainer(model, tok, tmp_path)
+    assert not (tmp_path / "out").exists()

@@ -3,7 +3,7 @@ import json
 import pytest
 
 from saah_lib.rundir.checkpoints import ALWAYS_WRITTEN, checkpoint_problem, checkpoints, resume_point, set_aside
-from saah_lib.rundir.folder import RunDir
+from saah_lib.rundir.folder import RunDir, RunFolderError
 
 
 def make_checkpoint(folder, step, lora=False, world_size=1):
@@ -157,7 +157,7 @@ def test_a_checkpoint_newer_than_the_training_log_is_an_error_naming_both_and_no
     if last_logged >= 3:
         assert resume_checkpoint(run).name == "checkpoint-3"  # the damaged checkpoint-4 is set aside
         return
-    with pytest.raises(RuntimeError) as error:
+    with pytest.raises(RunFolderError) as error:
         resume_checkpoint(run)
     message = str(error.value)
     assert f"its checkpoint {run.checkpoints_dir / 'checkpoint-3'} is at step 3" in message
@@ -173,3 +173,24 @@ def test_a_training_log_that_reaches_the_checkpoint_lets_it_resume(tmp_path):
     run = _logged_run(tmp_path, 5)  # logged beyond the checkpoint: the caller cuts the log back to it
     make_checkpoint(run.checkpoints_dir / "checkpoint-4", 4)
     assert resume_checkpoint(run).name == "checkpoint-4"
+
+
+@pytest.mark.parametrize("case", ["checkpoint newer than its log", "no intact checkpoint"])
+def test_launch_says_why_a_run_cannot_resume_and_exits_1(tmp_path, monkeypatch, capsys, case):
+    """Where resuming stops, launch prints the message and exits 1, without a traceback; nothing is changed."""
+    from saah_lib.rundir.checkpoints import resume_checkpoint
+    from saah_lib.training import launch, run as run_module
+
+    run = _logged_run(tmp_path, 1 if case == "checkpoint newer than its log" else 2)
+    make_checkpoint(run.checkpoints_dir / "checkpoint-2", 2)
+    if case == "no intact checkpoint":
+        tear(run.checkpoints_dir / "checkpoint-2" / "model.safetensors")
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    # the training up to its resume, which is where a real launch meets the folder
+    monkeypatch.setattr(run_module, "run_training", lambda cfg, progress=True: resume_checkpoint(run))
+    with pytest.raises(SystemExit) as exited:
+        launch.main(["--profile", "tiny", "--method", "grpo", "--results-dir", str(tmp_path / "results")])
+    assert exited.value.code == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: run 'run' cannot resume") and "Traceback" not in err
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from saah_lib.rundir.folder import RunDir
+from saah_lib.rundir.folder import RunDir, RunFolderError
 from saah_lib.training.config import make_config
 from saah_lib.training.run import run_training
 
@@ -23,7 +23,7 @@ def test_logs_restored_to_an_earlier_step_than_the_checkpoints_are_an_error_not_
         path.write_text("".join(kept))
     (run.samples_dir / "step_0004.jsonl").unlink()
     restored = {p.name: p.read_bytes() for p in run.dir.iterdir() if p.is_file()}
-    with pytest.raises(RuntimeError, match=r"checkpoint-4 is at step 4, but its training log .* ends at step 2"):
+    with pytest.raises(RunFolderError, match=r"checkpoint-4 is at step 4, but its training log .* ends at step 2"):
         run_training(cfg, progress=False)
     assert [r["step"] for r in run.train_log()] == [1, 2]  # never 1 2 5
     assert {p.name: p.read_bytes() for p in run.dir.iterdir() if p.is_file()} == restored

@@ -1,7 +1,11 @@
 """Notebook parameters: unknown names are errors, text for dict/list parameters is parsed, types are checked."""
 
+import time
+
 import pytest
 
+from saah_lib.studies import runner
+from saah_lib.training.config import make_config
 from saah_lib.training.notebook_params import (
     ParameterError,
     check_type,
@@ -86,3 +90,41 @@ def test_the_ablation_refuses_overrides_of_what_it_sets(tmp_path):
     with pytest.raises(ValueError, match="'seed'.*sets itself"):
         ablation_plan([0.1], seed=0, results_dir=str(tmp_path), overrides={"seed": 3})
     assert not any(tmp_path.iterdir())
+
+
+# ---- bounded values (issue 39, item 13)
+
+# nine levels of nine aliases: 9^9 "lol"s once expanded, from a few hundred characters
+BILLION_LAUGHS = 'l0: &l0 "lol"\n' + "".join(f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9)}]\n" for i in range(1, 10))
+
+
+def test_a_yaml_bomb_is_refused_before_it_is_built():
+    start = time.perf_counter()
+    with pytest.raises(ParameterError, match=r"'overrides'.*expands to more than 10000 nodes"):
+        parse_structured("overrides", BILLION_LAUGHS, "dict")
+    assert time.perf_counter() - start < 2
+
+
+def test_yaml_with_too_many_aliases_is_refused():
+    text = "{a: &x 1, b: [" + ", ".join(["*x"] * 101) + "]}"
+    with pytest.raises(ParameterError, match=r"'overrides'.*more than 100 aliases"):
+        parse_structured("overrides", text, "dict")
+    assert parse_structured("overrides", "{a: &x 1, b: [*x, *x]}", "dict") == {"a": 1, "b": [1, 1]}
+
+
+def test_a_50_mb_value_is_refused_naming_the_parameter():
+    ns = {k: None for k in declared_parameters("02_train")} | {"run_id": "x" * 50_000_000}
+    start = time.perf_counter()
+    with pytest.raises(ParameterError, match=r"'run_id' holds more than 100,000 characters"):
+        read_parameters("02_train", ns, history('# Parameters\nrun_id = "xxx"\n'))
+    assert time.perf_counter() - start < 2
+
+
+def test_the_runners_parameters_are_checked_before_papermill_writes_them(tmp_path, monkeypatch):
+    """RunConfig refuses most large values itself; whatever passes it is refused before the run folder exists."""
+    config = make_config("tiny", results_dir=str(tmp_path / "results"), run_id="big").to_dict()
+    config["model_label"] = "m" * 200_000  # a label: no check of its own
+    monkeypatch.setattr(runner.papermill, "execute_notebook", lambda *a, **k: pytest.fail("papermill ran"))
+    with pytest.raises(ParameterError, match=r"'overrides' holds more than 100,000 characters"):
+        runner.notebook_task(config)
+    assert not (tmp_path / "results").exists()

@@ -6,7 +6,7 @@ import pytest
 from transformers import TrainerCallback
 
 from saah_lib.rundir.checkpoints import ALWAYS_WRITTEN, WEIGHTS, checkpoint_problem, checkpoints, resume_point
-from saah_lib.rundir.folder import RunDir
+from saah_lib.rundir.folder import RunDir, RunFolderError
 from saah_lib.rundir.layout import TRAIN_LOG_KEYS
 from saah_lib.studies.verify.bits import compare_run
 from saah_lib.training.config import make_config
@@ -234,7 +234,7 @@ def test_no_intact_finished_checkpoint_is_an_error_that_changes_nothing(interrup
     _tear(log.checkpoints_dir / "checkpoint-2" / "model.safetensors")
     _tear(log.checkpoints_dir / "checkpoint-1" / "rng_state.pth")
     logged = log.train_log_path.read_text()
-    with pytest.raises(RuntimeError, match="cannot resume: no intact checkpoint .*checkpoint-2: model.safetensors "
+    with pytest.raises(RunFolderError, match="cannot resume: no intact checkpoint .*checkpoint-2: model.safetensors "
                                            "does not load.*checkpoint-1: rng_state.pth does not load"):
         run_training(cfg, progress=False)
     assert list(checkpoints(log.checkpoints_dir)) == [1, 2] and not (log.checkpoints_dir / "damaged").exists()
