@@ -40,7 +40,7 @@ from saah_lib.jsonio import atomic_write_json, read_json, read_text, sha256_of
 from saah_lib.models.evaluate import evaluate_pass_at_1
 from saah_lib.models.tiny import CHAT_ROLES, build_tokenizer, init_tiny_model, parameter_count
 from saah_lib.models.warmstart_targets import PLAIN_ANSWER, sft_targets
-from saah_lib.numerics import RECORD_KEY, cpu_numerics_record
+from saah_lib.numerics import RECORD_KEY, cpu_description, cpu_numerics_record, mkl_kernels
 from saah_lib.paths import TINY_WARMSTART_DIR, repo_relative
 from saah_lib.progress import ProgressLines, bar, say
 from saah_lib.tasks.problems import Problem
@@ -255,13 +255,20 @@ def read_build_info(out_dir: str | os.PathLike) -> dict | None:
 
 
 def built_with_other_kernels(info: dict) -> str | None:
-    """The torch CPU capability a cached build recorded, when this process runs another one (else None).
+    """The kernels a cached build recorded, when this process runs others (else None): torch's CPU capability, or
+    MKL's kernels (generic or Intel).
 
     Such a build holds other weights than this process would build (different float rounding);
-    builds that recorded no capability (made before it was recorded) are trusted.
+    builds that recorded neither (made before they were recorded) are trusted.
     """
-    recorded = (info.get(RECORD_KEY) or {}).get("capability")
-    return recorded if recorded and recorded != torch.backends.cpu.get_cpu_capability() else None
+    recorded = info.get(RECORD_KEY) or {}
+    capability = recorded.get("capability")
+    if capability and capability != torch.backends.cpu.get_cpu_capability():
+        return f"torch's {capability} CPU kernels"
+    kernels = recorded.get("mkl_kernels")
+    if kernels and kernels != mkl_kernels(cpu_description()):
+        return f"MKL's {kernels} kernels"
+    return None
 
 
 def record_files(folder: Path) -> dict:
@@ -345,8 +352,8 @@ def _is_cached(out_dir: Path, seed: int, settings: WarmStartSettings) -> bool:
     if not all(info.get(field) == value for field, value in key.items()):
         return False
     if other := built_with_other_kernels(info):
-        print(f"{out_dir} was built with torch's {other} CPU kernels, this process runs "
-              f"{torch.backends.cpu.get_cpu_capability()}: rebuilding it (saah_lib.numerics)", flush=True)
+        print(f"{out_dir} was built with {other}, this process runs others: rebuilding it (saah_lib.numerics)",
+              flush=True)
         return False
     if problem := cache_problem(out_dir):
         print(f"the warm-start cache {out_dir} is damaged ({problem}): rebuilding it", flush=True)

@@ -200,6 +200,12 @@ def test_a_cached_build_made_with_other_kernels_is_rebuilt_and_an_unrecorded_one
     older = _cached_build_copy(built, tmp_path / "older", None)
     build_warm_start(older, seed=0, settings=TINY, progress=False)
     assert (older / "marker").exists()  # a build from before numerics were recorded stays valid
+    # the same torch kernels, but MKL's other ones (an Intel-built cache on an AMD CPU, or the reverse)
+    recorded = read_build_info(built)[RECORD_KEY]
+    other_mkl = "generic" if recorded["mkl_kernels"] == "Intel" else "Intel"
+    intel = _cached_build_copy(built, tmp_path / "intel", {**recorded, "mkl_kernels": other_mkl})
+    build_warm_start(intel, seed=0, settings=TINY, progress=False)
+    assert not (intel / "marker").exists()
 
 
 # A short build at a few hundred SFT steps. Its weights under the pinned numerics with torch 2.13.0, measured on

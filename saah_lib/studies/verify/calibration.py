@@ -28,20 +28,12 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
+from saah_lib.analysis.plan import Arm
 from saah_lib.jsonio import atomic_write_json, read_json
 from saah_lib.paths import PAPER_TABLES, in_repo, repo_relative
-from saah_lib.studies.verify.conclusions import (
-    CALIBRATION_FILE,
-    MIN_SEEDS_FOR_HETEROGENEITY,
-    SAME_DESIGN,
-    SHIFT_LEVEL,
-    WARM_START_LEVEL,
-    cell_values,
-    final_pass_at_1,
-    shift_tests,
-    shipped_build_spread,
-    yardstick,
-)
+from saah_lib.studies.verify.conclusions import (CALIBRATION_FILE, MIN_SEEDS_FOR_HETEROGENEITY, SAME_DESIGN,
+                                                 SHIFT_LEVEL, WARM_START_LEVEL, cell_values, conclusions_of,
+                                                 final_pass_at_1, shift_tests, shipped_build_spread, yardstick)
 
 SIMULATED_STUDIES = 4000
 POWER_STUDIES = 400
@@ -149,6 +141,28 @@ def calibrate_study(study: str, n: int = SIMULATED_STUDIES, n_power: int = POWER
             "well_measured_cell_sd_ratios": sorted(round(float(r), 3) for r in d["ratios"])}
 
 
+def planted_defects_table(record: dict, study: str = "mini") -> list[str]:
+    """Markdown rows: per planted defect (``tools/plant_defects.py``'s record), each method's mean shift of final
+    Pass@1 against the committed runs, and what level 2 flags (the rule as ``make mini`` applies it)."""
+    committed_root, *others = SAME_DESIGN[study]
+    committed = final_pass_at_1(committed_root)[0]
+    pooled = [final_pass_at_1(root)[0] for root in others]
+    mde = stated_mde(study)
+    rows = [f"| defect | runs | mean shift per method (grpo, ah, sa) | beyond the MDE {mde:.3f} | flagged by level 2 |",
+            "| --- | --- | --- | --- | --- |"]
+    for defect, runs in record["runs"].items():
+        rerun = {(Arm(r["method"], r["alpha"]), ("tiny-warmstart", r["seed"])): r["pass_at_1"] for r in runs.values()}
+        result = conclusions_of(committed, rerun, pooled)
+        shifts = {m: float(np.mean([v - committed[k] for k, v in rerun.items() if k[0].method == m]))
+                  for m in ("grpo", "ah", "sa")}
+        flagged = [f"{t['group']} (t = {t['t']:+.1f}, limit {t['critical']:.1f})"
+                   for t in result["tests"] if t["flagged"]]
+        rows.append(f"| {defect} | {len(runs)} | " + ", ".join(f"{v:+.3f}" for v in shifts.values())
+                    + f" | {'yes' if any(abs(v) > mde for v in shifts.values()) else 'no'} | "
+                    + ("; ".join(flagged) or "nothing: conclusions reproduced") + " |")
+    return rows
+
+
 def calibrate(studies=tuple(SAME_DESIGN)) -> dict:
     return {"command": "python -m saah_lib.studies.verify.calibration",
             "budget": {"shift_tests": SHIFT_LEVEL, "warm_start_checks": WARM_START_LEVEL},
@@ -161,7 +175,13 @@ def main(argv=None) -> None:
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--out", type=Path, default=repo_relative(CALIBRATION_FILE),
                         help="where to write the rates (relative to the repository root)")
+    parser.add_argument("--planted", type=Path, default=None,
+                        help="instead: the table of a planted-defect record (tools/plant_defects.py) against the mini "
+                             "study")
     args = parser.parse_args(argv)
+    if args.planted:
+        print("\n".join(planted_defects_table(json.loads(in_repo(args.planted).read_text()))))
+        return
     result = calibrate()
     atomic_write_json(in_repo(args.out), result)
     print(json.dumps(result, indent=1))

