@@ -25,7 +25,7 @@ import torch
 
 from saah_lib.jsonio import atomic_write_json, read_json
 from saah_lib.models.names import tiny_warm_start_name
-from saah_lib.models.warmstart import build_warm_start, read_build_info
+from saah_lib.models.warmstart import build_warm_start, built_with_other_kernels, read_build_info
 from saah_lib.numerics import cpu_numerics_record
 from saah_lib.paths import NOTEBOOKS, REPO_ROOT, shipped_warm_start_dir, tiny_warmstart_dir
 from saah_lib.rundir import layout
@@ -132,7 +132,8 @@ def job_state(job: Job) -> tuple[str, int | None]:
         return ("partial", logged[-1]["step"]) if logged else ("pending", None)
     if job.kind == "warmstart":
         info = read_build_info(job.folder)
-        return ("done", None) if info is not None and info.get("seed") == job.kwargs["seed"] else ("pending", None)
+        built = info is not None and info.get("seed") == job.kwargs["seed"] and not built_with_other_kernels(info)
+        return ("done", None) if built else ("pending", None)  # a build with other kernels is built again
     if job.kind == "baseline":
         done = job.folder.is_dir() and any(r["step"] == 0 for r in RunDir(job.folder).evals())
         return ("done", None) if done else ("pending", None)

@@ -83,5 +83,6 @@ def closing_lines(report: dict, numerics: dict, committed_kernels: str = GENERIC
         why = why_bits_may_differ(numerics, committed_kernels) or "not explained by this CPU"
         bits = f"bits: {runs - identical}/{runs} runs differ from the committed ones ({why})"
     level2 = report.get("conclusions")
-    conclusions = f"conclusions: {level2['line']}" if level2 else "conclusions: not needed, every run is identical"
+    conclusions = ("conclusions: " + level2["line"].removeprefix("conclusions ") if level2
+                   else "conclusions: not needed, every run is identical")
     return [cpu, bits, conclusions, f"{'ok' if status == 0 else 'FAILED'}: {reason}"]
