@@ -107,8 +107,9 @@ def study_plan(seeds: tuple[int, ...] = SEEDS, matched_alpha: float | None = Non
 
 
 def make_plan(root: Path, seeds: tuple[int, ...] = SEEDS, steps: int | None = None) -> Plan:
-    """Warm start, baseline and paper-matched alpha, then every run: the runs at the matched alpha wait for it
-    (until it is recorded their ids are not known), the others for the warm start."""
+    """The warm start's build (a check of the shipped copy), the baseline, the paper-matched alpha and every run:
+    the runs at the matched alpha wait for it (until it is recorded their ids are not known); the others start at
+    once from the shipped warm start (where none ships, they wait for its build)."""
     root = Path(root)
     warm = warm_start_job(root, 0)
     loads_warm = waits_for_warm_start(warm, 0)
