@@ -360,3 +360,28 @@ def test_an_address_where_a_grpc_server_answers_is_taken(listener):
     reply["answer"] = bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])  # an HTTP/2 SETTINGS frame, as gRPC servers answer
     grid.check_address(f"127.0.0.1:{port}", timeout=5)
     grid.check_address(f"ray://127.0.0.1:{port}", timeout=5)
+
+
+def test_a_finished_confirm_rerun_is_compared_with_the_committed_study(tmp_path, monkeypatch, capsys):
+    from saah_lib.studies import confirm
+
+    plan = confirm.make_plan(tmp_path / "rerun")
+    seen = {}
+
+    def compare(committed, root, run_ids, conclusions, study_files):
+        seen.update(committed=committed, root=root, runs=len(run_ids), conclusions=conclusions)
+        return {"outcome": "conclusions reproduced", "verdict": "bits differ on 90/90 runs; conclusions reproduced",
+                "runs_compared": 90, "runs_identical": 0, "conclusions": {"line": "conclusions reproduced: ..."}}
+
+    monkeypatch.setattr(grid, "compare_studies", compare)
+    monkeypatch.setattr(grid, "write_report", lambda report, root: (root / "reproduction.json", None))
+    intel = {"mode": "pinned", "pin_holds": True, "mkl_kernels": "Intel", "cpu_vendor": "GenuineIntel"}
+    monkeypatch.setattr(grid, "cpu_numerics_record", lambda: intel)
+    # the committed confirmatory study ran MKL's Intel kernels: on an Intel CPU its bits must match
+    assert grid.verify_rerun(plan, confirm.CONFIRM_ROOT, confirm.study_conclusions) == 1
+    assert seen["committed"] == confirm.CONFIRM_ROOT and seen["runs"] == 90
+    assert seen["conclusions"] is confirm.study_conclusions
+    out = capsys.readouterr().out.splitlines()
+    assert out[-3].startswith("bits: 90/90 runs differ") and out[-1].startswith("FAILED: bits differ although")
+    monkeypatch.setattr(grid, "cpu_numerics_record", lambda: {**intel, "mkl_kernels": "generic"})
+    assert grid.verify_rerun(plan, confirm.CONFIRM_ROOT, confirm.study_conclusions) == 0  # an AMD CPU: level 2
