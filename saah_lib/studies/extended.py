@@ -84,7 +84,7 @@ from saah_lib.studies.timing import Timings
 from saah_lib.studies.topk import RESULT_FILE, TRAINING_KS, measure_topk, topk_training_configs
 from saah_lib.studies.verify.bits import compare_studies
 from saah_lib.studies.verify.conclusions import SAME_DESIGN, compare_conclusions
-from saah_lib.studies.verify.verdict import closing_lines, committed_mkl_kernels, judge
+from saah_lib.studies.verify.verdict import closing_lines, committed_mkl_kernels
 from saah_lib.training.config import make_config
 
 RERUN_EXTENDED = RERUN_ROOT / "extended"  # where `make extended` reruns the study (git-ignored)
@@ -368,8 +368,8 @@ def main(argv=None):
         if args.verify:
             report = rerun_and_verify(args.root, args.rerun_root, resume=args.resume, **study)
             kernels = committed_mkl_kernels(args.root)
-            status, _ = judge(report, cpu_numerics_record(), kernels)
-            print("\n".join(closing_lines(report, cpu_numerics_record(), kernels)), flush=True)
+            status, closing = closing_lines(report, cpu_numerics_record(), kernels)
+            print("\n".join(closing), flush=True)
         else:
             status = 0
             run_extended_study(args.root, **study)

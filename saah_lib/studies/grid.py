@@ -44,7 +44,7 @@ from saah_lib.studies.runner import (
 )
 from saah_lib.studies.timing import Timings
 from saah_lib.studies.verify.bits import compare_studies, write_report
-from saah_lib.studies.verify.verdict import closing_lines, committed_mkl_kernels, judge
+from saah_lib.studies.verify.verdict import closing_lines, committed_mkl_kernels
 from saah_lib.training.config import RunConfig, make_config
 
 #: keys a benchmark file may give its steady per-step seconds under, most specific first
@@ -450,9 +450,9 @@ def verify_rerun(plan: Plan, committed: Path, conclusions) -> int:
                              study_files=())
     json_path, _ = write_report(report, plan.root)
     kernels = committed_mkl_kernels(committed)
-    print(f"report: {repo_relative(json_path)}\n" + "\n".join(closing_lines(report, cpu_numerics_record(), kernels)),
-          flush=True)
-    return judge(report, cpu_numerics_record(), kernels)[0]
+    status, closing = closing_lines(report, cpu_numerics_record(), kernels)
+    print(f"report: {repo_relative(json_path)}\n" + "\n".join(closing), flush=True)
+    return status
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """The verdict a user reads at the end of ``make mini``, ``make extended`` and ``grid run confirm``.
 
-:func:`judge` gives the exit status and its reason; :func:`closing_lines` the last lines: which CPU
+:func:`judge` gives the exit status and its reason; :func:`closing_lines` that status and the last lines: which CPU
 and kernels ran, whether the bits matched the committed study's and, where not, why (vendor, vector
 instruction set, unpinned), and level 2's verdict with its measured false-alarm rate.
 """
@@ -71,8 +71,9 @@ def judge(report: dict, numerics: dict, committed_kernels: str = GENERIC) -> tup
     return 0, f"bits differ, as expected here ({why}); the conclusions reproduced"
 
 
-def closing_lines(report: dict, numerics: dict, committed_kernels: str = GENERIC) -> list[str]:
-    """The last lines of a verification: CPU and kernels, bits, conclusions, and the verdict."""
+def closing_lines(report: dict, numerics: dict, committed_kernels: str = GENERIC) -> tuple[int, list[str]]:
+    """The exit status (:func:`judge`) and the last lines of a verification: CPU and kernels, bits, conclusions,
+    and the verdict."""
     status, reason = judge(report, numerics, committed_kernels)
     cpu = (f"CPU: {summary(numerics)}; MKL's {numerics.get('mkl_kernels')} kernels (the committed study: "
            f"{committed_kernels})")
@@ -85,4 +86,4 @@ def closing_lines(report: dict, numerics: dict, committed_kernels: str = GENERIC
     level2 = report.get("conclusions")
     conclusions = ("conclusions: " + level2["line"].removeprefix("conclusions ") if level2
                    else "conclusions: not needed, every run is identical")
-    return [cpu, bits, conclusions, f"{'ok' if status == 0 else 'FAILED'}: {reason}"]
+    return status, [cpu, bits, conclusions, f"{'ok' if status == 0 else 'FAILED'}: {reason}"]
