@@ -52,6 +52,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from saah_lib.analysis.frames import train_log_frame
 from saah_lib.analysis.health import RULES, RunHealth
 from saah_lib.analysis.plan import Arm, StudyPlan, read_plan
 from saah_lib.analysis.quantities import CHECKPOINTS, QUANTITIES
@@ -160,7 +161,7 @@ def load_run_evidence(folder: RunFolder, health: RunHealth) -> RunEvidence:
             raise ValueError(f"{runlog.samples_path(step)}: missing (eval.jsonl lists step {step})")
         path = files[step]  # read again only where the run changed (a root of many runs is read often)
         correct[step] = cached(folder.path, f"correctness {path.name}", lambda: read_correctness(path))
-    train_log = pd.DataFrame(folder.train_log)
+    train_log = train_log_frame(folder)  # made once per run, in step order: what every summary sorts it into
     top_k = cfg.get("entropy_top_k")
     return RunEvidence(
         run_id=health.run_id, model_label=str(cfg.get("model_label", "")),

@@ -172,12 +172,23 @@ class SignFlipResult:
                 "n_negative": self.n_negative}
 
 
-def _random_sign_patterns(n: int, seed: int):
-    """RANDOM_SIGN_PATTERNS seeded random sign patterns in blocks: ``[k, n]`` arrays of +1/-1."""
+def _random_signed_sums(d: np.ndarray, seed: int):
+    """``s @ d`` for RANDOM_SIGN_PATTERNS seeded random sign patterns ``s``, in blocks.
+
+    A pattern is one random byte per 8 seeds (bit set: the seed's difference is negated).  The 256 sums a byte can
+    give over its 8 seeds are tabulated once, so each pattern costs one lookup per 8 seeds instead of a row of
+    +1/-1 floats per seed: the patterns are as random, and a test of hundreds of seeds takes a fraction of a second.
+    """
     rng = np.random.default_rng(seed)
+    groups = -(-d.size // 8)
+    by_byte = np.zeros(groups * 8)
+    by_byte[:d.size] = d
+    bits = (np.arange(256)[:, None] >> np.arange(8)) & 1  # [byte value, bit]
+    negated = bits @ by_byte.reshape(groups, 8).T  # [byte value, group]: the sum of the group's negated differences
+    columns = np.arange(groups)
     for start in range(0, RANDOM_SIGN_PATTERNS, SIGN_CHUNK):
-        # rng.choice((1.0, -1.0), size) draws these very integers (index 0 is +1): the same patterns, 2x faster
-        yield np.where(rng.integers(0, 2, size=(min(SIGN_CHUNK, RANDOM_SIGN_PATTERNS - start), n)) == 0, 1.0, -1.0)
+        draws = rng.integers(0, 256, size=(min(SIGN_CHUNK, RANDOM_SIGN_PATTERNS - start), groups), dtype=np.uint8)
+        yield d.sum() - 2.0 * negated[draws, columns].sum(axis=1)
 
 
 def _signed_sums(values: np.ndarray) -> np.ndarray:
@@ -231,9 +242,9 @@ def sign_flip_test(x, y, *, seed: int = 0) -> SignFlipResult:
         p = _count_signed_sums_at_least(d, n * (observed - tolerance)) / 2**n
     else:
         hits = total = 0
-        for signs in _random_sign_patterns(n, seed):
-            hits += int((np.abs(signs @ d) / n >= observed - tolerance).sum())
-            total += len(signs)
+        for sums in _random_signed_sums(d, seed):
+            hits += int((np.abs(sums) / n >= observed - tolerance).sum())
+            total += len(sums)
         p = (hits + 1) / (total + 1)
     return SignFlipResult(n=n, mean_diff=float(d.mean()), diffs=tuple(float(v) for v in d),
                           p_value=float(p), min_p=2.0 / 2**n if n else 1.0)

@@ -62,27 +62,25 @@ def final_and_peak(evals: pd.DataFrame) -> dict[str, float]:
         "final_pass_at_1", "final_ci95", "final_step", "peak_pass_at_1", "peak_ci95", "peak_step")}
     if evals is None or len(evals) == 0 or "pass_at_1" not in evals:
         return out
-    df = evals.copy()
-    df["step"] = pd.to_numeric(df["step"], errors="coerce")
-    df["pass_at_1"] = pd.to_numeric(df["pass_at_1"], errors="coerce")
-    df = df[(df["step"] > 0) & df["pass_at_1"].notna()].sort_values("step", kind="stable")
-    if df.empty:
+    # numpy on the columns rather than pandas on the frame: this runs for every run of a root, several times
+    step, p = _numbers(evals, "step"), _numbers(evals, "pass_at_1")
+    kept = np.flatnonzero((step > 0) & ~np.isnan(p))
+    if kept.size == 0:
         return out
-    df = df.drop_duplicates("step", keep="last")
-    ci = pd.to_numeric(df["ci95"], errors="coerce") if "ci95" in df else pd.Series(np.nan, index=df.index)
-    if "n" in df:
-        computed = pd.Series(pass_at_1_ci(df["pass_at_1"].to_numpy(), pd.to_numeric(df["n"], errors="coerce").to_numpy()),
-                             index=df.index)
-        ci = ci.fillna(computed)
-    last = df.index[-1]
-    peak = df["pass_at_1"].idxmax()  # first occurrence of the maximum = earliest step
-    out.update(
-        final_pass_at_1=float(df.at[last, "pass_at_1"]), final_ci95=float(ci.at[last]),
-        final_step=float(df.at[last, "step"]),
-        peak_pass_at_1=float(df.at[peak, "pass_at_1"]), peak_ci95=float(ci.at[peak]),
-        peak_step=float(df.at[peak, "step"]),
-    )
+    kept = kept[np.argsort(step[kept], kind="stable")]
+    kept = kept[np.append(step[kept][1:] != step[kept][:-1], True)]  # a step evaluated twice keeps its last row
+    ci = _numbers(evals, "ci95") if "ci95" in evals else np.full(len(evals), np.nan)
+    if "n" in evals:
+        ci = np.where(np.isnan(ci), pass_at_1_ci(p, _numbers(evals, "n")), ci)
+    last, peak = kept[-1], kept[np.argmax(p[kept])]  # argmax: the first maximum, the earliest step
+    out.update(final_pass_at_1=float(p[last]), final_ci95=float(ci[last]), final_step=float(step[last]),
+               peak_pass_at_1=float(p[peak]), peak_ci95=float(ci[peak]), peak_step=float(step[peak]))
     return out
+
+
+def _numbers(frame: pd.DataFrame, column: str) -> np.ndarray:
+    """A column as floats, NaN where a value is missing or not a number."""
+    return pd.to_numeric(frame[column], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
 
 
 def ordered_by_step(train_log: pd.DataFrame) -> pd.DataFrame:
@@ -99,9 +97,10 @@ def _in_step_order(df: pd.DataFrame) -> bool:
     """Numeric steps, none missing, strictly increasing, on a 0..n-1 index: what :func:`ordered_by_step` gives."""
     if "step" not in df or not pd.api.types.is_numeric_dtype(df["step"]) or pd.api.types.is_bool_dtype(df["step"]):
         return False
-    steps = df["step"]
-    return (isinstance(df.index, pd.RangeIndex) and df.index.start == 0 and df.index.step == 1
-            and not steps.isna().any() and steps.is_monotonic_increasing and steps.is_unique)
+    if not (isinstance(df.index, pd.RangeIndex) and df.index.start == 0 and df.index.step == 1):
+        return False
+    steps = df["step"].to_numpy(dtype=float, na_value=np.nan)
+    return not np.isnan(steps).any() and bool((np.diff(steps) > 0).all())
 
 
 def second_half(train_log: pd.DataFrame) -> pd.DataFrame:

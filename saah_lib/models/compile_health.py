@@ -185,14 +185,3 @@ def _last_guard_failure(fn) -> str:
     code = getattr(getattr(fn, "_torchdynamo_orig_callable", fn), "__code__", None)
     failures = guard_failures.get(code) or ["unknown"]
     return str(failures[-1])
-
-
-def recorded_fallback(record: dict | None) -> str | None:
-    """From a run folder's ``compile_health.json`` (one record per training process): the fallback line of the
-    first process that fell back to ``hf``, or None.  What the run's summary and the report's run table show."""
-    for process in (record or {}).get("processes") or []:
-        f = process.get("fallback") if isinstance(process, dict) else None
-        if f:
-            at = f" at step {f['step']}" if f.get("step") is not None else ""
-            return f"compiled decoding fell back to hf in {f.get('where')}{at}: {' '.join(str(f.get('reason')).split())[:200]}"
-    return None

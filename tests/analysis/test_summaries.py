@@ -142,3 +142,38 @@ def test_every_train_log_summary_is_a_named_quantity_with_decimals():
     for key, summary in S.TRAIN_LOG_SUMMARIES.items():
         assert key in QUANTITIES and key in DECIMALS
         assert math.isfinite(summary(log))
+
+
+def _final_and_peak_with_pandas(evals: pd.DataFrame) -> dict[str, float]:
+    """The rule of final_and_peak written with pandas' own operations, row selection by row selection."""
+    keys = ("final_pass_at_1", "final_ci95", "final_step", "peak_pass_at_1", "peak_ci95", "peak_step")
+    df = evals.copy()
+    df["step"] = pd.to_numeric(df["step"], errors="coerce")
+    df["pass_at_1"] = pd.to_numeric(df["pass_at_1"], errors="coerce")
+    df = df[(df["step"] > 0) & df["pass_at_1"].notna()].sort_values("step", kind="stable")
+    if df.empty:
+        return dict.fromkeys(keys, float("nan"))
+    df = df.drop_duplicates("step", keep="last")
+    ci = pd.to_numeric(df["ci95"], errors="coerce") if "ci95" in df else pd.Series(np.nan, index=df.index)
+    if "n" in df:
+        ci = ci.fillna(pd.Series(pass_at_1_ci(df["pass_at_1"].to_numpy(),
+                                              pd.to_numeric(df["n"], errors="coerce").to_numpy()), index=df.index))
+    last, peak = df.index[-1], df["pass_at_1"].idxmax()
+    return dict(zip(keys, map(float, (df.at[last, "pass_at_1"], ci.at[last], df.at[last, "step"],
+                                      df.at[peak, "pass_at_1"], ci.at[peak], df.at[peak, "step"]))))
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_final_and_peak_equals_the_pandas_rule_on_untidy_logs(seed):
+    # shuffled rows, repeated steps, missing or non-numeric values, ties of the peak, a missing ci95 or n column
+    rng = np.random.default_rng(seed)
+    rows = int(rng.integers(1, 12))
+    values = lambda k: [None if rng.random() < 0.15 else ("x" if rng.random() < 0.05 else v) for v in k]
+    evals = pd.DataFrame({"step": values(rng.integers(0, 6, rows) * 5),
+                          "pass_at_1": values(rng.integers(0, 5, rows) / 4),
+                          "ci95": values(rng.random(rows) / 10), "n": values(rng.choice([0, 100, 500], rows))})
+    evals = evals.drop(columns=[c for c in ("ci95", "n") if rng.random() < 0.25])
+    got, expected = S.final_and_peak(evals), _final_and_peak_with_pandas(evals)
+    assert got.keys() == expected.keys()
+    for key in got:
+        assert got[key] == expected[key] or (math.isnan(got[key]) and math.isnan(expected[key])), (key, evals)
