@@ -12,10 +12,12 @@ notebook's first code cell therefore calls :func:`read_parameters`, which
 Values are bounded (:func:`check_sizes`, :func:`safe_yaml`): a value of more than :data:`MAX_VALUE_CHARS`
 characters, or YAML with more than :data:`MAX_YAML_ALIASES` aliases or that expands to more than
 :data:`MAX_YAML_NODES` nodes (a "billion laughs" document), is an error naming the parameter, found before the
-YAML is built.  The studies' runner checks its parameters so before papermill writes them into a notebook.  What
-papermill's own command line does with ``-y``/``-f`` YAML happens before any code of ours runs: papermill parses
-it and writes every value into the output notebook's parameters cell first (a YAML bomb hangs there, a 50 MB
-value is written out), and papermill offers no hook before that; the notebook's first cell then refuses it.
+YAML is built.  The studies' runner checks its parameters so before papermill writes them into a notebook.
+papermill's own command line parses ``-y``/``-f`` YAML itself and writes every value into the notebook's injected
+cell before any notebook code runs (a YAML bomb would hang there, a 50 MB value would be written out): its
+translator for Python is therefore :class:`BoundedPythonTranslator`, which refuses such parameters first.
+papermill registers it as it starts, through this package's ``papermill.engine`` entry point (papermill's one
+hook that runs before parameters are written).
 
 Declared parameters are read with papermill's own parser (:func:`papermill.inspect_notebook`),
 the one behind ``papermill --help-notebook``, so what the help lists is what is accepted.
@@ -29,6 +31,8 @@ from pathlib import Path
 import papermill
 import yaml
 from IPython import get_ipython
+from papermill.engines import NBClientEngine
+from papermill.translators import PythonTranslator, papermill_translators
 
 from saah_lib.paths import NOTEBOOKS
 
@@ -126,6 +130,24 @@ def check_sizes(parameters: dict) -> None:
             raise ParameterError(f"notebook parameter {name!r} holds more than {MAX_VALUE_CHARS:,} characters "
                                  f"(at least {chars:,}); notebook parameters are settings, not data: pass a file's "
                                  "path instead")
+
+
+class BoundedPythonTranslator(PythonTranslator):
+    """papermill's Python translator, refusing a parameter value beyond :data:`MAX_VALUE_CHARS` characters
+    (a YAML bomb's shared parts counted at every appearance, as papermill would write them) before writing any."""
+
+    @classmethod
+    def codify(cls, parameters, comment="Parameters"):
+        check_sizes(parameters)
+        return super().codify(parameters, comment)
+
+
+class BoundedParametersEngine(NBClientEngine):
+    """papermill's default engine, under the name ``saah_lib``: registered so that papermill imports this module,
+    and with it :class:`BoundedPythonTranslator`, as it starts (``pyproject.toml``'s ``papermill.engine`` entry)."""
+
+
+papermill_translators.register("python", BoundedPythonTranslator)
 
 
 def declared_parameters(notebook: str | Path) -> dict[str, dict]:

@@ -1,12 +1,17 @@
 """Notebook parameters: unknown names are errors, text for dict/list parameters is parsed, types are checked."""
 
+import subprocess
+import sys
 import time
 
 import pytest
+from papermill.translators import PythonTranslator
 
+from saah_lib.paths import NOTEBOOKS
 from saah_lib.studies import runner
 from saah_lib.training.config import make_config
 from saah_lib.training.notebook_params import (
+    BoundedPythonTranslator,
     ParameterError,
     check_type,
     config_fields,
@@ -128,3 +133,39 @@ def test_the_runners_parameters_are_checked_before_papermill_writes_them(tmp_pat
     with pytest.raises(ParameterError, match=r"'overrides' holds more than 100,000 characters"):
         runner.notebook_task(config)
     assert not (tmp_path / "results").exists()
+
+
+# papermill's own command line: its -y/-f YAML and -p values are bounded before it writes a notebook
+
+def _papermill(tmp_path, *arguments):
+    out = tmp_path / "out.ipynb"
+    command = [sys.executable, "-m", "papermill", str(NOTEBOOKS / "02_train.ipynb"), str(out), *arguments]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=tmp_path), out
+
+
+def test_papermill_starts_with_the_bounded_translator():
+    code = ("import papermill.translators as t; import papermill; "
+            "print(t.papermill_translators.find_translator('python3', 'python').__name__)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == BoundedPythonTranslator.__name__, done.stderr
+
+
+def test_the_bounded_translator_writes_what_papermills_writes():
+    parameters = {"method": "sa", "alpha": 0.5, "overrides": {"n_eval": 100, "tags": ["a", None, True]}}
+    assert BoundedPythonTranslator.codify(parameters) == PythonTranslator.codify(parameters)
+
+
+@pytest.mark.slow
+def test_papermill_refuses_a_yaml_bomb_before_writing_the_notebook(tmp_path):
+    (tmp_path / "bomb.yaml").write_text(BILLION_LAUGHS + "overrides: {x: *l9}\n")
+    start = time.perf_counter()
+    done, out = _papermill(tmp_path, "-f", "bomb.yaml")
+    assert done.returncode != 0 and "holds more than 100,000 characters" in done.stderr
+    assert not out.exists() and time.perf_counter() - start < 60
+
+
+@pytest.mark.slow
+def test_papermill_refuses_an_oversized_value_before_writing_the_notebook(tmp_path):
+    done, out = _papermill(tmp_path, "-p", "run_id", "x" * 120_000)  # one argument: under the kernel's 128 KiB
+    assert done.returncode != 0 and "notebook parameter 'run_id' holds more than 100,000 characters" in done.stderr
+    assert not out.exists()
