@@ -27,6 +27,7 @@ import torch._inductor.config
 from torch._dynamo.exc import FailOnRecompileLimitHit, TorchDynamoException
 from torch._dynamo.utils import counters, guard_failures
 
+from saah_lib.models.compile_record import recorded_fallback
 from saah_lib.progress import say
 
 #: Graphs one process may compile for the decode step (every engine, shape and sampling setting

@@ -170,14 +170,3 @@ class RunDir:
 
     def is_complete(self, steps: int) -> bool:
         return trained_and_evaluated((r["step"] for r in self.train_log()), self.evaluated_steps(), steps)
-
-
-def recorded_fallback(record: dict | None) -> str | None:
-    """From a run folder's ``compile_health.json`` (one record per training process): the fallback line of the
-    first process that fell back to ``hf``, or None.  What the run's summary and the report's run table show."""
-    for process in (record or {}).get("processes") or []:
-        f = process.get("fallback") if isinstance(process, dict) else None
-        if f:
-            at = f" at step {f['step']}" if f.get("step") is not None else ""
-            return f"compiled decoding fell back to hf in {f.get('where')}{at}: {' '.join(str(f.get('reason')).split())[:200]}"
-    return None

@@ -48,7 +48,8 @@ from typing import Any, Iterable
 from saah_lib.jsonio import parse_jsonl, read_text, scan_jsonl
 from saah_lib.method.methods import METHODS
 from saah_lib.rundir import checks, layout
-from saah_lib.rundir.folder import RunDir, recorded_fallback, trained_and_evaluated
+from saah_lib.models.compile_record import recorded_fallback
+from saah_lib.rundir.folder import RunDir, trained_and_evaluated
 from saah_lib.rundir.layout import EVAL_KEYS, TRAIN_LOG_KEYS
 from saah_lib.rundir.read_cache import cached
 
@@ -302,7 +303,7 @@ def duplicate_runs(folders: list[RunFolder]) -> list[str]:
 
 
 def _compile_fallback(path: Path) -> tuple[str | None, list[str]]:
-    """The fallback line of a run's ``compile_health.json`` (:func:`~saah_lib.rundir.folder.recorded_fallback`),
+    """The fallback line of a run's ``compile_health.json`` (:func:`~saah_lib.models.compile_record.recorded_fallback`),
     and the problem if the file cannot be read."""
     if not path.is_file():
         return None, []

@@ -24,6 +24,7 @@ from transformers.integrations import get_available_reporting_integrations
 from saah_lib.jsonio import read_json, remove_temp_files
 from saah_lib.method.reward import TRL_REWARD_FUNCS
 from saah_lib.models.backends import require_vllm
+from saah_lib.models.compile_record import recorded_fallback
 from saah_lib.models.evaluate import evaluate_pass_at_1
 from saah_lib.models.loading import load_for_eval, load_model_and_tokenizer, resolve_model
 from saah_lib.models.names import offline_hub_problem
@@ -31,7 +32,7 @@ from saah_lib.paths import in_repo, repo_relative
 from saah_lib.progress import quiet_libraries, say
 from saah_lib.rundir.checkpoints import (ADAPTER_FIELDS, IDENTITY_FIELDS, MODEL_SHAPE_FIELDS, check_checkpoint_identity,
                                          resume_checkpoint)
-from saah_lib.rundir.folder import RunDir, recorded_fallback
+from saah_lib.rundir.folder import RunDir
 from saah_lib.rundir.layout import baseline_dir
 from saah_lib.rundir.lock import run_lock
 from saah_lib.rundir.provenance import provenance, with_segment
