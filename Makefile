@@ -34,15 +34,18 @@ help:
 	@awk '/^## [a-z0-9-]+: / { line = substr($$0, 4); i = index(line, ": "); \
 	  printf "  make %-14s %s\n", substr(line, 1, i - 1), substr(line, i + 2) }' $(MAKEFILE_LIST)
 
-## setup: create .venv with the pinned packages and the python3 Jupyter kernel (every target does it first)
+## setup: create .venv with the locked packages and the python3 Jupyter kernel (every target does it first)
 setup: $(STAMP)
 
-# torch is installed first and pinned: an unpinned torch would pull several GB of CUDA wheels.
-$(STAMP): pyproject.toml
+# The exact versions of everything are in requirements.lock (the library's ranges and the artifact's extra are in
+# pyproject.toml); saah_lib itself goes in editable, without resolving again. torch is installed first and pinned:
+# an unpinned torch would pull several GB of CUDA wheels.
+$(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -r requirements.lock
+	$(PY) -m pip install -q --no-deps -e .
 	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "$(KERNEL_DISPLAY_NAME)" >/dev/null
 	$(PY) -m saah_lib.numerics kernelspec $(VENV)/share/jupyter/kernels/python3
 	touch $(STAMP)
