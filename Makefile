@@ -34,15 +34,29 @@ help:
 	@awk '/^## [a-z0-9-]+: / { line = substr($$0, 4); i = index(line, ": "); \
 	  printf "  make %-14s %s\n", substr(line, 1, i - 1), substr(line, i + 2) }' $(MAKEFILE_LIST)
 
-## setup: create .venv with the pinned packages and the python3 Jupyter kernel (every target does it first)
+## setup: create .venv with the locked packages and the python3 Jupyter kernel (every target does it first)
 setup: $(STAMP)
 
-# torch is installed first and pinned: an unpinned torch would pull several GB of CUDA wheels.
-$(STAMP): pyproject.toml
+# The exact versions of everything are in requirements.lock (the library's ranges and the artifact's extra are in
+# pyproject.toml); saah_lib itself goes in editable, without resolving again. torch is installed first, by pip and
+# pinned: an unpinned torch would pull several GB of CUDA wheels, and pip finds a CPU wheel on disk where one lies.
+# The lock goes in with uv: 6.5x faster than pip from PyPI with cold caches (tools/bench_setup.py,
+# results/bench/AMD_EPYC-setup-uv-vs-pip.json). uv reads PyPI (or UV_INDEX_URL), not pip's configuration: behind
+# a pip-only mirror, `make setup INSTALLER=pip`.
+INSTALLER ?= uv
+UV_VERSION := 0.13.9
+$(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e '.[test]'
+ifeq ($(INSTALLER),uv)
+	$(PY) -m pip install -q uv==$(UV_VERSION)
+	$(VENV)/bin/uv pip install -q --python $(PY) -r requirements.lock
+	$(VENV)/bin/uv pip install -q --python $(PY) --no-deps -e .
+else
+	$(PY) -m pip install -q -r requirements.lock
+	$(PY) -m pip install -q --no-deps -e .
+endif
 	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "$(KERNEL_DISPLAY_NAME)" >/dev/null
 	$(PY) -m saah_lib.numerics kernelspec $(VENV)/share/jupyter/kernels/python3
 	touch $(STAMP)

@@ -2,6 +2,7 @@
 
 The package's folders follow the data, each importing only from those before it::
 
+    library         which modules are the library, which the artifact
     paths, jsonio   where things live; reading and writing JSON
     numerics        the pinned CPU numerics, applied by the entry points of the studies (not on import)
     progress        progress lines and bars that show well wherever the output goes
@@ -13,6 +14,11 @@ The package's folders follow the data, each importing only from those before it:
     analysis/       per-run summaries, seeds aggregated, the paper's numbers, statistics
     report/         LaTeX tables and figures, the whole report at once
     studies/        the CPU studies, reproduction checks, the benchmark
+
+Two layers cut across these folders: the library (the method, tasks, models, the trainer and its config: what
+``pip install saah_lib`` needs, no Jupyter, Ray or plotting) and the artifact built on it (studies, analysis,
+report, whole runs and their folders). :mod:`saah_lib.library` names the library's modules; the artifact
+imports the library, never the reverse (tests/test_layout.py).
 
 The names below are what the notebooks and most users call; ``from saah_lib import
 SAAHGRPOTrainer`` imports only what that name needs (torch and TRL load on first use).

@@ -1,10 +1,12 @@
-"""The package's folders show its architecture: each layer imports only from the layers before it.
+"""The package's folders show its architecture: each layer imports only from the layers before it, and the
+library (saah_lib/library.py declares its modules) imports nothing of the artifact built on it.
 
 Read from the source (``ast``), not by importing, so a forbidden import is caught even where
 it sits in a function that no test runs.
 """
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -13,8 +15,8 @@ from saah_lib.paths import REPO_ROOT
 
 PACKAGE = REPO_ROOT / "saah_lib"
 #: Lowest first. A module may import from its own layer and the layers before it, never after.
-LAYERS = ("paths", "jsonio", "numerics", "progress", "method", "tasks", "models", "rundir", "training", "analysis",
-          "report", "studies")
+LAYERS = ("library", "paths", "jsonio", "numerics", "progress", "method", "tasks", "models", "rundir", "training",
+          "analysis", "report", "studies")
 #: The only imports allowed inside functions, and why: each keeps a heavy package out of a light entry point.
 FUNCTION_LEVEL_IMPORTS = {
     # `python -m saah_lib.training.launch --print-config` answers without loading the model and training code
@@ -113,3 +115,181 @@ def test_the_notebooks_public_names_resolve():
 
     for name in saah_lib.__all__:
         assert getattr(saah_lib, name) is not None, name
+
+
+# ---------------------------------------------------------------------------
+# the library and the artifact (saah_lib/library.py): one direction, the library's dependencies only
+# ---------------------------------------------------------------------------
+
+def _package_sources() -> dict[str, str]:
+    return {_own(path): path.read_text() for path in _modules()}
+
+
+def _dependency_names() -> set[str]:
+    """The distributions of ``[project].dependencies``, names normalised as pip does."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
+    return {canonicalize_name(Requirement(r).name) for r in project["dependencies"]}
+
+
+@functools.cache
+def _distributions() -> dict[str, list[str]]:
+    """Import name -> the installed distributions that provide it (reading every installed one takes seconds)."""
+    import importlib.metadata
+
+    return importlib.metadata.packages_distributions()
+
+
+def library_problems(sources: dict[str, str], dependencies: set[str]) -> list[str]:
+    """Every import of a library module that breaks the two rules of saah_lib/library.py, with file and line.
+
+    ``sources``: file path relative to saah_lib/ -> its text; ``dependencies``: the library's distributions.
+    """
+    import sys
+
+    from packaging.utils import canonicalize_name
+
+    from saah_lib.library import ARTIFACT_PACKAGES, is_library, module_name
+
+    modules = {module_name(own).removesuffix(".__init__") for own in sources}
+    distributions = _distributions()
+    problems = []
+    for own, text in sorted(sources.items()):
+        if not is_library(module_name(own)):
+            continue
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                # `from saah_lib.rundir import checks` imports the module saah_lib.rundir.checks
+                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names
+                                         if f"{node.module}.{a.name}" in modules]
+            else:
+                continue
+            for name in names:
+                top = name.split(".")[0]
+                where = f"{own}:{node.lineno}"
+                if top == "saah_lib":
+                    if not is_library(name):
+                        problems.append(f"{where} imports {name}, a module of the artifact")
+                elif top in ARTIFACT_PACKAGES:
+                    problems.append(f"{where} imports {name}, a package of the artifact")
+                elif top not in sys.stdlib_module_names and top != "__future__":
+                    provided_by = {canonicalize_name(d) for d in distributions.get(top, ())}
+                    if not provided_by & dependencies:
+                        problems.append(f"{where} imports {name}, which no [project].dependencies entry provides "
+                                        f"(installed from: {', '.join(sorted(provided_by)) or 'nothing'})")
+    return problems
+
+
+def test_every_library_entry_names_a_module_of_the_package():
+    from saah_lib.library import LIBRARY, module_name
+
+    modules = {module_name(_own(path)) for path in _modules()}
+    for entry in LIBRARY:
+        assert entry in modules or any(m.startswith(entry + ".") for m in modules), f"{entry} names no module"
+
+
+def test_the_library_imports_no_artifact_module_and_only_its_dependencies():
+    assert library_problems(_package_sources(), _dependency_names()) == []
+
+
+def test_the_library_check_finds_planted_imports_of_the_artifact():
+    sources = _package_sources()
+    dependencies = _dependency_names()
+    planted = dict(sources)
+    planted["training/trainer.py"] += ("\nimport pandas\nfrom saah_lib.analysis.frames import run_frame\n"
+                                       "from saah_lib.rundir import checks\n")
+    planted["models/loading.py"] += "\n\ndef f():\n    import ray\n"
+    found = library_problems(planted, dependencies)
+    assert len(found) == 4, found
+    assert any("trainer.py" in p and "pandas, a package of the artifact" in p for p in found)
+    assert any("saah_lib.analysis.frames, a module of the artifact" in p for p in found)
+    assert any("saah_lib.rundir.checks, a module of the artifact" in p for p in found)
+    assert any("loading.py" in p and "ray" in p for p in found)  # inside a function too
+    # an artifact module may import anything
+    planted = dict(sources)
+    planted["studies/mini.py"] += "\nimport pandas\n"
+    assert library_problems(planted, dependencies) == []
+    # a library import whose distribution is missing from [project].dependencies
+    assert any("peft" in p and "no [project].dependencies entry" in p
+               for p in library_problems(sources, dependencies - {"peft"}))
+
+
+def test_the_artifact_packages_are_in_the_artifact_extra_not_the_dependencies():
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
+    artifact = {Requirement(r).name.lower() for r in project["optional-dependencies"]["artifact"]}
+    dependencies = {Requirement(r).name.lower() for r in project["dependencies"]}
+    assert {"papermill", "jupyterlab", "ipykernel", "ipywidgets", "matplotlib", "pandas", "scipy", "ray"} <= artifact
+    assert not artifact & dependencies
+
+
+# Imports every library module and builds a trainer where the artifact's packages cannot be imported by saah_lib:
+# a meta-path finder refuses them when the import statement runs in a module of saah_lib (TRL and datasets import
+# pandas, PyYAML and psutil themselves, and may). Prints the artifact packages that third parties did import.
+_BLOCKED_IMPORT_SCRIPT = r"""
+import importlib, pathlib, sys
+from saah_lib.library import ARTIFACT_PACKAGES, is_library, module_name
+
+class RefuseTheArtifact:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] not in ARTIFACT_PACKAGES:
+            return None
+        frame = sys._getframe(1)
+        while frame is not None and frame.f_code.co_filename.startswith("<frozen importlib"):
+            frame = frame.f_back
+        importer = frame.f_globals.get("__name__", "") if frame is not None else ""
+        if importer.split(".")[0] == "saah_lib":
+            raise ImportError(f"{importer} imports {name}: a package of the artifact, refused in the library")
+        return None
+
+sys.meta_path.insert(0, RefuseTheArtifact())
+package = pathlib.Path(sys.argv[1])
+for path in sorted(package.rglob("*.py")):
+    own = path.relative_to(package).as_posix()
+    if is_library(module_name(own)) and path.name != "__main__.py":
+        importlib.import_module(module_name(own).removesuffix(".__init__"))
+from datasets import Dataset
+from saah_lib import SAAHGRPOConfig, SAAHGRPOTrainer
+args = SAAHGRPOConfig(output_dir=sys.argv[3], method="sa", max_steps=1, per_device_train_batch_size=2,
+                      num_generations=2, max_completion_length=4, save_strategy="no", report_to="none", use_cpu=True)
+trainer = SAAHGRPOTrainer(model=sys.argv[2], reward_funcs=lambda completions, **kw: [0.0] * len(completions),
+                          args=args, train_dataset=Dataset.from_dict({"prompt": ["a", "b"]}))
+print("trainer", type(trainer).__name__)
+print("imported by others:", sorted(p for p in ARTIFACT_PACKAGES if p in sys.modules))
+"""
+
+
+@pytest.mark.slow  # a fresh process imports TRL and builds a trainer (about 15 s of CPU)
+@pytest.mark.parametrize("planted", [False, True])
+def test_the_library_imports_and_builds_a_trainer_with_the_artifact_refused(tiny_random_model_dir, tmp_path,
+                                                                              planted):
+    import subprocess
+    import sys
+
+    root = REPO_ROOT
+    if planted:  # a copy of the package whose library imports scipy: the refusal must see it
+        import shutil
+
+        root = tmp_path / "repo"
+        shutil.copytree(PACKAGE, root / "saah_lib", ignore=shutil.ignore_patterns("__pycache__"))
+        sampler = root / "saah_lib" / "training" / "sampler.py"
+        sampler.write_text(sampler.read_text() + "\nimport scipy.stats\n")
+    done = subprocess.run([sys.executable, "-c", _BLOCKED_IMPORT_SCRIPT, str(root / "saah_lib"),
+                           str(tiny_random_model_dir), str(tmp_path / "out")],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False,
+                          env={"PYTHONPATH": str(root), "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1",
+                               "PATH": "/usr/bin:/bin", "CUDA_VISIBLE_DEVICES": ""})
+    if planted:
+        assert done.returncode != 0 and "saah_lib.training.sampler imports scipy" in done.stderr, done.stderr[-3000:]
+    else:
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert "trainer SAAHGRPOTrainer" in done.stdout

@@ -5,7 +5,7 @@
 Takes ``saah_lib/models/rollout.py`` from ``--commit`` (git), adds the ``rollout.decode`` profiler
 region around its decode loop (two lines, nothing else changes), compiles its decode step with the
 ``eager`` backend, and counts one rollout of the tiny warm start with
-``saah_lib.models.profiling.count_ops``: the workload (16 prompts of 192 tokens, 96 new tokens forced
+``saah_lib.studies.profiling.count_ops``: the workload (16 prompts of 192 tokens, 96 new tokens forced
 to full length, the end-of-sequence token live) and the counting of ``python -m saah_lib.studies.bench
 --profile tiny --rollout-profile``, so the two are comparable.
 """
@@ -25,7 +25,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from saah_lib.models.loading import load_model_and_tokenizer, resolve_model
 from saah_lib.models.names import TINY_WARMSTART
-from saah_lib.models.profiling import count_ops
+from saah_lib.studies.profiling import count_ops
 from saah_lib.paths import REPO_ROOT
 from saah_lib.studies.bench.models import prompts_dataset
 

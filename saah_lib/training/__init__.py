@@ -1,4 +1,5 @@
 """Training: the run's config (:mod:`.config`: ``SAAHGRPOConfig``, TRL's, and ``RunConfig``; the light
-profiles in :mod:`.profiles`), notebook parameters (:mod:`.notebook_params`), the trainer (:mod:`.trainer`, a
-TRL ``GRPOTrainer``), its callbacks (:mod:`.callbacks`), one run start to finish (:mod:`.run`) and several
-processes (:mod:`.distributed`, :mod:`.launch`)."""
+profiles in :mod:`.profiles`), the trainer (:mod:`.trainer`, a TRL ``GRPOTrainer``), its callbacks
+(:mod:`.callbacks`) and sampler (:mod:`.sampler`), the batch layout over processes (:mod:`.distributed`): the
+library. One run start to finish with its run folder (:mod:`.run`), its command (:mod:`.launch`) and the
+notebooks' parameters (:mod:`.notebook_params`) are the artifact's (:mod:`saah_lib.library`)."""

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from saah_lib.models.profiling import kernel_summary
+from saah_lib.studies.profiling import kernel_summary
 from saah_lib.studies import gpu_bench
 from saah_lib.studies.bench import device_name
 from saah_lib.studies.bench.decode import window_of

@@ -4,7 +4,7 @@ The engine is made as the trainer makes its rollout engine (``build_engine``: th
 reserved for the longest prompt, full-length completions). One rollout compiles and warms it up (on CUDA it
 also records the CUDA graph), a second is timed whole, and a third is profiled over a window of decode calls
 in its middle (:class:`ProfiledWindow`): steady steps only, no compile, no prefill, no graph recording.
-:func:`saah_lib.models.profiling.kernel_summary` then sorts what ran into classes.
+:func:`saah_lib.studies.profiling.kernel_summary` then sorts what ran into classes.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from saah_lib.models.compile_health import CompileHealth
-from saah_lib.models.profiling import count_ops, kernel_summary
+from saah_lib.studies.profiling import count_ops, kernel_summary
 from saah_lib.models.rollout import build_engine
 from saah_lib.models.sampling import SamplingSettings
 from saah_lib.studies.bench.models import prompts_dataset

@@ -8,7 +8,7 @@ import time
 import torch
 
 from saah_lib.models.evaluate import greedy_completions
-from saah_lib.models.profiling import count_ops, profile_rollout
+from saah_lib.studies.profiling import count_ops, profile_rollout
 from saah_lib.models.rollout import build_engine
 from saah_lib.models.sampling import SamplingSettings
 from saah_lib.studies.bench.models import prompts_dataset
