@@ -32,9 +32,10 @@ from transformers import TrainerCallback
 
 from saah_lib.jsonio import atomic_write_json
 from saah_lib.method.reward import TRL_REWARD_FUNCS
-from saah_lib.paths import REPO_ROOT, in_repo, repo_relative
+from saah_lib.paths import LOCAL_RESULTS, REPO_ROOT, in_repo, repo_relative
 from saah_lib.rundir.provenance import package_versions
 from saah_lib.studies.bench import device_name
+from saah_lib.studies.bench.files import scratch_folder
 from saah_lib.studies.real_model import load_smollm2
 from saah_lib.tasks.gsm8k import paper_split
 from saah_lib.tasks.prompts import to_trl_dataset
@@ -140,7 +141,7 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int, default=1,
                         help="torch threads (one is steady on shared cores; CPU seconds are what compare)")
     parser.add_argument("--no-baseline", dest="baseline", action="store_false",
-                        help="skip the steps as they were before (more memory)")
+                        help="only the bounded steps, not the steps as they were before (more memory)")
     parser.add_argument("--data-dir", default=None, help="GSM8K jsonl folder (default: $SAAH_GSM8K_DIR, then the hub)")
     parser.add_argument("--out", type=in_repo, default=None,
                         help="the JSON file (default: results/bench/<device>-smollm2-step.json)")
@@ -159,15 +160,15 @@ def main(argv=None) -> int:
                         "completion_tokens": MAX_COMPLETION_LENGTH, "full_length": True, "lora_r": 16,
                         "loss": "bnpo, beta 0.04, method sa, alpha 0.5, entropy_top_k 500"},
               "command": command, "versions": package_versions(), "configurations": []}
-    scratch = Path(REPO_ROOT / "results" / "local" / "bench" / "smollm2-step-scratch")
-    for setting in configurations(args.baseline):
-        print(f"measuring {setting['name']} ...", flush=True)
-        result = measure_in_subprocess(setting, steps=args.steps, threads=args.threads, data_dir=args.data_dir,
-                                       scratch=scratch)
-        report["configurations"].append(result)
-        print(f"  {result['cpu_s_per_step']:.1f} CPU-s, {result['wall_s_per_step']:.1f} s wall per step, "
-              f"peak RSS {result['peak_rss_gib']:.2f} GiB", flush=True)
-        atomic_write_json(out, report)
+    with scratch_folder(LOCAL_RESULTS / "bench", "smollm2-step") as scratch:  # the trainers' output_dir, removed
+        for setting in configurations(args.baseline):
+            print(f"measuring {setting['name']} ...", flush=True)
+            result = measure_in_subprocess(setting, steps=args.steps, threads=args.threads, data_dir=args.data_dir,
+                                           scratch=scratch)
+            report["configurations"].append(result)
+            print(f"  {result['cpu_s_per_step']:.1f} CPU-s, {result['wall_s_per_step']:.1f} s wall per step, "
+                  f"peak RSS {result['peak_rss_gib']:.2f} GiB", flush=True)
+            atomic_write_json(out, report)
     print(f"wrote {repo_relative(out)}")
     return 0
 
