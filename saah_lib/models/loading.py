@@ -7,7 +7,7 @@ from pathlib import Path
 
 import torch
 from peft import PeftModel
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
 
 from saah_lib.models.names import model_location, tiny_warm_start_seed, warm_start_location
 from saah_lib.models.warmstart import BUILD_INFO_FILE, build_warm_start, cache_problem
@@ -63,6 +63,36 @@ def load_model_and_tokenizer(model_name: str, dtype: str = "float32"):
             "Pass a local model folder as model_name, or make the model hub reachable "
             "(unset HF_HUB_OFFLINE / log in). The 'tiny' profile needs no hub."
         ) from err
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return model, tokenizer
+
+
+def load_gguf_model_and_tokenizer(folder: str | Path, gguf_file: str, dtype: str = "float32"):
+    """A causal LM and its tokenizer from a GGUF file, dequantised to ``dtype``: a plain model that trains.
+
+    transformers dequantises every weight of the file at load time, yet keeps the model marked as
+    GGUF-quantised (``hf_quantizer``, ``quantization_method``, ``is_quantized`` and the config's
+    ``quantization_config``).  Those stale marks make transformers' ``Trainer`` refuse to train it ("quantized
+    with GGUF ... do not support training"), PEFT treat it as a quantised base, and ``save_pretrained`` refuse
+    to save it, although its weights are ordinary dense tensors.  Dequantisation is asked for explicitly (on a
+    device with GGUF matmul kernels transformers would otherwise keep the blocks packed), checked on every
+    parameter, and only then are the marks removed, with transformers' own ``remove_quantization_config``.
+    """
+    torch_dtype = getattr(torch, dtype)
+    path = Path(folder) / gguf_file
+    if not path.is_file():
+        raise FileNotFoundError(f"no GGUF file {gguf_file!r} in {folder}")
+    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=gguf_file)
+    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=gguf_file, dtype=torch_dtype,
+                                                 quantization_config=GgufConfig(dequantize=True))
+    packed = [name for name, p in model.named_parameters() if p.dtype != torch_dtype]
+    if packed:
+        raise RuntimeError(f"{path.name}: {len(packed)} parameters are not dequantised to {dtype} "
+                           f"(first: {packed[0]}), so the model cannot be trained as a dense model")
+    quantizer = getattr(model, "hf_quantizer", None)
+    if quantizer is not None:
+        quantizer.remove_quantization_config(model)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     return model, tokenizer

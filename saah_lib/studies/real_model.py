@@ -33,7 +33,6 @@ import time
 from pathlib import Path
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from saah_lib.analysis.reported import read_reported_csv
 from saah_lib.jsonio import atomic_write_json
@@ -41,6 +40,7 @@ from saah_lib.method.discount import alphas_for_targets, group_advantages, mean_
 from saah_lib.method.loss import horizon_weights, normalised_entropy
 from saah_lib.method.methods import MAIN_ALPHA, PAPER_ENTROPY_TOP_K
 from saah_lib.method.reward import total_reward
+from saah_lib.models.loading import load_gguf_model_and_tokenizer
 from saah_lib.paths import PAPER_REPORTED, REAL_MODEL_RECORD, in_repo, repo_relative
 from saah_lib.studies.topk import completion_texts, sample_batch
 from saah_lib.tasks.gsm8k import paper_split
@@ -69,11 +69,9 @@ def gguf_folder() -> Path:
     return folder
 
 
-def load_smollm2():
-    """Model (dequantised to float32, eval mode) and tokenizer, offline."""
-    folder = gguf_folder()
-    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=GGUF_FILE)
-    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=GGUF_FILE, dtype=torch.float32)
+def load_smollm2(dtype: str = "float32"):
+    """Model (dequantised to ``dtype``, a plain dense model that trains; eval mode) and tokenizer, offline."""
+    model, tokenizer = load_gguf_model_and_tokenizer(gguf_folder(), GGUF_FILE, dtype)
     return model.eval(), tokenizer
 
 

@@ -193,6 +193,12 @@ class SAAHGRPOConfig(GRPOConfig):
     prompts_per_step: int | None = _field(None, "prompts per optimiser step over all processes; sets "
                                                 "per_device_train_batch_size and gradient_accumulation_steps; "
                                                 "None: TRL's own batch fields as given")
+    forward_batch_size: int | None = _field(None, "completions per forward pass where the trainer scores "
+                                                  "completions (the loss, old and reference log-probs): TRL's "
+                                                  "batch_size of those passes; smaller bounds the memory of the "
+                                                  "LM head's tiles over the vocabulary, and with activation "
+                                                  "checkpointing that of the whole step, at some speed; the loss "
+                                                  "is the same (bits may differ); None: the whole micro-batch")
     generation_backend: str = _field("auto", "auto | hf | compiled | vllm; auto: compiled on CUDA, hf (TRL's own) "
                                              "elsewhere; vllm sets TRL's use_vllm")
     rollout_compile: bool | None = _field(None, "torch.compile the compiled backend's decode step; None: only on CUDA")
@@ -240,7 +246,8 @@ class SAAHGRPOConfig(GRPOConfig):
         for name, lowest in (("num_generations", 2), ("gradient_accumulation_steps", 1),
                              ("max_completion_length", 1), ("save_steps", 1), ("log_token_entropies", 0)):
             _check_count(name, getattr(self, name), lowest)
-        for name, lowest in (("prompts_per_step", 1), ("entropy_top_k", 1), ("save_total_limit", 1)):
+        for name, lowest in (("prompts_per_step", 1), ("entropy_top_k", 1), ("save_total_limit", 1),
+                             ("forward_batch_size", 1)):
             _check_count(name, getattr(self, name), lowest, optional=True)
         warmup = self.warmup_steps
         if not (_is_int(warmup) and warmup >= 0 or isinstance(warmup, float) and 0 <= warmup < 1):
@@ -297,7 +304,8 @@ class RunConfig:
     model_name: str = _field(TINY_WARMSTART, "hub id, model folder, or a tiny warm start: tiny-warmstart (seed 0) "
                                              "or tiny-warmstart-s<N> (seed N), built on first use")
     model_label: str = _field("tiny", "the model's name in tables and figures")
-    dtype: str = _field("float32", "float32 | bfloat16 | float16 (bf16/fp16 autocast on a GPU)")
+    dtype: str = _field("float32", "float32 | bfloat16 | float16: the weights' dtype, with bf16/fp16 "
+                                            "autocast (bfloat16 on a CPU too; float16 needs a GPU)")
     use_lora: bool = _field(False, "train LoRA adapters instead of every weight")
     lora_r: int = _field(16, "LoRA rank")
     lora_alpha: float = _field(32, "LoRA scaling alpha (not the method's alpha)")
@@ -476,9 +484,17 @@ def _differences_from_profile(run: RunConfig) -> dict:
 
 
 def _machine_fields(dtype: str) -> dict:
-    """TRL's precision and device switches for this machine: mixed precision on a GPU only."""
+    """TRL's precision and device switches for this machine: the run's ``dtype``, as asked, or an error.
+
+    ``bfloat16`` is bf16 autocast (accelerate's, as TRL uses it) on a GPU and on a CPU alike, beside the model
+    loaded in bfloat16; ``float16`` needs a GPU (torch's CPU autocast and accelerate do not train in fp16), so
+    on a CPU it is refused rather than trained in float32 without a word.
+    """
     on_gpu = torch.cuda.is_available()
-    return dict(bf16=dtype == "bfloat16" and on_gpu, fp16=dtype == "float16" and on_gpu, use_cpu=not on_gpu,
+    if dtype == "float16" and not on_gpu:
+        _fail("dtype", "'float16' trains only on a GPU (fp16 mixed precision); on a CPU use 'bfloat16' (bf16 "
+                       "autocast) or 'float32'")
+    return dict(bf16=dtype == "bfloat16", fp16=dtype == "float16", use_cpu=not on_gpu,
                 save_strategy="steps", log_completions=False, output_dir=None)
 
 

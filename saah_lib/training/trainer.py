@@ -335,8 +335,16 @@ class SAAHGRPOTrainer(GRPOTrainer):
             finally:
                 self._loss_capture = None
 
-    def _get_per_token_logps_and_entropies(self, *args, **kwargs):
-        logps, entropies, aux_loss = super()._get_per_token_logps_and_entropies(*args, **kwargs)
+    def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, batch_size=None,
+                                           **kwargs):
+        # ``forward_batch_size`` caps TRL's own chunking of this forward (its ``batch_size``): each chunk's
+        # LM-head tiles are [chunk tokens, 32768] floats and its activations are freed or checkpointed by chunk;
+        # None leaves TRL's call as it is (the whole micro-batch at once), and so the recorded bits
+        limit = self.args.forward_batch_size
+        if limit is not None:
+            batch_size = min(batch_size or input_ids.size(0), limit)
+        logps, entropies, aux_loss = super()._get_per_token_logps_and_entropies(
+            model, input_ids, attention_mask, logits_to_keep, batch_size=batch_size, **kwargs)
         capture = getattr(self, "_loss_capture", None)
         if capture is not None and entropies is not None:
             capture["entropies"] = entropies

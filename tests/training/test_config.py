@@ -344,3 +344,19 @@ def test_every_trl_loss_type_is_accepted(loss_type, tmp_path):
                                   dict(warmup_steps=0.1), dict(warmup_steps=3), dict(entropy_top_k=500)])
 def test_valid_values_pass(good, tmp_path):
     SAAHGRPOConfig(output_dir=str(tmp_path), use_cpu=True, **good)
+
+
+@pytest.mark.parametrize("dtype,bf16", [("bfloat16", True), ("float32", False)])
+def test_a_run_dtype_is_honoured_on_a_cpu(dtype, bf16, monkeypatch):
+    """bfloat16 on a CPU is bf16 autocast, as on a GPU (it was float32 without a word)."""
+    import torch
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    trainer = make_config("tiny", method="sa", dtype=dtype).trainer
+    assert trainer.bf16 is bf16 and trainer.fp16 is False and trainer.use_cpu is True
+
+
+def test_float16_on_a_cpu_is_refused_naming_the_field(monkeypatch):
+    import torch
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ValueError, match="config field 'dtype': 'float16' trains only on a GPU"):
+        make_config("tiny", method="sa", dtype="float16")

@@ -175,3 +175,52 @@ def test_without_a_config_the_trainer_builds_its_own(tiny_random_model_dir, tmp_
     with pytest.raises(TypeError, match="needs an SAAHGRPOConfig"):
         SAAHGRPOTrainer(model, list(TRL_REWARD_FUNCS), args=GRPOConfig(output_dir="x", use_cpu=True),
                         processing_class=tokenizer, train_dataset=to_trl_dataset(generate_problems(8, seed=0), tokenizer))
+
+
+@pytest.mark.parametrize("loss_type,top_k", [("bnpo", 5), ("bnpo", None), ("dapo", 5)])
+def test_forward_batch_size_chunks_the_forward_and_keeps_the_loss(loss_type, top_k, tiny_random_model_dir, tmp_path):
+    """forward_batch_size=1: four forwards of one completion in the loss (the paper's path and TRL's), the same
+    loss and gradients as one forward of four (up to float rounding), the top-K hidden states kept in order."""
+    settings = dict(method="sa", alpha=0.5, entropy_top_k=top_k, loss_type=loss_type, use_bias_correction_kl=False)
+    whole = build_trainer(SAAHGRPOTrainer, SAAHGRPOConfig, tiny_random_model_dir, tmp_path / "whole", **settings)
+    chunked = build_trainer(SAAHGRPOTrainer, SAAHGRPOConfig, tiny_random_model_dir, tmp_path / "chunked",
+                            forward_batch_size=1, **settings)
+    forwards = []
+    backbone = chunked._causal_lm(chunked.model).base_model
+    handle = backbone.register_forward_hook(lambda module, args, out: forwards.append(out.last_hidden_state.size(0)))
+    inputs = fake_batch(len(whole.processing_class))
+    try:
+        loss_chunked, grads_chunked = loss_and_grads(chunked, inputs)
+    finally:
+        handle.remove()
+    loss_whole, grads_whole = loss_and_grads(whole, inputs)
+    assert forwards == [1, 1, 1, 1]
+    torch.testing.assert_close(loss_chunked, loss_whole, atol=1e-6, rtol=1e-5)
+    assert grads_chunked.keys() == grads_whole.keys() and grads_whole
+    for name in grads_whole:
+        torch.testing.assert_close(grads_chunked[name], grads_whole[name], atol=1e-6, rtol=1e-4, msg=name)
+    for metric in ("saah/weight_mean", "saah/entropy_norm"):
+        torch.testing.assert_close(torch.tensor(chunked._metrics["train"][metric]),
+                                   torch.tensor(whole._metrics["train"][metric]), atol=1e-6, rtol=1e-5)
+
+
+def test_forward_batch_size_must_be_a_count(tmp_path):
+    with pytest.raises(ValueError, match="'forward_batch_size'"):
+        SAAHGRPOConfig(output_dir=str(tmp_path), forward_batch_size=0, use_cpu=True, report_to="none")
+
+
+@pytest.mark.slow  # one training step
+@pytest.mark.parametrize("bf16,dtype", [(True, torch.bfloat16), (False, torch.float32)])
+def test_bf16_on_a_cpu_trains_in_bf16(bf16, dtype, tiny_random_model_dir, tmp_path):
+    """What make_config gives for dtype="bfloat16" on a CPU: the loss's forward runs under bf16 autocast."""
+    trainer = build_trainer(SAAHGRPOTrainer, SAAHGRPOConfig, tiny_random_model_dir, tmp_path, bf16=bf16,
+                            method="sa", alpha=0.5)
+    seen = []
+    layer = trainer.accelerator.unwrap_model(trainer.model).model.layers[0].mlp.down_proj
+    handle = layer.register_forward_hook(lambda module, args, out: seen.append((torch.is_grad_enabled(), out.dtype)))
+    try:
+        trainer.train()
+    finally:
+        handle.remove()
+    assert trainer.state.global_step == 1
+    assert {d for grad, d in seen if grad} == {dtype}  # the forward that trains
