@@ -31,7 +31,7 @@ import sys
 from pathlib import Path
 
 #: Bump when a builder changes, so a cache built by an older harness is rebuilt.
-BUILD_VERSION = "2"
+BUILD_VERSION = "3"
 ORG = "trl-internal-testing"
 #: The commit every snapshot is filed under (the Hub cache's refs/main points to it).
 COMMIT = hashlib.sha1(f"saah-trl-suite-{BUILD_VERSION}".encode()).hexdigest()
@@ -77,8 +77,8 @@ CHAT_TEMPLATE = (
     "{%- endfor %}"
     "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
 )
-TEXT_SIZES = dict(hidden_size=8, num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=2,
-                  intermediate_size=32)
+TEXT_SIZES = {"hidden_size": 8, "num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": 2,
+                  "intermediate_size": 32}
 REWARD_SIZES = dict(TEXT_SIZES, hidden_size=16)
 
 # Remote code for ``tiny-RemoteForCausalLM`` (test_trust_remote_code): a Qwen2 under another model type, so that
@@ -155,8 +155,8 @@ def _generation_config(tokenizer):
 
 
 def _ids(tokenizer) -> dict:
-    return dict(vocab_size=QWEN_VOCAB_SIZE, eos_token_id=tokenizer.eos_token_id,
-                pad_token_id=tokenizer.pad_token_id, bos_token_id=None)
+    return {"vocab_size": QWEN_VOCAB_SIZE, "eos_token_id": tokenizer.eos_token_id,
+                "pad_token_id": tokenizer.pad_token_id, "bos_token_id": None}
 
 
 def _text_models(tokenizer) -> dict:
@@ -189,18 +189,42 @@ def _text_models(tokenizer) -> dict:
     }
 
 
+def _keep_mamba_state_float32(model) -> None:
+    """Mamba mixers' ``A_log`` and ``D`` back in float32 after a cast, as NVIDIA's Nemotron-H checkpoints (and
+    TRL's tiny copy) store them."""
+    for module in model.modules():
+        if hasattr(module, "A_log") and hasattr(module, "D"):
+            module.A_log.data = module.A_log.data.float()
+            module.D.data = module.D.data.float()
+
+
+def _nemotron_h(tokenizer):
+    """Nemotron-H nano with one Mamba, one attention and one MoE block (TRL's tiny shapes), without the Mamba
+    kernels (CPU)."""
+    import torch
+    from transformers import NemotronHConfig, NemotronHForCausalLM
+
+    config = NemotronHConfig(
+        hidden_size=16, num_attention_heads=4, num_key_value_heads=2, intermediate_size=32,
+        layers_block_type=["mamba", "attention", "moe"], mamba_num_heads=8, mamba_head_dim=4, mamba_n_groups=1,
+        ssm_state_size=16, mamba_d_conv=4, mamba_expand=2, n_routed_experts=4, num_experts_per_tok=2,
+        moe_intermediate_size=32, moe_shared_expert_intermediate_size=32, use_mamba_kernels=False,
+        **_ids(tokenizer))
+    return config, NemotronHForCausalLM, torch.bfloat16
+
+
 def _qwen_vl_models(tokenizer) -> dict:
     """Qwen2-VL and Qwen2.5-VL with TRL's tiny shapes (mrope sections [1, 1] for head size 4)."""
     import torch
     import transformers as tf
 
     vocab = tokenizer.convert_tokens_to_ids
-    token_ids = dict(image_token_id=vocab("<|image_pad|>"), video_token_id=vocab("<|video_pad|>"),
-                     vision_start_token_id=vocab("<|vision_start|>"), vision_end_token_id=vocab("<|vision_end|>"))
+    token_ids = {"image_token_id": vocab("<|image_pad|>"), "video_token_id": vocab("<|video_pad|>"),
+                     "vision_start_token_id": vocab("<|vision_start|>"), "vision_end_token_id": vocab("<|vision_end|>")}
     rope = {"rope_type": "default", "mrope_section": [1, 1], "rope_theta": 1000000.0}
     text = dict(hidden_size=16, num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=2,
                 intermediate_size=32, rope_parameters=rope, **_ids(tokenizer))
-    vision = dict(depth=2, hidden_size=16, num_heads=4, embed_dim=64)
+    vision = {"depth": 2, "hidden_size": 16, "num_heads": 4, "embed_dim": 64}
     models = {}
     models["tiny-Qwen2VLForConditionalGeneration"] = (
         tf.Qwen2VLConfig(text_config=text, vision_config=dict(vision), **token_ids),
@@ -243,6 +267,7 @@ def build_models(hub_cache: Path) -> list[str]:
     def save(name, config, model_class, dtype, processor=None):
         torch.manual_seed(0)  # the same weights on every build
         model = model_class(config).to(dtype=dtype)
+        _keep_mamba_state_float32(model)
         folder = _file_snapshot(hub_cache, f"{ORG}/{name}")
         model.save_pretrained(folder)
         (processor or tokenizer).save_pretrained(folder)
@@ -253,6 +278,7 @@ def build_models(hub_cache: Path) -> list[str]:
 
     for name, (config, model_class, dtype) in _text_models(tokenizer).items():
         save(name, config, model_class, dtype)
+    save("tiny-NemotronHForCausalLM-nano", *_nemotron_h(tokenizer))
     if vlm_problem() is None:
         for name, (config, model_class, dtype) in _qwen_vl_models(tokenizer).items():
             save(name, config, model_class, dtype, processor=_qwen_vl_processor(tokenizer, name))

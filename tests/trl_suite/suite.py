@@ -7,7 +7,8 @@ copied into the repository. The tiny models and data sets they name are built on
 process of its own with :mod:`trl_suite_plugin`, which writes JUnit XML that :func:`outcomes` reads.
 
 As a script (``python tests/trl_suite/suite.py --out results/trl_suite/counts.json``) it runs the three and
-writes their counts, the comparisons and the harness's adaptations to the file.
+writes their counts, the comparisons and the harness's adaptations to the file. ``SAAH_TRL_SUITE_JOBS=3`` runs
+the three configurations at once where three cores are free (each pytest uses one thread).
 """
 
 from __future__ import annotations
@@ -22,14 +23,15 @@ import sys
 import tempfile
 import time
 import xml.etree.ElementTree as ET
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO_ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE))  # fixtures and the plugin, imported by name as in the suite's own process
 
-from fixtures import read_manifest  # noqa: E402
-from trl_suite_plugin import ADAPTATIONS  # noqa: E402
+from fixtures import read_manifest
+from trl_suite_plugin import ADAPTATIONS, NEWER_THAN_TRL_1_16
 
 TEST_FILE = Path("tests") / "test_grpo_trainer.py"
 #: The phrase of TRL's "training changed every parameter" check (``assert not torch.equal(param, new_param), ...``)
@@ -85,7 +87,7 @@ def run_configuration(kind: str, trl_root: Path, cache: Path, junit: Path, extra
                "-p", "no:warnings", "-q", "--rootdir", str(trl_root), f"--junitxml={junit}", str(TEST_FILE),
                *extra_args]
     start = time.monotonic()
-    done = subprocess.run(command, cwd=trl_root, env=_env(cache, kind), capture_output=True, text=True,
+    done = subprocess.run(command, check=False, cwd=trl_root, env=_env(cache, kind), capture_output=True, text=True,
                           timeout=timeout)
     seconds = time.monotonic() - start
     if not junit.is_file():
@@ -154,18 +156,30 @@ def compare(results: dict[str, dict], trains: set[str]) -> dict:
     }
 
 
+def suite_jobs() -> int:
+    """How many configurations run at once (``SAAH_TRL_SUITE_JOBS``, default 1: each pytest runs on one core)."""
+    value = os.environ.get("SAAH_TRL_SUITE_JOBS", "1")
+    if not value.isdigit() or not 1 <= int(value) <= len(CONFIGURATIONS):
+        raise ValueError(f"SAAH_TRL_SUITE_JOBS={value!r}: expected a whole number from 1 to {len(CONFIGURATIONS)}")
+    return int(value)
+
+
 def run_suite(out_dir: Path, kinds=tuple(CONFIGURATIONS), extra_args=()) -> dict:
-    """Run every configuration (one after the other: two cores are shared); the summary of counts and checks."""
+    """Run every configuration, :func:`suite_jobs` at a time; the summary of counts and checks."""
     trl_root = trl_tests_root()
     if trl_root is None:
         raise FileNotFoundError("TRL's tests/test_grpo_trainer.py not found (../shared/trl or SAAH_TRL_TESTS)")
     cache = cache_folder()
     manifest = ensure_built(cache)
-    results = {kind: run_configuration(kind, trl_root, cache, out_dir / f"{kind}.xml", extra_args) for kind in kinds}
+    with ThreadPoolExecutor(max_workers=suite_jobs()) as pool:  # threads only wait on their pytest processes
+        running = {kind: pool.submit(run_configuration, kind, trl_root, cache, out_dir / f"{kind}.xml", extra_args)
+                   for kind in kinds}
+        results = {kind: future.result() for kind, future in running.items()}
     summary = {
         "configurations": {k: {"trainer": CONFIGURATIONS[k], **counts(r["outcomes"]), "seconds": r["seconds"]}
                            for k, r in results.items()},
         "adaptations": ADAPTATIONS,
+        "skipped_as_newer_than_trl_1_16": NEWER_THAN_TRL_1_16,
         "models_built": manifest["models"],
         "vlm_problem": manifest["vlm_problem"],
         "outcomes": {k: {t: e["outcome"] for t, e in sorted(r["outcomes"].items())} for k, r in results.items()},

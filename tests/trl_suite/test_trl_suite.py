@@ -14,8 +14,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import suite  # noqa: E402
-from fixtures import local_dataset_files  # noqa: E402
+import suite
+from fixtures import local_dataset_files
 
 TRL_ROOT = suite.trl_tests_root()
 needs_trl_tests = pytest.mark.skipif(TRL_ROOT is None, reason="TRL's tests/test_grpo_trainer.py not found "
@@ -30,14 +30,14 @@ def _junit(path: Path, cases: list[str]) -> Path:
 def test_outcomes_reads_passed_failed_skipped_and_xfail_from_junit(tmp_path):
     junit = _junit(tmp_path / "r.xml", [
         '<testcase classname="tests.test_grpo_trainer.TestGRPOTrainer" name="test_a"/>',
-        '<testcase classname="tests.test_grpo_trainer.TestGRPOTrainer" name="test_b[x]">'
-        '<failure message="boom">tb</failure></testcase>',
-        '<testcase classname="tests.test_grpo_trainer.TestGRPOTrainer" name="test_c">'
-        '<error message="setup">tb</error></testcase>',
-        '<testcase classname="tests.test_grpo_trainer.TestGRPOTrainer" name="test_d">'
-        '<skipped type="pytest.skip" message="no gpu"/></testcase>',
-        '<testcase classname="tests.test_grpo_trainer.TestGRPOTrainer" name="test_e">'
-        '<skipped type="pytest.xfail" message="known"/></testcase>',
+        ('<testcase classname="tests.test_grpo_trainer.TestGRPOTrainer" name="test_b[x]">'
+        '<failure message="boom">tb</failure></testcase>'),
+        ('<testcase classname="tests.test_grpo_trainer.TestGRPOTrainer" name="test_c">'
+        '<error message="setup">tb</error></testcase>'),
+        ('<testcase classname="tests.test_grpo_trainer.TestGRPOTrainer" name="test_d">'
+        '<skipped type="pytest.skip" message="no gpu"/></testcase>'),
+        ('<testcase classname="tests.test_grpo_trainer.TestGRPOTrainer" name="test_e">'
+        '<skipped type="pytest.xfail" message="known"/></testcase>'),
     ])
     found = suite.outcomes(junit)
     assert {t: e["outcome"] for t, e in found.items()} == {

@@ -59,7 +59,7 @@ def _manifest() -> dict:
 
 
 def _add_missing_trl_names() -> None:
-    import trl.import_utils as import_utils
+    from trl import import_utils
 
     if not hasattr(import_utils, "is_joblib_available"):
         import_utils.is_joblib_available = lambda: importlib.util.find_spec("joblib") is not None
@@ -68,7 +68,6 @@ def _add_missing_trl_names() -> None:
 def _redirect_zen_datasets() -> None:
     """``datasets.load_dataset`` reading the zen configurations from local Parquet files (streaming included)."""
     import datasets
-
     from fixtures import local_dataset_files
 
     hub_load = datasets.load_dataset
@@ -78,7 +77,7 @@ def _redirect_zen_datasets() -> None:
         files = local_dataset_files(root, path, name) if isinstance(path, str) else None
         if files is None:
             return hub_load(path, name, *args, **kwargs)
-        return hub_load("parquet", data_files=files, *args, **kwargs)
+        return hub_load("parquet", None, *args, data_files=files, **kwargs)
 
     datasets.load_dataset = load_dataset
 
