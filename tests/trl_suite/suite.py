@@ -190,6 +190,15 @@ def run_suite(out_dir: Path, kinds=tuple(CONFIGURATIONS), extra_args=()) -> dict
     return summary
 
 
+def _without_local_paths(text: str) -> str:
+    """A failure message fit to commit: this machine's folders named by their role."""
+    for folder, name in ((trl_tests_root(), "<trl>"), (cache_folder(), "<cache>"), (REPO_ROOT, "<repo>"),
+                         (Path(sys.prefix), "<python>"), (Path(tempfile.gettempdir()), "<tmp>")):
+        if folder is not None:
+            text = text.replace(str(folder), name)
+    return text
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True, help="JSON file for the counts and checks")
@@ -198,8 +207,8 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         summary = run_suite(Path(tmp), extra_args=args.pytest_args)
     results = summary.pop("_results")
-    failures = {k: {t: e["message"] for t, e in r["outcomes"].items() if e["outcome"] == "failed"}
-                for k, r in results.items()}
+    failures = {k: {t: _without_local_paths(e["message"]) for t, e in r["outcomes"].items()
+                    if e["outcome"] == "failed"} for k, r in results.items()}
     summary["failures"] = failures
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(summary, indent=1) + "\n")
