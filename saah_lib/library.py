@@ -18,9 +18,9 @@ Why a declaration rather than two top-level packages: the library's modules sit 
 artifact's (``training/`` holds both ``trainer.py`` and ``run.py``), and moving ~15,000 lines of the artifact
 (or the library's command and module paths that notebooks, docs and users name) would be a large diff for no
 change of behaviour. The benchmark's rollout profiler moved from ``models/`` to ``studies/profiling.py``;
-``training/notebook_params.py`` (papermill, PyYAML, IPython) stays where papermill's entry point names it,
-declared the artifact's: moving it under ``studies/`` would make every process that imports papermill import
-``saah_lib.studies``, which pins the CPU numerics on import.
+``training/notebook_params.py`` and ``training/papermill_bounds.py`` (papermill, PyYAML, IPython) stay in
+``training/``, declared the artifact's: papermill's entry point names the second, and under ``studies/`` every
+process that imports papermill would import ``saah_lib.studies``, which pins the CPU numerics on import.
 
 Three modules a reader might take for the artifact's are the library's because a library module needs them at
 import time: ``models/warmstart.py`` and ``models/tiny.py`` (``models/loading.py`` resolves the model name

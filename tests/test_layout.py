@@ -19,6 +19,11 @@ LAYERS = ("library", "paths", "jsonio", "numerics", "progress", "method", "tasks
           "analysis", "report", "studies")
 #: The only imports allowed inside functions, and why: each keeps a heavy package out of a light entry point.
 FUNCTION_LEVEL_IMPORTS = {
+    # papermill loads its entry point from inside its own import, so the bounded translator and engine are made
+    # on first request, from papermill's modules as they stand then
+    ("training/papermill_bounds.py", "papermill.translators"),
+    ("training/papermill_bounds.py", "papermill.engines"),
+    ("training/papermill_bounds.py", "saah_lib.training.notebook_params"),
     # `python -m saah_lib.training.launch --print-config` answers without loading the model and training code
     ("training/launch.py", "saah_lib.training.run"),
     # the config checks a backend name without loading torch; only "auto" asks torch for a GPU

@@ -15,9 +15,8 @@ characters, or YAML with more than :data:`MAX_YAML_ALIASES` aliases or that expa
 YAML is built.  The studies' runner checks its parameters so before papermill writes them into a notebook.
 papermill's own command line parses ``-y``/``-f`` YAML itself and writes every value into the notebook's injected
 cell before any notebook code runs (a YAML bomb would hang there, a 50 MB value would be written out): its
-translator for Python is therefore :class:`BoundedPythonTranslator`, which refuses such parameters first.
-papermill registers it as it starts, through this package's ``papermill.engine`` entry point (papermill's one
-hook that runs before parameters are written).
+translator for Python is therefore one that calls :func:`check_sizes` first
+(:mod:`saah_lib.training.papermill_bounds`, which papermill loads as it starts).
 
 Declared parameters are read with papermill's own parser (:func:`papermill.inspect_notebook`),
 the one behind ``papermill --help-notebook``, so what the help lists is what is accepted.
@@ -31,8 +30,6 @@ from pathlib import Path
 import papermill
 import yaml
 from IPython import get_ipython
-from papermill.engines import NBClientEngine
-from papermill.translators import PythonTranslator, papermill_translators
 
 from saah_lib.paths import NOTEBOOKS
 
@@ -130,24 +127,6 @@ def check_sizes(parameters: dict) -> None:
             raise ParameterError(f"notebook parameter {name!r} holds more than {MAX_VALUE_CHARS:,} characters "
                                  f"(at least {chars:,}); notebook parameters are settings, not data: pass a file's "
                                  "path instead")
-
-
-class BoundedPythonTranslator(PythonTranslator):
-    """papermill's Python translator, refusing a parameter value beyond :data:`MAX_VALUE_CHARS` characters
-    (a YAML bomb's shared parts counted at every appearance, as papermill would write them) before writing any."""
-
-    @classmethod
-    def codify(cls, parameters, comment="Parameters"):
-        check_sizes(parameters)
-        return super().codify(parameters, comment)
-
-
-class BoundedParametersEngine(NBClientEngine):
-    """papermill's default engine, under the name ``saah_lib``: registered so that papermill imports this module,
-    and with it :class:`BoundedPythonTranslator`, as it starts (``pyproject.toml``'s ``papermill.engine`` entry)."""
-
-
-papermill_translators.register("python", BoundedPythonTranslator)
 
 
 def declared_parameters(notebook: str | Path) -> dict[str, dict]:

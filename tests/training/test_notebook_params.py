@@ -9,9 +9,9 @@ from papermill.translators import PythonTranslator
 
 from saah_lib.paths import NOTEBOOKS
 from saah_lib.studies import runner
+from saah_lib.training.papermill_bounds import bounded_translator
 from saah_lib.training.config import make_config
 from saah_lib.training.notebook_params import (
-    BoundedPythonTranslator,
     ParameterError,
     check_type,
     config_fields,
@@ -147,12 +147,23 @@ def test_papermill_starts_with_the_bounded_translator():
     code = ("import papermill.translators as t; import papermill; "
             "print(t.papermill_translators.find_translator('python3', 'python').__name__)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert done.stdout.strip() == BoundedPythonTranslator.__name__, done.stderr
+    assert done.stdout.strip() == bounded_translator().__name__, done.stderr
+
+
+@pytest.mark.parametrize("first", ["saah_lib.training.notebook_params", "saah_lib.training.papermill_bounds",
+                                   "papermill"])
+def test_importing_either_module_before_papermill_starts_papermill_bounded(first):
+    # papermill loads its entry points inside its own import, which notebook_params triggers (as a notebook's
+    # first cell does): the entry point must resolve while that import is under way
+    code = (f"import {first}; import papermill.translators as t; "
+            "print(t.papermill_translators.find_translator('python3', 'python').__name__)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "BoundedPythonTranslator", done.stderr
 
 
 def test_the_bounded_translator_writes_what_papermills_writes():
     parameters = {"method": "sa", "alpha": 0.5, "overrides": {"n_eval": 100, "tags": ["a", None, True]}}
-    assert BoundedPythonTranslator.codify(parameters) == PythonTranslator.codify(parameters)
+    assert bounded_translator().codify(parameters) == PythonTranslator.codify(parameters)
 
 
 @pytest.mark.slow
