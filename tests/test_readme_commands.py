@@ -30,12 +30,15 @@ from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
 from papermill.cli import _resolve_type
 
 import saah_lib
 from saah_lib.paths import REPO_ROOT
 from saah_lib.rundir.folder import RunDir
 from saah_lib.training.notebook_params import _type_parts, check_type, declared_parameters, parse_structured
+from tests.test_environment import read_lock
 
 DOCUMENTS = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]
 COMMAND_WORDS = {"make", "python", "papermill", "accelerate", "trl", "pip", "jupyter", "tensorboard", "bash",
@@ -231,10 +234,9 @@ def check_pip(args: list[str]) -> None:
     if args == ["list"]:
         return
     assert args[0] == "install", f"pip {args}: only pip install and pip list are documented"
-    ranges = {Requirement(r).name.lower(): Requirement(r).specifier for r in project["dependencies"]}
-    locked = dict(line.split("==") for line in (REPO_ROOT / "requirements.lock").read_text().splitlines()
-                  if line and not line.startswith("#"))
-    locked.update(re.findall(r"^SMOLLM2_PACKAGE := (\S+)==(\S+)$", (REPO_ROOT / "Makefile").read_text(), re.M))
+    ranges = {canonicalize_name(Requirement(r).name): Requirement(r).specifier for r in project["dependencies"]}
+    smollm2 = re.findall(r"^SMOLLM2_PACKAGE := (\S+)$", (REPO_ROOT / "Makefile").read_text(), re.M)
+    locked = read_lock("\n".join([(REPO_ROOT / "requirements.lock").read_text(), *smollm2]))
     rest = args[1:]
     while rest:
         item, rest = rest[0], rest[1:]
@@ -250,8 +252,8 @@ def check_pip(args: list[str]) -> None:
         if item.startswith(f"{project['name']} @ "):
             continue  # the package from elsewhere (a placeholder for a git URL): its name is the check
         requirement = Requirement(item)
-        name, version = requirement.name.lower(), str(requirement.specifier).removeprefix("==")
-        assert locked.get(name) == version or (name in ranges and ranges[name].contains(version)), (
+        name, version = canonicalize_name(requirement.name), str(requirement.specifier).removeprefix("==")
+        assert locked.get(name) == Version(version) or (name in ranges and ranges[name].contains(version)), (
             f"pip {args}: {item} is neither the locked version nor within the library's range")
 
 
