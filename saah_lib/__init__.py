@@ -42,6 +42,7 @@ COMMANDS = {
     "saah_lib.studies.timing": "each stage's wall time of finished studies, side by side (make mini-timing)",
     "saah_lib.studies.bench": "the step-time benchmark against stock TRL (make bench)",
     "saah_lib.studies.bench.smollm2_step": "peak memory and CPU time of a SmolLM2-135M training step, before/after",
+    "saah_lib.studies.bench.run_profile": "where a mini run's and the warm-start build's time goes, against the FLOP floor",
     "saah_lib.studies.preflight": "checks before the grid on a new GPU, with a verdict (make gpu-check)",
     "saah_lib.studies.gpu_bench": "stock TRL against ours in one process, and a profiled decode step (make gpu-bench)",
     "saah_lib.studies.verify": "compare one run with the matching committed run, number by number",

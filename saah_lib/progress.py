@@ -116,9 +116,13 @@ def say(text: str, progress: bool = True) -> None:
 
 
 #: Warnings of libraries that a run triggers every time and that say nothing about it: (message start, category).
-#: TRL 1.16 reads ``model.is_gradient_checkpointing``, which transformers 5 deprecates, at every generation.
+#: TRL 1.16 uses transformers 5's deprecated gradient-checkpointing names: it reads
+#: ``model.is_gradient_checkpointing`` at every generation, calls ``gradient_checkpointing_enable``/``_disable``
+#: around it, and its ``GRPOConfig`` sets the ``gradient_checkpointing`` argument by default.
 KNOWN_LIBRARY_WARNINGS = (
     (r"`is_gradient_checkpointing` is deprecated", FutureWarning),
+    (r"`gradient_checkpointing_(en|dis)able` is deprecated", FutureWarning),
+    (r"`gradient_checkpointing` is deprecated", FutureWarning),
 )
 
 

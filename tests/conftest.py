@@ -37,6 +37,15 @@ from saah_lib.tasks.scoring import pass_at_1_ci  # noqa: E402
 torch.set_num_threads(1)
 
 
+def pytest_configure(config):
+    """The library warnings a run filters (saah_lib.progress.KNOWN_LIBRARY_WARNINGS) filtered in every test too:
+    they come from TRL calling transformers' deprecated names, whichever test builds a config or a trainer."""
+    from saah_lib.progress import KNOWN_LIBRARY_WARNINGS
+
+    for message, category in KNOWN_LIBRARY_WARNINGS:
+        config.addinivalue_line("filterwarnings", f"ignore:{message}:{category.__name__}")
+
+
 def pytest_collection_modifyitems(items):
     """Long (``slow``) tests first, in their usual order: `make test` runs on two workers
     (pytest-xdist), and a two-minute test handed out last would leave one worker idle while it runs."""

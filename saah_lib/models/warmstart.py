@@ -194,8 +194,9 @@ def batches(examples: list, batch_size: int, rng: random.Random):
 
 
 def supervised_finetune(model, tokenizer, problems, settings: WarmStartSettings, seed: int,
-                        progress: bool = True) -> list[float]:
-    """Full fine-tuning on reference completions; returns the loss of every step."""
+                        progress: bool = True, on_step=None) -> list[float]:
+    """Full fine-tuning on reference completions; returns the loss of every step.  ``on_step(done, total)`` is
+    called after each step (a driver that runs the build elsewhere follows it so)."""
     examples = encode_sft_examples(tokenizer, problems)
     n_prefix = shared_prefix_length(examples)
     prefix_ids = torch.tensor(examples[0][0][:n_prefix], dtype=torch.long)
@@ -221,6 +222,8 @@ def supervised_finetune(model, tokenizer, problems, settings: WarmStartSettings,
         losses.append(loss.item())
         steps.set_postfix(loss=f"{losses[-1]:.3f}")
         lines.update(step + 1, f"loss {losses[-1]:.3f}")
+        if on_step is not None:
+            on_step(step + 1, settings.sft_steps)
     lines.finish(note=f"loss {losses[-1]:.3f}")
     model.eval()
     return losses
@@ -361,7 +364,7 @@ def _is_cached(out_dir: Path, seed: int, settings: WarmStartSettings) -> bool:
     return True
 
 
-def _build_into(folder: Path, seed: int, settings: WarmStartSettings, progress: bool) -> dict:
+def _build_into(folder: Path, seed: int, settings: WarmStartSettings, progress: bool, on_step=None) -> dict:
     """Tokenizer, model and SFT saved into ``folder``; returns the build record."""
     started = time.perf_counter()
     tokenizer = build_tokenizer(tokenizer_corpus(settings, seed), settings.min_word_count)
@@ -377,7 +380,7 @@ def _build_into(folder: Path, seed: int, settings: WarmStartSettings, progress: 
     with torch.random.fork_rng(), torch_threads(BUILD_THREADS):
         torch.manual_seed(seed)
         model = init_tiny_model(tokenizer, settings)
-        losses = supervised_finetune(model, tokenizer, sft_problems, settings, seed, progress)
+        losses = supervised_finetune(model, tokenizer, sft_problems, settings, seed, progress, on_step)
         pass_at_1 = evaluate_pass_at_1(model, tokenizer, heldout, max_new_tokens=settings.max_new_tokens,
                                        batch_size=50, progress=False).pass_at_1
         numerics = cpu_numerics_record()  # inside the block: the thread count the build ran with
@@ -438,13 +441,15 @@ def build_warm_start(
     settings: WarmStartSettings | None = None,
     force: bool = False,
     progress: bool = True,
+    on_step=None,
 ) -> Path:
     """Build (or reuse) the warm-started tiny model in ``out_dir``; returns its path.
 
     A folder whose build.json records the same seed, settings and recipe
     version is returned as is unless ``force``.  The build happens in a
     hidden sibling folder that is renamed into place only when complete, so
-    an interrupted build never leaves a folder that looks finished.
+    an interrupted build never leaves a folder that looks finished.  ``on_step(done, total)`` follows its
+    supervised steps.
     """
     settings = settings or WarmStartSettings()
     out_dir = Path(out_dir)
@@ -458,7 +463,7 @@ def build_warm_start(
     staging = out_dir.with_name(f".{out_dir.name}.building-{os.getpid()}")
     shutil.rmtree(staging, ignore_errors=True)
     try:
-        info = _build_into(staging, seed, settings, progress)
+        info = _build_into(staging, seed, settings, progress, on_step)
         atomic_write_json(staging / FILES_RECORD, record_files(staging))
         # build.json last: its presence marks a complete folder.
         atomic_write_json(staging / BUILD_INFO_FILE, info)

@@ -400,8 +400,10 @@ def ray_session(address: str | None = None, num_cpus: float | None = None, num_g
     token.write_text(secrets.token_hex(32))
     token.chmod(0o600)
     try:
+        # Ray nices its workers to 15 by default: here they are the study's work, not a background load.
+        niceness = os.environ.get("RAY_worker_niceness", "0")
         with _watchdog(token, temp_dir), _loopback_only(True), _auth("token", token), \
-                _environment(RAY_USAGE_STATS_ENABLED="0"):
+                _environment(RAY_USAGE_STATS_ENABLED="0", RAY_worker_niceness=niceness):
             _start_local(token, num_cpus=num_cpus, num_gpus=num_gpus, _node_ip_address=LOOPBACK,
                          include_dashboard=False, object_store_memory=LOCAL_OBJECT_STORE_BYTES,
                          _temp_dir=str(temp_dir), runtime_env=runtime_env, **quiet)

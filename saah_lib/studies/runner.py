@@ -13,6 +13,7 @@ checkpoint, whether the engine retries it or the study is run again.  The caller
 
 from __future__ import annotations
 
+import heapq
 import os
 import socket
 import time
@@ -28,6 +29,7 @@ from saah_lib.models.names import tiny_warm_start_name
 from saah_lib.models.warmstart import build_warm_start, built_with_other_kernels, read_build_info
 from saah_lib.numerics import cpu_numerics_record
 from saah_lib.paths import NOTEBOOKS, REPO_ROOT, shipped_warm_start_dir, tiny_warmstart_dir
+from saah_lib.progress import last_step
 from saah_lib.rundir import layout
 from saah_lib.rundir.folder import RunDir, RunFolderError, changes_text
 from saah_lib.rundir.manifest import sha256_of
@@ -59,6 +61,7 @@ class Job:
     task: Task
     steps: int = 0
     folder: Path | None = None
+    expected_s: float | None = None  # a job other than a run: its seconds as last recorded (for the ETA)
 
     def __post_init__(self):
         if self.task.id != f"{self.kind}:{self.name}":
@@ -66,8 +69,10 @@ class Job:
 
     @classmethod
     def of(cls, kind: str, name: str, fn: Callable[..., dict], kwargs: dict, deps: tuple[str, ...] = (), *,
-           num_cpus: float = 1.0, num_gpus: float = 0.0, steps: int = 0, folder: Path | None = None) -> Job:
-        return cls(kind, name, Task(f"{kind}:{name}", fn, kwargs, tuple(deps), num_cpus, num_gpus), steps, folder)
+           num_cpus: float = 1.0, num_gpus: float = 0.0, steps: int = 0, folder: Path | None = None,
+           expected_s: float | None = None) -> Job:
+        return cls(kind, name, Task(f"{kind}:{name}", fn, kwargs, tuple(deps), num_cpus, num_gpus), steps, folder,
+                   expected_s)
 
     # the task's fields, as the plan reads them
     id = property(lambda self: self.task.id)
@@ -202,13 +207,48 @@ def _timed(fn, *args, **kwargs) -> dict:
     return {**out, "wall_s": round(time.perf_counter() - start, 2), "peak_rss_mb": round(memory.peak / 2**20, 1)}
 
 
+def build_progress_file(seed: int) -> Path:
+    """Where a warm-start build in a worker leaves its progress for the driver's ETA (beside the cached build)."""
+    folder = tiny_warmstart_dir(seed)
+    return folder.with_name(f".{folder.name}.progress.json")
+
+
+def progress_writer(path: Path, every_s: float = 2.0) -> Callable[[int, int], None]:
+    """``on_step(done, total)`` that writes ``{"done", "total", "elapsed_s"}`` to ``path`` at most every
+    ``every_s`` seconds."""
+    started, last = time.perf_counter(), [float("-inf")]
+
+    def on_step(done: int, total: int) -> None:
+        now = time.perf_counter()
+        if now - last[0] >= every_s:
+            last[0] = now
+            atomic_write_json(path, {"done": done, "total": total, "elapsed_s": round(now - started, 2)})
+
+    return on_step
+
+
+def build_seconds_left(path: Path) -> float | None:
+    """The seconds a build has left by its progress file (its pace so far), or None without a readable one."""
+    try:
+        record = read_json(path)
+        done, total, elapsed = int(record["done"]), int(record["total"]), float(record["elapsed_s"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return elapsed / done * (total - done) if done > 0 else None
+
+
 def warm_start_task(seed: int, root: str) -> dict:
     """Build the tiny warm start of this seed into the cache unless built there already (it fixes its own thread
     count).  Where a committed copy ships, runs train from that copy and this build is a check of its own."""
     _visible_root(root)
+    progress_file = build_progress_file(seed)
 
     def build():
-        build_warm_start(tiny_warmstart_dir(seed), seed=seed, progress=False)
+        try:
+            build_warm_start(tiny_warmstart_dir(seed), seed=seed, progress=False,
+                             on_step=progress_writer(progress_file))
+        finally:
+            progress_file.unlink(missing_ok=True)
         info = read_build_info(tiny_warmstart_dir(seed)) or {}
         return {"build_seconds": info.get("build_seconds"),
                 "warm_start_pass_at_1_heldout": info.get("heldout_pass_at_1")}
@@ -283,8 +323,10 @@ def notebook_task(config: dict, kernel: str = "python3", notebook: str = str(TRA
 
 
 def warm_start_job(root: Path, seed: int) -> Job:
+    """The build of the warm start of ``seed``; its expected seconds are those its committed copy records."""
+    shipped = read_build_info(shipped_warm_start_dir(seed)) or {}
     return Job.of("warmstart", tiny_warm_start_name(seed), warm_start_task, {"seed": seed, "root": str(root)},
-                  folder=tiny_warmstart_dir(seed))
+                  folder=tiny_warmstart_dir(seed), expected_s=shipped.get("build_seconds"))
 
 
 def waits_for_warm_start(warm: Job, seed: int) -> tuple[str, ...]:
@@ -348,6 +390,15 @@ def run_line(index: int, total: int, entry: dict, evals: list[dict], node: str |
     return text
 
 
+def eta_seconds(work_s: list[float], slots: int) -> float:
+    """Seconds until ``work_s`` (what each unfinished job has left, the running ones first) is done on ``slots``
+    slots, one job per slot, each next job on the slot that frees first."""
+    free = [0.0] * max(1, slots)
+    for work in work_s:
+        heapq.heapreplace(free, free[0] + max(work, 0.0))
+    return max(free)
+
+
 def submitted(plan: Plan) -> list[Job]:
     """The jobs that still have work: runs not complete, other jobs not done."""
     return [j for j in plan.jobs if job_state(j)[0] != "done"]
@@ -377,26 +428,48 @@ def run_plan(plan: Plan, timings: Timings, *, address: str | None = None, max_re
     finished: set[str] = set()
     slots = max(1, slots or os.cpu_count() or 1)
     started = time.perf_counter()
+    to_train = {j.id: steps_left(j) for j in runs}  # a resumed run trains only its remaining steps here
+    to_train_from = {j.id: j.steps - to_train[j.id] for j in runs}
+    trained: dict[str, tuple[float, int]] = {}  # task id: (wall seconds, steps trained) of the runs done
+    for job in todo:
+        if job.kind == "warmstart":
+            beside = "beside the runs, a check of the copy they load" if job.id not in {
+                d for j in runs for d in j.deps} else "first: the runs wait for it"
+            print(f"{_stage_label(job)}: building {beside}; a line when done", flush=True)
     if runs:
         print(f"{len(runs)} runs to train ({len(plan.runs) - len(runs)} already complete); one line as each "
               "finishes", flush=True)
 
+    def left_s(job: Job, measured_per_step: float) -> tuple[float, bool]:
+        """The seconds ``job`` has left and whether it has begun: a run's steps not yet logged at its seconds
+        per step (the plan's, else what this study's runs took); a build's by its pace, else its expected
+        seconds less the time since the start."""
+        if job.kind == "warmstart":
+            by_pace = build_seconds_left(build_progress_file(job.kwargs["seed"]))
+            if by_pace is not None:
+                return by_pace, True
+        if job.kind != "run":
+            return max((job.expected_s or 0.0) - (time.perf_counter() - started), 0.0), False
+        per_step = run_step_seconds(job, step_seconds) or measured_per_step
+        logged = last_step(job.folder / layout.TRAIN_LOG_FILE) if job.folder is not None else 0
+        return max(job.steps - logged, 0) * per_step, logged > to_train_from[job.id]
+
     def on_finish(task, result: dict, node: str) -> None:
         job = by_id[task.id]
+        finished.add(task.id)  # a matched run's task id holds a placeholder, not its run id
         if job.kind != "run":
             if job.id in plan.record:
                 plan.record[job.id](result)
             timings.add_stage(_stage_label(job), result)
+            if job.kind == "warmstart":
+                print(f"{_stage_label(job)}: built in {result.get('wall_s', 0) / 60:.1f} min", flush=True)
             return
         entries.append(result)
-        finished.add(task.id)  # a matched run's task id holds a placeholder, not its run id
-        done_steps = sum(j.steps for j in runs if j.id in finished)
-        left_steps = sum(j.steps for j in runs) - done_steps
-        per_step = {j.id: run_step_seconds(j, step_seconds) for j in runs if j.id not in finished}
-        if step_seconds is not None and None not in per_step.values():  # the plan's estimate
-            eta = sum(by_id[i].steps * s for i, s in per_step.items()) / min(slots, max(len(runs) - len(entries), 1))
-        else:  # what this study has taken per step so far
-            eta = (time.perf_counter() - started) / max(done_steps, 1) * left_steps
+        if not result.get("same_as_planned"):  # a matched run that another planned run already is: not trained
+            trained[task.id] = (result["wall_s"], to_train[task.id])
+        measured = sum(w for w, _ in trained.values()) / max(sum(n for _, n in trained.values()), 1)
+        left = [left_s(j, measured) for j in todo if j.id not in finished]
+        eta = eta_seconds([w for w, begun in left if begun] + [w for w, begun in left if not begun], slots)
         evals = RunDir(layout.run_dir(plan.root, result["run_id"])).evals()
         print(run_line(len(entries), len(runs), result, evals, node, eta), flush=True)
 

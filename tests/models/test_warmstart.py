@@ -141,7 +141,7 @@ def test_same_seed_and_settings_reuse_the_cache(built, monkeypatch):
 def test_other_settings_or_force_rebuild(built, monkeypatch):
     calls = []
 
-    def record(folder, seed, settings, progress):
+    def record(folder, seed, settings, progress, on_step=None):
         calls.append(seed)
         folder.mkdir(parents=True)
         return {"seed": seed, "settings": "stub"}

@@ -98,7 +98,7 @@ def _stamp(name: str, seen: list) -> dict:
     with open("/proc/self/environ", "rb") as f:  # the environment at exec: what Ray gave the process
         initial = dict(item.split("=", 1) for item in f.read().decode().split("\0") if "=" in item)
     return {"name": name, "seen": seen, "time": time.time(), "capability": torch.backends.cpu.get_cpu_capability(),
-            "initial_aten": initial.get("ATEN_CPU_CAPABILITY"),
+            "initial_aten": initial.get("ATEN_CPU_CAPABILITY"), "niceness": os.nice(0),
             "temp_dir": str(Path(os.environ["RAY_AUTH_TOKEN_PATH"]).parent)}
 
 
@@ -111,8 +111,9 @@ ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers canno
 
 @pytest.mark.slow
 def test_a_local_instance_runs_tasks_in_dependency_order_with_the_pin_and_names_a_failure():
-    """One instance: a chain runs in order, pinned; a failing task is named with its node and worker log,
-    the task depending on it does not run, the independent tasks finish; nothing is left running."""
+    """One instance: a chain runs in order, pinned, at the driver's priority; a failing task is named with its
+    node and worker log, the task depending on it does not run, the independent tasks finish; nothing is left
+    running."""
     finished = []
     tasks = [Task("c", _stamp, {"name": "c", "seen": ["a", "b"]}, deps=("a", "b")),
              Task("a", _stamp, {"name": "a", "seen": []}),
@@ -133,6 +134,8 @@ def test_a_local_instance_runs_tasks_in_dependency_order_with_the_pin_and_names_
     assert results["a"]["time"] < results["b"]["time"] < results["c"]["time"]
     assert {r["capability"] for r in results.values()} == {PINNED_CAPABILITY}
     assert {r["initial_aten"] for r in results.values()} == {PINNED_SETTINGS["ATEN_CPU_CAPABILITY"]}
+    # the study's workers are its main work: not niced below the driver (Ray's default niceness is 15)
+    assert {r["niceness"] for r in results.values()} == {os.nice(0)}
 
     log = Path(failure.log_path)
     assert log.is_file() and log.name.endswith(".err"), log  # kept: the user is told to read it

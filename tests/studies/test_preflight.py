@@ -39,8 +39,11 @@ def test_a_compiled_path_that_falls_back_makes_the_verdict_not_ready(tiny_random
                                                                      capsys):
     torch._dynamo.reset()
     monkeypatch.setattr(preflight, "step_check", lambda options: {"ok": True, "steady_step_s": None})
-    status = preflight.main([*CHEAP, "--model-dir", str(tiny_random_model_dir), "--out", str(tmp_path),
-                             "--compile-backend", "saah_test_preflight_no_capture"])
+    with pytest.warns(RuntimeWarning, match="compiled decoding failed in (preflight smoke test|eval)") as warned:
+        status = preflight.main([*CHEAP, "--model-dir", str(tiny_random_model_dir), "--out", str(tmp_path),
+                                 "--compile-backend", "saah_test_preflight_no_capture"])
+    assert {w.message.args[0].split(" (")[0] for w in warned} == {
+        "compiled decoding failed in preflight smoke test", "compiled decoding failed in eval"}
     report = json.loads(next(tmp_path.glob("*-preflight.json")).read_text())
     assert status == 1 and report["verdict"] == "not ready: smoke, agreement failed"
     assert "not supported by this driver" in report["checks"]["smoke"]["compile_health"]["fallback"]["reason"]

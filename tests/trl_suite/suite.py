@@ -164,7 +164,7 @@ def suite_jobs() -> int:
     return int(value)
 
 
-def run_suite(out_dir: Path, kinds=tuple(CONFIGURATIONS), extra_args=()) -> dict:
+def run_suite(out_dir: Path, kinds=tuple(CONFIGURATIONS), extra_args=(), timeout: float = 3600) -> dict:
     """Run every configuration, :func:`suite_jobs` at a time; the summary of counts and checks."""
     trl_root = trl_tests_root()
     if trl_root is None:
@@ -172,7 +172,8 @@ def run_suite(out_dir: Path, kinds=tuple(CONFIGURATIONS), extra_args=()) -> dict
     cache = cache_folder()
     manifest = ensure_built(cache)
     with ThreadPoolExecutor(max_workers=suite_jobs()) as pool:  # threads only wait on their pytest processes
-        running = {kind: pool.submit(run_configuration, kind, trl_root, cache, out_dir / f"{kind}.xml", extra_args)
+        running = {kind: pool.submit(run_configuration, kind, trl_root, cache, out_dir / f"{kind}.xml", extra_args,
+                                     timeout)
                    for kind in kinds}
         results = {kind: future.result() for kind, future in running.items()}
     summary = {
@@ -202,10 +203,12 @@ def _without_local_paths(text: str) -> str:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True, help="JSON file for the counts and checks")
+    parser.add_argument("--hours", type=float, default=1.0,
+                        help="the most one configuration's pytest may run (the whole file takes longer on 2 cores)")
     parser.add_argument("pytest_args", nargs="*", help="more pytest arguments (after --), e.g. -k train_loss")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        summary = run_suite(Path(tmp), extra_args=args.pytest_args)
+        summary = run_suite(Path(tmp), extra_args=args.pytest_args, timeout=args.hours * 3600)
     results = summary.pop("_results")
     failures = {k: {t: _without_local_paths(e["message"]) for t, e in r["outcomes"].items()
                     if e["outcome"] == "failed"} for k, r in results.items()}
