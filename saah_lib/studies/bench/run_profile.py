@@ -24,6 +24,7 @@ import cProfile
 import io
 import platform
 import pstats
+import sys
 import tempfile
 import time
 from collections import defaultdict
@@ -37,6 +38,7 @@ from accelerate import Accelerator
 from saah_lib.jsonio import atomic_write_json, read_jsonl
 from saah_lib.models import warmstart
 from saah_lib.models.loading import load_model_and_tokenizer, resolve_model
+from saah_lib.numerics import cpu_description
 from saah_lib.paths import repo_relative
 from saah_lib.progress import quiet_libraries
 from saah_lib.studies.bench import device_name
@@ -267,9 +269,11 @@ def main(argv=None) -> int:
     quiet_libraries()
     torch.set_num_threads(1)
     gflops = matmul_gflops()
-    report = {"device": device_name(), "platform": platform.platform(), "torch": torch.__version__,
-              "torch_threads": 1, "matmul_gflops_fp32_one_thread": round(gflops, 1)}
-    out = args.out / f"{device_name()}-run-profile.json"
+    cpu = cpu_description()
+    command = " ".join(["python -m saah_lib.studies.bench.run_profile", *(argv if argv is not None else sys.argv[1:])])
+    report = {"command": command, "device": device_name(), "cpu": cpu["cpu_model"], "platform": platform.platform(),
+              "torch": torch.__version__, "torch_threads": 1, "matmul_gflops_fp32_one_thread": round(gflops, 1)}
+    out = args.out / f"{(cpu['cpu_model'] or device_name()).replace(' ', '_')}-run-profile.json"  # one per machine
     report["run"] = profile_run(args.steps, gflops, args.cprofile)
     atomic_write_json(out, report)
     report["warm_start_build"] = profile_build(args.sft_steps, gflops)

@@ -8,9 +8,9 @@ Each configuration runs in a fresh process (so ``ru_maxrss`` is its own peak) on
 two at once: the model is loaded, one warm-up-free step is trained, and the step's process CPU seconds, wall
 seconds and the process's peak RSS (model loading included) are recorded.
 
-Configurations: ``float32`` and ``bfloat16``, each with the bounded step (``forward_batch_size=4``,
-activation checkpointing, and glibc told to return freed buffers of 2 MiB and more:
-``MALLOC_MMAP_THRESHOLD_``) and, unless ``--no-baseline``, the step as it was before ``forward_batch_size``
+Configurations: ``float32`` and ``bfloat16``, each with the bounded step (``forward_batch_size``
+:data:`BOUNDED_FORWARD_BATCH`, activation checkpointing, and glibc told to return freed buffers of 2 MiB and more:
+:func:`saah_lib.models.memory.return_freed_buffers`, called in the process before the model loads) and, unless ``--no-baseline``, the step as it was before ``forward_batch_size``
 existed (one forward over all 16 completions, activation checkpointing on as TRL's default has it).  Writes
 ``results/bench/<device>-smollm2-step.json`` (``--out``).
 """
@@ -32,6 +32,7 @@ from transformers import TrainerCallback
 
 from saah_lib.jsonio import atomic_write_json
 from saah_lib.method.reward import TRL_REWARD_FUNCS
+from saah_lib.models.memory import DEFAULT_THRESHOLD, return_freed_buffers
 from saah_lib.paths import LOCAL_RESULTS, REPO_ROOT, in_repo, repo_relative
 from saah_lib.rundir.provenance import package_versions
 from saah_lib.studies.bench import device_name
@@ -45,13 +46,15 @@ from saah_lib.training.trainer import SAAHGRPOTrainer
 PROMPTS = 4
 PER_PROMPT = 4
 MAX_COMPLETION_LENGTH = 256
-#: The bounded step's completions per forward pass (``SAAHGRPOConfig.forward_batch_size``).
-BOUNDED_FORWARD_BATCH = 4
-#: glibc's ``MALLOC_MMAP_THRESHOLD_`` for the bounded step: allocations from 2 MiB up get their own mapping,
-#: returned to the system when freed.  Without it glibc keeps the step's freed activation buffers in its heap
-#: (measured: a 4-completion forward and backward with checkpointing holds about 0.1 GiB of live tensors and
-#: leaves RSS 2 GiB higher, all of it returned by ``malloc_trim``).
-BOUNDED_MMAP_THRESHOLD = 2 * 2**20
+#: The bounded step's completions per forward pass (``SAAHGRPOConfig.forward_batch_size``), by dtype: the
+#: smallest peak measured of 2 and 4 at a time (float32: 3.99 GiB at 4, 7.5 GiB at 2; bfloat16: 4.15 GiB at 4,
+#: 2.48 GiB at 2; one step each, the float32 figure at 2 not understood).
+BOUNDED_FORWARD_BATCH = {"float32": 4, "bfloat16": 2}
+#: glibc's mmap threshold for the bounded step (:func:`return_freed_buffers`): allocations from 2 MiB up get their
+#: own mapping, returned to the system when freed.  Without it glibc keeps the step's freed activation buffers in
+#: its heap (measured: a 4-completion forward and backward with checkpointing holds about 0.1 GiB of live tensors
+#: and leaves RSS 2 GiB higher, all of it returned by ``malloc_trim``).
+BOUNDED_MMAP_THRESHOLD = DEFAULT_THRESHOLD
 RESULT_MARK = "SMOLLM2_STEP_RESULT "
 
 
@@ -60,10 +63,10 @@ def configurations(baseline: bool) -> list[dict]:
     it before ``forward_batch_size`` existed: the whole micro-batch of 16 in one forward, activation
     checkpointing on (TRL's default), glibc's allocator as it comes.  The bounded ones first: a baseline that
     runs out of memory loses nothing."""
-    bounded = dict(forward_batch_size=BOUNDED_FORWARD_BATCH, activation_checkpointing=True,
-                   malloc_mmap_threshold=BOUNDED_MMAP_THRESHOLD)
+    bounded = dict(activation_checkpointing=True, malloc_mmap_threshold=BOUNDED_MMAP_THRESHOLD)
     before = dict(forward_batch_size=None, activation_checkpointing=True, malloc_mmap_threshold=None)
-    out = [dict(name=f"{dtype}-bounded", dtype=dtype, **bounded) for dtype in ("float32", "bfloat16")]
+    out = [dict(name=f"{dtype}-bounded", dtype=dtype, forward_batch_size=BOUNDED_FORWARD_BATCH[dtype], **bounded)
+           for dtype in ("float32", "bfloat16")]
     if baseline:
         out += [dict(name=f"{dtype}-before", dtype=dtype, **before) for dtype in ("float32", "bfloat16")]
     return out
@@ -76,6 +79,8 @@ def peak_rss_gib() -> float:
 def run_configuration(setting: dict, *, steps: int, threads: int, data_dir: str | None) -> dict:
     """Load SmolLM2, train ``steps`` steps of the paper's shape with ``setting``; times per step, peak RSS."""
     torch.set_num_threads(threads)
+    if setting["malloc_mmap_threshold"] is not None and not return_freed_buffers(setting["malloc_mmap_threshold"]):
+        raise RuntimeError("this C library is not glibc: the bounded configurations need glibc's mallopt")
     model, tokenizer = load_smollm2(setting["dtype"])
     rss_loaded = peak_rss_gib()
     problems = paper_split(data_dir, n_train=PROMPTS, n_eval=1).train
@@ -122,10 +127,7 @@ def measure_in_subprocess(setting: dict, *, steps: int, threads: int, data_dir: 
                json.dumps({**setting, "scratch": str(scratch)}), "--steps", str(steps), "--threads", str(threads)]
     if data_dir:
         command += ["--data-dir", data_dir]
-    env = dict(os.environ)
-    env.pop("MALLOC_MMAP_THRESHOLD_", None)
-    if setting["malloc_mmap_threshold"] is not None:
-        env["MALLOC_MMAP_THRESHOLD_"] = str(setting["malloc_mmap_threshold"])  # glibc reads it at start
+    env = {k: v for k, v in os.environ.items() if k != "MALLOC_MMAP_THRESHOLD_"}  # the configuration decides
     done = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, env=env)
     lines = [line for line in done.stdout.splitlines() if line.startswith(RESULT_MARK)]
     if done.returncode != 0 or not lines:

@@ -1,0 +1,45 @@
+"""A CPU step's freed buffers go back to the system once return_freed_buffers is called (glibc)."""
+
+import subprocess
+import sys
+
+import pytest
+
+from saah_lib.models.memory import return_freed_buffers
+
+# 100 buffers of 4 MB, each followed by a small tensor that stays alive, then the buffers freed. glibc raised
+# its mmap threshold when the first 4 MB buffer was freed, so without the call they came from its heap, where
+# the small tensors keep them from being trimmed.
+PROGRAM = """
+import sys, torch
+from saah_lib.models.memory import return_freed_buffers
+if sys.argv[1] == "call":
+    assert return_freed_buffers()
+def rss_mib():
+    return int(open("/proc/self/statm").read().split()[1]) * 4096 / 2**20
+torch.ones(1_000_000)
+before = rss_mib()
+buffers, small = [], []
+for _ in range(100):
+    buffers.append(torch.ones(1_000_000))
+    small.append(torch.ones(64))
+buffers.clear()
+print(rss_mib() - before)
+"""
+
+
+def kept_mib(mode: str) -> float:
+    done = subprocess.run([sys.executable, "-c", PROGRAM, mode], capture_output=True, text=True, check=True)
+    return float(done.stdout.split()[-1])
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's allocator")
+def test_freed_buffers_are_returned_after_the_call_and_kept_without_it():
+    assert kept_mib("leave") > 300  # 400 MB freed, kept by the heap
+    assert kept_mib("call") < 40
+
+
+def test_a_threshold_out_of_range_is_refused():
+    for bad in (0, -1, 2**26, 2.5, "2MiB"):
+        with pytest.raises(ValueError, match="threshold_bytes"):
+            return_freed_buffers(bad)
