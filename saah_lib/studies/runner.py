@@ -244,6 +244,7 @@ def warm_start_task(seed: int, root: str) -> dict:
     progress_file = build_progress_file(seed)
 
     def build():
+        progress_file.unlink(missing_ok=True)  # a killed build's: not this one's pace
         try:
             build_warm_start(tiny_warmstart_dir(seed), seed=seed, progress=False,
                              on_step=progress_writer(progress_file))
