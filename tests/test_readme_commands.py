@@ -161,11 +161,17 @@ def check_make(args: list[str]) -> None:
     assert done.returncode == 0, done.stderr
 
 
+#: Scripts beside the package that the documents name: the measurement tools and the TRL suite's driver.
+def documented_script(path: str) -> bool:
+    return path.endswith(".py") and (path.startswith("tools/") or path == "tests/trl_suite/suite.py")
+
+
 def check_python_m(args: list[str], command_help=None) -> None:
-    if args[0].startswith("tools/") and args[0].endswith(".py"):  # a measurement script beside the package
+    if documented_script(args[0]):
         _flags_in_help(args[1:], _python_help(args[0]), args[0])
         return
-    assert args[0] == "-m", f"only `python -m saah_lib...` and `python tools/<script>.py` are documented, got {args}"
+    assert args[0] == "-m", (f"only `python -m saah_lib...`, `python tools/<script>.py` and `python "
+                             f"tests/trl_suite/suite.py` are documented, got {args}")
     module, rest = args[1], args[2:]
     if module == "saah_lib":
         assert _python(module)[0] == 0
