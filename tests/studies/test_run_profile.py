@@ -65,3 +65,8 @@ def test_a_short_run_and_build_write_one_file_whose_shares_add_up(tmp_path, caps
     assert run["categories"]["generation"]["floor_s"] > 0 and run["categories"]["backward"]["times_floor"] > 0
     assert build["categories"]["SFT forward"]["calls"] == 4
     assert "wrote" in capsys.readouterr().out
+
+
+def test_an_sft_step_runs_the_shared_prefix_once_and_each_examples_rest():
+    examples = [([1, 2, 3, 4, 5], 4), ([1, 2, 3, 9], 3)]  # the system turn 1 2 3 is shared
+    assert run_profile.sft_step_tokens(examples, batch_size=2) == 3 + 2 * (2 + 1) / 2

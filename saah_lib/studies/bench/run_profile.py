@@ -10,11 +10,13 @@ What no clock covers inside ``train()`` is TRL's and transformers' bookkeeping (
 callbacks' dispatch, the scheduler); outside it, the run's setup (model and data loading, the trainer's build).
 
 Each share is set against its floor: its matmul FLOPs (2 per parameter and token for a forward, 4 more for a
-backward, the evaluations' and rollouts' tokens as logged) at the single-thread fp32 matmul rate measured here
-first.  A share far above its floor is overhead; one near it is compute.  The build runs ``--sft-steps`` of its
-2,400 SFT steps (the per-step figures carry over; the weights it makes are not kept).
+backward; the rollouts' tokens as the run logged them, the SFT steps' as encoded, the evaluations' at their
+token limit) at the single-thread fp32 matmul rate measured here first.  A share far above its floor is
+overhead; one near it is compute.  The build runs ``--sft-steps`` of its 2,400 SFT steps (the per-step figures
+carry over; the weights it makes are not kept).
 
-One JSON, ``<device>-run-profile.json`` in ``--out`` (default ``results/local/bench``, git-ignored).
+One JSON per machine, ``<CPU model>-run-profile.json`` in ``--out`` (default ``results/local/bench``,
+git-ignored).
 """
 
 from __future__ import annotations
@@ -223,27 +225,40 @@ def build_categories():
     ]
 
 
+def sft_step_tokens(examples: list[tuple[list[int], int]], batch_size: int) -> float:
+    """Tokens one SFT step runs through the model, on average: the shared prefix once, then each example's rest
+    (:func:`saah_lib.models.warmstart.sft_loss`)."""
+    prefix = warmstart.shared_prefix_length(examples)
+    rest = sum(len(ids) - prefix for ids, _ in examples) / len(examples)
+    return prefix + batch_size * rest
+
+
 def profile_build(sft_steps: int, gflops: float) -> dict:
-    """The warm start's build recipe with ``sft_steps`` SFT steps, into a scratch folder, clocked."""
+    """The warm start's build recipe with ``sft_steps`` SFT steps, into a scratch folder, clocked; the floor from
+    the tokens of the examples it encodes."""
     settings = replace(warmstart.WarmStartSettings(), sft_steps=sft_steps)
-    clock = SectionClock()
-    with tempfile.TemporaryDirectory() as scratch, clock.clocked(build_categories()):
-        start = time.perf_counter()
-        record = warmstart._build_into(Path(scratch), 0, settings, progress=False)
-        wall = time.perf_counter() - start
+    clock, encoded, encode = SectionClock(), [], warmstart.encode_sft_examples
+
+    def encode_and_keep(tokenizer, problems):
+        encoded.extend(encode(tokenizer, problems))
+        return encoded
+
+    warmstart.encode_sft_examples = encode_and_keep
+    try:
+        with tempfile.TemporaryDirectory() as scratch, clock.clocked(build_categories()):
+            start = time.perf_counter()
+            record = warmstart._build_into(Path(scratch), 0, settings, progress=False)
+            wall = time.perf_counter() - start
+    finally:
+        warmstart.encode_sft_examples = encode
     shares = clock.shares(wall)
     per_token = 2 * record["parameters"] / (gflops * 1e9)
-    tokens = sft_steps * settings.batch_size * SFT_TOKENS_PER_EXAMPLE
-    floors = {"SFT forward": per_token * tokens, "SFT backward": 2 * per_token * tokens,
+    step_tokens = sft_step_tokens(encoded, settings.batch_size)
+    floors = {"SFT forward": per_token * step_tokens * sft_steps, "SFT backward": 2 * per_token * step_tokens * sft_steps,
               "held-out evaluation": per_token * settings.n_heldout * settings.max_new_tokens}
     return {"sft_steps": sft_steps, "of_sft_steps": warmstart.WarmStartSettings().sft_steps,
             "parameters": record["parameters"], "wall_s": round(wall, 2), "categories": with_floors(shares, floors),
-            "floor_assumes_tokens_per_example": SFT_TOKENS_PER_EXAMPLE}
-
-
-#: Tokens of one SFT example past the shared system prefix (completion and question; measured on the build's
-#: examples: about 120), for the floor only.
-SFT_TOKENS_PER_EXAMPLE = 120
+            "mean_tokens_per_sft_step": round(step_tokens, 1)}
 
 
 def parse_args(argv=None) -> argparse.Namespace:
