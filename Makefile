@@ -8,8 +8,10 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
-# both test tiers: up to 4 workers (pytest-xdist), the 15 longest tests listed at the end
-PYTEST := $(PY) -m pytest -q -n logical --maxprocesses 4 --durations=15
+# both test tiers: a worker per logical CPU, up to 4 (pytest-xdist), the 15 longest tests listed at the end.
+# worksteal: a worker whose queue runs dry takes half of the busiest one's, so no core idles through the other's
+# tail, as it did under xdist's default `load` (results/bench/ holds the timing of both)
+PYTEST := $(PY) -m pytest -q -n logical --maxprocesses 4 --dist worksteal --durations=15
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 export PYTHONUNBUFFERED := 1

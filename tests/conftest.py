@@ -47,8 +47,8 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(items):
-    """Long (``slow``) tests first, in their usual order: `make test` runs on two workers
-    (pytest-xdist), and a two-minute test handed out last would leave one worker idle while it runs."""
+    """Long (``slow``) tests first, in their usual order: `make test` runs on two workers (pytest-xdist,
+    worksteal), and a one-minute test left for last would leave the other worker idle while it runs."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
