@@ -32,7 +32,10 @@ def makefile(tmp_path) -> Path:
     return path
 
 
-def test_the_forms_alternate_and_the_file_holds_each_trial(makefile, tmp_path, capsys):
+def test_the_forms_alternate_and_the_file_holds_each_trial(makefile, tmp_path, capsys, monkeypatch):
+    """Run from inside a make (`make test TEST_ARGS=...`): the caller's variables reach neither form."""
+    monkeypatch.setenv("TEST_ARGS", "--from-the-caller")
+    monkeypatch.setenv("MAKEFLAGS", " -- TEST_ARGS=--from-the-caller")
     out = tmp_path / "bench"
     status = bench_make.main(["test", "--baseline", "TEST_ARGS=--dist load", "--rounds", "2",
                               "--make", f"make -s -f {makefile}", "--out", str(out)])

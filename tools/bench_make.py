@@ -32,6 +32,9 @@ from saah_lib.numerics import cpu_description  # stdlib only: runs with any pyth
 #: pytest's last line: "1558 passed in 493.97s (0:08:13)", "2 failed, 10 passed, 1 warning in 3.10s"
 PYTEST_SUMMARY = re.compile(r"^=*\s*(\d+ (passed|failed|error|errors|skipped).* in [\d.]+s.*?)\s*=*$")
 
+#: what make hands its sub-makes in the environment
+MAKE_PASSES_ON = ("MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES", "MAKELEVEL")
+
 
 def pytest_summary(output: str) -> str | None:
     """pytest's final summary line in ``output``, without its ``=`` rule; None if there is none."""
@@ -39,11 +42,19 @@ def pytest_summary(output: str) -> str | None:
     return found[-1] if found else None
 
 
-def trial(make: list[str], target: str, variables: list[str], variant: str) -> dict:
+def own_make_environment(assigned: set[str]) -> dict[str, str]:
+    """This process's environment without what a calling make hands on (run from `make test ...`, its
+    command-line variables arrive here as environment variables and in ``MAKEFLAGS``) and without the variables
+    either form assigns: the current form then gets the Makefile's own value, not the caller's."""
+    return {k: v for k, v in os.environ.items() if k not in MAKE_PASSES_ON and k not in assigned}
+
+
+def trial(make: list[str], target: str, variables: list[str], variant: str, env: dict[str, str]) -> dict:
     """One timed ``make target VAR=value ...`` in the repository."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    done = subprocess.run([*make, target, *variables], cwd=REPO, capture_output=True, text=True, check=False)
+    done = subprocess.run([*make, target, *variables], cwd=REPO, capture_output=True, text=True, check=False,
+                          env=env)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return {"variant": variant, "command": shlex.join(["make", target, *variables]), "wall_s": round(wall, 2),
@@ -53,10 +64,11 @@ def trial(make: list[str], target: str, variables: list[str], variant: str) -> d
 
 
 def summarise(trials: list[dict]) -> dict:
-    """Median wall seconds of each variant and the baseline's over the current's."""
+    """Median wall seconds of each variant and the baseline's over the current's (None below the clock's 0.01 s)."""
     median = {v: statistics.median(t["wall_s"] for t in trials if t["variant"] == v) for v in ("baseline", "current")}
+    ratio = round(median["baseline"] / median["current"], 3) if median["current"] > 0 else None
     return {"baseline_wall_s_median": median["baseline"], "current_wall_s_median": median["current"],
-            "baseline_over_current": round(median["baseline"] / median["current"], 3)}
+            "baseline_over_current": ratio}
 
 
 def main(argv=None) -> int:
@@ -79,7 +91,8 @@ def main(argv=None) -> int:
         if "=" not in assignment:
             p.error(f"not a make variable assignment (VAR=VALUE): {assignment!r}")
     make = shlex.split(args.make)
-    setup = subprocess.run([*make, "setup"], cwd=REPO, capture_output=True, text=True, check=False)
+    env = own_make_environment({a.partition("=")[0] for a in args.baseline + args.current})
+    setup = subprocess.run([*make, "setup"], cwd=REPO, capture_output=True, text=True, check=False, env=env)
     if setup.returncode != 0:
         print(f"make setup failed ({setup.returncode}):\n{(setup.stdout + setup.stderr)[-3000:]}", file=sys.stderr)
         return 1
@@ -87,7 +100,7 @@ def main(argv=None) -> int:
     trials = []
     for r in range(args.rounds):
         for variant in (("baseline", "current") if r % 2 == 0 else ("current", "baseline")):
-            trials.append(trial(make, args.target, forms[variant], variant))
+            trials.append(trial(make, args.target, forms[variant], variant, env))
             shown = {k: v for k, v in trials[-1].items() if k != "output_tail"}
             print(json.dumps(shown), flush=True)
     cpu = cpu_description()
