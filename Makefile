@@ -9,9 +9,10 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 # both test tiers: a worker per logical CPU, up to 4 (pytest-xdist), the 15 longest tests listed at the end.
-# worksteal: a worker whose queue runs dry takes half of the busiest one's, so no core idles through the other's
-# tail, as it did under xdist's default `load` (results/bench/ holds the timing of both)
-PYTEST := $(PY) -m pytest -q -n logical --maxprocesses 4 --dist worksteal --durations=15
+# make test hands its many short tests out with worksteal: a worker whose queue runs dry takes half of the busiest
+# one's, so no core idles through the other's tail, as it did under xdist's default `load`. make test-e2e keeps
+# `load`: its few long tests gained nothing from stealing (results/bench/ holds both timings of each tier)
+PYTEST := $(PY) -m pytest -q -n logical --maxprocesses 4 --durations=15
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 export PYTHONUNBUFFERED := 1
@@ -82,14 +83,14 @@ slurm:
 # Every test is independent of the others' order and process (tests/conftest.py hands out the long ones first);
 # TEST_ARGS: more pytest options, e.g. TEST_ARGS="-n 0 -x" for one process that stops at the first failure.
 test: setup latex
-	$(PYTEST) -m "not e2e" $(TEST_ARGS)
+	$(PYTEST) --dist worksteal -m "not e2e" $(TEST_ARGS)
 
 # The tests marked e2e: reruns held to the committed results or to an uninterrupted rerun (two mini runs on two
 # Ray nodes, a node lost mid-run), the committed tables, figures and PDF rebuilt, the README's commands on a fresh
 # copy, the notebooks run whole, the SLURM template on a local SLURM. Minutes each; CI runs them after make test.
 ## test-e2e: the end-to-end tests: committed results rebuilt, documents run as written, notebooks, SLURM
 test-e2e: setup latex slurm
-	$(PYTEST) -m e2e $(TEST_ARGS)
+	$(PYTEST) --dist load -m e2e $(TEST_ARGS)
 
 ## mini: rerun the CPU mini study into results/rerun/mini and compare it with the committed results/mini
 # MINI_ARGS: more options of `python -m saah_lib.studies.mini verify` (--rerun-root, --resume, --address)
