@@ -64,17 +64,23 @@ def carries(proc: psutil.Process, marker: str) -> bool:
 
 
 def instance_tree(driver_pid: int, marker: str) -> list[psutil.Process]:
-    """The processes the driver started for the instance (they carry the marker), and all their descendants."""
+    """The processes the driver started for the instance (they carry the marker), and all their descendants.
+
+    The process table is read once per call, for the driver's descendants: asking each of the instance's
+    processes for its own would read it once per process asked, twice a second, for as long as a study runs."""
     try:
-        roots = [p for p in psutil.Process(driver_pid).children() if p.pid != os.getpid() and carries(p, marker)]
+        below = psutil.Process(driver_pid).children(recursive=True)
     except psutil.Error:
         return []
-    tree = list(roots)
-    for root in roots:
+    children: dict[int, list[psutil.Process]] = {}
+    for proc in below:
         try:
-            tree += root.children(recursive=True)
-        except psutil.Error:
+            children.setdefault(proc.ppid(), []).append(proc)
+        except psutil.Error:  # gone meanwhile
             continue
+    tree = [p for p in children.get(driver_pid, []) if p.pid != os.getpid() and carries(p, marker)]
+    for proc in tree:  # grows as it goes: each process's children join the end
+        tree += children.get(proc.pid, [])
     return tree
 
 
