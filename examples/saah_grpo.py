@@ -2,7 +2,7 @@
 
     python examples/saah_grpo.py --model_name_or_path Qwen/Qwen2.5-0.5B-Instruct --max_steps 50
 
-The method lives in two places of ``saah_lib``: the token weights ``w_t = exp(-alpha * sum_{s<=t} H_s)``
+The method lives in two places of ``saah_lib``: the token weights ``w_t = exp(-alpha * sum_{s<=t} H_s / log V)``
 (``saah_lib/method/loss.py``: ``horizon_weights``; SA keeps them on negative-advantage rollouts only,
 ``method_weights``) and the trainer, TRL's ``GRPOTrainer`` with its advantages multiplied by those weights
 inside TRL's own loss (``saah_lib/training/trainer.py``: ``SAAHGRPOTrainer._compute_loss``). Everything else
@@ -53,7 +53,7 @@ class Args:
                                                               "give the advantages"})
     max_completion_length: int = field(default=512, metadata={"help": "tokens per completion"})
     temperature: float = field(default=1.0, metadata={"help": "sampling temperature of the rollouts"})
-    seed: int = field(default=0, metadata={"help": "seed of the weights' init, the prompt order and the sampling"})
+    seed: int = field(default=0, metadata={"help": "seed of the prompt order and the sampling"})
     output_dir: str = field(default="saah-grpo-example", metadata={"help": "where the trained model is saved"})
     report_to: str = field(default="none", metadata={"help": "none | tensorboard | wandb | ...: where TRL also "
                                                              "logs the metrics"})
@@ -90,6 +90,7 @@ config = SAAHGRPOConfig(
     temperature=args.temperature,
     seed=args.seed,
     bf16=args.dtype == "bfloat16",
+    use_cpu=not torch.cuda.is_available(),  # transformers refuses bf16 without a GPU unless use_cpu says so
     logging_steps=1,
     save_strategy="no",
     report_to=args.report_to,
