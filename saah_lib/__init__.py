@@ -1,29 +1,18 @@
 """SA-AH-GRPO: entropy-adaptive horizon weights for GRPO, with the studies that test them.
 
-The package's folders follow the data, each importing only from those before it::
+The package's folders follow the data, each importing only from those before it (tests/test_layout.py)::
 
-    library         which modules are the library, which the artifact
-    paths, jsonio   where things live; reading and writing JSON
-    numerics        the pinned CPU numerics, applied by the entry points of the studies (not on import)
-    progress        progress lines and bars that show well wherever the output goes
-    method/         loss, token weights, reward: pure functions of tensors and strings
-    tasks/          problems, GSM8K, the synthetic CPU task, prompts, scoring
-    models/         model names and loading, generation backends, greedy evaluation, the tiny warm start
-    rundir/         the run folder: layout, writing, strict reading, checkpoints, manifest
-    training/       the config, the TRL trainer subclass, callbacks, one run, several processes
-    analysis/       per-run summaries, seeds aggregated, the paper's numbers, statistics
-    report/         LaTeX tables and figures, the whole report at once
-    studies/        the CPU studies, reproduction checks, the benchmark
+    library, paths, jsonio   which modules are the library; where things live; JSON
+    numerics, progress       the pinned CPU numerics (applied by the studies' entry points); progress
+    method/, tasks/          loss, token weights, reward; problems, GSM8K, the synthetic CPU task
+    models/, rundir/         names, loading, generation, the tiny warm start; the run folder
+    training/, analysis/     config, TRL trainer subclass, one run; summaries, statistics
+    report/, studies/        LaTeX tables and figures; the CPU studies, reproduction checks, benchmark
 
-Two layers cut across these folders: the library (the method, tasks, models, the trainer and its config: what
-``pip install saah_lib`` needs, no Jupyter, Ray or plotting) and the artifact built on it (studies, analysis,
-report, whole runs and their folders). :mod:`saah_lib.library` names the library's modules; the artifact
-imports the library, never the reverse (tests/test_layout.py).
-
-The names below are what the notebooks and most users call; ``from saah_lib import
-SAAHGRPOTrainer`` imports only what that name needs (torch and TRL load on first use).
-Importing the package changes nothing in the process: the pinned CPU numerics are applied
-by the studies' entry points (:mod:`saah_lib.numerics`).
+The library (what ``pip install saah_lib`` needs, no Jupyter, Ray or plotting) and the artifact built
+on it cut across these folders: :mod:`saah_lib.library`. The names below are what the notebooks and
+most users call; ``from saah_lib import SAAHGRPOTrainer`` imports only what that name needs (torch and
+TRL load on first use), and importing the package changes nothing in the process.
 """
 
 from __future__ import annotations

@@ -3,29 +3,16 @@
 The **library** is the method and what training with it needs: the loss and token weights (``method/``), the
 TRL trainer subclass, its config, callbacks and sampler (``training/``), GSM8K and the tasks (``tasks/``), model
 names, loading, greedy evaluation and the compiled rollout engine (``models/``), and the few helpers they stand on.
-:data:`LIBRARY` names it, module by module; **everything else in saah_lib is the artifact**: the studies and the
-study engine (Ray), analysis, report, the run folder's reading, checks and locks, one whole run
-(``training/run.py``, ``training/launch.py``), the notebooks' parameters (``training/notebook_params.py``), the
-benchmark's profiler.
+:data:`LIBRARY` names it, module by module; **everything else in saah_lib is the artifact**: the studies and
+their engine, analysis, report, the run folder's reading and checks, one whole run, the notebooks' parameters.
 
 One direction: the artifact imports the library, never the reverse. A library module imports only library
 modules and, of the third-party packages, only the library's dependencies (``[project].dependencies`` of
 pyproject.toml), never one of :data:`ARTIFACT_PACKAGES`. tests/test_layout.py checks both rules on every import
 statement (``ast``) and imports the library in a process where those packages cannot be imported;
-tests/test_install_alone.py installs the library alone into a fresh venv and trains with it.
-
-Why a declaration rather than two top-level packages: the library's modules sit in the same subpackages as the
-artifact's (``training/`` holds both ``trainer.py`` and ``run.py``), and moving ~15,000 lines of the artifact
-(or the library's command and module paths that notebooks, docs and users name) would be a large diff for no
-change of behaviour. The benchmark's rollout profiler moved from ``models/`` to ``studies/profiling.py``;
-``training/notebook_params.py`` and ``training/papermill_bounds.py`` (papermill, PyYAML, IPython) stay in
-``training/``, declared the artifact's: papermill's entry point names the second, and under ``studies/`` every
-process that imports papermill would import ``saah_lib.studies``, which pins the CPU numerics on import.
-
-Three modules a reader might take for the artifact's are the library's because a library module needs them at
-import time: ``models/warmstart.py`` and ``models/tiny.py`` (``models/loading.py`` resolves the model name
-``tiny-warmstart`` and checks a warm-start folder before loading it) and ``numerics`` (a warm start records the
-CPU numerics it was built with). They need nothing beyond the library's dependencies.
+tests/test_install_alone.py installs the library alone into a fresh venv and trains with it. Why a declaration
+rather than two top-level packages, and why a few modules fall on the side they do: docs/library.md,
+"Which modules are the library".
 """
 
 from __future__ import annotations

@@ -2,18 +2,16 @@
 
 Two kinds, each used only where it shows well (:func:`display_kind`):
 
-* **bars** (``tqdm.auto``): in a terminal (text on stderr, redrawn in place) and in a Jupyter
-  kernel that has ipywidgets (a widget, one output updated in place, so an executed notebook
-  stays small).  Anywhere else a bar would print one line per update (876 KB of them in one
-  executed notebook), so :func:`bar` is then off.
+* **bars** (``tqdm.auto``): in a terminal (redrawn in place on stderr) and in a Jupyter kernel
+  with ipywidgets (one widget updated in place, so an executed notebook stays small). Anywhere
+  else a bar prints one line per update, so :func:`bar` is off there.
 * **lines** (:class:`ProgressLines`): short lines on stdout, the first at once, then at most one
-  every ``every_s`` seconds, and the last.  They are printed wherever stdout is not a terminal:
-  ``papermill --stdout-file /dev/stdout`` streams them as they come, a log file keeps them, an executed
-  notebook keeps a handful.  In a terminal the bars say the same, so lines are off there.
+  every ``every_s`` seconds, and the last, wherever stdout is not a terminal (papermill's
+  ``--stdout-file /dev/stdout``, a log file, an executed notebook).
 
-Jobs that run in other processes (Ray workers, papermill jobs), whose output this process never sees, get the
-same lines from the logs they write (:class:`FollowLogs`).  Libraries' own bars and known deprecation warnings,
-which say nothing to a reader of our lines, are turned off in runs (:func:`quiet_libraries`).
+Jobs in other processes (Ray workers, papermill jobs) get the same lines from the logs they write
+(:class:`FollowLogs`). Libraries' own bars and known deprecation warnings, which say nothing to a
+reader of our lines, are turned off in runs (:func:`quiet_libraries`).
 """
 
 from __future__ import annotations

@@ -298,3 +298,42 @@ def test_the_library_imports_and_builds_a_trainer_with_the_artifact_refused(tiny
     else:
         assert done.returncode == 0, done.stderr[-3000:]
         assert "trainer SAAHGRPOTrainer" in done.stdout
+
+
+# ---------------------------------------------------------------------------
+# module docstrings: short enough to stay true (what the module is and why; the figures live in results/)
+# ---------------------------------------------------------------------------
+
+#: The most lines a module docstring may have; longer substance belongs in docs/ or a function's docstring.
+MAX_MODULE_DOCSTRING_LINES = 15
+
+
+def docstring_problems(sources: dict[str, str]) -> list[str]:
+    """Each file of ``sources`` (path -> text) without a module docstring or with one over the limit."""
+    problems = []
+    for own, text in sorted(sources.items()):
+        docstring = ast.get_docstring(ast.parse(text), clean=True)
+        if not docstring:
+            problems.append(f"{own}: no module docstring")
+        elif len(docstring.splitlines()) > MAX_MODULE_DOCSTRING_LINES:
+            problems.append(f"{own}: {len(docstring.splitlines())} lines")
+    return problems
+
+
+def _docstring_sources() -> dict[str, str]:
+    paths = _modules() + sorted((REPO_ROOT / "tools").glob("*.py"))
+    return {path.relative_to(REPO_ROOT).as_posix(): path.read_text() for path in paths}
+
+
+def test_every_module_docstring_is_at_most_15_lines():
+    problems = docstring_problems(_docstring_sources())
+    assert problems == [], (f"module docstrings missing or over {MAX_MODULE_DOCSTRING_LINES} lines:\n  "
+                            + "\n  ".join(problems))
+
+
+def test_the_docstring_check_finds_long_and_missing_docstrings():
+    planted = {"short.py": '"""One line."""\n',
+               "limit.py": '"""' + "\n".join(["line"] * MAX_MODULE_DOCSTRING_LINES) + '\n"""\nx = 1\n',
+               "long.py": '"""' + "\n".join(["line"] * (MAX_MODULE_DOCSTRING_LINES + 1)) + '\n"""\n',
+               "none.py": "x = 1\n"}
+    assert docstring_problems(planted) == ["long.py: 16 lines", "none.py: no module docstring"]

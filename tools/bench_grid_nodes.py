@@ -2,23 +2,17 @@
 
     python tools/bench_grid_nodes.py [--runs 6] [--steps 60] [--out results/bench/grid-nodes.json]
 
-The runs: the first ``--runs`` CPU runs of the extended study's plan on warm start 0 (GRPO and SA-AH-GRPO at
-the main alpha, seeds 0, 1, 2, ...), ``--steps`` steps each, trained from the warm start already built in
-``cache/`` (nothing is built here: a missing warm start is an error).  They are trained twice, each time into
-a fresh results root:
+The runs (:func:`bench_configs`): the first ``--runs`` CPU runs of the extended study's plan on warm start 0,
+``--steps`` steps each, trained from the warm start already built in ``cache/`` (a missing one is an error).
+They are trained twice, each time into a fresh results root: ``one_local_node``, the grid's own way on one
+machine (a local Ray instance with 2 CPUs, :func:`train`), and ``two_sandbox_nodes``, two Ray nodes of 1 CPU
+each on loopback addresses (tools/ray_sandbox.py, :func:`train_in_sandbox`): what a study on a cluster does,
+squeezed onto this machine. Per configuration: ``wall_s`` (the ``run_plan`` call), ``runs_s`` (each run's own
+wall time) and ``scheduling_overhead_per_run_s`` = (wall - sum(runs_s) / 2) / runs: what each run cost beyond
+its own training when 2 run at a time; the sandbox's also ``cluster_start_and_stop_s``. ``ratio_two_nodes_to_one``
+= two-node wall / one-node wall. The two roots' runs are compared bit for bit.
 
-- ``one_local_node``: the grid's own way on one machine, a local Ray instance with 2 CPUs (``run_plan``,
-  ``address=None``);
-- ``two_sandbox_nodes``: two Ray nodes of 1 CPU each on loopback addresses (tools/ray_sandbox.py), joined
-  with ``address="auto"``: what a study on a cluster does, squeezed onto this machine.
-
-Per configuration: ``wall_s`` (the ``run_plan`` call: starting or joining Ray, the runs, stopping), ``runs_s``
-(each run's own wall time, as its worker measured it), and ``scheduling_overhead_per_run_s`` = (wall -
-sum(runs_s) / 2) / runs: what each run cost beyond its own training when 2 run at a time.  The sandbox
-figure also has ``cluster_start_and_stop_s`` (its nodes' ``ray start`` and teardown, outside ``wall_s``).
-``ratio_two_nodes_to_one`` = two-node wall / one-node wall.  The two roots' runs are compared bit for bit.
-
-Not a test: it loads both cores for about 10 minutes and its figures depend on the machine's load.
+Not a test: it loads both cores for minutes and its figures depend on the machine's load.
 """
 
 from __future__ import annotations
@@ -50,7 +44,8 @@ SLOTS = 2
 
 
 def bench_configs(root: Path, n_runs: int, steps: int) -> list:
-    """The first ``n_runs`` runs of the extended plan on warm start 0 that do not wait for the matched alpha."""
+    """The first ``n_runs`` runs of the extended plan on warm start 0 that do not wait for the matched alpha
+    (GRPO and SA-AH-GRPO at the main alpha, seeds 0, 1, 2, ...), ``steps`` steps each."""
     seeds = tuple(range(n_runs))  # two runs per seed are planned without the alpha: more seeds than needed
     configs = extended.planned_configs(root, warm_starts=(0,), seeds=seeds, steps=steps, topk_ks=())
     return configs[:n_runs]

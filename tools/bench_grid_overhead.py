@@ -4,21 +4,13 @@
 
 On one local node (``run_tasks`` starting its own instance with ``--slots`` CPUs) and on a two-node
 cluster of ``--slots // 2`` CPUs per node (tools/ray_sandbox.py, joined with ``address="auto"``), it runs
-three task sets through ``run_tasks``, one call each. Every task notes when it started and ended, and the
-driver when it heard of the end (``on_finish``), so the figures below leave out the one-time start of Ray
-and of the first workers, which the machine's load makes vary by tens of seconds:
+three task sets through ``run_tasks``, one call each (:func:`measure`). Every task notes when it started and
+ended, and the driver when it heard of the end, so the per-task figures leave out the one-time start of Ray
+and of the first workers, which the machine's load makes vary; ``fixed_s`` is that one-time part. Set
+against a run's training time, the per-task figures say what fraction Ray adds to each.
 
-- ``chain``: ``--tasks`` empty tasks, each waiting for the one before: per dependency, the time from one
-  task's end to the next one's start (result back to the driver, next task submitted, leased, started);
-- ``trivial``: ``--tasks`` independent empty tasks: the time per task from the first start to the last end;
-- ``sleeping``: ``--tasks`` tasks sleeping ``--sleep`` s on ``--slots`` slots: per task, (first start to
-  last end - ideal) / tasks, with ideal = ceil(tasks / slots) * sleep;
-- ``fixed_s`` of each: the call's wall time less its first start to its last report: starting or joining
-  Ray, the first worker, stopping.
-
-A tiny CPU run trains for about a minute, a GPU run for hours: the per-task figures say what fraction Ray
-adds to each. Writes JSON to ``results/local/bench/grid_overhead.json`` (git-ignored) unless ``--out``
-says otherwise, and prints it. Not a test: the figures depend on the machine and its load.
+Writes JSON to ``results/local/bench/grid_overhead.json`` (git-ignored) unless ``--out`` says otherwise, and
+prints it. Not a test: the figures depend on the machine and its load.
 """
 
 from __future__ import annotations
@@ -67,7 +59,16 @@ def _span(results: dict, heard: dict) -> tuple[float, float]:
 
 
 def measure(address: str | None, n_tasks: int, sleep_s: float, slots: int) -> dict:
-    """The three task sets above, on the given Ray (None: a local instance of ``slots`` CPUs)."""
+    """The three task sets, on the given Ray (None: a local instance of ``slots`` CPUs).
+
+    - ``chain``: ``n_tasks`` empty tasks, each waiting for the one before: per dependency, the time from one
+      task's end to the next one's start (result back to the driver, next task submitted, leased, started);
+    - ``trivial``: ``n_tasks`` independent empty tasks: the time per task from the first start to the last end;
+    - ``sleeping``: ``n_tasks`` tasks sleeping ``sleep_s`` on ``slots`` slots: per task, (first start to
+      last end - ideal) / tasks, with ideal = ceil(tasks / slots) * sleep;
+    - ``fixed_s`` of each: the call's wall time less its first start to its last report: starting or joining
+      Ray, the first worker, stopping.
+    """
     wall, results, heard = timed_run([Task(f"c{i}", stamped, {"seconds": 0}, deps=(f"c{i - 1}",) if i else ())
                                       for i in range(n_tasks)], address, slots)
     gaps = sorted(results[f"c{i + 1}"]["start"] - results[f"c{i}"]["end"] for i in range(n_tasks - 1))

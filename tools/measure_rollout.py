@@ -3,15 +3,12 @@
     python tools/measure_rollout.py [--out results/local/bench]
 
 1. ``logp_gap_bf16``: mean |rollout log-prob - training log-prob| of sampled completions in bf16, for the
-   engine's unmerged LoRA (what it runs) and for LoRA merged into the bf16 weights (the alternative),
-   on a random Qwen2-shaped model with a LoRA update of realistic size (|B A| * scale about 1% of |W|).
-2. ``guard_host_ms``: host time of dynamo's guards per decode call on a 28-layer LoRA model (small hidden
-   size: the guards do not depend on it), as the engine compiles it (guards on nn modules skipped, the
-   module state checked once per rollout instead, also timed) and with dynamo's module guards on.
-3. ``static_state_bytes``: what one state holds for Qwen2.5-1.5B/3B at a cache of a GSM8K bucket
-   (128/256) + 512 new tokens (rollouts: 16 rows; evaluation: 128), computed from the allocation of a
-   real ``StaticCache`` and decode buffers at a reduced layer count and scaled. What a whole run holds,
-   before and after release, is in ``tools/measure_compiles.py``.
+   engine's unmerged LoRA and for LoRA merged into the bf16 weights (:func:`logp_gap_bf16`).
+2. ``guard_host_ms``: host time of dynamo's guards per decode call on a 28-layer LoRA model, as the engine
+   compiles it (guards on nn modules skipped, the module state checked once per rollout instead, also timed)
+   and with dynamo's module guards on (:func:`guard_host_ms`).
+3. ``static_state_bytes``: what one state holds for Qwen2.5-1.5B/3B at a cache of a GSM8K bucket plus 512 new
+   tokens (:func:`static_state_bytes`); what a whole run holds is in ``tools/measure_compiles.py``.
 4. ``inductor_caches``: whether inductor's FX graph cache and AOT autograd cache are on (they make the
    2nd..Nth run of a grid load compiled graphs instead of compiling them).
 """
@@ -70,6 +67,9 @@ def training_logps(model, prompts, completions) -> list[float]:
 
 
 def logp_gap_bf16() -> dict:
+    """Mean |rollout log-prob - training log-prob| in bf16, unmerged LoRA (what the engine runs) against LoRA merged
+    into the bf16 weights (the alternative), on a random Qwen2-shaped model with a LoRA update of realistic size
+    (|B A| * scale about 1% of |W|)."""
     model = lora_model(layers=4, hidden=512, heads=8, kv_heads=2, vocab=4096, seed=0, dtype=torch.bfloat16)
     g = torch.Generator().manual_seed(1)
     prompts = [torch.randint(0, 4096, (n,), generator=g).tolist() for n in (20, 31, 44, 57)]
@@ -91,7 +91,9 @@ def logp_gap_bf16() -> dict:
 
 def guard_host_ms(module_guards: bool, calls: int = 2000) -> float:
     """Host time of the compiled step's guards per decode call, as the engine compiles it (module guards
-    skipped, checked once per rollout instead) or with dynamo's module guards on."""
+    skipped, checked once per rollout instead) or with dynamo's module guards on.
+
+    A 28-layer LoRA model of small hidden size: the guards do not depend on it."""
     torch._dynamo.reset()
     model = lora_model(layers=28, hidden=32, heads=4, kv_heads=2, vocab=128, seed=3, dtype=torch.float32)
     engine = StaticRollout(max_new_tokens=4, pad_token_id=0, eos_token_ids=[], compile=True, compile_backend="eager",
@@ -119,7 +121,10 @@ def guard_host_ms(module_guards: bool, calls: int = 2000) -> float:
 
 
 def static_state_bytes(profile: str) -> dict:
-    """Bytes of one engine state per GSM8K shape, from real allocations at 2 layers, scaled to the model's."""
+    """Bytes of one engine state per GSM8K shape, from real allocations at 2 layers, scaled to the model's.
+
+    The shapes: a GSM8K bucket (128/256) + 512 new tokens, for rollouts (16 rows) and evaluation (128 rows); the
+    allocations a real ``StaticCache`` and decode buffers."""
     full = qwen25_config(profile)
     small = qwen25_config(profile, num_layers=2)
     out = {}

@@ -1,6 +1,6 @@
 """Train the mini study's runs with a defect planted, and record their final Pass@1 (the power of level 2).
 
-    .venv/bin/python tools/plant_defects.py                      # every defect, 8 runs each: ~20 min on 2 cores
+    .venv/bin/python tools/plant_defects.py                      # every defect, 8 runs each
     .venv/bin/python tools/plant_defects.py --defects alpha_ignored --runs tiny-sa-a5.9-s0
 
 Each defect of ``tests/planted_defects/planted.py`` (the reward's correctness term dropped, the KL term's

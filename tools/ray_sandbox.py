@@ -2,25 +2,17 @@
 
     python tools/ray_sandbox.py --node num_cpus=1,num_gpus=1 --node num_cpus=1,num_gpus=1 -- COMMAND ...
 
-Each ``--node`` is one Ray node on a loopback address of its own, 127.0.0.2, 127.0.0.3, ... (the
-first is the head, the others join it with ``ray start --address``); ``num_gpus`` declares GPUs that need not exist, so scheduling by GPU can be
-tested on a CPU machine.  COMMAND runs with ``RAY_ADDRESS`` (and the cluster's auth settings)
-in its environment, so ``ray.init(address="auto")`` or ``run_tasks(address="auto")`` joins the
-cluster.  The exit status is COMMAND's (128 + N when a signal N ended it).
+Each ``--node`` is one Ray node on a loopback address of its own, 127.0.0.2, 127.0.0.3, ... (the first is
+the head, the others join it with ``ray start --address``); ``num_gpus`` declares GPUs that need not exist,
+so scheduling by GPU can be tested on a CPU machine. COMMAND runs with ``RAY_ADDRESS`` (and the cluster's
+auth settings) in its environment, so ``ray.init(address="auto")`` joins the cluster, and with the raylets'
+process ids for fault-injection tests (:func:`run_with_cluster`). The exit status is COMMAND's (128 + N
+when a signal N ended it).
 
-Isolation.  Where ``unshare`` is permitted (root, or user namespaces), everything runs in a
-fresh PID and network namespace: only the loopback device exists, so nothing Ray opens can
-reach another machine, ports cannot collide with another cluster on the host, and when
-COMMAND ends this script (the namespace's init, PID 1) exits and the kernel kills every
-process left in the namespace, including the ``log_monitor`` a killed raylet leaves behind.
-Elsewhere it says so on stderr and falls back to the same addresses with a free port for the head;
-each node is then started in a session of its own and torn down by killing exactly the
-processes of those sessions.
-
-For fault-injection tests COMMAND also gets ``SAAH_SANDBOX_RAYLET_PIDS`` (the raylet of each
-node, head first, comma-separated), ``SAAH_SANDBOX_WORKER_RAYLET_PID`` (the last node's raylet:
-kill it to lose that node mid-run), ``SAAH_SANDBOX_ISOLATION`` (``namespace`` or ``loopback``)
-and ``SAAH_SANDBOX_TEMP_DIR`` (the nodes' temp dirs live under it; removed at the end).
+Where ``unshare`` is permitted, everything runs in a fresh PID and network namespace: nothing Ray opens can
+reach another machine, ports cannot collide, and when COMMAND ends the kernel kills every process left in the
+namespace (:func:`run_as_init`). Elsewhere it says so on stderr and falls back to the same addresses, each
+node in a session of its own, torn down by killing exactly the processes of those sessions.
 """
 
 from __future__ import annotations
@@ -217,7 +209,12 @@ def kill_sessions(sessions: set[int]) -> None:
 
 
 def run_as_init(command: list[str], env: dict) -> int:
-    """Run COMMAND and wait for it while reaping every orphan the Ray daemons leave (we are PID 1 here)."""
+    """Run COMMAND and wait for it while reaping every orphan the Ray daemons leave (we are PID 1 here).
+
+    In the namespace only the loopback device exists, and when COMMAND ends this script (the namespace's init)
+    exits and the kernel kills every process left in the namespace, including the ``log_monitor`` a killed raylet
+    leaves behind.
+    """
     child = subprocess.Popen(command, env=env)
     # A SIGTERM sent to this process is meant for COMMAND; Ctrl-C reaches COMMAND by itself (same process group).
     signal.signal(signal.SIGTERM, lambda *_: child.send_signal(signal.SIGTERM))
@@ -233,6 +230,13 @@ def run_as_init(command: list[str], env: dict) -> int:
 
 
 def run_with_cluster(nodes: list[dict], command: list[str], namespace: bool, object_store_mb: int) -> int:
+    """Start the nodes, run COMMAND beside them, tear them down; COMMAND's exit status.
+
+    For fault-injection tests COMMAND also gets ``SAAH_SANDBOX_RAYLET_PIDS`` (the raylet of each node, head first,
+    comma-separated), ``SAAH_SANDBOX_WORKER_RAYLET_PID`` (the last node's raylet: kill it to lose that node
+    mid-run), ``SAAH_SANDBOX_ISOLATION`` (``namespace`` or ``loopback``) and ``SAAH_SANDBOX_TEMP_DIR`` (the nodes'
+    temp dirs live under it; removed at the end).
+    """
     if namespace:
         subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
     # Short path: Ray's Unix socket paths under it must stay within 107 bytes.

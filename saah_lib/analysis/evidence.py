@@ -1,45 +1,17 @@
 """Paired comparisons of methods from run folders, with the training seed as the unit of inference.
 
-A method *arm* (:class:`saah_lib.analysis.plan.Arm`) is a (method, alpha,
-entropy_top_k) setting.  Two arms are compared over the *units* both have: a
-unit is one (warm start, training seed), i.e. one training run of each arm
-from the same starting model with the same seed.  Per quantity:
-
-* **per-unit values**: final and peak Pass@1 on the common evaluation problems
-  (``eval_samples/step_XXXX.jsonl``; final and peak as in the tables,
-  :func:`saah_lib.analysis.summaries.final_and_peak`), training-reward variance
-  over the second half and mean KL (one number per run);
-* **the test (primary)**: one model for the design as it is
-  (:func:`saah_lib.analysis.significance.crossed_test`): seeds crossed with the
-  evaluation problems (every seed pair is scored on the same problems), the
-  variance of the mean difference from the seed, problem and seed x problem
-  variance components, a t reference on Satterthwaite degrees of freedom, and
-  the interval from the same t.  Two warm starts are fixed strata (the result
-  is about these warm starts); from three on the warm start is a random factor.
-  A per-run summary (no problem dimension) reduces to the seed-level t test
-  within warm starts.  Beside it: the minimum detectable effect of that same
-  test at 80% power and the family's level, and for Pass@1 the number of seeds
-  it would need to detect 0.03 and 0.02; the per-warm-start tests, descriptive
-  (one warm start cannot establish anything about others); the exact
-  sign-flip test over the per-unit values, which holds the problems fixed;
-* **problem-level McNemar (secondary)**: discordant problems pooled over
-  units.  It takes the problems as the sampling unit with the trained models
-  fixed, so it is a statement about these particular trained models, not about
-  another training seed.
-
-Multiple testing: the study plan's primary comparison (:mod:`saah_lib.analysis.plan`:
-SA-AH-GRPO vs GRPO on final Pass@1 and training-reward variance) is one
-family; every other row belongs to the family of its quantity across the
-other pairs.  Within a family of m tests, p is multiplied by m (Bonferroni) and
-the interval is at confidence 1 - level/m, so a difference is *established*
-exactly when its adjusted p is below the level and then its interval excludes 0
-(:func:`saah_lib.analysis.significance.established`).
-
-Run health (:mod:`saah_lib.analysis.health`): every comparison is made with all
-runs and again without the units in which either run is flagged.
-
-:func:`evidence_summary` gathers a root's comparisons, their paragraph
-(:mod:`saah_lib.analysis.sentences`) and what was left out into one JSON-ready dict.
+A method *arm* (:class:`saah_lib.analysis.plan.Arm`) is a (method, alpha, entropy_top_k) setting.
+Two arms are compared over the *units* both have: a unit is one (warm start, training seed), one
+run of each arm from the same starting model with the same seed. Per quantity (final and peak
+Pass@1 on the common evaluation problems, training-reward variance, mean KL: :func:`compare_arms`)
+the primary test is one model of the design as it is, seeds crossed with evaluation problems
+(:func:`saah_lib.analysis.significance.crossed_test`), beside its minimum detectable effect, the
+per-warm-start tests, an exact sign-flip test, and a problem-level McNemar test (a statement about
+these trained models only). Tests are Bonferroni-adjusted within families (:func:`assign_families`,
+:func:`adjust`); a difference is *established* exactly as
+:func:`saah_lib.analysis.significance.established` says. Every comparison is repeated without the
+units holding a flagged run (:mod:`saah_lib.analysis.health`). :func:`evidence_summary` gathers a
+root's comparisons, their paragraph and what was left out. The reasoning: docs/evidence.md.
 """
 
 from __future__ import annotations
@@ -305,7 +277,18 @@ def _row(a: Arm, b: Arm, key: str, units: list, a_vals, b_vals, diffs: np.ndarra
 
 
 def compare_arms(a: Arm, b: Arm, runs: list[RunEvidence]) -> list[EvidenceRow]:
-    """Rows for final and peak Pass@1 and the per-run summaries of A vs B over their common units."""
+    """Rows for final and peak Pass@1 and the per-run summaries of A vs B over their common units.
+
+    Per-unit values: final and peak Pass@1 on the common evaluation problems (``eval_samples/step_XXXX.jsonl``;
+    final and peak as in the tables, :func:`saah_lib.analysis.summaries.final_and_peak`), training-reward variance
+    over the second half and mean KL (one number per run). Each row holds the crossed test (two warm starts are
+    fixed strata, from three on the warm start is a random factor; a per-run summary reduces to the seed-level t
+    test within warm starts), once adjusted (:func:`adjust`) its minimum detectable effect at 80% power and the
+    family's level (for Pass@1 also the seeds it would need to detect :data:`TARGET_EFFECTS`), the descriptive
+    per-warm-start tests, the exact sign-flip
+    test over the per-unit values, and for Pass@1 the problem-level McNemar test, discordant problems pooled over
+    units, which takes the problems as the sampling unit with the trained models fixed.
+    """
     a_runs, b_runs = a.runs_by_unit(runs), b.runs_by_unit(runs)
     units = sorted(set(a_runs) & set(b_runs))
     if not units:

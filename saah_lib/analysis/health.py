@@ -1,41 +1,18 @@
 """Run health: rules that flag a diverged or collapsed run, so that every table, figure and test shows it.
 
-A flagged run is never dropped silently: the tables mark the rows it enters,
-the figures name it, and the paired evidence is computed with and without it.
-Each rule reads one run's own logs:
+A flagged run is never dropped silently: tables mark its rows, figures name it, and the paired
+evidence is computed with and without it. Each rule (:data:`RULES`) reads one run's own logs:
 
 ``kl_diverged``
-    The per-step KL to the reference exceeds :data:`KL_BOUND` (0.1) at some
-    step.  Why 0.1: in the committed CPU studies (``results/mini`` and
-    ``results/extended``) every other run stayed at or below 0.08 (largest
-    0.0792, GRPO seed 5 of the first warm start); GRPO seed 4 of the first
-    warm start reached 0.169.  The paper's 1.5B log stays below 0.02.  0.1 lies
-    between.  The rule marks a policy that moved far from the reference, not
-    one that failed to learn: seeds 4 and 5 of GRPO on the first warm start
-    both end near its step-0 Pass@1 of 0.270 (0.290 and 0.295), and only seed
-    4 breaks the bound.
+    The per-step KL to the reference exceeds :data:`KL_BOUND` at some step: a policy that moved
+    far from the reference, not one that failed to learn.
 ``fell_below_start``
-    The final checkpoint lies below the run's own step-0 evaluation by more
-    than that evaluation's 95% half-width ``1.96 sqrt(p(1-p)/N)``: training
-    left the model worse than the warm start.
+    The final checkpoint lies below the step-0 evaluation by more than its 95% half-width.
 ``fell_back``
-    The final checkpoint lies below the peak by more than the peak's 95%
-    half-width: the run learned, then lost it.
+    The final checkpoint lies below the peak by more than the peak's 95% half-width.
 
-What the last two can see.  Their threshold is the evaluation's own noise:
-with N = 200 problems it is 0.062 at a Pass@1 of 0.27 and 0.068 at 0.40.  In
-the committed 60-step runs the largest fall is 0.040, both from the peak and
-from step 0 (GRPO seed 0 of the second warm start: 0.400 at steps 0 and 20,
-0.360 at step 60); in the mini study it is 0.010.  So in these studies the two
-rules can catch a collapse (an exploratory run at lr 1e-3 fell from 0.63 to
-0.17) but no smaller loss, and none fires.  Why not a stricter "no gain" rule
-(best checkpoint within the step-0 half-width): in the powered study it would
-flag all 40 runs from the second warm start, whose runs gain 0.016 on average
-at their best checkpoint, and 12 of the 43 from the first; it marks a property
-of a warm start, not broken runs.
-
-A rule whose inputs are missing (no KL logged, no step-0 evaluation) is not
-applied and says so in :attr:`RunHealth.unchecked`.
+A rule whose inputs are missing is not applied and says so in :attr:`RunHealth.unchecked`. Why
+these rules and thresholds, and what they can see: docs/evidence.md, "Run health".
 """
 
 from __future__ import annotations
@@ -48,6 +25,8 @@ import pandas as pd
 from saah_lib.analysis.summaries import final_and_peak, ordered_by_step
 from saah_lib.tasks.scoring import pass_at_1_ci
 
+#: Above every other run of the committed CPU studies (results/mini, results/extended) and the paper's 1.5B log,
+#: below the one run that diverged (docs/evidence.md, "Run health").
 KL_BOUND = 0.1
 #: Each rule, as the tables and the paper state it.
 RULES = {

@@ -1,33 +1,14 @@
 """The per-run summaries behind every number in the tables and figures.
 
-Each summary is a small function of one run's logs, so a reader can check
-what a reported number means:
+Each summary is a small function of one run's logs, so a reader can check what a reported number
+means: :func:`final_and_peak` (Pass@1 over the training checkpoints, step 0 reported apart as the
+baseline), :func:`training_variance` (the paper's statistic: the step mean reward's sample variance
+over the second half), :func:`detrended_training_variance`, :func:`within_step_variance`,
+:func:`batch_noise_share` (how much of that variance a finite batch explains on its own),
+:func:`mean_kl`, and :func:`token_weights` (the trainer's per-token weights, for drawing).
 
-``final_and_peak(evals)``
-    Final and peak Pass@1 of one run over its *training checkpoints*
-    (evaluations with ``step > 0``; step 0 is the untouched model and is
-    reported separately as the baseline).
-``training_variance(train_log)``
-    Sample variance (``ddof=1``) of the per-step ``reward_mean`` over the
-    second half of the logged steps (the paper's statistic).
-``detrended_training_variance(train_log)``
-    The same rows, less a least-squares line in ``step``: the variance of the
-    residuals (``ddof=2``), so that a reward still rising late in training is
-    not counted as instability.
-``within_step_variance(train_log)``
-    Mean over the same rows of ``reward_std ** 2``: the spread of the rewards
-    of one step's completions around their own mean.
-``batch_noise_share(train_log, completions_per_step)``
-    ``within_step_variance / completions_per_step`` over ``training_variance``:
-    the share of the paper's statistic that drawing a finite batch of
-    completions produces on its own.
-``mean_kl(train_log)``
-    Mean of the per-step ``kl`` over all logged steps.
-``token_weights(entropy_norm, alpha, method, advantage)``
-    The per-token weights the trainer applies, for one logged rollout.
-
-CIs are :func:`saah_lib.tasks.scoring.pass_at_1_ci`, the paper's binomial formula.
-Missing data stays missing (NaN); nothing here interpolates or fills values.
+CIs are :func:`saah_lib.tasks.scoring.pass_at_1_ci`, the paper's binomial formula. Missing data
+stays missing (NaN); nothing here interpolates or fills values.
 """
 
 from __future__ import annotations

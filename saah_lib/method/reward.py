@@ -7,20 +7,10 @@ A completion is expected to look like::
     </start_working_out>
     <SOLUTION>42</SOLUTION>
 
-The total reward is the sum of four components (see ``reward_components``):
-
-=========  ===================================  ==========================
-component  what it scores                       values
-=========  ===================================  ==========================
-correct    the extracted number vs. the gold    -0.5, 0, 1.5, 4.0
-format     the four tags, once each, in order   -0.5, 0 ... 1.0 (partial), 1.5
-present    an opened (and closed) SOLUTION      0, 0.3, 1.0
-steps      step lines in the reasoning          0.0, 0.1, 0.4, 0.7, 1.0
-=========  ===================================  ==========================
-
-so every total lies in [-1.0, 7.5].  Every function here is total: it accepts
-any string and never raises.  This module is pure Python on purpose (no torch,
-no TRL) so that evaluation code and tests can import it cheaply.
+The total reward is the sum of four components, correct, format, present and steps (their values:
+:func:`reward_components`), so every total lies in [-1.0, 7.5]. Every function here is total: it
+accepts any string and never raises. This module is pure Python on purpose (no torch, no TRL) so
+that evaluation code and tests can import it cheaply.
 """
 
 from __future__ import annotations
@@ -363,7 +353,19 @@ def r_steps(completion: str) -> float:
 
 
 def reward_components(completion: str, gold: str) -> dict[str, float]:
-    """All four components of one completion, keyed correct/format/present/steps."""
+    """All four components of one completion, keyed correct/format/present/steps.
+
+    =========  ===================================  ==========================
+    component  what it scores                       values
+    =========  ===================================  ==========================
+    correct    the extracted number vs. the gold    -0.5, 0, 1.5, 4.0
+    format     the four tags, once each, in order   -0.5, 0 ... 1.0 (partial), 1.5
+    present    an opened (and closed) SOLUTION      0, 0.3, 1.0
+    steps      step lines in the reasoning          0.0, 0.1, 0.4, 0.7, 1.0
+    =========  ===================================  ==========================
+
+    so every total (:func:`total_reward`) lies in [-1.0, 7.5].
+    """
     return {
         "correct": r_correct(completion, gold),
         "format": r_format(completion),

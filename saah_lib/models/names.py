@@ -20,7 +20,7 @@ from huggingface_hub import try_to_load_from_cache
 from saah_lib.paths import in_repo, repo_relative, shipped_warm_start_dir, tiny_warmstart_dir
 
 TINY_WARMSTART = "tiny-warmstart"
-# Earlier runs named the warm start by the folder it was built in.
+# Other names of the warm start in run records: the folder it was built in.
 _TINY_WARMSTART_FORMER_NAMES = ("results/mini/warmstart/model",)
 _OTHER_WARM_START = re.compile(rf"{TINY_WARMSTART}-s([1-9][0-9]*)")
 #: The tiny profile's model label of the seed-0 warm start; others add ``-w<N>`` (:func:`tiny_warm_start_label`).

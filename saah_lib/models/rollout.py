@@ -1,35 +1,15 @@
 """Fast rollouts: a static-shape decode loop that ``torch.compile`` captures once per shape.
 
-Why: ``model.generate`` with a dynamic cache spends most of a GPU step launching kernels
-(about 90 ms per decode step for Qwen2.5-1.5B against ~7 ms once compiled with a static
-cache), and TRL builds its generation config with ``disable_compile=True``. This engine decodes with
-
-* one cache length per engine: room for the longest prompt the run can bring (``reserve``, from
-  the data set's longest tokenised prompt, rounded up: ``reserved_capacity``) plus
-  ``max_new_tokens``; a batch of shorter prompts is padded only to its own bucket and leaves the
-  cache's tail unused (the causal mask hides it), so the compiled decode step sees one shape per
-  batch size and is compiled once per batch size,
-* per batch size one static state (``StaticCache`` of that length and the decode buffers), kept
-  until ``release`` frees it (the trainer at the end of training, greedy evaluation at the end
-  of each evaluation); the next call allocates it again, without a recompile,
-* one compiled call per token that runs the model, samples, and writes token, log-prob and
-  finished flags into the buffers; the host reads the device only to stop early, at most once
-  every ``EARLY_EXIT_EVERY`` tokens,
-* LoRA adapters left unmerged: the compiled step runs PEFT's own adapter forward, so the
-  rollout samples exactly the policy the training forward scores (a bf16 merge would round
-  the adapter's update away) and no base weight is copied,
-* grouped-query attention that never expands the KV cache (``gqa_attention``),
-* the model normalised for decoding (``decoding_state``): eval mode, gradient-checkpointing
-  flags off and transformers' input-gradient hooks detached, all restored afterwards, so that
-  TRL's toggling of checkpointing around each generation cannot fail the compiled step's guards.
-
-The rollout policy is the model in eval mode (no dropout) on every backend: the trainer runs
-TRL's ``generate`` path in eval mode too, and vLLM has no dropout, so the three sample the same
-distribution. Sampling follows ``generate``'s order (repetition penalty, min-new-tokens,
-temperature, top-k, top-p, min-p) and draws by ``torch.multinomial``'s own algorithm without
-its host-side checks (:mod:`saah_lib.models.sampling`). The returned log-probabilities are
-``log_softmax(logits / temperature)`` at the sampled token, the quantity TRL's training forward
-computes, so the importance ratio at the start of a step is 1 up to the dtype's rounding.
+Why: ``model.generate`` with a dynamic cache spends most of a GPU step launching kernels, and TRL
+builds its generation config with ``disable_compile=True`` (the per-token times of both, measured
+on one H100: ``results/bench/NVIDIA_H100_80GB_HBM3-gpu-bench-qwen2.5-1.5b.json``). The engine
+(:class:`StaticRollout`) keeps one cache length and one static state per batch size, runs one
+compiled call per token (model, sampling, log-prob, finished flags), leaves LoRA unmerged so it
+samples exactly the policy the training forward scores, and decodes in eval mode on every backend.
+Sampling follows ``generate``'s order (:mod:`saah_lib.models.sampling`); the returned
+log-probabilities are ``log_softmax(logits / temperature)`` at the sampled token, TRL's training
+forward's quantity, so the importance ratio at the start of a step is 1 up to the dtype's rounding.
+The design, its guarantees and the tests that hold them: docs/gpu.md, "The compiled rollout backend".
 """
 
 from __future__ import annotations
@@ -418,8 +398,9 @@ class StaticRollout:
                 if torch.device(device).type == "cpu":
                     align_inductor_cpu_isa()
                 self.health.compile_caches = enable_compile_caches()
-            # Guards on nn modules cost ~1-5 ms of host time per call on a 28-layer PEFT model; they are
-            # replaced by one check per rollout of what they would have caught (module_state).
+            # Guards on nn modules cost more host time per call than a GPU decode step on a 28-layer PEFT model
+            # (results/bench/cpu-rollout-measurements.json); one check per rollout of what they would have
+            # caught replaces them (module_state).
             options = {"guard_filter_fn": skip_guard_on_all_nn_modules_unsafe}
             if mode is not None:  # torch.compile refuses a mode beside options: the mode goes in as its options
                 options.update(list_mode_options(mode, dynamic=False))

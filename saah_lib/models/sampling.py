@@ -1,20 +1,17 @@
 """How the static rollout engine turns logits into tokens: ``generate``'s warpers, then the exponential race.
 
 ``process_logits`` applies temperature, top-k, top-p and min-p in ``generate``'s order, after the
-repetition penalty (``penalise_repeats``). The
-resulting probabilities are sampled by ``race_sample``: ``argmax_i p_i / E_i`` with independent
-``E_i ~ Exp(1)``. Token ``i`` wins with probability ``p_i / sum(p)``. This is the algorithm
-``torch.multinomial(probs, 1)`` itself runs (ATen draws ``exponential_`` over a tensor shaped like
-``probs`` from the same generator, divides and takes the argmax) without its input checks,
-which read the probabilities on the host (two device-to-host syncs per call). Hence:
+repetition penalty (``penalise_repeats``). ``race_sample`` draws ``argmax_i p_i / E_i`` with
+independent ``E_i ~ Exp(1)``, so token ``i`` wins with probability ``p_i / sum(p)``: the algorithm
+``torch.multinomial(probs, 1)`` itself runs, without its input checks, which read the probabilities
+on the host (two device-to-host syncs per call). Hence:
 
-* run eagerly, or compiled with the ``eager`` or ``aot_eager`` backend, it gives the same tokens as
-  ``torch.multinomial`` for a seed and leaves the generator in the same state
-  (``tests/models/test_sampling.py``);
+* eager, or compiled with ``eager``/``aot_eager``, it gives ``torch.multinomial``'s tokens for a seed
+  and leaves the generator in the same state (``tests/models/test_sampling.py``);
 * compiled with inductor it draws through inductor's own random kernels: the same distribution
-  (checked by a chi-square test), other tokens for a seed, and another generator state;
-* where ``torch.multinomial`` stops at once on probabilities that are NaN or negative, the engine
-  flags them without a sync and raises when the rollout ends (``invalid_probabilities``).
+  (a chi-square test), other tokens for a seed, another generator state;
+* probabilities that are NaN or negative are flagged without a sync and raise when the rollout
+  ends (``invalid_probabilities``), where ``torch.multinomial`` would stop at once.
 """
 
 from __future__ import annotations

@@ -1,22 +1,18 @@
 """The tiny model's supervised warm start, built once and cached: :func:`build_warm_start`.
 
-In about five minutes on one CPU core it builds, into the git-ignored
+On one CPU core it builds (its time is ``build_seconds`` in the record beside it,
+``results/warm_starts/tiny-warmstart/build.json``), into the git-ignored
 :data:`saah_lib.paths.TINY_WARMSTART_DIR`, a model folder that GRPO can train on
-:mod:`saah_lib.tasks.synthetic` problems: the tokenizer and model of
-:mod:`saah_lib.models.tiny`, fine-tuned on reference solutions with two planted
-habits that the reward penalises and GRPO can unlearn (see
-:func:`saah_lib.models.warmstart_targets.sft_targets`): half of the targets
-state an intermediate result as the final answer, and 40% drop some of the
-format's tags.  Greedy Pass@1 of the warm start is about 0.3, leaving headroom.
+:mod:`saah_lib.tasks.synthetic` problems: the tokenizer and model of :mod:`saah_lib.models.tiny`,
+fine-tuned on reference solutions with two planted habits that the reward penalises and GRPO can
+unlearn (:func:`saah_lib.models.warmstart_targets.sft_targets`), which leaves Pass@1 headroom
+(``heldout_pass_at_1`` in the same record).
 
-The folder is cached (``build.json`` records seed, settings and recipe version)
-and built atomically.  ``files.json`` records the size and sha256 of every file
-the build wrote; each use checks them (:func:`cache_problem`), so a damaged
-cache is rebuilt with a message saying what was wrong, never used.  A build
-made before files were recorded is checked for what can be checked without
-them (every file loads, the tokenizer fits the model's embeddings) and then
-has its files recorded once.  Staging folders that killed builds left behind
-are removed by the next call (:func:`remove_dead_staging`).
+The folder is cached (``build.json`` records seed, settings and recipe version) and built
+atomically. ``files.json`` records the size and sha256 of every file the build wrote; each use
+checks them (:func:`cache_problem`), so a damaged cache is rebuilt with a message saying what was
+wrong, never used. Staging folders that killed builds left behind are removed by the next call
+(:func:`remove_dead_staging`).
 """
 
 from __future__ import annotations
@@ -64,7 +60,7 @@ WARMSTART_VERSION = 2
 # Separate seed streams, so the warm start never trains on the problems
 # that synthetic_split(seed) hands to GRPO, and measures on fresh ones.
 # The build runs on one thread: for a model this small a second thread gains
-# little, costs a twenty-fold slowdown whenever another process holds the
+# little, costs a many-fold slowdown whenever another process holds the
 # other core (threads spin waiting for each other), and one thread makes the
 # floating-point results, hence the saved weights, reproducible.
 BUILD_THREADS = 1
@@ -457,8 +453,9 @@ def build_warm_start(
         say(f"removed {folder}, left by a warm-start build that was killed", progress)
     if not force and _is_cached(out_dir, seed, settings):
         return out_dir
-    say(f"building the tiny warm start in {repo_relative(out_dir)} (once, then cached; about 4-5 min on one "
-        f"core): {settings.sft_steps} supervised steps, then a held-out evaluation", progress)
+    say(f"building the tiny warm start in {repo_relative(out_dir)} (once, then cached; its time on one core: "
+        f"build_seconds in results/warm_starts/tiny-warmstart/build.json): {settings.sft_steps} supervised "
+        f"steps, then a held-out evaluation", progress)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = out_dir.with_name(f".{out_dir.name}.building-{os.getpid()}")
     shutil.rmtree(staging, ignore_errors=True)

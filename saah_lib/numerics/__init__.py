@@ -1,61 +1,18 @@
 """Pinned CPU numerics: the one owner of the environment that decides how torch rounds on a CPU.
 
-Why. torch's CPU kernels are compiled several times, once per x86 vector
-instruction set, and a process runs the widest its CPU has.  The builds add up
-floats in different orders, so their results differ in the last bits, and over
-thousands of training steps of a tiny model the differences grow into other
-models: the warm start built with AVX-512 kernels ends at held-out Pass@1 0.435,
-with AVX2 kernels at 0.315, and every run of the mini study then differs.
-The committed studies were computed with the AVX2 kernels, so every process of a
-study asks for those, whatever wider set its CPU has.
+Why: torch's CPU kernels are built once per x86 vector instruction set and a process runs the
+widest its CPU has; the builds add floats in different orders, and over thousands of training
+steps of a tiny model the last-bit differences grow into other models (the warm start's held-out
+Pass@1 with each: docs/reproducibility.md). The committed studies ran the AVX2 kernels, so every
+process of a study asks for those (:data:`PINNED_SETTINGS`), in the environment before torch loads.
 
-What is set (:data:`PINNED_SETTINGS`), in the environment, before torch loads:
-
-``ATEN_CPU_CAPABILITY=avx2``
-    ATen (element-wise maths, reductions, softmax, sampling, the optimizer's
-    updates) runs its AVX2 kernels.  This is what makes AVX-512 and AVX2 CPUs agree:
-    with it an AVX-512 AMD CPU reproduces the committed study bit for bit.
-``MKL_CBWR=AVX2``
-    MKL (the matrix products) runs its AVX2 kernels on Intel CPUs, which otherwise
-    pick AVX-512 ones that round differently; it makes Intel AVX2 and AVX-512 CPUs
-    agree with each other.  On other CPUs (AMD) MKL runs one generic code path
-    whatever this says, so it changes no bit there.  Intel CPUs still differ from
-    that generic path and so do not reproduce the committed studies bit for bit (no
-    MKL setting does, short of recomputing the studies: docs/reproducibility.md);
-    :func:`cpu_numerics_record` says which kernels MKL runs (``mkl_kernels``).
-
-Both are read once per process, at torch's first CPU operation and MKL's first
-call, so the pin must be in the environment before torch loads.  Importing
-``saah_lib`` changes nothing (a library must not change a user's process); the
-entry points that produce or verify study results apply it: the Makefile exports
-:func:`pin_environment`'s settings, ``saah_lib.studies`` calls :func:`apply_once`
-when it is imported (so every ``python -m saah_lib.studies.X`` and the study's
-spawned workers are pinned before they import torch), as does
-``saah_lib.training.launch``; ``python -m saah_lib.numerics kernelspec`` makes
-the Jupyter kernel the notebooks run in start pinned; workers started by other
-means take :func:`pin_environment` into their environment.
-
-Not set, because they change no bit of this workload (``tools/cpu_numerics_probe.py``,
-docs/reproducibility.md): ``ONEDNN_MAX_CPU_ISA`` (oneDNN runs no primitive in
-float32 CPU training), and MKL's strict mode (``MKL_CBWR=AVX2,STRICT``: identical
-to ``AVX2`` on AMD, and not enough to make Intel CPUs match the generic path).
-
-Switching it off.  ``SAAH_CPU_NUMERICS=native`` leaves the environment as the user
-set it (and drops what a pinned parent process set): torch uses the CPU's widest
-kernels, faster on AVX-512 CPUs and not comparable bit for bit with the committed
-studies.  Every result records the mode in force (:func:`cpu_numerics_record`, in
-each run's and baseline's ``config.json``, the warm start's build record and
-``timings.json``).
-
-Where the pin cannot hold.  On a CPU without AVX2 (aarch64, or an x86-64 CPU
-older than 2013) nothing is set: ``ATEN_CPU_CAPABILITY=avx2`` would be ignored
-(aarch64) or make torch execute instructions the CPU lacks (x86).  A
-:class:`CPUNumericsWarning` says so once per process, and the record says
-``pin_holds: false`` with the reason (``pin_obstacle``).
-
-This module is light (standard library only) and must never import torch: it has
-to run before torch loads.  What it reports about torch, it asks the torch already
-loaded in the process, if any.
+Importing ``saah_lib`` changes nothing; the entry points that produce or verify study results
+apply the pin (the Makefile, ``saah_lib.studies`` on import via :func:`apply_once`,
+``saah_lib.training.launch``, the Jupyter kernel of ``python -m saah_lib.numerics kernelspec``).
+``SAAH_CPU_NUMERICS=native`` switches it off; every result records the mode in force
+(:func:`cpu_numerics_record`). Where the pin cannot hold (no AVX2) nothing is set and a
+:class:`CPUNumericsWarning` says so. This module must never import torch: it runs before torch
+loads. What each setting does, and what is measured not to matter: docs/reproducibility.md, "The pin".
 """
 
 from __future__ import annotations
@@ -77,7 +34,10 @@ PINNED, NATIVE = "pinned", "native"
 MODES = (PINNED, NATIVE)
 #: what a record says of a process that no entry point pinned (see cpu_numerics_record)
 UNPINNED = "unpinned"
-#: The environment every process of a study runs under (see the module docstring for why each is there).
+#: The environment every process of a study runs under: ATen's AVX2 kernels (element-wise maths, reductions,
+#: softmax, sampling, optimizer updates), and MKL's AVX2 kernels for the matrix products on Intel CPUs (on AMD
+#: MKL runs one generic path whatever this says). Both are read once per process, at torch's first CPU
+#: operation and MKL's first call; why each is there: docs/reproducibility.md, "The pin".
 PINNED_SETTINGS = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2"}
 #: The capability torch reports when the pin holds.
 PINNED_CAPABILITY = "AVX2"

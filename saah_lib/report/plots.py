@@ -1,39 +1,17 @@
 """The report's figures (matplotlib, Agg): those of a :class:`~saah_lib.analysis.resultset.ResultSet`, of the
 paired evidence and of the top-K measurement.
 
-Figures are built with :class:`matplotlib.figure.Figure` directly (no pyplot
-state, nothing shown on screen), so they work the same in tests, scripts and
-notebooks.  :mod:`saah_lib.report.render` saves each as ``<figures>/<prefix>_<name>.pdf``
-and ``.png``; those of a result set (:data:`RESULT_FIGURES`):
+Figures are built with :class:`matplotlib.figure.Figure` directly (no pyplot state, nothing shown
+on screen), so they work the same in tests, scripts and notebooks; they are :class:`InlineFigure`,
+which Jupyter shows as a PNG. :mod:`saah_lib.report.render` saves each as
+``<figures>/<prefix>_<name>.pdf`` and ``.png``: those of a result set are :data:`RESULT_FIGURES`
+(each function says what it draws), beside :func:`plot_paired` and :func:`plot_topk`. PDFs embed
+TrueType fonts (``pdf.fonttype`` 42), which journals ask for and which stay searchable.
 
-``pass_at_1``       Pass@1 per evaluated step, one panel per model, every main
-                    method with its 95% band and the dashed baseline (its value
-                    written on its own panel; one legend entry).
-``overlay``         the three methods on one panel for one model (by default the
-                    largest model that has at least two of them).
-``alpha_ablation``  peak (filled circles) and final (open squares) Pass@1 per
-                    alpha, baseline dashed, SA-AH-GRPO reference as a star; error
-                    bars (+-1 s.d. across seeds, where there are several) are
-                    explained in the figure.
-``reward``          training reward per step (faint) and its moving average (bold), per
-                    method, beside the reward's spread within each step.
-``entropy_weight``  mean normalised entropy, and mean token weights over all tokens and
-                    over negative-advantage rollouts, each in its own panel.
-``token_weights``   GRPO / AH / SA token weights of one positive and one negative
-                    rollout, computed from logged per-token entropies.
-
-and ``paired`` (per-seed differences, means, intervals, MDE bands: :func:`plot_paired`) and
-``topk`` (entropy and weight errors against K: :func:`plot_topk`).
-
-Bands: a single run uses its logged ``ci95`` (for the paper's numbers, the
-binomial formula with N=500, since the paper tabulates no per-step CI).
-Several seeds: the line is the mean across seeds and the band +-1 sample
-standard deviation across seeds.  A figure without data is not drawn (its
+Bands: a single run uses its logged ``ci95`` (for the paper's numbers, the binomial formula with
+N=500, since the paper tabulates no per-step CI). Several seeds: the line is the mean across seeds
+and the band +-1 sample standard deviation across seeds. A figure without data is not drawn (its
 function returns None), never drawn from invented values.
-
-Figures are :class:`InlineFigure`, which Jupyter shows as an image (IPython asks
-it for a PNG), with no pyplot involved.  PDFs embed TrueType fonts
-(``pdf.fonttype`` 42), which journals ask for and which stay searchable.
 """
 
 from __future__ import annotations
@@ -223,7 +201,10 @@ def _trajectory_panel(ax, rs: ResultSet, model, note_band: bool = True, peak_in_
 
 
 def plot_pass_at_1(rs: ResultSet) -> Figure | None:
-    """Pass@1 trajectories: one panel per model, every main-comparison method with its band."""
+    """Pass@1 trajectories: one panel per model, every main-comparison method with its band.
+
+    The baseline is dashed, its value written on its own panel, with one legend entry for all panels.
+    """
     models = [m for m in rs.models if rs.checkpoints is not None and len(rs.checkpoints)
               and len(_groups(rs.checkpoints, m))]
     if not models:
@@ -260,7 +241,11 @@ def plot_method_overlay(rs: ResultSet, model=None) -> Figure | None:
 
 
 def plot_alpha_ablation(rs: ResultSet) -> Figure | None:
-    """Peak (filled circles) and final (open squares) Pass@1 against alpha."""
+    """Peak (filled circles) and final (open squares) Pass@1 against alpha.
+
+    The baseline is dashed and SA-AH-GRPO's reference a star; error bars (+-1 s.d. across seeds, where there are
+    several) are explained in the figure.
+    """
     ab = rs.ablation
     if ab is None or ab.empty:
         return None
@@ -426,7 +411,10 @@ def plot_reward(rs: ResultSet) -> Figure | None:
 
 
 def plot_entropy_weight(rs: ResultSet) -> Figure | None:
-    """Mean normalised entropy (left) and mean token weights (right) over steps; one row per model."""
+    """Mean normalised entropy (left) and mean token weights (right) over steps; one row per model.
+
+    The weights are averaged over all tokens and over negative-advantage rollouts.
+    """
     models = sorted(set(_curve_models(rs, "entropy_norm")) | set(_curve_models(rs, "weight_mean")),
                     key=lambda m: model_order(rs.curves["model_label"]).index(m))
     if not models:
@@ -564,7 +552,10 @@ def pick_rollout_pair(token_entropies: pd.DataFrame) -> dict | None:
 
 
 def plot_rollout_weights(rs: ResultSet) -> Figure | None:
-    """The token weights of one logged positive and one negative rollout (:func:`pick_rollout_pair`)."""
+    """The token weights of one logged positive and one negative rollout (:func:`pick_rollout_pair`).
+
+    GRPO's, AH-GRPO's and SA-AH-GRPO's weights, computed from the rollout's logged per-token entropies.
+    """
     pair = pick_rollout_pair(rs.token_entropies) if rs.token_entropies is not None else None
     if pair is None:
         return None

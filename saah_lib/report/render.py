@@ -1,32 +1,18 @@
 """Every table, figure and text of the report, drawn from whichever result sources exist.
 
-:func:`render_report` does it all.  The figures notebook (``notebooks/04_figures.ipynb``, run by ``make figures``)
-is a call to this function, and so is a study that draws its own outputs.
+:func:`render_report` does it all; the figures notebook (``notebooks/04_figures.ipynb``, run by
+``make figures``) is a call to it, and so is a study that draws its own outputs. The sources, by
+prefix: the paper's transcribed numbers (``results/paper_reported``, ``reported``) and
+:data:`RUN_SOURCES` (the committed studies, and your own runs in the git-ignored ``results/local``,
+``ours``). ``paper/main.tex`` reports the committed sources only, so your own runs never change the
+committed report; they have their own, ``paper/local.tex``.
 
-======================  ============================================  =========
-source                  folder                                        prefix
-======================  ============================================  =========
-the paper's numbers     ``results/paper_reported`` (transcribed)      reported
-the CPU mini study      ``results/mini``                              mini
-the extended study      ``results/extended``                          extended
-the confirmatory study  ``results/confirm``                           confirm
-your own runs           ``results/local`` (git-ignored)               ours
-======================  ============================================  =========
-
-``paper/main.tex`` reports the committed sources; the texts across studies (``studies_*.tex``) read those only,
-so your own runs never change the committed report.  Your own runs have a report of their own,
-``paper/local.tex`` (its switch and marks in ``ours_sources.tex``, git-ignored like every ``ours_`` output).
-
-Rendering has three steps, so that a bad input never costs an output:
-
-1. **check**: every named source folder exists (only your own runs may be absent from their
-   default ``results/local``: a fresh clone has none), and committed results match their
-   ``MANIFEST.json``;
-2. **read and make**: each root is read once (:func:`saah_lib.analysis.runs.read_runs`: strictly, so a
-   damaged, incomplete or duplicated run stops here, named, unless ``tolerate_problems``) and every
-   output of :data:`OUTPUTS` is made in memory;
-3. **write**: only then is anything written, each output by :func:`write_or_remove`: an output
-   without data this time has its older copy removed, so the report never shows stale numbers.
+Rendering has three steps, so that a bad input never costs an output: **check** every named source
+folder exists (your own runs may be absent) and committed results match their ``MANIFEST.json``;
+**read and make**: each root is read once, strictly unless ``tolerate_problems``
+(:func:`saah_lib.analysis.runs.read_runs`), and every output of :data:`OUTPUTS` is made in memory;
+**write**: only then, each output by :func:`write_or_remove`, which removes the older copy of an
+output without data this time, so the report never shows stale numbers.
 """
 
 from __future__ import annotations

@@ -1,25 +1,14 @@
 """The report's booktabs LaTeX tables: those of a :class:`~saah_lib.analysis.resultset.ResultSet`, of the
 paired evidence and of the top-K measurement.
 
-Every table is a complete ``table`` float that ``paper/main.tex`` can
-``\\input``; :mod:`saah_lib.report.render` writes each under a name fixed per source,
-so the report can refer to it:
+Every table is a complete ``table`` float that ``paper/main.tex`` can ``\\input``;
+:mod:`saah_lib.report.render` writes each as ``<prefix>_<name>.tex``, a name fixed per source so
+the report can refer to it: those of a result set are :data:`RESULT_TABLES` (main, checkpoints,
+ablation, diagnostics, hparams, setup: each function says what it tabulates), beside the paired
+comparisons (``paired``) and the top-K tables (``topk_runs``, ``topk``).
 
-================================  ==================================================
-``<prefix>_main.tex``             summary: final / peak Pass@1, train variance, mean KL
-``<prefix>_checkpoints.tex``      Pass@1 per evaluated step, one table per model
-``<prefix>_ablation.tex``         the alpha ablation (per-step Pass@1, peak, final)
-``<prefix>_diagnostics.tex``      per-step training diagnostics, one table per run group
-``<prefix>_hparams.tex``          the paper's hyperparameter table (reported source)
-``<prefix>_setup.tex``            the runs actually found (our runs)
-``<prefix>_paired.tex``           paired comparisons at matched seeds, the primary first
-``<prefix>_topk_runs.tex``        top-K training runs against the exact entropy, paired by seed
-``<prefix>_topk.tex``             top-K estimate errors per K
-================================  ==================================================
-
-Cells use the paper's number formats (:mod:`saah_lib.report.latex`).  Where a
-(model, method, alpha) has several seeds, cells show ``mean +- sample std``
-across seeds and the seed count is printed.
+Cells use the paper's number formats (:mod:`saah_lib.report.latex`). Where a (model, method, alpha)
+has several seeds, cells show ``mean +- sample std`` across seeds and the seed count is printed.
 """
 
 from __future__ import annotations

@@ -1,21 +1,18 @@
 """What a finished log must *mean*, beyond being valid JSON: the checks behind :mod:`saah_lib.rundir.reader`.
 
 Each check takes the parsed lines of one file as ``[(line number, record)]`` and gives back the lines
-that may be used and one message per breach, naming the file and line.  A line whose values are
+that may be used and one message per breach, naming the file and line. A line whose values are
 out of range, or whose step breaks the sequence, is left out (its numbers never reach a table);
 every breach is reported, so strict reading stops and tolerant reading flags the run.
 
-* ``train_log.jsonl``: steps 1, 2, 3, ... once each, in order, none beyond the run's ``steps``;
-  every value in its range (:data:`TRAIN_LOG_RANGES`: rewards within the reward's bounds, KL,
-  entropies, fractions and times not negative, fractions at most 1, weights above 0).
-* ``eval.jsonl``: each step once, in order, on the schedule (step 0, every ``eval_every`` steps and the
-  last step; a baseline evaluates step 0 only), and no scheduled evaluation missing up to the last
-  trained step; ``pass_at_1`` in [0, 1] and equal to ``n_correct / n``; ``ci95`` (may be null) the
-  binomial half-width of :func:`saah_lib.tasks.scoring.pass_at_1_ci`.
-* ``eval_samples/step_XXXX.jsonl``: one file per evaluation, with exactly ``n`` records, each with a
-  problem ``id`` (each id once) and a boolean ``correct``, ``n_correct`` of them correct; no file
-  without its evaluation line; a record's ``correct`` is what its ``extracted`` answer scored against
-  its ``gold`` answer gives (records that carry them, as every record the trainer writes does).
+* ``train_log.jsonl``: steps 1, 2, 3, ... once each, in order, within the run's ``steps``; every
+  value in its range (:data:`TRAIN_LOG_RANGES`).
+* ``eval.jsonl``: each step once, in order, on the schedule, none missing up to the last trained
+  step; ``pass_at_1`` equal to ``n_correct / n``; ``ci95`` null or :func:`saah_lib.tasks.scoring.pass_at_1_ci`.
+* ``eval_samples/step_XXXX.jsonl``: one file per evaluation, ``n`` records with distinct ids and
+  ``n_correct`` of them correct, each ``correct`` what its ``extracted`` answer against its ``gold`` gives.
+
+Every rule in full: docs/results_layout.md, "Reading a finished root".
 """
 
 from __future__ import annotations

@@ -1,19 +1,12 @@
 """An integrity manifest for committed results: the sha256 of every results file under a root.
 
-A study writes ``<root>/MANIFEST.json`` when it finishes (:func:`write_manifest`);
-``make figures``, ``make paper`` and the figures notebook check it first
-(:func:`check_manifest`), so a log edited by hand or damaged on disk is caught
-before it reaches a table, with a message naming each changed, missing and
-extra file.  Paths in the manifest are relative to the root (POSIX style).
-
-Not results, so not listed: what every reader also ignores, by the one rule of
-:func:`saah_lib.rundir.layout.is_ignored` (the manifest itself, hidden files and
-folders such as locks and the temporary files of atomic writes, ``__pycache__``,
-and the git-ignored trainer checkpoints inside run folders).  A run folder the
-tables read is therefore always covered.
-
-A manifest is ``{"algorithm": "sha256", "files": {relative path: hex digest}}``;
-anything else is a :class:`ManifestError` saying what is wrong.
+A study writes ``<root>/MANIFEST.json`` when it finishes (:func:`write_manifest`); ``make figures``,
+``make paper`` and the figures notebook check it first (:func:`check_manifest`), so a log edited by
+hand or damaged on disk is caught before it reaches a table, with a message naming each changed,
+missing and extra file. A manifest is ``{"algorithm": "sha256", "files": {relative path: hex
+digest}}`` (POSIX paths relative to the root); anything else is a :class:`ManifestError`. It lists
+every file but what every reader also ignores (:func:`saah_lib.rundir.layout.is_ignored`), so a
+run folder the tables read is always covered (docs/results_layout.md, "MANIFEST.json").
 
 Command line::
 

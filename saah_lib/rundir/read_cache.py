@@ -1,7 +1,7 @@
 """A cache of what reading one run folder gives, so that reading a root of many runs again costs little.
 
-Reading a run checks every line and every per-problem record (:mod:`saah_lib.rundir.reader`): about 15 ms a
-run, and a user's ``results/local`` after a few sweeps holds hundreds of runs.  :func:`cached` keeps each result
+Reading a run checks every line and every per-problem record (:mod:`saah_lib.rundir.reader`), and a user's
+``results/local`` after a few sweeps holds hundreds of runs.  :func:`cached` keeps each result
 in a file of its own under the cache folder, with the *fingerprint* it was computed for: the content (a hash,
 not sizes or times, which a rewrite within one clock tick would not change) of every file in the run folder that
 is a result (:func:`saah_lib.rundir.layout.is_ignored`: not its checkpoints), and the source of this library.

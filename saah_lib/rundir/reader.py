@@ -1,39 +1,18 @@
 """Reading a results root strictly (layout in ``docs/results_layout.md``): :func:`read_folders`.
 
-Finished runs are read strictly.  Every problem in a run or baseline folder
-becomes one message naming the file (and line, for logs):
+Finished runs are read strictly: every problem in a run or baseline folder becomes one message
+naming the file (and line, for logs): an unreadable or incomplete ``config.json``, a log line that
+is not a JSON object with an integer ``step``, a metric that is not a number (``null`` is allowed
+in the training log), a well-formed line that breaks a check of :mod:`saah_lib.rundir.checks`, or
+an incomplete run (:func:`saah_lib.rundir.folder.trained_and_evaluated`, the one definition).
+A run still being written is read as one: what the trainer's writes leave for a moment is damage
+only in a complete run or one damaged otherwise (:class:`LogRead`).
 
-* ``config.json`` missing, not valid JSON, not an object, or without a
-  method, alpha, steps or model (a run that cannot be placed in its group);
-* a log line that is not valid JSON (the last line included: a finished run
-  has no torn tail), not an object, or without an integer ``step``;
-* a metric that is not a number.  ``null`` is allowed in the training log
-  (TRL logs nothing for some quantities at some steps, e.g. ``weight_neg_mean``
-  when no rollout had a negative advantage); an evaluation needs a numeric
-  ``pass_at_1`` and integer ``n`` and ``n_correct``;
-* a line that is well-formed but wrong (:mod:`saah_lib.rundir.checks`): a value out
-  of its range, steps repeated, missing, out of order or beyond the run, an
-  evaluation off the schedule or repeated, ``pass_at_1`` that is not
-  ``n_correct / n``, an inconsistent ``ci95``, a per-problem file that does not
-  hold exactly the ``n`` records and ``n_correct`` correct answers its line says;
-* an incomplete run: not trained to its ``steps`` or not evaluated at that
-  step (:func:`saah_lib.rundir.folder.trained_and_evaluated`, the one definition of a
-  complete run, also behind ``RunDir.is_complete``).
-
-A run still being written is read as one: each log is read once, and what the trainer's writes leave for a
-moment (a last line half appended, a per-problem file whose line is not yet appended, no evaluation yet
-before the first step) is damage only in a complete run or one damaged otherwise (:class:`LogRead`).
-
-By default a problem raises :class:`DamagedResultsError` listing every
-problem found.  With ``tolerate_problems=True`` the results are read anyway:
-a folder whose config cannot be read is *excluded*; any other run is kept with
-its valid lines (a line that breaks a check is left out, a repeated step keeps
-its first line) and *flagged* (``damaged`` / ``complete`` columns), and
-:attr:`RunFolder.problems` says why.  :class:`saah_lib.analysis.resultset.ResultSet`
-carries every message in ``warnings`` so the tables and figures can say so.
-
-Folders that :func:`saah_lib.rundir.layout.is_ignored` (hidden, ``__pycache__``)
-are not runs, for this reader as for the manifest.
+By default a problem raises :class:`DamagedResultsError` listing every problem found. With
+``tolerate_problems=True`` a folder whose config cannot be read is *excluded*; any other run is
+kept with its valid lines and *flagged* (``damaged`` / ``complete`` columns), and
+:attr:`RunFolder.problems` says why. Ignored folders (:func:`saah_lib.rundir.layout.is_ignored`)
+are not runs. The whole list of checks: docs/results_layout.md, "Reading a finished root".
 """
 
 from __future__ import annotations

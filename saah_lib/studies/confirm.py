@@ -1,25 +1,14 @@
-"""The confirmatory study's pre-registration, written before any of its runs (a draft: nothing here trains).
+"""The confirmatory study: its pre-registration, written before any of its runs, and the grid's jobs for it.
 
 The extended study could not establish its primary comparison (SA-AH-GRPO at the paper-matched alpha vs GRPO,
-final Pass@1) and its two warm starts carry no degree of freedom to generalise over warm starts. This plan fixes,
-before the runs:
-
-* **units**: :data:`WARM_STARTS` (6 warm starts never used by the committed studies, build seeds 2-7) x
-  :data:`SEEDS` (5 training seeds each); with 3 or more warm starts the evidence's test treats the warm start as
-  a random factor, so the result is about warm starts built the same way, not about these six;
-* **arms**: SA-AH-GRPO at the alpha the extended study measured on its first warm start (fixed now, so the arm
-  is the same in every warm start), GRPO, and SA-AH-GRPO at the paper's alpha 0.5;
-* **primary**: SA-AH-GRPO (paper-matched alpha) vs GRPO on final Pass@1 only: a family of one, tested at
-  :data:`LEVEL` with a 95% interval; the other pair (SA at 0.5 vs GRPO) and every other quantity are secondary;
-* **evaluation**: :data:`N_EVAL` problems from the evaluation partition drawn with a data seed no committed study
-  used (:data:`DATA_SEED`), the same problems for every run;
-* **the test**: :func:`saah_lib.analysis.significance.crossed_test` (seeds crossed with problems, warm starts
-  random, Satterthwaite df capped at warm starts - 1); established = p below the level;
-* **health**: the rules of :mod:`saah_lib.analysis.health`, unchanged; flagged runs stay in the primary test
-  and the comparison without them is reported beside it.
+final Pass@1), and its two warm starts carry no degree of freedom to generalise over warm starts. This plan
+(:func:`confirm_plan`) fixes before the runs the units (:data:`WARM_STARTS` new warm starts x :data:`SEEDS`, the
+warm start a random factor), the arms, the primary comparison (a family of one at :data:`LEVEL`), the evaluation
+problems, the test and the health rules.
 
 :func:`write_confirm_plan` writes ``study_plan.json`` into a root; :func:`projected_mde` is the design's minimum
-detectable effect if the variance components are those of the extended study's primary comparison.
+detectable effect if the variance components are those of the extended study's primary comparison;
+:func:`make_plan` is the grid's jobs (``python -m saah_lib.studies.grid run confirm``).
 """
 
 from __future__ import annotations
@@ -58,7 +47,22 @@ def study_conclusions(committed_root: Path, rerun_root: Path) -> dict:
 
 
 def confirm_plan(matched_alpha: float = MATCHED_ALPHA) -> StudyPlan:
-    """The pre-registered plan: its primary comparison, pairs, units, evaluation, test and health rules."""
+    """The pre-registered plan: its primary comparison, pairs, units, evaluation, test and health rules.
+
+    * **units**: :data:`WARM_STARTS` (warm starts never used by the committed studies) x :data:`SEEDS`; with 3 or
+      more warm starts the evidence's test treats the warm start as a random factor, so the result is about warm
+      starts built the same way, not about these;
+    * **arms**: SA-AH-GRPO at the alpha the extended study measured on its first warm start (fixed, so the arm is
+      the same in every warm start), GRPO, and SA-AH-GRPO at the paper's alpha 0.5;
+    * **primary**: SA-AH-GRPO (paper-matched alpha) vs GRPO on final Pass@1 only: a family of one, tested at
+      :data:`LEVEL` with a 95% interval; the other pair and every other quantity are secondary;
+    * **evaluation**: :data:`N_EVAL` problems from the evaluation partition drawn with a data seed no committed
+      study used (:data:`DATA_SEED`), the same problems for every run;
+    * **the test**: :func:`saah_lib.analysis.significance.crossed_test` (seeds crossed with problems, warm starts
+      random, Satterthwaite df capped at warm starts - 1); established = p below the level;
+    * **health**: the rules of :mod:`saah_lib.analysis.health`, unchanged; flagged runs stay in the primary test
+      and the comparison without them is reported beside it.
+    """
     sa, sa_main, grpo = Arm("sa", matched_alpha), Arm("sa", MAIN_ALPHA), Arm("grpo", 0.0)
     return StudyPlan(STUDY, (sa, grpo), ((sa, grpo), (sa_main, grpo)), quantities=("final",), extra={
         "warm_starts": [tiny_warm_start_name(w) for w in WARM_STARTS], "seeds": list(SEEDS),

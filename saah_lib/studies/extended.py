@@ -1,45 +1,18 @@
 """The powered CPU study behind ``make extended``: the primary comparison with many seeds from two warm starts.
 
-The mini study's three seeds cannot detect a Pass@1 difference smaller than
-about 0.09 (SA-AH-GRPO vs GRPO), and its alpha 0.5 barely discounts the tiny
-model's short completions.  This study is built for the paper's claim instead.
-Its plan (``python -m saah_lib.studies.grid plan extended`` prints it with every job's state, a time
-estimate and the projected minimum detectable effect; ``--plan`` here prints the same without the
-job list; nothing is trained):
+The mini study's three seeds cannot detect a Pass@1 difference of the size the paper's claim is
+about, and its alpha 0.5 barely discounts the tiny model's short completions; this study is built
+for the claim. Its plan (:func:`study_plan`, written to ``<root>/study_plan.json`` before any run):
+SA-AH-GRPO at the paper-matched alpha (:mod:`saah_lib.studies.matched_alpha`) against GRPO on final
+Pass@1 and training-reward variance, with :data:`SEEDS` training seeds from each of
+:data:`WARM_STARTS` independently seeded warm starts (a random factor), AH-GRPO at that alpha and
+SA-AH-GRPO at the main alpha beside them, and the top-K entropy runs and measurement (``topk``).
+``python -m saah_lib.studies.grid plan extended`` prints it with every job's state, a time estimate
+(:func:`estimate_seconds`) and the projected minimum detectable effect; ``--plan`` here the same
+without the job list. Runs already complete are skipped; the alpha is measured once per root.
 
-* **primary comparison, fixed here before any run** (``<root>/study_plan.json``,
-  :mod:`saah_lib.analysis.plan`): SA-AH-GRPO at the *paper-matched* alpha
-  (:mod:`saah_lib.studies.matched_alpha`, measured on ``tiny-warmstart`` before
-  training) against GRPO, on final Pass@1 and training-reward variance;
-* **warm starts as a random factor**: :data:`WARM_STARTS` independently seeded
-  warm starts (``tiny-warmstart``, ``tiny-warmstart-s1``), each built and
-  evaluated (its baseline); every arm runs :data:`SEEDS` training seeds from each;
-* **arms**: GRPO, AH-GRPO and SA-AH-GRPO at the paper-matched alpha, and
-  SA-AH-GRPO at the main alpha (so the mini study's primary comparison is
-  powered too); the secondary comparisons are SA vs AH and AH vs GRPO at the
-  paper-matched alpha, and SA (main alpha) vs GRPO;
-* **kept from the earlier extended study**: the top-K entropy training runs
-  (:func:`saah_lib.studies.topk.topk_training_configs`, warm start 0, seed 0)
-  and the top-K error measurement on the warm start.
-
-Budget: about 60 minutes of wall time on 2 cores (:func:`estimate_seconds`:
-one 60-step run takes about :data:`SECONDS_PER_RUN` s on one core, two run at a
-time; a warm-start build about :data:`WARM_START_SECONDS` s): 2 warm starts x 10
-seeds = 20 seed pairs per comparison.  ``--plan`` also projects the minimum
-detectable final Pass@1 difference of that many seed pairs from the spread of
-SA-vs-GRPO differences in a finished pilot root (default: the mini study).
-
-The extended study's runs of warm start 0 at seeds 0-2 that the mini study also
-plans (GRPO, SA at the main alpha, AH/SA at the paper-matched alpha for seed 0)
-are the same configurations; on the same CPU they reproduce the mini runs bit
-for bit, and the report says which runs the two studies share.  Runs already
-complete are skipped; the alpha is measured once per root.
-Tables and figures come from ``make figures`` (:func:`saah_lib.report.render.render_report`).
-
-``make extended`` reruns the whole study into a fresh, git-ignored root (``results/rerun/extended``) and
-checks it against the committed ``results/extended`` the way ``make mini`` checks the mini study
-(:func:`rerun_and_verify`: bits first, then, where bits differ, the conclusions of :func:`study_conclusions`);
-``--root`` alone (without ``--verify``) trains into that root directly and skips what is complete there.
+``make extended`` reruns the whole study into the git-ignored ``results/rerun/extended`` and checks it
+against the committed ``results/extended`` as ``make mini`` checks the mini study (:func:`rerun_and_verify`).
 """
 
 from __future__ import annotations
@@ -90,8 +63,8 @@ from saah_lib.training.config import make_config
 RERUN_EXTENDED = RERUN_ROOT / "extended"  # where `make extended` reruns the study (git-ignored)
 WARM_STARTS = (0, 1)
 SEEDS = tuple(range(10))
-SECONDS_PER_RUN = 72  # one 60-step tiny run on one thread (results/mini/timings.json: 69-75 s)
-WARM_START_SECONDS = 320  # one warm-start build on one thread (results/mini/warmstart_build.json: 316 s)
+SECONDS_PER_RUN = 72  # one 60-step tiny run on one thread (measured: results/mini/timings.json)
+WARM_START_SECONDS = 320  # a warm-start build on one thread, on the safe side (results/mini/warmstart_build.json)
 MEASURE_SECONDS = 20  # the top-K measurement (256 rollouts)
 MATCHED_SECONDS = 30  # the paper-matched alpha measurement, per warm start (512 rollouts)
 BASELINE_SECONDS = 5
@@ -106,6 +79,9 @@ def arms(matched_alpha: float, main_alpha_sa: bool = True) -> dict[str, Arm]:
 
 
 def study_plan(matched_alpha: float, warm_starts=WARM_STARTS, seeds=SEEDS, main_alpha_sa: bool = True) -> StudyPlan:
+    """The plan, fixed before any run: the primary comparison SA-AH-GRPO against GRPO at the paper-matched alpha;
+    the secondary ones SA vs AH and AH vs GRPO at that alpha, and SA at the main alpha vs GRPO (so the mini
+    study's primary comparison is powered too)."""
     a = arms(matched_alpha, main_alpha_sa)
     pairs = [(a["sa_matched"], a["grpo"]), (a["sa_matched"], a["ah_matched"]), (a["ah_matched"], a["grpo"])]
     if main_alpha_sa:
@@ -119,6 +95,10 @@ def planned_configs(root: Path, warm_starts=WARM_STARTS, seeds=SEEDS, steps: int
                     topk_ks=TRAINING_KS, topk_seeds=(0,), main_alpha_sa: bool = True,
                     matched_alpha: float | None = None) -> list:
     """Every run, in training order (seed by seed, so an interrupted study has balanced seed pairs).
+
+    The runs of warm start 0 at the seeds the mini study also plans are the same configurations: on the same CPU
+    they reproduce the mini runs bit for bit, and the report says which runs the two studies share. The top-K
+    entropy training runs (:func:`saah_lib.studies.topk.topk_training_configs`) come last.
 
     The paper-matched runs need the alpha: ``matched_alpha`` or the one recorded in ``root``; without
     either they are left out (:func:`describe_plan` shows them as placeholders).

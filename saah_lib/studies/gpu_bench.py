@@ -4,26 +4,15 @@ step's time goes.
     python -m saah_lib.studies.gpu_bench                        # CUDA: qwen2.5-1.5b; CPU: tiny
     python -m saah_lib.studies.gpu_bench --profile qwen2.5-3b --time-budget-s 480
 
-Three parts, in this order, each on a model built afresh (the Qwen profiles: their architecture with random
-weights) with the same config, prompts, seed and forced full-length completions:
+Three parts (:func:`run_gpu_bench`), each on a model built afresh (the Qwen profiles: their architecture with
+random weights) with the same config, prompts, seed and forced full-length completions: ``ours``
+(``SAAHGRPOTrainer``, compiled rollouts), ``trl`` (stock ``GRPOTrainer`` with its own ``generate``) and
+``decode_profile`` (the compiled decode step under torch's profiler, :mod:`saah_lib.studies.bench.decode`);
+then the same-run ratios stock/ours and each part's generation milliseconds per decoded token.
 
-1. ``ours``: ``SAAHGRPOTrainer`` with ``compiled`` rollouts and the profile's ``sa`` variant (top-500 on the
-   Qwen profiles); with compilation on, at least ``MIN_COMPILED_STEPS`` steps, so that recompiles would show.
-2. ``trl``: stock ``GRPOTrainer`` with its own ``generate``, one warm-up and a few steady steps (a 1.5B step
-   with 512-token completions took about 25 s on an H200).
-3. ``decode_profile``: the compiled decode step under torch's profiler (:mod:`saah_lib.studies.bench.decode`):
-   kernels per token by class, device-busy time, idle fraction and the gaps between kernels. On CPU a 2-layer
-   Qwen2 (the preflight's) and its ATen ops, so that the whole script is tested before a GPU sees it.
-
-Then the same-run ratios stock/ours (steady step, generation, the rest) and each part's generation
-milliseconds per decoded token (one token position of every completion of the step).
-
-``--time-budget-s`` bounds the run: TRL stops after the step that would take it past its deadline (never before
-its warm-up and one steady step), which leaves the profile its estimated time (part 1's build, compile and three
-rollouts); a profile that no longer fits is skipped. ``parts`` says what each part did (``done``, ``shortened``,
-``skipped``, ``failed``, or ``running`` in a run cut off there) and why. One JSON,
-``<device>-gpu-bench-<profile>.json`` in ``--out`` (default ``results/local/bench``, git-ignored), is rewritten
-after every part, so a run cut off keeps what it measured.
+``--time-budget-s`` bounds the run; ``parts`` says what each part did (``done``, ``shortened``, ``skipped``,
+``failed``, or ``running`` in a run cut off there) and why. One JSON, ``<device>-gpu-bench-<profile>.json`` in
+``--out`` (default ``results/local/bench``), is rewritten after every part, so a cut-off run keeps its data.
 """
 
 from __future__ import annotations
@@ -239,6 +228,19 @@ def _guarded(report: Report, part: str, run) -> None:
 
 
 def run_gpu_bench(options: GpuBenchOptions) -> dict:
+    """The three parts, in this order, and their ratios.
+
+    1. ``ours``: ``SAAHGRPOTrainer`` with ``compiled`` rollouts and the profile's ``sa`` variant (top-500 on the
+       Qwen profiles); with compilation on, at least ``MIN_COMPILED_STEPS`` steps, so that recompiles would show.
+    2. ``trl``: stock ``GRPOTrainer`` with its own ``generate``, one warm-up and a few steady steps.
+    3. ``decode_profile``: kernels per token by class, device-busy time, idle fraction and the gaps between
+       kernels. On CPU a 2-layer Qwen2 (the preflight's) and its ATen ops, so that the whole script is tested
+       before a GPU sees it.
+
+    Under ``--time-budget-s`` TRL stops after the step that would take it past its deadline (never before its
+    warm-up and one steady step), which leaves the profile its estimated time (part 1's build, compile and three
+    rollouts); a profile that no longer fits is skipped.
+    """
     threads = torch.get_num_threads()
     try:
         return _run(options)

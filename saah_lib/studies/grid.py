@@ -55,7 +55,7 @@ ADAM_BYTES_PER_PARAMETER = 12  # a float32 weight and Adam's two float32 moments
 #: LoRA adapters, which is what a paper-profile checkpoint holds
 ARCHITECTURES = {"Qwen/Qwen2.5-1.5B-Instruct": (1536, 28, 8960, 256),
                  "Qwen/Qwen2.5-3B-Instruct": (2048, 36, 11008, 256)}
-LOG_MB_PER_STEP = 0.008  # a tiny run's logs: results/mini/runs/*/ hold about 0.45 MB for 60 steps
+LOG_MB_PER_STEP = 0.008  # a tiny run's logs per step, as results/mini/runs/*/ hold them
 #: Studies committed with the repository: rerun into results/rerun/<study>, closed with a manifest when complete.
 COMMITTED_STUDIES = ("mini", "extended", "confirm")
 #: Seconds ``run --address host:port`` waits for the cluster's head to answer before it says it cannot reach it.

@@ -1,53 +1,18 @@
 """The paper-matched alpha: the discount at which the CPU model's negative rollouts get the paper's weights.
 
-At the paper's alpha = 0.5 the tiny model's completions (~60 tokens, low
-entropy) are discounted far less than the paper's: its mean weight on
-negative-advantage rollouts is 0.876 (a 12% discount), against 0.36 in the
-paper's 1.5B log.  A study that
-should say something about the paper's claim therefore also runs at the alpha
-that gives the paper's level.  The rule, fixed before any run:
+At the paper's alpha = 0.5 the tiny model's completions (short, low entropy) are discounted far
+less than the paper's 1.5B rollouts (both weights: docs/evidence.md, "The paper-matched alpha"). A
+study that should say something about the paper's claim therefore also runs at the alpha that gives
+the paper's level, by a rule fixed before any run (:func:`measure_matched_alpha`): the alpha at
+which the warm start's own rollouts, scored and normalised as the trainer does, have the paper's
+mean weight on the tokens of negative-advantage rollouts, rounded to :data:`ALPHA_STEP`.
 
-1. target: the paper's mean ``weight_neg_mean`` (:func:`saah_lib.analysis.reported.negative_weight_target`:
-   every row of ``tab_sa_log_1b.csv``, 0.362);
-2. rollouts of the warm start as at the start of training: the profile's first
-   :data:`N_PROMPTS` training prompts, :data:`PER_PROMPT` completions each (the
-   training group size), temperature and completion length of the profile;
-3. each completion scored with the training reward (the sum of the four
-   components), advantages normalised within each prompt's group as the trainer
-   does (groups below the reward-std threshold get 0);
-4. the profile's entropy estimate of every completion token (the tiny profile:
-   exact), and alpha solved by bisection so that the mean weight over the
-   tokens of negative-advantage rollouts equals the target
-   (:func:`saah_lib.method.discount.solve_alpha`; the mean falls as alpha grows);
-5. rounded to :data:`ALPHA_STEP` (0.1), so that run ids are short and a rerun on
-   another CPU, whose sampled rollouts may differ in the last bits, lands on the
-   same alpha.  The mean weight at the rounded alpha is recorded too.
-
-The measurement is made on the study's reference warm start (``tiny-warmstart``,
-seed 0) and recorded in ``<root>/paper_matched_alpha.json``
-(:data:`saah_lib.rundir.layout.MATCHED_ALPHA_FILE`), with the mean weight the
-chosen alpha gives on every other warm start of the study and at the main
-alpha, so the reader sees how far each lies from the target.
-
-How loosely the paper pins its level down.  The target is the mean of seven
-snapshots of one step's rollouts each, which range from 0.143 to 0.810; the 3B
-log's snapshots with a negative rollout average 0.50.  A measurement therefore
-also records ``alpha_range``: the alphas matching the lowest, mean and highest
-1.5B snapshot and the 3B mean, on the same rollouts, with the real-model
-module's targets (:func:`saah_lib.studies.real_model.paper_targets`) and rule
-(:func:`alphas_for_targets`).  And the match holds at the start of training
-only: the policy changes, and with it its entropies.
-
-After a study's runs, ``--range <root>`` writes ``<root>/alpha_range.json``
-(:func:`write_alpha_range`) from what the runs logged: the same range solved on
-the rollouts they logged from the unchanged warm start
-(:func:`warm_start_rollouts`; this needs no model, so it also serves roots
-measured before ``alpha_range`` was recorded, and machines whose CPU cannot
-redraw the measured rollouts bit for bit), and ``weight_drift``: the logged mean
-weight on negative rollouts over the first and last :data:`DRIFT_WINDOW` steps
-and over all steps of each run at the matched alpha (:func:`weight_drift`).
-
-``python -m saah_lib.studies.matched_alpha`` prints the measurement for the warm start.
+The measurement is made on the study's reference warm start and recorded in
+``<root>/paper_matched_alpha.json`` (:data:`saah_lib.rundir.layout.MATCHED_ALPHA_FILE`), with the
+range of alphas the paper's loosely pinned level allows (``alpha_range``) and the mean weight the
+chosen alpha gives on every other warm start and at the main alpha. The match holds at the start of
+training only; after a study's runs, ``--range <root>`` writes how the discount drifted
+(:func:`write_alpha_range`). ``python -m saah_lib.studies.matched_alpha`` prints the measurement.
 """
 
 from __future__ import annotations
@@ -187,8 +152,30 @@ def weight_drift(root, alpha: float, window: int = DRIFT_WINDOW) -> dict:
 def measure_matched_alpha(model_name: str = TINY_WARMSTART, *, other_warm_starts=(), n_prompts: int = N_PROMPTS,
                           per_prompt: int = PER_PROMPT, profile: str = "tiny", seed: int = SAMPLING_SEED,
                           target: dict | None = None) -> dict:
-    """Measure on ``model_name`` and solve for the paper-matched alpha (the module's rule); the mean negative
-    weight of that alpha is also measured on each of ``other_warm_starts`` (model names)."""
+    """Measure on ``model_name`` and solve for the paper-matched alpha; the mean negative weight of that alpha
+    is also measured on each of ``other_warm_starts`` (model names).
+
+    The rule, fixed before any run:
+
+    1. target: the paper's mean ``weight_neg_mean`` (:func:`saah_lib.analysis.reported.negative_weight_target`:
+       every row of ``tab_sa_log_1b.csv``);
+    2. rollouts of the warm start as at the start of training: the profile's first ``n_prompts`` training
+       prompts, ``per_prompt`` completions each (the training group size), temperature and completion length
+       of the profile;
+    3. each completion scored with the training reward (the sum of the four components), advantages
+       normalised within each prompt's group as the trainer does (groups below the reward-std threshold get 0);
+    4. the profile's entropy estimate of every completion token (the tiny profile: exact), and alpha solved by
+       bisection so that the mean weight over the tokens of negative-advantage rollouts equals the target
+       (:func:`saah_lib.method.discount.solve_alpha`; the mean falls as alpha grows);
+    5. rounded to :data:`ALPHA_STEP`, so that run ids are short and a rerun on another CPU, whose sampled
+       rollouts may differ in the last bits, lands on the same alpha. The mean weight at the rounded alpha is
+       recorded too.
+
+    The paper's target is the mean of a few snapshots of one step's rollouts each, which range widely; so the
+    record also holds ``alpha_range``: the alphas matching the lowest, mean and highest 1.5B snapshot and the 3B
+    mean, on the same rollouts, with the real-model module's targets
+    (:func:`saah_lib.studies.real_model.paper_targets`) and rule (:func:`alphas_for_targets`).
+    """
     started = time.perf_counter()
     target = target or negative_weight_target(PAPER_REPORTED)
     rollouts = scored_rollouts(model_name, n_prompts=n_prompts, per_prompt=per_prompt, profile=profile, seed=seed)
@@ -295,7 +282,14 @@ def logged_alpha_range(root, alpha: float) -> dict:
 def write_alpha_range(root) -> dict:
     """Write ``<root>/alpha_range.json`` (:data:`ALPHA_RANGE_FILE`) from the root's runs: the range of alphas
     matching the paper's logged levels and the drift of the discount during training, at the root's recorded
-    paper-matched alpha; then rewrite the root's manifest."""
+    paper-matched alpha; then rewrite the root's manifest.
+
+    The range is solved on the rollouts the runs logged from the unchanged warm start (:func:`warm_start_rollouts`:
+    no model needed, so it also serves roots whose measurement has no ``alpha_range`` and machines whose CPU cannot
+    redraw the measured rollouts bit for bit); ``weight_drift`` is the logged mean weight on negative rollouts over
+    the first and last :data:`DRIFT_WINDOW` steps and over all steps of each run at the matched alpha
+    (:func:`weight_drift`).
+    """
     root = Path(root)
     alpha = read_matched_alpha(root)
     if alpha is None:

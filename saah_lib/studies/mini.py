@@ -1,30 +1,18 @@
 """The CPU mini study behind ``make mini``: the whole paper pipeline at toy scale.
 
-The plan: the main comparison, grpo / ah / sa at the paper's main alpha, over
-:data:`SEEDS`; the paper's alpha sweep of ah and sa at the first seed; and ah
-and sa at the paper-matched alpha (:mod:`saah_lib.studies.matched_alpha`: the
-discount at which the warm start's negative rollouts get the paper's mean
-weight) at the first seed, like the sweep.  Each sweep reuses two runs of the
-main comparison: alpha = 0 is the ``grpo`` run (the weights are exactly 1 at
-alpha = 0, see tests/method/test_loss.py) and the main alpha is the ``ah`` or
-``sa`` run of the same seed.
+The runs (:func:`planned_runs`): the main comparison, grpo / ah / sa at the paper's main alpha, over
+:data:`SEEDS`; the paper's alpha sweep of ah and sa at the first seed; and ah and sa at the
+paper-matched alpha (:mod:`saah_lib.studies.matched_alpha`) at the first seed. The primary
+comparison, fixed before any run in ``<root>/study_plan.json`` (:func:`study_plan`): SA-AH-GRPO at
+the main alpha against GRPO on final Pass@1 and training-reward variance. Three seeds cannot power
+it; the extended study (:mod:`saah_lib.studies.extended`) does, and the mini study's text defers to it.
 
-The primary comparison, fixed here before any run and written to
-``<root>/study_plan.json`` (:mod:`saah_lib.analysis.plan`): SA-AH-GRPO at the
-main alpha against GRPO on final Pass@1 and training-reward variance.  Three
-seeds cannot power it; the extended study (:mod:`saah_lib.studies.extended`)
-does, and the mini study's text defers to it.
-
-The plan (:func:`make_plan`, run by :func:`saah_lib.studies.runner.run_plan`): the
-warm-started tiny model, its baseline and the paper-matched alpha, then the runs,
-which wait for what they need.  The driver then writes the answer kinds, the
-manifest, the tables and figures.  Each stage's wall time and peak memory go to
-``<root>/timings.json``.  Finished runs are skipped and a recorded alpha is not
-measured again.
-
-``make mini`` runs all of it into a fresh rerun root and compares the result with
-the committed study (:func:`rerun_and_verify`); ``make mini-promote`` makes a finished
-rerun the committed study (:func:`promote`).
+The plan (:func:`make_plan`, run by :func:`saah_lib.studies.runner.run_plan`): the warm start, its
+baseline and the paper-matched alpha, then the runs, which wait for what they need; then the answer
+kinds, the manifest, the tables and figures. Each stage's wall time and peak memory go to
+``<root>/timings.json``; finished runs are skipped and a recorded alpha is not measured again.
+``make mini`` runs all of it into a fresh rerun root and compares the result with the committed
+study (:func:`rerun_and_verify`); ``make mini-promote`` makes a finished rerun the committed study.
 """
 
 from __future__ import annotations
@@ -81,7 +69,11 @@ PROMOTED_FILES = (layout.WARMSTART_RECORD_FILE, layout.ANSWER_KINDS_FILE, layout
 
 def planned_runs(seeds: tuple[int, ...] = SEEDS, matched_alpha: float | None = None) -> list[tuple[str, float, int]]:
     """(method, alpha, seed) of every run: the main comparison, then the sweeps at the first seed, then
-    (once measured) ah and sa at the paper-matched alpha at the first seed."""
+    (once measured) ah and sa at the paper-matched alpha at the first seed.
+
+    Each sweep reuses two runs of the main comparison: alpha = 0 is the ``grpo`` run (the weights are exactly 1
+    at alpha = 0, see tests/method/test_loss.py) and the main alpha is the ``ah`` or ``sa`` run of the same seed.
+    """
     runs = [(method, alpha, seed) for seed in seeds for method, alpha in MAIN_ALPHAS.items()]
     for method in SWEEP_METHODS:  # the sweep's other alphas are runs of the main comparison
         runs += [(method, alpha, seeds[0]) for alpha in SWEEP_ALPHAS if alpha not in (0.0, MAIN_ALPHAS[method])]

@@ -3,26 +3,14 @@
     python -m saah_lib.studies.preflight                        # CUDA: qwen2.5-1.5b; CPU: tiny
     python -m saah_lib.studies.preflight --profile qwen2.5-3b
 
-Four checks, each with a pass rule, then one verdict line (exit status 0 when ready, 1 when not):
-
-1. ``smoke``: a random 2-layer Qwen2 through the compiled decode step, prompts of two buckets alternated
-   in a cache reserved for the longer, its states released and allocated again half-way: one graph,
-   no recompile, no graph break, no CUDA-graph skip, no fallback, nothing held after the release.
-2. ``agreement``: the profile's model (its real weights when they are on this machine, else its
-   architecture with random weights; on CPU the small random Qwen2) evaluated greedily by ``hf`` and
-   ``compiled`` on the same prompts (the share of identical completions), and the mean
-   |rollout log-prob - training log-prob| of sampled rollouts, in the model's dtype. The identical share is
-   held on real weights or in float32 only: random weights in bf16 meet greedy near-ties at every token.
-3. ``step``: the profile's ``sa`` step (steady median, generation and training apart), the compile
-   seconds, greedy evaluation of ``--eval-problems`` problems timed without its compile, peak memory;
-   on CUDA held against the targets (1.5B step <= 4 s, 3B <= 7 s, compile <= 60 s, 500-problem
-   evaluation <= 60 s, peak < 38 GiB); on CPU recorded only.
-4. ``grid``: ``steady_step_seconds`` is written for the grid planner, which is asked for the paper
-   grid's GPU-hours from the step times in the output folder, each model its own (``python -m
-   saah_lib.studies.grid plan paper --bench-dir DIR``; the 3B's comes from ``--profile qwen2.5-3b``).
+Four checks with pass rules, then one verdict line (exit status 0 when ready, 1 when not): ``smoke``
+(:func:`smoke_check`: the compiled decode step compiles once and releases its memory), ``agreement``
+(:func:`agreement_check`: ``hf`` and ``compiled`` decode alike), ``step`` (:func:`step_check`: step,
+compile and evaluation times and peak memory, on CUDA held against :data:`STEP_TARGET_S` and the other
+targets) and ``grid`` (:func:`grid_projection`: the paper grid's GPU-hours from the measured step).
 
 Writes ``<device>-preflight.json``: on CUDA into ``results/bench/``, on CPU into ``results/local/bench/``
-(git-ignored), or into ``--out``.  While the checks run, what they measured goes to
+(git-ignored), or into ``--out``. While the checks run, what they measured goes to
 ``<device>-preflight.partial.json``; the complete file is replaced only when every check is done
 (:mod:`saah_lib.studies.bench.files`), so an interrupted check never replaces a complete measurement.
 """
@@ -151,7 +139,10 @@ def _cached(name: str) -> bool:
 
 def smoke_check(options: PreflightOptions) -> dict:
     """The compiled decode step on prompts of two alternating buckets in one reserved cache length, with a
-    release in between: one graph, nothing recompiled, nothing held after the release."""
+    release in between: one graph, nothing recompiled, nothing held after the release.
+
+    A random 2-layer Qwen2; the pass rule: one graph, no recompile, no graph break, no CUDA-graph skip, no
+    fallback, nothing held after the release."""
     model, tok = small_random_qwen2(options)
     short = [[5 + i, 6, 7, 8 + i] for i in range(4)]
     long = [list(range(10 + i, 80 + i)) for i in range(4)]  # 70 tokens: the next bucket
@@ -193,6 +184,14 @@ def rollout_logp_gap(model, tok, prompts: list[list[int]], max_new_tokens: int) 
 
 
 def agreement_check(options: PreflightOptions) -> dict:
+    """The profile's model evaluated greedily by ``hf`` and ``compiled`` on the same prompts, and the rollouts'
+    log-probabilities against the training forward's.
+
+    The model: its real weights when they are on this machine, else its architecture with random weights; on CPU
+    the small random Qwen2. Measured: the share of identical completions, and the mean |rollout log-prob -
+    training log-prob| of sampled rollouts, in the model's dtype. The identical share is held on real weights or
+    in float32 only: random weights in bf16 meet greedy near-ties at every token.
+    """
     model, tok, description, random_weights = agreement_model(options)
     dtype = next(model.parameters()).dtype
     texts = [make_prompt(p.question, tok) if tok.chat_template else p.question
@@ -217,7 +216,13 @@ def agreement_check(options: PreflightOptions) -> dict:
 
 
 def step_check(options: PreflightOptions) -> dict:
-    """The profile's ``sa`` step, its compile and evaluation, as the benchmark measures them."""
+    """The profile's ``sa`` step, its compile and evaluation, as the benchmark measures them.
+
+    The steady median step (generation and training apart), the compile seconds, greedy evaluation of
+    ``--eval-problems`` problems timed without its compile, peak memory; on CUDA held against the targets (a
+    500-problem evaluation projected from the problems evaluated); on CPU recorded only. Its steady step is the
+    report's ``steady_step_seconds``, for the grid planner (:func:`grid_projection`).
+    """
     backend = "compiled" if options.on_cuda else "hf"
     lengths = {} if options.completion_tokens is None else {
         "max_completion_length": options.completion_tokens, "eval_max_new_tokens": options.completion_tokens}

@@ -1,20 +1,11 @@
 """What a rollout does per sampled token outside its compiled graph, counted with torch's profiler.
 
-Counted inside the ``rollout.decode`` region of :meth:`StaticRollout.generate` (sampling every
-token after the prefill; the prefill and the final copy to the host happen once per rollout and
-are counted apart, under ``whole_call``), per token position (one per decode step, whatever the
-batch size):
-
-``host_syncs``  ops that make the host wait for the device: ``aten::_local_scalar_dense`` (behind
-                every ``.item()``, ``bool()``, ``int()`` of a tensor) and ops whose output size depends
-                on tensor values (``nonzero``, ``masked_select``, ``unique``), at any depth.
-``eager_ops``   ATen ops called from Python outside any ``Torch-Compiled Region``, each counted
-                once at its outermost level (the sub-ops an op calls are not counted again);
-                ``eager_non_view_ops`` leaves out views (``select``, ``slice``, ``view``, ...), which
-                launch no kernel.
-
-On CPU these are the same calls a GPU run makes (the Python code does not branch on the device
-in the decode loop), so the counts carry over; their cost does not.
+Counted inside the ``rollout.decode`` region of :meth:`StaticRollout.generate` (sampling every token
+after the prefill; the prefill and the final copy to the host are counted apart, under
+``whole_call``), per token position: ``host_syncs`` (ops that make the host wait for the device)
+and ``eager_ops`` (ATen ops called from Python outside the compiled graph), as :func:`count_ops`
+defines them. On CPU these are the same calls a GPU run makes (the Python code does not branch on
+the device in the decode loop), so the counts carry over; their cost does not.
 
 :func:`kernel_summary` goes one level down, to what ran: the device kernels of a profiled window
 (on CUDA), or the outermost non-view ATen ops (on CPU, where an op is what a kernel is on a GPU),
@@ -50,7 +41,18 @@ def _ancestors(event):
 
 
 def count_ops(events, token_steps: int, region: str | None = DECODE_REGION) -> dict:
-    """Host syncs and eager ops per token position among profiler ``events`` (inside ``region``, or all)."""
+    """Host syncs and eager ops per token position among profiler ``events`` (inside ``region``, or all).
+
+    Per token position means one per decode step, whatever the batch size.
+
+    ``host_syncs``  ops that make the host wait for the device: ``aten::_local_scalar_dense`` (behind
+                    every ``.item()``, ``bool()``, ``int()`` of a tensor) and ops whose output size depends
+                    on tensor values (``nonzero``, ``masked_select``, ``unique``), at any depth.
+    ``eager_ops``   ATen ops called from Python outside any ``Torch-Compiled Region``, each counted
+                    once at its outermost level (the sub-ops an op calls are not counted again);
+                    ``eager_non_view_ops`` leaves out views (``select``, ``slice``, ``view``, ...), which
+                    launch no kernel.
+    """
     syncs, eager = 0, Counter()
     for event in events:
         if not event.name.startswith("aten::"):

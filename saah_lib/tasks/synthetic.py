@@ -1,36 +1,17 @@
 """Synthetic GSM8K-like word problems for CPU-sized experiments.
 
-Each problem is a short story ("Mia buys 3 pens for 4 dollars each ...")
-whose answer takes a few integer operations (+, -, *, exact /).  Six templates
-(shopping, boxes, travel, ages, wages, a gain/loss chain) vary names, items
-and numbers.  Difficulty knobs: ``min_steps``/``max_steps`` (operations per
-problem; above 3 only the chain template applies), ``max_value`` (numbers a
-story starts from) and ``max_result`` (cap on every intermediate result).
-The defaults (2-3 operations, numbers up to 9, results up to 20) are sized
-for a two-layer model that learns them on a CPU in minutes.  (With results
-up to 30 the warm-started model got about half of its held-out answers
-wrong through arithmetic slips, mostly in subtraction and division, which
-buried any gain GRPO made elsewhere.)
+Each problem is a short story ("Mia buys 3 pens for 4 dollars each ...") whose answer takes a few
+integer operations (+, -, *, exact /). Six templates (shopping, boxes, travel, ages, wages, a
+gain/loss chain) vary names, items and numbers. Difficulty knobs: ``min_steps``/``max_steps``
+(operations per problem; above 3 only the chain template applies), ``max_value`` (numbers a story
+starts from) and ``max_result`` (cap on every intermediate result). The defaults (2-3 operations,
+numbers up to 9, results up to 20) are sized for a two-layer model that learns them on a CPU: with
+larger results the warm start's arithmetic slips would bury any gain GRPO made elsewhere.
 
-A reference solution is a completion in the project's tagged format that
-first lists the numbers given in the question, then one calculation per line::
-
-    <start_working_out>
-    1. 3 pens
-    2. 4 dollars each
-    3. 7 dollars
-    4. 3 * 4 = 12
-    5. 12 + 7 = 19
-    </start_working_out>
-    <SOLUTION>19</SOLUTION>
-
-Listing the given numbers is what makes a 2-operation problem reach the five
-step lines that earn the full step reward, so with ``min_steps >= 2`` every
-reference scores the maximum 7.5 and padding with extra lines earns nothing
-(a 1-operation reference has three step lines and scores 7.2).
-
-Train and evaluation problems never share a question: every question text
-falls, by its hash, into exactly one of the two partitions, whatever the seed.
+A reference solution (:func:`tagged_solution`) lists the numbers given in the question, then one
+calculation per line, in the project's tagged format; with ``min_steps >= 2`` every reference earns
+the maximum reward. Train and evaluation problems never share a question: every question text
+falls, by its hash, into exactly one of the two partitions (:func:`partition_of`), whatever the seed.
 """
 
 from __future__ import annotations
@@ -319,7 +300,21 @@ TEMPLATES: dict[str, Callable[[_Story, int], Draft | None]] = {
 
 
 def tagged_solution(draft: Draft) -> str:
-    """The tagged completion that solves ``draft``: given numbers, then calculations."""
+    """The tagged completion that solves ``draft``: given numbers, then calculations::
+
+        <start_working_out>
+        1. 3 pens
+        2. 4 dollars each
+        3. 7 dollars
+        4. 3 * 4 = 12
+        5. 12 + 7 = 19
+        </start_working_out>
+        <SOLUTION>19</SOLUTION>
+
+    Listing the given numbers is what makes a 2-operation problem reach the five step lines that earn
+    the full step reward, so with ``min_steps >= 2`` every reference scores the maximum 7.5 and padding
+    with extra lines earns nothing (a 1-operation reference has three step lines and scores 7.2).
+    """
     lines = [f"{value} {label}" for value, label in draft.facts]
     lines += [calc.text() for calc in draft.calcs]
     # "1." enumerators: each line counts as a step, at two tokens a line.

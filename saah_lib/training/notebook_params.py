@@ -1,7 +1,7 @@
 """The notebooks' parameters: what papermill injected, checked against what the notebook declares.
 
 papermill only warns about a parameter that a notebook does not declare, and hands every ``-p``
-value that does not read as a number, a boolean or None to the notebook as a string.  Each
+value that does not read as a number, a boolean or None to the notebook as a string. Each
 notebook's first code cell therefore calls :func:`read_parameters`, which
 
 * makes an unknown name an error naming it and the declared ones;
@@ -9,17 +9,10 @@ notebook's first code cell therefore calls :func:`read_parameters`, which
   ``-p overrides '{"n_eval": 100}'`` works like ``-y '{overrides: {n_eval: 100}}'``;
 * checks every value against the type its line declares (``name: type = default  # help``).
 
-Values are bounded (:func:`check_sizes`, :func:`safe_yaml`): a value of more than :data:`MAX_VALUE_CHARS`
-characters, or YAML with more than :data:`MAX_YAML_ALIASES` aliases or that expands to more than
-:data:`MAX_YAML_NODES` nodes (a "billion laughs" document), is an error naming the parameter, found before the
-YAML is built.  The studies' runner checks its parameters so before papermill writes them into a notebook.
-papermill's own command line parses ``-y``/``-f`` YAML itself and writes every value into the notebook's injected
-cell before any notebook code runs (a YAML bomb would hang there, a 50 MB value would be written out): its
-translator for Python is therefore one that calls :func:`check_sizes` first
-(:mod:`saah_lib.training.papermill_bounds`, which papermill loads as it starts).
-
-Declared parameters are read with papermill's own parser (:func:`papermill.inspect_notebook`),
-the one behind ``papermill --help-notebook``, so what the help lists is what is accepted.
+Values are bounded (:func:`check_sizes`, :func:`safe_yaml`) against huge values and YAML bombs,
+found before the YAML is built, here, in the studies' runner, and in papermill's own translator
+(:mod:`saah_lib.training.papermill_bounds`). Declared parameters are read with papermill's own
+parser (the one behind ``papermill --help-notebook``), so what the help lists is what is accepted.
 """
 
 from __future__ import annotations
@@ -117,7 +110,13 @@ def _chars(value, seen: set) -> int:
 
 
 def check_sizes(parameters: dict) -> None:
-    """Every parameter value within :data:`MAX_VALUE_CHARS` characters; else a ParameterError naming it."""
+    """Every parameter value within :data:`MAX_VALUE_CHARS` characters; else a ParameterError naming it.
+
+    The studies' runner checks its parameters so before papermill writes them into a notebook. papermill's own
+    command line parses ``-y``/``-f`` YAML itself and writes every value into the notebook's injected cell before
+    any notebook code runs (a YAML bomb would hang there, a huge value would be written out), so its translator
+    for Python calls this first (:mod:`saah_lib.training.papermill_bounds`, which papermill loads as it starts).
+    """
     for name, value in parameters.items():
         try:
             chars = _chars(value, set())

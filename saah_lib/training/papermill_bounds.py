@@ -1,7 +1,7 @@
 """papermill's command line, bounded: parameters too large for a notebook are refused before papermill writes them.
 
 papermill parses ``-y``/``-f`` YAML and ``-p`` values itself and writes every one into the notebook's injected cell
-before any notebook code runs: a YAML bomb would hang there, a 50 MB value would be written out.  Its one hook that
+before any notebook code runs: a YAML bomb would hang there, a huge value would be written out.  Its one hook that
 runs before that is the loading of its engines' entry points, as it starts: ``pyproject.toml`` names
 ``BoundedParametersEngine`` here (papermill's default engine under the name ``saah_lib``), and making it registers
 :func:`bounded_translator`'s translator for Python kernels, which checks the parameters with the notebooks' own

@@ -1,7 +1,7 @@
 """TRL's prompt sampler, made to resume in the epoch it was interrupted in.
 
 TRL's ``RepeatSampler`` draws one permutation per epoch from a generator seeded once, so epoch ``e``'s order
-is the ``e``-th draw.  transformers 5 no longer replays the earlier epochs on resume (it calls
+is the ``e``-th draw.  transformers 5 does not replay the earlier epochs on resume (it calls
 ``set_epoch`` on the sampler instead), and ``RepeatSampler`` has no ``set_epoch``: a run resumed after its
 first epoch would train on epoch 0's order again.  ``set_epoch`` here replays the missing draws, so a resumed
 run sees the prompts an uninterrupted one sees; in an uninterrupted run it does nothing (same bits).

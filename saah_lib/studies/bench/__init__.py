@@ -1,23 +1,18 @@
 """Step-time, memory and evaluation-throughput benchmark: ours against stock TRL.
 
-    python -m saah_lib.studies.bench --profile tiny                 # CPU, a minute
+    python -m saah_lib.studies.bench --profile tiny                 # CPU
     python -m saah_lib.studies.bench --profile qwen2.5-1.5b --generation-backend hf compiled   # GPU, random weights
 
-Variants timed on the same model, data and seed: stock ``GRPOTrainer`` (``loss_type="bnpo"``),
-and ours for ``grpo``, ``ah`` and ``sa`` with exact entropy and with top-K = 500. The Qwen profiles
-use the exact Qwen2.5 architectures with random weights (a step's cost does not depend on the
-values) and force every completion to full length, the worst case. Each of our variants is timed
-once per generation backend (stock TRL always uses its own ``generate``). Per step the generation
-time is recorded apart from the rest; the first step's excess over the steady median is the
+Variants timed on the same model, data and seed (:func:`run_benchmark`): stock ``GRPOTrainer``
+(``loss_type="bnpo"``), and ours for ``grpo``, ``ah`` and ``sa`` with exact entropy and with top-K = 500, each
+of ours once per generation backend. The Qwen profiles use the exact Qwen2.5 architectures with random weights
+(a step's cost does not depend on the values) and force every completion to full length, the worst case. Per
+step the generation time is recorded apart from the rest; the first step's excess over the steady median is the
 one-time compile/warm-up cost. ``compiled`` variants also record their compile health
-(:mod:`saah_lib.models.compile_health`) and train at least 12 steps, so that dynamo's recompile
-limit (8) would show. The JSON is rewritten after every variant into its partial file, so a run cut off
-by a time limit keeps what it measured, apart: the complete file is replaced only when the run completes
-(:mod:`saah_lib.studies.bench.files`). It goes to ``results/local/bench/`` (git-ignored) unless ``--out`` names a
-folder, so the committed ``results/bench`` changes only when asked to.
-
-Pieces: ``options`` (what to measure), ``models`` (what is measured), ``trainers`` (step times),
-``rollouts`` (rollouts and evaluation outside the trainer).
+(:mod:`saah_lib.models.compile_health`) and train enough steps for dynamo's recompile limit to show. The JSON
+goes to ``results/local/bench/`` (git-ignored) unless ``--out`` names a folder, rewritten after every variant
+into its partial file (:mod:`saah_lib.studies.bench.files`). Pieces: ``options`` (what to measure), ``models``
+(what is measured), ``trainers`` (step times), ``rollouts`` (rollouts and evaluation outside the trainer).
 """
 
 from __future__ import annotations
@@ -62,7 +57,7 @@ def _runs(options: BenchOptions, backends: list[str]) -> list[tuple]:
 def run_benchmark(options: BenchOptions) -> dict:
     on_cuda = torch.cuda.is_available()
     if not on_cuda:
-        # two OpenMP threads on two shared cores can stall a step by 20x; one thread is steady
+        # two OpenMP threads on two shared cores can stall a step many-fold; one thread is steady
         torch.set_num_threads(options.threads)
     cfg = bench_config(options)
     dtype = torch.bfloat16 if (cfg.dtype == "bfloat16" and on_cuda) else torch.float32

@@ -4,19 +4,14 @@
     python -m saah_lib.studies.bench.run_profile --steps 4 --sft-steps 24 --out results/local/bench
 
 Each part runs the project's own code as ``make mini`` does (one torch thread, the pinned CPU numerics), with a
-clock wrapped around the methods that do one kind of work.  The clocks nest and count *exclusive* time: a
-method's own seconds, not those of the clocked methods it calls, so the shares add up to the part's wall time.
-What no clock covers inside ``train()`` is TRL's and transformers' bookkeeping (batching, advantages, the
-callbacks' dispatch, the scheduler); outside it, the run's setup (model and data loading, the trainer's build).
+clock wrapped around the methods that do one kind of work (:class:`SectionClock`: exclusive time, so the shares
+add up to the part's wall time). What no clock covers inside ``train()`` is TRL's and transformers' bookkeeping;
+outside it, the run's setup. Each share is set against its floor (:func:`run_floor`, :func:`profile_build`): its
+matmul FLOPs at the single-thread fp32 matmul rate measured here first (:func:`matmul_gflops`). A share far
+above its floor is overhead; one near it is compute. The build runs ``--sft-steps`` of its SFT steps (the
+per-step figures carry over; the weights it makes are not kept).
 
-Each share is set against its floor: its matmul FLOPs (2 per parameter and token for a forward, 4 more for a
-backward; the rollouts' tokens as the run logged them, the SFT steps' as encoded, the evaluations' at their
-token limit) at the single-thread fp32 matmul rate measured here first.  A share far above its floor is
-overhead; one near it is compute.  The build runs ``--sft-steps`` of its 2,400 SFT steps (the per-step figures
-carry over; the weights it makes are not kept).
-
-One JSON per machine, ``<CPU model>-run-profile.json`` in ``--out`` (default ``results/local/bench``,
-git-ignored).
+One JSON per machine, ``<CPU model>-run-profile.json`` in ``--out`` (default ``results/local/bench``, git-ignored).
 """
 
 from __future__ import annotations

@@ -10,9 +10,9 @@ seconds and the process's peak RSS (model loading included) are recorded.
 
 Configurations: ``float32`` and ``bfloat16``, each with the bounded step (``forward_batch_size``
 :data:`BOUNDED_FORWARD_BATCH`, activation checkpointing, and glibc told to return freed buffers of 2 MiB and more:
-:func:`saah_lib.models.memory.return_freed_buffers`, called in the process before the model loads) and, unless ``--no-baseline``, the step as it was before ``forward_batch_size``
-existed (one forward over all 16 completions, activation checkpointing on as TRL's default has it).  Writes
-``results/bench/<device>-smollm2-step.json`` (``--out``).
+:func:`saah_lib.models.memory.return_freed_buffers`, called in the process before the model loads) and, unless
+``--no-baseline``, the unbounded step (one forward over all 16 completions, activation checkpointing on as TRL's
+default has it). Writes ``results/bench/<device>-smollm2-step.json`` (``--out``).
 """
 
 from __future__ import annotations
@@ -47,13 +47,11 @@ PROMPTS = 4
 PER_PROMPT = 4
 MAX_COMPLETION_LENGTH = 256
 #: The bounded step's completions per forward pass (``SAAHGRPOConfig.forward_batch_size``), by dtype: the
-#: smallest peak measured of 2 and 4 at a time (float32: 3.99 GiB at 4, 7.5 GiB at 2; bfloat16: 4.15 GiB at 4,
-#: 2.48 GiB at 2; one step each, the float32 figure at 2 not understood).
+#: smaller peak measured of 2 and 4 at a time, one step each (the peaks: docs/library.md).
 BOUNDED_FORWARD_BATCH = {"float32": 4, "bfloat16": 2}
 #: glibc's mmap threshold for the bounded step (:func:`return_freed_buffers`): allocations from 2 MiB up get their
 #: own mapping, returned to the system when freed.  Without it glibc keeps the step's freed activation buffers in
-#: its heap (measured: a 4-completion forward and backward with checkpointing holds about 0.1 GiB of live tensors
-#: and leaves RSS 2 GiB higher, all of it returned by ``malloc_trim``).
+#: its heap, far more than the live tensors (docs/library.md).
 BOUNDED_MMAP_THRESHOLD = DEFAULT_THRESHOLD
 RESULT_MARK = "SMOLLM2_STEP_RESULT "
 

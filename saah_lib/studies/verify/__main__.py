@@ -1,3 +1,5 @@
+"""``python -m saah_lib.studies.verify``: one run against its twin (:mod:`saah_lib.studies.verify.compare`)."""
+
 import sys
 
 from saah_lib.studies.verify.compare import main

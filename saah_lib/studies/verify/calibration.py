@@ -1,21 +1,14 @@
 """The level-2 rule's false-alarm rate and power, by simulation from the committed studies' own variance.
 
-    python -m saah_lib.studies.verify.calibration            # writes results/calibration/level2.json (a minute)
+    python -m saah_lib.studies.verify.calibration            # writes results/calibration/level2.json
 
-For each committed study (mini, extended, confirm) the simulation keeps the study's design, its runs
-(arm, warm start, seed) and the committed per-seed standard deviation of final Pass@1 of each arm and
-warm start (an arm with one seed takes the largest of the study's: the cautious choice), and draws
-reruns in which only rounding differs: each run's rerun an independent draw around the same arm mean
-(a rerun as different as another seed: the worst case; a rerun that stays closer to its twin only
-lowers the false alarms).  Problem variance plays no part: both sides evaluate the same problems.
-Warm-start variance plays none either, since both sides train from the shipped warm start; the
-``rebuilt warm start`` rows show what it would do (each warm start moved by the spread between the
-shipped builds), which is why the warm start ships.  The rebuilt warm start's own check is drawn from
-the shipped builds' spread.
-
-Power: a planted shift of a given size in every run, in every run of one method, or in one arm, at
-the study's stated minimum detectable effect (its primary comparison, from its evidence file) and at
-twice it.  Seeded: every run writes the same file.
+For each committed study (mini, extended, confirm) the simulation (:func:`calibrate_study`) keeps the
+study's design, its runs and the committed per-seed standard deviation of final Pass@1 of each arm
+and warm start, and draws reruns in which only rounding differs, each as different as another seed
+(the worst case). Problem and warm-start variance play no part, since both sides evaluate the same
+problems from the shipped warm start; the ``rebuilt warm start`` rows show what the latter would do,
+which is why the warm start ships. Power: planted shifts at the study's stated minimum detectable
+effect and twice it. Seeded: every run writes the same file.
 """
 
 from __future__ import annotations
@@ -118,6 +111,19 @@ def _planted(d: dict, group: str, size: float) -> np.ndarray:
 
 
 def calibrate_study(study: str, n: int = SIMULATED_STUDIES, n_power: int = POWER_STUDIES) -> dict:
+    """False alarms and power of the level-2 rule on ``n`` (``n_power``) simulated reruns of one study.
+
+    The simulation keeps the study's design, its runs (arm, warm start, seed) and the committed per-seed standard
+    deviation of final Pass@1 of each arm and warm start (an arm with one seed takes the largest of the study's:
+    the cautious choice), and draws reruns in which only rounding differs: each run's rerun an independent draw
+    around the same arm mean (a rerun as different as another seed: the worst case; a rerun that stays closer to
+    its twin only lowers the false alarms). Problem variance plays no part: both sides evaluate the same problems.
+    Warm-start variance plays none either, since both sides train from the shipped warm start; the ``rebuilt warm
+    start`` rows show what it would do (each warm start moved by the spread between the shipped builds). The
+    rebuilt warm start's own check is drawn from the shipped builds' spread. Power: a planted shift of a given size
+    in every run, in every run of one method, or in one arm, at the study's stated minimum detectable effect (its
+    primary comparison, from its evidence file) and at twice it.
+    """
     d = design(study)
     rng = np.random.default_rng(sum(map(ord, study)))
     spread, build_df = shipped_build_spread()

@@ -1,44 +1,18 @@
 """Level 2 of the check: where the bits of a rerun differ, do its runs still say what the committed runs say?
 
-Like with like.  Both sides train from the same warm start (its committed copy ships,
-:data:`saah_lib.paths.SHIPPED_WARM_STARTS`), with the same seeds, on the same problems.  So a committed
-run and its rerun can differ only where the CPU rounds differently, and rounding, grown over training
-into another trajectory, makes a run at most as different as another training seed would (the seed
-also changes the order of the prompts and every sampled token).  A warm start rebuilt on another CPU,
-by contrast, moves every run by as much as another warm start does (a standard deviation of about 0.06
-in held-out Pass@1 between builds, against about 0.02-0.03 between training seeds): comparing levels
-of runs grown from rebuilt warm starts cannot tell a defect from a CPU, which is why they are not.
+Like with like: both sides train from the same shipped warm start (:data:`saah_lib.paths.SHIPPED_WARM_STARTS`),
+with the same seeds, on the same problems, so a committed run and its rerun differ only where the CPU
+rounds differently, which makes a run at most as different as another training seed would. A warm
+start rebuilt on another CPU moves every run as much as another warm start does, which is why runs
+grown from rebuilt warm starts are not compared by their levels.
 
-The runs.  For every run both sides hold, ``d`` = rerun final Pass@1 - committed final Pass@1.
-
-The yardstick (:func:`yardstick`).  ``sigma``: the committed per-seed standard deviation of final
-Pass@1 within an arm (method, alpha, top-K) and warm start, pooled over every cell of two or more
-seeds in the committed studies of the same design (``spread_from``: the mini study borrows the
-extended study's ten seeds per arm, which ran the same profile on the same problems), times the
-largest ratio of one well-measured cell's (five seeds or more) standard deviation to the pooled one,
-so that the noisiest arm does not raise the false alarms above their budget.  It is fixed by the
-committed studies, before the rerun, so a defect cannot widen it.  Two runs that differ only in
-rounding have ``Var(d) <= 2 sigma^2``.
-
-The tests (:func:`shift_tests`).  For each group, all runs, each method (every alpha), and each arm
-with two or more runs, ``t = mean(d) / (sigma * sqrt(2 / n))`` over its ``n`` runs, against the t
-distribution with the pooled ``df``, two-sided, at :data:`SHIFT_LEVEL` divided by the number of tests
-(Bonferroni).  The groups are the places a defect shows: a broken reward or evaluation moves every
-run, a broken method every run of one method, a broken alpha its arms.  Each test also states the
-shift it detects with 80% power.
-
-The primary comparison (:func:`primary_comparison`).  Its direction is judged only where both sides
-find it significant (exact sign-flip test over units at 5%): then the directions must agree.  A
-difference that is not significant on either side has no direction to keep; with three seeds the
-sign-flip test cannot reach 5% (its smallest p-value is 0.25), and the line says so.
-
-The rebuilt warm start (:func:`warm_start_checks`), where its bits differ from the committed build:
-its held-out Pass@1 against the committed one, at :data:`WARM_START_LEVEL`, with the spread of the
-shipped builds of other seeds as the yardstick (a rebuild is at most as different as another seed).
-
-The family's false-alarm rate, at most :data:`SHIFT_LEVEL` + :data:`WARM_START_LEVEL` by
-construction, is measured by simulation from the committed studies' variance components
-(:mod:`saah_lib.studies.verify.calibration`), as is the power against planted shifts.
+For every run both sides hold, ``d`` = rerun final Pass@1 - committed final Pass@1, held to the
+committed per-seed spread (:func:`yardstick`, fixed before the rerun, so a defect cannot widen it) by
+one t test per group where a defect shows (:func:`shift_tests`); the primary comparison's direction
+must agree where both sides find it significant (:func:`primary_comparison`); a rebuilt warm start
+whose bits differ is held to the shipped builds' spread (:func:`warm_start_checks`). The family's
+false alarms, at most :data:`SHIFT_LEVEL` + :data:`WARM_START_LEVEL` by construction, and its power
+are measured by simulation (:mod:`saah_lib.studies.verify.calibration`; docs/reproducibility.md).
 """
 
 from __future__ import annotations
@@ -112,9 +86,16 @@ def cell_values(finals: dict) -> dict[tuple[Arm, str], list[float]]:
 
 
 def yardstick(*studies: dict) -> dict:
-    """``sigma`` (module docstring) from the committed runs of one or more studies of one design, with the pooled
-    ``df``, the ``pooled`` standard deviation and the ``heterogeneity`` factor; sigma nan and df 0 when no cell
-    has two seeds."""
+    """``sigma`` from the committed runs of one or more studies of one design, with the pooled ``df``, the
+    ``pooled`` standard deviation and the ``heterogeneity`` factor; sigma nan and df 0 when no cell has two seeds.
+
+    ``sigma``: the committed per-seed standard deviation of final Pass@1 within an arm (method, alpha, top-K) and
+    warm start, pooled over every cell of two or more seeds in the committed studies of the same design
+    (``spread_from``: the mini study borrows the extended study's ten seeds per arm, which ran the same profile on
+    the same problems), times the largest ratio of one well-measured cell's (five seeds or more) standard
+    deviation to the pooled one, so that the noisiest arm does not raise the false alarms above their budget. Two
+    runs that differ only in rounding have ``Var(d) <= 2 sigma^2``.
+    """
     cells = [v for finals in studies for v in cell_values(finals).values() if len(v) > 1]
     df = sum(len(v) - 1 for v in cells)
     if not df:
@@ -142,8 +123,14 @@ def _groups(keys) -> dict[str, list]:
 
 def shift_tests(committed: dict, rerun: dict, sigma: float, df: int, level: float = SHIFT_LEVEL,
                 detectable: bool = True) -> list[dict]:
-    """One t test per group of common runs (module docstring); ``flagged`` where the shift exceeds its limit;
-    ``detectable``: also the shift each test detects with 80% power (the simulations leave it out: it is slow)."""
+    """One t test per group of common runs; ``flagged`` where the shift exceeds its limit; ``detectable``: also
+    the shift each test detects with 80% power (the simulations leave it out: it is slow).
+
+    The groups: all runs, each method (every alpha), and each arm with two or more runs, the places a defect shows
+    (a broken reward or evaluation moves every run, a broken method every run of one method, a broken alpha its
+    arms). Each tests ``t = mean(d) / (sigma * sqrt(2 / n))`` over its ``n`` runs against the t distribution with
+    the pooled ``df``, two-sided, at ``level`` divided by the number of tests (Bonferroni).
+    """
     keys = sorted(committed.keys() & rerun.keys(), key=lambda k: (k[0].method, k[0].alpha, k[1]))
     groups = _groups(keys)
     per_test = level / len(groups)
@@ -169,7 +156,12 @@ def paired_summary(a: dict, b: dict, units: list) -> dict:
 
 def primary_comparison(committed: dict, rerun: dict, primary=PRIMARY) -> dict:
     """The primary comparison on each side over the units both arms ran on both sides; its direction judged
-    only where both sides find it significant."""
+    only where both sides find it significant.
+
+    Significant: the exact sign-flip test over units at 5%; then the directions must agree. A difference that is
+    not significant on either side has no direction to keep; with three seeds the sign-flip test cannot reach 5%
+    (its smallest p-value is 0.25), and the line says so.
+    """
     a, b = primary
     per_side = {}
     for side, finals in (("committed", committed), ("rerun", rerun)):
