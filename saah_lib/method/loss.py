@@ -117,12 +117,17 @@ def normalised_entropy_from_hidden(
     *,
     top_k: int | None = 500,
     temperature: float = 1.0,
+    logit_scale: float = 1.0,
+    final_logit_softcapping: float | None = None,
     chunk_size: int | None = None,
 ) -> torch.Tensor:
     """Normalised entropy from final hidden states ``[..., D]`` and the LM head.
 
     Lets the trainer reuse the hidden states of the forward it already ran: the
-    ``[chunk, V]`` logits are formed one chunk at a time without gradient.
+    ``[chunk, V]`` logits are formed one chunk at a time without gradient.  The
+    logits are the policy's: ``z = head(h) * logit_scale``, then
+    ``cap * tanh(z / cap)`` when ``final_logit_softcapping`` is set (Cohere,
+    Granite, Gemma2/3 apply these in their forward), then ``/ temperature``.
     """
     vocab = lm_head_weight.size(0)
     flat = hidden.reshape(-1, hidden.size(-1))
@@ -130,8 +135,12 @@ def normalised_entropy_from_hidden(
     out = torch.empty(flat.size(0), dtype=torch.float32, device=hidden.device)
     for start in range(0, flat.size(0), rows):
         chunk = flat[start : start + rows].to(lm_head_weight.dtype)
-        logits = torch.nn.functional.linear(chunk, lm_head_weight, lm_head_bias) / temperature
-        out[start : start + rows] = _entropy_nats(logits, top_k)
+        logits = torch.nn.functional.linear(chunk, lm_head_weight, lm_head_bias)
+        if logit_scale != 1.0 or final_logit_softcapping is not None:
+            logits = logits.float() * logit_scale  # tanh in float32, as TRL's fused head computes it
+            if final_logit_softcapping is not None:
+                logits = final_logit_softcapping * torch.tanh(logits / final_logit_softcapping)
+        out[start : start + rows] = _entropy_nats(logits / temperature, top_k)
     return (out / math.log(vocab)).reshape(hidden.shape[:-1])
 
 

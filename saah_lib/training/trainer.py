@@ -94,6 +94,22 @@ class _WeightedAdvantages(dict):
         return self[key] if key in self else default
 
 
+def logit_transform(config) -> dict:
+    """What a model's forward applies to ``lm_head(h)`` before the softmax, as
+    :func:`normalised_entropy_from_hidden` takes it: read from the config as TRL's fused head reads it
+    (``trl.trainer.utils.add_fused_lm_head``), so the top-K estimate and TRL's exact entropy measure the same
+    distribution.  Cohere multiplies by ``logit_scale``, Granite divides by ``logits_scaling``, Gemma2/3 cap
+    with ``final_logit_softcapping``; a model with none of these gives the defaults (no transform)."""
+    text = config.get_text_config()
+    scale = getattr(text, "logit_scale", None)
+    for name in ("output_multiplier", "lm_head_multiplier"):
+        scale = getattr(text, name, None) if scale is None else scale
+    if scale is None and getattr(text, "logits_scaling", None) is not None:
+        scale = text.logits_scaling if text.model_type == "hyperclovax" else 1 / text.logits_scaling
+    return {"logit_scale": 1.0 if scale is None else scale,
+            "final_logit_softcapping": getattr(text, "final_logit_softcapping", None)}
+
+
 def _refuse_missing_generation_config(model) -> None:
     """A model object whose ``generation_config`` is None: an error now, naming the field.  transformers' own
     ``generate`` and ``save_pretrained`` (every checkpoint) fail on it, deep in a traceback, steps later."""
@@ -299,12 +315,13 @@ class SAAHGRPOTrainer(GRPOTrainer):
             handle.remove()
 
     def _normalised_entropy(self, model, entropies: torch.Tensor, captured) -> torch.Tensor:
-        lm_head = self._causal_lm(model).get_output_embeddings()
+        causal_lm = self._causal_lm(model)
+        lm_head = causal_lm.get_output_embeddings()
         if captured is None:  # TRL's exact, fused full-vocabulary entropy
             return entropies.detach().float() / math.log(lm_head.weight.size(0))
         return normalised_entropy_from_hidden(
             torch.cat(captured), lm_head.weight, lm_head.bias,
-            top_k=self.args.entropy_top_k, temperature=self.temperature,
+            top_k=self.args.entropy_top_k, temperature=self.temperature, **logit_transform(causal_lm.config),
         )
 
     # ------------------------------------------------------------------ loss
