@@ -267,8 +267,8 @@ class SAAHGRPOTrainer(GRPOTrainer):
         self._last_rewards_per_func = rewards_per_func  # all processes' rewards, for the threshold below
         return rewards_per_func
 
-    def _generate_and_score_completions(self, generation_batch):
-        output = super()._generate_and_score_completions(generation_batch)
+    def _generate_and_score_completions(self, inputs):
+        output = super()._generate_and_score_completions(inputs)
         # TRL re-enabled gradient checkpointing twice; transformers left the old input hooks behind
         drop_orphaned_input_grad_hooks(self.accelerator.unwrap_model(self.model))
         if self.model.training and self.args.reward_std_threshold > 0:
