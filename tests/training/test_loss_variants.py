@@ -222,6 +222,28 @@ def test_the_entropy_bonus_is_unweighted(tiny_random_model_dir, tmp_path):
     torch.testing.assert_close(loss_plain - loss_bonus, bonus, atol=1e-6, rtol=1e-4)
 
 
+@pytest.mark.parametrize("loss_type", ["dapo", "luspo"])
+@pytest.mark.parametrize("level", ["sequence", "token"])
+def test_gspo_sees_only_each_completions_weighted_length(loss_type, level, tiny_random_model_dir, tmp_path,
+                                                         monkeypatch):
+    """Under sequence-level sampling a weight profile falling along each completion and a flat one of the same
+    weighted length give the same loss and gradients (the horizon shaping is gone); per token they differ."""
+    ours, _ = ours_and_trl(tiny_random_model_dir, tmp_path, loss_type, level, method="ah", alpha=1.0)
+    inputs = with_old_logps(ours, fake_batch(len(ours.processing_class), seed=13))
+    m = inputs["completion_mask"].float()
+    falling = torch.linspace(1.0, 0.2, m.size(1)).expand_as(m)
+    flat = ((falling * m).sum(-1, keepdim=True) / m.sum(-1, keepdim=True)).expand_as(m)
+    results = []
+    for weights in (falling, flat):
+        monkeypatch.setattr("saah_lib.training.trainer.method_weights", lambda *args, w=weights: w.clone())
+        results.append(loss_and_grads(ours, inputs, lambda x: ours._compute_loss(ours.model, x)))
+    if level == "sequence":
+        assert_same(*results, exact=False)
+    else:
+        with pytest.raises(AssertionError):
+            assert_same(*results, exact=False)
+
+
 @pytest.mark.parametrize("loss_type", ["grpo", "sapo"])
 def test_gspo_where_the_weights_cancel_is_refused(loss_type, tmp_path):
     with pytest.raises(ValueError, match="weights cancel"):
