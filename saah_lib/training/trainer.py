@@ -1,41 +1,16 @@
-"""SA-AH-GRPO on top of TRL's ``GRPOTrainer``.
+"""SA-AH-GRPO on top of TRL's ``GRPOTrainer``: what changes relative to TRL, and nothing else.
 
-What changes relative to TRL, and nothing else:
-
-1. The loss: TRL's own ``_compute_loss``, every loss type and option included, with
-   one change at one point: the ``advantages`` it reads (after its forward) are
-   multiplied per token by the weights and the normaliser correction of
-   ``saah_lib.method.loss.advantage_factors``. Every TRL policy term is linear in
-   the advantage and the factors are positive, so this weights the policy term and
-   nothing else: the KL term, entropy bonus and MoE auxiliary loss are TRL's. The
-   entropies come from that forward (``_get_per_token_logps_and_entropies``):
-   TRL's fused exact entropy when ``entropy_top_k`` is None, otherwise a top-K
-   estimate from the backbone's final hidden states (captured with a forward
-   hook) through a chunked, gradient-free ``lm_head`` product. If a TRL version
-   reads the advantages before that forward, or not at all, the loss raises.
-   The paper's own configuration (``bnpo`` with none of TRL's loss options, text
-   only) is computed by ``saah_policy_loss``: the same loss with the arithmetic
-   the committed studies were recorded with (TRL sums its terms in another order).
-2. ``_generate_and_score_completions``: groups whose reward standard deviation
-   is below ``reward_std_threshold`` get zero advantage; the input-gradient hooks
-   transformers leaves behind at each of TRL's checkpointing toggles are dropped
-   (they repeat the one it tracks; no value changes).
-3. ``_generate_single_turn``: with ``generation_backend="compiled"`` rollouts go
-   through ``saah_lib.models.rollout`` (static KV cache, compiled decode step, LoRA
-   unmerged; the cache sized once for the longest training prompt, so one graph, and
-   freed when ``train`` returns); ``hf`` and ``vllm`` are TRL's own paths. Every backend samples the
-   model in eval mode (no dropout: vLLM has none, and the compiled step is built
-   for it) with settings taken only from this config, never from the checkpoint's
-   ``generation_config.json``. If the decode step fails to compile, the run says
-   so loudly, records why (``compile_health``) and continues with ``hf``; any
-   other error (out of memory, NaN) stops it.
-
-4. ``_get_train_sampler``: TRL's prompt sampler with a ``set_epoch`` that puts its generator
-   back where an uninterrupted run has it (``saah_lib.training.sampler``), so a run resumed
-   after its first epoch trains on the same prompts.
-
-Reference log-probs, LoRA, accelerate, vLLM, checkpointing and
-truncated-completion masking are TRL's own.
+- The loss: TRL's own ``_compute_loss``, with the ``advantages`` it reads after its forward multiplied per
+  token by :func:`saah_lib.method.loss.advantage_factors`. The entropies come from that forward: TRL's exact
+  entropy, or a top-K estimate from the hooked final hidden states through the LM head and the model's own
+  logit transform. The paper's configuration (``bnpo``, none of TRL's loss options, text only) is computed
+  by ``saah_policy_loss``, with the arithmetic the committed studies were recorded with (docs/library.md).
+- ``_generate_and_score_completions``: groups whose reward std is below ``reward_std_threshold`` get zero
+  advantage; the input-gradient hooks TRL's checkpointing toggles leave behind are dropped.
+- ``_generate_single_turn``: ``generation_backend="compiled"`` samples through ``saah_lib.models.rollout``
+  (``hf`` if the decode step fails to compile, recorded); every backend samples the model in eval mode with
+  this config's settings only, never the checkpoint's ``generation_config.json`` (docs/gpu.md).
+- ``_get_train_sampler``: TRL's sampler, resumable within an epoch (``saah_lib.training.sampler``).
 """
 
 from __future__ import annotations
