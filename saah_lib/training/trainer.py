@@ -1,4 +1,4 @@
-"""SA-AH-GRPO on top of TRL's ``GRPOTrainer``: what changes relative to TRL, and nothing else.
+"""SA-AH-GRPO on top of TRL's ``GRPOTrainer``: what changes relative to TRL.
 
 - The loss: TRL's own ``_compute_loss``, with the ``advantages`` it reads after its forward multiplied per
   token by :func:`saah_lib.method.loss.advantage_factors`. The entropies come from that forward: TRL's exact
@@ -11,6 +11,7 @@
   (``hf`` if the decode step fails to compile, recorded); every backend samples the model in eval mode with
   this config's settings only, never the checkpoint's ``generation_config.json`` (docs/gpu.md).
 - ``_get_train_sampler``: TRL's sampler, resumable within an epoch (``saah_lib.training.sampler``).
+Besides, ``train`` frees the rollout engine's caches, and a full disk at a checkpoint is reported as such.
 """
 
 from __future__ import annotations
@@ -76,9 +77,8 @@ def logit_transform(config) -> dict:
     distribution.  Cohere multiplies by ``logit_scale``, Granite divides by ``logits_scaling``, Gemma2/3 cap
     with ``final_logit_softcapping``; a model with none of these gives the defaults (no transform)."""
     text = config.get_text_config()
-    scale = getattr(text, "logit_scale", None)
-    for name in ("output_multiplier", "lm_head_multiplier"):
-        scale = getattr(text, name, None) if scale is None else scale
+    scale = next((getattr(text, name) for name in ("logit_scale", "output_multiplier", "lm_head_multiplier")
+                  if getattr(text, name, None) is not None), None)
     if scale is None and getattr(text, "logits_scaling", None) is not None:
         scale = text.logits_scaling if text.model_type == "hyperclovax" else 1 / text.logits_scaling
     return {"logit_scale": 1.0 if scale is None else scale,
