@@ -97,8 +97,8 @@ def solve_alpha(entropies, advantages, target: float, *, tolerance: float = 1e-6
 
 def alphas_for_targets(entropies, advantages, targets: dict[str, float]) -> dict:
     """For each named target mean negative weight, the alpha that gives it on these rollouts (rounded to 3
-    decimals) and the weight reached; ``alpha`` None with the reason when no alpha in range does.  The rule
-    The paper-matched alpha range of a study and the SmolLM2 measurement both use it."""
+    decimals) and the weight reached; ``alpha`` None with the reason when no alpha in range does.  The
+    paper-matched alpha range of a study and the SmolLM2 measurement both use it."""
     matched = {}
     for name, target in targets.items():
         try:

@@ -1,61 +1,16 @@
 """The SA-AH-GRPO method as plain tensor functions (no TRL, no model).
 
-Shapes: per-token tensors are ``[B, T]`` (B completions, T completion positions,
-``mask`` is 1 on real completion tokens), advantages are ``[B]``.
+Per-token tensors are ``[B, T]`` (B completions, T completion positions; ``mask`` is 1 on real
+completion tokens), advantages ``[B]``.  One evaluation of the paper's loss::
 
-Pipeline of one loss evaluation::
-
-    H   = normalised_entropy(logits, V)            # H_t / log V, in [0, 1]
-    w   = method_weights(method, H, mask, A, alpha) # grpo: 1, ah: horizon, sa: selective
+    H   = normalised_entropy(logits, V)              # H_t / log V, in [0, 1]
+    w   = method_weights(method, H, mask, A, alpha)  # grpo: 1, ah: horizon, sa: selective
     L,s = saah_policy_loss(logps, old, ref, A, mask, w)   # the paper's bnpo loss
 
-The weights in every TRL loss type
-----------------------------------
-TRL's GRPO losses share one shape: a per-token policy term ``l_t`` (the clipped
-surrogate, CISPO's, SAPO's or VESPO's term, after TRL's entropy mask, off-policy
-mask and vLLM correction) plus ``beta * K_t`` (the KL term), summed over the
-completion mask ``m`` and divided by a normaliser.  SA-AH weighting multiplies
-``l_t`` by ``w_t`` and, wherever the normaliser counts tokens, counts them with
-``w * m`` instead of ``m``.  The KL term keeps the plain mask and normaliser.
-Per loss type (sums over the micro-batch unless said)::
-
-    bnpo           sum(w m l) / sum(w m)                 + beta sum(m K) / sum(m)
-    grpo, sapo     mean_i [sum_t(w m l) / sum_t(w m)     + beta sum_t(m K) / sum_t(m)]
-    dapo, cispo,   (sum(w m l) / rho + beta sum(m K)) / N,  rho = sum(w m) / sum(m)
-      vespo          (N: TRL's token count of the accumulation window, all processes)
-    dr_grpo        (sum(w m l) + beta sum(m K)) / (B * max_completion_length)
-    luspo          mean_i sum_t m (w l + beta K)
-
-``dr_grpo`` divides by a constant and ``luspo`` by nothing, so there the weights
-are a plain discount: fewer effective tokens give a smaller loss, as a shorter
-completion would.  For ``dapo``/``cispo``/``vespo`` the window's weighted count
-is ``N * rho`` with ``rho`` measured on the current micro-batch (summed over
-processes): the other micro-batches' weights come from forwards not yet run.  It
-is exact when the window is one micro-batch.  With sequence-level importance
-sampling (GSPO) ``l`` is one value per completion: ``luspo`` then counts each
-completion by its weighted length, the token-summing types as above, and
-``grpo``/``sapo`` are refused (the weights would cancel:
-:func:`saah_lib.method.methods.weights_problem`).
-
-The trainer applies all of this by multiplying the advantages TRL reads with
-:func:`advantage_factors` (weight times normaliser correction): every TRL term is
-linear in the advantage and positive factors keep its sign, which is all TRL
-branches on.  With every weight 1 the factors are not applied at all.
-
-Choices the paper leaves open (also listed in the README):
-
-* ``V`` is the number of logits the model emits (``lm_head`` rows, 151,936 for
-  Qwen2.5), i.e. the support of the distribution whose entropy is measured.
-* The top-K estimate renormalises the K largest logits with a softmax over those
-  K and divides its entropy by ``log V`` (not ``log K``), so exact and top-K
-  values live on the same scale; with K = V they coincide.
-* The cumulative sum runs over completion tokens only (prompt and padding add 0).
-* Log-weights are capped at ``LOG_WEIGHT_CAP`` so that negative alpha (which
-  grows the weights) cannot overflow float32; the cap is reached only when
-  ``-alpha * sum(H) > 50``, far outside the paper's settings.  For alpha >= 0
-  the log-weights are <= 0 and the cap never applies; far along a completion
-  a large alpha may take weights to float32's 0, which only means no gradient
-  there (the first token keeps ``exp(-alpha * H_1) >= exp(-alpha)``).
+For TRL's other loss types :func:`advantage_factors` gives what the trainer multiplies into the
+advantages TRL reads: the weight times the loss type's normaliser correction.  What each loss type
+becomes is the table in docs/library.md ("The weights in each TRL loss type"); the choices the paper
+leaves open (V, the top-K normaliser, the log-weight cap) are in docs/design.md.
 """
 
 from __future__ import annotations
@@ -117,12 +72,17 @@ def normalised_entropy_from_hidden(
     *,
     top_k: int | None = 500,
     temperature: float = 1.0,
+    logit_scale: float = 1.0,
+    final_logit_softcapping: float | None = None,
     chunk_size: int | None = None,
 ) -> torch.Tensor:
     """Normalised entropy from final hidden states ``[..., D]`` and the LM head.
 
     Lets the trainer reuse the hidden states of the forward it already ran: the
-    ``[chunk, V]`` logits are formed one chunk at a time without gradient.
+    ``[chunk, V]`` logits are formed one chunk at a time without gradient.  The
+    logits are the policy's: ``z = head(h) * logit_scale``, then
+    ``cap * tanh(z / cap)`` when ``final_logit_softcapping`` is set (Cohere,
+    Granite, Gemma2/3 apply these in their forward), then ``/ temperature``.
     """
     vocab = lm_head_weight.size(0)
     flat = hidden.reshape(-1, hidden.size(-1))
@@ -130,15 +90,22 @@ def normalised_entropy_from_hidden(
     out = torch.empty(flat.size(0), dtype=torch.float32, device=hidden.device)
     for start in range(0, flat.size(0), rows):
         chunk = flat[start : start + rows].to(lm_head_weight.dtype)
-        logits = torch.nn.functional.linear(chunk, lm_head_weight, lm_head_bias) / temperature
-        out[start : start + rows] = _entropy_nats(logits, top_k)
+        logits = torch.nn.functional.linear(chunk, lm_head_weight, lm_head_bias)
+        if logit_scale != 1.0 or final_logit_softcapping is not None:
+            logits = logits.float() * logit_scale  # tanh in float32, as TRL's fused head computes it
+            if final_logit_softcapping is not None:
+                logits = final_logit_softcapping * torch.tanh(logits / final_logit_softcapping)
+        out[start : start + rows] = _entropy_nats(logits / temperature, top_k)
     return (out / math.log(vocab)).reshape(hidden.shape[:-1])
 
 
 def horizon_weights(norm_entropy: torch.Tensor, mask: torch.Tensor, alpha: float) -> torch.Tensor:
     """``w_t = exp(-alpha * sum_{s<=t} H_s)`` over completion tokens, detached.
 
-    Computed as a cumulative sum in log space; alpha = 0 gives exactly 1.
+    Computed as a cumulative sum in log space; alpha = 0 gives exactly 1.  The log-weights are capped at
+    ``LOG_WEIGHT_CAP`` so that negative alpha (which grows the weights) cannot overflow float32.  For
+    alpha >= 0 the cap never applies; far along a completion a large alpha may take weights to float32's 0,
+    which only means no gradient there (the first token keeps ``exp(-alpha * H_1) >= exp(-alpha)``).
     """
     alpha = check_alpha(alpha)
     if alpha == 0.0:

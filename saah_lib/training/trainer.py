@@ -1,41 +1,17 @@
-"""SA-AH-GRPO on top of TRL's ``GRPOTrainer``.
+"""SA-AH-GRPO on top of TRL's ``GRPOTrainer``: what changes relative to TRL.
 
-What changes relative to TRL, and nothing else:
-
-1. The loss: TRL's own ``_compute_loss``, every loss type and option included, with
-   one change at one point: the ``advantages`` it reads (after its forward) are
-   multiplied per token by the weights and the normaliser correction of
-   ``saah_lib.method.loss.advantage_factors``. Every TRL policy term is linear in
-   the advantage and the factors are positive, so this weights the policy term and
-   nothing else: the KL term, entropy bonus and MoE auxiliary loss are TRL's. The
-   entropies come from that forward (``_get_per_token_logps_and_entropies``):
-   TRL's fused exact entropy when ``entropy_top_k`` is None, otherwise a top-K
-   estimate from the backbone's final hidden states (captured with a forward
-   hook) through a chunked, gradient-free ``lm_head`` product. If a TRL version
-   reads the advantages before that forward, or not at all, the loss raises.
-   The paper's own configuration (``bnpo`` with none of TRL's loss options, text
-   only) is computed by ``saah_policy_loss``: the same loss with the arithmetic
-   the committed studies were recorded with (TRL sums its terms in another order).
-2. ``_generate_and_score_completions``: groups whose reward standard deviation
-   is below ``reward_std_threshold`` get zero advantage; the input-gradient hooks
-   transformers leaves behind at each of TRL's checkpointing toggles are dropped
-   (they repeat the one it tracks; no value changes).
-3. ``_generate_single_turn``: with ``generation_backend="compiled"`` rollouts go
-   through ``saah_lib.models.rollout`` (static KV cache, compiled decode step, LoRA
-   unmerged; the cache sized once for the longest training prompt, so one graph, and
-   freed when ``train`` returns); ``hf`` and ``vllm`` are TRL's own paths. Every backend samples the
-   model in eval mode (no dropout: vLLM has none, and the compiled step is built
-   for it) with settings taken only from this config, never from the checkpoint's
-   ``generation_config.json``. If the decode step fails to compile, the run says
-   so loudly, records why (``compile_health``) and continues with ``hf``; any
-   other error (out of memory, NaN) stops it.
-
-4. ``_get_train_sampler``: TRL's prompt sampler with a ``set_epoch`` that puts its generator
-   back where an uninterrupted run has it (``saah_lib.training.sampler``), so a run resumed
-   after its first epoch trains on the same prompts.
-
-Reference log-probs, LoRA, accelerate, vLLM, checkpointing and
-truncated-completion masking are TRL's own.
+- The loss: TRL's own ``_compute_loss``, with the ``advantages`` it reads after its forward multiplied per
+  token by :func:`saah_lib.method.loss.advantage_factors`. The entropies come from that forward: TRL's exact
+  entropy, or a top-K estimate from the hooked final hidden states through the LM head and the model's own
+  logit transform. The paper's configuration (``bnpo``, none of TRL's loss options, text only) is computed
+  by ``saah_policy_loss``, with the arithmetic the committed studies were recorded with (docs/library.md).
+- ``_generate_and_score_completions``: groups whose reward std is below ``reward_std_threshold`` get zero
+  advantage; the input-gradient hooks TRL's checkpointing toggles leave behind are dropped.
+- ``_generate_single_turn``: ``generation_backend="compiled"`` samples through ``saah_lib.models.rollout``
+  (``hf`` if the decode step fails to compile, recorded); every backend samples the model in eval mode with
+  this config's settings only, never the checkpoint's ``generation_config.json`` (docs/gpu.md).
+- ``_get_train_sampler``: TRL's sampler, resumable within an epoch (``saah_lib.training.sampler``).
+Besides, ``train`` frees the rollout engine's caches, and a full disk at a checkpoint is reported as such.
 """
 
 from __future__ import annotations
@@ -92,6 +68,21 @@ class _WeightedAdvantages(dict):
 
     def get(self, key, default=None):
         return self[key] if key in self else default
+
+
+def logit_transform(config) -> dict:
+    """What a model's forward applies to ``lm_head(h)`` before the softmax, as
+    :func:`normalised_entropy_from_hidden` takes it: read from the config as TRL's fused head reads it
+    (``trl.trainer.utils.add_fused_lm_head``), so the top-K estimate and TRL's exact entropy measure the same
+    distribution.  Cohere multiplies by ``logit_scale``, Granite divides by ``logits_scaling``, Gemma2/3 cap
+    with ``final_logit_softcapping``; a model with none of these gives the defaults (no transform)."""
+    text = config.get_text_config()
+    scale = next((getattr(text, name) for name in ("logit_scale", "output_multiplier", "lm_head_multiplier")
+                  if getattr(text, name, None) is not None), None)
+    if scale is None and getattr(text, "logits_scaling", None) is not None:
+        scale = text.logits_scaling if text.model_type == "hyperclovax" else 1 / text.logits_scaling
+    return {"logit_scale": 1.0 if scale is None else scale,
+            "final_logit_softcapping": getattr(text, "final_logit_softcapping", None)}
 
 
 def _refuse_missing_generation_config(model) -> None:
@@ -251,8 +242,8 @@ class SAAHGRPOTrainer(GRPOTrainer):
         self._last_rewards_per_func = rewards_per_func  # all processes' rewards, for the threshold below
         return rewards_per_func
 
-    def _generate_and_score_completions(self, generation_batch):
-        output = super()._generate_and_score_completions(generation_batch)
+    def _generate_and_score_completions(self, inputs):
+        output = super()._generate_and_score_completions(inputs)
         # TRL re-enabled gradient checkpointing twice; transformers left the old input hooks behind
         drop_orphaned_input_grad_hooks(self.accelerator.unwrap_model(self.model))
         if self.model.training and self.args.reward_std_threshold > 0:
@@ -299,12 +290,13 @@ class SAAHGRPOTrainer(GRPOTrainer):
             handle.remove()
 
     def _normalised_entropy(self, model, entropies: torch.Tensor, captured) -> torch.Tensor:
-        lm_head = self._causal_lm(model).get_output_embeddings()
+        causal_lm = self._causal_lm(model)
+        lm_head = causal_lm.get_output_embeddings()
         if captured is None:  # TRL's exact, fused full-vocabulary entropy
             return entropies.detach().float() / math.log(lm_head.weight.size(0))
         return normalised_entropy_from_hidden(
             torch.cat(captured), lm_head.weight, lm_head.bias,
-            top_k=self.args.entropy_top_k, temperature=self.temperature,
+            top_k=self.args.entropy_top_k, temperature=self.temperature, **logit_transform(causal_lm.config),
         )
 
     # ------------------------------------------------------------------ loss

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from saah_lib.method.loss import (
+    advantage_factors,
     horizon_weights,
     method_weights,
     normalised_entropy,
@@ -268,3 +269,24 @@ def test_weights_scale_the_gradient_of_each_token():
     loss.backward()
     # d/dlogp of -(w * exp(logp - old) * A) / sum(w) at ratio 1 is -w / 1.5
     assert logps.grad[0].tolist() == pytest.approx([-1 / 1.5, -0.5 / 1.5])
+
+
+# ---------------------------------------------------------------- what the weights do per normaliser
+def test_per_completion_normalisers_keep_each_completions_share():
+    """grpo/sapo: a completion's factors average 1 over its tokens whatever the weights, so SA only moves weight
+    toward a failed rollout's early tokens; bnpo: the failed rollouts' share falls and the others' rises
+    (docs/library.md)."""
+    mask = (torch.arange(6)[None] < torch.tensor([6, 4, 5, 3])[:, None]).float()
+    adv = torch.tensor([1.0, -1.0, 0.5, -0.5])
+    weights = method_weights("sa", torch.rand(4, 6, generator=torch.Generator().manual_seed(0)), mask, adv, 1.0)
+
+    def share(factors):
+        return (factors * mask).sum(-1) / mask.sum(-1)
+
+    for loss_type in ("grpo", "sapo"):
+        factors = advantage_factors(weights, mask, loss_type)
+        torch.testing.assert_close(share(factors), torch.ones(4))
+        failed = factors[1, :4]
+        assert (failed.diff() < 0).all() and failed[0] > 1  # early tokens gain what late ones lose
+    bnpo = share(advantage_factors(weights, mask, "bnpo"))
+    assert (bnpo[adv < 0] < 1).all() and (bnpo[adv > 0] > 1).all()

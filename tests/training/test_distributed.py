@@ -2,10 +2,13 @@
 
 import json
 import os
+import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+import torch
 
 from saah_lib.paths import REPO_ROOT
 from saah_lib.training.config import make_config
@@ -61,3 +64,74 @@ def test_accelerate_launch_with_two_cpu_processes_trains_and_logs_once(tiny_rand
     assert steps == [1, 2]  # one line per step: only the main process logs
     evals = [json.loads(line)["step"] for line in (run / "eval.jsonl").read_text().splitlines()]
     assert evals == [0, 2]
+
+
+# ---------------------------------------------------------------------------- the objective over processes
+# One step of 8 completions whose two halves have unequal token counts (16 and 26): on one process as one
+# micro-batch, or on two gloo processes of 4 each, whose gradients DDP averages.
+OBJECTIVE_CASES = {"dapo": ("grpo", 0.0), "grpo": ("sa", 1.5), "bnpo": ("sa", 1.5)}
+
+
+def _half_batches(vocab):
+    from tests.training.test_trainer import fake_batch
+
+    halves = [fake_batch(vocab, seed=0), fake_batch(vocab, seed=1)]
+    halves[1]["completion_mask"] = (torch.arange(7)[None] < torch.tensor([7, 7, 6, 6])[:, None]).long()
+    total = sum(h["completion_mask"].sum() for h in halves)
+    return [{**h, "num_items_in_batch": total} for h in halves]  # TRL gathers the count over processes
+
+
+def _objective_gradients(model_dir, out_dir, world: int, rank: int) -> dict:
+    """Each loss type's gradient of one step on this process's share (the whole step when ``world`` is 1)."""
+    from saah_lib.training.trainer import SAAHGRPOConfig, SAAHGRPOTrainer
+    from tests.training.test_trainer import build_trainer, loss_and_grads
+
+    grads = {}
+    for loss_type, (method, alpha) in OBJECTIVE_CASES.items():
+        trainer = build_trainer(SAAHGRPOTrainer, SAAHGRPOConfig, model_dir, Path(out_dir) / f"{loss_type}{rank}",
+                                method=method, alpha=alpha, loss_type=loss_type, use_bias_correction_kl=False,
+                                per_device_train_batch_size=8 // world, gradient_accumulation_steps=1)
+        assert trainer.accelerator.num_processes == world
+        trainer.current_gradient_accumulation_steps = 1
+        halves = _half_batches(len(trainer.processing_class))
+        batch = halves[rank] if world > 1 else {k: (torch.cat([halves[0][k], halves[1][k]])
+                                                    if k != "num_items_in_batch" else v)
+                                                for k, v in halves[0].items()}
+        grads[loss_type] = loss_and_grads(trainer, batch)[1]
+    return grads
+
+
+def objective_worker(model_dir, out_dir) -> None:
+    """One of two gloo processes (RANK and WORLD_SIZE from the environment): saves its gradients."""
+    rank = int(os.environ["RANK"])
+    torch.save(_objective_gradients(model_dir, out_dir, 2, rank), Path(out_dir) / f"grads{rank}.pt")
+
+
+@pytest.mark.slow  # two processes that each build trainers
+def test_two_processes_optimise_one_process_objective_only_where_the_normaliser_spans_them(
+        tiny_random_model_dir, tmp_path):
+    """dapo (TRL's count over all processes) and the per-completion grpo give one process's gradient on two;
+    bnpo, which each process normalises by its own (weighted) token count, does not (distributed.py)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    code = "import sys; from tests.training.test_distributed import objective_worker; objective_worker(*sys.argv[1:])"
+    workers = [subprocess.Popen(
+        [sys.executable, "-c", code, str(tiny_random_model_dir), str(tmp_path)], cwd=REPO_ROOT,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1",
+             "RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
+             "MASTER_PORT": str(port)}) for rank in range(2)]
+    one = _objective_gradients(tiny_random_model_dir, tmp_path, 1, 0)
+    for worker in workers:
+        output = worker.communicate(timeout=300)[0]
+        assert worker.returncode == 0, output[-3000:]
+    per_rank = [torch.load(tmp_path / f"grads{rank}.pt") for rank in range(2)]
+    for loss_type in OBJECTIVE_CASES:
+        expected = one[loss_type]
+        got = {name: (per_rank[0][loss_type][name] + per_rank[1][loss_type][name]) / 2 for name in expected}
+        gap = max(float((got[n] - expected[n]).norm() / expected[n].norm()) for n in expected)
+        if loss_type == "bnpo":
+            assert gap > 0.01, gap
+        else:
+            assert gap < 1e-5, (loss_type, gap)

@@ -149,10 +149,11 @@ def assert_same(got, expected, exact, tolerance=(1e-6, 1e-5)):
 def test_alpha_zero_is_trl_loss_and_gradients(loss_type, level, method, tiny_random_model_dir, tmp_path):
     ours, trl = ours_and_trl(tiny_random_model_dir, tmp_path, loss_type, level, method=method)
     inputs = with_old_logps(ours, fake_batch(len(ours.processing_class)))
+    # TRL's default bias-corrected KL keeps even bnpo on TRL's path (the paper's path is tested below)
+    assert not ours._paper_loss_applies(inputs)
     got = loss_and_grads(ours, inputs, lambda x: ours._compute_loss(ours.model, x))
     expected = loss_and_grads(trl, inputs, lambda x: trl._compute_loss(trl.model, x))
-    # bnpo alone is the paper's arithmetic (the committed studies' bits): the same sum in another order
-    assert_same(got, expected, exact=loss_type != "bnpo")
+    assert_same(got, expected, exact=True)
     for name in ("kl", "entropy", "clip_ratio/region_mean"):
         assert ours._metrics["train"][name] == pytest.approx(trl._metrics["train"][name], rel=1e-5), name
 
@@ -172,10 +173,15 @@ def test_positive_alpha_is_the_documented_formula(loss_type, level, method, alph
 
 @pytest.mark.parametrize("alpha", [0.0, 1.5])
 def test_bnpo_through_trl_agrees_with_the_paper_arithmetic(alpha, tiny_random_model_dir, tmp_path, monkeypatch):
-    ours, _ = ours_and_trl(tiny_random_model_dir, tmp_path, "bnpo", "token", method="sa", alpha=alpha)
+    """The paper's configuration (plain KL estimator) by saah_policy_loss, and the same settings through TRL's
+    bnpo with the weighted advantages: the same loss and gradients up to summation order."""
+    ours, _ = ours_and_trl(tiny_random_model_dir, tmp_path, "bnpo", "token", method="sa", alpha=alpha,
+                           use_bias_correction_kl=False)
     inputs = with_old_logps(ours, fake_batch(len(ours.processing_class), seed=5))
+    assert ours._paper_loss_applies(inputs)
     paper = loss_and_grads(ours, inputs, lambda x: ours._compute_loss(ours.model, x))
     monkeypatch.setattr(ours, "_paper_loss_applies", lambda inputs: False)
+    assert not ours._paper_loss_applies(inputs)
     through_trl = loss_and_grads(ours, inputs, lambda x: ours._compute_loss(ours.model, x))
     assert_same(through_trl, paper, exact=False)
     assert_same(through_trl, loss_and_grads(ours, inputs, lambda x: reference_loss(ours, x, "sa", alpha)),
@@ -214,6 +220,28 @@ def test_the_entropy_bonus_is_unweighted(tiny_random_model_dir, tmp_path):
     loss_bonus = with_bonus._compute_loss(with_bonus.model, copy.deepcopy(inputs)).detach()
     loss_plain = without._compute_loss(without.model, copy.deepcopy(inputs)).detach()
     torch.testing.assert_close(loss_plain - loss_bonus, bonus, atol=1e-6, rtol=1e-4)
+
+
+@pytest.mark.parametrize("loss_type", ["dapo", "luspo"])
+@pytest.mark.parametrize("level", ["sequence", "token"])
+def test_gspo_sees_only_each_completions_weighted_length(loss_type, level, tiny_random_model_dir, tmp_path,
+                                                         monkeypatch):
+    """Under sequence-level sampling a weight profile falling along each completion and a flat one of the same
+    weighted length give the same loss and gradients (the horizon shaping is gone); per token they differ."""
+    ours, _ = ours_and_trl(tiny_random_model_dir, tmp_path, loss_type, level, method="ah", alpha=1.0)
+    inputs = with_old_logps(ours, fake_batch(len(ours.processing_class), seed=13))
+    m = inputs["completion_mask"].float()
+    falling = torch.linspace(1.0, 0.2, m.size(1)).expand_as(m)
+    flat = ((falling * m).sum(-1, keepdim=True) / m.sum(-1, keepdim=True)).expand_as(m)
+    results = []
+    for weights in (falling, flat):
+        monkeypatch.setattr("saah_lib.training.trainer.method_weights", lambda *args, w=weights: w.clone())
+        results.append(loss_and_grads(ours, inputs, lambda x: ours._compute_loss(ours.model, x)))
+    if level == "sequence":
+        assert_same(*results, exact=False)
+    else:
+        with pytest.raises(AssertionError):
+            assert_same(*results, exact=False)
 
 
 @pytest.mark.parametrize("loss_type", ["grpo", "sapo"])
