@@ -21,6 +21,7 @@ from saah_lib import SAAHGRPOConfig, SAAHGRPOTrainer
 from saah_lib.method.reward import TRL_REWARD_FUNCS
 from saah_lib.tasks.gsm8k import load_gsm8k
 from saah_lib.tasks.prompts import to_trl_dataset
+from saah_lib.training.flat_groups import FlatGroupsMixin
 
 
 @dataclass
@@ -96,9 +97,14 @@ config = SAAHGRPOConfig(
     report_to=args.report_to,
 )
 
-# 4. train: TRL's GRPO loop; the weights enter TRL's loss through the advantages it reads
-trainer = SAAHGRPOTrainer(model=model, reward_funcs=TRL_REWARD_FUNCS, args=config, train_dataset=dataset,
-                          processing_class=tokenizer)
+# 4. train: TRL's GRPO loop; the weights enter TRL's loss through the advantages it reads. The paper also zeroes
+#    the advantages of groups whose rewards barely differ: an opt-in layer, mixed in before the trainer
+class PaperTrainer(FlatGroupsMixin, SAAHGRPOTrainer):
+    """SA-AH-GRPO plus the paper's flat-group rule (reward_std_threshold), an opt-in layer of the trainer."""
+
+
+trainer = PaperTrainer(model=model, reward_funcs=TRL_REWARD_FUNCS, args=config, train_dataset=dataset,
+                       processing_class=tokenizer)
 trainer.train()
 trainer.save_model()  # into output_dir, with the tokenizer
 

@@ -37,6 +37,7 @@ LIBRARY = (
     "saah_lib.training.profiles",  # the light half of the config (config re-exports it)
     "saah_lib.training.distributed",
     "saah_lib.training.trainer",
+    "saah_lib.training.flat_groups",  # the paper's flat-group rule, an opt-in layer of the trainer
     "saah_lib.training.sampler",
     "saah_lib.training.callbacks",
 )

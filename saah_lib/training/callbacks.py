@@ -100,7 +100,7 @@ class PassAtOneCallback(TrainerCallback):
         """The compiled backend's engine, built on first use and kept (with its graphs); None for hf."""
         device = next(model.parameters()).device
         if self.engine is None and evaluation_backend(self.generation_backend, device) == "compiled":
-            if self.trainer is not None:
+            if hasattr(self.trainer, "evaluation_engine"):  # the rollout layer's compile settings and health
                 self.engine = self.trainer.evaluation_engine(self.max_new_tokens)
             else:
                 tok = self.tokenizer

@@ -43,7 +43,7 @@ from saah_lib.tasks.synthetic import synthetic_split
 from saah_lib.training.callbacks import PassAtOneCallback, TrainLogCallback, replace_progress_callbacks
 from saah_lib.training.config import RunConfig, SAAHGRPOConfig, check_vocabulary, field_error, report_integrations
 from saah_lib.training.distributed import is_main_process, world_size
-from saah_lib.training.trainer import SAAHGRPOTrainer
+from saah_lib.training.study_trainer import StudyTrainer
 
 
 def load_split(cfg: RunConfig):
@@ -241,7 +241,7 @@ def _train(cfg: RunConfig, run: RunDir, model, tokenizer, split, callbacks, prog
     if checkpoint:
         print(f"resuming {cfg.run_id} from step {resume_step}")
 
-    trainer = SAAHGRPOTrainer(
+    trainer = StudyTrainer(
         model=model,
         reward_funcs=list(TRL_REWARD_FUNCS),
         args=trainer_args(cfg, progress),

@@ -1,31 +1,27 @@
-"""SA-AH-GRPO on top of TRL's ``GRPOTrainer``: what changes relative to TRL.
+"""SA-AH-GRPO on top of TRL's ``GRPOTrainer``: the token weights in TRL's loss, and nothing else.
 
-- The loss: TRL's own ``_compute_loss``, with the ``advantages`` it reads after its forward multiplied per
-  token by :func:`saah_lib.method.loss.advantage_factors`. The entropies come from that forward: TRL's exact
-  entropy, or a top-K estimate from the hooked final hidden states through the LM head and the model's own
-  logit transform. The paper's configuration (``bnpo``, none of TRL's loss options, text only) is computed
-  by ``saah_policy_loss``, with the arithmetic the committed studies were recorded with (docs/library.md).
-- ``_generate_and_score_completions``: groups whose reward std is below ``reward_std_threshold`` get zero
-  advantage; the input-gradient hooks TRL's checkpointing toggles leave behind are dropped.
-- ``_generate_single_turn``: ``generation_backend="compiled"`` samples through ``saah_lib.models.rollout``
-  (``hf`` if the decode step fails to compile, recorded); every backend samples the model in eval mode with
-  this config's settings only, never the checkpoint's ``generation_config.json`` (docs/gpu.md).
-- ``_get_train_sampler``: TRL's sampler, resumable within an epoch (``saah_lib.training.sampler``).
-Besides, ``train`` frees the rollout engine's caches, and a full disk at a checkpoint is reported as such.
+TRL's own ``_compute_loss`` runs with the ``advantages`` it reads after its forward multiplied per token by
+:func:`saah_lib.method.loss.advantage_factors`. The entropies come from that forward
+(``_get_per_token_logps_and_entropies``): TRL's exact entropy, or a top-K estimate from the hooked final
+hidden states through the LM head and the model's own logit transform. The paper's configuration (``bnpo``,
+none of TRL's loss options, text only) is computed by ``saah_policy_loss``, with the arithmetic the committed
+studies were recorded with (docs/library.md). TRL has no public hook inside its loss, hence these two private
+overrides (tests/training/test_trl_surface.py checks their signatures and every member read).
+
+Opt-in layers, each a mixin placed before this class: compiled rollouts and one sampling policy
+(:mod:`saah_lib.models.rollout_trainer`), the paper's flat-group rule (:mod:`saah_lib.training.flat_groups`);
+the artifact's runs use :class:`saah_lib.training.study_trainer.StudyTrainer`, which has both.
 """
 
 from __future__ import annotations
 
 import math
 from contextlib import contextmanager
-from pathlib import Path
 
 import torch
 from trl import GRPOTrainer
-from trl.models.utils import unwrap_model_for_generation
-from trl.trainer.utils import nanmax, nanmin, nanstd
+from trl.trainer.utils import nanmax, nanmin
 
-from saah_lib.jsonio import disk_full_error, is_disk_full
 from saah_lib.method.loss import (
     advantage_factors,
     method_weights,
@@ -34,13 +30,8 @@ from saah_lib.method.loss import (
     weight_statistics,
 )
 from saah_lib.method.methods import weights_problem
-from saah_lib.models.backends import require_vllm, resolve_backend
-from saah_lib.models.compile_health import CompileHealth
-from saah_lib.models.evaluate import run_generation_config
-from saah_lib.models.rollout import StaticRollout, build_engine, drop_orphaned_input_grad_hooks, eval_mode
-from saah_lib.models.sampling import SamplingSettings
+from saah_lib.models.backends import require_vllm
 from saah_lib.training.config import SAAHGRPOConfig
-from saah_lib.training.sampler import ResumableRepeatSampler
 
 #: The batch entries TRL's loss forwards to the model beside the token ids (images and their layout).
 MODEL_INPUT_KEYS = ("pixel_values", "image_grid_thw", "num_images", "pixel_attention_mask", "spatial_shapes",
@@ -118,34 +109,25 @@ class SAAHGRPOTrainer(GRPOTrainer):
         self._check_weights_apply()
         self._loss_capture = None
         self.token_entropy_samples: list[dict] = []
-        self.generation_backend = "vllm" if self.use_vllm else resolve_backend(
-            getattr(self.args, "generation_backend", "auto"), self.accelerator.device)
-        self._rollout_engine = None
-        self.compile_health = CompileHealth()  # shared by the rollout and evaluation engines
-        if self.generation_backend == "compiled":
-            SamplingSettings.from_generation_kwargs(self.generation_kwargs)  # a setting it lacks: an error now
+        self.generation_backend = self._resolve_generation_backend()
+        self._refuse_settings_of_absent_layers()
 
-    def _get_train_sampler(self, dataset=None) -> ResumableRepeatSampler:
-        # TRL's arguments, unchanged; only the class differs
-        sampler = super()._get_train_sampler(dataset)
-        return ResumableRepeatSampler(
-            data_source=sampler.data_source, mini_repeat_count=sampler.mini_repeat_count,
-            batch_size=sampler.batch_size, repeat_count=sampler.repeat_count, shuffle=sampler.shuffle,
-            seed=sampler.seed)
+    def _resolve_generation_backend(self) -> str:
+        """TRL's own generation: ``vllm`` or ``hf`` (``auto``); the compiled engine is an opt-in layer."""
+        if self.use_vllm:
+            return "vllm"
+        if self.args.generation_backend == "compiled":
+            raise ValueError("config field 'generation_backend': 'compiled' needs the opt-in rollout layer: "
+                             "class Trainer(CompiledRolloutMixin, SAAHGRPOTrainer) with CompiledRolloutMixin "
+                             "from saah_lib.models.rollout_trainer, or saah_lib.training.study_trainer.StudyTrainer")
+        return "hf"
 
-    def _save_checkpoint(self, model, trial) -> None:
-        """transformers' checkpoint save; a full disk is reported as such, naming the run and the folder.
-
-        The interrupted save has no ``trainer_state.json`` (written last), so the next launch resumes from
-        the previous checkpoint (:func:`saah_lib.rundir.checkpoints.resume_checkpoint`).
-        """
-        try:
-            super()._save_checkpoint(model, trial)
-        except Exception as error:  # torch and safetensors wrap the OSError in their own types
-            folder = Path(self._get_output_dir(trial=trial)) / f"checkpoint-{self.state.global_step}"
-            if is_disk_full(error, folder):
-                raise disk_full_error(f"saving the checkpoint of run {self.args.run_name!r} into", folder) from error
-            raise
+    def _refuse_settings_of_absent_layers(self) -> None:
+        """A setting that only an opt-in layer acts on is an error without that layer, not silently ignored."""
+        if self.args.reward_std_threshold > 0 and not getattr(self, "zeroes_flat_groups", False):
+            raise ValueError("config field 'reward_std_threshold': the paper's flat-group rule is an opt-in layer: "
+                             "class Trainer(FlatGroupsMixin, SAAHGRPOTrainer) with FlatGroupsMixin from "
+                             "saah_lib.training.flat_groups, or saah_lib.training.study_trainer.StudyTrainer")
 
     def _check_weights_apply(self) -> None:
         """The weights act in this loss (:func:`weights_problem`), and a top-K estimate has K <= V."""
@@ -158,113 +140,6 @@ class SAAHGRPOTrainer(GRPOTrainer):
             raise ValueError(f"config field 'entropy_top_k': {a.entropy_top_k} is larger than the model's "
                              f"vocabulary of {vocab} tokens (the top-K estimate needs K <= V; None gives the "
                              "exact entropy)")
-
-    # ------------------------------------------------------------------ generation
-    def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
-        static = (self.generation_backend == "compiled" and not self.compile_health.fell_back
-                  and images is None and not multimodal_fields)
-        rollout = self._static_rollout(prompt_ids) if static else None
-        if rollout is not None:
-            return rollout
-        if self.use_vllm:
-            return super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations,
-                                                 has_tool_images)
-        # TRL's generate path (hf, or compiled decoding that failed to compile): the same policy as the engine's
-        with eval_mode(self.model), run_generation_config(self.accelerator.unwrap_model(self.model)):
-            return super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations,
-                                                 has_tool_images)
-
-    def train(self, *args, **kwargs):
-        """TRL's training; the static engines' caches are freed when it ends, however it ends."""
-        try:
-            return super().train(*args, **kwargs)
-        finally:
-            self.release_static_states()
-
-    def release_static_states(self) -> int:
-        """Free the rollout engine's KV caches and decode buffers (its compiled step is kept); returns bytes."""
-        return self._rollout_engine.release() if self._rollout_engine is not None else 0
-
-    def rollout_engine(self) -> StaticRollout:
-        if self._rollout_engine is None:
-            self._rollout_engine = self._static_engine(self.max_completion_length, self.eos_token_ids)
-            longest = self.longest_train_prompt()
-            if longest is not None:
-                self._rollout_engine.reserve(longest)  # one cache length for the run: one graph
-        return self._rollout_engine
-
-    def longest_train_prompt(self, chunk: int = 256) -> int | None:
-        """Tokens of the longest training prompt, tokenised as TRL tokenises it for generation; None when
-        that cannot be known up front (no sized data set with a ``prompt`` column, or per-sample tools)."""
-        data = self.train_dataset
-        if (data is None or not hasattr(data, "__len__") or "prompt" not in getattr(data, "column_names", ())
-                or self.environment_factories is not None):
-            return None
-        prompts = list(data["prompt"])
-        return max((len(ids) for start in range(0, len(prompts), chunk)
-                    for ids in self._tokenize_prompts(prompts[start:start + chunk])[0]), default=None)
-
-    def evaluation_engine(self, max_new_tokens: int) -> StaticRollout:
-        """A static engine for greedy evaluation with the rollouts' compile settings and health record."""
-        return self._static_engine(max_new_tokens, self._tokenizer.eos_token_id, "evaluation")
-
-    def _static_engine(self, max_new_tokens: int, eos_token_ids, name: str = "rollout") -> StaticRollout:
-        return build_engine(max_new_tokens=max_new_tokens, pad_token_id=self._tokenizer.pad_token_id,
-                            eos_token_ids=eos_token_ids, device=self.accelerator.device,
-                            compile=self.args.rollout_compile, compile_backend=self.args.rollout_compile_backend,
-                            health=self.compile_health, name=name)
-
-    def _static_rollout(self, prompt_ids):
-        """TRL's generation path with the static-shape engine in place of ``model.generate``.
-
-        Sampling settings come from TRL's ``generation_kwargs`` (temperature, top-p/k, min-p, repetition
-        penalty and any user ``generation_kwargs``; one the engine lacks is an error naming it). Returns
-        None when the decode step failed to compile; the failure is caught inside TRL's context, which
-        turns gradient checkpointing back on only when its body did not raise.
-        """
-        sampling = SamplingSettings.from_generation_kwargs(self.generation_kwargs)
-        engine = self.rollout_engine()
-        with (
-            unwrap_model_for_generation(
-                self.model_wrapped, self.accelerator,
-                gather_deepspeed3_params=self.args.ds3_gather_for_generation,
-                gradient_checkpointing_kwargs=self.args.gradient_checkpointing_kwargs,
-            ) as unwrapped_model,
-            torch.no_grad(),
-            self._dist.summon_full_params(self.model_wrapped, recurse=False),
-        ):
-            return self.compile_health.run_or_fall_back(
-                lambda: engine.generate(unwrapped_model, prompt_ids, sampling), "rollout", self.state.global_step)
-
-    # ------------------------------------------------------------------ rewards
-    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
-        rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
-        self._last_rewards_per_func = rewards_per_func  # all processes' rewards, for the threshold below
-        return rewards_per_func
-
-    def _generate_and_score_completions(self, inputs):
-        output = super()._generate_and_score_completions(inputs)
-        # TRL re-enabled gradient checkpointing twice; transformers left the old input hooks behind
-        drop_orphaned_input_grad_hooks(self.accelerator.unwrap_model(self.model))
-        if self.model.training and self.args.reward_std_threshold > 0:
-            output["advantages"] = self._zero_flat_groups(output["advantages"])
-        return output
-
-    def _zero_flat_groups(self, advantages: torch.Tensor) -> torch.Tensor:
-        """Zero the advantage of groups whose reward spread is below the threshold.
-
-        TRL divides by (std + 1e-4); a group of nearly equal rewards would turn
-        noise-level differences into unit-size advantages. Groups are the
-        ``num_generations`` consecutive completions of one prompt.
-        """
-        weights = self.reward_weights.to(self._last_rewards_per_func.device)
-        rewards = (self._last_rewards_per_func * weights).nansum(dim=1)
-        group_std = nanstd(rewards.view(-1, self.num_generations), dim=1)
-        keep = (group_std >= self.args.reward_std_threshold).repeat_interleave(self.num_generations)
-        n_local = advantages.size(0)
-        start = self.accelerator.process_index * n_local
-        self._metrics["train"]["saah/frac_groups_below_threshold"].append(1.0 - keep.float().mean().item())
-        return advantages * keep[start : start + n_local].to(advantages.dtype).to(advantages.device)
 
     # ------------------------------------------------------------------ entropy
     def _causal_lm(self, model):

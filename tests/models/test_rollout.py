@@ -13,7 +13,8 @@ from saah_lib.models.rollout import SamplingSettings, StaticRollout, prompt_buck
 from saah_lib.tasks.prompts import to_trl_dataset
 from saah_lib.tasks.synthetic import generate_problems
 from saah_lib.training.config import make_config
-from saah_lib.training.trainer import SAAHGRPOConfig, SAAHGRPOTrainer
+from saah_lib.training.study_trainer import StudyTrainer
+from saah_lib.training.trainer import SAAHGRPOConfig
 
 
 def left_pad(prompts, pad):
@@ -167,7 +168,7 @@ def test_greedy_evaluation_through_the_static_path_equals_hf(tiny_random_model_d
 def build_trainer(model, tok, tmp_path, peft_config=None, **args):
     common = dict(per_device_train_batch_size=4, num_generations=4, max_completion_length=16, report_to="none",
                   use_cpu=True, bf16=False, logging_steps=1, max_steps=1, seed=0, beta=0.0, temperature=0.9)
-    trainer = SAAHGRPOTrainer(
+    trainer = StudyTrainer(
         model=model, reward_funcs=list(TRL_REWARD_FUNCS),
         args=SAAHGRPOConfig(output_dir=str(tmp_path / "out"), **{**common, **args}),
         train_dataset=to_trl_dataset(generate_problems(8, seed=0), tok), processing_class=tok,

@@ -28,7 +28,8 @@ from saah_lib.tasks.prompts import to_trl_dataset
 from saah_lib.tasks.synthetic import generate_problems
 from saah_lib.training.callbacks import PassAtOneCallback, TrainLogCallback
 from saah_lib.training.config import LORA_TARGETS
-from saah_lib.training.trainer import SAAHGRPOConfig, SAAHGRPOTrainer
+from saah_lib.training.study_trainer import StudyTrainer
+from saah_lib.training.trainer import SAAHGRPOConfig
 
 #: One entry per graph compiled through the counting backend: the shapes of the graph's tensor inputs.
 COMPILED: list[tuple] = []
@@ -49,7 +50,7 @@ def lora_checkpointed_trainer(model_dir, tmp_path, steps, backend="saah_test_cou
         save_strategy="no", disable_tqdm=True, gradient_checkpointing=True,
         generation_backend="compiled", rollout_compile=True, rollout_compile_backend=backend,
     )
-    trainer = SAAHGRPOTrainer(model=model, reward_funcs=list(TRL_REWARD_FUNCS), args=args,
+    trainer = StudyTrainer(model=model, reward_funcs=list(TRL_REWARD_FUNCS), args=args,
                               train_dataset=to_trl_dataset(generate_problems(64, seed=0), tok), processing_class=tok,
                               peft_config=lora)
     return trainer, tok
@@ -145,7 +146,7 @@ def test_an_hf_run_writes_no_compile_health_record(tiny_random_model_dir, tmp_pa
     args = SAAHGRPOConfig(output_dir=str(tmp_path / "out"), per_device_train_batch_size=4, num_generations=4,
                           max_completion_length=6, report_to="none", use_cpu=True, bf16=False, max_steps=1,
                           logging_steps=1, save_strategy="no", disable_tqdm=True, generation_backend="hf")
-    trainer = SAAHGRPOTrainer(model=model, reward_funcs=list(TRL_REWARD_FUNCS), args=args, processing_class=tok,
+    trainer = StudyTrainer(model=model, reward_funcs=list(TRL_REWARD_FUNCS), args=args, processing_class=tok,
                               train_dataset=to_trl_dataset(generate_problems(8, seed=0), tok))
     run = RunDir(tmp_path / "run")
     trainer.add_callback(TrainLogCallback(run, trainer))

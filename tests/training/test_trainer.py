@@ -11,6 +11,7 @@ from saah_lib.method.reward import TRL_REWARD_FUNCS
 from saah_lib.models.loading import load_model_and_tokenizer
 from saah_lib.tasks.prompts import to_trl_dataset
 from saah_lib.tasks.synthetic import generate_problems
+from saah_lib.training.study_trainer import StudyTrainer
 from saah_lib.training.trainer import SAAHGRPOConfig, SAAHGRPOTrainer
 
 COMMON = dict(
@@ -140,7 +141,7 @@ def test_top_k_with_k_equal_to_v_equals_exact(tiny_random_model_dir, tmp_path):
 
 
 def test_groups_with_flat_rewards_get_zero_advantage(tiny_random_model_dir, tmp_path):
-    trainer = build_trainer(SAAHGRPOTrainer, SAAHGRPOConfig, tiny_random_model_dir, tmp_path,
+    trainer = build_trainer(StudyTrainer, SAAHGRPOConfig, tiny_random_model_dir, tmp_path,
                             method="sa", reward_std_threshold=0.15)
     # two groups of four: rewards of the first differ by 0.1 (std 0.058), of the second by 4 (std 2.3)
     trainer._last_rewards_per_func = torch.tensor([[7.4], [7.5], [7.5], [7.5], [0.0], [4.0], [4.0], [0.0]])
@@ -149,6 +150,17 @@ def test_groups_with_flat_rewards_get_zero_advantage(tiny_random_model_dir, tmp_
     out = trainer._zero_flat_groups(advantages)
     assert out.tolist() == pytest.approx([0, 0, 0, 0, -0.87, 0.87, 0.87, -0.87])
     assert trainer._metrics["train"]["saah/frac_groups_below_threshold"] == [0.5]
+
+
+@pytest.mark.parametrize("setting,layer", [({"reward_std_threshold": 0.15}, "FlatGroupsMixin"),
+                                           ({"generation_backend": "compiled"}, "CompiledRolloutMixin")])
+def test_the_core_trainer_refuses_a_setting_only_an_opt_in_layer_acts_on(setting, layer, tiny_random_model_dir,
+                                                                         tmp_path):
+    with pytest.raises(ValueError, match=f"'{next(iter(setting))}'.*opt-in.*{layer}"):
+        build_trainer(SAAHGRPOTrainer, SAAHGRPOConfig, tiny_random_model_dir, tmp_path, method="sa", **setting)
+    with_layers = build_trainer(StudyTrainer, SAAHGRPOConfig, tiny_random_model_dir, tmp_path, method="sa",
+                                **setting)
+    assert with_layers.args.reward_std_threshold == setting.get("reward_std_threshold", 0.0)
 
 
 def test_a_top_k_above_the_vocabulary_is_refused(tiny_random_model_dir, tmp_path):

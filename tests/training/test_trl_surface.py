@@ -1,4 +1,4 @@
-"""What SAAHGRPOTrainer relies on in TRL's GRPOTrainer (and transformers' Trainer) beyond their public API: the
+"""What SAAHGRPOTrainer and its opt-in layers rely on in TRL's GRPOTrainer (and transformers' Trainer) beyond their public API: the
 methods it overrides or calls, with the parameters it passes, and the members it reads.  A TRL upgrade that
 renames, reorders, adds or removes one fails here, naming it, instead of deep inside a training step."""
 
@@ -11,12 +11,20 @@ from trl import GRPOConfig, GRPOTrainer
 from trl.models.utils import unwrap_model_for_generation
 from trl.trainer.utils import RepeatSampler
 
+from saah_lib.models.rollout_trainer import CompiledRolloutMixin
+from saah_lib.training.flat_groups import FlatGroupsMixin
+from saah_lib.training.study_trainer import StudyTrainer
 from saah_lib.training.trainer import SAAHGRPOTrainer
 from tests.training.test_trainer import build_trainer
 
-#: The TRL methods SAAHGRPOTrainer overrides: each takes TRL's parameters, by the same names, in the same order.
-OVERRIDDEN = ("__init__", "train", "_compute_loss", "_get_per_token_logps_and_entropies", "_generate_single_turn",
-              "_calculate_rewards", "_generate_and_score_completions", "_get_train_sampler", "_save_checkpoint")
+#: The TRL methods each of our classes overrides: each takes TRL's parameters, by the same names, in the same order.
+#: The core trainer overrides only what the weights need; the rest are opt-in layers and the lab's trainer.
+OVERRIDDEN = {
+    SAAHGRPOTrainer: ("__init__", "_compute_loss", "_get_per_token_logps_and_entropies"),
+    CompiledRolloutMixin: ("__init__", "train", "_generate_single_turn", "_generate_and_score_completions"),
+    FlatGroupsMixin: ("_calculate_rewards", "_generate_and_score_completions"),
+    StudyTrainer: ("_get_train_sampler", "_save_checkpoint"),
+}
 #: Parameters passed by name or read by position, beyond an override's own named ones (its *args/**kwargs).
 PASSED = {
     "__init__": ("model", "reward_funcs", "args", "train_dataset", "processing_class", "peft_config"),
@@ -70,13 +78,14 @@ def signature_problems(name: str, theirs, ours=None) -> list[str]:
     return problems
 
 
-def surface_problems(trl_class=GRPOTrainer, our_class=SAAHGRPOTrainer) -> list[str]:
+def surface_problems(trl_class=GRPOTrainer) -> list[str]:
     problems = []
-    for name in OVERRIDDEN:
-        problems += signature_problems(name, getattr(trl_class, name, None), our_class.__dict__[name])
+    for our_class, names in OVERRIDDEN.items():
+        for name in names:
+            problems += signature_problems(name, getattr(trl_class, name, None), our_class.__dict__[name])
     for name in CALLED:
         problems += signature_problems(name, getattr(trl_class, name, None))
-    return problems
+    return list(dict.fromkeys(problems))  # a method two of our classes override is named once per problem
 
 
 def member_problems(trainer) -> list[str]:
@@ -93,8 +102,11 @@ def test_every_override_and_call_fits_trls_signatures():
 
 
 def test_every_override_is_in_the_list():
-    overrides = {name for name, value in vars(SAAHGRPOTrainer).items() if callable(value) and hasattr(GRPOTrainer, name)}
-    assert overrides == set(OVERRIDDEN)
+    ours = [c for c in StudyTrainer.__mro__ if c.__module__.startswith("saah_lib.")]
+    assert set(ours) == set(OVERRIDDEN)
+    for our_class in ours:
+        overrides = {name for name, value in vars(our_class).items() if callable(value) and hasattr(GRPOTrainer, name)}
+        assert overrides == set(OVERRIDDEN[our_class]), our_class.__name__
 
 
 def test_the_members_read_exist(trl_trainer):

@@ -45,7 +45,7 @@ from saah_lib.studies.mini import planned_configs
 from saah_lib.tasks.prompts import make_prompt
 from saah_lib.training import run as run_module
 from saah_lib.training.callbacks import PassAtOneCallback, TrainLogCallback
-from saah_lib.training.trainer import SAAHGRPOTrainer
+from saah_lib.training.study_trainer import StudyTrainer
 
 _INHERITED = object()  # a clocked method that its class inherits: restored by deleting the wrapper
 
@@ -130,14 +130,14 @@ def run_categories():
 
     return [
         (run_module, "run_training", "setup (data, model, trainer build)"),
-        (SAAHGRPOTrainer, "train", "TRL bookkeeping (batching, advantages, callbacks)"),
-        (SAAHGRPOTrainer, "_generate_single_turn", "generation"),
-        (SAAHGRPOTrainer, "_calculate_rewards", "reward scoring"),
-        (SAAHGRPOTrainer, "_get_per_token_logps_and_entropies", scoring),
-        (SAAHGRPOTrainer, "_compute_loss", "loss forward"),
+        (StudyTrainer, "train", "TRL bookkeeping (batching, advantages, callbacks)"),
+        (StudyTrainer, "_generate_single_turn", "generation"),
+        (StudyTrainer, "_calculate_rewards", "reward scoring"),
+        (StudyTrainer, "_get_per_token_logps_and_entropies", scoring),
+        (StudyTrainer, "_compute_loss", "loss forward"),
         (Accelerator, "backward", "backward"),
         (torch.optim.AdamW, "step", "optimizer step"),
-        (SAAHGRPOTrainer, "_save_checkpoint", "checkpoint writes"),
+        (StudyTrainer, "_save_checkpoint", "checkpoint writes"),
         (PassAtOneCallback, "_evaluate", "evaluations"),
         (TrainLogCallback, "on_log", "train log and metrics"),
     ]

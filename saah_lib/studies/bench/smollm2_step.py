@@ -41,7 +41,7 @@ from saah_lib.studies.real_model import load_smollm2
 from saah_lib.tasks.gsm8k import paper_split
 from saah_lib.tasks.prompts import to_trl_dataset
 from saah_lib.training.config import LORA_TARGETS, RunConfig, SAAHGRPOConfig
-from saah_lib.training.trainer import SAAHGRPOTrainer
+from saah_lib.training.study_trainer import StudyTrainer
 
 PROMPTS = 4
 PER_PROMPT = 4
@@ -105,9 +105,9 @@ def run_configuration(setting: dict, *, steps: int, threads: int, data_dir: str 
             times.append({"cpu_s": round(time.process_time() - self.start[0], 2),
                           "wall_s": round(time.perf_counter() - self.start[1], 2)})
 
-    trainer = SAAHGRPOTrainer(model=model, reward_funcs=list(TRL_REWARD_FUNCS), args=args,
-                              train_dataset=to_trl_dataset(problems, tokenizer), processing_class=tokenizer,
-                              peft_config=peft_config, callbacks=[StepClock()])
+    trainer = StudyTrainer(model=model, reward_funcs=list(TRL_REWARD_FUNCS), args=args,
+                           train_dataset=to_trl_dataset(problems, tokenizer), processing_class=tokenizer,
+                           peft_config=peft_config, callbacks=[StepClock()])
     trainer.train()
     logged = [entry for entry in trainer.state.log_history if "completions/mean_length" in entry]
     return {**{k: v for k, v in setting.items() if k != "scratch"}, "steps": times,

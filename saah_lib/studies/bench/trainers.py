@@ -17,7 +17,8 @@ from saah_lib.studies.bench.options import BenchOptions
 from saah_lib.studies.timing import PeakMemory
 from saah_lib.training.config import RunConfig
 from saah_lib.training.run import lora_config, stock_grpo_kwargs
-from saah_lib.training.trainer import SAAHGRPOConfig, SAAHGRPOTrainer
+from saah_lib.training.study_trainer import StudyTrainer
+from saah_lib.training.trainer import SAAHGRPOConfig
 
 
 def sync() -> None:
@@ -44,7 +45,7 @@ class TimedGRPOTrainer(GenerationTimer, GRPOTrainer):
     pass
 
 
-class TimedSAAHGRPOTrainer(GenerationTimer, SAAHGRPOTrainer):
+class TimedSAAHGRPOTrainer(GenerationTimer, StudyTrainer):
     pass
 
 
