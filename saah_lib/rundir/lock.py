@@ -2,12 +2,12 @@
 (:func:`study_lock`) or the report's output folders.
 
 The lock is :class:`filelock.FileLock` (``flock`` on Linux and macOS) on a hidden file in the folder (its name
-in :mod:`saah_lib.rundir.layout`), taken without waiting. The kernel releases it when the holder ends, however
-it ends, so a file left by a killed process is never an obstacle: only a held lock is. The holder writes its pid
-into the file, so a second writer's error says who holds the folder, and removes the file when it releases the
-lock (it is not a result). A study root's lock is re-entrant within its process (a study's ``verify`` holds the
-root and calls the ``run`` stage, which holds it too); a run's is not. On a network file system ``flock`` may
-not be honoured between machines.
+in :mod:`saah_lib.rundir.layout`); a second writer is refused, not kept waiting. The kernel releases the lock
+when its holder ends, however it ends, so a file left by a killed process is never an obstacle: only a held lock
+is. The holder writes its pid into the file, so a second writer's error says who holds the folder, and removes
+the file when it releases the lock (it is not a result). A study root's lock is re-entrant within its process (a
+study's ``verify`` holds the root and calls the ``run`` stage, which holds it too); a run's is not. On a network
+file system ``flock`` may not be honoured between machines.
 """
 
 from __future__ import annotations
