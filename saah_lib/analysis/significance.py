@@ -1,55 +1,16 @@
-"""Paired significance tests for two methods run at matched seeds (pure numpy/python).
+"""Paired significance tests for two methods run at matched seeds (numpy and scipy).
 
-The tests, each for one kind of evidence the logs hold:
-
-``mcnemar_exact(a, b)``
-    Per-problem correctness of two models on the *same* problems.  Only the
-    discordant pairs carry information: with ``n10`` problems solved by A only
-    and ``n01`` by B only, under H0 (A and B equally likely to be the one that
-    is right) ``n10 ~ Binomial(n10 + n01, 1/2)``.  The two-sided p-value is
-    ``min(1, 2 * P(X <= min(n10, n01)))``, computed exactly with integers.
-    Pairs can be problems of one seed, or (seed, problem) pairs pooled over
-    seeds: summing discordant counts over seeds is the stratified version of
-    the same conditional test (each stratum's ``n10`` is binomial given its
-    discordant total, so the sum is binomial given the summed total).  It
-    treats pairs as independent and the trained models as fixed: a statement
-    about these models, secondary to the seed-level test below.
-
-``sign_flip_test(x, y)``
-    Exact paired permutation test for per-seed summaries (one number per run,
-    e.g. training-reward variance or mean KL): under H0 each seed's
-    difference ``x_i - y_i`` is as likely to have either sign, so all ``2^n``
-    sign patterns are enumerated and the p-value is the share whose
-    ``|mean|`` reaches the observed one.  The smallest attainable two-sided
-    p-value is ``2 / 2^n``: 0.25 for 3 seeds, 0.125 for 4, 0.0625 for 5; so
-    with at most five seeds no per-seed summary can be significant at 5%,
-    whatever the data.  ``min_p`` is reported with every result.  A check
-    beside the main test that assumes only symmetry; it holds the problems
-    fixed.
-
-Seed-level inference (the training seed, not the problem, is the unit):
-
-``crossed_test(diffs, groups)``
-    The one test behind every "established": the mean paired difference over
-    seeds crossed with evaluation problems (every seed pair is scored on the
-    same problems).  The variance of the mean is built from the seed, problem
-    and seed x problem variance components (method of moments on the
-    ``[seeds, problems]`` matrix of differences), with a t reference on
-    Satterthwaite degrees of freedom capped at the seeds' own; the interval is
-    the same t's, so it excludes 0 exactly when the test rejects.  Two warm
-    starts are fixed strata; three or more are a random factor.  A per-run
-    summary (one column) reduces to the seed-level t test within warm starts.
-    Deterministic: nothing is resampled.  ``crossed_p_values`` applies the same
-    rule to many simulated studies at once (the simulation tests use it).
-``bonferroni`` / ``family_confidence``
-    A family of m tests: p times m, intervals at confidence 1 - level/m.
-``t_mde`` / ``crossed_units_needed``
-    The smallest true difference the rule detects with 80% power from its
-    standard error and df, and the seeds it would need for a given difference.
-``paired_t_test`` / ``paired_t_power`` / ``minimum_detectable_effect`` / ``units_needed``
-    Student's paired t test over seeds and its power (noncentral t), for one
-    number per seed pair; the crossed rule with one column and one warm start
-    is this test (a test checks it).
+* :func:`crossed_test`: the one test behind every "established": the mean paired difference over seeds crossed
+  with evaluation problems, its variance from the seed, problem and interaction components (method of moments),
+  a t reference on Satterthwaite df capped at the seeds' own, and the same t's interval. Two warm starts are fixed
+  strata, three or more a random factor. No library has it; :func:`crossed_p_values` runs it on many simulated
+  studies at once; :func:`t_power`, :func:`t_mde` and :func:`crossed_units_needed` give its power (noncentral t).
+* :func:`mcnemar_exact` / :func:`mcnemar_pooled`: problem-level and secondary: the discordant pairs, pooled over
+  seeds, in an exact binomial test; a statement about these trained models, held fixed.
+* :func:`sign_flip_test`: the exact paired sign-flip test of per-seed summaries, with its floor 2 / 2^n (five seeds
+  or fewer are never significant at 5%). Counted here: scipy's ``permutation_test`` lists all 2^n patterns (10^9
+  for the confirmatory study's 30 seeds), where two halves of 2^15 signed sums each give the same count.
+* :func:`bonferroni`, :func:`family_confidence`: a family of m tests; :func:`established`: the one decision.
 """
 
 from __future__ import annotations
@@ -96,11 +57,11 @@ def _as_bool_array(x, name: str) -> np.ndarray:
 
 
 def binomial_two_sided_p(k: int, n: int) -> float:
-    """Exact two-sided p-value of ``k`` successes in ``n`` fair-coin trials.
+    """Exact two-sided p-value of ``k`` successes in ``n`` fair-coin trials: ``min(1, 2 P(X <= min(k, n - k)))``,
+    for p = 1/2 scipy's ``binomtest``; 1 for n = 0.
 
-    ``min(1, 2 * P(X <= min(k, n - k)))``; for p = 1/2 this equals the
-    "sum of outcomes no more likely than the observed" definition (scipy's
-    ``binomtest``).  ``n = 0`` gives 1.
+    Counted in integers, so correctly rounded: scipy's floating-point value differs in the last digits, and the
+    committed ``paper/generated/*_paired_evidence.json`` record every digit.
     """
     if not (0 <= k <= n):
         raise ValueError(f"need 0 <= k <= n, got k={k}, n={n}")
@@ -133,7 +94,8 @@ class McNemarResult:
 
 
 def mcnemar_exact(a, b) -> McNemarResult:
-    """Exact McNemar test on paired correctness ``a`` and ``b`` (same shape, any dims, 0/1 or bool)."""
+    """Exact McNemar test on paired correctness ``a`` and ``b`` (same shape, any dims, 0/1 or bool): under H0
+    the ``a_only`` of the discordant pairs are Binomial(discordant, 1/2); pairs are taken as independent."""
     a, b = _as_bool_array(a, "a"), _as_bool_array(b, "b")
     if a.shape != b.shape:
         raise ValueError(f"a and b must pair up element by element, got shapes {a.shape} and {b.shape}")
@@ -144,7 +106,8 @@ def mcnemar_exact(a, b) -> McNemarResult:
 
 
 def mcnemar_pooled(results: list[McNemarResult]) -> McNemarResult:
-    """One test over several strata (seeds): discordant counts summed, as documented above."""
+    """One test over several strata (seeds), discordant counts summed: each stratum's ``a_only`` is binomial
+    given its discordant total, so their sum is binomial given the summed total (the stratified test)."""
     if not results:
         raise ValueError("no per-seed results to pool")
     tot = {k: sum(getattr(r, k) for r in results) for k in ("n_pairs", "both", "a_only", "b_only", "neither")}
@@ -227,10 +190,11 @@ def _paired_values(x, y) -> tuple[np.ndarray, np.ndarray]:
 def sign_flip_test(x, y, *, seed: int = 0) -> SignFlipResult:
     """Exact two-sided paired sign-flip (permutation) test of ``mean(x - y) = 0``.
 
-    ``x[i]`` and ``y[i]`` are the two methods' summaries at seed ``i``.  Up to
-    :data:`MAX_EXACT_SEEDS` pairs every sign pattern is counted (exactly, from two halves); beyond that
-    :data:`RANDOM_SIGN_PATTERNS` random patterns (seeded) estimate the p-value,
-    counting the observed pattern itself ((hits + 1) / (draws + 1)).
+    ``x[i]`` and ``y[i]`` are the two methods' summaries at seed ``i``; under H0 each difference is as likely
+    to have either sign, and p is the share of the 2^n sign patterns whose ``|mean|`` reaches the observed one.
+    Up to :data:`MAX_EXACT_SEEDS` pairs every pattern is counted (exactly, from two halves); beyond that
+    :data:`RANDOM_SIGN_PATTERNS` random patterns (seeded) estimate the p-value, counting the observed pattern
+    itself ((hits + 1) / (draws + 1)).
     """
     x, y = _paired_values(x, y)
     n = x.size
@@ -248,104 +212,6 @@ def sign_flip_test(x, y, *, seed: int = 0) -> SignFlipResult:
         p = (hits + 1) / (total + 1)
     return SignFlipResult(n=n, mean_diff=float(d.mean()), diffs=tuple(float(v) for v in d),
                           p_value=float(p), min_p=2.0 / 2**n if n else 1.0)
-
-
-# ---------------------------------------------------------------------------
-# seed-level inference
-# ---------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class PairedTResult:
-    n: int  # seeds (pairs)
-    mean_diff: float
-    sd_diff: float  # sample standard deviation of the differences (ddof=1)
-    t: float
-    df: int
-    p_value: float  # two-sided; NaN with fewer than two pairs
-    ci_low: float  # t interval for the mean difference
-    ci_high: float
-    confidence: float
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-def paired_t_test(x, y, *, confidence: float = 0.95) -> PairedTResult:
-    """Student's two-sided paired t test of ``mean(x - y) = 0``, and the t interval of the mean difference.
-
-    With one pair there is no spread to test against: p, t and the interval are NaN.  Differences that
-    are all equal give sd 0: p = 0 unless they are all 0 (p = 1), and a zero-width interval.
-    """
-    x, y = _paired_values(x, y)
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
-    d = x - y
-    n, mean = d.size, float(d.mean())
-    nan = float("nan")
-    if n < 2:
-        return PairedTResult(n, mean, nan, nan, 0, nan, nan, nan, confidence)
-    sd = float(d.std(ddof=1))
-    df = n - 1
-    if sd == 0.0:
-        p = 1.0 if mean == 0.0 else 0.0
-        t = 0.0 if mean == 0.0 else math.copysign(math.inf, mean)
-        return PairedTResult(n, mean, 0.0, t, df, p, mean, mean, confidence)
-    se = sd / math.sqrt(n)
-    t = mean / se
-    half = float(stats.t.ppf(0.5 + confidence / 2, df)) * se
-    return PairedTResult(n, mean, sd, t, df, float(2 * stats.t.sf(abs(t), df)), mean - half, mean + half, confidence)
-
-
-def paired_t_power(effect: float, sd: float, n: int, *, level: float = LEVEL) -> float:
-    """Power of the two-sided level-``level`` paired t test with ``n`` pairs when the true mean
-    difference is ``effect`` and the differences' standard deviation is ``sd``.
-
-    Exact under normal differences: the statistic follows a noncentral t with ``n - 1`` degrees of
-    freedom and noncentrality ``effect * sqrt(n) / sd``.
-    """
-    if n < 2:
-        raise ValueError(f"the paired t test needs at least 2 pairs, got {n}")
-    if not sd > 0:
-        raise ValueError(f"sd must be positive, got {sd}")
-    return t_power(effect, sd / math.sqrt(n), n - 1, level=level)
-
-
-def minimum_detectable_effect(sd: float, n: int, *, power: float = POWER, level: float = LEVEL) -> float:
-    """The smallest true mean difference the paired t test detects with probability ``power``.
-
-    ``sd`` is the standard deviation of the per-seed differences (the observed one, in practice).
-    NaN with fewer than two pairs, an unknown sd, or differences that do not vary at all (no variance to
-    project from: an sd of 0 observed says nothing about the sd of the next seeds).
-    """
-    if n < 2 or not math.isfinite(sd):
-        return float("nan")
-    return t_mde(sd / math.sqrt(n), n - 1, power=power, level=level)
-
-
-def units_needed(effect: float, sd: float, *, power: float = POWER, level: float = LEVEL,
-                 max_units: int = 100_000) -> int:
-    """The fewest pairs (seeds) with which the paired t test detects a true difference ``effect`` with
-    probability ``power``, for differences of standard deviation ``sd`` (power grows with n).  An sd of 0 is
-    an error: differences that did not vary give no variance to plan with."""
-    if not effect > 0 or not math.isfinite(sd) or not sd > 0:
-        raise ValueError(f"need a positive effect and a finite sd > 0, got effect={effect}, sd={sd}")
-
-    def enough(n: int) -> bool:
-        return paired_t_power(effect, sd, n, level=level) >= power
-
-    high = 2
-    while not enough(high):
-        if high >= max_units:
-            raise ValueError(f"more than {max_units} pairs would be needed")
-        high = min(2 * high, max_units)
-    low = high // 2 + 1 if high > 2 else 2
-    while low < high:  # the smallest n in [low, high] that is enough
-        mid = (low + high) // 2
-        if enough(mid):
-            high = mid
-        else:
-            low = mid + 1
-    return high
 
 
 # ---------------------------------------------------------------------------

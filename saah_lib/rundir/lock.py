@@ -1,24 +1,22 @@
-"""One writer per folder: an operating-system lock on a run folder (:func:`run_lock`) or a study root
-(:func:`study_lock`).
+"""One writer per folder: an operating-system lock on a run folder (:func:`run_lock`), a study root
+(:func:`study_lock`) or the report's output folders.
 
-The lock is ``fcntl.flock`` on a hidden file in the folder (its name in :mod:`saah_lib.rundir.layout`).
-The kernel releases it when the holding process ends, however it ends, so a lock left by a killed
-process is never an obstacle: the file's existence means nothing, only a held flock does.  The
-holder writes its pid into the file, so a second writer's error says who holds the folder.  The
-holder removes the file when it releases the lock (it is not a result).
-
-Works on local file systems of Linux and macOS; on a network file system ``flock`` may not be honoured
-between machines.
+The lock is :class:`filelock.FileLock` (``flock`` on Linux and macOS) on a hidden file in the folder (its name
+in :mod:`saah_lib.rundir.layout`); a second writer is refused, not kept waiting. The kernel releases the lock
+when its holder ends, however it ends, so a file left by a killed process is never an obstacle: only a held lock
+is. The holder writes its pid into the file, so a second writer's error says who holds the folder, and removes
+the file when it releases the lock (it is not a result). A study root's lock is re-entrant within its process (a
+study's ``verify`` holds the root and calls the ``run`` stage, which holds it too); a run's is not. On a network
+file system ``flock`` may not be honoured between machines.
 """
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import os
 import time
-from contextlib import contextmanager
 from pathlib import Path
+
+from filelock import FileLock, Timeout
 
 from saah_lib.rundir.layout import RUN_LOCK_FILE, STUDY_LOCK_FILE
 
@@ -27,49 +25,47 @@ class FolderLockedError(RuntimeError):
     """Another process holds the folder's lock; the message names the folder and the holder's pid."""
 
 
-class FolderLock:
-    """An exclusive, non-blocking ``flock`` on ``<folder>/<name>``; ``what`` names the folder in errors."""
+def _write_pid(fd: int) -> None:
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
 
-    def __init__(self, folder: str | os.PathLike, name: str, what: str):
+
+class FolderLock:
+    """An exclusive lock on ``<folder>/<name>`` that refuses rather than waits; ``what`` names the folder in
+    errors. With ``reentrant``, every FolderLock of that path in this process shares one hold (filelock's
+    singleton), released when the last of them releases."""
+
+    def __init__(self, folder: str | os.PathLike, name: str, what: str, *, reentrant: bool = False):
         self.folder = Path(folder)
         self.path = self.folder / name
         self.what = what
-        self.fd: int | None = None
+        self.held = False
+        # a moment's wait, not none: a holder releasing just now removes the file, and a writer that had opened
+        # it must open the new one (filelock retries on an unlinked file)
+        self._lock = FileLock(self.path, timeout=0.1, thread_local=False, is_singleton=reentrant,
+                              on_acquired=_write_pid)
 
     def acquire(self) -> FolderLock:
-        if self.fd is not None:
+        if self.held:
             raise RuntimeError(f"{self.what}: this lock is already held by this object")
-        self.folder.mkdir(parents=True, exist_ok=True)
-        while True:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError as err:
-                holder = _holder_pid(fd)
-                os.close(fd)
-                if err.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                    raise
-                raise FolderLockedError(
-                    f"{self.what} is being written by another process (pid {holder or 'unknown'}, "
-                    f"lock {self.path}); two writers would interleave their lines. Wait for it to finish "
-                    "or stop it, then start again.") from None
-            if _same_file(fd, self.path):
-                break
-            # the previous holder removed the file between our open and our lock: lock the new one
-            os.close(fd)
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
-        self.fd = fd
+        try:
+            self._lock.acquire()
+        except Timeout:
+            raise FolderLockedError(
+                f"{self.what} is being written by another process (pid {_holder_pid(self.path) or 'unknown'}, "
+                f"lock {self.path}); two writers would interleave their lines. Wait for it to finish "
+                "or stop it, then start again.") from None
+        self.held = True
         return self
 
     def release(self) -> None:
-        if self.fd is None:
+        if not self.held:
             return
-        # removed while still locked, so a process that opened the old file re-checks and retries
-        self.path.unlink(missing_ok=True)
-        fcntl.flock(self.fd, fcntl.LOCK_UN)
-        os.close(self.fd)
-        self.fd = None
+        if self._lock.lock_counter == 1:
+            # filelock leaves the file; removed while still held, so a writer waiting on it retries (see above)
+            self.path.unlink(missing_ok=True)
+        self._lock.release()
+        self.held = False
 
     def __enter__(self) -> FolderLock:
         return self.acquire()
@@ -78,18 +74,14 @@ class FolderLock:
         self.release()
 
 
-def _same_file(fd: int, path: Path) -> bool:
-    try:
-        return os.fstat(fd).st_ino == os.stat(path).st_ino
-    except FileNotFoundError:
-        return False
-
-
-def _holder_pid(fd: int, wait_s: float = 0.5) -> int | None:
+def _holder_pid(path: Path, wait_s: float = 0.5) -> int | None:
     """The pid the holder wrote into the lock file (it writes it just after locking, so wait a moment)."""
     deadline = time.monotonic() + wait_s
     while True:
-        text = os.pread(fd, 32, 0).decode(errors="replace").strip()
+        try:
+            text = path.read_text(errors="replace").strip()
+        except FileNotFoundError:
+            text = ""
         if text.isdigit() or time.monotonic() > deadline:
             return int(text) if text.isdigit() else None
         time.sleep(0.02)
@@ -101,23 +93,6 @@ def run_lock(run_dir: str | os.PathLike) -> FolderLock:
     return FolderLock(run_dir, RUN_LOCK_FILE, f"run {run_dir.name!r} ({run_dir})")
 
 
-# Study roots held by this process: the lock is re-entrant within one process (a study's `verify`
-# holds its root and calls the `run` stage, which holds it too), exclusive between processes.
-_STUDY_LOCKS: dict[Path, list] = {}
-
-
-@contextmanager
-def study_lock(root: str | os.PathLike):
-    """Hold the results root ``root`` for one study process (re-entrant within that process)."""
-    key = Path(root).resolve()
-    if key in _STUDY_LOCKS:
-        _STUDY_LOCKS[key][1] += 1
-    else:
-        lock = FolderLock(root, STUDY_LOCK_FILE, f"results root {root}").acquire()
-        _STUDY_LOCKS[key] = [lock, 1]
-    try:
-        yield _STUDY_LOCKS[key][0]
-    finally:
-        _STUDY_LOCKS[key][1] -= 1
-        if _STUDY_LOCKS[key][1] == 0:
-            _STUDY_LOCKS.pop(key)[0].release()
+def study_lock(root: str | os.PathLike) -> FolderLock:
+    """The lock of the results root ``root``, held by one study process (re-entrant within that process)."""
+    return FolderLock(root, STUDY_LOCK_FILE, f"results root {root}", reentrant=True)

@@ -1,23 +1,23 @@
-"""Paired tests: hand-worked cases, and scipy as an independent reference where it is installed."""
+"""Paired tests: hand-worked cases, scipy as an independent reference, and the crossed test computed another way."""
 
 import itertools
 import math
 
 import numpy as np
 import pytest
+from scipy import stats as scipy_stats
 
 from saah_lib.analysis.significance import (
     MAX_EXACT_SEEDS,
     RANDOM_SIGN_PATTERNS,
     binomial_two_sided_p,
+    crossed_test,
     established,
     mcnemar_exact,
     mcnemar_pooled,
-    minimum_detectable_effect,
-    paired_t_power,
-    paired_t_test,
     sign_flip_test,
-    units_needed,
+    t_mde,
+    t_power,
 )
 
 # --------------------------------------------------------------------- McNemar by hand
@@ -96,12 +96,7 @@ def test_sign_flip_rejects_bad_input():
         sign_flip_test([1, float("nan")], [1, 2])
 
 
-# --------------------------------------------------------------------- Holm
-
 # --------------------------------------------------------------------- scipy as reference
-
-scipy_stats = pytest.importorskip("scipy.stats", reason="scipy is the reference implementation")
-
 
 @pytest.mark.parametrize("k,n", [(0, 1), (0, 7), (3, 10), (5, 10), (12, 40), (30, 41), (97, 250)])
 def test_binomial_p_matches_scipy_binomtest(k, n):
@@ -175,60 +170,24 @@ def test_sign_flip_with_thirty_seeds_is_exact_against_a_count_of_integer_sums():
     assert sign_flip_test(k / 1000, np.zeros(30), seed=1).p_value == expected  # no seed enters an exact count
 
 
-# --------------------------------------------------------------------- seed-level: paired t test
-
-def test_paired_t_hand_worked():
-    # differences 2, 1, 3: mean 2, sd 1, se 1/sqrt(3), t = 2 sqrt(3) = 3.4641 on 2 df
-    r = paired_t_test([3.0, 2.0, 4.0], [1.0, 1.0, 1.0])
-    assert (r.n, r.df, r.mean_diff, r.sd_diff) == (3, 2, 2.0, 1.0)
-    assert r.t == pytest.approx(2 * math.sqrt(3))
-    # two-sided p on 2 df has the closed form 1 - t / sqrt(2 + t^2)
-    assert r.p_value == pytest.approx(1 - r.t / math.sqrt(2 + r.t**2), rel=1e-12)
-    # interval: 2 +- t_{0.975, 2} / sqrt(3), with t_{0.975, 2} = 4.302653
-    assert (r.ci_low, r.ci_high) == pytest.approx((2 - 4.302653 / math.sqrt(3), 2 + 4.302653 / math.sqrt(3)),
-                                                  abs=1e-6)
-
-
-def test_paired_t_edge_cases():
-    one = paired_t_test([1.0], [0.0])
-    assert one.mean_diff == 1.0 and math.isnan(one.p_value) and math.isnan(one.ci_low)
-    flat = paired_t_test([2.0, 2.0, 2.0], [1.0, 1.0, 1.0])
-    assert flat.p_value == 0.0 and flat.ci_low == flat.ci_high == 1.0
-    assert paired_t_test([1.0, 1.0], [1.0, 1.0]).p_value == 1.0
-    with pytest.raises(ValueError, match="one value per seed"):
-        paired_t_test([1, 2], [1])
-    with pytest.raises(ValueError, match="finite"):
-        paired_t_test([1, float("inf")], [1, 2])
-
-
-@pytest.mark.parametrize("n", [2, 3, 5, 12, 24])
-def test_paired_t_matches_scipy_ttest_rel(n):
-    rng = np.random.default_rng(100 + n)
-    x, y = rng.normal(0.4, 0.05, n), rng.normal(0.39, 0.05, n)
-    ours, ref = paired_t_test(x, y), scipy_stats.ttest_rel(x, y)
-    assert ours.t == pytest.approx(ref.statistic, rel=1e-12)
-    assert ours.p_value == pytest.approx(ref.pvalue, rel=1e-10)
-    ci = ref.confidence_interval(0.95)
-    assert (ours.ci_low, ours.ci_high) == pytest.approx((ci.low, ci.high), rel=1e-10)
-
-
-# --------------------------------------------------------------------- seed-level: power
+# --------------------------------------------------------------------- power of the t test (noncentral t)
 
 def test_power_at_zero_effect_is_the_level_and_grows_with_effect_and_seeds():
-    assert paired_t_power(0.0, 1.0, 10) == pytest.approx(0.05, abs=1e-12)
-    assert paired_t_power(0.5, 1.0, 10) < paired_t_power(1.0, 1.0, 10) < paired_t_power(1.0, 1.0, 20)
+    assert t_power(0.0, 1 / math.sqrt(10), 9) == pytest.approx(0.05, abs=1e-12)
+    se10, se20 = 1 / math.sqrt(10), 1 / math.sqrt(20)
+    assert t_power(0.5, se10, 9) < t_power(1.0, se10, 9) < t_power(1.0, se20, 19)
 
 
 def test_power_matches_the_textbook_value():
     # one-sample / paired t, n = 10, standardised effect 1, two-sided 5%: power 0.803 (Cohen 1988; G*Power)
-    assert paired_t_power(1.0, 1.0, 10) == pytest.approx(0.8031, abs=5e-4)
+    assert t_power(1.0, 1 / math.sqrt(10), 9) == pytest.approx(0.8031, abs=5e-4)
 
 
 def test_power_matches_a_simulation_of_the_test_itself():
     # at the reported minimum detectable effect, the t test rejects in about 80% of simulated studies
     rng = np.random.default_rng(0)
     sd, n = 0.04, 8
-    mde = minimum_detectable_effect(sd, n)
+    mde = t_mde(sd / math.sqrt(n), n - 1)
     sims = rng.normal(mde, sd, size=(20000, n))
     rejected = scipy_stats.ttest_1samp(sims, 0.0, axis=1).pvalue < 0.05
     assert rejected.mean() == pytest.approx(0.80, abs=0.01)
@@ -238,21 +197,9 @@ def test_minimum_detectable_effect_against_the_normal_approximation():
     # for many seeds the noncentral t tends to (z_0.975 + z_0.8) sd / sqrt(n)
     sd, n = 0.045, 400
     approx = (scipy_stats.norm.ppf(0.975) + scipy_stats.norm.ppf(0.8)) * sd / math.sqrt(n)
-    assert minimum_detectable_effect(sd, n) == pytest.approx(approx, rel=0.01)
-    assert paired_t_power(minimum_detectable_effect(sd, 5), sd, 5) == pytest.approx(0.8, abs=1e-8)
-    assert math.isnan(minimum_detectable_effect(sd, 1)) and math.isnan(minimum_detectable_effect(0.0, 5))
-
-
-def test_units_needed_is_the_smallest_n_with_enough_power():
-    sd = 0.045
-    for effect in (0.03, 0.02):
-        n = units_needed(effect, sd)
-        assert paired_t_power(effect, sd, n) >= 0.8 > paired_t_power(effect, sd, n - 1)
-    assert units_needed(0.02, sd) > units_needed(0.03, sd)
-    with pytest.raises(ValueError, match="sd > 0"):  # nothing varied: no variance to plan with
-        units_needed(0.03, 0.0)
-    with pytest.raises(ValueError, match="positive effect"):
-        units_needed(0.0, sd)
+    assert t_mde(sd / math.sqrt(n), n - 1) == pytest.approx(approx, rel=0.01)
+    assert t_power(t_mde(sd / math.sqrt(5), 4), sd / math.sqrt(5), 4) == pytest.approx(0.8, abs=1e-8)
+    assert math.isnan(t_mde(sd, 0)) and math.isnan(t_mde(0.0, 4)) and math.isnan(t_mde(math.nan, 4))
 
 
 # --------------------------------------------------------------------- the rule for "established"
@@ -289,3 +236,60 @@ def test_sign_flip_random_patterns_estimate_the_exact_count_of_tied_integer_sums
     standard_error = np.sqrt(expected * (1 - expected) / RANDOM_SIGN_PATTERNS)
     assert 0.001 < expected < 0.999
     assert abs(r.p_value - expected) < 4 * standard_error + 1 / RANDOM_SIGN_PATTERNS
+
+
+# --------------------------------------------------------------------- the crossed test, computed another way
+
+def test_crossed_test_of_one_column_is_the_paired_t_test_worked_by_hand():
+    # differences 2, 1, 3: mean 2, sd 1, se 1/sqrt(3), t = 2 sqrt(3) = 3.4641 on 2 df
+    r = crossed_test([2.0, 1.0, 3.0])
+    assert (r.mean_diff, r.df, r.se) == (2.0, 2, pytest.approx(1 / math.sqrt(3)))
+    assert r.t == pytest.approx(2 * math.sqrt(3))
+    # two-sided p on 2 df has the closed form 1 - t / sqrt(2 + t^2)
+    assert r.p_value == pytest.approx(1 - r.t / math.sqrt(2 + r.t**2), rel=1e-12)
+    # interval: 2 +- t_{0.975, 2} / sqrt(3), with t_{0.975, 2} = 4.302653
+    assert (r.ci_low, r.ci_high) == pytest.approx((2 - 4.302653 / math.sqrt(3), 2 + 4.302653 / math.sqrt(3)),
+                                                  abs=1e-6)
+
+
+def crossed_reference(d: np.ndarray, strata: list[int]) -> tuple[float, float, float]:
+    """se, df and p of the crossed rule with fixed strata, the interaction from a least-squares fit of the
+    additive model (a seed effect plus a stratum x problem effect) rather than from row and column means."""
+    n_rows, n_problems = d.shape
+    k = max(strata) + 1
+    design = np.zeros((n_rows * n_problems, n_rows + k * n_problems))
+    for r in range(n_rows):
+        for p in range(n_problems):
+            design[r * n_problems + p, r] = design[r * n_problems + p, n_rows + strata[r] * n_problems + p] = 1
+    fitted = design @ np.linalg.lstsq(design, d.ravel(), rcond=None)[0]
+    rows_df, problems_df = n_rows - k, n_problems - 1
+    ms_e = ((d.ravel() - fitted) ** 2).sum() / (rows_df * problems_df)
+    row = d.mean(axis=1)
+    within = row - np.array([row[[i for i in range(n_rows) if strata[i] == strata[r]]].mean() for r in range(n_rows)])
+    ms_rows = n_problems * (within ** 2).sum() / rows_df
+    ms_problems = n_rows * ((d.mean(axis=0) - d.mean()) ** 2).sum() / problems_df
+    if ms_problems > ms_e:
+        var = (ms_rows + ms_problems - ms_e) / (n_rows * n_problems)
+        df = (ms_rows + ms_problems - ms_e) ** 2 / (
+            ms_rows ** 2 / rows_df + ms_problems ** 2 / problems_df + ms_e ** 2 / (rows_df * problems_df))
+    else:
+        var, df = ms_rows / (n_rows * n_problems), rows_df
+    df = min(df, rows_df)
+    se = math.sqrt(var)
+    return se, df, float(2 * scipy_stats.t.sf(abs(d.mean()) / se, df))
+
+
+@pytest.mark.parametrize("case", range(6))
+def test_crossed_test_with_two_warm_starts_matches_a_least_squares_fit(case):
+    rng = np.random.default_rng(case)
+    n_rows, n_problems = int(rng.integers(4, 9)), int(rng.integers(3, 40))
+    strata = [0] * (n_rows // 2) + [1] * (n_rows - n_rows // 2)
+    scale = case % 3 / 10  # 0: no problem effect (case 0: its mean square falls below the interaction's)
+    d = rng.normal(0.02, 0.3, (n_rows, n_problems)) + rng.normal(0, scale, n_problems)
+    d = d + rng.normal(0, 0.05, n_rows)[:, None] + np.array(strata)[:, None] * rng.normal(0, 2 * scale, n_problems)
+    r = crossed_test(d, [f"w{s}" for s in strata])
+    se, df, p = crossed_reference(d, strata)
+    assert r.warm_start_factor == "fixed stratum"
+    assert (r.mean_squares["problems"] > r.mean_squares["interaction"]) == (case != 0)  # both branches
+    assert (r.df < r.mean_squares["rows_df"]) == (case == 3)  # Satterthwaite's df, and the cap
+    assert (r.se, r.df, r.p_value) == pytest.approx((se, df, p), rel=1e-9)
