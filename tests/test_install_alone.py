@@ -1,6 +1,6 @@
-"""The library installs alone: a fresh venv (no system site packages), torch 2.13.0, then saah_lib with pip resolving
-``[project].dependencies`` for real; it trains two steps on a tiny model built offline, and none of the artifact's
-packages came with it (saah_lib/library.py says which modules are the library).
+"""The library installs alone: a fresh venv (no system site packages), torch (:data:`TORCH`), then saah_lib
+with pip resolving ``[project].dependencies`` for real; it trains two steps on a tiny model built offline, and
+none of the artifact's packages came with it (saah_lib/library.py says which modules are the library).
 
 Three sets of versions: the lock's (requirements.lock), the newest releases the ranges admit (pip's choice without
 constraints), and the oldest they admit (every dependency at its lower bound, as ``uv pip install --resolution
@@ -21,7 +21,10 @@ from packaging.utils import canonicalize_name
 from saah_lib.paths import REPO_ROOT
 
 PYPROJECT = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
-TORCH = "torch==2.13.0"  # first and pinned: an unpinned torch would pull several GB of CUDA wheels
+#: torch first and pinned (an unpinned torch would pull several GB of CUDA wheels): the lock's and the range's lowest
+#: for "lock" and "oldest", the newest release the range admits that pip installs on these machines for "newest"
+#: (x86-64's wheel of it is the CUDA build; it trains on the CPU all the same)
+TORCH = {"lock": "torch==2.13.0", "oldest": "torch==2.13.0", "newest": "torch==2.14.1"}
 #: Distributions of the artifact that must not arrive with the library. pandas, PyYAML and psutil are left out:
 #: TRL 1.16 itself requires them (and datasets pandas), so they come with any install of TRL.
 ARTIFACT_DISTRIBUTIONS = ("ray", "papermill", "jupyterlab", "notebook", "ipykernel", "ipywidgets", "matplotlib",
@@ -95,7 +98,7 @@ def test_the_library_installs_alone_and_trains_two_steps(versions, tmp_path):
     python = str(venv / "bin" / "python")
     env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "VIRTUAL_ENV")}
     pip = [python, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-    _run(pip + [TORCH], env=env)
+    _run(pip + [TORCH[versions]], env=env)
     pins = tmp_path / "constraints.txt"
     pins.write_text("\n".join(constraints(versions)) + "\n")
     # a real resolution of the library's ranges (no --no-deps), from a copy of the package: pip builds in the
