@@ -243,6 +243,36 @@ def test_sensible_edge_values_are_accepted():
     assert make_config("tiny", alpha=1).trainer.alpha == 1.0  # an integer alpha is a number
 
 
+@pytest.mark.parametrize("scheduler,error", [
+    ("cosine_wth_restarts", "cosine_wth_restarts is not a valid SchedulerType"),  # transformers' own check
+    ("reduce_lr_on_plateau", "lr_scheduler_type reduce_lr_on_plateau requires an eval strategy"),  # likewise
+    ("warmup_stable_decay", "config field 'lr_scheduler_type': .*num_decay_steps"),  # transformers: only in train()
+    ("cosine_warmup_with_min_lr", "config field 'lr_scheduler_type': .*min_lr"),
+])
+def test_a_scheduler_transformers_cannot_build_is_refused_before_anything_is_written(scheduler, error, tmp_path):
+    with pytest.raises(ValueError, match=error):
+        make_config("tiny", lr_scheduler_type=scheduler, results_dir=str(tmp_path))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_scheduler_is_checked_with_its_arguments(tmp_path):
+    """What transformers builds is accepted, what it would refuse in train() is refused when the config is made."""
+    made = SAAHGRPOConfig(output_dir=str(tmp_path), use_cpu=True, lr_scheduler_type="cosine_with_min_lr",
+                          lr_scheduler_kwargs={"min_lr": 1e-7})
+    assert made.lr_scheduler_type.value == "cosine_with_min_lr"
+    with pytest.raises(ValueError, match="config field 'lr_scheduler_type': .*lr_end"):  # polynomial decays to 1e-7
+        SAAHGRPOConfig(output_dir=str(tmp_path), use_cpu=True, lr_scheduler_type="polynomial", learning_rate=1e-8)
+
+
+def test_report_to_names_transformers_integrations():
+    from saah_lib.training.config import report_integrations
+
+    assert report_integrations("none") == [] and report_integrations("all") == ["all"]
+    assert report_integrations("tensorboard, wandb") == ["tensorboard", "wandb"]
+    with pytest.raises(ValueError, match="'report_to'.*'tensorbord'.*tensorboard"):
+        make_config("tiny", report_to="tensorbord")
+
+
 def test_validation_happens_before_anything_is_written(tmp_path):
     with pytest.raises(ValueError, match="'seed'"):
         make_config("tiny", seed="abc", results_dir=str(tmp_path))
