@@ -6,8 +6,9 @@ data, the greedy evaluation, the run id and the results root, plus the trainer c
 profile is a dict of field overrides, the studies' settings included
 (:mod:`saah_lib.training.profiles`); ``make_config("qwen2.5-1.5b", method="sa")`` applies one.
 
-Both check their fields in ``__post_init__``, before anything is written to disk; an error
-starts by naming the field.
+Both check their fields in ``__post_init__``, before anything is written to disk: TRL and
+transformers check their own fields, and ours check the method's and the run's, and those of TRL's
+that would otherwise fail only mid-run; an error of ours starts by naming the field.
 
 A run folder's ``config.json`` records the settings under the names it has always used
 (``steps``, ``save_every``, ...): :data:`RECORDED_AS` is the one mapping from a field to its
@@ -25,6 +26,8 @@ from pathlib import Path
 
 import torch
 import torch._dynamo  # already imported by TRL's config
+from transformers import get_scheduler
+from transformers.integrations import INTEGRATION_TO_CALLBACK
 from trl import GRPOConfig
 
 from saah_lib.method.methods import (
@@ -63,13 +66,7 @@ from saah_lib.training.profiles import (  # noqa: F401  (the light half of the c
     setting_differences,
 )
 
-#: transformers' reporting integrations (its INTEGRATION_TO_CALLBACK; tests/training/test_config.py compares)
-REPORT_INTEGRATIONS = ("azure_ml", "clearml", "codecarbon", "comet_ml", "dagshub", "dvclive", "flyte", "kubeflow",
-                       "mlflow", "neptune", "swanlab", "tensorboard", "trackio", "wandb")
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
-# Schedulers transformers builds from the run's settings alone (the others need extra arguments).
-LR_SCHEDULERS = ("linear", "cosine", "cosine_with_restarts", "polynomial", "constant",
-                 "constant_with_warmup", "inverse_sqrt")
 DTYPES = ("float32", "bfloat16", "float16")
 DATASETS = ("gsm8k", "synthetic")
 COMPILE_BACKENDS = ("inductor", "aot_eager", "eager")  # the usual ones; any torch.compile knows is accepted
@@ -161,9 +158,25 @@ def report_integrations(report_to) -> list[str]:
         return []
     if names == ["all"]:
         return ["all"]
+    # transformers refuses an unknown name only when the trainer is built, after the run folder is written
     for name in names:
-        _check_choice("report_to", name, REPORT_INTEGRATIONS)
+        _check_choice("report_to", name, tuple(INTEGRATION_TO_CALLBACK))
     return names
+
+
+def _scheduler_problem(config: GRPOConfig) -> str | None:
+    """Why transformers cannot build ``config``'s learning-rate scheduler, or None.
+
+    transformers refuses an unknown ``lr_scheduler_type`` when the config is built, but a scheduler that needs
+    ``lr_scheduler_kwargs`` (``cosine_with_min_lr``, ``warmup_stable_decay``, ...) only when training starts.
+    """
+    optimizer = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=config.learning_rate)
+    try:
+        get_scheduler(config.lr_scheduler_type, optimizer, num_warmup_steps=1, num_training_steps=2,
+                      scheduler_specific_kwargs=config.lr_scheduler_kwargs)
+    except (TypeError, ValueError) as err:
+        return f"transformers cannot build {_plain(config.lr_scheduler_type)!r} from these settings: {err}"
+    return None
 
 
 @dataclass
@@ -223,6 +236,9 @@ class SAAHGRPOConfig(GRPOConfig):
         elif self.use_vllm and self.generation_backend == "compiled":
             _fail("generation_backend", "'compiled' conflicts with use_vllm=True")
         super().__post_init__()
+        problem = _scheduler_problem(self)
+        if problem:
+            _fail("lr_scheduler_type", problem)
 
     @property
     def completions_per_step(self) -> int:
@@ -230,7 +246,8 @@ class SAAHGRPOConfig(GRPOConfig):
         return self.per_device_train_batch_size * self.gradient_accumulation_steps * world_size()
 
     def _check_fields(self) -> None:
-        """Type and range of every field we set, booleans not numbers, reals finite; then combinations."""
+        """The method's fields, then the TRL fields that TRL and transformers leave unchecked (or check in part),
+        where a bad value would fail only once training has started; booleans not numbers, reals finite."""
         _check_choice("method", self.method, METHODS)
         if not _is_real(self.alpha):
             _fail("alpha", f"must be a number, got {self.alpha!r}")
@@ -238,38 +255,52 @@ class SAAHGRPOConfig(GRPOConfig):
             method_alpha(self.method, float(self.alpha))
         except ValueError as err:
             _fail("alpha", str(err).removeprefix("alpha "))
-        _check_seed("seed", self.seed)
-        _check_choice("lr_scheduler_type", getattr(self.lr_scheduler_type, "value", self.lr_scheduler_type),
-                      LR_SCHEDULERS)
-        if self.max_steps != -1:  # -1: TRL's num_train_epochs
-            _check_count("max_steps", self.max_steps, 1)
-        for name, lowest in (("num_generations", 2), ("gradient_accumulation_steps", 1),
-                             ("max_completion_length", 1), ("save_steps", 1), ("log_token_entropies", 0)):
-            _check_count(name, getattr(self, name), lowest)
-        for name, lowest in (("prompts_per_step", 1), ("entropy_top_k", 1), ("save_total_limit", 1),
-                             ("forward_batch_size", 1)):
-            _check_count(name, getattr(self, name), lowest, optional=True)
-        warmup = self.warmup_steps
-        if not (_is_int(warmup) and warmup >= 0 or isinstance(warmup, float) and 0 <= warmup < 1):
-            _fail("warmup_steps", f"must be a step count (an integer >= 0) or, as transformers reads a float, a "
-                                  f"fraction of the steps in [0, 1); got {warmup!r}")
+        _check_count("log_token_entropies", self.log_token_entropies, 0)
+        for name in ("prompts_per_step", "entropy_top_k", "forward_batch_size"):
+            _check_count(name, getattr(self, name), 1, optional=True)
         if self.entropy_top_k is not None and self.entropy_top_k > MAX_ENTROPY_TOP_K:
             _fail("entropy_top_k", f"must be at most {MAX_ENTROPY_TOP_K} (more than any model's vocabulary; None "
                                    f"gives the exact entropy), got {self.entropy_top_k!r}")
+        _check_real("reward_std_threshold", self.reward_std_threshold, 0.0, math.inf, True, False)
+        if self.rollout_compile is not None:
+            _check_bool("rollout_compile", self.rollout_compile)
+        if self.rollout_compile_backend is not None:
+            _check_choice("rollout_compile_backend", self.rollout_compile_backend, compile_backends())
+        _check_choice("generation_backend", self.generation_backend, BACKENDS)
+
+        # TRL's fields a run sets that TRL and transformers take as given: a bad one fails mid-run, if at all
+        _check_seed("seed", self.seed)  # numpy refuses it only when the trainer seeds itself
+        if self.max_steps != -1:  # -1: TRL's num_train_epochs
+            _check_count("max_steps", self.max_steps, 1)
+        for name in ("gradient_accumulation_steps", "max_completion_length"):
+            _check_count(name, getattr(self, name), 1)
+        _check_count("save_total_limit", self.save_total_limit, 1, optional=True)
         for name, bounds in (("learning_rate", (0.0, math.inf, False, False)),
                              ("weight_decay", (0.0, math.inf, True, False)),
                              ("max_grad_norm", (0.0, math.inf, True, False)),  # 0 turns clipping off
                              ("beta", (0.0, math.inf, True, False)),
                              ("epsilon", (0.0, 1.0, False, False)),
                              ("temperature", (0.0, math.inf, False, False)),
-                             ("reward_std_threshold", (0.0, math.inf, True, False)),
                              ("vllm_gpu_memory_utilization", (0.0, 1.0, False, True))):
             _check_real(name, getattr(self, name), *bounds)
-        for name in ("activation_checkpointing", "gradient_checkpointing", "rollout_compile", "bf16", "use_cpu"):
-            if getattr(self, name) is not None:
-                _check_bool(name, getattr(self, name))
-        if self.rollout_compile_backend is not None:
-            _check_choice("rollout_compile_backend", self.rollout_compile_backend, compile_backends())
+        if self.activation_checkpointing is not None:  # transformers reads "no" as True
+            _check_bool("activation_checkpointing", self.activation_checkpointing)
+        if self.run_name is not None and not (isinstance(self.run_name, str) and self.run_name.strip()):
+            _fail("run_name", f"must be a non-empty string or None, got {self.run_name!r}")
+        _check_choice("vllm_mode", self.vllm_mode, VLLM_MODES)
+        if self.vllm_server_base_url is not None and not (isinstance(self.vllm_server_base_url, str)
+                                                          and self.vllm_server_base_url):
+            _fail("vllm_server_base_url", f"must be a URL string or None, got {self.vllm_server_base_url!r}")
+        # TRL refuses fewer than 2 generations but not 4.0 (the sampler fails on it), and transformers a negative
+        # warm-up or save_steps=1.5, but not a warm-up of nan or 2.5 steps, nor save_steps=0
+        _check_count("num_generations", self.num_generations, 2)
+        _check_count("save_steps", self.save_steps, 1)
+        warmup = self.warmup_steps
+        if not (_is_int(warmup) and warmup >= 0 or isinstance(warmup, float) and 0 <= warmup < 1):
+            _fail("warmup_steps", f"must be a step count (an integer >= 0) or, as transformers reads a float, a "
+                                  f"fraction of the steps in [0, 1); got {warmup!r}")
+
+        # TRL refuses an unknown loss only in the loss itself, mid-run; the method's weights must know it first
         _check_choice("loss_type", self.loss_type, LOSS_TYPES)
         _check_choice("importance_sampling_level", self.importance_sampling_level, IMPORTANCE_SAMPLING_LEVELS)
         problem = weights_problem(self.method, self.alpha, self.loss_type, self.importance_sampling_level)
@@ -281,13 +312,6 @@ class SAAHGRPOConfig(GRPOConfig):
                   f"{self.prompts_per_step} prompts x {self.num_generations} completions = "
                   f"{self.prompts_per_step * self.num_generations} completions per step cannot be split into "
                   f"{self.gradient_accumulation_steps} equal micro-batches")
-        if self.run_name is not None and not (isinstance(self.run_name, str) and self.run_name.strip()):
-            _fail("run_name", f"must be a non-empty string or None, got {self.run_name!r}")
-        _check_choice("generation_backend", self.generation_backend, BACKENDS)
-        _check_choice("vllm_mode", self.vllm_mode, VLLM_MODES)
-        if self.vllm_server_base_url is not None and not (isinstance(self.vllm_server_base_url, str)
-                                                          and self.vllm_server_base_url):
-            _fail("vllm_server_base_url", f"must be a URL string or None, got {self.vllm_server_base_url!r}")
 
 
 @dataclass
@@ -378,8 +402,8 @@ class RunConfig:
     def help(cls) -> dict[str, str]:
         """Every field a profile or an override may set, with its help text, by name."""
         own = {f.name: f.metadata.get("help", "") for f in dataclasses.fields(cls) if f.name != "trainer"}
-        study_help = {**STUDY_FIELD_HELP,
-                      "report_to": "none | all | integrations, comma-separated: " + " | ".join(REPORT_INTEGRATIONS)}
+        integrations = " | ".join(sorted(INTEGRATION_TO_CALLBACK))
+        study_help = {**STUDY_FIELD_HELP, "report_to": f"none | all | integrations, comma-separated: {integrations}"}
         trainer = {f.name: study_help.get(f.name) or f.metadata.get("help", "")
                    for f in dataclasses.fields(SAAHGRPOConfig) if f.name in TRAINER_FIELDS}
         return {**own, **{name: trainer[name] for name in TRAINER_FIELDS}}

@@ -32,9 +32,6 @@ from saah_lib.rundir.lock import FolderLockedError  # light: no torch
 from saah_lib.training.config import PROFILE_STEPS, PROFILES, RunConfig, make_config
 from saah_lib.training.distributed import is_main_process
 
-_CONFIG_GROUP = "config fields"
-
-
 def parse_overrides(pairs: list[str]) -> dict:
     """``["name=value", ...]`` as a dict; a value is read as JSON, else kept as a plain string."""
     out = {}
@@ -83,25 +80,30 @@ def build_parser() -> argparse.ArgumentParser:
                                 description="One SA-AH-GRPO training run (also under accelerate launch).\n"
                                             "A flag and --set of the same field together are an error.",
                                 epilog=_fields_epilog())
-    g = p.add_argument_group(_CONFIG_GROUP, "each sets the config field of its name; not given: the profile's value")
-    g.add_argument("--profile", choices=list(PROFILES), help="named profile of the other defaults (default: tiny)")
-    g.add_argument("--method", choices=list(METHODS), help="grpo: alpha 0; ah: every rollout; sa: negative-advantage "
-                                                           "rollouts (default: sa)")
-    g.add_argument("--alpha", type=float, help=f"discount strength (default: {MAIN_ALPHA}; 0 for grpo)")
-    g.add_argument("--max-steps", "--steps", dest="max_steps", type=int,
-                   help="optimiser steps (default: the profile's for the method: "
-                        + ", ".join(f"{p} {'/'.join(map(str, PROFILE_STEPS[p].values()))}" for p in PROFILES)
-                        + " for grpo/ah/sa)")
-    g.add_argument("--seed", type=int, help=f"default: the profile's ({_profile_values('seed')})")
-    g.add_argument("--run-id", help="run folder name (default: <profile>-<method>-a<alpha>-s<seed>, then what differs from the "
-                   "profile's defaults, e.g. -steps2)")
-    g.add_argument("--results-dir", help=f"results root (default: {RunConfig.defaults()['results_dir']}, git-ignored)")
-    g.add_argument("--model-name", help="hub id or model folder (default: the profile's: "
-                                        f"{_profile_values('model_name')})")
-    g.add_argument("--generation-backend", choices=list(BACKENDS),
-                   help="default: auto (compiled on CUDA, hf elsewhere)")
-    g.add_argument("--report-to", help="TRL/transformers integrations to log to (tensorboard, wandb, trackio, ...); "
-                                       "default: none")
+    g = p.add_argument_group("config fields", "each sets the config field of its name; not given: the profile's value")
+    fields = []  # the config flags' field names
+
+    def flag(*names, **kwargs):
+        fields.append(g.add_argument(*names, **kwargs).dest)
+
+    flag("--profile", choices=list(PROFILES), help="named profile of the other defaults (default: tiny)")
+    flag("--method", choices=list(METHODS), help="grpo: alpha 0; ah: every rollout; sa: negative-advantage "
+                                                 "rollouts (default: sa)")
+    flag("--alpha", type=float, help=f"discount strength (default: {MAIN_ALPHA}; 0 for grpo)")
+    flag("--max-steps", "--steps", dest="max_steps", type=int,
+         help="optimiser steps (default: the profile's for the method: "
+              + ", ".join(f"{p} {'/'.join(map(str, PROFILE_STEPS[p].values()))}" for p in PROFILES)
+              + " for grpo/ah/sa)")
+    flag("--seed", type=int, help=f"default: the profile's ({_profile_values('seed')})")
+    flag("--run-id", help="run folder name (default: <profile>-<method>-a<alpha>-s<seed>, then what differs from "
+                          "the profile's defaults, e.g. -steps2)")
+    flag("--results-dir", help=f"results root (default: {RunConfig.defaults()['results_dir']}, git-ignored)")
+    flag("--model-name", help="hub id or model folder (default: the profile's: "
+                              f"{_profile_values('model_name')})")
+    flag("--generation-backend", choices=list(BACKENDS), help="default: auto (compiled on CUDA, hf elsewhere)")
+    flag("--report-to", help="TRL/transformers integrations to log to (tensorboard, wandb, trackio, ...); "
+                             "default: none")
+    p.set_defaults(config_fields=tuple(fields))  # config_from_args reads the typed ones
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="NAME=VALUE",
                    help="any config field (listed below); repeatable")
     p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars or lines")
@@ -110,27 +112,22 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _typed_config_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict:
-    group = next(g for g in parser._action_groups if g.title == _CONFIG_GROUP)
-    return {a.dest: getattr(args, a.dest) for a in group._group_actions if getattr(args, a.dest) is not None}
-
-
-def config_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> RunConfig:
+def config_from_args(args: argparse.Namespace) -> RunConfig:
     """The run's config: the typed config flags and ``--set`` fields over the profile's defaults."""
-    fields = merge_fields(_typed_config_flags(parser, args), parse_overrides(args.overrides))
+    typed = {name: getattr(args, name) for name in args.config_fields if getattr(args, name) is not None}
+    fields = merge_fields(typed, parse_overrides(args.overrides))
     return make_config(fields.pop("profile", "tiny"), **fields)
 
 
 def config_from_argv(argv: list[str]) -> RunConfig:
-    parser = build_parser()
-    return config_from_args(parser, parser.parse_args(argv))
+    return config_from_args(build_parser().parse_args(argv))
 
 
 def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(sys.argv[1:] if argv is None else list(argv))
     try:
-        cfg = config_from_args(parser, args)
+        cfg = config_from_args(args)
     except ValueError as err:
         parser.error(str(err))  # usage and the message on stderr, exit status 2
     if args.print_config:

@@ -35,8 +35,8 @@ STUDY_FIELD_HELP = {
     "seed": "seeds LoRA initialisation, sampling and TRL's prompt order (CPU studies: 0, 1, 2, ...; the paper "
             "profiles: the paper's 123)",
     "learning_rate": "peak learning rate",
-    "lr_scheduler_type": "transformers scheduler name: linear | cosine | cosine_with_restarts | polynomial | "
-                         "constant | constant_with_warmup | inverse_sqrt",
+    "lr_scheduler_type": "a transformers SchedulerType that needs no lr_scheduler_kwargs (linear, cosine, "
+                         "constant, ...)",
     "warmup_steps": "warm-up steps; None: max(5, max_steps // 10)",
     "weight_decay": "AdamW weight decay",
     "max_grad_norm": "gradient clipping norm (0: off)",

@@ -243,6 +243,36 @@ def test_sensible_edge_values_are_accepted():
     assert make_config("tiny", alpha=1).trainer.alpha == 1.0  # an integer alpha is a number
 
 
+@pytest.mark.parametrize("scheduler,error", [
+    ("cosine_wth_restarts", "cosine_wth_restarts is not a valid SchedulerType"),  # transformers' own check
+    ("reduce_lr_on_plateau", "lr_scheduler_type reduce_lr_on_plateau requires an eval strategy"),  # likewise
+    ("warmup_stable_decay", "config field 'lr_scheduler_type': .*num_decay_steps"),  # transformers: only in train()
+    ("cosine_warmup_with_min_lr", "config field 'lr_scheduler_type': .*min_lr"),
+])
+def test_a_scheduler_transformers_cannot_build_is_refused_before_anything_is_written(scheduler, error, tmp_path):
+    with pytest.raises(ValueError, match=error):
+        make_config("tiny", lr_scheduler_type=scheduler, results_dir=str(tmp_path))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_scheduler_is_checked_with_its_arguments(tmp_path):
+    """What transformers builds is accepted, what it would refuse in train() is refused when the config is made."""
+    made = SAAHGRPOConfig(output_dir=str(tmp_path), use_cpu=True, lr_scheduler_type="cosine_with_min_lr",
+                          lr_scheduler_kwargs={"min_lr": 1e-7})
+    assert made.lr_scheduler_type.value == "cosine_with_min_lr"
+    with pytest.raises(ValueError, match="config field 'lr_scheduler_type': .*lr_end"):  # polynomial decays to 1e-7
+        SAAHGRPOConfig(output_dir=str(tmp_path), use_cpu=True, lr_scheduler_type="polynomial", learning_rate=1e-8)
+
+
+def test_report_to_names_transformers_integrations():
+    from saah_lib.training.config import report_integrations
+
+    assert report_integrations("none") == [] and report_integrations("all") == ["all"]
+    assert report_integrations("tensorboard, wandb") == ["tensorboard", "wandb"]
+    with pytest.raises(ValueError, match="'report_to'.*'tensorbord'.*tensorboard"):
+        make_config("tiny", report_to="tensorbord")
+
+
 def test_validation_happens_before_anything_is_written(tmp_path):
     with pytest.raises(ValueError, match="'seed'"):
         make_config("tiny", seed="abc", results_dir=str(tmp_path))
@@ -333,6 +363,23 @@ def test_a_cpu_run_is_float32_unless_bf16_is_asked(asked, expected, tmp_path):
 def test_own_fields_are_type_checked_at_construction(bad, field, tmp_path):
     with pytest.raises(ValueError, match=f"config field '{field}'"):
         SAAHGRPOConfig(output_dir=str(tmp_path), use_cpu=True, **bad)
+
+
+@pytest.mark.parametrize("field,bad", [
+    ("seed", -1), ("max_steps", 1.5), ("gradient_accumulation_steps", 0), ("max_completion_length", 0),
+    ("save_total_limit", 0), ("learning_rate", float("nan")), ("weight_decay", -1.0), ("max_grad_norm", -1.0),
+    ("beta", -1.0), ("epsilon", 1.0), ("temperature", 0), ("vllm_gpu_memory_utilization", 1.5),
+    ("activation_checkpointing", "no"), ("run_name", ""), ("vllm_mode", "server "), ("vllm_server_base_url", 3),
+    ("num_generations", 4.0), ("save_steps", 0), ("warmup_steps", 2.5), ("loss_type", "ppo"),
+    ("importance_sampling_level", "batch"), ("report_to", "tensorbord"),
+])
+def test_a_trl_field_is_checked_here_only_where_trl_and_transformers_take_a_bad_value(field, bad, tmp_path):
+    """Once TRL or transformers refuses one of these values itself, our check of that field is to go."""
+    from trl import GRPOConfig
+
+    GRPOConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False, **{field: bad})
+    with pytest.raises(ValueError, match=f"config field '{field}'"):
+        SAAHGRPOConfig(output_dir=str(tmp_path), use_cpu=True, **{field: bad})
 
 
 @pytest.mark.parametrize("loss_type", ["grpo", "bnpo", "dr_grpo", "dapo", "cispo", "sapo", "luspo", "vespo"])

@@ -7,6 +7,7 @@ import sys
 import pytest
 
 from saah_lib.paths import REPO_ROOT
+from saah_lib.training.config import RunConfig
 from saah_lib.training.launch import build_parser, config_from_argv, main, merge_fields, parse_overrides
 
 
@@ -71,6 +72,20 @@ def test_help_lists_choices_defaults_and_every_config_field():
     for expected in ("{qwen2.5-1.5b,qwen2.5-3b,tiny}", "{grpo,ah,sa}", "{auto,hf,compiled,vllm}", "(default: tiny)",
                      "(default: sa)", "learning_rate = 0.0002", "report_to = 'none'"):
         assert expected in text, expected
+
+
+def test_each_config_flag_sets_the_field_of_its_name():
+    fields = build_parser().parse_args([]).config_fields
+    assert set(fields) == {"profile", "method", "alpha", "max_steps", "seed", "run_id", "results_dir", "model_name",
+                           "generation_backend", "report_to"}
+    assert set(fields) - {"profile"} <= set(RunConfig.defaults())
+    typed = ["--profile", "qwen2.5-3b", "--method", "ah", "--alpha", "0.25", "--max-steps", "3", "--seed", "7",
+             "--run-id", "r", "--results-dir", "elsewhere", "--model-name", "tiny-warmstart", "--generation-backend",
+             "hf", "--report-to", "tensorboard"]
+    cfg = config_from_argv(typed).to_dict()
+    assert {name: cfg[name] for name in fields} == dict(
+        profile="qwen2.5-3b", method="ah", alpha=0.25, max_steps=3, seed=7, run_id="r", results_dir="elsewhere",
+        model_name="tiny-warmstart", generation_backend="hf", report_to="tensorboard")
 
 
 def test_the_seed_and_model_default_to_the_profiles():

@@ -306,15 +306,3 @@ def test_report_to_an_integration_that_is_not_installed_fails_before_anything_is
     with pytest.raises(ValueError, match="'report_to': tensorboard is not installed"):
         run_training(cfg, progress=False)
     assert not cfg.run_dir.exists()
-
-
-def test_report_to_choices_are_transformers_integrations():
-    from transformers.integrations.integration_utils import INTEGRATION_TO_CALLBACK
-
-    from saah_lib.training.config import REPORT_INTEGRATIONS, report_integrations
-
-    assert set(REPORT_INTEGRATIONS) == set(INTEGRATION_TO_CALLBACK)
-    assert report_integrations("none") == [] and report_integrations("all") == ["all"]
-    assert report_integrations("tensorboard, wandb") == ["tensorboard", "wandb"]
-    with pytest.raises(ValueError, match="'report_to'.*'tensorbord'"):
-        make_config("tiny", report_to="tensorbord")
