@@ -146,7 +146,7 @@ class _Attempts:
 def _this_worker() -> dict:
     """Node address and id, process id and log file of the worker running this code."""
     # A worker's stderr is its log file (worker-*.err in its node's temp dir), opened for it by the raylet.
-    log = Path(f"/proc/self/fd/{sys.stderr.fileno()}").resolve() if Path("/proc/self/fd").is_dir() else None
+    log = Path("/proc/self/fd/2").resolve() if Path("/proc/self/fd/2").exists() else None
     # ray.util.get_node_ip_address in a worker: the address its node was started with.
     return {"node_ip": ray.util.get_node_ip_address(), "node_id": ray.get_runtime_context().get_node_id(),
             "pid": os.getpid(), "log": str(log) if log and log.is_file() else None}
