@@ -145,11 +145,11 @@ class _Attempts:
 
 def _this_worker() -> dict:
     """Node address and id, process id and log file of the worker running this code."""
-    # A worker's stderr is its log file (worker-*.err in its node's temp dir), opened for it by the raylet.
-    log = Path("/proc/self/fd/2").resolve() if Path("/proc/self/fd/2").exists() else None
+    # Ray points a worker's file descriptor 2 at its log file, worker-*.err in its node's temp dir.
+    log = next((f.path for f in psutil.Process().open_files() if f.fd == 2), None)
     # ray.util.get_node_ip_address in a worker: the address its node was started with.
     return {"node_ip": ray.util.get_node_ip_address(), "node_id": ray.get_runtime_context().get_node_id(),
-            "pid": os.getpid(), "log": str(log) if log and log.is_file() else None}
+            "pid": os.getpid(), "log": log}
 
 
 @ray.remote
