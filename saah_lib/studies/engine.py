@@ -155,7 +155,9 @@ def _this_worker() -> dict:
 @ray.remote
 def _execute(attempts, task_id: str, fn: Callable[..., dict], kwargs: dict) -> dict:
     where = _this_worker()
-    ray.get(attempts.started.remote(task_id, where))  # before the work: a crash must find it recorded
+    # Sent before the work, so that a later crash finds it recorded.  Not awaited: no task waits for the actor to
+    # start (a worker lost before the actor is up goes unrecorded, and TaskFailed says "unknown").
+    attempts.started.remote(task_id, where)
     return {"result": fn(**kwargs), "where": where}
 
 
