@@ -1,46 +1,20 @@
 """The scheduler of every study: Ray core tasks, on one machine or a cluster, with one code path.
 
-A study hands :func:`run_tasks` a list of :class:`Task` (a warm start, a baseline, a
-training run: any module-level function with its keyword arguments, the tasks it waits
-for, and the CPUs and GPUs it needs).  Each task runs in a Ray worker process once the
-tasks it depends on have finished; ``run_tasks`` returns every task's result by id.
-
-Where it runs.  ``address=None`` starts a Ray instance of our own on this machine and
-stops it at the end; ``"auto"`` or ``"host:port"`` joins a running cluster (started by
-``ray start``, SLURM or KubeRay: docs/cluster.md) and leaves it running.  The instance we
-start listens on 127.0.0.1 only, finds its address without Ray's detection (which opens a
-socket towards a public DNS server), bounds its object store (Ray reserves 30% of the
-machine's memory otherwise; our results are small dicts), keeps its files in a temp dir of
-its own (several instances on one host do not collide), and uses token auth with a token
-of its own in that temp dir: a bare ``ray.init()`` would write ``~/.ray/auth_token``,
-after which every ``ray start --head`` of this user turns token auth on and nodes joining
-without the token fail with ``InvalidAuthToken``.
-
-Same numbers on every worker.  Workers of a joined cluster do not inherit the driver's
-environment, and torch fixes its CPU kernels from the environment at its first
-operation, so the pinned CPU numerics (:mod:`saah_lib.numerics`) travel in the job's
-``runtime_env`` ``env_vars``, which Ray sets before the worker process starts.
-
-Failures.  A task whose worker process or node dies (killed, out of memory, preempted,
-a lost raylet) is run again, up to ``max_retries`` times, elsewhere if its node is gone:
-the study's tasks resume from their last checkpoint, so a retry loses at most the steps
-since.  An exception raised by the task's own code is not retried: it is a property of
-the run (a bad config, a damaged input) that would recur, and a retry would spend the
-GPU-hours a second time.  Either way the tasks that do not depend on the failed one
-still run to the end; then :class:`TaskFailed` names the failed task, the node it ran on
-and its worker's log file.
-
-Ctrl-C (or SIGTERM, as a scheduler's preemption sends).  The driver cancels every task in
-flight (their workers are killed), stops the instance it started, and raises
-``KeyboardInterrupt``: nothing keeps training.  A driver killed outright (SIGKILL, the OOM
-killer) cannot: a watchdog process started beside the local instance (:mod:`saah_lib.studies.watchdog`)
-sees it die and kills the instance's processes, workers included, and removes its temp dir.
+:func:`run_tasks` runs a list of :class:`Task` (a module-level function, its keyword arguments, the tasks
+it waits for, its CPUs and GPUs) in Ray workers, each once its dependencies are done.  ``address=None``
+starts a Ray instance of our own (loopback only, a bounded object store, its own temp dir and auth token:
+see :func:`ray_session`) and stops it; ``"auto"`` or ``"host:port"`` joins a cluster (docs/cluster.md).
+The pinned CPU numerics (:mod:`saah_lib.numerics`) reach every worker through the job's ``runtime_env``.
+A task whose worker or node is lost runs again, up to ``max_retries`` times (tasks resume from their
+checkpoints); a task's own exception is not retried (it would recur).  :class:`TaskFailed` then names the
+task, its node and its worker's log, once the tasks independent of it have finished.  Ctrl-C or SIGTERM
+cancels every task and stops the instance; a driver killed outright leaves that to the watchdog
+(:mod:`saah_lib.studies.watchdog`).  Only Ray's public API is used, save the two process-wide settings
+that Ray caches at import (:func:`_auth`, :func:`_loopback_only`; tests/studies/test_ray_public_api.py).
 """
 
 from __future__ import annotations
 
-import ipaddress
-import json
 import logging
 import os
 import secrets
@@ -58,10 +32,10 @@ from typing import Callable, Iterator
 
 import psutil
 import ray
+# Private, no public equivalent: see _loopback_only and _auth.
 import ray._private.ray_constants as ray_constants
-import ray._private.services as ray_services
 from ray._raylet import AuthenticationTokenLoader, Config
-from ray.experimental import internal_kv
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from saah_lib.numerics import MODE_VARIABLE, apply_cpu_numerics, numerics_mode
 
@@ -153,37 +127,37 @@ def _topological_order(tasks: list[Task]) -> list[str]:
     return order
 
 
-# Where each task's latest attempt runs, told by the worker as it starts (a worker that dies cannot say it
-# afterwards, and Ray's error for a lost worker names neither node nor log), kept in the cluster's own
-# key-value store under a key of this run_tasks call.
-_ATTEMPTS_NAMESPACE = "saah_lib.engine.attempts"
+@ray.remote(num_cpus=0)
+class _Attempts:
+    """Where each task's latest attempt runs, told by the worker as it starts: a worker that dies cannot say it
+    afterwards, and Ray's error for a lost worker names neither node nor log.  One per run_tasks call, it ends
+    with the driver's job."""
 
+    def __init__(self):
+        self.where: dict[str, dict] = {}
 
-def _attempt_key(run_key: str, task_id: str) -> str:
-    return f"{run_key}/{task_id}"
+    def started(self, task_id: str, where: dict) -> None:
+        self.where[task_id] = where
 
-
-def _last_attempt(run_key: str, task_id: str) -> dict:
-    stored = internal_kv._internal_kv_get(_attempt_key(run_key, task_id), namespace=_ATTEMPTS_NAMESPACE)
-    return json.loads(stored) if stored else {}
+    def last(self, task_id: str) -> dict:
+        return self.where.get(task_id, {})
 
 
 def _this_worker() -> dict:
     """Node address and id, process id and log file of the worker running this code."""
-    context, node = ray.get_runtime_context(), ray._private.worker.global_worker.node
-    worker_id, pid = context.get_worker_id(), os.getpid()
-    logs = Path(node.get_logs_dir_path())
-    matches = sorted(logs.glob(f"worker-{worker_id}-*-{pid}.err"))
-    log = matches[0] if matches else logs / f"python-core-worker-{worker_id}_{pid}.log"
-    # The node's own address, as it was started (ray.util.get_node_ip_address would guess one in a worker).
-    return {"node_ip": node.node_ip_address, "node_id": context.get_node_id(), "pid": pid, "log": str(log)}
+    # Ray points a worker's file descriptor 2 at its log file, worker-*.err in its node's temp dir.
+    log = next((f.path for f in psutil.Process().open_files() if f.fd == 2), None)
+    # ray.util.get_node_ip_address in a worker: the address its node was started with.
+    return {"node_ip": ray.util.get_node_ip_address(), "node_id": ray.get_runtime_context().get_node_id(),
+            "pid": os.getpid(), "log": log}
 
 
 @ray.remote
-def _execute(run_key: str, task_id: str, fn: Callable[..., dict], kwargs: dict) -> dict:
+def _execute(attempts, task_id: str, fn: Callable[..., dict], kwargs: dict) -> dict:
     where = _this_worker()
-    # Before the work: a crash must find it recorded.
-    internal_kv._internal_kv_put(_attempt_key(run_key, task_id), json.dumps(where), namespace=_ATTEMPTS_NAMESPACE)
+    # Sent before the work, so that a later crash finds it recorded.  Not awaited: no task waits for the actor to
+    # start (a worker lost before the actor is up goes unrecorded, and TaskFailed says "unknown").
+    attempts.started.remote(task_id, where)
     return {"result": fn(**kwargs), "where": where}
 
 
@@ -193,7 +167,9 @@ class _Scheduler:
     def __init__(self, tasks: list[Task], max_retries: int, on_finish):
         self.order = list(tasks)
         self.max_retries, self.on_finish = max_retries, on_finish
-        self.run_key = secrets.token_hex(8)
+        # On the driver's node, which outlives any other node lost meanwhile.
+        here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
+        self.attempts = _Attempts.options(scheduling_strategy=here).remote()
         self.results: dict[str, dict] = {}
         self.failures: list[TaskFailed] = []
         self.in_flight: dict = {}  # ObjectRef -> Task
@@ -215,7 +191,7 @@ class _Scheduler:
                     self.order.remove(task)
                     ref = _execute.options(name=task.id, num_cpus=task.num_cpus, num_gpus=task.num_gpus,
                                            max_retries=self.max_retries, retry_exceptions=False).remote(
-                        self.run_key, task.id, task.fn, task.kwargs)
+                        self.attempts, task.id, task.fn, task.kwargs)
                     self.in_flight[ref] = task
 
     def _collect(self, ref) -> None:
@@ -230,7 +206,7 @@ class _Scheduler:
             self.on_finish(task, out["result"], out["where"]["node_ip"])
 
     def _failure(self, task: Task, error: Exception) -> TaskFailed:
-        where = _last_attempt(self.run_key, task.id)
+        where = ray.get(self.attempts.last.remote(task.id))
         if isinstance(error, ray.exceptions.RayTaskError):
             text = str(error)  # the task's own traceback
         else:
@@ -239,16 +215,13 @@ class _Scheduler:
         return TaskFailed(task.id, where.get("node_ip"), where.get("log"), text)
 
     def run(self) -> dict[str, dict]:
-        try:
-            self._submit_ready()
-            while self.in_flight:
-                done, _ = ray.wait(list(self.in_flight), num_returns=1, timeout=WAIT_SLICE_S)
-                for ref in done:
-                    self._collect(ref)
-                if done:
-                    self._submit_ready()
-        finally:
-            internal_kv._internal_kv_del(self.run_key + "/", del_by_prefix=True, namespace=_ATTEMPTS_NAMESPACE)
+        self._submit_ready()
+        while self.in_flight:
+            done, _ = ray.wait(list(self.in_flight), num_returns=1, timeout=WAIT_SLICE_S)
+            for ref in done:
+                self._collect(ref)
+            if done:
+                self._submit_ready()
         if self.failures:
             first = self.failures[0]
             others = tuple(f.task_id for f in self.failures[1:])
@@ -261,22 +234,6 @@ class _Scheduler:
                 ray.cancel(ref, force=True)
             except Exception:  # noqa: BLE001  (a task that ended meanwhile cannot be cancelled; nothing to do)
                 pass
-
-
-def _is_loopback(address: str | None) -> bool:
-    """Whether the cluster to join (``auto``: RAY_ADDRESS, else the Ray node running here) is on loopback."""
-    if address is None:
-        return True
-    if address == "auto":
-        try:
-            address = ray_services.get_ray_address_from_environment(address, None) or ""
-        except Exception:  # noqa: BLE001  (no cluster found: ray.init will say so)
-            return False
-    host = address.rsplit(":", 1)[0].strip("[]")
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return host == "localhost"
 
 
 @contextmanager
@@ -296,9 +253,10 @@ def _environment(**values: str) -> Iterator[None]:
 
 @contextmanager
 def _auth(mode: str, token_path: Path) -> Iterator[None]:
-    """Token auth from ``token_path`` for this process (Ray caches the mode and token read at import) and the
-    processes it starts; the previous settings come back afterwards."""
+    """Token auth from ``token_path`` for this process and the processes it starts; the previous settings come
+    back afterwards."""
     def reload() -> None:
+        # Private, no public equivalent: this process reads RAY_AUTH_MODE and the token once and caches them.
         Config.initialize("")
         AuthenticationTokenLoader.instance().reset_cache()
 
@@ -311,12 +269,12 @@ def _auth(mode: str, token_path: Path) -> Iterator[None]:
 
 
 @contextmanager
-def _loopback_only(active: bool) -> Iterator[None]:
-    """On loopback, Ray's own address lookups answer 127.0.0.1 instead of probing a public DNS server."""
-    if not active:
-        yield
-        return
+def _loopback_only() -> Iterator[None]:
+    """Ray's address lookups, in this process and those it starts, answer 127.0.0.1 instead of probing a public
+    DNS server.  Ray asks them for a node it starts, and to resolve a "localhost"/127.0.0.1/::1 address to join
+    (which then stays loopback); a joined cluster's other addresses come from the cluster itself."""
     saved = ray_constants.ENABLE_RAY_CLUSTER
+    # Private, no public equivalent: Ray reads this switch from the environment once, at import.
     ray_constants.ENABLE_RAY_CLUSTER = False
     try:
         with _environment(**{_CLUSTER_SWITCH: "0"}):
@@ -379,15 +337,19 @@ def ray_session(address: str | None = None, num_cpus: float | None = None, num_g
                 env_vars: dict | None = None) -> Iterator[None]:
     """Connect to Ray for the duration: start a local instance (``address=None``) or join one.
 
-    Whatever it started it stops, and it removes its temp dir, unless a task failed: the worker log
-    that :class:`TaskFailed` names is in there.  A joined cluster keeps running.
+    The local instance listens on 127.0.0.1 only, bounds its object store (Ray's default is 30% of the
+    machine's memory; our results are small dicts), keeps its files in a temp dir of its own (several
+    instances on one host do not collide), and uses token auth with a token of its own in that dir (a
+    bare ``ray.init()`` would write ``~/.ray/auth_token``, after which every ``ray start --head`` of this
+    user requires it).  Whatever it started it stops, and it removes its temp dir, unless a task failed:
+    the worker log that :class:`TaskFailed` names is in there.  A joined cluster keeps running.
     """
     if ray.is_initialized():
         raise RuntimeError("Ray is already initialised in this process; run_tasks connects and disconnects itself")
     runtime_env = {"env_vars": {**pin_env_vars(), **(env_vars or {})}}
     quiet = {"logging_level": logging.ERROR, "log_to_driver": False, "configure_logging": True}
     if address is not None:
-        with _loopback_only(_is_loopback(address)):
+        with _loopback_only():
             ray.init(address=address, runtime_env=runtime_env, **quiet)
             try:
                 yield
@@ -402,7 +364,7 @@ def ray_session(address: str | None = None, num_cpus: float | None = None, num_g
     try:
         # Ray nices its workers to 15 by default: here they are the study's work, not a background load.
         niceness = os.environ.get("RAY_worker_niceness", "0")
-        with _watchdog(token, temp_dir), _loopback_only(True), _auth("token", token), \
+        with _watchdog(token, temp_dir), _loopback_only(), _auth("token", token), \
                 _environment(RAY_USAGE_STATS_ENABLED="0", RAY_worker_niceness=niceness):
             _start_local(token, num_cpus=num_cpus, num_gpus=num_gpus, _node_ip_address=LOOPBACK,
                          include_dashboard=False, object_store_memory=LOCAL_OBJECT_STORE_BYTES,

@@ -1,24 +1,17 @@
 """Stops the local Ray instance of a driver that died without stopping it (``kill -9``, the OOM killer).
 
-Ray starts an instance's GCS server and raylet so that the kernel kills them when the driver dies
-(``PR_SET_PDEATHSIG``), but not what the raylet starts: its dashboard and runtime-env agents, and the
-workers.  After a SIGKILL of the driver those stay, the agents waiting on a GCS that is gone and the
-workers running their tasks to the end.  :func:`saah_lib.studies.engine.ray_session` starts this
-watchdog beside each instance it starts::
+The kernel kills an instance's GCS server and raylet with the driver (``PR_SET_PDEATHSIG``), but not what
+the raylet started: its agents and workers, which would run on.  :func:`saah_lib.studies.engine.ray_session`
+starts this beside each instance it starts, as a script (it imports only psutil, so it is up at once), in a
+session of its own (a Ctrl-C at the terminal reaches the driver, which stops the instance and then this)::
 
     python saah_lib/studies/watchdog.py DRIVER_PID MARKER TEMP_DIR     (stdin: a pipe from the driver)
 
-It waits for the driver.  A driver that ends normally writes ``stop`` into the pipe (it has stopped
-the instance itself); the pipe closing without it, or the watchdog's parent changing, means the driver
-died: the watchdog then SIGKILLs the instance's processes and removes ``TEMP_DIR``.  Which processes:
-every process whose ``RAY_AUTH_TOKEN_PATH`` is ``MARKER`` (each process of the instance inherits it;
-the token file lies in the instance's own temp dir, so no other instance carries it), and every
-descendant of those the driver started, as last seen while the driver lived: the agents rename
-themselves (``ray::DashboardAgent``), which overwrites the environment the kernel shows, and once the
-raylet is dead they are no longer anyone's children.
-
-Run as a script, not as a module of the package: it imports nothing but psutil, so it is up at once.
-Its own session: a Ctrl-C at the terminal goes to the driver, which stops the instance and then this.
+A driver that ends normally writes ``stop`` into the pipe.  The pipe closing without it, or the watchdog's
+parent changing, means the driver died: the watchdog SIGKILLs the instance's processes and removes
+``TEMP_DIR``.  Those are the processes whose ``RAY_AUTH_TOKEN_PATH`` is ``MARKER`` (a token file in the
+instance's own temp dir) and all their descendants as last seen while the driver lived: the agents rename
+themselves, which hides their environment, and once the raylet is dead they are no one's children.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ def where_and_kernels(index: int) -> dict:
     import ray
     import torch
 
-    return {"index": index, "node": ray._private.worker.global_worker.node.node_ip_address, "pid": os.getpid(),
+    return {"index": index, "node": ray.util.get_node_ip_address(), "pid": os.getpid(),
             "capability": torch.backends.cpu.get_cpu_capability()}
 
 
