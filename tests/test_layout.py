@@ -7,6 +7,7 @@ it sits in a function that no test runs.
 
 import ast
 import functools
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -337,3 +338,44 @@ def test_the_docstring_check_finds_long_and_missing_docstrings():
                "long.py": '"""' + "\n".join(["line"] * (MAX_MODULE_DOCSTRING_LINES + 1)) + '\n"""\n',
                "none.py": "x = 1\n"}
     assert docstring_problems(planted) == ["long.py: 16 lines", "none.py: no module docstring"]
+
+
+# ---------------------------------------------------------------------------
+# the library's size: what the card's imports load (tools/library_lines.py), the compiled engine left out
+# ---------------------------------------------------------------------------
+
+_spec = importlib.util.spec_from_file_location("library_lines", REPO_ROOT / "tools" / "library_lines.py")
+library_lines = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(library_lines)
+
+#: A ratchet under the issue's target of 3,000 lines: lower it as the library shrinks, never raise it.
+LIBRARY_LINE_CEILING = 3050
+#: The opt-in compiled rollout engine: loaded only by a trainer that mixes in CompiledRolloutMixin.
+ENGINE_MODULES = ("saah_lib.models.rollout", "saah_lib.models.rollout_trainer", "saah_lib.models.attention",
+                  "saah_lib.models.sampling", "saah_lib.models.compile_health")
+
+
+def library_size_problems(package_root) -> list[str]:
+    modules = library_lines.library_modules(package_root)
+    problems = [f"the card's imports load the engine module {name}" for name in ENGINE_MODULES if name in modules]
+    total = sum(modules.values())
+    if total > LIBRARY_LINE_CEILING:
+        problems.append(f"the library is {total} lines, over the ceiling of {LIBRARY_LINE_CEILING}")
+    return problems
+
+
+@pytest.mark.slow  # a fresh process imports TRL (seconds)
+def test_the_library_is_under_its_ceiling_and_loads_no_engine_module():
+    assert library_size_problems(REPO_ROOT) == []
+
+
+@pytest.mark.slow
+def test_the_size_check_finds_a_planted_engine_import(tmp_path):
+    import shutil
+
+    shutil.copytree(PACKAGE, tmp_path / "saah_lib", ignore=shutil.ignore_patterns("__pycache__"))
+    trainer = tmp_path / "saah_lib" / "training" / "trainer.py"
+    trainer.write_text(trainer.read_text() + "\nimport saah_lib.models.rollout_trainer\n")
+    problems = library_size_problems(tmp_path)
+    assert "the card's imports load the engine module saah_lib.models.rollout_trainer" in problems
+    assert any(p.startswith("the library is ") for p in problems)  # the engine's lines count too
