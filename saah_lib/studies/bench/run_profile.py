@@ -1,15 +1,15 @@
-"""Where the time of one mini run and of the tiny warm start's build goes, against this machine's FLOP floor.
+"""Where the time of a mini run, the tiny warm start's build and a SmolLM2 step goes, against the FLOP floor.
 
     python -m saah_lib.studies.bench.run_profile                   # a mini run (60 steps) and a tenth of the build
-    python -m saah_lib.studies.bench.run_profile --steps 4 --sft-steps 24 --out results/local/bench
+    python -m saah_lib.studies.bench.run_profile --no-mini --smollm2 bfloat16:2 --out results/bench
 
-Each part runs the project's own code as ``make mini`` does (one torch thread, the pinned CPU numerics), with a
-clock wrapped around the methods that do one kind of work (:class:`SectionClock`: exclusive time, so the shares
-add up to the part's wall time). What no clock covers inside ``train()`` is TRL's and transformers' bookkeeping;
-outside it, the run's setup. Each share is set against its floor (:func:`run_floor`, :func:`profile_build`): its
-matmul FLOPs at the single-thread fp32 matmul rate measured here first (:func:`matmul_gflops`). A share far
-above its floor is overhead; one near it is compute. The build runs ``--sft-steps`` of its SFT steps (the
-per-step figures carry over; the weights it makes are not kept).
+Each part runs the project's own code on one torch thread (the mini run and build as ``make mini`` does; the
+SmolLM2 step as :mod:`.smollm2_step` builds it), with a clock around the methods that do one kind of work
+(:class:`SectionClock`: exclusive wall and CPU time, so the shares add up). What no clock covers inside
+``train()`` is TRL's and transformers' bookkeeping; outside it, the run's setup. Each share is set against its
+floor (:func:`run_floor`, :func:`profile_build`, :func:`step_floor`): its matmul FLOPs at this thread's measured
+matmul rate (:func:`matmul_gflops`; for SmolLM2 per CPU second, in its dtype). A share far above its floor is
+overhead; one near it is compute. The build runs ``--sft-steps`` of its SFT steps (its weights are not kept).
 
 One JSON per machine, ``<CPU model>-run-profile.json`` in ``--out`` (default ``results/local/bench``, git-ignored).
 """
