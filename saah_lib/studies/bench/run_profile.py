@@ -101,8 +101,8 @@ class SectionClock:
                     setattr(owner, name, original)
 
     def shares(self, total_s: float) -> dict[str, dict]:
-        return {c: {"seconds": round(s, 3), "share": round(s / total_s, 4), "cpu_seconds": round(self.cpu_seconds[c], 3),
-                    "calls": self.calls[c]}
+        return {c: {"seconds": round(s, 3), "share": round(s / total_s, 4),
+                    "cpu_seconds": round(self.cpu_seconds[c], 3), "calls": self.calls[c]}
                 for c, s in sorted(self.seconds.items(), key=lambda item: -item[1])}
 
 
