@@ -166,3 +166,25 @@ def test_smollm2_profiles_are_asked_for_by_dtype_and_steps(capsys):
             run_profile.parse_args(wrong)
     assert run_profile.file_stem("Intel(R) Xeon(R) Processor @ 2.50GHz") == "Intel_Xeon_Processor_2.50GHz"
     assert run_profile.file_stem("AMD EPYC") == "AMD_EPYC"
+
+
+def test_the_committed_smollm2_profile_adds_up_and_sets_each_kind_against_its_floor():
+    from saah_lib.paths import REPO_ROOT
+
+    report = json.loads((REPO_ROOT / "results" / "bench" / "Intel_Xeon_Processor_2.50GHz-run-profile.json").read_text())
+    smollm2 = report["smollm2"]
+    assert smollm2["omp_num_threads"] == "1" and smollm2["cpu_bf16_instructions"] == {"avx512_bf16": False,
+                                                                                      "amx_bf16": False}
+    assert [p["configuration"] for p in smollm2["profiles"]][0] == "bfloat16-bounded"
+    for profile in smollm2["profiles"]:
+        categories = profile["categories"]
+        assert profile["steps"] == len(profile["per_step"]) >= 1 and profile["unclocked_s"] < 1
+        assert profile["mean_completion_tokens"] == [256.0] * profile["steps"]
+        assert sum(e["seconds"] for e in categories.values()) == pytest.approx(profile["wall_s"], abs=0.5)
+        assert sum(e["cpu_seconds"] for e in categories.values()) == pytest.approx(profile["cpu_s"], abs=0.5)
+        floors = [e["floor_s"] for e in categories.values() if "floor_s" in e]
+        assert len(floors) == 4 and sum(floors) == pytest.approx(profile["floor_s_per_step"] * profile["steps"],
+                                                                 abs=0.05)
+        for entry in categories.values():
+            if "floor_s" in entry:
+                assert entry["times_floor"] == pytest.approx(entry["cpu_seconds"] / entry["floor_s"], abs=0.06)
