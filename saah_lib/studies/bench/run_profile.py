@@ -269,9 +269,8 @@ def profile_smollm2_step(dtype: str, steps: int, gflops: float, data_dir: str | 
     from saah_lib.studies.bench import smollm2_step
 
     setting = next(c for c in smollm2_step.configurations(baseline=False) if c["dtype"] == dtype)
-    extra = {} if load is None else {"load": load}
     trainer = smollm2_step.build_trainer({**setting, "scratch": str(scratch)}, steps=steps, threads=1,
-                                         data_dir=data_dir, **extra)
+                                         data_dir=data_dir, load=load or smollm2_step.load_smollm2)
     shape = model_shape(trainer)
     tokenizer = trainer.processing_class
     prompt_tokens = [len(tokenizer(text)["input_ids"]) for text in trainer.train_dataset["prompt"]]
