@@ -70,3 +70,121 @@ def test_a_short_run_and_build_write_one_file_whose_shares_add_up(tmp_path, caps
 def test_an_sft_step_runs_the_shared_prefix_once_and_each_examples_rest():
     examples = [([1, 2, 3, 4, 5], 4), ([1, 2, 3, 9], 3)]  # the system turn 1 2 3 is shared
     assert run_profile.sft_step_tokens(examples, batch_size=2) == 3 + 2 * (2 + 1) / 2
+
+
+# ---- a SmolLM2 step's profile (on the tiny random model: the same trainer, clocks and floor arithmetic)
+
+
+def hand_case_problems(step_floor) -> list[str]:
+    """Where ``step_floor`` differs from a case worked by hand, at 1 FLOP/s: weights body 100, head 10,
+    LoRA 5; 2 layers of attention width 4; two sequences of 2 and 4 prompt tokens, then 3 completion tokens."""
+    floors = step_floor(body=100, head=10, lora=5, layers=2, attention_width=4, prompt_tokens=[2, 4],
+                        completion_tokens=3, gflops=1e-9)
+    # tokens 5 + 7 = 12; attention 2 * 2 * 4 * (25 + 49) = 1184; the head over 2 * 3 completion tokens
+    frozen = 2 * 100 * 12 + 2 * 10 * 6 + 1184  # 3704
+    adapter = 2 * 5 * 12  # 120
+    expected = {"generation": 3824, "scoring forwards (reference log-probs)": 3704, "loss forward": 3824,
+                "backward": 5128}  # backward: frozen + attention again + adapter twice (input and weight grads)
+    assert frozen + adapter == expected["generation"] and frozen + 1184 + 2 * adapter == expected["backward"]
+    return [f"{k}: {floors.get(k)} != {v}" for k, v in expected.items() if floors.get(k) != pytest.approx(v)]
+
+
+def test_the_step_floor_is_the_hand_computed_one_and_a_planted_wrong_floor_is_caught():
+    assert hand_case_problems(run_profile.step_floor) == []
+
+    def head_over_every_token(**kw):  # planted: the LM head over the prompt tokens too
+        floors = run_profile.step_floor(**kw)
+        extra = 2 * kw["head"] * sum(kw["prompt_tokens"]) / (kw["gflops"] * 1e9)
+        return {k: v + extra for k, v in floors.items()}
+
+    def backward_at_four_per_frozen_weight(**kw):  # planted: a backward that trains the frozen weights
+        floors = run_profile.step_floor(**kw)
+        return {**floors, "backward": floors["backward"] + floors["scoring forwards (reference log-probs)"]}
+
+    assert len(hand_case_problems(head_over_every_token)) == 4
+    assert hand_case_problems(backward_at_four_per_frozen_weight) == ["backward: 8832.0 != 5128"]
+
+
+def config_floor_problems(profile: dict, config, gflops: float) -> list[str]:
+    """Where the profile's shape or floors differ from what the model's config gives, worked out here apart
+    from :func:`run_profile.model_shape` and :func:`run_profile.step_floor` (a Llama-style block, LoRA r16 on
+    its seven projections, the LM head tied or not)."""
+    h, i, layers = config.hidden_size, config.intermediate_size, config.num_hidden_layers
+    head_dim = h // config.num_attention_heads
+    kv = config.num_key_value_heads * head_dim
+    projections = [(h, h), (h, kv), (h, kv), (h, h), (h, i), (h, i), (i, h)]  # q k v o gate up down
+    shape = {"body": layers * sum(a * b for a, b in projections), "head": config.vocab_size * h,
+             "lora": layers * sum(16 * (a + b) for a, b in projections), "layers": layers, "attention_width": h}
+    problems = [f"shape {k}: {profile['shape'][k]} != {v}" for k, v in shape.items() if profile["shape"][k] != v]
+    c, steps = profile["mean_completion_tokens"][0], profile["steps"]
+    sequences = [p + c for p in profile["prompt_tokens"] for _ in range(4)]
+    frozen = (2 * shape["body"] * sum(sequences) + 2 * shape["head"] * c * len(sequences)
+              + 2 * layers * h * sum(s * s for s in sequences))
+    adapter = 2 * shape["lora"] * sum(sequences)
+    flops = {"generation": frozen + adapter, "scoring forwards (reference log-probs)": frozen,
+             "loss forward": frozen + adapter,
+             "backward": frozen + 2 * layers * h * sum(s * s for s in sequences) + 2 * adapter}
+    for category, f in flops.items():
+        entry = profile["categories"][category]
+        if entry["floor_s"] != pytest.approx(steps * f / (gflops * 1e9), rel=1e-3, abs=1e-3):
+            problems.append(f"{category}: floor {entry['floor_s']}")
+        if entry["times_floor"] != pytest.approx(entry["cpu_seconds"] / entry["floor_s"], abs=0.06):
+            problems.append(f"{category}: times_floor {entry['times_floor']}")
+    return problems
+
+
+def test_a_step_on_the_tiny_model_is_clocked_by_kind_of_work_against_its_floor(tiny_random_model_dir,
+                                                                                  gsm8k_dir, tmp_path):
+    from saah_lib.models.loading import load_model_and_tokenizer
+
+    def load(dtype):
+        model, tokenizer = load_model_and_tokenizer(str(tiny_random_model_dir), dtype)
+        return model.eval(), tokenizer
+
+    partials, gflops = [], 2e-3  # a slow rate: floors of whole milliseconds, compared to the rounded figures
+    profile = run_profile.profile_smollm2_step("float32", 1, gflops, str(gsm8k_dir), tmp_path,
+                                               on_step=partials.append, load=load)
+    assert profile["steps"] == 1 and len(partials) == 1 and profile["mean_completion_tokens"] == [256.0]
+    kinds = ["generation", "scoring forwards (reference log-probs)", "loss forward", "backward", "optimizer step",
+             "reward scoring", "TRL bookkeeping (batching, advantages, callbacks)"]
+    assert all(profile["categories"][kind]["calls"] >= 1 for kind in kinds)
+    assert sum(e["seconds"] for e in profile["categories"].values()) == pytest.approx(profile["wall_s"], abs=0.05)
+    assert profile["unclocked_s"] == pytest.approx(0, abs=0.05)
+    config = load("float32")[0].config
+    assert config_floor_problems(profile, config, gflops) == []
+    planted = json.loads(json.dumps(profile))
+    planted["categories"]["backward"]["floor_s"] *= 2
+    assert config_floor_problems(planted, config, gflops) == [
+        f"backward: floor {planted['categories']['backward']['floor_s']}"]
+
+
+def test_smollm2_profiles_are_asked_for_by_dtype_and_steps(capsys):
+    assert run_profile.parse_args(["--no-mini", "--smollm2", "bfloat16:2", "--smollm2", "float32:1"]).smollm2 == [
+        ("bfloat16", 2), ("float32", 1)]
+    for wrong in (["--smollm2", "bfloat16"], ["--smollm2", "float16:1"], ["--smollm2", "float32:0"], ["--no-mini"]):
+        with pytest.raises(SystemExit):
+            run_profile.parse_args(wrong)
+    assert run_profile.file_stem("Intel(R) Xeon(R) Processor @ 2.50GHz") == "Intel_Xeon_Processor_2.50GHz"
+    assert run_profile.file_stem("AMD EPYC") == "AMD_EPYC"
+
+
+def test_the_committed_smollm2_profile_adds_up_and_sets_each_kind_against_its_floor():
+    from saah_lib.paths import REPO_ROOT
+
+    report = json.loads((REPO_ROOT / "results" / "bench" / "Intel_Xeon_Processor_2.50GHz-run-profile.json").read_text())
+    smollm2 = report["smollm2"]
+    assert smollm2["omp_num_threads"] == "1" and smollm2["cpu_bf16_instructions"] == {"avx512_bf16": False,
+                                                                                      "amx_bf16": False}
+    assert [p["configuration"] for p in smollm2["profiles"]][0] == "bfloat16-bounded"
+    for profile in smollm2["profiles"]:
+        categories = profile["categories"]
+        assert profile["steps"] == len(profile["per_step"]) >= 1 and profile["unclocked_s"] < 1
+        assert profile["mean_completion_tokens"] == [256.0] * profile["steps"]
+        assert sum(e["seconds"] for e in categories.values()) == pytest.approx(profile["wall_s"], abs=0.5)
+        assert sum(e["cpu_seconds"] for e in categories.values()) == pytest.approx(profile["cpu_s"], abs=0.5)
+        floors = [e["floor_s"] for e in categories.values() if "floor_s" in e]
+        assert len(floors) == 4 and sum(floors) == pytest.approx(profile["floor_s_per_step"] * profile["steps"],
+                                                                 abs=0.05)
+        for entry in categories.values():
+            if "floor_s" in entry:
+                assert entry["times_floor"] == pytest.approx(entry["cpu_seconds"] / entry["floor_s"], abs=0.06)

@@ -1,15 +1,15 @@
-"""Where the time of one mini run and of the tiny warm start's build goes, against this machine's FLOP floor.
+"""Where the time of a mini run, the tiny warm start's build and a SmolLM2 step goes, against the FLOP floor.
 
     python -m saah_lib.studies.bench.run_profile                   # a mini run (60 steps) and a tenth of the build
-    python -m saah_lib.studies.bench.run_profile --steps 4 --sft-steps 24 --out results/local/bench
+    python -m saah_lib.studies.bench.run_profile --no-mini --smollm2 bfloat16:2 --out results/bench
 
-Each part runs the project's own code as ``make mini`` does (one torch thread, the pinned CPU numerics), with a
-clock wrapped around the methods that do one kind of work (:class:`SectionClock`: exclusive time, so the shares
-add up to the part's wall time). What no clock covers inside ``train()`` is TRL's and transformers' bookkeeping;
-outside it, the run's setup. Each share is set against its floor (:func:`run_floor`, :func:`profile_build`): its
-matmul FLOPs at the single-thread fp32 matmul rate measured here first (:func:`matmul_gflops`). A share far
-above its floor is overhead; one near it is compute. The build runs ``--sft-steps`` of its SFT steps (the
-per-step figures carry over; the weights it makes are not kept).
+Each part runs the project's own code on one torch thread (the mini run and build as ``make mini`` does; the
+SmolLM2 step as :mod:`.smollm2_step` builds it), with a clock around the methods that do one kind of work
+(:class:`SectionClock`: exclusive wall and CPU time, so the shares add up). What no clock covers inside
+``train()`` is TRL's and transformers' bookkeeping; outside it, the run's setup. Each share is set against its
+floor (:func:`run_floor`, :func:`profile_build`, :func:`step_floor`): its matmul FLOPs at this thread's measured
+matmul rate (:func:`matmul_gflops`; for SmolLM2 per CPU second, in its dtype). A share far above its floor is
+overhead; one near it is compute. The build runs ``--sft-steps`` of its SFT steps (its weights are not kept).
 
 One JSON per machine, ``<CPU model>-run-profile.json`` in ``--out`` (default ``results/local/bench``, git-ignored).
 """
@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
+import os
 import platform
 import pstats
 import sys
@@ -36,10 +37,10 @@ from saah_lib.jsonio import atomic_write_json, read_jsonl
 from saah_lib.models import warmstart
 from saah_lib.models.loading import load_model_and_tokenizer, resolve_model
 from saah_lib.numerics import cpu_description
-from saah_lib.paths import repo_relative
+from saah_lib.paths import LOCAL_RESULTS, repo_relative
 from saah_lib.progress import quiet_libraries
 from saah_lib.studies.bench import device_name
-from saah_lib.studies.bench.files import out_folder_problem
+from saah_lib.studies.bench.files import out_folder_problem, scratch_folder
 from saah_lib.studies.bench.options import LOCAL_BENCH
 from saah_lib.studies.mini import planned_configs
 from saah_lib.tasks.prompts import make_prompt
@@ -51,26 +52,30 @@ _INHERITED = object()  # a clocked method that its class inherits: restored by d
 
 
 class SectionClock:
-    """Exclusive wall seconds and calls per category of clocked methods (nested calls subtract from the caller)."""
+    """Exclusive wall and process CPU seconds and calls per category of clocked methods (nested calls subtract
+    from the caller).  CPU seconds are what compare on a loaded machine, where wall time includes waiting."""
 
     def __init__(self):
         self.seconds: dict[str, float] = defaultdict(float)
+        self.cpu_seconds: dict[str, float] = defaultdict(float)
         self.calls: dict[str, int] = defaultdict(int)
-        self._stack: list[list] = []  # [category, start, seconds of clocked callees]
+        self._stack: list[list] = []  # [category, wall start, CPU start, wall and CPU seconds of clocked callees]
 
     @contextmanager
     def section(self, category: str):
-        frame = [category, time.perf_counter(), 0.0]
+        frame = [category, time.perf_counter(), time.process_time(), 0.0, 0.0]
         self._stack.append(frame)
         try:
             yield
         finally:
             self._stack.pop()
-            spent = time.perf_counter() - frame[1]
-            self.seconds[category] += spent - frame[2]
+            spent, spent_cpu = time.perf_counter() - frame[1], time.process_time() - frame[2]
+            self.seconds[category] += spent - frame[3]
+            self.cpu_seconds[category] += spent_cpu - frame[4]
             self.calls[category] += 1
             if self._stack:
-                self._stack[-1][2] += spent
+                self._stack[-1][3] += spent
+                self._stack[-1][4] += spent_cpu
 
     @contextmanager
     def clocked(self, owners: list[tuple[type, str, object]]):
@@ -96,19 +101,22 @@ class SectionClock:
                     setattr(owner, name, original)
 
     def shares(self, total_s: float) -> dict[str, dict]:
-        return {c: {"seconds": round(s, 3), "share": round(s / total_s, 4), "calls": self.calls[c]}
+        return {c: {"seconds": round(s, 3), "share": round(s / total_s, 4),
+                    "cpu_seconds": round(self.cpu_seconds[c], 3), "calls": self.calls[c]}
                 for c, s in sorted(self.seconds.items(), key=lambda item: -item[1])}
 
 
-def matmul_gflops(size: int = 512, seconds: float = 1.0) -> float:
-    """This thread's fp32 matmul rate (GFLOP/s) on ``size``-square matrices: the floor's yardstick."""
-    a, b = torch.randn(size, size), torch.randn(size, size)
+def matmul_gflops(size: int = 512, seconds: float = 1.0, dtype: torch.dtype = torch.float32,
+                  clock=time.perf_counter) -> float:
+    """This thread's matmul rate (GFLOP/s) on ``size``-square ``dtype`` matrices: the floor's yardstick.  With
+    ``clock=time.process_time`` it is per CPU second, which a loaded machine's waiting does not dilute."""
+    a, b = torch.randn(size, size, dtype=dtype), torch.randn(size, size, dtype=dtype)
     a @ b
-    runs, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
+    runs, start = 0, clock()
+    while clock() - start < seconds:
         a @ b
         runs += 1
-    return 2 * size**3 * runs / (time.perf_counter() - start) / 1e9
+    return 2 * size**3 * runs / (clock() - start) / 1e9
 
 
 def top_functions(profiler: cProfile.Profile, limit: int = 25) -> list[str]:
@@ -196,12 +204,109 @@ def profile_run(steps: int | None, gflops: float, with_cprofile: bool = False) -
     return report
 
 
-def with_floors(shares: dict[str, dict], floors: dict[str, float]) -> dict[str, dict]:
+def with_floors(shares: dict[str, dict], floors: dict[str, float], measure: str = "seconds") -> dict[str, dict]:
+    """Each share with a floor gets ``floor_s`` and ``times_floor``: its ``measure`` (wall or CPU seconds) over
+    the floor."""
     for category, entry in shares.items():
         if category in floors:
             entry["floor_s"] = round(floors[category], 3)
-            entry["times_floor"] = round(entry["seconds"] / floors[category], 1) if floors[category] else None
+            entry["times_floor"] = round(entry[measure] / floors[category], 1) if floors[category] else None
     return shares
+
+
+# ---- a SmolLM2 step
+
+
+def step_floor(*, body: int, head: int, lora: int, layers: int, attention_width: int, prompt_tokens: list[int],
+               completion_tokens: float, gflops: float) -> dict[str, float]:
+    """Floor seconds of one GRPO step's matmuls at ``gflops``, one sequence per entry of ``prompt_tokens`` (p
+    tokens, then ``completion_tokens`` c; L = p + c).  A forward is 2 FLOPs per weight and token: the ``body``
+    matrices over L tokens, the LM ``head`` over the c tokens whose log-probs are kept, the ``lora`` adapter over
+    L, and causal attention's two products, 2 * layers * width * L**2.  Generation decodes the same tokens (with
+    the adapter); the reference forward runs without it; the backward gives input gradients through every
+    matrix (2 per weight, attention's four products) and weight gradients for the adapter only (2 more)."""
+    tokens = sum(p + completion_tokens for p in prompt_tokens)
+    attention = 2 * layers * attention_width * sum((p + completion_tokens) ** 2 for p in prompt_tokens)
+    frozen = 2 * body * tokens + 2 * head * completion_tokens * len(prompt_tokens) + attention
+    adapter = 2 * lora * tokens
+    per_flop = 1 / (gflops * 1e9)
+    return {"generation": (frozen + adapter) * per_flop,
+            "scoring forwards (reference log-probs)": frozen * per_flop,
+            "loss forward": (frozen + adapter) * per_flop,
+            "backward": (frozen + attention + 2 * adapter) * per_flop}
+
+
+def model_shape(trainer) -> dict[str, int]:
+    """The counts :func:`step_floor` needs, from the trainer's (PEFT) model: the frozen linear weights less the
+    LM head, the head (the embedding matrix too when tied: a lookup costs no matmul), the trainable (LoRA) ones."""
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    linear = sum(m.weight.numel() for name, m in model.named_modules()
+                 if isinstance(m, torch.nn.Linear) and not m.weight.requires_grad)
+    head = model.get_output_embeddings().weight.numel()
+    config = model.config
+    width = config.num_attention_heads * getattr(config, "head_dim", config.hidden_size // config.num_attention_heads)
+    return {"body": linear - head, "head": head, "lora": sum(p.numel() for p in model.parameters() if p.requires_grad),
+            "layers": config.num_hidden_layers, "attention_width": width}
+
+
+def cpu_has_bf16_instructions() -> dict[str, bool]:
+    """Whether this CPU has native bf16 matmul instructions (the kernel's flags, as lscpu shows them)."""
+    try:
+        flags = next(line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags"))
+    except (OSError, StopIteration):
+        return {}
+    flags = set(flags.split(":", 1)[1].split())
+    return {flag: flag in flags for flag in ("avx512_bf16", "amx_bf16")}
+
+
+def profile_smollm2_step(dtype: str, steps: int, gflops: float, data_dir: str | None, scratch: Path,
+                         on_step=lambda partial: None, load=None) -> dict:
+    """``steps`` steps of :mod:`smollm2_step`'s bounded ``dtype`` configuration on one thread, clocked; each
+    category's CPU seconds against :func:`step_floor` at ``gflops`` (the rate in ``dtype``).  ``on_step``
+    gets the profile so far after each step; ``load`` replaces SmolLM2 (the tests' tiny model)."""
+    from transformers import TrainerCallback
+
+    from saah_lib.studies.bench import smollm2_step
+
+    setting = next(c for c in smollm2_step.configurations(baseline=False) if c["dtype"] == dtype)
+    trainer = smollm2_step.build_trainer({**setting, "scratch": str(scratch)}, steps=steps, threads=1,
+                                         data_dir=data_dir, load=load or smollm2_step.load_smollm2)
+    shape = model_shape(trainer)
+    tokenizer = trainer.processing_class
+    prompt_tokens = [len(tokenizer(text)["input_ids"]) for text in trainer.train_dataset["prompt"]]
+    clock, started, per_step = SectionClock(), [], []
+
+    def profile() -> dict:
+        wall, cpu = time.perf_counter() - started[0], time.process_time() - started[1]
+        logged = [e["completions/mean_length"] for e in trainer.state.log_history if "completions/mean_length" in e]
+        completion = sum(logged) / len(logged) if logged else smollm2_step.MAX_COMPLETION_LENGTH
+        sequences = [p for p in prompt_tokens for _ in range(smollm2_step.PER_PROMPT)]
+        floor = step_floor(**shape, prompt_tokens=sequences, completion_tokens=completion, gflops=gflops)
+        done = max(len(per_step), 1)
+        floors = {category: seconds * done for category, seconds in floor.items()}
+        recompute = floor["loss forward"] * done if setting["activation_checkpointing"] else 0.0
+        return {"configuration": setting["name"], "dtype": dtype, "steps": len(per_step), "shape": shape,
+                "prompt_tokens": prompt_tokens, "mean_completion_tokens": logged,
+                "wall_s": round(wall, 2), "cpu_s": round(cpu, 2), "per_step": per_step,
+                "unclocked_s": round(wall - sum(clock.seconds.values()), 2),  # train() itself while it runs
+                "floor_s_per_step": round(sum(floor.values()), 2),
+                "backward_checkpoint_recompute_floor_s": round(recompute, 3),
+                "categories": with_floors(clock.shares(wall), floors, measure="cpu_seconds")}
+
+    class StepClock(TrainerCallback):
+        def on_step_begin(self, *_, **__):
+            self.start = (time.perf_counter(), time.process_time())
+
+        def on_step_end(self, *_, **__):
+            per_step.append({"wall_s": round(time.perf_counter() - self.start[0], 2),
+                             "cpu_s": round(time.process_time() - self.start[1], 2)})
+            on_step(profile())
+
+    trainer.add_callback(StepClock())
+    with clock.clocked(run_categories()):
+        started.extend((time.perf_counter(), time.process_time()))
+        trainer.train()
+    return profile()
 
 
 # ---- the warm start's build
@@ -266,12 +371,33 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help=f"folder for the JSON file (default: {repo_relative(LOCAL_BENCH)}, git-ignored)")
     parser.add_argument("--cprofile", action="store_true",
                         help="also run the run under cProfile and list the functions with the most own time")
+    parser.add_argument("--smollm2", action="append", default=[], metavar="DTYPE:STEPS",
+                        help="also profile STEPS steps of the SmolLM2 step benchmark's bounded DTYPE configuration "
+                             "(float32 or bfloat16; repeatable, run in the order given)")
+    parser.add_argument("--no-mini", dest="mini", action="store_false",
+                        help="skip the mini run and the build (with --smollm2: profile SmolLM2 only)")
+    parser.add_argument("--data-dir", default=None, help="GSM8K folder for --smollm2 (default: $SAAH_GSM8K_DIR)")
     args = parser.parse_args(argv)
     if args.steps is not None and args.steps < 1 or args.sft_steps < 1:
         parser.error("--steps and --sft-steps must be at least 1")
+    try:
+        args.smollm2 = [(dtype, int(steps)) for dtype, _, steps in (item.partition(":") for item in args.smollm2)]
+    except ValueError:
+        parser.error("--smollm2 takes DTYPE:STEPS, such as bfloat16:2")
+    if any(dtype not in ("float32", "bfloat16") or steps < 1 for dtype, steps in args.smollm2):
+        parser.error("--smollm2 takes float32 or bfloat16 and at least 1 step")
+    if not args.mini and not args.smollm2:
+        parser.error("--no-mini leaves nothing to profile without --smollm2")
     if problem := out_folder_problem(args.out):
         parser.error(problem)
     return args
+
+
+def file_stem(cpu_model: str) -> str:
+    """``Intel(R) Xeon(R) Processor @ 2.50GHz`` -> ``Intel_Xeon_Processor_2.50GHz``: a file name per machine."""
+    for mark in ("(R)", "(TM)", "(tm)", "@"):
+        cpu_model = cpu_model.replace(mark, " ")
+    return "_".join(cpu_model.split())
 
 
 def main(argv=None) -> int:
@@ -283,16 +409,41 @@ def main(argv=None) -> int:
     command = " ".join(["python -m saah_lib.studies.bench.run_profile", *(argv if argv is not None else sys.argv[1:])])
     report = {"command": command, "device": device_name(), "cpu": cpu["cpu_model"], "platform": platform.platform(),
               "torch": torch.__version__, "torch_threads": 1, "matmul_gflops_fp32_one_thread": round(gflops, 1)}
-    out = args.out / f"{(cpu['cpu_model'] or device_name()).replace(' ', '_')}-run-profile.json"  # one per machine
-    report["run"] = profile_run(args.steps, gflops, args.cprofile)
-    atomic_write_json(out, report)
-    report["warm_start_build"] = profile_build(args.sft_steps, gflops)
-    atomic_write_json(out, report)
-    for part in ("run", "warm_start_build"):
-        print(f"{part}: {report[part]['wall_s']} s")
-        for category, entry in report[part]["categories"].items():
+    out = args.out / f"{file_stem(cpu['cpu_model'] or device_name())}-run-profile.json"  # one per machine
+    parts = []
+    if args.mini:
+        report["run"] = profile_run(args.steps, gflops, args.cprofile)
+        atomic_write_json(out, report)
+        report["warm_start_build"] = profile_build(args.sft_steps, gflops)
+        atomic_write_json(out, report)
+        parts += [("run", report["run"]), ("warm_start_build", report["warm_start_build"])]
+    if args.smollm2:
+        # per CPU second: the other cores' load must not dilute the rate the CPU seconds are set against
+        rates = {dtype: matmul_gflops(dtype=getattr(torch, dtype), clock=time.process_time)
+                 for dtype in ("float32", "bfloat16")}
+        report["smollm2"] = {"matmul_gflops_per_cpu_s": {d: round(r, 1) for d, r in rates.items()},
+                             "cpu_bf16_instructions": cpu_has_bf16_instructions(),
+                             "aten_cpu_capability": torch.backends.cpu.get_cpu_capability(),
+                             "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
+                             "cpus": os.cpu_count(), "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+                             "profiles": []}
+        with scratch_folder(LOCAL_RESULTS / "bench", "smollm2-profile") as scratch:
+            for dtype, steps in args.smollm2:
+                profiles = report["smollm2"]["profiles"]
+
+                def write(partial, at=len(profiles)):
+                    profiles[at:] = [partial]
+                    report["smollm2"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+                    atomic_write_json(out, report)
+
+                write(profile_smollm2_step(dtype, steps, rates[dtype], args.data_dir, scratch, on_step=write))
+                parts.append((f"SmolLM2 {dtype}, {steps} steps", profiles[-1]))
+    for name, part in parts:
+        print(f"{name}: {part['wall_s']} s")
+        for category, entry in part["categories"].items():
             floor = f", {entry['times_floor']}x its floor" if entry.get("times_floor") else ""
-            print(f"  {category}: {entry['seconds']:.2f} s ({100 * entry['share']:.1f}%){floor}")
+            print(f"  {category}: {entry['seconds']:.2f} s, {entry['cpu_seconds']:.2f} CPU-s "
+                  f"({100 * entry['share']:.1f}%){floor}")
     print(f"wrote {repo_relative(out)}")
     return 0
 

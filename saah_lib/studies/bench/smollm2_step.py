@@ -74,13 +74,14 @@ def peak_rss_gib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 2**30  # Linux reports KiB
 
 
-def run_configuration(setting: dict, *, steps: int, threads: int, data_dir: str | None) -> dict:
-    """Load SmolLM2, train ``steps`` steps of the paper's shape with ``setting``; times per step, peak RSS."""
+def build_trainer(setting: dict, *, steps: int, threads: int, data_dir: str | None, callbacks=(),
+                  load=load_smollm2) -> StudyTrainer:
+    """SmolLM2 (or what ``load(dtype)`` gives) in a trainer of the paper's step shape with ``setting``, ready to
+    train ``steps`` steps; the run profile clocks the same trainer."""
     torch.set_num_threads(threads)
     if setting["malloc_mmap_threshold"] is not None and not return_freed_buffers(setting["malloc_mmap_threshold"]):
         raise RuntimeError("this C library is not glibc: the bounded configurations need glibc's mallopt")
-    model, tokenizer = load_smollm2(setting["dtype"])
-    rss_loaded = peak_rss_gib()
+    model, tokenizer = load(setting["dtype"])
     problems = paper_split(data_dir, n_train=PROMPTS, n_eval=1).train
     lora = RunConfig.__dataclass_fields__
     peft_config = LoraConfig(r=lora["lora_r"].default, lora_alpha=lora["lora_alpha"].default,
@@ -95,7 +96,14 @@ def run_configuration(setting: dict, *, steps: int, threads: int, data_dir: str 
         generation_kwargs={"min_new_tokens": MAX_COMPLETION_LENGTH}, bf16=setting["dtype"] == "bfloat16",
         use_cpu=True, max_steps=steps, seed=123, save_strategy="no", report_to="none", logging_steps=1,
         disable_tqdm=True)
-    times = []
+    return StudyTrainer(model=model, reward_funcs=list(TRL_REWARD_FUNCS), args=args,
+                        train_dataset=to_trl_dataset(problems, tokenizer), processing_class=tokenizer,
+                        peft_config=peft_config, callbacks=list(callbacks))
+
+
+def run_configuration(setting: dict, *, steps: int, threads: int, data_dir: str | None) -> dict:
+    """Load SmolLM2, train ``steps`` steps of the paper's shape with ``setting``; times per step, peak RSS."""
+    times, rss_loaded = [], []
 
     class StepClock(TrainerCallback):
         def on_step_begin(self, *_, **__):
@@ -105,15 +113,19 @@ def run_configuration(setting: dict, *, steps: int, threads: int, data_dir: str 
             times.append({"cpu_s": round(time.process_time() - self.start[0], 2),
                           "wall_s": round(time.perf_counter() - self.start[1], 2)})
 
-    trainer = StudyTrainer(model=model, reward_funcs=list(TRL_REWARD_FUNCS), args=args,
-                           train_dataset=to_trl_dataset(problems, tokenizer), processing_class=tokenizer,
-                           peft_config=peft_config, callbacks=[StepClock()])
+    def load_and_note_rss(dtype):
+        loaded = load_smollm2(dtype)
+        rss_loaded.append(peak_rss_gib())
+        return loaded
+
+    trainer = build_trainer(setting, steps=steps, threads=threads, data_dir=data_dir, callbacks=[StepClock()],
+                            load=load_and_note_rss)
     trainer.train()
     logged = [entry for entry in trainer.state.log_history if "completions/mean_length" in entry]
     return {**{k: v for k, v in setting.items() if k != "scratch"}, "steps": times,
             "cpu_s_per_step": sum(t["cpu_s"] for t in times) / len(times),
             "wall_s_per_step": sum(t["wall_s"] for t in times) / len(times),
-            "peak_rss_gib": round(peak_rss_gib(), 3), "peak_rss_after_loading_gib": round(rss_loaded, 3),
+            "peak_rss_gib": round(peak_rss_gib(), 3), "peak_rss_after_loading_gib": round(rss_loaded[0], 3),
             "mean_completion_tokens": [entry["completions/mean_length"] for entry in logged],
             "parameter_dtype": str(next(trainer.model.parameters()).dtype).removeprefix("torch."),
             "torch_threads": torch.get_num_threads()}
