@@ -32,6 +32,7 @@ from pathlib import Path
 
 import torch
 from accelerate import Accelerator
+from transformers import TrainerCallback
 
 from saah_lib.jsonio import atomic_write_json, read_jsonl
 from saah_lib.models import warmstart
@@ -39,7 +40,7 @@ from saah_lib.models.loading import load_model_and_tokenizer, resolve_model
 from saah_lib.numerics import cpu_description
 from saah_lib.paths import LOCAL_RESULTS, repo_relative
 from saah_lib.progress import quiet_libraries
-from saah_lib.studies.bench import device_name
+from saah_lib.studies.bench import device_name, smollm2_step
 from saah_lib.studies.bench.files import out_folder_problem, scratch_folder
 from saah_lib.studies.bench.options import LOCAL_BENCH
 from saah_lib.studies.mini import planned_configs
@@ -264,10 +265,6 @@ def profile_smollm2_step(dtype: str, steps: int, gflops: float, data_dir: str | 
     """``steps`` steps of :mod:`smollm2_step`'s bounded ``dtype`` configuration on one thread, clocked; each
     category's CPU seconds against :func:`step_floor` at ``gflops`` (the rate in ``dtype``).  ``on_step``
     gets the profile so far after each step; ``load`` replaces SmolLM2 (the tests' tiny model)."""
-    from transformers import TrainerCallback
-
-    from saah_lib.studies.bench import smollm2_step
-
     setting = next(c for c in smollm2_step.configurations(baseline=False) if c["dtype"] == dtype)
     trainer = smollm2_step.build_trainer({**setting, "scratch": str(scratch)}, steps=steps, threads=1,
                                          data_dir=data_dir, load=load or smollm2_step.load_smollm2)
