@@ -42,7 +42,7 @@ HEAD_PORT_IN_NAMESPACE = 6379
 DEFAULT_OBJECT_STORE_MB = 100
 NODE_KEYS = {"num_cpus": int, "num_gpus": int}  # whole numbers: what `ray start` accepts
 # How often a node's `ray start` is tried before the sandbox gives up.
-START_ATTEMPTS = 2
+START_ATTEMPTS = 3
 # Wait this long for a node's raylet to appear after `ray start` returns.
 RAYLET_WAIT_S = 30
 

@@ -44,7 +44,7 @@ LOOPBACK = "127.0.0.1"
 #: default is 30% of the machine's memory per node.
 LOCAL_OBJECT_STORE_BYTES = 256 * 2**20
 #: How often the local instance is started before giving up (see _start_local).
-LOCAL_START_ATTEMPTS = 2
+LOCAL_START_ATTEMPTS = 3
 #: How often the driver wakes while it waits for tasks, so that Ctrl-C is handled at once.
 WAIT_SLICE_S = 0.5
 #: The process that stops the local instance if the driver dies without stopping it.
@@ -284,7 +284,7 @@ def _loopback_only() -> Iterator[None]:
 
 
 def _start_local(token: Path, **init_args) -> None:
-    """``ray.init`` a local instance, twice if need be: Ray gives a new node a fixed 30 s to register, which an
+    """``ray.init`` a local instance, up to LOCAL_START_ATTEMPTS times: Ray gives a new node a fixed 30 s to register, which an
     overloaded machine can exceed; the processes of the failed start are stopped first (they carry our token)."""
     for attempt in range(1, LOCAL_START_ATTEMPTS + 1):
         try:
