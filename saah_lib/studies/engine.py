@@ -284,8 +284,9 @@ def _loopback_only() -> Iterator[None]:
 
 
 def _start_local(token: Path, **init_args) -> None:
-    """``ray.init`` a local instance, up to LOCAL_START_ATTEMPTS times: Ray gives a new node a fixed 30 s to register, which an
-    overloaded machine can exceed; the processes of the failed start are stopped first (they carry our token)."""
+    """``ray.init`` a local instance, up to :data:`LOCAL_START_ATTEMPTS` times: Ray gives a new node a fixed 30 s
+    to register, which an overloaded machine can exceed; the processes of a failed start are stopped first (they
+    carry our token)."""
     for attempt in range(1, LOCAL_START_ATTEMPTS + 1):
         try:
             ray.init(**init_args)
