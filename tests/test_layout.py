@@ -349,7 +349,7 @@ library_lines = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(library_lines)
 
 #: A ratchet under the issue's target of 3,000 lines: lower it as the library shrinks, never raise it.
-LIBRARY_LINE_CEILING = 3050
+LIBRARY_LINE_CEILING = 3000
 #: The opt-in compiled rollout engine: loaded only by a trainer that mixes in CompiledRolloutMixin.
 ENGINE_MODULES = ("saah_lib.models.rollout", "saah_lib.models.rollout_trainer", "saah_lib.models.attention",
                   "saah_lib.models.sampling", "saah_lib.models.compile_health")

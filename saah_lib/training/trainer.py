@@ -3,10 +3,9 @@
 TRL's own ``_compute_loss`` runs with the ``advantages`` it reads after its forward multiplied per token by
 :func:`saah_lib.method.loss.advantage_factors`. The entropies come from that forward
 (``_get_per_token_logps_and_entropies``): TRL's exact entropy, or a top-K estimate from the hooked final
-hidden states through the LM head and the model's own logit transform. The paper's configuration (``bnpo``,
-none of TRL's loss options, text only) is computed by ``saah_policy_loss``, with the arithmetic the committed
-studies were recorded with (docs/library.md). TRL has no public hook inside its loss, hence these two private
-overrides (tests/training/test_trl_surface.py checks their signatures and every member read).
+hidden states through the LM head and the model's own logit transform. Every configuration, the paper's
+included, takes this one path. TRL has no public hook inside its loss, hence these two private overrides
+(tests/training/test_trl_surface.py checks their signatures and every member read).
 
 Opt-in layers, each a mixin placed before this class: compiled rollouts and one sampling policy
 (:mod:`saah_lib.models.rollout_trainer`), the paper's flat-group rule (:mod:`saah_lib.training.flat_groups`);
@@ -20,23 +19,16 @@ from contextlib import contextmanager
 
 import torch
 from trl import GRPOTrainer
-from trl.trainer.utils import nanmax, nanmin
 
 from saah_lib.method.loss import (
     advantage_factors,
     method_weights,
     normalised_entropy_from_hidden,
-    saah_policy_loss,
     weight_statistics,
 )
 from saah_lib.method.methods import weights_problem
 from saah_lib.models.backends import require_vllm
 from saah_lib.training.config import SAAHGRPOConfig
-
-#: The batch entries TRL's loss forwards to the model beside the token ids (images and their layout).
-MODEL_INPUT_KEYS = ("pixel_values", "image_grid_thw", "num_images", "pixel_attention_mask", "spatial_shapes",
-                    "num_tiles", "image_sizes", "token_type_ids", "mm_token_type_ids", "image_position_ids")
-
 
 class _WeightedAdvantages(dict):
     """TRL's batch, whose ``advantages`` entry is weighted when TRL's loss reads it (after its forward)."""
@@ -176,13 +168,7 @@ class SAAHGRPOTrainer(GRPOTrainer):
 
     # ------------------------------------------------------------------ loss
     def _compute_loss(self, model, inputs):
-        """TRL's loss, whichever variant, reading the weighted advantages of :meth:`_weighted_advantages`.
-
-        The one exception is the paper's configuration (:meth:`_paper_loss_applies`), computed by
-        :func:`saah_policy_loss`: the same loss, with the arithmetic of the committed studies.
-        """
-        if self._paper_loss_applies(inputs):
-            return self._paper_loss(model, inputs)
+        """TRL's loss, whichever variant, reading the weighted advantages of :meth:`_weighted_advantages`."""
         weighted = _WeightedAdvantages(inputs, self._weighted_advantages)
         with self._loss_forward_capture(model, inputs["completion_ids"].size(1)):
             loss = super()._compute_loss(model, weighted)
@@ -245,79 +231,6 @@ class SAAHGRPOTrainer(GRPOTrainer):
             self._metrics[mode][f"saah/{name}"].append(self.accelerator.gather(value.reshape(1)).nanmean().item())
         if mode == "train":
             self._keep_token_entropies(norm_entropy, mask, advantages)
-
-    def _paper_loss_applies(self, inputs) -> bool:
-        """Whether this step's loss is the paper's and nothing else: ``bnpo``, token-level ratios, one clip
-        range, the plain KL estimator, no option of TRL's that changes the loss, text only.
-
-        TRL's ``bnpo`` sums the same terms in another order (other bits), so this keeps the committed
-        studies' runs the bits they were recorded with."""
-        a = self.args
-        return (self.loss_type == "bnpo" and self.importance_sampling_level == "token"
-                and not a.use_bias_correction_kl and self.top_entropy_quantile == 1.0
-                and self.off_policy_mask_threshold is None and a.delta is None
-                and not self._entropy_bonus_enabled and self.epsilon_high == self.epsilon_low
-                and not self.aux_loss_enabled and inputs["advantages"].dim() == 1
-                and all(inputs.get(key) is None for key in MODEL_INPUT_KEYS))
-
-    def _paper_loss(self, model, inputs):
-        prompt_ids, prompt_mask = inputs["prompt_ids"], inputs["prompt_mask"]
-        completion_ids, completion_mask = inputs["completion_ids"], inputs["completion_mask"]
-        input_ids = torch.cat([prompt_ids, completion_ids], dim=1)
-        attention_mask = torch.cat([prompt_mask, completion_mask], dim=1)
-        logits_to_keep = completion_ids.size(1)
-        mask = completion_mask if "tool_mask" not in inputs else completion_mask * inputs["tool_mask"]
-
-        with self._capture_final_hidden(model, logits_to_keep) as captured:
-            logps, entropies, _ = self._get_per_token_logps_and_entropies(
-                model, input_ids, attention_mask, logits_to_keep, compute_entropy=True
-            )
-        norm_entropy = self._normalised_entropy(model, entropies, captured)
-
-        advantages = inputs["advantages"]
-        old_logps = inputs.get("old_per_token_logps")
-        old_logps = logps.detach() if old_logps is None else old_logps
-        weights = method_weights(self.args.method, norm_entropy, mask, advantages, self.args.alpha)
-        vllm_is = self.use_vllm and self.vllm_importance_sampling_correction
-        loss, stats = saah_policy_loss(
-            logps, old_logps, inputs.get("ref_per_token_logps"), advantages, mask, weights,
-            epsilon=self.epsilon_low, beta=self.beta, norm_entropy=norm_entropy,
-            token_scale=inputs["importance_sampling_ratio"] if vllm_is else None,
-        )
-
-        mode = "train" if self.model.training else "eval"
-        self._log_step_statistics(mode, stats, entropies, mask)
-        self._log_clip_sides(mode, logps.detach(), old_logps, advantages, mask)
-        if mode == "train":
-            self._keep_token_entropies(norm_entropy, mask, advantages)
-            loss = loss / self.current_gradient_accumulation_steps  # TRL turns off HF's own scaling
-        return loss
-
-    def _log_clip_sides(self, mode, logps, old_logps, advantages, mask) -> None:
-        """TRL's ``clip_ratio/low_*`` and ``high_*`` metrics, as its own loss logs them."""
-        ratio = torch.exp(logps - old_logps)
-        adv = advantages.reshape(-1, 1)
-        mask = mask.float()
-        sides = {"low": (ratio < 1 - self.epsilon_low) & (adv < 0), "high": (ratio > 1 + self.epsilon_high) & (adv > 0)}
-        for side, clipped in sides.items():
-            clipped = clipped.float()
-            totals = self.accelerator.reduce(torch.stack([(clipped * mask).sum(), mask.sum()]), reduction="sum")
-            self._metrics[mode][f"clip_ratio/{side}_mean"].append((totals[0] / totals[1].clamp(min=1.0)).item())
-            per_rollout = self.accelerator.gather((clipped * mask).sum(-1) / mask.sum(-1))
-            extreme = nanmin(per_rollout) if side == "low" else nanmax(per_rollout)
-            self._metrics[mode][f"clip_ratio/{side}_{'min' if side == 'low' else 'max'}"].append(extreme.item())
-
-    def _log_step_statistics(self, mode, stats, entropies, mask) -> None:
-        def global_mean(x: torch.Tensor) -> float:
-            return self.accelerator.gather(x.reshape(1).float()).nanmean().item()
-
-        metrics = self._metrics[mode]
-        if self.beta != 0.0:
-            metrics["kl"].append(global_mean(stats["kl"]))
-        metrics["entropy"].append(global_mean((entropies * mask).sum() / mask.sum().clamp(min=1)))
-        metrics["clip_ratio/region_mean"].append(global_mean(stats["clip_frac"]))
-        for name in ("entropy_norm", "weight_mean", "weight_neg_mean", "neg_frac"):
-            metrics[f"saah/{name}"].append(global_mean(stats[name]))
 
     def _keep_token_entropies(self, norm_entropy, mask, advantages) -> None:
         """Per-token entropies of one negative and one positive rollout per step, for the weight schematic."""

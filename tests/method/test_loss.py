@@ -11,9 +11,9 @@ from saah_lib.method.loss import (
     method_weights,
     normalised_entropy,
     normalised_entropy_from_hidden,
-    saah_policy_loss,
     selective_weights,
 )
+from tests.method.reference_loss import saah_policy_loss
 
 
 def exact_entropy_reference(logits):

@@ -12,12 +12,16 @@ def _correctness_dropped(module):
 
 def _kl_sign_flipped(module):
     """The loss subtracts the KL penalty instead of adding it."""
-    original = module.saah_policy_loss
+    original = module.SAAHGRPOTrainer._compute_loss
 
-    def flipped(*args, beta=0.04, **kwargs):
-        return original(*args, beta=-beta, **kwargs)
+    def flipped(self, model, inputs):
+        beta, self.beta = self.beta, -self.beta  # TRL's loss adds self.beta * KL
+        try:
+            return original(self, model, inputs)
+        finally:
+            self.beta = beta
 
-    module.saah_policy_loss = flipped
+    module.SAAHGRPOTrainer._compute_loss = flipped
 
 
 def _eval_on_training_problems(module):
@@ -55,7 +59,7 @@ def _alpha_ignored(module):
 #: name: (module to patch once loaded, the patch)
 DEFECTS = {
     "correctness_dropped": ("saah_lib.method.reward", _correctness_dropped),
-    "kl_sign_flipped": ("saah_lib.method.loss", _kl_sign_flipped),
+    "kl_sign_flipped": ("saah_lib.training.trainer", _kl_sign_flipped),
     "eval_on_training_problems": ("saah_lib.tasks.synthetic", _eval_on_training_problems),
     "sa_on_positive": ("saah_lib.method.loss", _sa_on_positive),
     "alpha_ignored": ("saah_lib.method.loss", _alpha_ignored),

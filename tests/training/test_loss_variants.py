@@ -10,8 +10,10 @@ import pytest
 import torch
 from trl import GRPOConfig, GRPOTrainer
 
+from saah_lib.method.loss import method_weights
 from saah_lib.method.methods import LOSS_TYPES
 from saah_lib.training.trainer import SAAHGRPOConfig, SAAHGRPOTrainer
+from tests.method.reference_loss import saah_policy_loss
 from tests.training.test_trainer import build_trainer, fake_batch
 
 # (loss_type, importance_sampling_level): every loss type per token, and those GSPO keeps meaningful
@@ -149,8 +151,6 @@ def assert_same(got, expected, exact, tolerance=(1e-6, 1e-5)):
 def test_alpha_zero_is_trl_loss_and_gradients(loss_type, level, method, tiny_random_model_dir, tmp_path):
     ours, trl = ours_and_trl(tiny_random_model_dir, tmp_path, loss_type, level, method=method)
     inputs = with_old_logps(ours, fake_batch(len(ours.processing_class)))
-    # TRL's default bias-corrected KL keeps even bnpo on TRL's path (the paper's path is tested below)
-    assert not ours._paper_loss_applies(inputs)
     got = loss_and_grads(ours, inputs, lambda x: ours._compute_loss(ours.model, x))
     expected = loss_and_grads(trl, inputs, lambda x: trl._compute_loss(trl.model, x))
     assert_same(got, expected, exact=True)
@@ -172,18 +172,23 @@ def test_positive_alpha_is_the_documented_formula(loss_type, level, method, alph
 
 
 @pytest.mark.parametrize("alpha", [0.0, 1.5])
-def test_bnpo_through_trl_agrees_with_the_paper_arithmetic(alpha, tiny_random_model_dir, tmp_path, monkeypatch):
-    """The paper's configuration (plain KL estimator) by saah_policy_loss, and the same settings through TRL's
-    bnpo with the weighted advantages: the same loss and gradients up to summation order."""
+def test_bnpo_through_trl_agrees_with_the_paper_arithmetic(alpha, tiny_random_model_dir, tmp_path):
+    """The paper's configuration (bnpo, plain KL estimator) through TRL's loss with the weighted advantages, and
+    the paper's loss written out (tests/method/reference_loss.py): the same loss and gradients."""
     ours, _ = ours_and_trl(tiny_random_model_dir, tmp_path, "bnpo", "token", method="sa", alpha=alpha,
                            use_bias_correction_kl=False)
     inputs = with_old_logps(ours, fake_batch(len(ours.processing_class), seed=5))
-    assert ours._paper_loss_applies(inputs)
-    paper = loss_and_grads(ours, inputs, lambda x: ours._compute_loss(ours.model, x))
-    monkeypatch.setattr(ours, "_paper_loss_applies", lambda inputs: False)
-    assert not ours._paper_loss_applies(inputs)
+
+    def paper(x):
+        logps, entropy, vocab = plain_logps_and_entropy(ours.model, x)
+        mask = x["completion_mask"].float()
+        weights = method_weights("sa", entropy.detach() / math.log(vocab), mask, x["advantages"], alpha)
+        loss, _ = saah_policy_loss(logps, x["old_per_token_logps"], x["ref_per_token_logps"], x["advantages"],
+                                   mask, weights, epsilon=ours.epsilon_low, beta=ours.beta)
+        return loss / ours.current_gradient_accumulation_steps
+
     through_trl = loss_and_grads(ours, inputs, lambda x: ours._compute_loss(ours.model, x))
-    assert_same(through_trl, paper, exact=False)
+    assert_same(through_trl, loss_and_grads(ours, inputs, paper), exact=False)
     assert_same(through_trl, loss_and_grads(ours, inputs, lambda x: reference_loss(ours, x, "sa", alpha)),
                 exact=False)
 
@@ -280,37 +285,6 @@ def test_a_moved_hook_is_an_error(tiny_random_model_dir, tmp_path, monkeypatch):
         ours._compute_loss(ours.model, copy.deepcopy(inputs))
 
 
-# GRPOConfig's own fields in TRL 1.16.0, each reviewed for SAAHGRPOTrainer._paper_loss_applies (which must
-# know every option that changes the loss): a TRL with other fields fails here until they are reviewed too.
-REVIEWED_TRL_FIELDS = """
-beta cache_implementation cast_lm_head_to_fp32 chat_template_kwargs delta disable_dropout ds3_gather_for_generation
-entropy_coef entropy_coef_delta entropy_coef_max entropy_coef_min entropy_target epsilon epsilon_high
-generation_batch_size generation_kwargs importance_sampling_level log_completions log_completions_hub_repo
-log_multimodal log_unique_prompts loss_type mask_truncated_completions max_completion_length
-max_tool_calling_iterations min_p model_init_kwargs multi_objective_aggregation num_completions_to_print
-num_generations num_generations_eval num_iterations off_policy_mask_threshold pad_to_multiple_of
-ref_model_mixup_alpha ref_model_sync_steps repetition_penalty reward_weights router_aux_loss_coef
-sapo_temperature_neg sapo_temperature_pos scale_rewards shuffle_dataset steps_per_generation sync_ref_model
-temperature top_entropy_quantile top_k top_p transformers_continuous_batching_config trust_remote_code
-use_adaptive_entropy use_bias_correction_kl use_transformers_continuous_batching use_transformers_paged use_vllm
-vespo_k_neg vespo_k_pos vespo_lambda_neg vespo_lambda_pos vllm_enable_sleep_mode vllm_gpu_memory_utilization
-vllm_group_port vllm_importance_sampling_cap vllm_importance_sampling_clip_max vllm_importance_sampling_clip_min
-vllm_importance_sampling_correction vllm_importance_sampling_mode vllm_max_model_length vllm_mode vllm_model_impl
-vllm_server_base_url vllm_server_host vllm_server_port vllm_server_timeout vllm_structured_outputs_regex
-vllm_tensor_parallel_size
-""".split()
-
-
-def test_trl_config_fields_are_the_reviewed_ones():
-    import dataclasses
-
-    from transformers import TrainingArguments
-    inherited = {f.name for f in dataclasses.fields(TrainingArguments)}
-    own = {f.name for f in dataclasses.fields(GRPOConfig)} - inherited
-    assert own == set(REVIEWED_TRL_FIELDS), (f"new: {sorted(own - set(REVIEWED_TRL_FIELDS))}, "
-                                             f"gone: {sorted(set(REVIEWED_TRL_FIELDS) - own)}")
-
-
 # ------------------------------------------------------------------------------- what TRL adds around the loss
 @pytest.fixture(scope="module")
 def tiny_moe_model_dir(tiny_random_model_dir, tmp_path_factory):
@@ -332,7 +306,7 @@ def tiny_moe_model_dir(tiny_random_model_dir, tmp_path_factory):
 @pytest.mark.parametrize("loss_type", ["bnpo", "dapo"])
 def test_the_moe_auxiliary_loss_is_trls(loss_type, tiny_moe_model_dir, tmp_path):
     ours, trl = ours_and_trl(tiny_moe_model_dir, tmp_path, loss_type, "token", method="sa")
-    assert ours.aux_loss_enabled and not ours._paper_loss_applies(fake_batch(8))
+    assert ours.aux_loss_enabled
     inputs = with_old_logps(ours, fake_batch(len(ours.processing_class), seed=8))
     got = loss_and_grads(ours, inputs, lambda x: ours._compute_loss(ours.model, x))
     assert_same(got, loss_and_grads(trl, inputs, lambda x: trl._compute_loss(trl.model, x)), exact=True)
@@ -365,7 +339,6 @@ def test_multimodal_inputs_reach_the_forward(tiny_random_model_dir, tmp_path, mo
     images = {"pixel_values": torch.rand(4, 6), "image_grid_thw": torch.ones(4, 3, dtype=torch.long),
               "num_images": [1, 1, 1, 1]}
     inputs = {**fake_batch(len(ours.processing_class)), **images}
-    assert not ours._paper_loss_applies(inputs)
     ours._compute_loss(ours.model, inputs)
     assert seen["pixel_values"] is images["pixel_values"] and seen["image_grid_thw"] is images["image_grid_thw"]
 
