@@ -37,11 +37,9 @@ LEADING = {"__init__": ("model", "reward_funcs", "args")}
 #: TRL methods called but not overridden.
 CALLED = ("_tokenize_prompts", "_get_output_dir")
 #: Members read on a constructed GRPOTrainer.
-MEMBERS = ("_metrics", "_tokenizer", "_entropy_bonus_enabled", "_dist", "accelerator", "state", "model_wrapped",
-           "loss_type", "importance_sampling_level", "top_entropy_quantile", "off_policy_mask_threshold",
-           "epsilon_low", "epsilon_high", "aux_loss_enabled", "beta", "temperature", "use_vllm",
-           "vllm_importance_sampling_correction", "generation_kwargs", "num_generations", "reward_weights",
-           "eos_token_ids", "max_completion_length", "environment_factories")
+MEMBERS = ("_metrics", "_tokenizer", "_dist", "accelerator", "state", "model_wrapped", "loss_type",
+           "importance_sampling_level", "beta", "temperature", "use_vllm", "generation_kwargs", "num_generations",
+           "reward_weights", "eos_token_ids", "max_completion_length", "environment_factories")
 #: The attributes of TRL's prompt sampler that ``_get_train_sampler`` and ``ResumableRepeatSampler`` read.
 SAMPLER_MEMBERS = ("data_source", "mini_repeat_count", "batch_size", "repeat_count", "shuffle", "seed", "generator",
                    "num_samples")
@@ -164,5 +162,5 @@ def test_a_parameter_passed_by_name_and_the_leading_order_are_checked(monkeypatc
 
 
 def test_a_missing_member_is_named(trl_trainer, monkeypatch):
-    monkeypatch.delattr(trl_trainer, "_entropy_bonus_enabled")
-    assert member_problems(trl_trainer) == ["GRPOTrainer has no member '_entropy_bonus_enabled'"]
+    monkeypatch.delattr(trl_trainer, "_tokenizer")
+    assert member_problems(trl_trainer) == ["GRPOTrainer has no member '_tokenizer'"]

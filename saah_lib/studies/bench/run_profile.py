@@ -32,7 +32,6 @@ from pathlib import Path
 
 import torch
 from accelerate import Accelerator
-from transformers import TrainerCallback
 
 from saah_lib.jsonio import atomic_write_json, read_jsonl
 from saah_lib.models import warmstart
@@ -271,7 +270,8 @@ def profile_smollm2_step(dtype: str, steps: int, gflops: float, data_dir: str | 
     shape = model_shape(trainer)
     tokenizer = trainer.processing_class
     prompt_tokens = [len(tokenizer(text)["input_ids"]) for text in trainer.train_dataset["prompt"]]
-    clock, started, per_step = SectionClock(), [], []
+    clock, started, step_clock = SectionClock(), [], smollm2_step.StepClock(lambda: on_step(profile()))
+    per_step = step_clock.steps
 
     def profile() -> dict:
         wall, cpu = time.perf_counter() - started[0], time.process_time() - started[1]
@@ -290,16 +290,7 @@ def profile_smollm2_step(dtype: str, steps: int, gflops: float, data_dir: str | 
                 "backward_checkpoint_recompute_floor_s": round(recompute, 3),
                 "categories": with_floors(clock.shares(wall), floors, measure="cpu_seconds")}
 
-    class StepClock(TrainerCallback):
-        def on_step_begin(self, *_, **__):
-            self.start = (time.perf_counter(), time.process_time())
-
-        def on_step_end(self, *_, **__):
-            per_step.append({"wall_s": round(time.perf_counter() - self.start[0], 2),
-                             "cpu_s": round(time.process_time() - self.start[1], 2)})
-            on_step(profile())
-
-    trainer.add_callback(StepClock())
+    trainer.add_callback(step_clock)
     with clock.clocked(run_categories()):
         started.extend((time.perf_counter(), time.process_time()))
         trainer.train()

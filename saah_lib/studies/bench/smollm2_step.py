@@ -101,24 +101,32 @@ def build_trainer(setting: dict, *, steps: int, threads: int, data_dir: str | No
                         peft_config=peft_config, callbacks=list(callbacks))
 
 
+class StepClock(TrainerCallback):
+    """The wall and CPU seconds of each optimiser step, in ``steps``; ``on_step()`` after each one."""
+
+    def __init__(self, on_step=lambda: None):
+        self.steps, self.on_step = [], on_step
+
+    def on_step_begin(self, *_, **__):
+        self.start = (time.perf_counter(), time.process_time())
+
+    def on_step_end(self, *_, **__):
+        self.steps.append({"wall_s": round(time.perf_counter() - self.start[0], 2),
+                           "cpu_s": round(time.process_time() - self.start[1], 2)})
+        self.on_step()
+
+
 def run_configuration(setting: dict, *, steps: int, threads: int, data_dir: str | None) -> dict:
     """Load SmolLM2, train ``steps`` steps of the paper's shape with ``setting``; times per step, peak RSS."""
-    times, rss_loaded = [], []
-
-    class StepClock(TrainerCallback):
-        def on_step_begin(self, *_, **__):
-            self.start = (time.process_time(), time.perf_counter())
-
-        def on_step_end(self, *_, **__):
-            times.append({"cpu_s": round(time.process_time() - self.start[0], 2),
-                          "wall_s": round(time.perf_counter() - self.start[1], 2)})
+    clock, rss_loaded = StepClock(), []
+    times = clock.steps
 
     def load_and_note_rss(dtype):
         loaded = load_smollm2(dtype)
         rss_loaded.append(peak_rss_gib())
         return loaded
 
-    trainer = build_trainer(setting, steps=steps, threads=threads, data_dir=data_dir, callbacks=[StepClock()],
+    trainer = build_trainer(setting, steps=steps, threads=threads, data_dir=data_dir, callbacks=[clock],
                             load=load_and_note_rss)
     trainer.train()
     logged = [entry for entry in trainer.state.log_history if "completions/mean_length" in entry]
