@@ -30,6 +30,7 @@ from saah_lib.method.methods import weights_problem
 from saah_lib.models.backends import require_vllm
 from saah_lib.training.config import SAAHGRPOConfig
 
+
 class _WeightedAdvantages(dict):
     """TRL's batch, whose ``advantages`` entry is weighted when TRL's loss reads it (after its forward)."""
 
