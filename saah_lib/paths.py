@@ -29,7 +29,7 @@ RERUN_ROOT = RESULTS / "rerun"  # git-ignored: what `make mini` reruns
 LOCAL_RESULTS = RESULTS / "local"  # git-ignored: single runs (notebooks 01-03, training.launch) by default
 PAPER_REPORTED = RESULTS / "paper_reported"  # the paper's numbers, transcribed
 BENCH_RESULTS = RESULTS / "bench"
-REAL_MODEL_RECORD = RESULTS / "real_model" / "smollm2_discount.json"  # saah_lib.studies.real_model's measurement
+REAL_MODEL_RECORD = RESULTS / "real_model" / "smollm2_discount.json"  # saah_lab.studies.real_model's measurement
 
 PAPER_TABLES = REPO_ROOT / "paper" / "generated"
 FIGURES = REPO_ROOT / "figures"

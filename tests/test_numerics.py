@@ -115,7 +115,7 @@ def test_a_native_record_says_so_and_claims_nothing_about_the_pin():
     assert summary(None) == "not recorded"
 
 
-def _capability_of_a_fresh_process(env: dict, code: str = "import saah_lib.studies, torch") -> str:
+def _capability_of_a_fresh_process(env: dict, code: str = "import saah_lab.studies, torch") -> str:
     out = subprocess.run([sys.executable, "-c", f"{code}; print(torch.backends.cpu.get_cpu_capability())"],
                          env=env, capture_output=True, text=True, cwd=REPO_ROOT, check=True)
     return out.stdout.split()[-1]

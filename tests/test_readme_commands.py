@@ -34,10 +34,10 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 from papermill.cli import _resolve_type
 
-import saah_lib
+import saah_lab
+from saah_lab.training.notebook_params import _type_parts, check_type, declared_parameters, parse_structured
 from saah_lib.paths import REPO_ROOT
 from saah_lib.rundir.folder import RunDir
-from saah_lib.training.notebook_params import _type_parts, check_type, declared_parameters, parse_structured
 from tests.test_environment import read_lock
 
 DOCUMENTS = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]
@@ -97,7 +97,7 @@ def _run(args: list[str], timeout: int = 300) -> subprocess.CompletedProcess:
 #: Answers of the documented ``python`` commands' dry forms, run beforehand in one process
 #: (:func:`python_dry_forms`), by ``json.dumps(argv)``; filled by the dry-form test's fixture.
 ANSWERS: dict[str, list] = {}
-LAUNCH = "saah_lib.training.launch"
+LAUNCH = "saah_lab.training.launch"
 
 
 def _python(*argv: str) -> tuple[int, str, str]:
@@ -130,7 +130,7 @@ def python_dry_forms() -> list[list[str]]:
             found.append([words[1], "--help"])
             continue
         module, rest = words[2], words[3:]
-        if module == "saah_lib":
+        if module in ("saah_lib", "saah_lab"):
             found.append([module])
             continue
         found.append([module, "--help"])
@@ -170,13 +170,13 @@ def check_python_m(args: list[str], command_help=None) -> None:
     if documented_script(args[0]):
         _flags_in_help(args[1:], _python_help(args[0]), args[0])
         return
-    assert args[0] == "-m", (f"only `python -m saah_lib...`, `python tools/<script>.py` and `python "
+    assert args[0] == "-m", (f"only `python -m saah_lib...`, `python -m saah_lab...`, `python tools/<script>.py` and `python "
                              f"tests/trl_suite/suite.py` are documented, got {args}")
     module, rest = args[1], args[2:]
-    if module == "saah_lib":
+    if module in ("saah_lib", "saah_lab"):
         assert _python(module)[0] == 0
         return
-    if command_help is not None and module in saah_lib.COMMANDS:
+    if command_help is not None and module in saah_lab.ALL_COMMANDS:
         code, stdout, stderr = command_help(module)
         assert code == 0, f"python -m {module} --help failed: {stderr[-1500:]}"
         help_text = stdout + stderr
@@ -392,10 +392,10 @@ def test_the_readme_cpu_run_streams_its_progress_lines_as_printed(tiny_random_mo
 # --------------------------------------------------------------------------- a fresh copy stays clean
 
 #: Commands cheap enough to run as written (seconds to a minute, offline, nothing trained).
-RUN_AS_WRITTEN = {"make help", "python -m saah_lib", "python -m saah_lib.report.render",
-                  "python -m saah_lib.studies.grid plan paper --seeds 123",
-                  "python -m saah_lib.studies.timing results/extended",
-                  "python -m saah_lib.training.launch --method ah --alpha 0.25 --print-config"}
+RUN_AS_WRITTEN = {"make help", "python -m saah_lib", "python -m saah_lab.report.render",
+                  "python -m saah_lab.studies.grid plan paper --seeds 123",
+                  "python -m saah_lab.studies.timing results/extended",
+                  "python -m saah_lab.training.launch --method ah --alpha 0.25 --print-config"}
 #: Where documented commands write, each of which must be git-ignored (one file inside each, as a command names it).
 DOCUMENTED_OUTPUTS = ["out.ipynb", "results/local/runs/tiny-sa-a0.5-s0/train_log.jsonl",
                       "results/local/bench/cpu-tiny.json", "results/rerun/mini/reproduction.md",

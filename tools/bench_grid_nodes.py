@@ -29,14 +29,14 @@ from pathlib import Path
 
 import ray
 
+from saah_lab.studies import extended
+from saah_lab.studies.runner import Plan, run_job, run_plan
+from saah_lab.studies.timing import Timings
+from saah_lab.studies.verify.bits import compare_run
 from saah_lib.models.names import tiny_warm_start_name
 from saah_lib.models.warmstart import read_build_info
 from saah_lib.numerics import cpu_description
 from saah_lib.paths import BENCH_RESULTS, REPO_ROOT, tiny_warmstart_dir
-from saah_lib.studies import extended
-from saah_lib.studies.runner import Plan, run_job, run_plan
-from saah_lib.studies.timing import Timings
-from saah_lib.studies.verify.bits import compare_run
 
 DEFAULT_OUT = BENCH_RESULTS / "grid-nodes.json"
 SANDBOX = REPO_ROOT / "tools" / "ray_sandbox.py"

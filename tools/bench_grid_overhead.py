@@ -29,8 +29,8 @@ from pathlib import Path
 
 import ray
 
+from saah_lab.studies.engine import Task, run_tasks
 from saah_lib.paths import REPO_ROOT
-from saah_lib.studies.engine import Task, run_tasks
 
 DEFAULT_OUT = REPO_ROOT / "results" / "local" / "bench" / "grid_overhead.json"
 SANDBOX = REPO_ROOT / "tools" / "ray_sandbox.py"

@@ -1,7 +1,7 @@
 """How the report's reading and rendering scale with the number of runs in a results root (issue 39, item 15).
 
 Builds N tiny synthetic runs (``tests/conftest.py``'s ``make_run``: 20 steps, an evaluation every 5 steps on
-100 problems, GRPO, AH and SA over N/3 seeds) and times ``python -m saah_lib.report.render --only ROOT`` into a
+100 problems, GRPO, AH and SA over N/3 seeds) and times ``python -m saah_lab.report.render --only ROOT`` into a
 temporary folder, each in a fresh process, for the code of this checkout and of a baseline revision (exported
 with ``git archive``), side by side, with the wall and CPU seconds and the process's peak resident memory.  A second
 render of the same root (``warm``) reads what the first one cached.
@@ -26,8 +26,8 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from conftest import make_run  # noqa: E402
 
+from saah_lab.rundir.read_cache import CACHE_ENV  # noqa: E402
 from saah_lib.jsonio import atomic_write_json  # noqa: E402
-from saah_lib.rundir.read_cache import CACHE_ENV  # noqa: E402
 
 METHODS = (("grpo", 0.0), ("ah", 0.5), ("sa", 0.5))
 
@@ -47,7 +47,8 @@ def build_root(root: Path, n_runs: int) -> Path:
 def time_render(code: Path, root: Path, out: Path) -> dict:
     """One render of ``root`` by the code in ``code`` in a fresh process: wall seconds, peak RSS in MB, exit."""
     env = {**os.environ, "PYTHONPATH": str(code)}
-    command = ["/usr/bin/time", "-f", "%M %U %S", sys.executable, "-m", "saah_lib.report.render", "--only", str(root),
+    package = "saah_lab" if (code / "saah_lab").is_dir() else "saah_lib"  # a revision from before the lab's package
+    command = ["/usr/bin/time", "-f", "%M %U %S", sys.executable, "-m", f"{package}.report.render", "--only", str(root),
                "--tables-dir", str(out / "tables"), "--figures-dir", str(out / "figures")]
     start = time.perf_counter()
     done = subprocess.run(command, env=env, cwd=code, capture_output=True, text=True)
@@ -80,9 +81,10 @@ def main(argv=None) -> int:
         if args.baseline_rev:
             codes["baseline"] = export(args.baseline_rev, tmp / "baseline")
             result["baseline_rev"] = args.baseline_rev
-        # a copy of this checkout's library: edits made while this runs change nothing measured
+        # a copy of this checkout's packages: edits made while this runs change nothing measured
         codes["new"] = tmp / "new"
-        shutil.copytree(REPO / "saah_lib", codes["new"] / "saah_lib", ignore=shutil.ignore_patterns("__pycache__"))
+        for package in ("saah_lib", "saah_lab"):
+            shutil.copytree(REPO / package, codes["new"] / package, ignore=shutil.ignore_patterns("__pycache__"))
         for n in args.sizes:
             root = build_root(tmp / f"root{n}", n)
             timings = {}

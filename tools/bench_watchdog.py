@@ -1,7 +1,7 @@
 """The CPU the study watchdog spends per look at a live Ray instance: this tree's ``instance_tree`` against the one
 at a git revision, alternated in one process.
 
-The watchdog (saah_lib/studies/watchdog.py) looks at the instance twice a second for as long as a study runs, on
+The watchdog (saah_lab/studies/watchdog.py) looks at the instance twice a second for as long as a study runs, on
 the cores the runs train on. This starts a local Ray instance as a driver would (a marker in the environment of
 every process it starts, two workers up), checks that both versions see the same processes, then times
 ``--calls`` looks of each per round, the order swapped every round. Writes ``<cpu>-watchdog-look.json``.
@@ -29,11 +29,11 @@ sys.path.insert(0, str(REPO))
 import psutil
 import ray
 
+from saah_lab.studies import watchdog
+from saah_lab.studies.engine import _environment
 from saah_lib.numerics import cpu_description
-from saah_lib.studies import watchdog
-from saah_lib.studies.engine import _environment
 
-WATCHDOG_FILE = "saah_lib/studies/watchdog.py"
+WATCHDOG_FILE = "saah_lab/studies/watchdog.py"
 
 
 def module_at(revision: str, folder: Path):

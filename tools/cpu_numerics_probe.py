@@ -53,12 +53,12 @@ FAKE_INTEL = "int mkl_serv_intel_cpu_true(void) { return 1; }\nint mkl_serv_inte
 CHILD = r"""
 import hashlib, json, sys, time
 from pathlib import Path
-import saah_lib.studies  # applies the pin (or native mode) as every study process does
+import saah_lab.studies  # applies the pin (or native mode) as every study process does
 import torch
 torch.set_num_threads(1)
 from saah_lib.models.warmstart import WarmStartSettings, build_warm_start, read_build_info
 from saah_lib.training.config import make_config
-from saah_lib.training.run import run_training
+from saah_lab.training.run import run_training
 
 out = Path(sys.argv[1])
 settings = WarmStartSettings(sft_steps=int(sys.argv[2]), n_sft_problems=8 * int(sys.argv[2]), n_heldout=40)

@@ -28,19 +28,24 @@ import tempfile
 import weakref
 from pathlib import Path
 
-import saah_lib.studies  # noqa: F401  (pins the CPU numerics before torch loads)
 import torch
 from transformers import AutoTokenizer, Qwen2Config, Qwen2ForCausalLM, StaticCache
 from trl.trainer.utils import RepeatSampler
 
+import saah_lab.studies  # noqa: F401  (pins the CPU numerics before torch loads)
+from saah_lab.rundir.provenance import package_versions
+from saah_lab.studies.bench.models import qwen25_config
+from saah_lab.studies.bench.options import LOCAL_BENCH
 from saah_lib.jsonio import atomic_write_json
-from saah_lib.models.rollout import (DecodeBuffers, StaticRollout, enable_compile_caches, prompt_bucket,
-                                     static_state_bytes)
+from saah_lib.models.rollout import (
+    DecodeBuffers,
+    StaticRollout,
+    enable_compile_caches,
+    prompt_bucket,
+    static_state_bytes,
+)
 from saah_lib.models.sampling import SamplingSettings
 from saah_lib.paths import in_repo
-from saah_lib.rundir.provenance import package_versions
-from saah_lib.studies.bench.models import qwen25_config
-from saah_lib.studies.bench.options import LOCAL_BENCH
 from saah_lib.tasks.gsm8k import paper_split
 from saah_lib.tasks.prompts import make_prompt
 from saah_lib.training.profiles import PROFILE_STEPS, PROFILES

@@ -20,7 +20,6 @@ import statistics
 import time
 from pathlib import Path
 
-import saah_lib  # noqa: F401  (pins the CPU numerics before torch loads)
 import torch
 import torch._functorch.config as functorch_config
 import torch._inductor.config as inductor_config
@@ -28,12 +27,13 @@ from peft import LoraConfig, get_peft_model
 from torch._C._dynamo.eval_frame import _debug_get_cache_entry_list
 from transformers import Qwen2Config, Qwen2ForCausalLM, StaticCache
 
+import saah_lib  # noqa: F401  (pins the CPU numerics before torch loads)
+from saah_lab.rundir.provenance import package_versions
+from saah_lab.studies.bench.models import qwen25_config
+from saah_lab.studies.bench.options import LOCAL_BENCH
 from saah_lib.jsonio import atomic_write_json
 from saah_lib.models.rollout import DecodeBuffers, StaticRollout, _decode_step, decoding_state, module_state
 from saah_lib.models.sampling import SamplingSettings
-from saah_lib.rundir.provenance import package_versions
-from saah_lib.studies.bench.models import qwen25_config
-from saah_lib.studies.bench.options import LOCAL_BENCH
 
 
 def lora_model(layers: int, hidden: int, heads: int, kv_heads: int, vocab: int, seed: int, dtype):

@@ -6,7 +6,7 @@
 Each defect of ``tests/planted_defects/planted.py`` (the reward's correctness term dropped, the KL term's
 sign flipped, evaluation on the training problems, SA's weights on positive-advantage rollouts, alpha
 ignored) is planted through ``tests/planted_defects/sitecustomize.py`` into fresh processes of
-``python -m saah_lib.training.launch``, pinned as every study process, two at a time, each from the
+``python -m saah_lab.training.launch``, pinned as every study process, two at a time, each from the
 shipped warm start.  Per defect and run the file records the final Pass@1 (and its problems): the
 planted-defect tests (``tests/studies/verify/test_planted_defects.py``) hold the level-2 rule to it
 against the committed ``results/mini``.  The default runs: the main comparison (grpo, ah and sa at
@@ -44,7 +44,7 @@ def train(defect: str, run_id: str, results_dir: Path) -> dict:
     env = {**os.environ, "SAAH_PLANTED_DEFECT": defect, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1",
            "PYTHONPATH": os.pathsep.join([str(PLANTED), str(REPO)])}
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "saah_lib.training.launch", "--profile", "tiny", "--method", method,
+    done = subprocess.run([sys.executable, "-m", "saah_lab.training.launch", "--profile", "tiny", "--method", method,
                            "--alpha", str(alpha), "--seed", str(seed), "--results-dir", str(results_dir),
                            "--no-progress"], env=env, cwd=REPO, capture_output=True, text=True)
     if done.returncode:

@@ -5,8 +5,8 @@
 Takes ``saah_lib/models/rollout.py`` from ``--commit`` (git), adds the ``rollout.decode`` profiler
 region around its decode loop (two lines, nothing else changes), compiles its decode step with the
 ``eager`` backend, and counts one rollout of the tiny warm start with
-``saah_lib.studies.profiling.count_ops``: the workload (16 prompts of 192 tokens, 96 new tokens forced
-to full length, the end-of-sequence token live) and the counting of ``python -m saah_lib.studies.bench
+``saah_lab.studies.profiling.count_ops``: the workload (16 prompts of 192 tokens, 96 new tokens forced
+to full length, the end-of-sequence token live) and the counting of ``python -m saah_lab.studies.bench
 --profile tiny --rollout-profile``, so the two are comparable.
 """
 
@@ -23,11 +23,11 @@ from pathlib import Path
 import torch
 from torch.profiler import ProfilerActivity, profile
 
+from saah_lab.studies.bench.models import prompts_dataset
+from saah_lab.studies.profiling import count_ops
 from saah_lib.models.loading import load_model_and_tokenizer, resolve_model
 from saah_lib.models.names import TINY_WARMSTART
-from saah_lib.studies.profiling import count_ops
 from saah_lib.paths import REPO_ROOT
-from saah_lib.studies.bench.models import prompts_dataset
 
 LOOP = "        steps_run = 0\n        for t in range(self.max_new_tokens):"
 END = "        tokens, logps = tokens[:, :steps_run].cpu(), logps[:, :steps_run].cpu()"

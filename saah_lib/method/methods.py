@@ -14,7 +14,7 @@ import numbers
 METHODS = ("grpo", "ah", "sa")
 #: Negative alpha grows the weights; the log-weight cap of :mod:`saah_lib.method.loss` keeps them finite, and
 #: -2 is the lowest the paper's ablation needs (-0.25) with room.  The upper end holds the CPU studies'
-#: paper-matched alpha (about 6, :mod:`saah_lib.studies.matched_alpha`): for alpha >= 0 the log-weights are
+#: paper-matched alpha (about 6, :mod:`saah_lab.studies.matched_alpha`): for alpha >= 0 the log-weights are
 #: <= 0, so the cap never binds, and up to 10 the first token of a completion keeps a weight >= exp(-10), so
 #: the loss's weighted token count stays positive even at maximal entropy.
 ALPHA_RANGE = (-2.0, 10.0)

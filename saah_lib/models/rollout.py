@@ -30,8 +30,13 @@ from transformers import StaticCache
 
 from saah_lib.models.attention import gqa_attention
 from saah_lib.models.compile_health import CompileHealth, RecompileError
-from saah_lib.models.sampling import (SamplingSettings, invalid_probabilities, penalise_repeats, process_logits,
-                                     race_sample)
+from saah_lib.models.sampling import (
+    SamplingSettings,
+    invalid_probabilities,
+    penalise_repeats,
+    process_logits,
+    race_sample,
+)
 
 # Prompt lengths are padded up to the first of these (then to multiples of the last).
 PROMPT_BUCKETS = (64, 128, 256, 512, 1024)

@@ -20,7 +20,6 @@ from dataclasses import dataclass, fields
 
 import torch
 
-
 #: ``generate`` keywords that only say where and how long to decode; the engine takes these from its own
 #: arguments (pad, end-of-sequence and maximum length) or has no use for them (the cache kind).
 NON_SAMPLING_KEYS = frozenset({"max_new_tokens", "pad_token_id", "bos_token_id", "eos_token_id",

@@ -7,8 +7,8 @@ Pass@1 with each: docs/reproducibility.md). The committed studies ran the AVX2 k
 process of a study asks for those (:data:`PINNED_SETTINGS`), in the environment before torch loads.
 
 Importing ``saah_lib`` changes nothing; the entry points that produce or verify study results
-apply the pin (the Makefile, ``saah_lib.studies`` on import via :func:`apply_once`,
-``saah_lib.training.launch``, the Jupyter kernel of ``python -m saah_lib.numerics kernelspec``).
+apply the pin (the Makefile, ``saah_lab.studies`` on import via :func:`apply_once`,
+``saah_lab.training.launch``, the Jupyter kernel of ``python -m saah_lib.numerics kernelspec``).
 ``SAAH_CPU_NUMERICS=native`` switches it off; every result records the mode in force
 (:func:`cpu_numerics_record`). Where the pin cannot hold (no AVX2) nothing is set and a
 :class:`CPUNumericsWarning` says so. This module must never import torch: it runs before torch

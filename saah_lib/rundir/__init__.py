@@ -1,4 +1,2 @@
-"""The run folder, its only owner: layout and log keys (:mod:`.layout`), writing (:mod:`.folder`),
-strict reading (:mod:`.reader`) and what the logs must mean (:mod:`.checks`), one writer at a time
-(:mod:`.lock`), checkpoints (:mod:`.checkpoints`), provenance (:mod:`.provenance`) and the integrity
-manifest of a results root (:mod:`.manifest`)."""
+"""The run folder, as the library writes it: its layout and log keys (:mod:`.layout`) and its writing
+(:mod:`.folder`). Reading, checking, locking and checkpoints are the lab's (:mod:`saah_lab.rundir`)."""

@@ -93,7 +93,7 @@ def samples_file(step: int) -> str:
 
 def is_ignored(relative: str | os.PathLike) -> bool:
     """True for a path (relative to a results root) that holds no result: the one rule that both
-    the reader (:func:`folders`) and the manifest (:func:`saah_lib.rundir.manifest.results_files`) follow.
+    the reader (:func:`folders`) and the manifest (:func:`saah_lab.rundir.manifest.results_files`) follow.
 
     Ignored: the manifest itself, any hidden part (``.x``: locks, atomic writes' temporary files,
     ``.ipynb_checkpoints``), any ``__pycache__`` part, and ``checkpoints/`` directly inside a run or

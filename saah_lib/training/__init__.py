@@ -1,5 +1,3 @@
 """Training: the run's config (:mod:`.config`: ``SAAHGRPOConfig``, TRL's, and ``RunConfig``; the light
 profiles in :mod:`.profiles`), the trainer (:mod:`.trainer`, a TRL ``GRPOTrainer``), its callbacks
-(:mod:`.callbacks`) and sampler (:mod:`.sampler`), the batch layout over processes (:mod:`.distributed`): the
-library. One run start to finish with its run folder (:mod:`.run`), its command (:mod:`.launch`) and the
-notebooks' parameters (:mod:`.notebook_params`) are the artifact's (:mod:`saah_lib.library`)."""
+(:mod:`.callbacks`) and sampler (:mod:`.sampler`), the batch layout over processes (:mod:`.distributed`)."""

@@ -9,7 +9,7 @@ included, takes this one path. TRL has no public hook inside its loss, hence the
 
 Opt-in layers, each a mixin placed before this class: compiled rollouts and one sampling policy
 (:mod:`saah_lib.models.rollout_trainer`), the paper's flat-group rule (:mod:`saah_lib.training.flat_groups`);
-the artifact's runs use :class:`saah_lib.training.study_trainer.StudyTrainer`, which has both.
+the artifact's runs use :class:`saah_lab.training.study_trainer.StudyTrainer`, which has both.
 """
 
 from __future__ import annotations
@@ -20,12 +20,7 @@ from contextlib import contextmanager
 import torch
 from trl import GRPOTrainer
 
-from saah_lib.method.loss import (
-    advantage_factors,
-    method_weights,
-    normalised_entropy_from_hidden,
-    weight_statistics,
-)
+from saah_lib.method.loss import advantage_factors, method_weights, normalised_entropy_from_hidden, weight_statistics
 from saah_lib.method.methods import weights_problem
 from saah_lib.models.backends import require_vllm
 from saah_lib.training.config import SAAHGRPOConfig
@@ -112,7 +107,7 @@ class SAAHGRPOTrainer(GRPOTrainer):
         if self.args.generation_backend == "compiled":
             raise ValueError("config field 'generation_backend': 'compiled' needs the opt-in rollout layer: "
                              "class Trainer(CompiledRolloutMixin, SAAHGRPOTrainer) with CompiledRolloutMixin "
-                             "from saah_lib.models.rollout_trainer, or saah_lib.training.study_trainer.StudyTrainer")
+                             "from saah_lib.models.rollout_trainer, or saah_lab.training.study_trainer.StudyTrainer")
         return "hf"
 
     def _refuse_settings_of_absent_layers(self) -> None:
@@ -120,7 +115,7 @@ class SAAHGRPOTrainer(GRPOTrainer):
         if self.args.reward_std_threshold > 0 and not getattr(self, "zeroes_flat_groups", False):
             raise ValueError("config field 'reward_std_threshold': the paper's flat-group rule is an opt-in layer: "
                              "class Trainer(FlatGroupsMixin, SAAHGRPOTrainer) with FlatGroupsMixin from "
-                             "saah_lib.training.flat_groups, or saah_lib.training.study_trainer.StudyTrainer")
+                             "saah_lib.training.flat_groups, or saah_lab.training.study_trainer.StudyTrainer")
 
     def _check_weights_apply(self) -> None:
         """The weights act in this loss (:func:`weights_problem`), and a top-K estimate has K <= V."""

@@ -4,7 +4,7 @@ References: a matrix worked by hand, scipy's paired t test, the variance decompo
 the review computed, and simulated studies with a known truth (false-positive rate under a true null, power at
 the stated minimum detectable effect).  Simulations are vectorised over replicates through
 ``crossed_p_values``, the same code path as ``crossed_test``; the designs are
-:mod:`saah_lib.analysis.crossed_simulation`'s, which prints the rates these tests check."""
+:mod:`saah_lab.analysis.crossed_simulation`'s, which prints the rates these tests check."""
 
 import math
 from pathlib import Path
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from saah_lib.analysis.crossed_simulation import (
+from saah_lab.analysis.crossed_simulation import (
     LEVELS,
     NULL_CASES,
     POWER_CASES,
@@ -22,7 +22,7 @@ from saah_lib.analysis.crossed_simulation import (
     null_p_values,
     power_at_mde,
 )
-from saah_lib.analysis.significance import (
+from saah_lab.analysis.significance import (
     bonferroni,
     crossed_p_values,
     crossed_test,
@@ -178,8 +178,8 @@ EXTENDED = REPO_ROOT / "results" / "extended"
 
 @pytest.mark.skipif(not (Path(EXTENDED) / "runs").is_dir(), reason="committed extended results absent")
 def test_the_primary_data_give_the_reviewed_variance_decomposition():
-    from saah_lib.analysis.evidence import _pass_at_1_matrix, load_root_evidence
-    from saah_lib.analysis.plan import read_plan
+    from saah_lab.analysis.evidence import _pass_at_1_matrix, load_root_evidence
+    from saah_lab.analysis.plan import read_plan
 
     plan = read_plan(EXTENDED)
     runs = load_root_evidence(EXTENDED)

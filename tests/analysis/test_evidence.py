@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from saah_lib.analysis.evidence import (
+from saah_lab.analysis.evidence import (
     adjust,
     compare_arms,
     compare_pairs,
@@ -19,14 +19,14 @@ from saah_lib.analysis.evidence import (
     load_run_evidence,
     read_correctness,
 )
-from saah_lib.analysis.plan import Arm, default_plan
-from saah_lib.analysis.resultset import ResultSet
-from saah_lib.analysis.runs import read_runs
-from saah_lib.analysis.significance import binomial_two_sided_p, crossed_test, t_mde
+from saah_lab.analysis.plan import Arm, default_plan
+from saah_lab.analysis.resultset import ResultSet
+from saah_lab.analysis.runs import read_runs
+from saah_lab.analysis.significance import binomial_two_sided_p, crossed_test, t_mde
+from saah_lab.rundir.reader import DamagedResultsError
 from saah_lib.jsonio import atomic_write_json, write_jsonl
 from saah_lib.paths import REPO_ROOT
 from saah_lib.rundir.folder import RunDir
-from saah_lib.rundir.reader import DamagedResultsError
 from saah_lib.tasks.scoring import pass_at_1_ci
 
 REPO = REPO_ROOT
@@ -319,7 +319,7 @@ def test_on_the_committed_mini_study_the_summaries_are_the_tables_and_nothing_is
 # ------------------------------------------------------------------ nothing varies: no MDE (issue 39, item 9)
 
 def test_when_every_evaluation_scores_0_there_is_no_minimum_detectable_effect(tmp_path):
-    from saah_lib.analysis.sentences import mde_text, row_sentence
+    from saah_lab.analysis.sentences import mde_text, row_sentence
 
     for seed in (0, 1, 2):
         for method, alpha in (("sa", 0.5), ("grpo", 0.0)):

@@ -5,8 +5,8 @@ import json
 import numpy as np
 import pytest
 
-from saah_lib.analysis import frames as F
-from saah_lib.rundir.reader import read_folders
+from saah_lab.analysis import frames as F
+from saah_lab.rundir.reader import read_folders
 
 
 def test_one_row_per_run_with_its_summaries(tmp_path, run_maker):
@@ -34,8 +34,8 @@ def test_a_missing_ci_is_filled_from_pass_at_1_and_n(tmp_path, baseline_maker):
 
 
 def test_a_run_whose_compiled_rollout_fell_back_says_so_in_its_row_and_the_run_table(tmp_path, run_maker):
-    from saah_lib.analysis.resultset import ResultSet
-    from saah_lib.report.tables import FALLBACK_MARK, table_setup
+    from saah_lab.analysis.resultset import ResultSet
+    from saah_lab.report.tables import FALLBACK_MARK, table_setup
 
     for seed in (0, 1):
         run_maker(tmp_path, f"tiny-sa-s{seed}", "tiny", "sa", 0.5, seed)

@@ -1,10 +1,10 @@
-"""Tests of saah_lib.analysis.groups."""
+"""Tests of saah_lab.analysis.groups."""
 
 import math
 
 import pandas as pd
 
-from saah_lib.analysis import groups as G
+from saah_lab.analysis import groups as G
 
 
 def test_model_labels():

@@ -5,8 +5,8 @@ import math
 import pandas as pd
 import pytest
 
-from saah_lib.analysis.health import KL_BOUND, RULES, run_health
-from saah_lib.analysis.runs import read_runs
+from saah_lab.analysis.health import KL_BOUND, RULES, run_health
+from saah_lab.analysis.runs import read_runs
 from saah_lib.paths import EXTENDED_ROOT, MINI_ROOT
 
 

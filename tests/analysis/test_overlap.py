@@ -3,7 +3,7 @@
 import json
 import shutil
 
-from saah_lib.analysis.overlap import same_run, shared_runs
+from saah_lab.analysis.overlap import same_run, shared_runs
 
 
 def test_a_copied_run_is_shared_and_a_changed_one_is_not(tmp_path, run_maker):

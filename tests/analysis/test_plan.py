@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from saah_lib.analysis.evidence import load_root_evidence
-from saah_lib.analysis.plan import Arm, StudyPlan, default_plan, read_plan, write_plan
+from saah_lab.analysis.evidence import load_root_evidence
+from saah_lab.analysis.plan import Arm, StudyPlan, default_plan, read_plan, write_plan
 from saah_lib.rundir.layout import STUDY_PLAN_FILE
 
 SA, AH, GRPO = Arm("sa", 0.5), Arm("ah", 0.5), Arm("grpo", 0.0)

@@ -1,11 +1,11 @@
-"""Tests of saah_lib.analysis.quantities."""
+"""Tests of saah_lab.analysis.quantities."""
 
 import math
 
 import numpy as np
 import pytest
 
-from saah_lib.analysis import quantities as Q
+from saah_lab.analysis import quantities as Q
 
 
 def test_number_or_nan():

@@ -11,7 +11,7 @@ import math
 
 import pytest
 
-from saah_lib.analysis.reported import REPORTED_FILES, read_paper_reported, read_reported_csv
+from saah_lab.analysis.reported import REPORTED_FILES, read_paper_reported, read_reported_csv
 from saah_lib.paths import REPO_ROOT
 
 REPO = REPO_ROOT
@@ -157,7 +157,7 @@ def test_resultset_roundtrip_keeps_paper_rounding():
 
 
 def test_negative_weight_target_is_the_mean_of_the_logged_weights(tmp_path):
-    from saah_lib.analysis.reported import negative_weight_target
+    from saah_lab.analysis.reported import negative_weight_target
 
     got = negative_weight_target(D)
     # tab_sa_log_1b: 0.143, 0.810, 0.462, 0.169, 0.439, 0.174, 0.340 at steps 5..180

@@ -1,14 +1,14 @@
-"""Tests of saah_lib.analysis.resultset (and saah_lib.analysis.reported through ResultSet.from_paper_reported)."""
+"""Tests of saah_lab.analysis.resultset (and saah_lab.analysis.reported through ResultSet.from_paper_reported)."""
 
 import math
 
 import numpy as np
 import pytest
 
-from saah_lib.analysis.reported import read_paper_reported
-from saah_lib.analysis.resultset import ResultSet
+from saah_lab.analysis.reported import read_paper_reported
+from saah_lab.analysis.resultset import ResultSet
+from saah_lab.report.plots import pick_rollout_pair
 from saah_lib.paths import REPO_ROOT
-from saah_lib.report.plots import pick_rollout_pair
 
 TINY = "tiny"
 SMALL = "Qwen2.5-0.5B-Instruct"
@@ -115,7 +115,7 @@ def test_the_paper_matched_alpha_joins_the_main_comparison_and_runs_carry_their_
 def test_the_paper_matched_alpha_comes_from_the_root_or_else_from_its_plan(tmp_path):
     import json
 
-    from saah_lib.analysis.resultset import matched_alpha
+    from saah_lab.analysis.resultset import matched_alpha
 
     assert matched_alpha(tmp_path) is None
     (tmp_path / "study_plan.json").write_text(json.dumps({"study": "confirm", "paper_matched_alpha": 5.9}))

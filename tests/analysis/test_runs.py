@@ -6,9 +6,9 @@ import shutil
 
 import pytest
 
-from saah_lib.analysis.runs import DuplicateRunError, read_runs, run_variants
+from saah_lab.analysis.runs import DuplicateRunError, read_runs, run_variants
+from saah_lab.rundir.reader import DamagedResultsError, read_folders
 from saah_lib.paths import RESULTS
-from saah_lib.rundir.reader import DamagedResultsError, read_folders
 from saah_lib.training.profiles import PROFILE_STEPS
 
 

@@ -4,9 +4,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from saah_lib.analysis.evidence import adjust, compare_arms, compare_pairs, load_root_evidence
-from saah_lib.analysis.plan import Arm, default_plan
-from saah_lib.analysis.sentences import _per_warm_start, evidence_paragraphs, num, percent
+from saah_lab.analysis.evidence import adjust, compare_arms, compare_pairs, load_root_evidence
+from saah_lab.analysis.plan import Arm, default_plan
+from saah_lab.analysis.sentences import _per_warm_start, evidence_paragraphs, num, percent
 
 SA, GRPO = Arm("sa", 0.5), Arm("grpo", 0.0)
 
@@ -56,7 +56,7 @@ def test_sentence_established_primary_result(two_arms):
 
 
 def test_a_primary_family_of_one_is_said_so_not_as_bonferroni_over_one(two_arms):
-    from saah_lib.analysis.plan import StudyPlan
+    from saah_lab.analysis.plan import StudyPlan
 
     runs = two_arms({0: 300, 1: 290, 2: 305}, {0: 100, 1: 95, 2: 102}, n=400)
     plan = StudyPlan("one", (SA, GRPO), ((SA, GRPO),), quantities=("final",))

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
-from saah_lib.analysis.significance import (
+from saah_lab.analysis.significance import (
     MAX_EXACT_SEEDS,
     RANDOM_SIGN_PATTERNS,
     binomial_two_sided_p,

@@ -1,4 +1,4 @@
-"""Tests of saah_lib.analysis.summaries against hand-computed values."""
+"""Tests of saah_lab.analysis.summaries against hand-computed values."""
 
 import math
 
@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from saah_lib.analysis import summaries as S
+from saah_lab.analysis import summaries as S
 from saah_lib.tasks.scoring import pass_at_1_ci
 
 
@@ -135,7 +135,7 @@ def test_batch_noise_share_against_simulations_of_known_truth():
 
 
 def test_every_train_log_summary_is_a_named_quantity_with_decimals():
-    from saah_lib.analysis.quantities import DECIMALS, QUANTITIES
+    from saah_lab.analysis.quantities import DECIMALS, QUANTITIES
 
     log = pd.DataFrame({"step": [1, 2, 3, 4, 5, 6], "reward_mean": [1.0, 2, 3, 1, 3, 2],
                         "reward_std": [1.0] * 6, "kl": [0.01] * 6})

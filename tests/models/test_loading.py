@@ -6,8 +6,8 @@ from transformers import AutoModelForCausalLM
 from transformers.quantizers.base import HfQuantizer
 from transformers.trainer_utils import validate_quantization_for_training
 
+from saah_lab.studies.real_model import GGUF_FILE
 from saah_lib.models import loading
-from saah_lib.studies.real_model import GGUF_FILE
 
 
 @pytest.mark.slow  # dequantising the file takes about 20 s of CPU

@@ -6,6 +6,7 @@ import pytest
 import torch
 from trl import GRPOConfig
 
+from saah_lab.training.study_trainer import StudyTrainer
 from saah_lib.method.reward import TRL_REWARD_FUNCS
 from saah_lib.models.backends import resolve_backend
 from saah_lib.models.loading import load_model_and_tokenizer
@@ -13,7 +14,6 @@ from saah_lib.models.rollout import SamplingSettings, StaticRollout, prompt_buck
 from saah_lib.tasks.prompts import to_trl_dataset
 from saah_lib.tasks.synthetic import generate_problems
 from saah_lib.training.config import make_config
-from saah_lib.training.study_trainer import StudyTrainer
 from saah_lib.training.trainer import SAAHGRPOConfig
 
 
@@ -272,7 +272,7 @@ def test_rollout_leaves_lora_adapter_and_base_weights_bit_identical(tiny_random_
 
 
 def test_vllm_settings_reach_trls_config_and_a_missing_package_is_named(tmp_path, tiny_random_model_dir):
-    from saah_lib.training.run import stock_grpo_kwargs, trainer_args
+    from saah_lab.training.run import stock_grpo_kwargs, trainer_args
 
     cfg = make_config("tiny", generation_backend="vllm", vllm_mode="server",
                       vllm_server_base_url="http://localhost:8000")
@@ -582,7 +582,7 @@ def test_the_graph_is_cuda_graph_safe_and_writes_only_the_static_state(fresh_dyn
 
 @pytest.mark.slow
 def test_per_token_host_syncs_and_eager_ops_counted_by_the_profiler(fresh_dynamo):
-    from saah_lib.studies.profiling import profile_rollout
+    from saah_lab.studies.profiling import profile_rollout
 
     model = small_qwen2()
     prompts, sampling = PROMPTS * 2, SamplingSettings(temperature=0.9)

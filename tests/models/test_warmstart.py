@@ -11,14 +11,14 @@ import torch
 
 from saah_lib.method.reward import TAGS
 from saah_lib.models import warmstart as tiny_model
-from saah_lib.models.tiny import IM_END, IM_START, PAD_TOKEN, build_tokenizer
 from saah_lib.models.loading import load_model_and_tokenizer
+from saah_lib.models.tiny import IM_END, IM_START, PAD_TOKEN, build_tokenizer
 from saah_lib.models.warmstart import (
     BUILD_INFO_FILE,
     FILES_RECORD,
     WarmStartSettings,
-    cache_problem,
     build_warm_start,
+    cache_problem,
     read_build_info,
     tokenizer_corpus,
 )

@@ -1,6 +1,6 @@
 """The committed tables and figures are exactly what the code makes from the committed results.
 
-Renders the whole report once (:func:`saah_lib.report.render.render_report`, what ``make figures`` runs) from
+Renders the whole report once (:func:`saah_lab.report.render.render_report`, what ``make figures`` runs) from
 every committed results root and ``results/paper_reported`` into a temporary folder and compares
 bytes with ``paper/generated/`` and ``figures/``, so a change to the readers, summaries or formatting that
 moves any number (or a committed output edited by hand) fails here.
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from saah_lab.report.render import CROSS_STUDY_FILES, STUDY_PREFIXES
 from saah_lib.paths import FIGURES, PAPER_TABLES
-from saah_lib.report.render import CROSS_STUDY_FILES, STUDY_PREFIXES
 
 PREFIXES = STUDY_PREFIXES  # the report's committed sources: the paper's numbers and every committed study
 

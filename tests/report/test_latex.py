@@ -1,16 +1,6 @@
 """LaTeX cells: the paper's number formats, missing values, tiny values in one math group, escaping."""
 
-from saah_lib.report.latex import (
-    MISSING,
-    bold_cell,
-    fmt,
-    fmt_alpha,
-    fmt_pm,
-    pm_cell,
-    stacked,
-    table_float,
-    tex_escape,
-)
+from saah_lab.report.latex import MISSING, bold_cell, fmt, fmt_alpha, fmt_pm, pm_cell, stacked, table_float, tex_escape
 
 
 def test_formatting():

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from saah_lab.report.render import OUTPUTS, file_stem, render_source
 from saah_lib.paths import FIGURES, PAPER_TABLES, REPO_ROOT, RESULTS
-from saah_lib.report.render import OUTPUTS, file_stem, render_source
 from saah_lib.rundir.layout import MATCHED_ALPHA_FILE
 
 PAPER = REPO_ROOT / "paper"

@@ -1,4 +1,4 @@
-"""Tests of saah_lib.report.plots (Agg, files written to tmp_path)."""
+"""Tests of saah_lab.report.plots (Agg, files written to tmp_path)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ import matplotlib
 import numpy as np
 import pytest
 
-from saah_lib.analysis.reported import read_paper_reported
-from saah_lib.analysis.resultset import ResultSet
-from saah_lib.analysis.summaries import token_weights
+from saah_lab.analysis.reported import read_paper_reported
+from saah_lab.analysis.resultset import ResultSet
+from saah_lab.analysis.summaries import token_weights
+from saah_lab.report import plots as P
+from saah_lab.report import render
+from saah_lab.report.render import OUTPUTS
 from saah_lib.paths import REPO_ROOT
-from saah_lib.report import plots as P
-from saah_lib.report import render
-from saah_lib.report.render import OUTPUTS
 
 REPORTED = REPO_ROOT / "results" / "paper_reported"
 
@@ -131,8 +131,8 @@ def test_every_figure_in_the_paper_names_the_function_that_draws_it():
     prefixes = [*render.STUDY_PREFIXES, "ours"]
     for i in figures:
         stem = re.search(rf"\{{((?:{'|'.join(prefixes)})_[a-z_0-9]+)\}}", tex[i]).group(1)
-        note = re.fullmatch(r"% (\w+): drawn by saah_lib\.report\.plots\.(\w+) "
-                            r"\(saved by saah_lib\.report\.render\.write_outputs\)", tex[i - 1])
+        note = re.fullmatch(r"% (\w+): drawn by saah_lab\.report\.plots\.(\w+) "
+                            r"\(saved by saah_lab\.report\.render\.write_outputs\)", tex[i - 1])
         assert note and note.group(1) == stem, tex[i]
         name = stem.split("_", 1)[1]
         output = OUTPUTS[name if OUTPUTS.get(name, OUTPUTS["topk"]).kind == "figure" else f"{name}_figure"]
@@ -266,7 +266,7 @@ def test_flagged_runs_are_named_in_every_figure_title(results_root, monkeypatch)
 
 
 def test_six_warm_starts_wrap_into_rows_of_three_panels(tmp_path, run_maker):
-    from saah_lib.report.plots import PANELS_PER_ROW, plot_pass_at_1
+    from saah_lab.report.plots import PANELS_PER_ROW, plot_pass_at_1
 
     for w in range(6):
         for method, alpha in (("grpo", 0.0), ("sa", 0.5)):

@@ -1,4 +1,4 @@
-"""Tests of saah_lib.report.tables.
+"""Tests of saah_lab.report.tables.
 
 The main check regenerates the tables from ``results/paper_reported`` and
 compares them, row by row and cell by cell, with the tables parsed out of the
@@ -14,11 +14,11 @@ import subprocess
 
 import pytest
 
-from saah_lib.analysis.reported import read_paper_reported
-from saah_lib.analysis.resultset import ResultSet
+from saah_lab.analysis.reported import read_paper_reported
+from saah_lab.analysis.resultset import ResultSet
+from saah_lab.report.latex import MISSING
+from saah_lab.report.tables import RESULT_TABLES, with_notes
 from saah_lib.paths import REPO_ROOT
-from saah_lib.report.latex import MISSING
-from saah_lib.report.tables import RESULT_TABLES, with_notes
 
 REPO = REPO_ROOT
 REPORTED = REPO / "results" / "paper_reported"

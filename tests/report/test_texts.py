@@ -6,8 +6,7 @@ import shutil
 
 import pytest
 
-from saah_lib.paths import MINI_ROOT
-from saah_lib.report.texts import (
+from saah_lab.report.texts import (
     claim_status,
     closing_text,
     defer_text,
@@ -22,6 +21,7 @@ from saah_lib.report.texts import (
     sources_tex,
     tex_text,
 )
+from saah_lib.paths import MINI_ROOT
 from saah_lib.rundir.layout import MATCHED_ALPHA_FILE, WARMSTART_RECORD_FILE
 
 
@@ -129,7 +129,7 @@ def test_sources_tex_switches_and_marks():
 
 
 def test_a_variance_opposite_to_the_claim_names_the_papers_own_rows(tmp_path):
-    from saah_lib.report.texts import paper_train_var
+    from saah_lab.report.texts import paper_train_var
 
     # the paper's tab_main: 3B SA 0.0246 vs GRPO 0.0885 (its claim), 1.5B SA 0.1718 vs GRPO 0.0885 (not)
     assert paper_train_var()["3B"]["sa"] == 0.0246 and paper_train_var()["1.5B"]["sa"] == 0.1718
@@ -156,7 +156,7 @@ def _range_record():
 
 
 def test_the_matched_alpha_in_words_gives_its_range_and_its_drift(tmp_path):
-    from saah_lib.report.texts import matched_alpha_text
+    from saah_lab.report.texts import matched_alpha_text
 
     record = {"target": {"target": 0.3624, "file": "t.csv", "column": "weight_neg_mean", "steps": [5, 180]},
               "weight_neg_mean": {"at_alpha": 0.361, "at_main_alpha": 0.876}, "n_rollouts": 512, "warm_start":
@@ -199,7 +199,7 @@ def test_the_closing_note_adds_the_within_step_variance_when_the_evidence_compar
 
 
 def test_the_real_model_paragraph_states_the_measurement_and_its_command():
-    from saah_lib.report.texts import real_model_text
+    from saah_lab.report.texts import real_model_text
 
     assert real_model_text(None) == ""
     matched = {"1.5b_low": {"target": 0.143, "alpha": 0.196}, "1.5b_mean": {"target": 0.362, "alpha": 0.059},
@@ -211,11 +211,11 @@ def test_the_real_model_paragraph_states_the_measurement_and_its_command():
               "at_paper_alpha": {"alpha": 0.5, "mean_negative_weight": 0.062}, "matched_alphas": matched,
               "top_k_error": {"k": 500, "vocab_size": 49152, "mean_abs_entropy_error": 0.0239,
                               "max_abs_entropy_error": 0.2304, "mean_abs_last_weight_error_at_paper_alpha": 0.00059},
-              "command": "python -m saah_lib.studies.real_model --seed 0", "wall_s": 600.0, "torch_threads": 2}
+              "command": "python -m saah_lab.studies.real_model --seed 0", "wall_s": 600.0, "torch_threads": 2}
     text = real_model_text(record)
     for part in ("M\\_1", "0.226", "from 0.158 (tokens 0--15) to 0.271 (tokens 128--255)", "is 0.062",
                  "0.143--0.81", "discounts this model more than", "0.196, 0.059, 0.009 (its 3B mean: 0.035)",
-                 "V = 49,152 errs by 0.024", "(0.230 at worst)", "0.0006", "saah\\_lib.studies.real\\_model",
+                 "V = 49,152 errs by 0.024", "(0.230 at worst)", "0.0006", "saah\\_lab.studies.real\\_model",
                  "10 min on 2 CPU threads"):
         assert part in text, part
     within = real_model_text({**record, "at_paper_alpha": {"alpha": 0.5, "mean_negative_weight": 0.5}})

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from saah_lib.rundir.checkpoints import ALWAYS_WRITTEN, checkpoint_problem, checkpoints, resume_point, set_aside
+from saah_lab.rundir.checkpoints import ALWAYS_WRITTEN, checkpoint_problem, checkpoints, resume_point, set_aside
 from saah_lib.rundir.folder import RunDir, RunFolderError
 
 
@@ -145,7 +145,7 @@ def _logged_run(tmp_path, last_step):
 
 @pytest.mark.parametrize("last_logged", [0, 2, 3])
 def test_a_checkpoint_newer_than_the_training_log_is_an_error_naming_both_and_nothing_changes(tmp_path, last_logged):
-    from saah_lib.rundir.checkpoints import resume_checkpoint
+    from saah_lab.rundir.checkpoints import resume_checkpoint
 
     run = _logged_run(tmp_path, last_logged)
     make_checkpoint(run.checkpoints_dir / "checkpoint-2", 2)
@@ -168,7 +168,7 @@ def test_a_checkpoint_newer_than_the_training_log_is_an_error_naming_both_and_no
 
 
 def test_a_training_log_that_reaches_the_checkpoint_lets_it_resume(tmp_path):
-    from saah_lib.rundir.checkpoints import resume_checkpoint
+    from saah_lab.rundir.checkpoints import resume_checkpoint
 
     run = _logged_run(tmp_path, 5)  # logged beyond the checkpoint: the caller cuts the log back to it
     make_checkpoint(run.checkpoints_dir / "checkpoint-4", 4)
@@ -178,8 +178,9 @@ def test_a_training_log_that_reaches_the_checkpoint_lets_it_resume(tmp_path):
 @pytest.mark.parametrize("case", ["checkpoint newer than its log", "no intact checkpoint"])
 def test_launch_says_why_a_run_cannot_resume_and_exits_1(tmp_path, monkeypatch, capsys, case):
     """Where resuming stops, launch prints the message and exits 1, without a traceback; nothing is changed."""
-    from saah_lib.rundir.checkpoints import resume_checkpoint
-    from saah_lib.training import launch, run as run_module
+    from saah_lab.rundir.checkpoints import resume_checkpoint
+    from saah_lab.training import launch
+    from saah_lab.training import run as run_module
 
     run = _logged_run(tmp_path, 1 if case == "checkpoint newer than its log" else 2)
     make_checkpoint(run.checkpoints_dir / "checkpoint-2", 2)

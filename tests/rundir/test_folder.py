@@ -58,7 +58,7 @@ def test_compile_health_keeps_one_record_per_training_process(tmp_path):
 @pytest.mark.parametrize("alias", ["step_0000060.jsonl", "step_60.jsonl"])
 @pytest.mark.parametrize("both", [True, False])
 def test_a_second_name_for_a_steps_sample_file_is_an_error_naming_both(tmp_path, run_maker, alias, both):
-    from saah_lib.rundir.reader import DamagedResultsError, read_folders
+    from saah_lab.rundir.reader import DamagedResultsError, read_folders
 
     root = tmp_path / "r"
     run = run_maker(root, "tiny-sa-s1", "tiny", "sa", 0.5, 1, steps=60, eval_every=20)

@@ -5,8 +5,8 @@ import signal
 
 import pytest
 
+from saah_lab.rundir.lock import FolderLockedError, run_lock, study_lock
 from saah_lib.rundir.layout import RUN_LOCK_FILE, STUDY_LOCK_FILE
-from saah_lib.rundir.lock import FolderLockedError, run_lock, study_lock
 
 
 def test_a_second_writer_of_a_run_is_refused_with_the_holders_pid(tmp_path, lock_holder):

@@ -1,4 +1,4 @@
-"""Tests of saah_lib.rundir.manifest: the integrity manifest of committed results."""
+"""Tests of saah_lab.rundir.manifest: the integrity manifest of committed results."""
 
 import json
 import re
@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from saah_lib.analysis.resultset import ResultSet
+from saah_lab.analysis.resultset import ResultSet
+from saah_lab.rundir.manifest import MANIFEST_FILE, ManifestError, check_manifest, results_files, write_manifest
+from saah_lab.rundir.reader import DamagedResultsError, read_folders
 from saah_lib.paths import REPO_ROOT
-from saah_lib.rundir.manifest import MANIFEST_FILE, ManifestError, check_manifest, results_files, write_manifest
-from saah_lib.rundir.reader import DamagedResultsError, read_folders
 
 REPO = REPO_ROOT
 
@@ -64,11 +64,11 @@ def test_committed_results_match_their_manifest(root):
 
 def test_command_line_check_fails_with_the_file_named(tmp_path):
     root = _root(tmp_path)
-    ok = subprocess.run([sys.executable, "-m", "saah_lib.rundir.manifest", "write", str(root)], cwd=REPO,
+    ok = subprocess.run([sys.executable, "-m", "saah_lab.rundir.manifest", "write", str(root)], cwd=REPO,
                         capture_output=True, text=True)
     assert ok.returncode == 0, ok.stderr
     (root / "runs" / "r1" / "eval.jsonl").write_text("edited\n")
-    bad = subprocess.run([sys.executable, "-m", "saah_lib.rundir.manifest", "check", str(root)], cwd=REPO,
+    bad = subprocess.run([sys.executable, "-m", "saah_lab.rundir.manifest", "check", str(root)], cwd=REPO,
                          capture_output=True, text=True)
     assert bad.returncode == 1 and "changed: " in bad.stderr and "eval.jsonl" in bad.stderr
 

@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from saah_lib.analysis.evidence import evidence_summary
-from saah_lib.analysis.resultset import ResultSet
+from saah_lab.analysis.evidence import evidence_summary
+from saah_lab.analysis.resultset import ResultSet
+from saah_lab.report import plots as P
+from saah_lab.report.render import render_source
+from saah_lab.report.tables import DAMAGED_MARK, RESULT_TABLES, with_notes
+from saah_lab.report.texts import left_out_warning
+from saah_lab.rundir.reader import DamagedResultsError, read_folders
 from saah_lib.paths import MINI_ROOT
-from saah_lib.report import plots as P
-from saah_lib.report.render import render_source
-from saah_lib.report.tables import DAMAGED_MARK, RESULT_TABLES, with_notes
-from saah_lib.report.texts import left_out_warning
-from saah_lib.rundir.reader import DamagedResultsError, read_folders
 
 RUN_IDS = [f"tiny-{m}-s{seed}" for seed in (0, 1) for m in ("grpo-a0", "ah-a0.5", "sa-a0.5")]
 SA = "tiny-sa-a0.5-s0"

@@ -1,10 +1,10 @@
-"""The reader's cache (saah_lib.rundir.read_cache): a kept result is used only for the same folder content and
+"""The reader's cache (saah_lab.rundir.read_cache): a kept result is used only for the same folder content and
 code, and never changes what is read (issue 39, item 15)."""
 
 import os
 
-from saah_lib.rundir import read_cache
-from saah_lib.rundir.reader import read_folders, read_run_folder
+from saah_lab.rundir import read_cache
+from saah_lab.rundir.reader import read_folders, read_run_folder
 
 RUN_ID = "tiny-grpo-a0-s1"
 
@@ -59,8 +59,8 @@ def test_the_variants_of_many_runs_take_comparisons_by_setting_not_by_run_pair(m
     """300 runs of one method at one setting: a few comparisons, not 300 x 300 (a root of 1,000 runs took minutes)."""
     from pathlib import Path
 
-    from saah_lib.analysis import runs
-    from saah_lib.rundir.reader import RunFolder
+    from saah_lab.analysis import runs
+    from saah_lab.rundir.reader import RunFolder
 
     calls = []
     compare = runs.differences

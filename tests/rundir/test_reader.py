@@ -1,4 +1,4 @@
-"""Tests of saah_lib.rundir.reader: the loaders, and strict reading of finished runs.
+"""Tests of saah_lab.rundir.reader: the loaders, and strict reading of finished runs.
 
 Results roots are written by hand (``make_results_root`` in conftest.py).
 """
@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from saah_lib.analysis import frames as F
-from saah_lib.analysis.resultset import ResultSet
-from saah_lib.rundir import reader as A
+from saah_lab.analysis import frames as F
+from saah_lab.analysis.resultset import ResultSet
+from saah_lab.rundir import reader as A
 from saah_lib.tasks.scoring import pass_at_1_ci
 
 TINY = "tiny"
@@ -180,7 +180,7 @@ def test_a_byte_that_is_not_utf8_is_an_error_naming_file_and_line_and_tolerant_r
 
 
 def test_a_compile_health_record_that_cannot_be_read_is_damage_named_not_a_crash(tmp_path, run_maker):
-    from saah_lib.rundir.reader import read_run_folder
+    from saah_lab.rundir.reader import read_run_folder
 
     run_maker(tmp_path, "tiny-sa-s0", "tiny", "sa", 0.5, 0)
     folder = tmp_path / "runs" / "tiny-sa-s0"

@@ -9,9 +9,9 @@ import threading
 
 import pytest
 
+from saah_lab.rundir.reader import read_run_folder
 from saah_lib.jsonio import write_jsonl
 from saah_lib.rundir.folder import RunDir
-from saah_lib.rundir.reader import read_run_folder
 
 STEPS, EVERY, N_EVAL, RUN_ID = 10, 5, 8, "tiny-grpo-a0-s1"
 

@@ -4,9 +4,9 @@ import json
 
 import pytest
 
+from saah_lab.training.run import run_training
 from saah_lib.rundir.folder import RunDir, RunFolderError
 from saah_lib.training.config import make_config
-from saah_lib.training.run import run_training
 
 pytestmark = pytest.mark.slow
 

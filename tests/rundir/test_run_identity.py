@@ -9,10 +9,10 @@ import zipfile
 import pytest
 from transformers import TrainerCallback
 
-from saah_lib.rundir.checkpoints import checkpoints, saved_training_args
+from saah_lab.rundir.checkpoints import checkpoints, saved_training_args
+from saah_lab.training import launch
+from saah_lab.training.run import run_training
 from saah_lib.rundir.folder import RunDir, RunFolderError
-from saah_lib.training import launch
-from saah_lib.training.run import run_training
 from saah_lib.training.config import make_config
 
 pytestmark = pytest.mark.slow

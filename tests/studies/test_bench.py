@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 
-from saah_lib.studies.bench import QWEN25_ARCHITECTURES, main, qwen25_config
+from saah_lab.studies.bench import QWEN25_ARCHITECTURES, main, qwen25_config
 
 pytestmark = pytest.mark.slow
 
@@ -53,7 +53,7 @@ def test_benchmark_times_both_backends_with_generation_split_out(tiny_random_mod
 
 
 def test_a_run_cut_off_keeps_the_variants_it_finished(tiny_random_model_dir, tmp_path, monkeypatch):
-    import saah_lib.studies.bench as bench
+    import saah_lab.studies.bench as bench
 
     real, calls = bench.time_variant, []
 
@@ -107,8 +107,8 @@ def test_compiled_variants_train_12_steps_and_record_their_compile_health(tiny_r
 def test_make_bench_writes_to_a_git_ignored_folder_and_never_to_the_committed_one():
     import subprocess
 
+    from saah_lab.studies.bench.options import LOCAL_BENCH, parse_args
     from saah_lib.paths import BENCH_RESULTS, REPO_ROOT
-    from saah_lib.studies.bench.options import LOCAL_BENCH, parse_args
 
     default = parse_args(["--profile", "tiny"]).out_dir()  # what `make bench` runs
     assert default == LOCAL_BENCH and BENCH_RESULTS not in [default, *default.parents]
@@ -118,8 +118,8 @@ def test_make_bench_writes_to_a_git_ignored_folder_and_never_to_the_committed_on
 
 
 def test_options_are_checked_once_and_the_config_is_made_not_mutated():
-    from saah_lib.studies.bench import bench_config
-    from saah_lib.studies.bench.options import BenchOptions, parse_args
+    from saah_lab.studies.bench import bench_config
+    from saah_lab.studies.bench.options import BenchOptions, parse_args
 
     with pytest.raises(ValueError, match="variants: unknown sa-fast"):
         BenchOptions(variants=("sa-fast",))
@@ -133,7 +133,7 @@ def test_options_are_checked_once_and_the_config_is_made_not_mutated():
 
 
 def test_an_out_that_is_a_file_is_refused_before_anything_is_measured(tmp_path):
-    from saah_lib.studies.bench.options import parse_args
+    from saah_lab.studies.bench.options import parse_args
 
     (tmp_path / "a-file").write_text("mine")
     with pytest.raises(ValueError, match=f"--out {tmp_path / 'a-file'}: {tmp_path / 'a-file'} is a file"):

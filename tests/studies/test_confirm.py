@@ -7,11 +7,11 @@ import subprocess
 import numpy as np
 import pytest
 
-from saah_lib.analysis.crossed_simulation import gaussian_studies
-from saah_lib.analysis.plan import read_plan
-from saah_lib.analysis.significance import crossed_p_values, t_mde
+from saah_lab.analysis.crossed_simulation import gaussian_studies
+from saah_lab.analysis.plan import read_plan
+from saah_lab.analysis.significance import crossed_p_values, t_mde
+from saah_lab.studies.confirm import N_EVAL, confirm_plan, projected_mde, write_confirm_plan
 from saah_lib.paths import REPO_ROOT
-from saah_lib.studies.confirm import N_EVAL, confirm_plan, projected_mde, write_confirm_plan
 
 
 def test_the_plan_is_written_and_read_back_with_its_primary_comparison(tmp_path):
@@ -41,15 +41,15 @@ def test_projected_mde_is_the_formula_and_holds_in_simulation():
 
 
 def test_the_committed_pre_registration_is_the_plan_this_code_writes(tmp_path):
-    from saah_lib.studies.confirm import CONFIRM_ROOT
+    from saah_lab.studies.confirm import CONFIRM_ROOT
 
     write_confirm_plan(tmp_path)
     assert (tmp_path / "study_plan.json").read_bytes() == (CONFIRM_ROOT / "study_plan.json").read_bytes()
 
 
 def test_the_grid_plan_runs_every_arm_on_every_warm_start_and_seed_and_leaves_the_plan_file_alone(tmp_path):
-    from saah_lib.studies.confirm import DATA_SEED, MATCHED_ALPHA, SEEDS, WARM_STARTS, make_plan
-    from saah_lib.studies.plans import study_plan
+    from saah_lab.studies.confirm import DATA_SEED, MATCHED_ALPHA, SEEDS, WARM_STARTS, make_plan
+    from saah_lab.studies.plans import study_plan
 
     plan = make_plan(tmp_path)
     kinds = [j.kind for j in plan.jobs]
@@ -70,7 +70,7 @@ def _git(*args) -> subprocess.CompletedProcess:
 
 
 def test_the_plan_was_committed_alone_before_every_run_that_records_a_clean_commit():
-    from saah_lib.studies.confirm import CONFIRM_ROOT
+    from saah_lab.studies.confirm import CONFIRM_ROOT
 
     plan_file = "results/confirm/study_plan.json"
     history = _git("log", "--format=%H", "--", plan_file).stdout.split()
@@ -96,9 +96,9 @@ def test_the_ancestry_check_can_fail():
 
 
 def test_a_rerun_goes_to_its_own_root_with_the_committed_plan_byte_for_byte(tmp_path):
+    from saah_lab.studies.confirm import CONFIRM_ROOT, carry_plan
+    from saah_lab.studies.grid import default_root
     from saah_lib.paths import RERUN_ROOT
-    from saah_lib.studies.confirm import CONFIRM_ROOT, carry_plan
-    from saah_lib.studies.grid import default_root
 
     assert default_root("confirm", "run") == RERUN_ROOT / "confirm"  # never the committed root
     assert default_root("confirm", "plan") is None  # plan reads the committed one

@@ -1,7 +1,7 @@
 """Every process a study starts runs the pinned CPU numerics: spawned training workers and notebook kernels.
 
 Each test first removes the pin from the environment the child inherits, so that the child
-must pin itself (a worker by importing saah_lib.studies before torch, a kernel through the pinned kernelspec).
+must pin itself (a worker by importing saah_lab.studies before torch, a kernel through the pinned kernelspec).
 """
 
 import json
@@ -11,6 +11,8 @@ import nbformat
 import papermill
 import pytest
 
+from saah_lab.studies.runner import Plan, run_job, run_plan
+from saah_lab.studies.timing import Timings
 from saah_lib.numerics import (
     MODE_VARIABLE,
     PINNED_CAPABILITY,
@@ -23,8 +25,6 @@ from saah_lib.numerics import (
 from saah_lib.numerics.__main__ import pin_kernelspec
 from saah_lib.paths import REPO_ROOT
 from saah_lib.rundir.folder import RunDir
-from saah_lib.studies.runner import Plan, run_job, run_plan
-from saah_lib.studies.timing import Timings
 from saah_lib.training.config import make_config
 
 CPU = cpu_description()

@@ -22,10 +22,10 @@ import pytest
 
 ray = pytest.importorskip("ray", reason="ray is not installed (pip install ray==2.60.0)")
 
+from saah_lab.studies import engine  # noqa: E402
+from saah_lab.studies.engine import Task, TaskFailed, check_tasks, run_tasks  # noqa: E402
 from saah_lib.numerics import PINNED_CAPABILITY, PINNED_SETTINGS  # noqa: E402
 from saah_lib.paths import REPO_ROOT  # noqa: E402
-from saah_lib.studies import engine  # noqa: E402
-from saah_lib.studies.engine import Task, TaskFailed, check_tasks, run_tasks  # noqa: E402
 
 SANDBOX = REPO_ROOT / "tools" / "ray_sandbox.py"
 ENV = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "HF_HUB_OFFLINE": "1"}
@@ -144,7 +144,7 @@ import os, signal, sys, time
 signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C as in a terminal, though pytest runs in background
 from pathlib import Path
 import saah_lib
-from saah_lib.studies.engine import Task, run_tasks, wait_seconds
+from saah_lab.studies.engine import Task, run_tasks, wait_seconds
 
 def ready(task, result, node):  # the instance's token file lies in its temp dir
     print("READY", Path(os.environ["RAY_AUTH_TOKEN_PATH"]).parent, flush=True)
@@ -263,7 +263,7 @@ import json, os, signal, sys, threading, time
 from pathlib import Path
 import ray
 import saah_lib
-from saah_lib.studies.engine import Task, run_tasks
+from saah_lab.studies.engine import Task, run_tasks
 
 SHARED = Path(sys.argv[1])
 report = {"temp_dir": os.environ["SAAH_SANDBOX_TEMP_DIR"], "isolation": os.environ["SAAH_SANDBOX_ISOLATION"],

@@ -6,10 +6,10 @@ import random
 
 import pytest
 
+from saah_lab.studies import runner
+from saah_lab.studies.runner import Job, Plan, build_seconds_left, eta_seconds, progress_writer, run_plan
+from saah_lab.studies.timing import Timings
 from saah_lib.rundir import layout
-from saah_lib.studies import runner
-from saah_lib.studies.runner import Job, Plan, build_seconds_left, eta_seconds, progress_writer, run_plan
-from saah_lib.studies.timing import Timings
 
 
 def test_the_jobs_left_are_scheduled_on_the_slot_that_frees_first():

@@ -4,11 +4,11 @@ import json
 
 import pytest
 
-from saah_lib.analysis.plan import read_plan
+from saah_lab.analysis.plan import read_plan
+from saah_lab.studies import extended as E
 from saah_lib.jsonio import write_jsonl
 from saah_lib.rundir.folder import RunDir
 from saah_lib.rundir.layout import MATCHED_ALPHA_FILE
-from saah_lib.studies import extended as E
 from saah_lib.training.config import make_config
 
 
@@ -86,7 +86,7 @@ def test_projected_mde_uses_the_pilot_spread():
 
 
 def test_every_warm_start_is_a_job_and_the_matched_runs_wait_for_the_alpha(tmp_path, monkeypatch):
-    from saah_lib.studies import runner
+    from saah_lab.studies import runner
 
     order = []
 
@@ -181,7 +181,7 @@ def test_make_extended_reruns_into_its_own_root_and_finds_the_bits_reproduced(tm
 
 
 def test_make_extended_where_bits_differ_checks_the_conclusions_at_the_paper_matched_alpha(tmp_path, monkeypatch):
-    from saah_lib.studies.mini import judge
+    from saah_lab.studies.mini import judge
 
     fake, _ = _rerun_by_copying_the_committed_study(changed_loss=1e-6)
     monkeypatch.setattr(E, "run_extended_study", fake)
@@ -200,7 +200,7 @@ def test_make_extended_where_bits_differ_checks_the_conclusions_at_the_paper_mat
 
 
 def test_make_extended_never_clears_a_folder_it_did_not_write(tmp_path, monkeypatch):
-    from saah_lib.studies.mini import NotARerunRoot
+    from saah_lab.studies.mini import NotARerunRoot
 
     monkeypatch.setattr(E, "run_extended_study", lambda root, **study: pytest.fail("trained"))
     (tmp_path / "mine.txt").write_text("keep")
@@ -219,4 +219,4 @@ def test_make_extended_is_the_rerun_and_verify():
 
     done = subprocess.run(["make", "-n", "--no-print-directory", "extended"], cwd=REPO_ROOT, capture_output=True,
                           text=True, timeout=60)
-    assert re.search(r"-m saah_lib\.studies\.extended --verify\b", done.stdout), done.stdout
+    assert re.search(r"-m saah_lab\.studies\.extended --verify\b", done.stdout), done.stdout

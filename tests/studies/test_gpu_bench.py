@@ -8,12 +8,12 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from saah_lib.studies.profiling import kernel_summary
-from saah_lib.studies import gpu_bench
-from saah_lib.studies.bench import device_name
-from saah_lib.studies.bench.decode import window_of
-from saah_lib.studies.bench.options import MIN_COMPILED_STEPS
-from saah_lib.studies.bench.trainers import StopBeforeDeadline
+from saah_lab.studies import gpu_bench
+from saah_lab.studies.bench import device_name
+from saah_lab.studies.bench.decode import window_of
+from saah_lab.studies.bench.options import MIN_COMPILED_STEPS
+from saah_lab.studies.bench.trainers import StopBeforeDeadline
+from saah_lab.studies.profiling import kernel_summary
 
 CHEAP = ["--completion-tokens", "8", "--trl-steps", "1", "--prompt-tokens", "48"]
 
@@ -142,8 +142,8 @@ def test_the_gpu_session_script_runs_these_commands_with_options_they_take():
     import re
     import subprocess
 
+    from saah_lab.studies import preflight
     from saah_lib.paths import REPO_ROOT
-    from saah_lib.studies import preflight
 
     script = REPO_ROOT / "tools" / "gpu_session.sh"
     assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
@@ -152,5 +152,5 @@ def test_the_gpu_session_script_runs_these_commands_with_options_they_take():
     preflight_args = re.search(r"^PREFLIGHT_ARGS=\$\{PREFLIGHT_ARGS:-(.+)\}$", text, flags=re.MULTILINE).group(1).split()
     assert gpu_bench.parse_args([*bench_args, "--time-budget-s", "300", "--out", "x"]).profile == "qwen2.5-1.5b"
     assert preflight.parse_args([*preflight_args, "--out", "x"]).profile == "qwen2.5-3b"
-    assert "-m saah_lib.studies.gpu_bench $GPU_BENCH_ARGS" in text
-    assert "-m saah_lib.studies.preflight $PREFLIGHT_ARGS" in text
+    assert "-m saah_lab.studies.gpu_bench $GPU_BENCH_ARGS" in text
+    assert "-m saah_lab.studies.preflight $PREFLIGHT_ARGS" in text

@@ -5,13 +5,13 @@ import json
 
 import pytest
 
+from saah_lab.studies import grid, mini
+from saah_lab.studies.plans import paper_plan
+from saah_lab.studies.runner import Plan, job_state, run_job, run_plan
+from saah_lab.studies.timing import Timings
+from saah_lab.studies.verify.bits import BITS_REPRODUCED
 from saah_lib.paths import MINI_ROOT
 from saah_lib.rundir.folder import RunDir
-from saah_lib.studies import grid, mini
-from saah_lib.studies.plans import paper_plan
-from saah_lib.studies.runner import Plan, job_state, run_job, run_plan
-from saah_lib.studies.timing import Timings
-from saah_lib.studies.verify.bits import BITS_REPRODUCED
 from saah_lib.training.config import make_config
 
 
@@ -125,7 +125,7 @@ def test_verify_never_clears_a_rerun_root_it_did_not_create(tmp_path, holds, cap
 
 
 def test_a_mini_root_that_grid_run_creates_is_marked_as_a_rerun(tmp_path, monkeypatch):
-    from saah_lib.studies import runner
+    from saah_lab.studies import runner
 
     monkeypatch.setattr(runner, "run_tasks", lambda tasks, **kw: {})  # nothing trains here
     plan = mini.make_plan(tmp_path / "fresh", seeds=(0,)).only(["tiny-grpo-a0-s0"])
@@ -162,7 +162,7 @@ def test_grid_commands_exit_non_zero_on_a_bad_plan(tmp_path, capsys):
 @pytest.mark.slow
 def test_a_gpu_style_run_is_a_notebook_job_and_a_second_run_trains_nothing(tiny_random_model_dir, tmp_path,
                                                                            monkeypatch):
-    from saah_lib.studies import engine
+    from saah_lab.studies import engine
 
     cfg = make_config("tiny", model_name=str(tiny_random_model_dir), method="sa", alpha=0.5, seed=0, max_steps=2,
                       n_train=8, n_eval=2, max_completion_length=8, eval_max_new_tokens=8, eval_batch_size=2,
@@ -170,7 +170,7 @@ def test_a_gpu_style_run_is_a_notebook_job_and_a_second_run_trains_nothing(tiny_
     plan = Plan("gpu-style", tmp_path, [run_job(cfg, gpu=True, cpus_per_gpu_run=1)])
     real = engine.run_tasks
     monkeypatch.setattr(engine, "run_tasks", lambda tasks, **kw: real(tasks, num_gpus=1, **kw))  # a declared GPU
-    monkeypatch.setattr("saah_lib.studies.runner.run_tasks", engine.run_tasks)
+    monkeypatch.setattr("saah_lab.studies.runner.run_tasks", engine.run_tasks)
     [entry] = run_plan(plan, Timings(tmp_path / "timings.json"))
     assert RunDir(cfg.run_dir).is_complete(2)
     assert (cfg.run_dir / "02_train.ipynb").is_file() and entry["notebook"].endswith("02_train.ipynb")
@@ -181,15 +181,15 @@ def test_a_gpu_style_run_is_a_notebook_job_and_a_second_run_trains_nothing(tiny_
 
 
 def test_a_worker_that_cannot_see_the_results_root_says_so(tmp_path):
-    from saah_lib.studies.runner import warm_start_task
+    from saah_lab.studies.runner import warm_start_task
 
     with pytest.raises(FileNotFoundError, match=r"results root .*elsewhere is not visible on node .*shared filesystem"):
         warm_start_task(0, str(tmp_path / "elsewhere"))
 
 
 def test_grid_run_exits_non_zero_naming_the_failed_run_its_node_and_log(tmp_path, monkeypatch, capsys):
-    from saah_lib.studies import runner
-    from saah_lib.studies.engine import TaskFailed
+    from saah_lab.studies import runner
+    from saah_lab.studies.engine import TaskFailed
 
     def failing(tasks, **kw):
         raise TaskFailed("run:tiny-sa-a0.5-s0", "10.0.0.7", "/tmp/ray/logs/worker-1.err", "RuntimeError: boom")
@@ -228,7 +228,7 @@ def test_plan_shows_a_complete_run_trained_with_other_settings_as_not_the_planne
 
 def test_run_refuses_a_plan_whose_run_folder_holds_another_run_before_writing_anything(tmp_path, monkeypatch,
                                                                                      capsys):
-    from saah_lib.studies import runner
+    from saah_lab.studies import runner
 
     monkeypatch.setattr(runner, "run_tasks", lambda tasks, **kw: {})  # nothing may train here
     root, _ = _root_with_a_run_trained_otherwise(tmp_path)
@@ -269,7 +269,7 @@ def test_steps_reach_the_paper_study_for_a_smoke_test(tmp_path, capsys):
 ])
 def test_an_option_that_would_not_act_is_refused_before_anything_is_written(argv, error, tmp_path, monkeypatch,
                                                                              capsys):
-    from saah_lib.studies import runner
+    from saah_lab.studies import runner
 
     def would_train(tasks, **kw):
         raise AssertionError("the grid started its tasks")
@@ -284,7 +284,7 @@ def test_an_option_that_would_not_act_is_refused_before_anything_is_written(argv
 
 
 def test_a_results_dir_that_is_a_file_is_an_error_saying_so(tmp_path, monkeypatch, capsys):
-    from saah_lib.studies import runner
+    from saah_lab.studies import runner
 
     monkeypatch.setattr(runner, "run_tasks", lambda tasks, **kw: {})  # nothing may train here
     (tmp_path / "file").write_text("mine")
@@ -363,7 +363,7 @@ def test_an_address_where_a_grpc_server_answers_is_taken(listener):
 
 
 def test_a_finished_confirm_rerun_is_compared_with_the_committed_study(tmp_path, monkeypatch, capsys):
-    from saah_lib.studies import confirm
+    from saah_lab.studies import confirm
 
     plan = confirm.make_plan(tmp_path / "rerun")
     seen = {}

@@ -14,10 +14,10 @@ import sys
 
 import pytest
 
+from saah_lab.studies.verify.bits import compare_run
 from saah_lib.numerics import cpu_numerics_record
 from saah_lib.paths import MINI_ROOT, REPO_ROOT
 from saah_lib.rundir.folder import RunDir
-from saah_lib.studies.verify.bits import compare_run
 from saah_lib.training.config import make_config
 
 SANDBOX = REPO_ROOT / "tools" / "ray_sandbox.py"
@@ -36,8 +36,8 @@ from pathlib import Path
 import psutil
 from saah_lib.rundir.folder import RunDir
 from saah_lib.rundir.layout import RUN_LOCK_FILE
-from saah_lib.studies.grid import run_study
-from saah_lib.studies.runner import Plan, run_job
+from saah_lab.studies.grid import run_study
+from saah_lab.studies.runner import Plan, run_job
 from saah_lib.training.config import RunConfig
 root, kill_after = Path(sys.argv[1]), int(sys.argv[3])
 configs = [RunConfig.from_dict(d) for d in json.loads(sys.argv[2])]
@@ -74,7 +74,7 @@ def sandbox(*command, timeout=300) -> subprocess.CompletedProcess:
 @pytest.mark.e2e
 def test_two_mini_runs_on_two_nodes_reproduce_the_committed_bits(tmp_path):
     runs = ["tiny-grpo-a0-s0", "tiny-sa-a0.5-s0"]
-    done = sandbox("-m", "saah_lib.studies.grid", "run", "mini", "--runs", *runs, "--results-dir", str(tmp_path),
+    done = sandbox("-m", "saah_lab.studies.grid", "run", "mini", "--runs", *runs, "--results-dir", str(tmp_path),
                    "--address", "auto", timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     for run_id in runs:
@@ -84,7 +84,7 @@ def test_two_mini_runs_on_two_nodes_reproduce_the_committed_bits(tmp_path):
 
 @pytest.mark.e2e
 def test_a_node_lost_mid_run_ends_with_the_run_complete_resumed_and_identical(tiny_random_model_dir, tmp_path):
-    from saah_lib.training.run import run_training
+    from saah_lab.training.run import run_training
 
     settings = dict(model_name=str(tiny_random_model_dir), alpha=0.5, max_steps=STEPS, save_steps=2, eval_every=8,
                     n_train=N_TRAIN, n_eval=6, max_completion_length=12, eval_max_new_tokens=12, eval_batch_size=4,
@@ -114,7 +114,7 @@ def test_a_run_resumed_in_a_later_epoch_retraces_the_uninterrupted_one(tiny_rand
     """What a retry after a lost node does, without the cluster: stop in the second epoch, resume, compare."""
     from transformers import TrainerCallback
 
-    from saah_lib.training.run import run_training
+    from saah_lab.training.run import run_training
 
     class StopAfter(TrainerCallback):
         def on_step_end(self, args, state, control, **kwargs):

@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 
-from saah_lib.studies.profiling import KERNEL_CLASSES, OTHER_CLASS, kernel_class, kernel_summary, timeline
+from saah_lab.studies.profiling import KERNEL_CLASSES, OTHER_CLASS, kernel_class, kernel_summary, timeline
 
 # Kernel names as CUDA runs of the compiled decode step report them (cuBLAS, flash/efficient/cuDNN attention,
 # inductor's triton kernels, ATen's kernels, copies), and ATen op names as the CPU profiler reports them.

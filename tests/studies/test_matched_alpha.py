@@ -7,23 +7,23 @@ import pandas as pd
 import pytest
 import torch
 
-from saah_lib.method.discount import group_advantages, mean_negative_weight
-from saah_lib.rundir.layout import MATCHED_ALPHA_FILE
-from saah_lib.paths import EXTENDED_ROOT
-from saah_lib.studies.matched_alpha import (
+from saah_lab.studies.matched_alpha import (
     ALPHA_RANGE_FILE,
     ALPHA_STEP,
     alphas_for_targets,
     ensure_matched_alpha,
     logged_alpha_range,
-    negative_weight_drift,
-    warm_start_rollouts,
-    weight_drift,
     measure_matched_alpha,
+    negative_weight_drift,
     read_matched_alpha,
     rounded_alpha,
     scored_rollouts,
+    warm_start_rollouts,
+    weight_drift,
 )
+from saah_lib.method.discount import group_advantages, mean_negative_weight
+from saah_lib.paths import EXTENDED_ROOT
+from saah_lib.rundir.layout import MATCHED_ALPHA_FILE
 from saah_lib.training.config import make_config
 
 
@@ -68,7 +68,7 @@ def test_rounding_and_reading_a_root(tmp_path, monkeypatch):
         read_matched_alpha(tmp_path)
     (tmp_path / MATCHED_ALPHA_FILE).write_text(json.dumps({"alpha": 5.9}))
     calls = []
-    monkeypatch.setattr("saah_lib.studies.matched_alpha.measure_matched_alpha", lambda **kw: calls.append(kw))
+    monkeypatch.setattr("saah_lab.studies.matched_alpha.measure_matched_alpha", lambda **kw: calls.append(kw))
     assert ensure_matched_alpha(tmp_path) == 5.9 and calls == []  # recorded: not measured again
 
 
@@ -117,8 +117,8 @@ def assert_same_to(committed, computed, rel: float, where: str = "") -> None:
 @pytest.mark.e2e
 @pytest.mark.skipif(not (EXTENDED_ROOT / ALPHA_RANGE_FILE).is_file(), reason="committed extended study absent")
 def test_the_committed_range_and_drift_are_what_the_runs_give():
+    from saah_lab.rundir.manifest import check_manifest
     from saah_lib.jsonio import read_json
-    from saah_lib.rundir.manifest import check_manifest
 
     committed = read_json(EXTENDED_ROOT / ALPHA_RANGE_FILE)
     drift = weight_drift(EXTENDED_ROOT, 5.9)

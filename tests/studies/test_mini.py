@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from saah_lab.studies.mini import planned_runs, write_answer_kinds
 from saah_lib.models.warmstart import WARMSTART_VERSION, WarmStartSettings
 from saah_lib.paths import REPO_ROOT
-from saah_lib.studies.mini import planned_runs, write_answer_kinds
 
 COMMITTED = REPO_ROOT / "results" / "mini"
 
@@ -29,9 +29,9 @@ def test_planned_runs_cover_methods_seeds_the_sweep_and_the_paper_matched_alpha(
 
 
 def test_the_plan_reads_the_matched_alpha_from_the_root_and_names_the_primary_comparison(tmp_path):
-    from saah_lib.analysis.plan import read_plan, write_plan
+    from saah_lab.analysis.plan import read_plan, write_plan
+    from saah_lab.studies.mini import planned_configs, study_plan
     from saah_lib.rundir.layout import MATCHED_ALPHA_FILE
-    from saah_lib.studies.mini import planned_configs, study_plan
 
     assert len(planned_configs(tmp_path)) == 15
     (tmp_path / MATCHED_ALPHA_FILE).write_text(json.dumps({"alpha": 5.9}))
@@ -76,9 +76,9 @@ def test_committed_answer_kinds_are_what_the_code_computes(tmp_path):
 
 
 def test_promote_replaces_the_committed_study_keeps_other_runs_and_refuses_unfinished_reruns(tmp_path):
+    from saah_lab.rundir.manifest import check_manifest
+    from saah_lab.studies.mini import PROMOTED_FILES, planned_configs, promote
     from saah_lib.rundir.folder import RunDir
-    from saah_lib.rundir.manifest import check_manifest
-    from saah_lib.studies.mini import PROMOTED_FILES, planned_configs, promote
 
     rerun, committed = tmp_path / "rerun", tmp_path / "committed"
     rerun.mkdir()
@@ -127,15 +127,15 @@ PINNED_AMD = {"mode": "pinned", "pin_holds": True, "mkl_kernels": "generic", "co
 ])
 def test_make_mini_fails_unless_the_bits_or_where_they_may_differ_the_conclusions_reproduce(outcome, numerics,
                                                                                           status, reason):
-    from saah_lib.studies.mini import judge
+    from saah_lab.studies.mini import judge
 
     got_status, got_reason = judge({"outcome": outcome}, numerics)
     assert got_status == status and got_reason.startswith(reason), got_reason
 
 
 def test_the_log_says_why_the_warm_start_has_two_scores(tmp_path):
+    from saah_lab.studies.mini import two_warm_start_scores
     from saah_lib.paths import MINI_ROOT
-    from saah_lib.studies.mini import two_warm_start_scores
 
     # results/mini: warmstart_build.json holds 0.315 on 200 held-out problems; the baseline scored 54/200
     assert two_warm_start_scores(MINI_ROOT) == ("warm start: Pass@1 0.315 on the 200 held-out problems of its "

@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 
-from saah_lib.studies import preflight
+from saah_lab.studies import preflight
 
 pytestmark = pytest.mark.slow
 

@@ -13,16 +13,16 @@ from pathlib import Path
 
 from saah_lib.paths import REPO_ROOT
 
-SCANNED = ("saah_lib", "tools")
+SCANNED = ("saah_lib", "saah_lab", "tools")
 #: (file, what) -> why it stays: the process-wide settings Ray reads once per process (at import) and caches.
 ALLOWED = {
-    ("saah_lib/studies/engine.py", "import ray._private.ray_constants"):
+    ("saah_lab/studies/engine.py", "import ray._private.ray_constants"):
         "ENABLE_RAY_CLUSTER, the address lookup's switch, is read from the environment only at import",
-    ("saah_lib/studies/engine.py", "assign ray_constants.ENABLE_RAY_CLUSTER"):
+    ("saah_lab/studies/engine.py", "assign ray_constants.ENABLE_RAY_CLUSTER"):
         "ENABLE_RAY_CLUSTER, the address lookup's switch, is read from the environment only at import",
-    ("saah_lib/studies/engine.py", "import ray._raylet.AuthenticationTokenLoader"):
+    ("saah_lab/studies/engine.py", "import ray._raylet.AuthenticationTokenLoader"):
         "the auth token is read once per process and cached; only this loader's reset_cache rereads it",
-    ("saah_lib/studies/engine.py", "import ray._raylet.Config"):
+    ("saah_lab/studies/engine.py", "import ray._raylet.Config"):
         "RAY_AUTH_MODE is read once per process; only Config.initialize rereads it (as ray.init itself does)",
 }
 

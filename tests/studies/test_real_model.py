@@ -9,8 +9,8 @@ import math
 import pytest
 import torch
 
+from saah_lab.studies import real_model
 from saah_lib.paths import PAPER_REPORTED
-from saah_lib.studies import real_model
 
 
 def test_paper_targets_are_the_logged_snapshots():

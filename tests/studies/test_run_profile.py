@@ -5,8 +5,8 @@ import time
 
 import pytest
 
-from saah_lib.studies.bench import run_profile
-from saah_lib.studies.bench.run_profile import SectionClock
+from saah_lab.studies.bench import run_profile
+from saah_lab.studies.bench.run_profile import SectionClock
 
 
 class Work:

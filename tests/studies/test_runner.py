@@ -11,12 +11,13 @@ import time
 import psutil
 import pytest
 
+from saah_lab.studies import mini
+from saah_lab.studies.runner import run_line
+from saah_lab.studies.verify.bits import compare_run
 from saah_lib.paths import REPO_ROOT
 from saah_lib.rundir.folder import RunDir
-from saah_lib.studies import mini
-from saah_lib.studies.verify.bits import compare_run
-from saah_lib.studies.runner import run_line
 from saah_lib.training.config import make_config
+
 
 def plan(model_dir, root):
     # 40 prompts at 4 per step: the 10 steps are one epoch (a resume in a later epoch: test_grid_cluster.py)
@@ -31,8 +32,8 @@ STUDY = """
 import json, signal, sys
 signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C as in a terminal, though pytest runs in background
 from pathlib import Path
-from saah_lib.studies.grid import run_study
-from saah_lib.studies.runner import Plan, run_job
+from saah_lab.studies.grid import run_study
+from saah_lab.studies.runner import Plan, run_job
 from saah_lib.training.config import RunConfig
 configs = [RunConfig.from_dict(d) for d in json.loads(sys.argv[2])]
 try:
@@ -60,7 +61,7 @@ def alive(process: psutil.Process) -> bool:
 @pytest.mark.slow
 def test_ctrl_c_stops_the_study_and_its_workers_at_once_and_the_rerun_matches_an_uninterrupted_one(
         tiny_random_model_dir, tmp_path):
-    from saah_lib.training.run import run_training
+    from saah_lab.training.run import run_training
 
     reference = [run_training(cfg, progress=False) for cfg in plan(tiny_random_model_dir, tmp_path / "reference")]
     configs = plan(tiny_random_model_dir, tmp_path / "study")
@@ -115,8 +116,8 @@ def test_one_line_per_run_with_time_memory_and_pass_at_1():
 
 
 def test_a_job_holds_its_engine_task_and_its_id_is_the_tasks():
-    from saah_lib.studies.engine import Task, wait_seconds
-    from saah_lib.studies.runner import Job
+    from saah_lab.studies.engine import Task, wait_seconds
+    from saah_lab.studies.runner import Job
 
     job = Job.of("run", "r", wait_seconds, {"seconds": 0}, ("warmstart:w",), num_cpus=2, steps=5)
     assert job.task == Task("run:r", wait_seconds, {"seconds": 0}, ("warmstart:w",), 2.0, 0.0)

@@ -1,10 +1,10 @@
 """The SmolLM2 step benchmark's plan and its committed measurement's shape (the measurement itself takes minutes
-per configuration: `python -m saah_lib.studies.bench.smollm2_step`)."""
+per configuration: `python -m saah_lab.studies.bench.smollm2_step`)."""
 
 import json
 
+from saah_lab.studies.bench import smollm2_step
 from saah_lib.paths import REPO_ROOT
-from saah_lib.studies.bench import smollm2_step
 
 
 def test_the_bounded_steps_come_first_and_differ_from_before_in_the_two_settings_only():

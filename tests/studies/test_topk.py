@@ -6,11 +6,10 @@ import math
 import pytest
 import torch
 
-from saah_lib.jsonio import atomic_write_json
-from saah_lib.report.plots import plot_topk
-from saah_lib.report.render import render_source
-from saah_lib.report.tables import table_topk
-from saah_lib.studies.topk import (
+from saah_lab.report.plots import plot_topk
+from saah_lab.report.render import render_source
+from saah_lab.report.tables import table_topk
+from saah_lab.studies.topk import (
     RESULT_FILE,
     completion_mask,
     measure_topk,
@@ -18,6 +17,7 @@ from saah_lib.studies.topk import (
     topk_run_id,
     topk_training_configs,
 )
+from saah_lib.jsonio import atomic_write_json
 
 
 def test_completion_mask_keeps_the_first_eos_and_drops_what_follows():

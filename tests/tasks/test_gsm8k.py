@@ -21,8 +21,14 @@ from saah_lib.method.reward import (
     reward_components,
 )
 from saah_lib.tasks import gsm8k as data
-from saah_lib.tasks.gsm8k import (GSM8K_DIR_ENV, check_gsm8k_dir, load_gsm8k, paper_split, parse_gold_answer,
-                                  sample_split)
+from saah_lib.tasks.gsm8k import (
+    GSM8K_DIR_ENV,
+    check_gsm8k_dir,
+    load_gsm8k,
+    paper_split,
+    parse_gold_answer,
+    sample_split,
+)
 from saah_lib.tasks.problems import Problem, records_sha256
 from saah_lib.tasks.prompts import SYSTEM_PROMPT, make_prompt, to_trl_dataset
 

@@ -18,6 +18,7 @@ from peft import LoraConfig
 from torch._dynamo.utils import counters
 
 import saah_lib.models.evaluate as evaluate
+from saah_lab.training.study_trainer import StudyTrainer
 from saah_lib.jsonio import read_jsonl
 from saah_lib.method.reward import TRL_REWARD_FUNCS
 from saah_lib.models.loading import load_model_and_tokenizer
@@ -28,7 +29,6 @@ from saah_lib.tasks.prompts import to_trl_dataset
 from saah_lib.tasks.synthetic import generate_problems
 from saah_lib.training.callbacks import PassAtOneCallback, TrainLogCallback
 from saah_lib.training.config import LORA_TARGETS
-from saah_lib.training.study_trainer import StudyTrainer
 from saah_lib.training.trainer import SAAHGRPOConfig
 
 #: One entry per graph compiled through the counting backend: the shapes of the graph's tensor inputs.
@@ -217,7 +217,7 @@ def test_the_baseline_gets_the_same_pass_at_1_from_hf_and_compiled_on_qwen_gener
         tiny_random_model_dir, tmp_path, monkeypatch):
     """The zero-shot baseline evaluates with the config's backend; on a checkpoint that ships Qwen2.5-Instruct's
     generation defaults (a repetition penalty among them) both backends score the same completions."""
-    from saah_lib.training.run import run_baseline
+    from saah_lab.training.run import run_baseline
 
     model, tok = load_model_and_tokenizer(str(tiny_random_model_dir))
     with torch.no_grad():

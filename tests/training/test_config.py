@@ -7,14 +7,7 @@ import pytest
 
 from saah_lib.models.names import TINY_WARMSTART, model_location
 from saah_lib.paths import CONFIRM_ROOT, EXTENDED_ROOT, MINI_ROOT, RESULTS, SHIPPED_WARM_STARTS, TINY_WARMSTART_DIR
-from saah_lib.training.config import (
-    PROFILES,
-    RECORDED_SETTINGS,
-    TRAINER_FIELDS,
-    RunConfig,
-    SAAHGRPOConfig,
-    make_config,
-)
+from saah_lib.training.config import PROFILES, RECORDED_SETTINGS, TRAINER_FIELDS, RunConfig, SAAHGRPOConfig, make_config
 from saah_lib.training.profiles import ARTIFACT_SETTINGS, FIXED_TRAINER_SETTINGS, RECORDED_AS
 
 

@@ -52,7 +52,7 @@ def test_accelerate_launch_with_two_cpu_processes_trains_and_logs_once(tiny_rand
     env = {**os.environ, "PYTHONPATH": str(repo), "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
     cmd = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", "2", "--cpu",
            "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
-           "-m", "saah_lib.training.launch", "--profile", "tiny", "--method", "sa", "--steps", "2", "--no-progress",
+           "-m", "saah_lab.training.launch", "--profile", "tiny", "--method", "sa", "--steps", "2", "--no-progress",
            "--results-dir", str(tmp_path), "--run-id", "ddp",
            "--set", f"model_name={tiny_random_model_dir}", "--set", "max_completion_length=8",
            "--set", "eval_max_new_tokens=8", "--set", "n_eval=4", "--set", "n_train=16",

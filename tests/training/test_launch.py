@@ -6,9 +6,9 @@ import sys
 
 import pytest
 
+from saah_lab.training.launch import build_parser, config_from_argv, main, merge_fields, parse_overrides
 from saah_lib.paths import REPO_ROOT
 from saah_lib.training.config import RunConfig
-from saah_lib.training.launch import build_parser, config_from_argv, main, merge_fields, parse_overrides
 
 
 def test_set_of_a_field_that_also_has_a_flag_works():
@@ -109,8 +109,8 @@ def test_the_command_line_is_parsed_once(monkeypatch):
 
 
 def test_a_run_ends_with_a_summary(tmp_path, capsys):
+    from saah_lab.training.run import run_summary
     from saah_lib.rundir.folder import RunDir
-    from saah_lib.training.run import run_summary
 
     run = RunDir(tmp_path / "runs" / "r")
     for step, p in ((0, 0.25), (20, 0.5), (40, 0.375)):

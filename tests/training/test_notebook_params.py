@@ -7,11 +7,9 @@ import time
 import pytest
 from papermill.translators import PythonTranslator
 
-from saah_lib.paths import NOTEBOOKS
-from saah_lib.studies import runner
-from saah_lib.training.papermill_bounds import bounded_translator
-from saah_lib.training.config import make_config
-from saah_lib.training.notebook_params import (
+from saah_lab.studies import runner
+from saah_lab.studies.plans import ablation_plan
+from saah_lab.training.notebook_params import (
     ParameterError,
     check_type,
     config_fields,
@@ -20,7 +18,9 @@ from saah_lib.training.notebook_params import (
     parse_structured,
     read_parameters,
 )
-from saah_lib.studies.plans import ablation_plan
+from saah_lab.training.papermill_bounds import bounded_translator
+from saah_lib.paths import NOTEBOOKS
+from saah_lib.training.config import make_config
 
 # what papermill's kernel history holds: the parameters cell, then the cell papermill injects
 PARAMETERS_CELL = 'from typing import Optional\n\nseed: int = 0  # s\noverrides: dict = {}  # o\n'
@@ -150,7 +150,7 @@ def test_papermill_starts_with_the_bounded_translator():
     assert done.stdout.strip() == bounded_translator().__name__, done.stderr
 
 
-@pytest.mark.parametrize("first", ["saah_lib.training.notebook_params", "saah_lib.training.papermill_bounds",
+@pytest.mark.parametrize("first", ["saah_lab.training.notebook_params", "saah_lab.training.papermill_bounds",
                                    "papermill"])
 def test_importing_either_module_before_papermill_starts_papermill_bounded(first):
     # papermill loads its entry points inside its own import, which notebook_params triggers (as a notebook's

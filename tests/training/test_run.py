@@ -5,14 +5,14 @@ import json
 import pytest
 from transformers import TrainerCallback
 
-from saah_lib.rundir.checkpoints import ALWAYS_WRITTEN, WEIGHTS, checkpoint_problem, checkpoints, resume_point
+from saah_lab.rundir.checkpoints import ALWAYS_WRITTEN, WEIGHTS, checkpoint_problem, checkpoints, resume_point
+from saah_lab.rundir.provenance import with_segment
+from saah_lab.studies.verify.bits import compare_run
+from saah_lab.training import run as train
+from saah_lab.training.run import run_training
 from saah_lib.rundir.folder import RunDir, RunFolderError
 from saah_lib.rundir.layout import TRAIN_LOG_KEYS
-from saah_lib.studies.verify.bits import compare_run
 from saah_lib.training.config import make_config
-from saah_lib.rundir.provenance import with_segment
-from saah_lib.training import run as train
-from saah_lib.training.run import run_training
 
 pytestmark = pytest.mark.slow
 
@@ -299,7 +299,7 @@ def test_report_to_tensorboard_writes_the_logged_steps_and_progress_is_lines_not
 
 def test_report_to_an_integration_that_is_not_installed_fails_before_anything_is_written(tiny_random_model_dir,
                                                                                            tmp_path, monkeypatch):
-    import saah_lib.training.run as run_module
+    import saah_lab.training.run as run_module
 
     monkeypatch.setattr(run_module, "get_available_reporting_integrations", lambda: [])
     cfg = tiny_run_config(tiny_random_model_dir, tmp_path, "sa", max_steps=2, report_to="tensorboard")

@@ -4,7 +4,7 @@ import importlib.util
 
 import pytest
 
-import saah_lib.training.run as train
+import saah_lab.training.run as train
 from saah_lib.tasks.gsm8k import check_gsm8k_dir
 from saah_lib.training.config import make_config
 
@@ -120,7 +120,7 @@ def test_a_missing_model_folder_is_named_before_anything_is_written(tmp_path, mo
 
 
 def test_overrides_must_be_a_mapping(tmp_path):
-    from saah_lib.studies.plans import ablation_plan
+    from saah_lab.studies.plans import ablation_plan
 
     with pytest.raises(ValueError, match=r"overrides must be a mapping of config field names.*got list"):
         make_config("tiny", overrides=["learning_rate", 1e-5])

@@ -6,12 +6,12 @@ import pytest
 import torch
 from trl import GRPOConfig, GRPOTrainer
 
+from saah_lab.training.study_trainer import StudyTrainer
 from saah_lib.method.loss import normalised_entropy
 from saah_lib.method.reward import TRL_REWARD_FUNCS
 from saah_lib.models.loading import load_model_and_tokenizer
 from saah_lib.tasks.prompts import to_trl_dataset
 from saah_lib.tasks.synthetic import generate_problems
-from saah_lib.training.study_trainer import StudyTrainer
 from saah_lib.training.trainer import SAAHGRPOConfig, SAAHGRPOTrainer
 
 COMMON = dict(

@@ -8,13 +8,13 @@ import time
 
 import pytest
 
+from saah_lab.rundir.lock import FolderLockedError
+from saah_lab.rundir.reader import read_folders
+from saah_lab.training.run import run_training
 from saah_lib.paths import REPO_ROOT
 from saah_lib.rundir.folder import RunDir
 from saah_lib.rundir.layout import RUN_LOCK_FILE
-from saah_lib.rundir.lock import FolderLockedError
-from saah_lib.rundir.reader import read_folders
 from saah_lib.training.config import make_config
-from saah_lib.training.run import run_training
 
 pytestmark = pytest.mark.slow
 
@@ -26,8 +26,8 @@ FLAGS = ("method", "alpha", "max_steps", "seed", "run_id")
 
 
 def launch(model_dir, results, **changes) -> subprocess.Popen:
-    """``python -m saah_lib.training.launch`` with :data:`SETTINGS` (and ``changes``)."""
-    cmd = [sys.executable, "-m", "saah_lib.training.launch", "--profile", "tiny", "--no-progress",
+    """``python -m saah_lab.training.launch`` with :data:`SETTINGS` (and ``changes``)."""
+    cmd = [sys.executable, "-m", "saah_lab.training.launch", "--profile", "tiny", "--no-progress",
            "--results-dir", str(results), "--set", f"model_name={model_dir}"]
     for name, value in {**SETTINGS, **changes}.items():  # the launcher's own flags, else --set
         flag = name.replace("_", "-")

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from saah_lab.studies.verify.bits import compare_run, compare_studies, report_markdown, write_report
 from saah_lib.models.names import TINY_WARMSTART
 from saah_lib.paths import REPO_ROOT
 from saah_lib.rundir.folder import RunDir
-from saah_lib.studies.verify.bits import compare_run, compare_studies, report_markdown, write_report
 from saah_lib.training.config import make_config
 
 ABSOLUTE_PATH_MARKERS = ("/work/", "/home/", "/Users/", "/root/", "/mnt/", "C:\\\\")
@@ -104,8 +104,8 @@ def test_a_value_logged_on_one_side_only_is_said_so_not_printed_as_inf(tmp_path)
 
 
 def test_a_table_naming_the_rerun_root_compares_equal_to_the_committed_one(tmp_path):
-    from saah_lib.report.latex import tex_path
-    from saah_lib.studies.verify.bits import compare_files
+    from saah_lab.report.latex import tex_path
+    from saah_lab.studies.verify.bits import compare_files
 
     def table(root: str, body: str = "1.0") -> str:
         return f"% Generated from {root}.\n\\caption{{Our runs (\\texttt{{{tex_path(root)}}}): {body}}}\n"
@@ -176,7 +176,7 @@ def assert_identical_runs(a: Path, b: Path):
 
 @pytest.mark.slow
 def test_the_same_seed_twice_gives_identical_logs(tiny_random_model_dir, tmp_path):
-    from saah_lib.training.run import run_training
+    from saah_lab.training.run import run_training
 
     first = run_training(short_run(tiny_random_model_dir, tmp_path / "a", max_steps=3), progress=False)
     second = run_training(short_run(tiny_random_model_dir, tmp_path / "b", max_steps=3), progress=False)
@@ -187,7 +187,7 @@ CHILD = """
 import json, sys, torch
 torch.set_num_threads(1)
 from saah_lib.training.config import RunConfig
-from saah_lib.training.run import run_training
+from saah_lab.training.run import run_training
 run_training(RunConfig.from_dict(json.loads(sys.argv[1])), progress=False)
 """
 
@@ -195,7 +195,7 @@ run_training(RunConfig.from_dict(json.loads(sys.argv[1])), progress=False)
 @pytest.mark.slow
 def test_a_run_killed_at_a_random_step_resumes_to_identical_logs(tiny_random_model_dir, tmp_path):
     """SIGKILL (no clean-up at all) in the middle of a step, then resume: same logs as never killed."""
-    from saah_lib.training.run import run_training
+    from saah_lab.training.run import run_training
 
     reference = run_training(short_run(tiny_random_model_dir, tmp_path / "reference"), progress=False)
 
@@ -223,7 +223,7 @@ def test_a_run_killed_at_a_random_step_resumes_to_identical_logs(tiny_random_mod
 def test_a_moved_run_folder_resumes_and_completes(tiny_random_model_dir, tmp_path, capsys):
     from transformers import TrainerCallback
 
-    from saah_lib.training.run import run_training
+    from saah_lab.training.run import run_training
 
     class StopAfter(TrainerCallback):
         def on_step_end(self, args, state, control, **kwargs):
@@ -246,8 +246,8 @@ def test_a_moved_run_folder_resumes_and_completes(tiny_random_model_dir, tmp_pat
 
 @pytest.mark.slow
 def test_the_warm_start_rebuilds_bit_identically(tmp_path):
+    from saah_lab.studies.runner import warm_start_record
     from saah_lib.models.warmstart import WarmStartSettings, build_warm_start
-    from saah_lib.studies.runner import warm_start_record
 
     settings = WarmStartSettings(hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1, intermediate_size=64,
                                  tokenizer_problems=200, sft_steps=20, n_sft_problems=200, n_heldout=10,

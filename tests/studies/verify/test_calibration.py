@@ -4,8 +4,8 @@ see a rule that breaks it (a check of the check, both ways)."""
 import numpy as np
 import pytest
 
-from saah_lib.studies.verify import calibration as C
-from saah_lib.studies.verify import conclusions as K
+from saah_lab.studies.verify import calibration as C
+from saah_lab.studies.verify import conclusions as K
 
 
 @pytest.mark.parametrize("study", sorted(K.SAME_DESIGN))

@@ -1,4 +1,4 @@
-"""``python -m saah_lib.studies.verify compare``: one run against the committed run of the same name."""
+"""``python -m saah_lab.studies.verify compare``: one run against the committed run of the same name."""
 
 import json
 import shutil
@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
+from saah_lab.studies.verify.compare import compare_one, main
 from saah_lib.paths import MINI_ROOT, REPO_ROOT
-from saah_lib.studies.verify.compare import compare_one, main
 
 RUN = "tiny-sa-a0.5-s0"
 
@@ -67,7 +67,7 @@ def test_a_missing_step_and_a_rescored_problem_are_reported(tmp_path):
 def test_no_committed_run_of_that_name_is_exit_status_2(tmp_path):
     other = tmp_path / "runs" / "tiny-sa-a0.5-s99"
     other.mkdir(parents=True)
-    done = subprocess.run([sys.executable, "-m", "saah_lib.studies.verify", "compare", str(other)], cwd=REPO_ROOT,
+    done = subprocess.run([sys.executable, "-m", "saah_lab.studies.verify", "compare", str(other)], cwd=REPO_ROOT,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "holds no run named tiny-sa-a0.5-s99" in done.stderr
 

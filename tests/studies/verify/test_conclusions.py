@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from saah_lab.studies.verify import conclusions as C
+from saah_lab.studies.verify.bits import compare_studies, conclusions_markdown, report_markdown
+from saah_lab.studies.verify.conclusions import compare_conclusions, shift_tests, yardstick
 from saah_lib.jsonio import atomic_write_json
 from saah_lib.rundir.folder import RunDir
-from saah_lib.studies.verify import conclusions as C
-from saah_lib.studies.verify.bits import compare_studies, conclusions_markdown, report_markdown
-from saah_lib.studies.verify.conclusions import compare_conclusions, shift_tests, yardstick
 
 N = 200  # problems per evaluation
 ALPHAS = {"grpo": 0.0, "ah": 0.5, "sa": 0.5}
@@ -53,7 +53,7 @@ def by_group(result: dict) -> dict[str, dict]:
 
 
 def test_the_yardstick_pools_the_arms_spread_and_scales_by_the_noisiest_well_measured_arm():
-    from saah_lib.analysis.plan import Arm
+    from saah_lab.analysis.plan import Arm
 
     three = {(Arm("grpo", 0.0), ("w", s)): v for s, v in enumerate((0.39, 0.40, 0.41))}
     assert yardstick(three) == pytest.approx({"sigma": 0.01, "df": 2, "pooled": 0.01, "heterogeneity": None})
@@ -186,7 +186,7 @@ def test_runs_that_cannot_be_paired_leave_the_conclusions_unchecked_with_the_rea
 
 
 def test_a_test_limit_is_the_bonferroni_t_quantile():
-    from saah_lib.analysis.plan import Arm
+    from saah_lab.analysis.plan import Arm
 
     committed = {(Arm("grpo", 0.0), ("w", s)): v for s, v in enumerate((0.39, 0.40, 0.41))}
     tests = shift_tests(committed, dict(committed), sigma=0.01, df=2, level=0.04)

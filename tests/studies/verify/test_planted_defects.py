@@ -16,11 +16,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from saah_lib.analysis.plan import Arm
+from saah_lab.analysis.plan import Arm
+from saah_lab.studies.verify.calibration import stated_mde
+from saah_lab.studies.verify.conclusions import conclusions_of, final_pass_at_1
 from saah_lib.numerics import cpu_numerics_record
 from saah_lib.paths import EXTENDED_ROOT, MINI_ROOT, REPO_ROOT
-from saah_lib.studies.verify.calibration import stated_mde
-from saah_lib.studies.verify.conclusions import conclusions_of, final_pass_at_1
 
 RECORD = json.loads((Path(__file__).parent / "data" / "planted_defects.json").read_text())["runs"]
 PLANTED = REPO_ROOT / "tests" / "planted_defects"
@@ -74,7 +74,7 @@ def test_make_mini_with_a_planted_defect_ends_in_conclusions_changed(tmp_path):
     runs = ["tiny-grpo-a0-s0", "tiny-ah-a0.5-s0", "tiny-sa-a0.5-s0"]
     env = {**os.environ, "SAAH_PLANTED_DEFECT": "correctness_dropped", "HF_HUB_OFFLINE": "1",
            "PYTHONPATH": os.pathsep.join([str(PLANTED), str(REPO_ROOT)])}
-    done = subprocess.run([sys.executable, "-m", "saah_lib.studies.mini", "verify", "--runs", *runs,
+    done = subprocess.run([sys.executable, "-m", "saah_lab.studies.mini", "verify", "--runs", *runs,
                            "--rerun-root", str(tmp_path / "rerun")], env=env, cwd=REPO_ROOT, capture_output=True,
                           text=True, timeout=900)
     tail = done.stdout[-3000:] + done.stderr[-2000:]

@@ -1,0 +1,179 @@
+"""Run folders as tidy DataFrames: one row per run, per evaluation, per logged step.
+
+The folders come from the strict reader (:func:`saah_lab.rundir.reader.read_folders`);
+every summary column is one of :mod:`saah_lab.analysis.summaries`.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Iterable
+
+import numpy as np
+import pandas as pd
+
+from saah_lab.analysis.quantities import number_or_nan
+from saah_lab.analysis.summaries import final_and_peak, mean_kl, ordered_by_step, pass_at_1_ci, training_variance
+from saah_lab.rundir.reader import META_COLUMNS, RunFolder
+from saah_lib.rundir.layout import EVAL_KEYS, TRAIN_LOG_KEYS
+
+
+def _frame(records: list[dict], keys: Iterable[str]) -> pd.DataFrame:
+    df = pd.DataFrame.from_records(records)
+    # a column already numeric is what to_numeric would return: converting only the others is what keeps a
+    # root of a thousand runs quick to read
+    for k in keys:
+        if k in df and not pd.api.types.is_numeric_dtype(df[k]):
+            df[k] = pd.to_numeric(df[k], errors="coerce")
+    missing = [k for k in keys if k not in df]
+    return df.assign(**dict.fromkeys(missing, np.nan)) if missing else df
+
+
+def _made_once(make):
+    """``make(folder)`` made once per folder (kept in ``folder.frames``); each caller gets its own copy to change."""
+    @functools.wraps(make)
+    def once(folder: RunFolder) -> pd.DataFrame:
+        if make.__name__ not in folder.frames:
+            folder.frames[make.__name__] = make(folder)
+        return folder.frames[make.__name__].copy()
+    return once
+
+
+@_made_once
+def evals_frame(folder: RunFolder) -> pd.DataFrame:
+    """A run's evaluations by step; a missing ``ci95`` is filled from ``pass_at_1`` and ``n``."""
+    df = _frame(folder.evals, EVAL_KEYS)
+    if df.empty:
+        return pd.DataFrame(columns=list(EVAL_KEYS))
+    df = df.sort_values("step", kind="stable").drop_duplicates("step", keep="last")
+    missing = df["ci95"].isna() & df["n"].notna() & df["pass_at_1"].notna()
+    if missing.any():
+        df.loc[missing, "ci95"] = pass_at_1_ci(df.loc[missing, "pass_at_1"].to_numpy(), df.loc[missing, "n"].to_numpy())
+    return df.reset_index(drop=True)
+
+
+@_made_once
+def train_log_frame(folder: RunFolder) -> pd.DataFrame:
+    """A run's training log by step (a step logged twice keeps its last line)."""
+    df = _frame(folder.train_log, TRAIN_LOG_KEYS)
+    if df.empty:
+        return pd.DataFrame(columns=list(TRAIN_LOG_KEYS))
+    return ordered_by_step(df)
+
+
+def _meta(folder: RunFolder) -> dict:
+    meta = {k: folder.config.get(k) for k in META_COLUMNS}
+    meta["alpha"] = number_or_nan(meta["alpha"])
+    return meta
+
+
+def _long(folders: list[RunFolder], frame, keys) -> pd.DataFrame:
+    frames = []
+    for folder in folders:
+        df = frame(folder)
+        if df.empty:
+            continue
+        for k, v in _meta(folder).items():
+            df[k] = v
+        frames.append(df)
+    meta = list(META_COLUMNS)
+    if not frames:
+        return pd.DataFrame(columns=meta + list(keys))
+    out = pd.concat(frames, ignore_index=True)
+    return out[meta + [c for c in out.columns if c not in meta]]
+
+
+def runs_frame(folders: list[RunFolder]) -> pd.DataFrame:
+    """One row per run folder.
+
+    Columns: every config field (flattened, see :func:`~saah_lab.rundir.reader.flatten_config`) plus the
+    summaries ``final_pass_at_1, final_ci95, final_step, peak_pass_at_1,
+    peak_ci95, peak_step`` (:func:`~saah_lab.analysis.summaries.final_and_peak`),
+    ``step0_pass_at_1`` (the evaluation before training, if any), ``train_var``
+    (:func:`~saah_lab.analysis.summaries.training_variance`), ``mean_kl``,
+    ``n_steps_logged``, ``last_logged_step``, ``n_evals``, ``complete``
+    (trained to ``steps`` and evaluated there), ``damaged`` (some line or value
+    could not be used), ``problems`` (the messages, ``; ``-separated) and
+    ``compile_fallback`` (why the compiled rollout fell back to ``hf``, else None).
+    """
+    rows = []
+    for folder in folders:
+        evals, tlog = evals_frame(folder), train_log_frame(folder)
+        row = dict(folder.config)
+        row["alpha"] = number_or_nan(row.get("alpha"))
+        row.update(final_and_peak(evals))
+        step0 = evals.loc[evals["step"] == 0, "pass_at_1"]
+        row["step0_pass_at_1"] = float(step0.iloc[-1]) if len(step0) else float("nan")
+        row["train_var"] = training_variance(tlog)
+        row["mean_kl"] = mean_kl(tlog)
+        row["n_steps_logged"] = int(len(tlog))
+        row["last_logged_step"] = float(tlog["step"].max()) if len(tlog) else float("nan")
+        row["n_evals"] = int(len(evals))
+        row["complete"] = not folder.incomplete
+        row["damaged"] = bool(folder.damage)
+        row["problems"] = "; ".join(folder.problems)
+        row["compile_fallback"] = folder.compile_fallback
+        rows.append(row)
+    cols = ["run_id", "model_label", "method", "alpha", "steps", "seed"]
+    if not rows:
+        return pd.DataFrame(columns=cols + ["final_pass_at_1", "final_ci95", "final_step", "peak_pass_at_1",
+                                            "peak_ci95", "peak_step", "train_var", "mean_kl", "n_steps_logged",
+                                            "complete", "damaged", "problems", "compile_fallback"])
+    df = pd.DataFrame.from_records(rows)
+    return df[cols + [c for c in df.columns if c not in cols]]
+
+
+def evals_long(folders: list[RunFolder]) -> pd.DataFrame:
+    """All evaluations of the folders, one row per (run_id, step), with run metadata."""
+    return _long(folders, evals_frame, EVAL_KEYS)
+
+
+def train_logs_long(folders: list[RunFolder]) -> pd.DataFrame:
+    """All training-log lines of the folders, one row per (run_id, step), with run metadata."""
+    return _long(folders, train_log_frame, TRAIN_LOG_KEYS)
+
+
+def baselines_frame(folders: list[RunFolder]) -> pd.DataFrame:
+    """One row per evaluation in ``baselines/<name>/eval.jsonl``.
+
+    Columns: ``name``, ``model_label``, ``profile``, the eval keys and the
+    remaining (flattened) config fields.
+    """
+    rows = []
+    for folder in folders:
+        for rec in folder.evals:
+            row = {k: v for k, v in folder.config.items() if k not in EVAL_KEYS}
+            row["name"] = folder.path.name
+            for k in EVAL_KEYS:
+                row[k] = number_or_nan(rec.get(k))
+            if math.isnan(row["ci95"]) and not math.isnan(row["n"]):
+                row["ci95"] = pass_at_1_ci(row["pass_at_1"], row["n"])
+            rows.append(row)
+    cols = ["name", "model_label", "profile", *EVAL_KEYS]
+    if not rows:
+        return pd.DataFrame(columns=cols)
+    df = pd.DataFrame.from_records(rows)
+    for c in cols:
+        if c not in df:
+            df[c] = None
+    return df[cols + [c for c in df.columns if c not in cols]]
+
+
+def token_entropies_frame(folders: list[RunFolder]) -> pd.DataFrame:
+    """Rows of ``runs/<run_id>/token_entropies.jsonl`` (optional trainer output).
+
+    Columns ``run_id, model_label, method, alpha, step, advantage, entropy_norm``
+    (the last a list of per-token normalised entropies).  Empty if no run has
+    the file.
+    """
+    rows = []
+    for folder in folders:
+        if not folder.token_entropies:
+            continue
+        meta = _meta(folder)
+        for rec in folder.token_entropies:
+            rows.append({**meta, "step": float(rec["step"]), "advantage": float(rec["advantage"]),
+                         "entropy_norm": [float(x) for x in rec["entropy_norm"]]})
+    cols = ["run_id", "model_label", "method", "alpha", "step", "advantage", "entropy_norm"]
+    return pd.DataFrame.from_records(rows) if rows else pd.DataFrame(columns=cols)

@@ -1,0 +1,188 @@
+"""The numbers the paper reports, read from their CSV transcription in ``results/paper_reported/``.
+
+:func:`read_paper_reported` turns the transcribed tables into the same
+:class:`~saah_lab.analysis.resultset.ResultSet` frames our runs give, so the report's
+tables regenerate the paper's cells exactly (the paper's own strings are kept
+in ``*_str`` columns).  Per-checkpoint CIs, which the paper does not tabulate,
+are computed with :func:`~saah_lib.tasks.scoring.pass_at_1_ci` and ``N = 500``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import re
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+import pandas as pd
+
+from saah_lab.analysis.groups import GROUP_KEYS, is_main_alpha, sort_groups
+from saah_lab.analysis.quantities import number_or_nan
+from saah_lab.analysis.resultset import DIAGNOSTIC_COLUMNS, ResultSet
+from saah_lib.method.methods import MAIN_ALPHAS
+from saah_lib.paths import repo_relative
+from saah_lib.tasks.scoring import pass_at_1_ci
+
+REPORTED_FILES = {
+    "tab_main.csv": "tab:main",
+    "tab_checkpoints_3b.csv": "tab:checkpoints_3b",
+    "tab_checkpoints_1b.csv": "tab:checkpoints_1b",
+    "tab_alpha_ablation.csv": "tab:alpha_ablation",
+    "tab_sa_log_3b.csv": "tab:sa_log_3b",
+    "tab_sa_log_1b.csv": "tab:sa_log_1b",
+    "baselines.csv": "sec:setup + tab:main (Base rows)",
+    "tab_hparams.csv": "tab:hparams",
+    "text_setup.csv": "running text",
+}
+
+#: Evaluation-set size the paper states (used for CIs it does not tabulate).
+REPORTED_N_EVAL = 500
+
+
+def read_reported_csv(path: str | Path) -> pd.DataFrame:
+    """Read one transcription CSV as strings (``#`` comment lines skipped, nothing turned into NaN)."""
+    with open(path, encoding="utf-8") as fh:
+        text = "".join(line for line in fh if not line.lstrip().startswith("#"))
+    rows = list(csv.reader(io.StringIO(text)))
+    if not rows:
+        return pd.DataFrame()
+    return pd.DataFrame(rows[1:], columns=rows[0], dtype=object)
+
+
+def _numeric(df: pd.DataFrame, cols: Iterable[str]) -> pd.DataFrame:
+    df = df.copy()
+    for c in cols:
+        if c in df:
+            df[c] = [number_or_nan(x) if str(x).strip() not in ("", "---") else np.nan for x in df[c]]
+    return df
+
+
+def _wide_to_long(df: pd.DataFrame, id_cols: list[str]) -> pd.DataFrame:
+    step_cols = [c for c in df.columns if re.fullmatch(r"\d+", str(c))]
+    long = df.melt(id_vars=id_cols, value_vars=step_cols, var_name="step", value_name="pass_at_1")
+    long["step"] = long["step"].astype(int)
+    long = _numeric(long, ["pass_at_1"])
+    return long[long["pass_at_1"].notna()]
+
+
+def read_paper_reported(directory: Path) -> ResultSet:
+    """The result set of the paper's reported numbers (see ``results/paper_reported/README.md``)."""
+    d = Path(directory)
+    if not (d / "tab_main.csv").is_file():
+        raise FileNotFoundError(f"{d}/tab_main.csv not found: not a paper_reported folder")
+    notes: dict[str, Any] = {"conflicts": []}
+
+    # ---- summary (tab:main)
+    main = _numeric(read_reported_csv(d / "tab_main.csv"),
+                    ["alpha", "steps", "final_pass_at_1", "final_ci95", "peak_pass_at_1", "peak_ci95",
+                     "train_var", "mean_kl"])
+    main["n_seeds"] = 1
+    main["complete"] = True
+    main["in_main"] = True
+    summary = sort_groups(main)
+
+    # ---- baselines
+    base = _numeric(read_reported_csv(d / "baselines.csv"), ["pass_at_1", "ci95", "raw_pass_at_1", "adjustment_pp", "n"]) \
+        if (d / "baselines.csv").is_file() else pd.DataFrame(columns=["model_label", "pass_at_1", "ci95", "n"])
+    base["kind"] = "reported (adjusted)"
+    base["name"] = "zero-shot (paper)"
+
+    # ---- checkpoints: the two checkpoint tables, then extra rows of the ablation
+    frames = []
+    for f in ("tab_checkpoints_3b.csv", "tab_checkpoints_1b.csv"):
+        if (d / f).is_file():
+            long = _wide_to_long(read_reported_csv(d / f), ["model_label", "method", "alpha"])
+            long["table"] = REPORTED_FILES[f]
+            frames.append(long)
+    abl_raw = read_reported_csv(d / "tab_alpha_ablation.csv") if (d / "tab_alpha_ablation.csv").is_file() else pd.DataFrame()
+    if len(abl_raw):
+        long = _wide_to_long(abl_raw.drop(columns=["row_label", "peak", "final", "flag"]), ["model_label", "method", "alpha"])
+        long["table"] = REPORTED_FILES["tab_alpha_ablation.csv"]
+        frames.append(long)
+    ck = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=GROUP_KEYS + ["step", "pass_at_1"])
+    ck = _numeric(ck, ["alpha"])
+    ck["_a"] = ck["alpha"].round(6)
+    for key, sub in ck.groupby(["model_label", "method", "_a", "step"]):
+        if sub["pass_at_1"].nunique() > 1:
+            notes["conflicts"].append({"key": key, "values": dict(zip(sub["table"], sub["pass_at_1"]))})
+    ck = ck.drop_duplicates(["model_label", "method", "_a", "step"], keep="first").drop(columns="_a")
+    ck["ci95"] = pass_at_1_ci(ck["pass_at_1"].to_numpy(), REPORTED_N_EVAL)
+    ck["ci_source"] = "formula"
+    ck["pass_at_1_std"] = np.nan
+    ck["n_seeds"] = 1
+    ck["in_main"] = [is_main_alpha(m, a, MAIN_ALPHAS) for m, a in zip(ck["method"], ck["alpha"])]
+    ck = sort_groups(ck, ["step"])
+
+    # ---- ablation entries (the SA reference's two table rows merged into one entry)
+    arows = []
+    if len(abl_raw):
+        a = _numeric(abl_raw, ["alpha", "peak", "final"])
+        for (label, method, alpha), sub in a.groupby(["model_label", "method", "alpha"], sort=False):
+            peak = sub["peak"].dropna()
+            final = sub["final"].dropna()
+            srow = summary[(summary.model_label == label) & (summary.method == method) & np.isclose(summary.alpha.fillna(-9), alpha)]
+            steps = float(srow["steps"].iloc[0]) if len(srow) else float("nan")
+            if method == "ah" and math.isnan(steps):
+                steps = 150.0  # sec:alpha_setup: every sweep run has 150 steps
+            flag = ",".join(x for x in sub["flag"] if x)
+            arows.append({"model_label": label, "method": method, "alpha": alpha,
+                          "label": {"grpo": "GRPO", "sa": "SA-AH-GRPO"}.get(method, ""),
+                          "steps": steps, "peak_pass_at_1": peak.iloc[0] if len(peak) else np.nan,
+                          "final_pass_at_1": final.iloc[0] if len(final) else np.nan,
+                          "peak_pass_at_1_std": np.nan, "final_pass_at_1_std": np.nan, "n_seeds": 1,
+                          "partial": flag == "partial",
+                          "note": "partial run (steps 30--60 only, per the paper's footnote)" if flag == "partial" else ""})
+    ablation = pd.DataFrame(arows)
+
+    # ---- diagnostics (tab:sa_log_*)
+    dframes = []
+    for f in ("tab_sa_log_3b.csv", "tab_sa_log_1b.csv"):
+        if (d / f).is_file():
+            df = _numeric(read_reported_csv(d / f), ["alpha", "step", "pass_at_1", *DIAGNOSTIC_COLUMNS])
+            dframes.append(df)
+    diagnostics = sort_groups(pd.concat(dframes, ignore_index=True), ["step"]) if dframes else pd.DataFrame()
+    if len(diagnostics):
+        diagnostics["n_seeds"] = 1
+
+    # ---- curves for figures: the sampled diagnostic steps only.  The paper's
+    # 0.000 for w_- at all-positive steps is a placeholder, not a weight, so it
+    # is dropped from the curves (kept in the table).
+    curves = diagnostics.copy()
+    if len(curves):
+        curves.loc[curves["weight_neg_note"] == "all_positive", "weight_neg_mean"] = np.nan
+
+    hparams = read_reported_csv(d / "tab_hparams.csv") if (d / "tab_hparams.csv").is_file() else None
+    return ResultSet(source="paper_reported", summary=summary, checkpoints=ck, ablation=ablation,
+                     diagnostics=diagnostics, baselines=base, curves=curves, hparams=hparams, root=d, notes=notes)
+
+
+#: The paper's log that sets the CPU studies' discount level (:func:`negative_weight_target`).
+DISCOUNT_LOG_FILE = "tab_sa_log_1b.csv"
+
+
+def negative_weight_target(directory: Path, file: str = DISCOUNT_LOG_FILE) -> dict:
+    """The mean token weight on negative-advantage rollouts in the paper's SA-AH-GRPO log: the level that the
+    CPU studies' paper-matched alpha reproduces at the start of training.
+
+    Rule: the mean of ``weight_neg_mean`` over every row of the 1.5B log (``tab_sa_log_1b.csv``, steps 5 to
+    180) that has a weight; a row whose step had no negative rollout (``weight_neg_note`` set) has none.
+    All rows, not the first alone: each row is one step's handful of rollouts (0.14 at step 5, 0.81 at
+    step 30), and the log shows no trend over training, so the mean is the best estimate of the level the
+    paper trained at.  Returns ``{"target", "file", "column", "steps", "values"}``.
+    """
+    path = Path(directory) / file
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: the paper's diagnostic log is missing (results/paper_reported)")
+    log = _numeric(read_reported_csv(path), ["step", "weight_neg_mean"])
+    if "weight_neg_mean" not in log or "step" not in log:
+        raise ValueError(f"{path}: no 'step' or 'weight_neg_mean' column")
+    notes = log["weight_neg_note"].fillna("").astype(str) if "weight_neg_note" in log else ""
+    rows = log[log["weight_neg_mean"].notna() & (notes == "")]
+    if rows.empty:
+        raise ValueError(f"{path}: no row has a weight_neg_mean")
+    values = [float(v) for v in rows["weight_neg_mean"]]
+    return {"target": float(np.mean(values)), "file": repo_relative(path), "column": "weight_neg_mean",
+            "steps": [int(s) for s in rows["step"]], "values": values}

@@ -1,0 +1,110 @@
+"""LaTeX cells and table floats: number formats that reproduce the paper's rounding.
+
+Missing values print as ``---``.  Decimals per quantity are
+:data:`saah_lab.analysis.quantities.DECIMALS` (the paper's), so that the tables built from
+``results/paper_reported`` reproduce the paper's cells exactly.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from saah_lab.analysis.quantities import number_or_nan
+
+MISSING = "---"
+#: Marks a row that includes a run flagged by the health rules (saah_lab.analysis.health).
+FLAG_MARK = r"$^{\ddagger}$"
+
+
+def tex_escape(s: Any) -> str:
+    """Escape LaTeX special characters in free text (labels, run ids)."""
+    rep = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+           "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+    return "".join(rep.get(ch, ch) for ch in str(s))
+
+
+def tex_path(path: Any) -> str:
+    """A path as LaTeX text that may break after each ``/``: a results root outside the repository is printed
+    whole, and in a caption it would otherwise run into the margin."""
+    return tex_escape(path).replace("/", "/\\allowbreak{}")
+
+
+def fmt(x, dp: int, sci: bool = False) -> str:
+    """Fixed-point number with ``dp`` decimals, ``---`` if missing.
+
+    A non-zero value that would print as zero switches to scientific notation
+    (``$3.0\\times10^{-7}$``); with ``sci=True`` so does one that would keep
+    fewer than two significant digits (used for variances and KL, which are
+    tiny in short CPU runs).
+    """
+    x = number_or_nan(x)
+    if math.isnan(x):
+        return MISSING
+    limit = 10 ** (-dp + 1) if sci else 0.5 * 10 ** (-dp)
+    if x != 0 and abs(x) < limit:
+        mant, exp = f"{x:.1e}".split("e")
+        return f"${mant}\\times10^{{{int(exp)}}}$"
+    return f"{x:.{dp}f}"
+
+
+def pm_cell(value: str, err: str) -> str:
+    """``$value \\pm err$`` from two formatted numbers (either may already be in math mode)."""
+    return f"${value.strip('$')} \\pm {err.strip('$')}$"
+
+
+def fmt_pm(x, err, dp: int, bold: bool = False) -> str:
+    """``$x \\pm err$`` (``---`` if x is missing; just x if err is missing)."""
+    xs = fmt(x, dp)
+    if xs == MISSING:
+        return MISSING
+    es = fmt(err, dp)
+    inner = xs if es == MISSING else f"{xs} \\pm {es}"
+    inner = inner.replace("$", "")
+    if bold:
+        inner = f"\\mathbf{{{inner}}}"
+    return f"${inner}$"
+
+
+def fmt_alpha(a, min_dp: int = 1, phantom: bool = False) -> str:
+    """Alpha with at least ``min_dp`` decimals and no more than needed (max 4)."""
+    a = number_or_nan(a)
+    if math.isnan(a):
+        return MISSING
+    dp = min_dp
+    while dp < 4 and abs(round(a, dp) - a) > 1e-9:
+        dp += 1
+    s = f"{a:.{dp}f}"
+    if s.startswith("-"):
+        return f"${s}$"
+    return f"$\\phantom{{-}}{s}$" if phantom else s
+
+
+def bold_cell(s: str, on: bool) -> str:
+    if not on or s == MISSING:
+        return s
+    if s.startswith("$"):
+        return f"$\\mathbf{{{s.strip('$')}}}$"
+    return f"\\textbf{{{s}}}"
+
+
+def stacked(*lines: str) -> str:
+    """Several lines in one table cell (a narrow column head)."""
+    return r"\begin{tabular}[b]{@{}c@{}}" + r" \\ ".join(lines) + r"\end{tabular}"
+
+
+def table_float(body_lines: list[str], colspec: str, caption: str, label: str, notes: str = "",
+                fontsize: str = r"\small", sideways: bool = False) -> str:
+    """A ``table`` float holding one booktabs tabular, scaled down only if wider than the text; ``sideways``: on a
+    landscape page of its own (``sidewaystable``, the rotating package), for a table too wide to read otherwise."""
+    env = "sidewaystable" if sideways else "table"
+    lines = [rf"\begin{{{env}}}" + ("" if sideways else "[H]"), r"\centering", fontsize,
+             rf"\caption{{{caption}}}", rf"\label{{{label}}}",
+             r"\resizebox{\ifdim\width>\linewidth\linewidth\else\width\fi}{!}{%",
+             rf"\begin{{tabular}}{{{colspec}}}", r"\toprule"]
+    lines += body_lines
+    lines += [r"\bottomrule", r"\end{tabular}}"]
+    if notes:
+        lines += [r"\par\smallskip", rf"{{\footnotesize {notes}\par}}"]
+    lines += [rf"\end{{{env}}}", ""]
+    return "\n".join(lines)

@@ -1,0 +1,723 @@
+"""The report's figures (matplotlib, Agg): those of a :class:`~saah_lab.analysis.resultset.ResultSet`, of the
+paired evidence and of the top-K measurement.
+
+Figures are built with :class:`matplotlib.figure.Figure` directly (no pyplot state, nothing shown
+on screen), so they work the same in tests, scripts and notebooks; they are :class:`InlineFigure`,
+which Jupyter shows as a PNG. :mod:`saah_lab.report.render` saves each as
+``<figures>/<prefix>_<name>.pdf`` and ``.png``: those of a result set are :data:`RESULT_FIGURES`
+(each function says what it draws), beside :func:`plot_paired` and :func:`plot_topk`. PDFs embed
+TrueType fonts (``pdf.fonttype`` 42), which journals ask for and which stay searchable.
+
+Bands: a single run uses its logged ``ci95`` (for the paper's numbers, the binomial formula with
+N=500, since the paper tabulates no per-step CI). Several seeds: the line is the mean across seeds
+and the band +-1 sample standard deviation across seeds. A figure without data is not drawn (its
+function returns None), never drawn from invented values.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import math
+import os
+import secrets
+import textwrap
+from pathlib import Path
+from typing import Sequence
+
+import matplotlib
+import numpy as np
+import pandas as pd
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.ticker import MaxNLocator
+
+from saah_lab.analysis.groups import METHOD_LABELS, is_main_alpha, method_label, model_order, model_short
+from saah_lab.analysis.quantities import CHECKPOINTS, number_or_nan
+from saah_lab.analysis.resultset import ResultSet
+from saah_lab.analysis.significance import LEVEL, POWER, established
+from saah_lab.analysis.summaries import token_weights
+from saah_lib.method.methods import MAIN_ALPHA, METHODS
+from saah_lib.rundir.folder import RunDir
+
+log = logging.getLogger(__name__)
+
+METHOD_COLORS = {"grpo": "#1f77b4", "ah": "#d62728", "sa": "#2ca02c", "base": "0.35"}
+SPARSE = 25  # draw markers when a curve has at most this many points
+#: line style per method where curves lie on top of each other (weights of AH and SA on negative rollouts)
+METHOD_LINESTYLES = {"grpo": "-", "ah": "--", "sa": "-."}
+REWARD_WINDOW = 5  # steps in the reward's moving average
+INLINE_DPI = 100  # PNG shown in a notebook: sharp on screen, a few tens of KB
+#: TrueType (Type 42) fonts in PDFs instead of matplotlib's default Type 3
+PDF_FONTS = {"pdf.fonttype": 42, "ps.fonttype": 42}
+
+
+class InlineFigure(Figure):
+    """A Figure that Jupyter displays as a PNG (``_repr_png_``) without pyplot or an inline backend."""
+
+    def _repr_png_(self) -> bytes:
+        buffer = io.BytesIO()
+        self.savefig(buffer, format="png", dpi=INLINE_DPI, bbox_inches="tight")
+        return buffer.getvalue()
+
+
+def save_figure(fig: Figure, path: Path, dpi: int = 150) -> None:
+    """Save as PDF (TrueType fonts, no creation date: the same figure gives the same bytes) or PNG.
+
+    Written to a hidden temporary file beside ``path`` and renamed over it, so that a killed save leaves no
+    half-written figure; the next render removes such temporary files (:func:`saah_lib.jsonio.remove_temp_files`).
+    """
+    path = Path(path)
+    tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
+    try:
+        with matplotlib.rc_context(PDF_FONTS):
+            fig.savefig(tmp, format=path.suffix.lstrip("."), dpi=dpi, bbox_inches="tight", pad_inches=0.05,
+                        metadata={"CreationDate": None} if path.suffix == ".pdf" else None)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+HEALTH_NAMED = 3  # flagged runs named in a figure's title (the tables name them all)
+SYMLOG_FROM = 2.0  # alphas beyond this (the CPU studies' paper-matched one) put the alpha axis on a symlog scale
+
+
+#: The most panels of one kind side by side; more wrap into further rows.
+PANELS_PER_ROW = 3
+
+
+def _fig(ncols: int = 1, nrows: int = 1, w: float = 4.6, h: float = 3.2, min_width: float = 6.4,
+         **kw) -> tuple[Figure, np.ndarray]:
+    # at least min_width inches wide, so the shared legend and titles fit with a single panel
+    fig = InlineFigure(figsize=(max(w * ncols, min_width), h * nrows), layout="constrained")
+    FigureCanvasAgg(fig)  # render with Agg regardless of the session's pyplot backend
+    axes = np.atleast_1d(fig.subplots(nrows, ncols, squeeze=False, **kw))
+    return fig, axes
+
+
+def _fig_legend(fig: Figure, axes, ncol: int = 4, fontsize: int = 8) -> None:
+    """One legend below the panels, merging the entries of all axes (first occurrence wins)."""
+    handles, labels = [], []
+    for ax in np.ravel(axes):
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            if lab not in labels:
+                handles.append(h)
+                labels.append(lab)
+    if handles:
+        fig.legend(handles, labels, loc="outside lower center", ncol=min(ncol, len(labels)), fontsize=fontsize,
+                   frameon=False)
+
+
+def _steps_axis(ax) -> None:
+    """x axis of training steps: integer ticks, label, at least two steps wide; y axis without offset notation.
+
+    Call after drawing: a single evaluated step would otherwise get an axis a fraction of a step wide.
+    """
+    ax.set_xlabel("training step")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.ticklabel_format(axis="y", useOffset=False)
+    lo, hi = ax.dataLim.intervalx
+    if np.isfinite(lo) and np.isfinite(hi) and hi - lo < 2:
+        ax.set_xlim(max(0.0, lo - 1) if lo >= 0 else lo - 1, hi + 1)
+
+
+def _groups(df: pd.DataFrame, model, main_only: bool = True) -> list[tuple[str, float, pd.DataFrame]]:
+    sub = df[df["model_label"] == model]
+    if main_only and "in_main" in sub:
+        sub = sub[sub["in_main"].astype(bool)]
+    out = []
+    for method in METHODS:
+        m = sub[sub["method"] == method]
+        for a in sorted(pd.to_numeric(m["alpha"], errors="coerce").dropna().unique()):
+            g = m[np.isclose(pd.to_numeric(m["alpha"], errors="coerce"), a)].sort_values("step")
+            if len(g):
+                out.append((method, a, g))
+    return out
+
+
+def seeds_text(g: pd.DataFrame) -> str:
+    """`` (n=3)``: how many seeds a plotted line or point averages (empty for the paper's single runs)."""
+    n = pd.to_numeric(g.get("n_seeds", pd.Series(dtype=float)), errors="coerce").max()
+    return f" (n={int(n)})" if pd.notna(n) else ""
+
+
+def _band(g: pd.DataFrame) -> tuple[np.ndarray, str]:
+    """Half-width of the band and what it is."""
+    n = pd.to_numeric(g.get("n_seeds", pd.Series(1, index=g.index)), errors="coerce").fillna(1)
+    std = pd.to_numeric(g.get("pass_at_1_std", pd.Series(np.nan, index=g.index)), errors="coerce")
+    ci = pd.to_numeric(g.get("ci95", pd.Series(np.nan, index=g.index)), errors="coerce")
+    if (n > 1).any() and std.notna().any():
+        return np.where(n > 1, std, ci).astype(float), "±1 s.d. across seeds"
+    return ci.to_numpy(float), "95% CI"
+
+
+def _draw_baseline(ax, rs: ResultSet, model, with_label: bool = True) -> bool:
+    """The dashed baseline, its value written on this panel (the legend entry is shared by every panel)."""
+    b = rs.baseline_for(model)
+    if not b or math.isnan(number_or_nan(b.get("pass_at_1"))):
+        return False
+    p = number_or_nan(b["pass_at_1"])
+    if rs.source == "paper_reported":
+        text = "zero-shot baseline"
+    elif b.get("kind") == "baseline":
+        text = f"baseline {b.get('name')}"
+    else:
+        text = "step-0 evaluation"
+    ax.axhline(p, ls="--", color=METHOD_COLORS["base"], lw=1.1, label=text if with_label else None)
+    ax.annotate(f"{p:.3f}", xy=(1, p), xycoords=("axes fraction", "data"), xytext=(-3, 2),
+                textcoords="offset points", ha="right", va="bottom", fontsize=7, color=METHOD_COLORS["base"])
+    return True
+
+
+def _trajectory_panel(ax, rs: ResultSet, model, note_band: bool = True, peak_in_label: bool = False) -> bool:
+    ck = rs.checkpoints
+    groups = _groups(ck, model) if ck is not None and len(ck) else []
+    if not groups:
+        return False
+    band_kinds = set()
+    for method, a, g in groups:
+        x = g["step"].to_numpy(float)
+        y = g["pass_at_1"].to_numpy(float)
+        half, kind = _band(g)
+        band_kinds.add(kind)
+        color = METHOD_COLORS.get(method, "k")
+        label = method_label(method, a) + seeds_text(g)
+        if peak_in_label and np.isfinite(y).any():
+            i = int(np.nanargmax(y))
+            label += f": peak {y[i]:.3f} at step {int(x[i])}, final {y[~np.isnan(y)][-1]:.3f}"
+        ax.plot(x, y, marker="o" if len(x) <= SPARSE else None, ms=4, color=color, lw=1.5, label=label,
+                ls=_alpha_style(rs, method, a))
+        ok = ~np.isnan(half)
+        if ok.any():
+            ax.fill_between(x[ok], (y - half)[ok], (y + half)[ok], color=color, alpha=0.15, lw=0)
+    _draw_baseline(ax, rs, model)
+    _steps_axis(ax)
+    ax.set_ylabel("Pass@1")
+    title = model_short(model) if model_short(model) != str(model) else str(model)
+    ax.set_title(f"{title}  (bands: {', '.join(sorted(band_kinds))})" if note_band else title, fontsize=9)
+    ax.grid(alpha=0.3)
+    return True
+
+
+def plot_pass_at_1(rs: ResultSet) -> Figure | None:
+    """Pass@1 trajectories: one panel per model, every main-comparison method with its band.
+
+    The baseline is dashed, its value written on its own panel, with one legend entry for all panels.
+    """
+    models = [m for m in rs.models if rs.checkpoints is not None and len(rs.checkpoints)
+              and len(_groups(rs.checkpoints, m))]
+    if not models:
+        return None
+    ncols = min(len(models), PANELS_PER_ROW)  # six warm starts wrap into two rows, not one strip
+    fig, axes = _fig(ncols=ncols, nrows=math.ceil(len(models) / ncols))
+    for ax, model in zip(axes.flat, models):
+        _trajectory_panel(ax, rs, model)
+    for ax in list(axes.flat)[len(models):]:
+        ax.set_visible(False)
+    _fig_legend(fig, axes)
+    fig.suptitle(_suptitle(rs, "Pass@1 during training"), fontsize=10)
+    return fig
+
+
+def plot_method_overlay(rs: ResultSet, model=None) -> Figure | None:
+    """GRPO, AH-GRPO and SA-AH-GRPO on one panel for one model (default: largest with >= 2 methods)."""
+    ck = rs.checkpoints
+    if ck is None or ck.empty:
+        return None
+    if model is None:
+        cands = [m for m in rs.models if len({meth for meth, _, _ in _groups(ck, m)}) >= 2]
+        if not cands:
+            return None
+        model = cands[0]
+    fig, axes = _fig(w=6.0, h=3.8)
+    ax = axes.flat[0]
+    if not _trajectory_panel(ax, rs, model, note_band=False, peak_in_label=True):
+        return None
+    ax.set_title(f"{model}: all methods, bands {_band(_groups(ck, model)[0][2])[1]}", fontsize=9)
+    _fig_legend(fig, axes, ncol=1)
+    fig.suptitle(_suptitle(rs, "Method overlay"), fontsize=10)
+    return fig
+
+
+def plot_alpha_ablation(rs: ResultSet) -> Figure | None:
+    """Peak (filled circles) and final (open squares) Pass@1 against alpha.
+
+    The baseline is dashed and SA-AH-GRPO's reference a star; error bars (+-1 s.d. across seeds, where there are
+    several) are explained in the figure.
+    """
+    ab = rs.ablation
+    if ab is None or ab.empty:
+        return None
+    model = ab["model_label"].iloc[0]
+    core = ab[ab["method"] != "sa"].sort_values("alpha")
+    if core.empty:
+        return None
+    fig, axes = _fig(w=5.6, h=3.6)
+    ax = axes.flat[0]
+    x = pd.to_numeric(core["alpha"], errors="coerce").to_numpy(float)
+    peak = pd.to_numeric(core["peak_pass_at_1"], errors="coerce").to_numpy(float)
+    final = pd.to_numeric(core["final_pass_at_1"], errors="coerce").to_numpy(float)
+    ax.plot(x, peak, color=METHOD_COLORS["ah"], lw=0.8, alpha=0.5)
+    ax.plot(x, peak, "o", color=METHOD_COLORS["ah"], ms=7, label="AH-GRPO peak")
+    ax.plot(x, final, "s", mfc="none", mec="k", ms=7, label="AH-GRPO final")
+    bars = _seed_error_bars(ax, core, x, peak, final, METHOD_COLORS["ah"], "k")
+    for xi, pi, partial in zip(x, peak, core["partial"].astype(bool)):
+        if partial and not math.isnan(pi):
+            ax.annotate("partial", (xi, pi), textcoords="offset points", xytext=(0, 8), ha="center", fontsize=7)
+    _annotate_seeds(ax, x, peak, core, METHOD_COLORS["ah"], above=True)
+    sa = ab[ab["method"] == "sa"].sort_values("alpha")
+    if len(sa):
+        _annotate_seeds(ax, pd.to_numeric(sa["alpha"], errors="coerce").to_numpy(float),
+                        pd.to_numeric(sa["peak_pass_at_1"], errors="coerce").to_numpy(float), sa,
+                        METHOD_COLORS["sa"], above=False)
+    if len(sa) > 1:  # an SA-AH-GRPO sweep: drawn as a series like AH-GRPO's
+        sx = pd.to_numeric(sa["alpha"], errors="coerce").to_numpy(float)
+        ax.plot(sx, pd.to_numeric(sa["peak_pass_at_1"], errors="coerce").to_numpy(float), "*-",
+                color=METHOD_COLORS["sa"], ms=11, lw=0.8, label="SA-AH-GRPO peak")
+        sfinal = pd.to_numeric(sa["final_pass_at_1"], errors="coerce").to_numpy(float)
+        ax.plot(sx, sfinal, "s", ms=7, mfc="none", mec=METHOD_COLORS["sa"], label="SA-AH-GRPO final")
+        # SA's bars a little to the right, so that they do not hide AH-GRPO's at the same alpha
+        dodge = 0.012 * (np.nanmax(np.concatenate([x, sx])) - np.nanmin(np.concatenate([x, sx])))
+        bars |= _seed_error_bars(ax, sa, sx + dodge,
+                                 pd.to_numeric(sa["peak_pass_at_1"], errors="coerce").to_numpy(float),
+                                 sfinal, METHOD_COLORS["sa"], METHOD_COLORS["sa"])
+    for _, r in (sa.iterrows() if len(sa) == 1 else ()):
+        a = number_or_nan(r["alpha"])
+        ax.plot([a], [number_or_nan(r["peak_pass_at_1"])], marker="*", ms=12, color=METHOD_COLORS["sa"], ls="none",
+                label=f"SA-AH-GRPO peak ({int(number_or_nan(r['steps'])) if not math.isnan(number_or_nan(r['steps'])) else '?'} steps)")
+        ax.plot([a], [number_or_nan(r["final_pass_at_1"])], marker="s", ms=7, mfc="none", mec=METHOD_COLORS["sa"], ls="none",
+                label="SA-AH-GRPO final")
+    _draw_baseline(ax, rs, model)
+    ticks = sorted(set(np.round(np.concatenate([x, pd.to_numeric(sa["alpha"], errors="coerce").to_numpy(float)]), 4)))
+    if ticks and max(ticks) > SYMLOG_FROM:  # a paper-matched alpha far right of the sweep: keep the sweep readable
+        ax.set_xscale("symlog", linthresh=1.0, linscale=2.0)
+    ax.set_xticks(ticks)
+    ax.set_xticklabels([f"{t:g}" for t in ticks])
+    ax.set_xlabel("α (entropy discount strength; 0 = GRPO); n = seeds per point")
+    ax.set_ylabel("Pass@1")
+    ax.grid(alpha=0.3)
+    _fig_legend(fig, axes, ncol=3, fontsize=7)
+    ax.set_title(f"{model}" + (f"; error bars: ±1 s.d. across seeds ({bars_note(ab)}; "
+                               "one seed elsewhere)" if bars else ""), fontsize=8 if bars else 9)
+    fig.suptitle(_suptitle(rs, "α ablation of AH-GRPO" + (" and SA-AH-GRPO" if len(sa) > 1 else "")), fontsize=10)
+    return fig
+
+
+def _seed_error_bars(ax, rows: pd.DataFrame, x, peak, final, peak_color, final_color) -> bool:
+    """±1 s.d. across seeds on points that have several seeds; returns whether any was drawn."""
+    pstd = pd.to_numeric(rows.get("peak_pass_at_1_std"), errors="coerce").to_numpy(float)
+    fstd = pd.to_numeric(rows.get("final_pass_at_1_std"), errors="coerce").to_numpy(float)
+    if np.isnan(pstd).all() and np.isnan(fstd).all():
+        return False
+    ax.errorbar(x, peak, yerr=np.nan_to_num(pstd), fmt="none", ecolor=peak_color, capsize=2)
+    ax.errorbar(x, final, yerr=np.nan_to_num(fstd), fmt="none", ecolor=final_color, capsize=2)
+    return True
+
+
+def bars_note(ablation: pd.DataFrame) -> str:
+    """Which points have error bars: ``3 seeds at α = 0, 0.5`` (from the ablation's ``n_seeds``)."""
+    n = pd.to_numeric(ablation.get("n_seeds", pd.Series(1, index=ablation.index)), errors="coerce").fillna(1)
+    several = ablation[n > 1]
+    counts = sorted({int(v) for v in n[n > 1]})
+    alphas = sorted({float(a) for a in pd.to_numeric(several["alpha"], errors="coerce").dropna()})
+    seeds = " or ".join(str(c) for c in counts)
+    return f"{seeds} seeds at α = {', '.join(f'{a:g}' for a in alphas)}"
+
+
+def _annotate_seeds(ax, x, y, rows: pd.DataFrame, color, above: bool) -> None:
+    """``n=3`` beside each point: 1-seed points are drawn beside seed means, and the reader must see which."""
+    counts = pd.to_numeric(rows.get("n_seeds", pd.Series(np.nan, index=rows.index)), errors="coerce").to_numpy()
+    for xi, yi, n in zip(x, y, counts):
+        if np.isfinite(yi) and np.isfinite(n):
+            ax.annotate(f"n={int(n)}", (xi, yi), textcoords="offset points", xytext=(0, 8 if above else -14),
+                        ha="center", fontsize=6.5, color=color)
+
+
+def _curve_models(rs: ResultSet, col: str) -> list:
+    c = rs.curves
+    if c is None or c.empty or col not in c or c[col].notna().sum() == 0:
+        return []
+    return [m for m in model_order(c["model_label"]) if c.loc[c["model_label"] == m, col].notna().any()]
+
+
+def _curve_groups(rs: ResultSet, model) -> list[tuple[str, float, pd.DataFrame]]:
+    c = rs.curves[rs.curves["model_label"] == model].copy()
+    main = rs.notes.get("main_alphas") if rs.notes else None
+    out = []
+    for method in METHODS:
+        m = c[c["method"] == method]
+        alphas = sorted(pd.to_numeric(m["alpha"], errors="coerce").dropna().unique())
+        if main and any(is_main_alpha(method, a, main) for a in alphas):
+            alphas = [a for a in alphas if is_main_alpha(method, a, main)]
+        for a in alphas:
+            g = m[np.isclose(pd.to_numeric(m["alpha"], errors="coerce"), a)].sort_values("step")
+            out.append((method, a, g))
+    return out
+
+
+def moving_average(y: np.ndarray, window: int = REWARD_WINDOW) -> np.ndarray:
+    """Trailing mean over up to ``window`` steps (fewer at the start), NaN steps skipped."""
+    return pd.Series(y).rolling(window, min_periods=1).mean().to_numpy(float)
+
+
+def _reward_lines(ax, x, y, color, label, ls: str = "-") -> None:
+    """A dense curve: each step faint, its moving average bold; a sparse one (the paper's steps): points."""
+    if len(x) <= SPARSE:
+        ax.plot(x, y, color=color, lw=1.2, marker="o", ms=4, label=label, ls=ls)
+        return
+    ax.plot(x, y, color=color, lw=0.6, alpha=0.3, ls=ls)
+    ax.plot(x, moving_average(y), color=color, lw=1.6, label=label, ls=ls)
+
+
+def _alpha_style(rs: ResultSet, method: str, alpha: float, default: str = "-") -> str:
+    """Dotted for the paper-matched alpha of a study, so its AH/SA lines differ from the main alpha's."""
+    matched = (rs.notes or {}).get("matched_alpha")
+    return ":" if matched is not None and method != "grpo" and np.isclose(alpha, matched) else default
+
+
+def plot_reward(rs: ResultSet) -> Figure | None:
+    """Training reward per method: the step mean (left) and its spread over the step's completions (right).
+
+    Each step's value is drawn faint with a moving average over :data:`REWARD_WINDOW` steps on top, so the
+    methods' difference is not hidden under a band as wide as the reward's spread within a step.
+    """
+    models = _curve_models(rs, "reward_mean")
+    if not models:
+        return None
+    with_std = any(pd.to_numeric(rs.curves.get("reward_std"), errors="coerce").notna())
+    fig, axes = _fig(ncols=2 if with_std else 1, nrows=len(models), w=4.4, h=3.0)
+    for row, model in enumerate(models):
+        ax_mean, ax_std = axes[row, 0], axes[row, 1] if with_std else None
+        for method, a, g in _curve_groups(rs, model):
+            x = g["step"].to_numpy(float)
+            color, label = METHOD_COLORS.get(method, "k"), method_label(method, a) + seeds_text(g)
+            _reward_lines(ax_mean, x, g["reward_mean"].to_numpy(float), color, label, _alpha_style(rs, method, a))
+            if ax_std is not None:
+                _reward_lines(ax_std, x, pd.to_numeric(g.get("reward_std"), errors="coerce").to_numpy(float),
+                              color, label, _alpha_style(rs, method, a))
+        ax_mean.set_ylabel("mean reward of the step")
+        if ax_std is not None:
+            ax_std.set_ylabel("reward s.d. within the step")
+        for ax in (ax_mean, ax_std) if ax_std is not None else (ax_mean,):
+            ax.set_title(str(model), fontsize=9)
+            _steps_axis(ax)
+            ax.grid(alpha=0.3)
+    _fig_legend(fig, axes)
+    smoothing = "" if all(len(g) <= SPARSE for m in models for _, _, g in _curve_groups(rs, m)) else \
+        f"\nfaint: each step; bold: mean of the last {REWARD_WINDOW} steps"
+    fig.suptitle(_suptitle(rs, "Training reward") + smoothing + _curve_note(rs), fontsize=10)
+    return fig
+
+
+def plot_entropy_weight(rs: ResultSet) -> Figure | None:
+    """Mean normalised entropy (left) and mean token weights (right) over steps; one row per model.
+
+    The weights are averaged over all tokens and over negative-advantage rollouts.
+    """
+    models = sorted(set(_curve_models(rs, "entropy_norm")) | set(_curve_models(rs, "weight_mean")),
+                    key=lambda m: model_order(rs.curves["model_label"]).index(m))
+    if not models:
+        return None
+    columns = (("entropy_norm", "mean normalised entropy", "entropy"),
+               ("weight_mean", "mean token weight", "weights, all tokens"),
+               ("weight_neg_mean", "mean token weight", "weights, negative-advantage rollouts"))
+    fig, axes = _fig(ncols=3, nrows=len(models), w=3.4, h=2.8)
+    for row, model in enumerate(models):
+        for method, a, g in _curve_groups(rs, model):
+            x = g["step"].to_numpy(float)
+            style = dict(color=METHOD_COLORS.get(method, "k"),
+                         ls=_alpha_style(rs, method, a, METHOD_LINESTYLES.get(method, "-")), lw=1.2,
+                         marker="o" if len(x) <= SPARSE else None, ms=4, label=method_label(method, a) + seeds_text(g))
+            for col, (key, _, _) in enumerate(columns):
+                y = pd.to_numeric(g.get(key), errors="coerce").to_numpy(float)
+                if (~np.isnan(y)).any():
+                    axes[row, col].plot(x, y, **style)
+        for col, (_, ylabel, what) in enumerate(columns):
+            ax = axes[row, col]
+            ax.set_ylabel(ylabel)
+            ax.set_title(f"{model}: {what}", fontsize=8)
+            _steps_axis(ax)
+            ax.grid(alpha=0.3)
+        for ax in axes[row, 1:]:
+            ax.set_ylim(0, 1.05)
+    _fig_legend(fig, axes, ncol=3, fontsize=8)
+    fig.suptitle(_suptitle(rs, "Entropy and adaptive weights") + _curve_note(rs), fontsize=10)
+    return fig
+
+
+def plot_token_weights(h_pos: Sequence[float], h_neg: Sequence[float], alpha: float,
+                       title: str | None = None) -> Figure:
+    """Token weights of GRPO, AH-GRPO and SA-AH-GRPO on a positive and a negative rollout.
+
+    ``h_pos``/``h_neg`` are the per-token normalised entropies of one rollout
+    with positive and one with negative advantage.  Weights come from
+    :func:`saah_lab.analysis.summaries.token_weights`: GRPO 1; AH ``exp(-alpha *
+    cumsum(H))`` on both; SA that discount on the negative rollout only.
+    """
+    h = {"positive": np.asarray(h_pos, float), "negative": np.asarray(h_neg, float)}
+    adv = {"positive": 1.0, "negative": -1.0}
+    fig, axes = _fig(ncols=2, nrows=4, w=4.6, h=1.35)
+    cmap = matplotlib.colormaps["viridis"]
+    for col, side in enumerate(("positive", "negative")):
+        hh = h[side]
+        t = np.arange(1, len(hh) + 1)
+        ax = axes[0, col]
+        ax.bar(t, hh, width=1.0, color="0.5")
+        ax.set_title(f"{side}-advantage rollout ({len(hh)} tokens)", fontsize=9)
+        ax.set_ylabel("$\\tilde H_t$", fontsize=8)
+        for row, method in enumerate(METHODS, start=1):
+            w = token_weights(hh, alpha, method, adv[side])
+            ax = axes[row, col]
+            ax.bar(t, w, width=1.0, color=cmap(np.clip(w, 0, 1)))
+            ax.set_ylim(0, 1.08 if alpha >= 0 else max(1.08, float(np.nanmax(w)) * 1.05))
+            ax.set_ylabel(METHOD_LABELS[method], fontsize=8)
+            ax.text(0.99, 0.9, f"mean w = {np.mean(w):.3f}", transform=ax.transAxes, ha="right", va="top", fontsize=7)
+        axes[3, col].set_xlabel("token position t")
+    for ax in axes.flat:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.tick_params(labelsize=7)
+        ax.set_xlim(0.5, max(len(h["positive"]), len(h["negative"])) + 0.5)
+    fig.suptitle(title or f"Token weights from logged entropies (α={alpha:g})", fontsize=10)
+    return fig
+
+
+def _curve_note(rs: ResultSet) -> str:
+    if rs.source == "paper_reported":
+        return "\n(the paper tabulates these only for SA-AH-GRPO, at the steps shown)"
+    return ""
+
+
+def _suptitle(rs: ResultSet, what: str) -> str:
+    return (f"{what} — {'reported in the paper' if rs.source == 'paper_reported' else 'our runs'}" + problems_note(rs)
+            + health_line(rs))
+
+
+def health_line(rs: ResultSet) -> str:
+    """A visible line naming the runs the health rules flag (included in every curve and point)."""
+    flagged = rs.flagged_runs()
+    if flagged.empty:
+        return ""
+    shown = [f"{r.run_id} ({r.health})" for r in flagged.itertuples()][:HEALTH_NAMED]
+    more = len(flagged) - len(shown)
+    text = (f"{len(flagged)} of {rs.runs_counted()} flagged by the health rules, included: " + "; ".join(shown)
+            + (f"; and {more} more (see the tables)" if more else ""))
+    return "\n" + textwrap.fill(text, width=110)
+
+
+def problems_note(rs: ResultSet) -> str:
+    """A visible line for figures drawn from results read with problems tolerated ("" when there were none)."""
+    if not rs.warnings:
+        return ""
+    excluded = len(rs.excluded)
+    return (f"\nWARNING: read with problems tolerated: {len(rs.warnings) - excluded} problem(s) flagged, "
+            f"{excluded} run folder(s) left out (see ResultSet.warnings)")
+
+
+# ---------------------------------------------------------------------------
+# writing
+# ---------------------------------------------------------------------------
+
+def pick_rollout_pair(token_entropies: pd.DataFrame) -> dict | None:
+    """Choose one positive- and one negative-advantage rollout logged at the same step.
+
+    Prefers a run at the main alpha (:data:`~saah_lib.method.methods.MAIN_ALPHA`, chosen by value, not by
+    the run id's spelling), SA-AH-GRPO before AH-GRPO before any, then the run id; within a run the latest
+    step that has both signs.  Returns ``{run_id, step, alpha, h_pos, h_neg, adv_pos, adv_neg}`` or None.
+    """
+    te = token_entropies
+    if te is None or te.empty:
+        return None
+    pref = {"sa": 0, "ah": 1}
+
+    def order(run_id):
+        first = te.loc[te.run_id == run_id].iloc[0]
+        alpha = number_or_nan(first["alpha"])
+        at_main = not math.isnan(alpha) and bool(np.isclose(alpha, MAIN_ALPHA))
+        return (not at_main, pref.get(first["method"], 2), str(run_id))
+
+    runs = sorted(te["run_id"].unique(), key=order)
+    for rid in runs:
+        sub = te[te.run_id == rid]
+        for step in sorted(sub["step"].dropna().unique(), reverse=True):
+            at = sub[sub.step == step]
+            pos = at[at.advantage > 0]
+            neg = at[at.advantage < 0]
+            if len(pos) and len(neg):
+                p, n = pos.iloc[0], neg.iloc[0]
+                return {"run_id": rid, "step": float(step), "alpha": number_or_nan(p["alpha"]),
+                        "h_pos": np.asarray(p["entropy_norm"], float), "h_neg": np.asarray(n["entropy_norm"], float),
+                        "adv_pos": float(p["advantage"]), "adv_neg": float(n["advantage"])}
+    return None
+
+
+def plot_rollout_weights(rs: ResultSet) -> Figure | None:
+    """The token weights of one logged positive and one negative rollout (:func:`pick_rollout_pair`).
+
+    GRPO's, AH-GRPO's and SA-AH-GRPO's weights, computed from the rollout's logged per-token entropies.
+    """
+    pair = pick_rollout_pair(rs.token_entropies) if rs.token_entropies is not None else None
+    if pair is None:
+        return None
+    alpha = pair["alpha"]
+    note = ""
+    if math.isnan(alpha) or alpha == 0:
+        alpha, note = MAIN_ALPHA, f" (run had α=0; weights drawn with α={MAIN_ALPHA:g})"
+    return plot_token_weights(
+        pair["h_pos"], pair["h_neg"], alpha,
+        title=f"Token weights from run {pair['run_id']}, step {int(pair['step'])}, α={alpha:g}{note}"
+              + problems_note(rs) + health_line(rs))
+
+
+#: The figures of a result set, by name: ``<figures>/<prefix>_<name>.{pdf,png}``.
+RESULT_FIGURES = {
+    "pass_at_1": plot_pass_at_1,
+    "overlay": plot_method_overlay,
+    "alpha_ablation": plot_alpha_ablation,
+    "reward": plot_reward,
+    "entropy_weight": plot_entropy_weight,
+    "token_weights": plot_rollout_weights,
+}
+
+
+# ---------------------------------------------------------------------------
+# the paired evidence and the top-K measurement
+# ---------------------------------------------------------------------------
+
+def _figure(ncols: int, width: float, height: float):
+    fig = Figure(figsize=(width, height), layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig, np.atleast_1d(fig.subplots(1, ncols, squeeze=False))[0]
+
+
+def _draw_quantity(ax, r: dict, y: float, color: str, level: float) -> None:
+    """One row: the per-seed differences (crosses for flagged seed pairs), the mean, the family interval and
+    a band of +-MDE around 0 (differences inside it are below what these seeds detect with 80% power)."""
+    diffs = np.asarray(r["detail"]["diffs"], float)
+    flagged = np.array([u in r["flagged_units"] for u in r["detail"]["units"]])
+    if math.isfinite(r["mde"]):
+        ax.fill_between([-r["mde"], r["mde"]], y - 0.35, y + 0.35, color="0.88", lw=0, zorder=0)
+    ax.scatter(diffs[~flagged], np.full((~flagged).sum(), y), s=12, color=color, alpha=0.45, zorder=2)
+    if flagged.any():
+        ax.scatter(diffs[flagged], np.full(flagged.sum(), y), s=28, marker="x", color="k", zorder=3)
+    ax.plot([r["ci_low"], r["ci_high"]], [y, y], color=color, lw=2, zorder=2)
+    filled = established(r["p_adjusted"], r["ci_low"], r["ci_high"], level)
+    ax.scatter([r["diff"]], [y], s=40, zorder=4, color=color if filled else "white", edgecolor=color)
+
+
+def paired_row_stats(r: dict) -> str:
+    """The numbers printed beside a row of the paired figure, outside the plotting area."""
+    return f"n={r['n_units']}  p={r['p_value']:.2g}\nadj. {r['p_adjusted']:.2g}  MDE {r['mde']:.2g}"
+
+
+#: The paired figure's panels, top to bottom: title and the quantities of its rows.
+PAIRED_PANELS = (("Pass@1 (A − B)", CHECKPOINTS), ("training-reward variance (A − B)", ("train_var",)),
+                 ("mean KL (A − B)", ("mean_kl",)))
+
+
+def plot_paired(rows: list[dict], level: float = LEVEL, warning: str = "", source: str = "") -> Figure | None:
+    """Per pair of methods: Pass@1 (final, peak), training-reward variance and mean KL differences, seed by
+    seed, with their mean, family interval and a grey band of +-MDE; the primary comparison on top.
+
+    One full-width panel per quantity, one row per pair (and checkpoint), the pair named on the left and its
+    statistics on the right, both outside the data so that no label covers a point.  ``warning`` (what a
+    tolerant reading left out) is printed under the title; ``source`` (the results root) is named in it, so
+    that two studies' figures never read the same."""
+    if not rows:
+        return None
+    pairs = list(dict.fromkeys((r["a"], r["b"]) for r in sorted(rows, key=lambda r: not r["primary"])))
+    primary = {(r["a"], r["b"]) for r in rows if r["primary"]}
+    heights = [len(pairs) * len(keys) for _, keys in PAIRED_PANELS]
+    fig = Figure(figsize=(7.5, 1.6 + 0.34 * sum(heights) + 0.45 * len(PAIRED_PANELS)), layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(len(PAIRED_PANELS), 1, gridspec_kw={"height_ratios": heights})
+    colors = {"final": "#1f77b4", "peak": "#ff7f0e", "train_var": "#2ca02c", "mean_kl": "#9467bd"}
+    for ax, (title, keys) in zip(axes, PAIRED_PANELS):
+        ticks, names, stats = [], [], []
+        for i, (a, b) in enumerate(pairs):
+            for j, key in enumerate(keys):
+                match = [r for r in rows if (r["a"], r["b"], r["key"]) == (a, b, key)]
+                if not match:
+                    continue
+                y = -(i * len(keys) + j)
+                _draw_quantity(ax, match[0], y, colors[key], level)
+                name = f"{'PRIMARY: ' if (a, b) in primary else ''}{a}\nvs {b}" if j == 0 else ""
+                if len(keys) > 1:
+                    name = f"{name}: {key}" if name else key
+                ticks.append(y), names.append(name), stats.append(paired_row_stats(match[0]))
+            if i:
+                ax.axhline(-(i * len(keys)) + 0.5, color="0.8", lw=0.6)
+        ax.axvline(0, color="0.5", lw=0.8, ls="--")
+        ax.set_title(title, fontsize=9)
+        ax.set_ylim(-(len(pairs) * len(keys)) + 0.4, 0.6)
+        ax.set_yticks(ticks, names, fontsize=7.5)
+        right = ax.secondary_yaxis("right")
+        right.set_yticks(ticks, stats, fontsize=7)
+        right.tick_params(length=0)
+        ax.tick_params(axis="x", labelsize=8)
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=6))
+        ax.ticklabel_format(axis="x", style="sci", scilimits=(-3, 3))
+    handles = [Line2D([], [], color=colors["final"], lw=2, marker="o", label="final checkpoint (family CI)"),
+               Line2D([], [], color=colors["peak"], lw=2, marker="o", label="peak checkpoint (family CI)"),
+               Line2D([], [], color="0.4", ls="", marker="o", markersize=4, alpha=0.5, label="one seed pair"),
+               Line2D([], [], color="k", ls="", marker="x", label="seed pair with a flagged run"),
+               Line2D([], [], color="0.85", lw=6, label=f"±MDE ({POWER:.0%} power)"),
+               Line2D([], [], color="0.4", ls="", marker="o", markerfacecolor="white",
+                      label="mean (open: not established)")]
+    fig.legend(handles=handles, loc="outside lower center", ncol=3, fontsize=7.5, frameon=False)
+    fig.suptitle(f"Paired differences{f' in {source}' if source else ''}, the seed as the unit: bars = CI of the "
+                 "crossed seed x problem t test at\n"
+                 f"1 - {level:g}/m (m tests in the family); filled = established at {level:.0%} after Bonferroni; "
+                 "right: n seed pairs, p, adjusted p, MDE" + (f"\nWARNING: {warning}" if warning else ""), fontsize=9)
+    return fig
+
+
+def plot_topk(result: dict, alpha: str = f"{MAIN_ALPHA:g}") -> Figure | None:
+    """Entropy error, tail mass and horizon-weight error against K (log axes; K = V, error 0, left out)."""
+    rows = [r for r in result.get("per_k", []) if not r["exact"]]
+    if not rows or alpha not in rows[0]["weights"]:
+        return None
+    k = np.array([r["k"] for r in rows])
+    fig, (ax_h, ax_w) = _figure(2, 9.0, 3.3)
+    ax_h.plot(k, [r["entropy_abs_err"]["mean"] for r in rows], "o-", label="mean |ΔH|")
+    ax_h.plot(k, [r["entropy_abs_err"]["max"] for r in rows], "s--", label="max |ΔH|")
+    ax_h.plot(k, [1 - r["topk_mass"]["mean"] for r in rows], "^:", color="0.4",
+              label="mean probability outside the top K")
+    ax_h.set_ylabel("normalised entropy error")
+    weights = [r["weights"][alpha] for r in rows]
+    ax_w.plot(k, [w["rel_err"]["mean"] for w in weights], "o-", label="mean over tokens")
+    ax_w.plot(k, [w["last_token_rel_err"]["mean"] for w in weights], "d-", label="mean at the last token")
+    ax_w.plot(k, [w["rel_err"]["max"] for w in weights], "s--", label="max over tokens")
+    ax_w.set_ylabel(f"relative weight error |Δw|/w (α={alpha})")
+    for ax in (ax_h, ax_w):
+        ax.set_xscale("log")
+        ax.set_yscale("log", nonpositive="mask")
+        ax.set_xlabel(f"K (vocabulary V = {result['vocab_size']})")
+        ax.legend(fontsize=7, frameon=False)
+    fig.suptitle(f"Top-K entropy estimate vs exact: {result['n_tokens']:,} tokens of {result['n_rollouts']} "
+                 f"sampled rollouts ({result['model']})", fontsize=9)
+    return fig
+
+
+def plot_run(run_dir: str | Path) -> Figure | None:
+    """One run at a glance: training reward (mean +- std) and Pass@1 (with its 95% band)."""
+    log_ = RunDir(Path(run_dir))
+    steps, evals = pd.DataFrame(log_.train_log()), pd.DataFrame(log_.evals())
+    if steps.empty and evals.empty:
+        log.info("no logged steps or evaluations in %s", run_dir)
+        return None
+    fig, axes = _fig(ncols=2)
+    ax_r, ax_p = axes[0]
+    if not steps.empty:
+        mean, std = steps["reward_mean"].astype(float), steps["reward_std"].astype(float)
+        ax_r.plot(steps["step"], mean, color="0.2")
+        ax_r.fill_between(steps["step"], mean - std, mean + std, color="0.2", alpha=0.2, linewidth=0)
+        ax_r.set_title("training reward (mean ± std)", fontsize=9)
+    if not evals.empty:
+        ax_p.plot(evals["step"], evals["pass_at_1"], marker="o", color="0.2")
+        ax_p.fill_between(evals["step"], evals["pass_at_1"] - evals["ci95"], evals["pass_at_1"] + evals["ci95"],
+                          color="0.2", alpha=0.2, linewidth=0)
+        ax_p.set_title("greedy Pass@1 (95% band)", fontsize=9)
+    for ax in (ax_r, ax_p):
+        _steps_axis(ax)
+    fig.suptitle(Path(run_dir).name, fontsize=10)
+    return fig

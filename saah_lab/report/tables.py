@@ -1,0 +1,744 @@
+"""The report's booktabs LaTeX tables: those of a :class:`~saah_lab.analysis.resultset.ResultSet`, of the
+paired evidence and of the top-K measurement.
+
+Every table is a complete ``table`` float that ``paper/main.tex`` can ``\\input``;
+:mod:`saah_lab.report.render` writes each as ``<prefix>_<name>.tex``, a name fixed per source so
+the report can refer to it: those of a result set are :data:`RESULT_TABLES` (main, checkpoints,
+ablation, diagnostics, hparams, setup: each function says what it tabulates), beside the paired
+comparisons (``paired``) and the top-K tables (``topk_runs``, ``topk``).
+
+Cells use the paper's number formats (:mod:`saah_lab.report.latex`). Where a (model, method, alpha)
+has several seeds, cells show ``mean +- sample std`` across seeds and the seed count is printed.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from saah_lab.analysis.groups import METHOD_LABELS, method_label, model_order, model_short, slug
+from saah_lab.analysis.health import RULES
+from saah_lab.analysis.quantities import decimals, number_or_nan
+from saah_lab.analysis.resultset import ResultSet
+from saah_lab.analysis.significance import MAX_UNITS_NEEDED, POWER, established
+from saah_lab.report.latex import (
+    FLAG_MARK,
+    MISSING,
+    bold_cell,
+    fmt,
+    fmt_alpha,
+    fmt_pm,
+    pm_cell,
+    stacked,
+    table_float,
+    tex_escape,
+    tex_path,
+)
+from saah_lab.report.texts import left_out_warning, tex_text
+from saah_lib.method.methods import MAIN_ALPHA
+from saah_lib.paths import repo_relative
+
+DAMAGED_MARK = r"$^{\S}$"
+FALLBACK_MARK = r"$^{\circ}$"  # the run's compiled rollout fell back to hf (models.compile_health)
+DAMAGED_NOTE = (DAMAGED_MARK + " damaged logs in a run of this row (read with problems tolerated): "
+                "lines or values that could not be read were left out, so these numbers may be wrong.")
+
+
+# ---------------------------------------------------------------------------
+# cells
+# ---------------------------------------------------------------------------
+
+def _truth(v) -> bool | None:
+    """A flag cell as a bool, None where it is missing (e.g. base rows have no ``damaged``)."""
+    return None if v is None or (isinstance(v, float) and math.isnan(v)) else bool(v)
+
+
+def _source_phrase(rs: ResultSet) -> str:
+    if rs.source == "paper_reported":
+        return "Numbers reported in the paper (transcribed, not re-measured)"
+    root = "our results"
+    if rs.root is not None:
+        root = tex_path(repo_relative(rs.root))
+    return f"Our runs (\\texttt{{{root}}})"
+
+
+def _model_name(label) -> str:
+    return tex_escape(label)
+
+
+def _method_cell(method: str, alpha) -> str:
+    return method_label(method, alpha, alpha_text=fmt_alpha, alpha_symbol="$\\alpha$")
+
+
+def _match(df: pd.DataFrame, model, method, alpha) -> pd.DataFrame:
+    if df is None or df.empty:
+        return df
+    a = number_or_nan(alpha)
+    am = pd.to_numeric(df["alpha"], errors="coerce")
+    alpha_ok = am.isna() if math.isnan(a) else np.isclose(am.fillna(-9e9), a)
+    return df[(df["model_label"] == model) & (df["method"] == method) & alpha_ok]
+
+
+def _multi_seed(df: pd.DataFrame) -> bool:
+    return df is not None and len(df) and "n_seeds" in df and (pd.to_numeric(df["n_seeds"], errors="coerce").fillna(1) > 1).any()
+
+
+# ---------------------------------------------------------------------------
+# the tables
+# ---------------------------------------------------------------------------
+
+def main_rows(rs: ResultSet) -> pd.DataFrame:
+    """Rows of the summary table: per model, Base then the main-comparison runs.
+
+    A (model, method) without a run at its main alpha falls back to all of
+    its alphas, so that no run silently disappears from the summary.
+    """
+    s = rs.summary
+    if s is None or s.empty:
+        return pd.DataFrame()
+    keep = []
+    for model in model_order(s["model_label"]):
+        sm = s[s["model_label"] == model]
+        for method in ("base", "grpo", "ah", "sa"):
+            sub = sm[sm["method"] == method]
+            if sub.empty:
+                continue
+            main = sub[sub["in_main"].astype(bool)] if "in_main" in sub else sub
+            keep.append(main if len(main) else sub)
+        other = sm[~sm["method"].isin(["base", "grpo", "ah", "sa"])]
+        if len(other):
+            keep.append(other)
+    return pd.concat(keep, ignore_index=True) if keep else pd.DataFrame()
+
+
+def table_main(rs: ResultSet, prefix: str = "reported") -> str:
+    """Summary table: final and peak Pass@1 (+-95% CI), train variance, mean KL."""
+    rows = main_rows(rs)
+    if rows.empty:
+        return ""
+    multi = _multi_seed(rows)
+    incomplete_note = damaged_note = False
+    flagged_rows = []
+    head = ["Model", "Method", r"$\alpha$", "Steps", r"Pass@1$_{\mathrm{final}}$ $\uparrow$",
+            r"Pass@1$_{\mathrm{peak}}$ $\uparrow$", r"Train\,Var $\downarrow$", r"Mean\,KL"]
+    if multi:
+        head.append("Seeds")
+    body = [" & ".join(head) + r" \\", r"\midrule"]
+    models = model_order(rows["model_label"])
+    for mi, model in enumerate(models):
+        block = rows[rows["model_label"] == model]
+        trained = block[block["method"] != "base"]
+        best = {}
+        if len(trained) >= 2:
+            for col, fn in (("final_pass_at_1", np.nanmax), ("peak_pass_at_1", np.nanmax), ("train_var", np.nanmin)):
+                vals = pd.to_numeric(trained[col], errors="coerce")
+                if vals.notna().sum() >= 2 and vals.dropna().nunique() > 1:  # nothing to single out if all tie
+                    best[col] = fn(vals)
+        for ri, (_, r) in enumerate(block.iterrows()):
+            n = int(number_or_nan(r.get("n_seeds")) if not math.isnan(number_or_nan(r.get("n_seeds"))) else 1)
+            seeds = n > 1
+
+            def is_best(col):
+                return col in best and r["method"] != "base" and np.isclose(number_or_nan(r[col]), best[col])
+
+            def pm(col, errcol, dp):
+                err = r.get(col + "_std") if seeds else r.get(errcol)
+                return fmt_pm(r.get(col), err, dp, bold=is_best(col))
+
+            def val(col, dp):
+                s = fmt(r.get(col), dp, sci=True)
+                if seeds and s != MISSING and not math.isnan(number_or_nan(r.get(col + "_std"))):
+                    s = pm_cell(s, fmt(r.get(col + "_std"), dp, sci=True))
+                return bold_cell(s, is_best(col))
+
+            model_cell = ""
+            if ri == 0:
+                model_cell = rf"\multirow{{{len(block)}}}{{*}}{{{tex_escape(model_short(model))}}}"
+            steps = fmt(r.get("steps"), 0) if r["method"] != "base" else MISSING
+            if r["method"] != "base" and not bool(r.get("complete", True)):
+                steps += r"$^{\ast}$"
+                incomplete_note = True
+            if r["method"] != "base" and _truth(r.get("damaged")) is True:
+                steps += DAMAGED_MARK
+                damaged_note = True
+            if r["method"] != "base" and number_or_nan(r.get("n_flagged")) > 0:
+                steps += FLAG_MARK
+                flagged_rows.append(r)
+            method_cell = METHOD_LABELS.get(r["method"], tex_escape(r["method"]))
+            if r["method"] == "base" and rs.source != "paper_reported":
+                method_cell = "Base (step 0)" if str(r.get("base_kind", "")) == "step0" else "Base (before RL)"
+            cells = [model_cell, method_cell,
+                     MISSING if r["method"] == "base" else fmt_alpha(r["alpha"]), steps,
+                     pm("final_pass_at_1", "final_ci95", decimals("pass_at_1")),
+                     pm("peak_pass_at_1", "peak_ci95", decimals("pass_at_1")),
+                     val("train_var", decimals("train_var")), val("mean_kl", decimals("mean_kl"))]
+            if multi:
+                cells.append(str(n) if r["method"] != "base" else MISSING)
+            body.append("  " + " & ".join(cells) + r" \\")
+        if mi < len(models) - 1:
+            body.append(r"\midrule")
+    if rs.source == "paper_reported":
+        base_txt = _reported_base_text(rs)
+    else:
+        names = []
+        if rs.baselines is not None and len(rs.baselines):
+            names = [f"\\texttt{{{tex_escape(n)}}}" for n, k in zip(rs.baselines["name"], rs.baselines["kind"])
+                     if k == "baseline"]
+        kinds = set(rows.loc[rows["method"] == "base", "base_kind"].astype(str)) if "base_kind" in rows else set()
+        parts = []
+        if "baseline" in kinds:
+            parts.append("``Base (before RL)'': the model before any RL update, evaluated once on the same problems"
+                         + (f" (\\texttt{{baselines/}}: {', '.join(names)})" if names else ""))
+        if "step0" in kinds:
+            parts.append("``Base (step 0)'': the mean of the runs' own step-0 evaluations")
+        base_txt = "; ".join(parts) + "." if parts else ""
+    cap = (f"{_source_phrase(rs)}: summary per model and method. Final = Pass@1 at the last evaluated "
+           "training step; peak = best training checkpoint (step 0 excluded); $\\pm$ is the 95\\% binomial "
+           "half-width $1.96\\sqrt{p(1-p)/N}$. Train Var = sample variance of the per-step mean reward over "
+           "the second half of the logged steps; Mean KL = mean per-step KL to the reference. "
+           "Bold: best value of the column within a model. " + base_txt)
+    if multi:
+        cap += " Rows with Seeds $>1$ show the mean $\\pm$ sample standard deviation across seeds instead of the CI."
+    notes = " ".join(n for n, on in (
+        (r"$^{\ast}$ run incomplete: not trained to its configured steps or not evaluated at the last one; "
+         "its numbers cover the logged part.", incomplete_note),
+        (DAMAGED_NOTE, damaged_note),
+        (_without_flagged_note(rs, flagged_rows), bool(flagged_rows))) if on)
+    colspec = "llcccccc" + ("c" if multi else "")
+    return table_float(body, colspec, cap, f"{prefix}:main", notes)
+
+
+def _reported_base_text(rs: ResultSet) -> str:
+    """How the paper's Base rows relate to its raw zero-shot evaluation, from ``baselines.csv`` of
+    ``results/paper_reported`` ("" when it records no raw value)."""
+    b = rs.baselines
+    if b is None or b.empty or "raw_pass_at_1" not in b:
+        return ""
+    b = b[pd.to_numeric(b["raw_pass_at_1"], errors="coerce").notna()]
+    if b.empty:
+        return ""
+    smallest_first = list(reversed(model_order(b["model_label"])))
+    rows = [b[b["model_label"] == m].iloc[0] for m in smallest_first]
+    adjustments = {float(r["adjustment_pp"]) for r in rows}
+    by = f"by {adjustments.pop():g} points " if len(adjustments) == 1 else ""
+    raw = ", ".join(f"{fmt(r['raw_pass_at_1'], decimals('pass_at_1'))} for {tex_escape(model_short(r['model_label']))}"
+                    for r in rows)
+    return f"The Base rows are the paper's zero-shot Pass@1, which it lowered {by}from its raw evaluation ({raw})."
+
+
+def _without_flagged_note(rs: ResultSet, flagged_rows: list) -> str:
+    """For each row with a flagged run: its values over the other seeds (the flagged runs stay in the row)."""
+    flagged_ids = set(rs.flagged_runs()["run_id"])
+    parts = []
+    for r in flagged_rows:
+        group = _match(rs.runs, r["model_label"], r["method"], r["alpha"])
+        is_flagged = group["run_id"].isin(flagged_ids)
+        healthy = group[~is_flagged]
+        names = ", ".join(tex_escape(x) for x in group.loc[is_flagged, "run_id"])
+        label = f"{tex_escape(model_short(r['model_label']))} {_method_cell(r['method'], r['alpha'])}"
+        if healthy.empty:
+            parts.append(f"{label}: every run flagged ({names})")
+            continue
+        values = ", ".join(f"{name} {fmt(pd.to_numeric(healthy[col], errors='coerce').mean(), dp, sci=sci)}"
+                           for name, col, dp, sci in (("final", "final_pass_at_1", decimals("pass_at_1"), False),
+                                                      ("peak", "peak_pass_at_1", decimals("pass_at_1"), False),
+                                                      ("Train Var", "train_var", decimals("train_var"), True),
+                                                      ("Mean KL", "mean_kl", decimals("mean_kl"), True)))
+        parts.append(f"{label} without {names}: {values} ({len(healthy)} seed{'s' if len(healthy) != 1 else ''})")
+    return (FLAG_MARK + " includes a run flagged by the health rules (see below); the row's mean over its other "
+            "runs: " + "; ".join(parts) + ".")
+
+
+def checkpoint_steps(rs: ResultSet, model, max_columns: int = 10) -> list[int]:
+    """Evaluated training steps shown for ``model`` (evenly thinned to ``max_columns``, last kept)."""
+    ck = rs.checkpoints
+    if ck is None or ck.empty:
+        return []
+    sub = ck[(ck["model_label"] == model) & ck["in_main"].astype(bool)]
+    steps = sorted({int(s) for s in sub["step"].dropna()})
+    if len(steps) > max_columns:
+        idx = np.unique(np.round(np.linspace(0, len(steps) - 1, max_columns)).astype(int))
+        steps = [steps[i] for i in idx]
+    return steps
+
+
+def table_checkpoints(rs: ResultSet, model, prefix: str = "reported", max_columns: int = 10) -> str:
+    """Pass@1 at each evaluated training step for one model (main-comparison runs)."""
+    ck = rs.checkpoints
+    steps = checkpoint_steps(rs, model, max_columns)
+    if not steps:
+        return ""
+    sub = ck[(ck["model_label"] == model) & ck["in_main"].astype(bool)]
+    groups = []
+    for method in ("grpo", "ah", "sa"):
+        for a in sorted(pd.to_numeric(sub.loc[sub.method == method, "alpha"]).unique()):
+            groups.append((method, a))
+    multi = _multi_seed(sub)
+    k = len(steps)
+    body = [rf"\multirow{{2}}{{*}}{{Method}} & \multicolumn{{{k}}}{{c}}{{Pass@1 by Checkpoint Step}} \\",
+            rf"\cmidrule(lr){{2-{k + 1}}}",
+            "& " + " & ".join(str(s) for s in steps) + r" \\", r"\midrule"]
+    for method, a in groups:
+        g = _match(sub, model, method, a)
+        vals = dict(zip(g["step"].astype(int), g["pass_at_1"]))
+        stds = dict(zip(g["step"].astype(int), g.get("pass_at_1_std", pd.Series(np.nan, index=g.index))))
+        cells = []
+        for s in steps:
+            c = fmt(vals.get(s), decimals("pass_at_1"))
+            if multi and c != MISSING and not math.isnan(number_or_nan(stds.get(s))):
+                c = pm_cell(c, fmt(stds.get(s), decimals("pass_at_1")))
+            cells.append(c)
+        body.append(f"{_method_cell(method, a)}\n  & " + " & ".join(cells) + r" \\")
+    n_eval = ""
+    if rs.source == "paper_reported":
+        n_eval = " (greedy decoding, 500 problems)"
+    cap = (f"{_source_phrase(rs)}: Pass@1 at each evaluated training step, "
+           f"\\textbf{{{_model_name(model)}}}{n_eval}. ``---'': no evaluation at that step (run shorter or incomplete).")
+    if multi:
+        cap += " Cells with several seeds show mean $\\pm$ sample standard deviation across seeds."
+    all_steps = sorted({int(s) for s in sub["step"].dropna()})
+    if len(all_steps) > len(steps):
+        cap += f" {len(all_steps)} evaluated steps, {len(steps)} shown (evenly spaced, last included)."
+    return table_float(body, "l" + "c" * k, cap, f"{prefix}:checkpoints:{slug(model)}")
+
+
+def table_ablation(rs: ResultSet, prefix: str = "reported", max_columns: int = 8) -> str:
+    """Alpha ablation: per-step Pass@1, peak and final per alpha, plus the SA-AH-GRPO reference."""
+    ab = rs.ablation
+    if ab is None or ab.empty:
+        return ""
+    model = ab["model_label"].iloc[0]
+    ck = rs.checkpoints
+    core = ab[ab["method"] != "sa"]
+    steps = set()
+    for _, r in core.iterrows():
+        steps |= {int(s) for s in _match(ck, model, r["method"], r["alpha"])["step"].dropna()}
+    steps = sorted(steps)
+    if len(steps) > max_columns:
+        idx = np.unique(np.round(np.linspace(0, len(steps) - 1, max_columns)).astype(int))
+        steps = [steps[i] for i in idx]
+    k = len(steps)
+    phantom = bool((pd.to_numeric(ab["alpha"], errors="coerce") < 0).any())
+    peaks = pd.to_numeric(core["peak_pass_at_1"], errors="coerce")
+    best_peak = peaks.max() if peaks.dropna().nunique() > 1 else float("nan")
+    body = [rf"\multirow{{2}}{{*}}{{$\alpha$}} & \multicolumn{{{k}}}{{c}}{{Pass@1 by Step}} & "
+            r"\multirow{2}{*}{Peak $\uparrow$} & \multirow{2}{*}{Final $\uparrow$} \\",
+            rf"\cmidrule(lr){{2-{k + 1}}}",
+            "& " + " & ".join(str(s) for s in steps) + r" & & \\", r"\midrule"]
+    notes = []
+    max_col = max(steps) if steps else 0
+
+    def step_cells(r):
+        g = _match(ck, model, r["method"], r["alpha"])
+        vals = dict(zip(g["step"].astype(int), g["pass_at_1"]))
+        stds = dict(zip(g["step"].astype(int), g.get("pass_at_1_std", pd.Series(np.nan, index=g.index))))
+        cells = []
+        for s in steps:
+            c = fmt(vals.get(s), decimals("pass_at_1"))
+            if c != MISSING and not math.isnan(number_or_nan(stds.get(s))):
+                c = pm_cell(c, fmt(stds.get(s), decimals("pass_at_1")))
+            cells.append(c)
+        return cells
+
+    def pm(r, col):
+        s = fmt(r[col], decimals("pass_at_1"))
+        std = number_or_nan(r.get(col + "_std"))
+        if s != MISSING and not math.isnan(std) and number_or_nan(r.get("n_seeds")) > 1:
+            s = pm_cell(s, fmt(std, decimals("pass_at_1")))
+        return s
+
+    for _, r in core.iterrows():
+        label = fmt_alpha(r["alpha"], min_dp=2, phantom=phantom)
+        if r["method"] == "grpo":
+            label += " (GRPO)"
+        peak = bold_cell(pm(r, "peak_pass_at_1"), np.isclose(number_or_nan(r["peak_pass_at_1"]), best_peak)
+                     and core["peak_pass_at_1"].notna().sum() >= 2)
+        if bool(r.get("partial")):
+            peak += r"$^{\dagger}$"
+            notes.append(r"$^{\dagger}$ " + (tex_escape(r["note"]) if r.get("note") else
+                                            "run incomplete; its peak covers only the steps it reached."))
+        body.append(f"{label} & " + " & ".join(step_cells(r)) + f" & {peak} & {pm(r, 'final_pass_at_1')}" + r" \\")
+    sa = ab[ab["method"] == "sa"]
+    if len(sa):
+        body.append(r"\midrule")
+    for _, r in sa.iterrows():
+        name = f"SA-AH-GRPO {fmt_alpha(r['alpha'], min_dp=2)}"
+        steps_run = number_or_nan(r.get("steps"))
+        extra = "" if not bool(r.get("partial")) else r"$^{\ast}$"
+        if not math.isnan(steps_run) and steps_run > max_col:
+            body.append(f"{name} & " + " & ".join(step_cells(r)) + f" & {MISSING} & {MISSING}" + r" \\")
+            body.append(rf"\quad ({int(steps_run)} steps) & " + " & ".join([MISSING] * k)
+                        + f" & {pm(r, 'peak_pass_at_1')}{extra} & {pm(r, 'final_pass_at_1')}" + r" \\")
+        else:
+            body.append(f"{name} & " + " & ".join(step_cells(r)) + f" & {pm(r, 'peak_pass_at_1')}{extra} & "
+                        f"{pm(r, 'final_pass_at_1')}" + r" \\")
+        if extra:
+            notes.append(r"$^{\ast}$ SA-AH-GRPO run incomplete.")
+    cap = (f"{_source_phrase(rs)}: AH-GRPO $\\alpha$ ablation on \\textbf{{{_model_name(model)}}}. "
+           "Pass@1 at each evaluated step, then peak (best checkpoint) and final (last checkpoint). "
+           "$\\alpha=0$ is plain GRPO; the last block is SA-AH-GRPO at the main $\\alpha$ for reference "
+           "(its peak and final cover its whole run). Bold: highest peak among the AH-GRPO/GRPO rows.")
+    if len(sa) > 1:
+        cap = cap.replace("the last block is SA-AH-GRPO at the main $\\alpha$ for reference",
+                          "the last block is the SA-AH-GRPO sweep over $\\alpha$")
+    if _multi_seed(ab):
+        cap += " Rows with several seeds show mean $\\pm$ sample standard deviation across seeds."
+    if rs.source == "paper_reported":
+        cap += " The paper flags the $\\alpha=0.25$ run as partial although it lists a value at every step."
+    return table_float(body, "l" + "c" * k + "cc", cap, f"{prefix}:ablation", " ".join(dict.fromkeys(notes)))
+
+
+def diagnostic_groups(rs: ResultSet, methods=("sa",)) -> list[tuple]:
+    """(model, method, alpha) groups that get a diagnostic table."""
+    d = rs.diagnostics
+    if d is None or d.empty:
+        return []
+    out = []
+    for model in model_order(d["model_label"]):
+        for method in methods:
+            sub = d[(d["model_label"] == model) & (d["method"] == method)]
+            for a in sorted(pd.to_numeric(sub["alpha"], errors="coerce").dropna().unique()):
+                out.append((model, method, a))
+    return out
+
+
+def table_diagnostics(rs: ResultSet, model, method: str = "sa", alpha=None, prefix: str = "reported",
+                      max_rows: int = 14) -> str:
+    """Per-step training diagnostics of one (model, method, alpha) at the sampled steps."""
+    d = rs.diagnostics
+    if d is None or d.empty:
+        return ""
+    if alpha is None:
+        alphas = pd.to_numeric(d.loc[(d.model_label == model) & (d.method == method), "alpha"], errors="coerce").dropna()
+        if alphas.empty:
+            return ""
+        alpha = alphas.iloc[0]
+    sub = _match(d, model, method, alpha).sort_values("step")
+    if sub.empty:
+        return ""
+    if len(sub) > max_rows:
+        idx = np.unique(np.round(np.linspace(0, len(sub) - 1, max_rows)).astype(int))
+        sub = sub.iloc[idx]
+    head = ["Step", "Pass@1", r"$\bar{r}$", "KL", r"$\bar{H}$", r"$\bar{w}$", r"$\bar{w}_-$", r"$f_-$", "len"]
+    body = [" & ".join(head) + r" \\", r"\midrule"]
+    dagger = False
+    for _, r in sub.iterrows():
+        wneg = fmt(r.get("weight_neg_mean"), decimals("weight"))
+        if str(r.get("weight_neg_note", "")) == "all_positive":
+            wneg += r"$^{\dagger}$"
+            dagger = True
+        rew = fmt_pm(r.get("reward_mean"), r.get("reward_std"), decimals("reward"))
+        cells = [fmt(r["step"], 0), fmt(r.get("pass_at_1"), decimals("pass_at_1")), rew, fmt(r.get("kl"), decimals("kl"), sci=True),
+                 fmt(r.get("entropy_norm"), decimals("entropy")), fmt(r.get("weight_mean"), decimals("weight")), wneg,
+                 fmt(r.get("neg_frac"), decimals("neg_frac")), fmt(r.get("completion_length"), decimals("completion_length"))]
+        body.append(" & ".join(cells) + r" \\")
+    name = METHOD_LABELS.get(method, method)
+    cap = (f"{_source_phrase(rs)}: {name} ($\\alpha$={fmt_alpha(alpha)}) training diagnostics, "
+           f"\\textbf{{{_model_name(model)}}}, at the first logged step and every evaluation interval. "
+           "$\\bar{r}$: mean total reward $\\pm$ its standard deviation over the step's completions; "
+           "KL: mean per-token KL to the reference; $\\bar{H}$: mean normalised entropy; "
+           "$\\bar{w}$: mean token weight; $\\bar{w}_-$: mean weight on tokens of negative-advantage "
+           "rollouts; $f_-$: fraction of rollouts with negative advantage; len: mean completion length (tokens). "
+           "Pass@1 is shown where an evaluation exists at that step.")
+    n = pd.to_numeric(sub.get("n_seeds", pd.Series([1])), errors="coerce").max()
+    if not math.isnan(n) and n > 1:
+        cap += f" Values are means over {int(n)} seeds."
+    notes = ""
+    if dagger:
+        notes = (r"$^{\dagger}$ no rollout had a negative advantage at this step, so no discount was applied "
+                 + ("(the paper prints 0.000 here)." if rs.source == "paper_reported" else "(left empty in the log)."))
+    label = f"{prefix}:diag:{method}:{slug(model)}"
+    if not np.isclose(number_or_nan(alpha), MAIN_ALPHA):  # one table per alpha: each needs its own label
+        label += f":a{number_or_nan(alpha):g}"
+    return table_float(body, "rcccccccc", cap, label, notes)
+
+
+def table_hparams(rs: ResultSet, prefix: str = "reported") -> str:
+    """The paper's hyperparameter table (only for the reported source)."""
+    hp = rs.hparams
+    if hp is None or len(hp) == 0:
+        return ""
+    body = [r"Hyperparameter & Value \\", r"\midrule"]
+    for _, r in hp.iterrows():
+        body.append(f"{r['hyperparameter_latex']} & {r['value_latex']}" + r" \\")
+    cap = f"{_source_phrase(rs)}: hyperparameters shared by all runs of the paper."
+    return table_float(body, "lc", cap, f"{prefix}:hparams")
+
+
+def table_setup(rs: ResultSet, prefix: str = "ours") -> str:
+    """The runs that were found, with their configuration and how far they got."""
+    runs = rs.runs
+    if runs is None or runs.empty:
+        return ""
+    cols = [("run_id", "Run"), ("model_label", "Model"), ("method", "Method"), ("alpha", r"$\alpha$"),
+            ("seed", "Seed"), ("steps", "Steps"), ("eval_every", "Eval every")]
+    head = [c[1] for c in cols] + ["Logged", "Evals", r"Pass@1$_{\mathrm{final}}$"]
+    body = [" & ".join(head) + r" \\", r"\midrule"]
+    r_sorted = runs.copy()
+    r_sorted["_o"] = r_sorted["model_label"].map({m: i for i, m in enumerate(model_order(runs["model_label"]))})
+    for _, r in r_sorted.sort_values(["_o", "method", "alpha", "seed"], kind="stable").iterrows():
+        marks = ((r"$^{\ast}$" if _truth(r.get("complete")) is False else "")
+                 + (DAMAGED_MARK if _truth(r.get("damaged")) is True else "")
+                 + (FLAG_MARK if _truth(r.get("flagged")) is True else "")
+                 + (FALLBACK_MARK if isinstance(r.get("compile_fallback"), str) else ""))
+        cells = [r"\texttt{" + tex_escape(r["run_id"]) + "}" + marks, tex_escape(r.get("model_label")),
+                 METHOD_LABELS.get(r.get("method"), tex_escape(r.get("method"))), fmt_alpha(r.get("alpha")),
+                 fmt(r.get("seed"), 0), fmt(r.get("steps"), 0), fmt(r.get("eval_every"), 0),
+                 str(int(r.get("n_steps_logged", 0))), str(int(r.get("n_evals", 0))),
+                 fmt(r.get("final_pass_at_1"), decimals("pass_at_1"))]
+        body.append(" & ".join(cells) + r" \\")
+    cap = (f"{_source_phrase(rs)}: the runs found, their configuration (\\texttt{{config.json}}) "
+           "and how many training steps and evaluations they logged.")
+    return table_float(body, "lllcccccc c", cap, f"{prefix}:setup", fontsize=r"\scriptsize") + fallback_note(runs)
+
+
+def fallback_note(runs) -> str:
+    """Names the runs whose compiled rollout fell back to ``hf`` (the same policy and settings, sampled at
+    generate's speed), with why."""
+    fell = [r for _, r in runs.iterrows() if isinstance(r.get("compile_fallback"), str)] if "compile_fallback" in runs else []
+    if not fell:
+        return ""
+    listed = "; ".join(f"\\texttt{{{tex_escape(r['run_id'])}}}: {tex_escape(r['compile_fallback'])}" for r in fell)
+    return (r"\par\smallskip{\footnotesize " + FALLBACK_MARK + f" {len(fell)} of {len(runs)} runs fell back from the "
+            f"compiled rollout to TRL's generate (the same policy and settings, slower): {listed}.\\par}}" + "\n")
+
+
+# ---------------------------------------------------------------------------
+# the paired evidence and the top-K measurement
+# ---------------------------------------------------------------------------
+
+def fmt_p_cell(p: float) -> str:
+    if p is None or math.isnan(p):
+        return MISSING
+    return "$<0.001$" if p < 0.001 else f"{p:.3f}"
+
+
+def _signed(x: float, dp: int, mark: str = "") -> str:
+    """A difference in math mode with its sign (``+`` for positive), optionally marked (``^{*}``)."""
+    if x is not None and abs(x) < 1e-12:  # differences that cancel exactly, up to float rounding
+        x = 0.0
+    s = fmt(x, dp, sci=dp >= 4)
+    if s == MISSING:
+        return s
+    return f"${'+' if x > 0 else ''}{s.strip('$')}{mark}$"
+
+
+def _row_cells(r: dict, level: float) -> list[str]:
+    dp = decimals(r["key"])
+    ci = MISSING if math.isnan(r["ci_low"]) else f"[{_signed(r['ci_low'], dp)}, {_signed(r['ci_high'], dp)}]"
+    mark = r"^{*}" if established(r["p_adjusted"], r["ci_low"], r["ci_high"], level) else ""
+    quantity = tex_text(r["quantity"]) + (FLAG_MARK if r["flagged_units"] else "")
+    if r["same_as_final"]:
+        quantity += r" (= final)"
+    needed = r["units_needed"] or {}
+    needed_cell = " / ".join(r"$>$" + f"{MAX_UNITS_NEEDED:,}" if needed[k] is None else str(needed[k])
+                             for k in needed) if needed else MISSING
+    return [quantity, fmt(r["a_value"], dp, sci=dp >= 4), fmt(r["b_value"], dp, sci=dp >= 4),
+            _signed(r["diff"], dp, mark), ci, fmt_p_cell(r["p_value"]), fmt_p_cell(r["p_adjusted"]),
+            fmt_p_cell(r["p_signflip"]), fmt(r["mde"], dp, sci=dp >= 4), needed_cell, fmt_p_cell(r["mcnemar_p"]),
+            f"{r['n_units']} ({r['units_a_ahead']}/{r['units_b_ahead']})"]
+
+
+def _blocks(rows: list[dict]) -> list[tuple[str, list[dict]]]:
+    """The primary comparison's rows first (one block), then each pair's other rows."""
+    blocks = []
+    primary = [r for r in rows if r["primary"]]
+    if primary:
+        blocks.append((rf"Primary (fixed in the study plan): \textbf{{{tex_text(primary[0]['a'])}}} vs "
+                       rf"\textbf{{{tex_text(primary[0]['b'])}}}", primary))
+    for a, b in dict.fromkeys((r["a"], r["b"]) for r in rows):
+        rest = [r for r in rows if (r["a"], r["b"]) == (a, b) and not r["primary"]]
+        if rest:
+            kind = "Secondary: " if primary else ""
+            blocks.append((rf"{kind}\textbf{{{tex_text(a)}}} vs \textbf{{{tex_text(b)}}}", rest))
+    return blocks
+
+
+def _flag_notes(rows: list[dict]) -> str:
+    lines = []
+    for r in rows:
+        w = r.get("without_flagged")
+        if not r["flagged_units"] or not w:
+            continue
+        dp = decimals(r["key"])
+        what = f"{tex_text(r['a'])} vs {tex_text(r['b'])}, {tex_text(r['quantity'])}"
+        if w.get("untestable"):
+            lines.append(f"{what}: fewer than two seed pairs left")
+            continue
+        lines.append(f"{what}: {_signed(w['diff'], dp)} [{_signed(w['ci_low'], dp)}, {_signed(w['ci_high'], dp)}], "
+                     f"$p$ {fmt_p_cell(w['p_value'])}, {w['n_units']} seed pairs")
+    if not lines:
+        return ""
+    units = sorted({u for r in rows for u in r["flagged_units"]})
+    return (FLAG_MARK + " includes seed pairs with a run flagged by the health rules ("
+            + tex_escape(", ".join(units)) + "); the same comparisons without them: " + "; ".join(lines) + ".")
+
+
+def table_paired(rows: list[dict], summary: dict, prefix: str = "mini", name: str = "paired",
+                 what: str = "Paired comparisons at matched seeds") -> str:
+    """Booktabs table: the primary comparison first, then each pair; per row the seed-level statistics."""
+    if not rows:
+        return ""
+    head = " & ".join(["Quantity", "A", "B", r"$\Delta$ (A$-$B)", "CI", "$p$", r"$p_{\mathrm{adj}}$",
+                       r"$p_{\mathrm{flip}}$", "MDE", stacked("Seeds for", "0.03 / 0.02"), stacked("McNemar", "$p$"),
+                       stacked("Seeds", "(A/B ahead)")]) + r" \\"
+    body = [head]
+    for title, block in _blocks(rows):
+        body += [r"\midrule", rf"\multicolumn{{12}}{{l}}{{{title}}} \\"]
+        body += [" & ".join(_row_cells(r, summary["level"])) + r" \\" for r in block]
+    n_ws = max(r["n_warm_starts"] for r in rows)
+    strata = (" (warm starts as fixed strata)" if n_ws == 2 else " (warm starts as a random factor)" if n_ws > 2
+              else "")
+    caption = (
+        f"{what} (\\texttt{{{tex_escape(summary['root'])}}}); the unit is the training seed"
+        + (f" (a seed pair: one run of each method from the same warm start; {n_ws} warm starts)" if n_ws > 1 else
+           " (a seed pair: one run of each method with that seed)") + ". "
+        "$\\Delta$: mean over seed pairs of A$-$B. $p$: two-sided $t$ test of the mean difference with seeds "
+        f"crossed with the evaluation problems{strata}, its variance from the seed, problem and seed $\\times$ "
+        "problem components and its df Satterthwaite's capped at the seeds' (a per-run summary: the $t$ test over "
+        f"seed pairs). CI: the same test's interval at confidence 1$-${summary['level']:g}/$m$ for a family of $m$ "
+        "tests. $p_{\\mathrm{flip}}$: exact sign-flip test over seed pairs (problems held fixed). "
+        f"MDE: the smallest true difference the same test detects with {100 * POWER:g}\\% power at "
+        f"{summary['level']:g}/$m$; seeds for 0.03 / 0.02: the seed pairs that would detect a Pass@1 difference of "
+        "that size on the same problems. "
+        "McNemar $p$: problems as the unit, pooled over seed pairs, with these trained models fixed (a statement "
+        "about these models, not about another seed). "
+        f"$p_{{\\mathrm{{adj}}}}$: {tex_escape(summary['family_rule'])}. "
+        f"$^{{*}}$: established at the {100 * summary['level']:g}\\% level (adjusted $p$ below it; the interval "
+        "then excludes 0). Peak rows compare each run's best checkpoint, chosen on these same problems; "
+        "(= final): the peak is the final checkpoint in every run, so the row repeats the final one."
+    )
+    warning = left_out_warning(summary)
+    if warning:
+        caption += r" \textbf{Warning:} " + tex_escape(warning)
+    # twelve columns: on a landscape page, where they stay readable
+    return table_float(body, "lccccccccccc", caption, f"{prefix}:{name}", _flag_notes(rows), sideways=True)
+
+
+def table_topk(result: dict, prefix: str = "mini", alpha: str = f"{MAIN_ALPHA:g}") -> str:
+    """Booktabs table: per K, entropy error, top-K mass and horizon-weight error at one alpha."""
+    rows = [r for r in result.get("per_k", []) if not r["exact"]]
+    if not rows or alpha not in rows[0]["weights"]:
+        return ""
+    body = [r"$K$ & $K/V$ & mean $|\Delta H|$ & max $|\Delta H|$ & mean signed $\Delta H$ & tail mass mean (max) & "
+            r"mean rel.\ $\Delta w$ & max rel.\ $\Delta w$ & last-token rel.\ $\Delta w$ (mean / max) \\",
+            r"\midrule"]
+
+    def e(x):
+        return MISSING if x is None or (isinstance(x, float) and math.isnan(x)) else _sci(x)
+
+    for r in rows:
+        w = r["weights"][alpha]
+        body.append(" & ".join([
+            str(r["k"]), f"{100 * r['frac_vocab']:.1f}\\%", e(r["entropy_abs_err"]["mean"]),
+            e(r["entropy_abs_err"]["max"]), e(r["entropy_signed_err_mean"]),
+            f"{e(1 - r['topk_mass']['mean'])} ({e(1 - r['topk_mass']['min'])})", e(w["rel_err"]["mean"]),
+            e(w["rel_err"]["max"]), f"{e(w['last_token_rel_err']['mean'])} / {e(w['last_token_rel_err']['max'])}",
+        ]) + r" \\")
+    caption = (
+        f"Top-$K$ entropy estimate against the exact entropy on {result['n_rollouts']} sampled rollouts "
+        f"({result['n_tokens']:,} completion tokens; {result['n_prompts']} training prompts $\\times$ "
+        f"{result['per_prompt']}, temperature {result['temperature']:g}) of the model "
+        f"\\texttt{{{tex_escape(result['model'])}}}, vocabulary $V={result['vocab_size']}$. "
+        "$H$ is the normalised entropy $H_t/\\log V$ (exact mean "
+        f"{result['exact_entropy_norm']['mean']:.4f}, max {result['exact_entropy_norm']['max']:.4f}); "
+        "$\\Delta H$ = estimate $-$ exact; tail mass: probability outside the $K$ largest logits. "
+        f"Weights: $w_t=\\exp(-\\alpha\\sum_{{s\\le t}}H_s)$ at $\\alpha={alpha}$; rel.\\ $\\Delta w = |w^{{(K)}}_t-w_t|/w_t$, "
+        "over all tokens and at each completion's last token (where the error has accumulated)."
+    )
+    return table_float(body, "rrccccccc", caption, f"{prefix}:topk")
+
+
+def _sci(x: float) -> str:
+    """Four decimals, or scientific notation outside [0.001, 1000); math mode for negatives."""
+    if x == 0:
+        return "0"
+    if 1e-3 <= abs(x) < 1e3:
+        text = f"{x:.4f}" if abs(x) < 1 else f"{x:.2f}"
+        return f"${text}$" if x < 0 else text
+    mant, exp = f"{x:.1e}".split("e")
+    return f"${mant}\\times10^{{{int(exp)}}}$"
+
+
+# ---------------------------------------------------------------------------
+# writing
+# ---------------------------------------------------------------------------
+
+def table_checkpoints_per_model(rs: ResultSet, prefix: str = "reported") -> str:
+    """One checkpoint table per model, in one file."""
+    return "\n".join(filter(None, (table_checkpoints(rs, m, prefix) for m in rs.models)))
+
+
+def table_diagnostics_per_group(rs: ResultSet, prefix: str = "reported") -> str:
+    """One diagnostics table per (model, method, alpha) group, in one file."""
+    return "\n".join(filter(None, (table_diagnostics(rs, m, meth, a, prefix) for m, meth, a in diagnostic_groups(rs))))
+
+
+#: The tables of a result set, by name: ``<tables>/<prefix>_<name>.tex``.
+RESULT_TABLES = {
+    "main": table_main,
+    "checkpoints": table_checkpoints_per_model,
+    "ablation": table_ablation,
+    "diagnostics": table_diagnostics_per_group,
+    "hparams": table_hparams,
+    "setup": table_setup,
+}
+
+
+def with_notes(rs: ResultSet, table: str, name: str = "main", prefix: str | None = None) -> str:
+    """A result set's table with the notes every one of its tables carries: problems tolerated, runs with
+    another entropy estimate, run health ("" stays ""; no table).  The main table names the runs; the others
+    (``name``, given a ``prefix``) point to it, so that the report does not print the same list under each."""
+    pointer = None if name == "main" or prefix is None else rf"Table~\ref{{{prefix}:main}}"
+    note = problems_note(rs) + other_entropy_note(rs, pointer) + health_note(rs, pointer)
+    return table.replace("\\end{table}", note + "\\end{table}") if table and note else table
+
+
+def other_entropy_note(rs: ResultSet, pointer: str | None = None) -> str:
+    """Names the runs left out because they used another entropy estimate, or counts them and points to the table
+    that names them (``pointer``) ("" when none)."""
+    names = (rs.notes or {}).get("other_entropy_runs") or []
+    if not names:
+        return ""
+    if pointer:
+        return (r"\par\smallskip{\footnotesize Not in this table: " + f"{len(names)} run(s) with another top-$K$ "
+                f"estimate, named under {pointer}.\\par}}" + "\n")
+    return (r"\par\smallskip{\footnotesize Not in this table: " + f"{len(names)} run(s) trained with another "
+            r"top-$K$ entropy estimate than their profile's (" + tex_escape(", ".join(names))
+            + r"); the top-$K$ ablation reports them.\par}" + "\n")
+
+
+def health_note(rs: ResultSet, pointer: str | None = None) -> str:
+    """Names the runs the health rules flag (:mod:`saah_lab.analysis.health`), which stay in every number, or
+    counts them and points to the table that names them (``pointer``) ("" when none is flagged or the source has
+    no runs)."""
+    flagged = rs.flagged_runs()
+    if flagged.empty:
+        return ""
+    if pointer:
+        return (r"\par\smallskip{\footnotesize " + FLAG_MARK + f" {len(flagged)} of {len(rs.runs)} runs flagged by "
+                f"the health rules (named under {pointer}), included in every number of this table.\\par}}" + "\n")
+    listed = "; ".join(f"\\texttt{{{tex_escape(r.run_id)}}} ({tex_escape(r.health)})" for r in flagged.itertuples())
+    rules = "; ".join(tex_escape(v) for v in RULES.values())
+    return (r"\par\smallskip{\footnotesize " + FLAG_MARK + f" Run health ({rules}): {len(flagged)} of "
+            f"{rs.runs_counted()} flagged: {listed}. Flagged runs are included in every number of this table; the "
+            r"paired evidence repeats each comparison without them.\par}" + "\n")
+
+
+def problems_note(rs: ResultSet) -> str:
+    """A visible warning for tables built from results read with problems tolerated ("" when there were none)."""
+    if not rs.warnings:
+        return ""
+    flagged = [] if rs.runs is None or rs.runs.empty else [
+        tex_escape(r["run_id"]) for _, r in rs.runs.iterrows() if _truth(r.get("damaged")) is True or _truth(r.get("complete")) is False]
+    excluded = [tex_escape(Path(w.split(": excluded (")[0]).name) for w in rs.excluded]
+    parts = []
+    if flagged:
+        parts.append(f"flagged ({len(flagged)}): " + ", ".join(flagged))
+    if excluded:
+        parts.append(f"left out, config unusable ({len(excluded)}): " + ", ".join(excluded))
+    return (r"\par\smallskip{\footnotesize\textbf{Warning:} read with problems tolerated; runs "
+            + "; ".join(parts) + r". See \texttt{ResultSet.warnings}.\par}" + "\n")

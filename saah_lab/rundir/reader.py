@@ -1,0 +1,383 @@
+"""Reading a results root strictly (layout in ``docs/results_layout.md``): :func:`read_folders`.
+
+Finished runs are read strictly: every problem in a run or baseline folder becomes one message
+naming the file (and line, for logs): an unreadable or incomplete ``config.json``, a log line that
+is not a JSON object with an integer ``step``, a metric that is not a number (``null`` is allowed
+in the training log), a well-formed line that breaks a check of :mod:`saah_lab.rundir.checks`, or
+an incomplete run (:func:`saah_lib.rundir.folder.trained_and_evaluated`, the one definition).
+A run still being written is read as one: what the trainer's writes leave for a moment is damage
+only in a complete run or one damaged otherwise (:class:`LogRead`).
+
+By default a problem raises :class:`DamagedResultsError` listing every problem found. With
+``tolerate_problems=True`` a folder whose config cannot be read is *excluded*; any other run is
+kept with its valid lines and *flagged* (``damaged`` / ``complete`` columns), and
+:attr:`RunFolder.problems` says why. Ignored folders (:func:`saah_lib.rundir.layout.is_ignored`)
+are not runs. The whole list of checks: docs/results_layout.md, "Reading a finished root".
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from saah_lab.rundir import checks
+from saah_lab.rundir.read_cache import cached
+from saah_lib.jsonio import parse_jsonl, read_text, scan_jsonl
+from saah_lib.method.methods import METHODS
+from saah_lib.models.compile_record import recorded_fallback
+from saah_lib.rundir import layout
+from saah_lib.rundir.folder import RunDir, trained_and_evaluated
+from saah_lib.rundir.layout import EVAL_KEYS, TRAIN_LOG_KEYS
+
+#: What every evaluation line must hold as a number (the others of EVAL_KEYS may be null).
+EVAL_REQUIRED = ("pass_at_1", "n", "n_correct")
+
+#: Run metadata merged into every long table.
+META_COLUMNS = ("run_id", "model_label", "method", "alpha", "seed", "steps", "eval_every", "profile")
+
+
+class DamagedResultsError(ValueError):
+    """Results that cannot be read as they are; the message lists each problem by file and line."""
+
+
+@dataclass
+class RunFolder:
+    """One ``runs/<run_id>/`` or ``baselines/<name>/`` folder as read from disk."""
+
+    path: Path
+    config: dict | None  # flattened config.json; None when it cannot be read (the folder is excluded)
+    evals: list[dict] = field(default_factory=list)
+    train_log: list[dict] = field(default_factory=list)
+    token_entropies: list[dict] = field(default_factory=list)
+    damage: list[str] = field(default_factory=list)  # unreadable config, bad lines, non-numeric metrics
+    incomplete: str = ""  # why the run is not complete ("" when it is)
+    compile_fallback: str | None = None  # why its compiled rollout fell back to hf (compile_health.json), if it did
+    # frames made of its lines, each once (saah_lab.analysis.frames): derived, so never compared or shown
+    frames: dict = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def problems(self) -> list[str]:
+        return self.damage + ([self.incomplete] if self.incomplete else [])
+
+    @property
+    def excluded(self) -> bool:
+        return self.config is None
+
+
+# ---------------------------------------------------------------------------
+# one file
+# ---------------------------------------------------------------------------
+
+def flatten_config(cfg: dict, prefix: str = "") -> dict[str, Any]:
+    """Flatten nested dicts with dotted keys (``data.train_sha256``).
+
+    List-valued fields (e.g. ``data.train_ids``) are replaced by their length
+    under ``<key>.len`` so that a run is one flat row.
+    """
+    out: dict[str, Any] = {}
+    for key, value in cfg.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(flatten_config(value, prefix=name + "."))
+        elif isinstance(value, (list, tuple)):
+            out[name + ".len"] = len(value)
+        else:
+            out[name] = value
+    return out
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def read_config(path: Path, required: Iterable[str] = ("method", "alpha", "steps")) -> tuple[dict | None, list[str]]:
+    """A folder's ``config.json``, flattened, or None and the reason it cannot be used."""
+    if not path.is_file():
+        return None, [f"{path}: missing"]
+    try:
+        data = json.loads(read_text(path))
+    except json.JSONDecodeError as exc:
+        return None, [f"{path}: line {exc.lineno}: not valid JSON ({exc.msg})"]
+    except ValueError as exc:  # bytes that are not UTF-8: the message names file and line
+        return None, [str(exc)]
+    if not isinstance(data, dict):
+        return None, [f"{path}: not a JSON object"]
+    flat = flatten_config(data)
+    if flat.get("model_label") in (None, "") and flat.get("model_name"):
+        flat["model_label"] = str(flat["model_name"]).split("/")[-1]
+    missing = [k for k in ("model_label", *required) if flat.get(k) in (None, "")]
+    if missing:
+        return None, [f"{path}: no {', '.join(missing)}"]
+    if "alpha" in required and not _is_number(flat["alpha"]):
+        return None, [f"{path}: alpha is {flat['alpha']!r}, not a number"]
+    if "steps" in required and (not isinstance(flat["steps"], int) or isinstance(flat["steps"], bool)):
+        return None, [f"{path}: steps is {flat['steps']!r}, not an integer"]
+    return flat, []
+
+
+def read_lines(path: Path, numeric: Iterable[str], required: Iterable[str] = (),
+               scanned: tuple[list, list] | None = None) -> tuple[checks.Lines, list[str]]:
+    """The valid lines of a finished log, as ``[(line number, record)]``, and one message per bad line.
+
+    A valid line is a JSON object with an integer ``step`` whose ``numeric``
+    keys hold numbers or null, and whose ``required`` keys hold numbers.
+    ``scanned``: the file's :func:`~saah_lib.jsonio.scan_jsonl` already made (default: read it now).
+    """
+    records, bad_json = scan_jsonl(path) if scanned is None else scanned
+    messages = [f"{path}: line {i}: {problem}" for i, problem in bad_json]
+    good = []
+    for i, rec in records:
+        if not isinstance(rec, dict):
+            messages.append(f"{path}: line {i}: not a JSON object")
+            continue
+        if not isinstance(rec.get("step"), int) or isinstance(rec.get("step"), bool):
+            messages.append(f"{path}: line {i}: step is {rec.get('step')!r}, not an integer")
+            continue
+        bad = [k for k in numeric if k in rec and rec[k] is not None and not _is_number(rec[k])]
+        bad += [k for k in required if k not in bad and not _is_number(rec.get(k))]
+        if bad:
+            messages.append(f"{path}: line {i}: " + ", ".join(f"{k} is {rec.get(k)!r}, not a number" for k in bad))
+            continue
+        good.append((i, rec))
+    return good, messages
+
+
+@dataclass
+class LogRead:
+    """One read of a log that may be growing: every fact checked about it comes from this one read.
+
+    ``appending``: a last line without its newline that does not parse, i.e. a line the writer is
+    appending (:func:`~saah_lib.jsonio.append_jsonl` writes a whole line at once, but a reader may see
+    part of it); a fault only in a run that is otherwise complete, which no writer appends to.
+    """
+
+    path: Path
+    records: list[tuple[int, Any]]
+    bad_json: list[tuple[int, str]]
+    appending: list[str]
+
+
+def read_log_once(path: Path) -> LogRead:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        data = b""
+    records, bad_json = parse_jsonl(data)
+    last_line = len(data.splitlines())
+    appending = []
+    if bad_json and bad_json[-1][0] == last_line and not data.endswith((b"\n", b"\r")):
+        i, problem = bad_json.pop()
+        appending.append(f"{path}: line {i}: {problem}; the last line, without its newline (torn)")
+    return LogRead(path, records, bad_json, appending)
+
+
+def read_log(path: Path, numeric: Iterable[str], required: Iterable[str] = ()) -> tuple[list[dict], list[str]]:
+    """The valid lines of a finished log (see :func:`read_lines`) and one message per bad line."""
+    lines, messages = read_lines(path, numeric, required)
+    return [rec for _, rec in lines], messages
+
+
+def _token_entropy_lines(log: LogRead) -> tuple[list[dict], list[str]]:
+    lines, messages = read_lines(log.path, numeric=(), required=("advantage",), scanned=(log.records, log.bad_json))
+    records = [rec for _, rec in lines]
+    path = log.path
+    good = []
+    for rec in records:
+        h = rec.get("entropy_norm")
+        if isinstance(h, list) and h and all(_is_number(x) for x in h):
+            good.append(rec)
+        else:
+            messages.append(f"{path}: step {rec['step']}: entropy_norm is not a list of numbers")
+    return good, messages
+
+
+# ---------------------------------------------------------------------------
+# one folder, one root
+# ---------------------------------------------------------------------------
+
+def _schedule(cfg: dict, damage: list[str], config_path: Path) -> set[int] | None:
+    every = cfg.get("eval_every")
+    if isinstance(every, int) and not isinstance(every, bool) and every >= 1:
+        return checks.eval_schedule(cfg["steps"], every)
+    damage.append(f"{config_path}: eval_every is {every!r}, not a positive integer, so the evaluations "
+                  "cannot be checked against their schedule")
+    return None
+
+
+def _read_evals(folder_dir: Path, schedule: set[int] | None,
+                trained_to: int | None) -> tuple[list[dict], list[str], list[str]]:
+    """The usable evaluation lines of a folder, with every syntactic, meaning and per-problem-file problem,
+    and the problems that are a moment of a run being written (see :class:`LogRead`).
+
+    The writer writes a step's per-problem file, then its line (``RunDir.log_eval``): the files are listed
+    first and ``eval.jsonl`` read once after, so that every line read names a file already listed.  A file
+    newer than every line is then one whose line is being written: a fault only in a complete run.
+    """
+    files = RunDir(folder_dir)
+    wrong = []
+    try:
+        on_disk = files.sample_files()
+    except ValueError as error:  # two names for one step's file
+        on_disk = {}
+        wrong.append(str(error))
+    log = read_log_once(folder_dir / layout.EVAL_FILE)
+    lines, messages = read_lines(log.path, EVAL_KEYS[1:], required=EVAL_REQUIRED, scanned=(log.records, log.bad_json))
+    # every step some line names, even a line left out above: that step is reported, not also missing
+    named = [r.get("step") for _, r in log.records if isinstance(r, dict)]
+    lines, checked = checks.check_evals(log.path, lines, schedule, trained_to, named)
+    newest = [s for s in on_disk if s > max((s for s in named if isinstance(s, int)), default=-1)][-1:]
+    settled = {s: p for s, p in on_disk.items() if s not in newest}
+    messages += wrong + checked + checks.check_samples(files.samples_dir, log.path, lines, settled, named)
+    unfinished = log.appending + checks.check_samples(files.samples_dir, log.path, [], newest, named)
+    return [rec for _, rec in lines], messages, unfinished
+
+
+#: A run id made by ``saah_lib.training.config.default_run_id``: ``<profile>-<method>-a<alpha>-s<seed>[-w<N>]``.
+_DEFAULT_RUN_ID = re.compile(rf"(?P<profile>.+)-(?P<method>{'|'.join(METHODS)})-a(?P<alpha>[-+.0-9e]+)"
+                             r"-s(?P<seed>\d+)(?:-w\d+)?(?:-[A-Za-z0-9_.+=-]+)?")  # then a variant's suffix
+
+
+def identity_problems(run_dir: Path, cfg: dict) -> list[str]:
+    """Where a run's config contradicts its own run id or its folder's name.
+
+    A folder is named after its config's run id.  A run id in the default form names the method,
+    alpha and seed, which must be the config's; a custom run id names nothing to compare.
+    """
+    config_path = run_dir / layout.CONFIG_FILE
+    messages = []
+    if cfg.get("run_id") != run_dir.name:
+        messages.append(f"{run_dir}: the folder's name is not its config's run id {cfg.get('run_id')!r} "
+                        f"({config_path}); a run folder is named after its run")
+    for what, name in (("run id", cfg.get("run_id")), ("folder name", run_dir.name)):
+        m = _DEFAULT_RUN_ID.fullmatch(str(name))
+        if not m:
+            continue
+        named = {"method": m["method"], "alpha": m["alpha"], "seed": m["seed"]}
+        has = {"method": str(cfg.get("method")), "alpha": _alpha_text(cfg.get("alpha")), "seed": str(cfg.get("seed"))}
+        wrong = [f"{k} {has[k]} (the {what} says {v})" for k, v in named.items() if has[k] != v]
+        if wrong:
+            messages.append(f"{run_dir}: {config_path.name} contradicts the {what} {name!r}: " + ", ".join(wrong))
+    return messages
+
+
+def _alpha_text(alpha: Any) -> str:
+    return f"{alpha:g}" if _is_number(alpha) else str(alpha)
+
+
+def duplicate_runs(folders: list[RunFolder]) -> list[str]:
+    """One message per folder that holds the same run (the same config run id) as another folder."""
+    by_id: dict[str, list[Path]] = {}
+    for folder in folders:
+        if folder.config is not None:
+            by_id.setdefault(folder.config["run_id"], []).append(folder.path)
+    messages = []
+    for run_id, paths in by_id.items():
+        for path in paths if len(paths) > 1 else []:
+            others = ", ".join(str(p) for p in paths if p != path)
+            messages.append(f"{path}: holds run {run_id!r}, as does {others}; a run is in one folder")
+    return messages
+
+
+def _compile_fallback(path: Path) -> tuple[str | None, list[str]]:
+    """The fallback line of a run's ``compile_health.json`` (:func:`~saah_lib.models.compile_record.recorded_fallback`),
+    and the problem if the file cannot be read."""
+    if not path.is_file():
+        return None, []
+    try:
+        return recorded_fallback(json.loads(read_text(path))), []
+    except (ValueError, TypeError, AttributeError) as err:
+        return None, [f"{path}: not a compile-health record ({err})"]
+
+
+def read_run_folder(run_dir: Path) -> RunFolder:
+    """Everything in one run folder, with every problem recorded (never raises on bad content)."""
+    cfg, damage = read_config(run_dir / layout.CONFIG_FILE)
+    folder = RunFolder(run_dir, None, damage=damage)
+    if cfg is None:
+        return folder
+    cfg["run_id"] = cfg.get("run_id") or run_dir.name
+    for key in META_COLUMNS:
+        cfg.setdefault(key, None)
+    folder.config = cfg
+    folder.damage += identity_problems(run_dir, cfg)
+    steps = cfg["steps"]
+    log_path = run_dir / layout.TRAIN_LOG_FILE
+    train_read = read_log_once(log_path)
+    train, bad_steps = read_lines(log_path, TRAIN_LOG_KEYS[1:], scanned=(train_read.records, train_read.bad_json))
+    train, wrong_steps = checks.check_train_log(log_path, train, steps, cfg.get("max_completion_length"))
+    folder.train_log = [rec for _, rec in train]
+    logged = [r["step"] for r in folder.train_log]
+    schedule = _schedule(cfg, folder.damage, run_dir / layout.CONFIG_FILE)
+    # the training log before the evaluations: the trainer writes a step's evaluation before its log line
+    # nothing trained yet: the evaluation of step 0 may be running (check_evals asks for none)
+    folder.evals, bad_evals, unfinished = _read_evals(run_dir, schedule, max(logged, default=None))
+    entropy_read = read_log_once(run_dir / layout.TOKEN_ENTROPIES_FILE)
+    folder.token_entropies, bad_h = _token_entropy_lines(entropy_read)
+    folder.compile_fallback, bad_health = _compile_fallback(run_dir / layout.COMPILE_HEALTH_FILE)
+    folder.damage += bad_evals + bad_steps + wrong_steps + bad_h + bad_health
+    unfinished += train_read.appending + entropy_read.appending
+    evaluated = [r["step"] for r in folder.evals]
+    complete = trained_and_evaluated(logged, evaluated, steps)
+    if complete or folder.damage:  # nothing writes to a complete run, and a damaged one is no healthy moment
+        folder.damage += unfinished
+    if not complete:
+        reached = f"trained to step {max(logged)}" if logged else "no training step logged"
+        evaluated_last = "evaluated" if steps in evaluated else "not evaluated"
+        folder.incomplete = f"{run_dir}: incomplete: {reached} of {steps}, {evaluated_last} at step {steps}"
+    return folder
+
+
+def read_baseline_folder(folder_dir: Path) -> RunFolder:
+    """A ``baselines/<name>/`` folder: its config and its one evaluation (step 0), with every problem recorded."""
+    cfg, damage = read_config(folder_dir / layout.CONFIG_FILE, required=())
+    folder = RunFolder(folder_dir, cfg, damage=damage)
+    if cfg is not None:
+        folder.evals, bad, unfinished = _read_evals(folder_dir, {0}, 0)
+        folder.damage += bad + unfinished  # a baseline is read once written
+    return folder
+
+
+def _read_real_folder(reader, root: str | Path, kind: str, folder: Path) -> RunFolder:
+    """``reader(folder)``, with every symbolic link in it as damage; a linked folder is excluded (it is
+    another folder's content, which the manifest does not cover)."""
+    for linked in (folder.parent, folder):
+        if linked.is_symlink():
+            return RunFolder(folder, None, damage=[layout.link_problem(linked)])
+    links = layout.symlinks(root, Path(kind) / folder.name)
+    read = cached(folder, reader.__name__, lambda: reader(folder))  # read again only where something changed
+    read.damage += [layout.link_problem(link) for link in links]
+    return read
+
+
+def _per_folder(folders: list[RunFolder], messages: list[str]) -> list[list[str]]:
+    """``messages`` (each starting with a folder's path) shared out to their folders, in order."""
+    return [[m for m in messages if m.startswith(f"{folder.path}: ")] for folder in folders]
+
+
+def read_folders(root: str | Path, kind: str = layout.RUNS,
+                 tolerate_problems: bool = False) -> tuple[list[RunFolder], list[str]]:
+    """The folders under ``<root>/runs`` (``kind="runs"``) or ``<root>/baselines``, and every problem.
+
+    Raises :class:`DamagedResultsError` listing every problem, unless
+    ``tolerate_problems``: then the usable folders (flagged where damaged or
+    incomplete) come back with one message per problem, excluded folders included.
+    """
+    reader = read_run_folder if kind == layout.RUNS else read_baseline_folder
+    everything = [_read_real_folder(reader, root, kind, p) for p in layout.folders(root, kind)]
+    if kind == layout.RUNS:
+        for folder, message in zip(everything, _per_folder(everything, duplicate_runs(everything))):
+            folder.damage += message
+    problems = [m for f in everything for m in f.problems]
+    if problems and not tolerate_problems:
+        listing = "\n".join(f"  - {m}" for m in problems)
+        raise DamagedResultsError(
+            f"{len(problems)} problem(s) in the {kind} under {root} (tolerate_problems=True reads them anyway: "
+            f"damaged and incomplete runs flagged in every output, runs without a usable config left out):"
+            f"\n{listing}")
+    excluded = [f"{f.path}: excluded ({'; '.join(f.damage)})" for f in everything if f.excluded]
+    flagged = [m for f in everything if not f.excluded for m in f.problems]
+    return [f for f in everything if not f.excluded], flagged + excluded

@@ -1,0 +1,451 @@
+"""The scheduler of every study: Ray core tasks, on one machine or a cluster, with one code path.
+
+:func:`run_tasks` runs a list of :class:`Task` (a module-level function, its keyword arguments, the tasks
+it waits for, its CPUs and GPUs) in Ray workers, each once its dependencies are done.  ``address=None``
+starts a Ray instance of our own (loopback only, a bounded object store, its own temp dir and auth token:
+see :func:`ray_session`) and stops it; ``"auto"`` or ``"host:port"`` joins a cluster (docs/cluster.md).
+The pinned CPU numerics (:mod:`saah_lib.numerics`) reach every worker through the job's ``runtime_env``.
+A task whose worker or node is lost runs again, up to ``max_retries`` times (tasks resume from their
+checkpoints); a task's own exception is not retried (it would recur).  :class:`TaskFailed` then names the
+task, its node and its worker's log, once the tasks independent of it have finished.  Ctrl-C or SIGTERM
+cancels every task and stops the instance; a driver killed outright leaves that to the watchdog
+(:mod:`saah_lab.studies.watchdog`).  Only Ray's public API is used, save the two process-wide settings
+that Ray caches at import (:func:`_auth`, :func:`_loopback_only`; tests/studies/test_ray_public_api.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+import psutil
+import ray
+
+# Private, no public equivalent: see _loopback_only and _auth.
+import ray._private.ray_constants as ray_constants
+from ray._raylet import AuthenticationTokenLoader, Config
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from saah_lib.numerics import MODE_VARIABLE, apply_cpu_numerics, numerics_mode
+
+LOOPBACK = "127.0.0.1"
+#: Object store of the instance we start. Results and arguments are small (dicts, configs); Ray's own
+#: default is 30% of the machine's memory per node.
+LOCAL_OBJECT_STORE_BYTES = 256 * 2**20
+#: How often the local instance is started before giving up (see _start_local).
+LOCAL_START_ATTEMPTS = 3
+#: How often the driver wakes while it waits for tasks, so that Ctrl-C is handled at once.
+WAIT_SLICE_S = 0.5
+#: The process that stops the local instance if the driver dies without stopping it.
+WATCHDOG = Path(__file__).with_name("watchdog.py")
+# Ray's switch for whether a node looks beyond loopback for its address (off on macOS and Windows).
+_CLUSTER_SWITCH = ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR
+
+
+@dataclass(frozen=True)
+class Task:
+    """One unit of a study: ``fn(**kwargs)`` in a worker, after the tasks named in ``deps``."""
+
+    id: str
+    fn: Callable[..., dict]
+    kwargs: dict
+    deps: tuple[str, ...] = ()
+    num_cpus: float = 1.0
+    num_gpus: float = 0.0
+
+
+class TaskFailed(RuntimeError):
+    """A task that failed for good: its own exception, or its worker or node lost more often than retried.
+
+    ``others``: the further tasks that failed or could not run for it; ``results``: the finished tasks' results.
+    """
+
+    def __init__(self, task_id: str, node: str | None, log_path: str | None, error: str,
+                 others: tuple[str, ...] = (), results: dict | None = None):
+        self.task_id, self.node, self.log_path, self.error, self.others = task_id, node, log_path, error, others
+        self.results = results or {}  # what the tasks that did finish returned
+        where = f"on node {node or 'unknown'}, worker log {log_path or 'unknown'}"
+        also = f"\n(also not completed: {', '.join(others)})" if others else ""
+        super().__init__(f"task {task_id} failed {where}:\n{error}{also}")
+
+
+def pin_env_vars(environ=os.environ) -> dict[str, str]:
+    """The environment a worker needs for this process's CPU-numerics mode (from :mod:`saah_lib.numerics`).
+
+    Pinned: the pinned settings and the record of what the pin set.  Native: only the mode, so that
+    the worker's own ``import saah_lib`` drops settings a pinned node passes on.
+    """
+    env = {MODE_VARIABLE: numerics_mode(environ)}
+    apply_cpu_numerics(env)
+    return env
+
+
+def check_tasks(tasks: list[Task]) -> None:
+    """Unique ids, known dependencies, no dependency circle; an error names the task."""
+    ids = [t.id for t in tasks]
+    duplicates = sorted({i for i in ids if ids.count(i) > 1})
+    if duplicates:
+        raise ValueError(f"task ids must be unique; repeated: {', '.join(duplicates)}")
+    known = set(ids)
+    for task in tasks:
+        if not callable(task.fn):
+            raise TypeError(f"task {task.id}: fn is {task.fn!r}, not a function")
+        missing = [d for d in task.deps if d not in known]
+        if missing:
+            raise ValueError(f"task {task.id} depends on {', '.join(missing)}, not among the tasks")
+    _topological_order(tasks)
+
+
+def _topological_order(tasks: list[Task]) -> list[str]:
+    order, state = [], {}
+    by_id = {t.id: t for t in tasks}
+
+    def visit(task_id: str, path: list[str]) -> None:
+        if state.get(task_id) == "done":
+            return
+        if state.get(task_id) == "open":
+            raise ValueError("dependency circle: " + " -> ".join(path[path.index(task_id):] + [task_id]))
+        state[task_id] = "open"
+        for dep in by_id[task_id].deps:
+            visit(dep, path + [dep])
+        state[task_id] = "done"
+        order.append(task_id)
+
+    for task in tasks:
+        visit(task.id, [task.id])
+    return order
+
+
+@ray.remote(num_cpus=0)
+class _Attempts:
+    """Where each task's latest attempt runs, told by the worker as it starts: a worker that dies cannot say it
+    afterwards, and Ray's error for a lost worker names neither node nor log.  One per run_tasks call, it ends
+    with the driver's job."""
+
+    def __init__(self):
+        self.where: dict[str, dict] = {}
+
+    def started(self, task_id: str, where: dict) -> None:
+        self.where[task_id] = where
+
+    def last(self, task_id: str) -> dict:
+        return self.where.get(task_id, {})
+
+
+def _this_worker() -> dict:
+    """Node address and id, process id and log file of the worker running this code."""
+    # Ray points a worker's file descriptor 2 at its log file, worker-*.err in its node's temp dir.
+    log = next((f.path for f in psutil.Process().open_files() if f.fd == 2), None)
+    # ray.util.get_node_ip_address in a worker: the address its node was started with.
+    return {"node_ip": ray.util.get_node_ip_address(), "node_id": ray.get_runtime_context().get_node_id(),
+            "pid": os.getpid(), "log": log}
+
+
+@ray.remote
+def _execute(attempts, task_id: str, fn: Callable[..., dict], kwargs: dict) -> dict:
+    where = _this_worker()
+    # Sent before the work, so that a later crash finds it recorded.  Not awaited: no task waits for the actor to
+    # start (a worker lost before the actor is up goes unrecorded, and TaskFailed says "unknown").
+    attempts.started.remote(task_id, where)
+    return {"result": fn(**kwargs), "where": where}
+
+
+class _Scheduler:
+    """Submits each task once its dependencies are done; collects results and failures."""
+
+    def __init__(self, tasks: list[Task], max_retries: int, on_finish):
+        self.order = list(tasks)
+        self.max_retries, self.on_finish = max_retries, on_finish
+        # On the driver's node, which outlives any other node lost meanwhile.
+        here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
+        self.attempts = _Attempts.options(scheduling_strategy=here).remote()
+        self.results: dict[str, dict] = {}
+        self.failures: list[TaskFailed] = []
+        self.in_flight: dict = {}  # ObjectRef -> Task
+
+    def _submit_ready(self) -> None:
+        """Submit every task whose dependencies are done; give up on those behind a failure (transitively)."""
+        progress = True
+        while progress:
+            progress = False
+            failed = {f.task_id for f in self.failures}
+            for task in list(self.order):
+                blocked = [d for d in task.deps if d in failed]
+                if blocked:
+                    self.order.remove(task)
+                    self.failures.append(TaskFailed(task.id, None, None,
+                                                    f"not run: it depends on {', '.join(blocked)}, which failed"))
+                    progress = True
+                elif all(d in self.results for d in task.deps):
+                    self.order.remove(task)
+                    ref = _execute.options(name=task.id, num_cpus=task.num_cpus, num_gpus=task.num_gpus,
+                                           max_retries=self.max_retries, retry_exceptions=False).remote(
+                        self.attempts, task.id, task.fn, task.kwargs)
+                    self.in_flight[ref] = task
+
+    def _collect(self, ref) -> None:
+        task = self.in_flight.pop(ref)
+        try:
+            out = ray.get(ref)
+        except ray.exceptions.RayError as error:
+            self.failures.append(self._failure(task, error))
+            return
+        self.results[task.id] = out["result"]
+        if self.on_finish is not None:
+            self.on_finish(task, out["result"], out["where"]["node_ip"])
+
+    def _failure(self, task: Task, error: Exception) -> TaskFailed:
+        where = ray.get(self.attempts.last.remote(task.id))
+        if isinstance(error, ray.exceptions.RayTaskError):
+            text = str(error)  # the task's own traceback
+        else:
+            text = (f"{type(error).__name__}: its worker or node was lost "
+                    f"{self.max_retries + 1} time(s) (max_retries={self.max_retries}): {error}")
+        return TaskFailed(task.id, where.get("node_ip"), where.get("log"), text)
+
+    def run(self) -> dict[str, dict]:
+        self._submit_ready()
+        while self.in_flight:
+            done, _ = ray.wait(list(self.in_flight), num_returns=1, timeout=WAIT_SLICE_S)
+            for ref in done:
+                self._collect(ref)
+            if done:
+                self._submit_ready()
+        if self.failures:
+            first = self.failures[0]
+            others = tuple(f.task_id for f in self.failures[1:])
+            raise TaskFailed(first.task_id, first.node, first.log_path, first.error, others, self.results)
+        return self.results
+
+    def cancel_all(self) -> None:
+        for ref in list(self.in_flight):
+            try:
+                ray.cancel(ref, force=True)
+            except Exception:  # noqa: BLE001  (a task that ended meanwhile cannot be cancelled; nothing to do)
+                pass
+
+
+@contextmanager
+def _environment(**values: str) -> Iterator[None]:
+    """Set environment variables for the duration (the processes Ray starts inherit them), then restore."""
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+@contextmanager
+def _auth(mode: str, token_path: Path) -> Iterator[None]:
+    """Token auth from ``token_path`` for this process and the processes it starts; the previous settings come
+    back afterwards."""
+    def reload() -> None:
+        # Private, no public equivalent: this process reads RAY_AUTH_MODE and the token once and caches them.
+        Config.initialize("")
+        AuthenticationTokenLoader.instance().reset_cache()
+
+    try:
+        with _environment(RAY_AUTH_MODE=mode, RAY_AUTH_TOKEN_PATH=str(token_path)):
+            reload()
+            yield
+    finally:
+        reload()
+
+
+@contextmanager
+def _loopback_only() -> Iterator[None]:
+    """Ray's address lookups, in this process and those it starts, answer 127.0.0.1 instead of probing a public
+    DNS server.  Ray asks them for a node it starts, and to resolve a "localhost"/127.0.0.1/::1 address to join
+    (which then stays loopback); a joined cluster's other addresses come from the cluster itself."""
+    saved = ray_constants.ENABLE_RAY_CLUSTER
+    # Private, no public equivalent: Ray reads this switch from the environment once, at import.
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
+        with _environment(**{_CLUSTER_SWITCH: "0"}):
+            yield
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = saved
+
+
+def _start_local(token: Path, **init_args) -> None:
+    """``ray.init`` a local instance, up to :data:`LOCAL_START_ATTEMPTS` times: Ray gives a new node a fixed 30 s
+    to register, which an overloaded machine can exceed; the processes of a failed start are stopped first (they
+    carry our token)."""
+    for attempt in range(1, LOCAL_START_ATTEMPTS + 1):
+        try:
+            ray.init(**init_args)
+            return
+        except Exception as error:  # noqa: BLE001  (Ray raises a bare Exception for this)
+            if "timed out during startup" not in str(error) or attempt == LOCAL_START_ATTEMPTS:
+                raise
+        ray.shutdown()
+        _kill_our_children(str(token))
+
+
+def _kill_our_children(marker: str) -> None:
+    """SIGKILL this process's descendants whose environment names ``marker`` (what a failed start left)."""
+    victims = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if marker in child.environ().get("RAY_AUTH_TOKEN_PATH", ""):
+                victims.append(child)
+        except psutil.Error:
+            continue
+    for child in victims:
+        try:
+            child.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(victims, timeout=10)
+
+
+@contextmanager
+def _watchdog(token: Path, temp_dir: Path) -> Iterator[None]:
+    """A watchdog (:mod:`saah_lab.studies.watchdog`) for the instance whose processes carry ``token``: told
+    ``stop`` when this context ends, it kills them and removes ``temp_dir`` only if this process dies first."""
+    watchdog = subprocess.Popen([sys.executable, str(WATCHDOG), str(os.getpid()), str(token), str(temp_dir)],
+                                stdin=subprocess.PIPE, start_new_session=True)
+    try:
+        yield
+    finally:
+        try:
+            watchdog.stdin.write(b"stop")
+            watchdog.stdin.close()
+            watchdog.wait(timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            watchdog.kill()
+            watchdog.wait()
+
+
+@contextmanager
+def ray_session(address: str | None = None, num_cpus: float | None = None, num_gpus: float | None = None,
+                env_vars: dict | None = None) -> Iterator[None]:
+    """Connect to Ray for the duration: start a local instance (``address=None``) or join one.
+
+    The local instance listens on 127.0.0.1 only, bounds its object store (Ray's default is 30% of the
+    machine's memory; our results are small dicts), keeps its files in a temp dir of its own (several
+    instances on one host do not collide), and uses token auth with a token of its own in that dir (a
+    bare ``ray.init()`` would write ``~/.ray/auth_token``, after which every ``ray start --head`` of this
+    user requires it).  Whatever it started it stops, and it removes its temp dir, unless a task failed:
+    the worker log that :class:`TaskFailed` names is in there.  A joined cluster keeps running.
+    """
+    if ray.is_initialized():
+        raise RuntimeError("Ray is already initialised in this process; run_tasks connects and disconnects itself")
+    runtime_env = {"env_vars": {**pin_env_vars(), **(env_vars or {})}}
+    quiet = {"logging_level": logging.ERROR, "log_to_driver": False, "configure_logging": True}
+    if address is not None:
+        with _loopback_only():
+            ray.init(address=address, runtime_env=runtime_env, **quiet)
+            try:
+                yield
+            finally:
+                ray.shutdown()
+        return
+    # Short path: Ray's Unix socket paths below it must stay within 107 bytes.
+    temp_dir = Path(tempfile.mkdtemp(prefix="saah-ray-", dir="/tmp"))
+    token = temp_dir / "auth_token"
+    token.write_text(secrets.token_hex(32))
+    token.chmod(0o600)
+    try:
+        # Ray nices its workers to 15 by default: here they are the study's work, not a background load.
+        niceness = os.environ.get("RAY_worker_niceness", "0")
+        with _watchdog(token, temp_dir), _loopback_only(), _auth("token", token), \
+                _environment(RAY_USAGE_STATS_ENABLED="0", RAY_worker_niceness=niceness):
+            _start_local(token, num_cpus=num_cpus, num_gpus=num_gpus, _node_ip_address=LOOPBACK,
+                         include_dashboard=False, object_store_memory=LOCAL_OBJECT_STORE_BYTES,
+                         _temp_dir=str(temp_dir), runtime_env=runtime_env, **quiet)
+            try:
+                yield
+            finally:
+                ray.shutdown()
+    except TaskFailed:
+        # The failure names a worker log in this folder: keep it for the user to read.
+        raise
+    except BaseException:
+        shutil.rmtree(temp_dir, ignore_errors=True)
+        raise
+    shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+@contextmanager
+def _sigterm_handler_kept() -> Iterator[None]:
+    """The SIGTERM handler of this process as it was before, afterwards: ``ray.init`` installs one of its own,
+    which ``ray.shutdown`` leaves in place (a notebook kernel would then exit through Ray's handler)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
+@contextmanager
+def _sigterm_as_ctrl_c() -> Iterator[None]:
+    """SIGTERM (a scheduler's preemption or time limit, a plain ``kill``) ends the study the way Ctrl-C does:
+    tasks cancelled, the instance stopped, its temp dir removed, instead of the process vanishing mid-way."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def run_tasks(tasks, *, address: str | None = None, max_retries: int = 1, num_cpus: float | None = None,
+              num_gpus: float | None = None, on_finish=None, env_vars: dict | None = None) -> dict[str, dict]:
+    """Run every task once its dependencies are done; returns ``{task id: fn's result}``.
+
+    ``address``: None starts a local Ray instance sized to the machine, or to ``num_cpus`` /
+    ``num_gpus`` (GPUs declared beyond the real ones are scheduling labels only); ``"auto"`` or
+    ``"host:port"`` joins a cluster.  ``max_retries``: how often a task is run again after its
+    worker or node was lost (its own exceptions are not retried).  ``on_finish(task, result,
+    node_ip)`` is called in this process as each task finishes.  ``env_vars`` are set in every
+    worker, beside the CPU-numerics pin.  Raises :class:`TaskFailed` once every task that could
+    run has run, if any failed.
+    """
+    tasks = list(tasks)
+    check_tasks(tasks)
+    if max_retries < 0:
+        raise ValueError(f"max_retries must be >= 0, got {max_retries}")
+    if not tasks:
+        return {}
+    # After ray.init: Ray installs a SIGTERM handler of its own in the driver, which would exit at once.
+    with _sigterm_handler_kept(), ray_session(address, num_cpus, num_gpus, env_vars), _sigterm_as_ctrl_c():
+        scheduler = _Scheduler(tasks, max_retries, on_finish)
+        try:
+            return scheduler.run()
+        except BaseException:  # Ctrl-C, or an on_finish that raised: nothing may go on running
+            scheduler.cancel_all()
+            raise
+
+
+def wait_seconds(seconds: float) -> dict:
+    """A task that sleeps: for tests and the overhead benchmark (module-level, so workers can import it)."""
+    start = time.perf_counter()
+    time.sleep(seconds)
+    return {"slept_s": time.perf_counter() - start}

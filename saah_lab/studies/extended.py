@@ -1,0 +1,368 @@
+"""The powered CPU study behind ``make extended``: the primary comparison with many seeds from two warm starts.
+
+The mini study's three seeds cannot detect a Pass@1 difference of the size the paper's claim is
+about, and its alpha 0.5 barely discounts the tiny model's short completions; this study is built
+for the claim. Its plan (:func:`study_plan`, written to ``<root>/study_plan.json`` before any run):
+SA-AH-GRPO at the paper-matched alpha (:mod:`saah_lab.studies.matched_alpha`) against GRPO on final
+Pass@1 and training-reward variance, with :data:`SEEDS` training seeds from each of
+:data:`WARM_STARTS` independently seeded warm starts (a random factor), AH-GRPO at that alpha and
+SA-AH-GRPO at the main alpha beside them, and the top-K entropy runs and measurement (``topk``).
+``python -m saah_lab.studies.grid plan extended`` prints it with every job's state, a time estimate
+(:func:`estimate_seconds`) and the projected minimum detectable effect; ``--plan`` here the same
+without the job list. Runs already complete are skipped; the alpha is measured once per root.
+
+``make extended`` reruns the whole study into the git-ignored ``results/rerun/extended`` and checks it
+against the committed ``results/extended`` as ``make mini`` checks the mini study (:func:`rerun_and_verify`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from saah_lab.analysis.evidence import compare_arms, load_root_evidence
+from saah_lab.analysis.plan import PRIMARY_QUANTITIES, Arm, StudyPlan, write_plan
+from saah_lab.analysis.significance import LEVEL, projected_se_df, t_mde
+from saah_lab.rundir.lock import FolderLockedError, study_lock
+from saah_lab.rundir.manifest import write_manifest
+from saah_lab.studies.matched_alpha import read_matched_alpha
+from saah_lab.studies.mini import NotARerunRoot, rerun_study
+from saah_lab.studies.runner import (
+    BASELINE_NAME,
+    Plan,
+    alpha_job,
+    baseline_job,
+    matched_run_job,
+    pending,
+    record_warm_start,
+    run_job,
+    run_plan,
+    waits_for_warm_start,
+    warm_start_job,
+)
+from saah_lab.studies.timing import Timings
+from saah_lab.studies.topk import RESULT_FILE, TRAINING_KS, measure_topk, topk_training_configs
+from saah_lab.studies.verify.bits import compare_studies
+from saah_lab.studies.verify.conclusions import SAME_DESIGN, compare_conclusions
+from saah_lab.studies.verify.verdict import closing_lines, committed_mkl_kernels
+from saah_lib.jsonio import atomic_write_json
+from saah_lib.method.methods import MAIN_ALPHA
+from saah_lib.models.loading import resolve_model
+from saah_lib.models.names import TINY_WARMSTART, tiny_warm_start_name, tiny_warm_start_seed
+from saah_lib.models.warmstart import read_build_info
+from saah_lib.numerics import cpu_numerics_record, summary
+from saah_lib.paths import EXTENDED_ROOT, MINI_ROOT, RERUN_ROOT, in_repo, repo_relative, tiny_warmstart_dir
+from saah_lib.rundir import layout
+from saah_lib.training.config import make_config
+
+RERUN_EXTENDED = RERUN_ROOT / "extended"  # where `make extended` reruns the study (git-ignored)
+WARM_STARTS = (0, 1)
+SEEDS = tuple(range(10))
+SECONDS_PER_RUN = 72  # one 60-step tiny run on one thread (measured: results/mini/timings.json)
+WARM_START_SECONDS = 320  # a warm-start build on one thread, on the safe side (results/mini/warmstart_build.json)
+MEASURE_SECONDS = 20  # the top-K measurement (256 rollouts)
+MATCHED_SECONDS = 30  # the paper-matched alpha measurement, per warm start (512 rollouts)
+BASELINE_SECONDS = 5
+
+
+def arms(matched_alpha: float, main_alpha_sa: bool = True) -> dict[str, Arm]:
+    """The study's arms by name."""
+    out = {"grpo": Arm("grpo", 0.0), "sa_matched": Arm("sa", matched_alpha), "ah_matched": Arm("ah", matched_alpha)}
+    if main_alpha_sa:
+        out["sa_main"] = Arm("sa", MAIN_ALPHA)
+    return out
+
+
+def study_plan(matched_alpha: float, warm_starts=WARM_STARTS, seeds=SEEDS, main_alpha_sa: bool = True) -> StudyPlan:
+    """The plan, fixed before any run: the primary comparison SA-AH-GRPO against GRPO at the paper-matched alpha;
+    the secondary ones SA vs AH and AH vs GRPO at that alpha, and SA at the main alpha vs GRPO (so the mini
+    study's primary comparison is powered too)."""
+    a = arms(matched_alpha, main_alpha_sa)
+    pairs = [(a["sa_matched"], a["grpo"]), (a["sa_matched"], a["ah_matched"]), (a["ah_matched"], a["grpo"])]
+    if main_alpha_sa:
+        pairs.append((a["sa_main"], a["grpo"]))
+    return StudyPlan("extended", (a["sa_matched"], a["grpo"]), tuple(pairs), extra={
+        "warm_starts": [tiny_warm_start_name(w) for w in warm_starts], "seeds": list(seeds),
+        "paper_matched_alpha": matched_alpha})
+
+
+def planned_configs(root: Path, warm_starts=WARM_STARTS, seeds=SEEDS, steps: int | None = None,
+                    topk_ks=TRAINING_KS, topk_seeds=(0,), main_alpha_sa: bool = True,
+                    matched_alpha: float | None = None) -> list:
+    """Every run, in training order (seed by seed, so an interrupted study has balanced seed pairs).
+
+    The runs of warm start 0 at the seeds the mini study also plans are the same configurations: on the same CPU
+    they reproduce the mini runs bit for bit, and the report says which runs the two studies share. The top-K
+    entropy training runs (:func:`saah_lab.studies.topk.topk_training_configs`) come last.
+
+    The paper-matched runs need the alpha: ``matched_alpha`` or the one recorded in ``root``; without
+    either they are left out (:func:`describe_plan` shows them as placeholders).
+    """
+    root = Path(root)
+    alpha = matched_alpha if matched_alpha is not None else read_matched_alpha(root)
+    configs = []
+    for seed in seeds:
+        for ws in warm_starts:
+            name = tiny_warm_start_name(ws)
+            settings = [("grpo", 0.0)] + ([("sa", alpha), ("ah", alpha)] if alpha is not None else [])
+            settings += [("sa", MAIN_ALPHA)] if main_alpha_sa else []
+            configs += [make_config("tiny", method=m, alpha=a, seed=seed, max_steps=steps, model_name=name,
+                                    results_dir=str(root)) for m, a in settings]
+    configs += topk_training_configs(topk_ks, topk_seeds, results_dir=str(root), steps=steps)
+    ids = [c.run_id for c in configs]
+    duplicates = sorted({i for i in ids if ids.count(i) > 1})
+    if duplicates:
+        raise ValueError(f"two planned runs share a run id: {', '.join(duplicates)}")
+    return configs
+
+
+def n_matched_runs(warm_starts, seeds) -> int:
+    return 2 * len(warm_starts) * len(seeds)
+
+
+def _warm_start_built(seed: int) -> bool:
+    info = read_build_info(tiny_warmstart_dir(seed))
+    return info is not None and info.get("seed") == seed
+
+
+def estimate_seconds(n_runs: int, jobs: int, steps: int = 60, *, builds: int = 0, warm_starts: int = 1,
+                     alpha_measured: bool = True, measure: bool = True) -> float:
+    """Wall time: warm-start builds (one at a time), baselines, the alpha measurement, then rounds of
+    ``jobs`` parallel runs scaled from the 60-step run time, then the top-K measurement."""
+    rounds = math.ceil(n_runs / max(jobs, 1))
+    return (builds * WARM_START_SECONDS + warm_starts * BASELINE_SECONDS
+            + (0 if alpha_measured else warm_starts * MATCHED_SECONDS)
+            + rounds * SECONDS_PER_RUN * steps / 60 + (MEASURE_SECONDS if measure else 0))
+
+
+def projected_mde(n_units: int, pilot_root: Path | None) -> tuple[float, float, str] | None:
+    """(MDE, se, source): the final Pass@1 MDE of ``n_units`` seed pairs under the evidence's crossed test at the
+    primary family's per-test level, if the seed, problem and interaction variances are those of SA-AH-GRPO
+    (main alpha) vs GRPO in ``pilot_root`` (flagged runs left out; the same problems); None without a usable
+    pilot."""
+    if pilot_root is None or not (Path(pilot_root) / layout.RUNS).is_dir():
+        return None
+    runs = [r for r in load_root_evidence(pilot_root) if not r.flagged]
+    try:
+        row = next(r for r in compare_arms(Arm("sa", MAIN_ALPHA), Arm("grpo", 0.0), runs)
+                   if r.key == "final")
+    except ValueError:
+        return None
+    if row.n_units < 3 or not row.crossed.components:
+        return None
+    se, df = projected_se_df(row.crossed, n_units)
+    return t_mde(se, df, level=LEVEL / len(PRIMARY_QUANTITIES)), se, f"{row.n_units} healthy seed pairs of " \
+        f"{repo_relative(pilot_root)}"
+
+
+def plan_summary(root: Path, configs, todo, jobs: int, warm_starts, seeds, measure: bool,
+                 pilot_root: Path | None = None) -> tuple[list[str], list[str]]:
+    """What the plan says beside its list of runs: (lines before the list, lines after it).
+
+    Before: the primary comparison, the paper-matched alpha, the warm starts and the run counts.  After: the
+    whole study's wall time (builds, baselines, the alpha and the top-K measurement included), folders in the
+    root that the plan does not hold, and the projected minimum detectable effect.  Printed by ``--plan`` and by
+    ``python -m saah_lab.studies.grid plan extended``.
+    """
+    alpha = read_matched_alpha(root)
+    missing = 0 if alpha is not None else n_matched_runs(warm_starts, seeds)
+    steps = todo[0].trainer.max_steps if todo else 60
+    builds = sum(not _warm_start_built(w) for w in warm_starts)
+    est = estimate_seconds(len(todo) + missing, jobs, steps, builds=builds, warm_starts=len(warm_starts),
+                           alpha_measured=alpha is not None, measure=measure)
+    n_units = len(warm_starts) * len(seeds)
+    projection = projected_mde(n_units, pilot_root)
+    head = [f"primary comparison (fixed in advance): SA-AH-GRPO at the paper-matched alpha vs GRPO, final Pass@1 "
+            f"and training-reward variance, over {n_units} seed pairs ({len(seeds)} seeds x {len(warm_starts)} "
+            "warm starts)",
+            f"paper-matched alpha: {alpha:g} (recorded in {layout.MATCHED_ALPHA_FILE})" if alpha is not None else
+            "paper-matched alpha: not measured yet (measured first; its runs are listed as a<matched>)",
+            f"warm starts: {', '.join(tiny_warm_start_name(w) for w in warm_starts)} ({builds} to build)",
+            f"{len(configs) + missing} runs planned, {len(configs) - len(todo)} already complete, "
+            f"{len(todo) + missing} to train ({jobs} at a time, one thread each)"]
+    tail = [f"estimated wall time of the whole study: {est / 60:.1f} min (about {SECONDS_PER_RUN} s per 60-step run "
+            f"on one core, {WARM_START_SECONDS} s per warm-start build, baselines, the alpha and the top-K "
+            "measurement included)"]
+    planned = {c.run_id for c in configs}
+    # a root without the recorded alpha holds no paper-matched run yet: every unplanned folder is a stranger
+    strangers = sorted(p.name for p in layout.folders(root, layout.RUNS) if p.name not in planned)
+    if strangers:
+        tail.append(f"note: {len(strangers)} run folder(s) in {repo_relative(root)} are not in this plan and would "
+                    f"appear in its tables ({', '.join(strangers[:6])}{', ...' if len(strangers) > 6 else ''}); "
+                    "give the study a fresh --root")
+    if projection is not None:
+        mde, se, source = projection
+        tail.append(f"projected minimum detectable final Pass@1 difference (80% power, two-sided "
+                    f"{LEVEL / len(PRIMARY_QUANTITIES):g}, the primary family's per-test level): {mde:.3f} with "
+                    f"{n_units} seed pairs, if the seed and problem variances are those of {source} "
+                    f"(standard error {se:.4f})")
+    return head, tail
+
+
+def describe_plan(root: Path, configs, todo, jobs: int, warm_starts, seeds, measure: bool,
+                  pilot_root: Path | None = None) -> str:
+    head, tail = plan_summary(root, configs, todo, jobs, warm_starts, seeds, measure, pilot_root)
+    lines = [*head[:-1], head[-1] + ":"]
+    lines += [f"  {c.run_id}  (method={c.trainer.method}, alpha={c.trainer.alpha:g}, seed={c.trainer.seed}, "
+              f"warm start={c.model_name}, entropy_top_k={c.trainer.entropy_top_k}, steps={c.trainer.max_steps})"
+              for c in todo]
+    if read_matched_alpha(root) is None:
+        lines += [f"  tiny-{m}-a<matched>-s{sd}{'' if w == 0 else f'-w{w}'}" for sd in seeds for w in warm_starts
+                  for m in ("sa", "ah")]
+    return "\n".join(lines + tail)
+
+
+def make_plan(root: Path, warm_starts=WARM_STARTS, seeds=SEEDS, steps: int | None = None, topk_ks=TRAINING_KS,
+              topk_seeds=(0,), main_alpha_sa: bool = True) -> Plan:
+    """Every warm start and its baseline, the paper-matched alpha (measured on warm start 0, which waits for all
+    of them), then every run, waiting for its warm start (and the alpha, for the matched runs while unmeasured)."""
+    root = Path(root)
+    if 0 not in warm_starts:
+        raise ValueError("the warm starts must include seed 0 (tiny-warmstart): the alpha is measured on it")
+    warm = {ws: warm_start_job(root, ws) for ws in warm_starts}
+    loads = {ws: waits_for_warm_start(job, ws) for ws, job in warm.items()}
+    bases = [baseline_job(make_config("tiny", model_name=tiny_warm_start_name(ws), results_dir=str(root)),
+                          BASELINE_NAME if ws == 0 else tiny_warm_start_name(ws), loads[ws]) for ws in warm_starts]
+    others = tuple(tiny_warm_start_name(w) for w in warm_starts if w != 0)
+    alpha = alpha_job(root, others, tuple(dep for deps in loads.values() for dep in deps))
+    configs = planned_configs(root, warm_starts, seeds, steps, topk_ks, topk_seeds, main_alpha_sa)
+    runs = [run_job(c, loads[tiny_warm_start_seed(c.model_name)]) for c in configs]
+    if read_matched_alpha(root) is None:
+        ids = tuple(j.name for j in runs)
+        for seed in seeds:
+            for ws in warm_starts:
+                suffix = "" if ws == 0 else f"-w{ws}"
+                runs += [matched_run_job(root, m, seed, f"tiny-{m}-a<matched>-s{seed}{suffix}", (*loads[ws], alpha.id),
+                                         ids, max_steps=steps, model_name=tiny_warm_start_name(ws)) for m in ("sa", "ah")]
+
+    def record_alpha(result):
+        if result is None and (root / layout.STUDY_PLAN_FILE).is_file():
+            return  # measured earlier: the plan written then stands
+        write_plan(root, study_plan(read_matched_alpha(root), warm_starts, seeds, main_alpha_sa))
+
+    record = {j.id: record_warm_start(root, ws, layout.WARMSTART_RECORDS_FILE) for ws, j in warm.items()}
+    record[alpha.id] = record_alpha
+    record_first = record[warm[0].id]
+
+    def record_warm_start_0(result):  # warm start 0 also has the single-record file every study has
+        record_warm_start(root, 0)(result)
+        record_first(result)
+
+    record[warm[0].id] = record_warm_start_0
+    return Plan("extended", root, [*warm.values(), *bases, alpha, *runs], "tiny", record)
+
+
+def run_extended_study(root: Path, warm_starts=WARM_STARTS, seeds=SEEDS, steps: int | None = None,
+                       topk_ks=TRAINING_KS, topk_seeds=(0,), measure: bool = True, measure_prompts: int = 64,
+                       main_alpha_sa: bool = True, address: str | None = None, max_retries: int = 1) -> dict:
+    root = Path(root)
+    plan = make_plan(root, warm_starts, seeds, steps, topk_ks, topk_seeds, main_alpha_sa)
+    with study_lock(root):  # one study process per root, from the warm starts to the manifest
+        timings = Timings(root / layout.EXTENDED_TIMINGS_FILE)
+        run_plan(plan, timings, address=address, max_retries=max_retries, step_seconds=SECONDS_PER_RUN / 60)
+        if measure:
+            with timings.stage("top-K entropy error") as info:
+                result = measure_topk(Path(resolve_model(TINY_WARMSTART, progress=False)), n_prompts=measure_prompts)
+                atomic_write_json(root / RESULT_FILE, result)
+                info["n_tokens"] = result["n_tokens"]
+        write_manifest(root)  # the results root changed: its integrity manifest follows
+    return timings.record
+
+
+def study_conclusions(committed_root: Path, rerun_root: Path) -> dict:
+    """Level 2 of the check for this study: every run against its committed twin, and the primary comparison
+    (SA-AH-GRPO at the committed paper-matched alpha vs GRPO) (:func:`compare_conclusions`)."""
+    alpha = read_matched_alpha(Path(committed_root))
+    if alpha is None:
+        return {"reproduced": None, "line": f"conclusions not checked: {committed_root} records no paper-matched alpha"}
+    by_name = arms(alpha, main_alpha_sa=True)
+    return compare_conclusions(committed_root, rerun_root, primary=(by_name["sa_matched"], by_name["grpo"]),
+                               study="extended", spread_from=SAME_DESIGN["extended"])
+
+
+def rerun_and_verify(committed: Path = EXTENDED_ROOT, rerun: Path = RERUN_EXTENDED, *, resume: bool = False,
+                     conclusions=study_conclusions, **study) -> dict:
+    """``make extended``: the whole study into ``rerun`` (never over ``committed``), then compared with the
+    committed study, run by run; the report goes to ``<rerun>/reproduction.{json,md}`` and is returned.
+
+    ``study``: the options of :func:`run_extended_study`.  ``rerun`` is cleared first unless ``resume``, and only
+    when it is empty or an earlier rerun of this study (:func:`saah_lab.studies.mini.check_rerun_root`).
+    """
+    options = {k: study[k] for k in ("warm_starts", "seeds", "steps", "topk_ks", "topk_seeds", "main_alpha_sa")
+               if k in study}
+
+    def compare(root: Path) -> dict:
+        run_ids = [c.run_id for c in planned_configs(root, **options)]
+        return compare_studies(committed, root, run_ids=run_ids, conclusions=conclusions, study_files=())
+
+    return rerun_study("extended", committed, rerun, resume=resume,
+                       train=lambda root: run_extended_study(root, **study), compare=compare)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m saah_lab.studies.extended", description=__doc__.splitlines()[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--root", type=in_repo, default=repo_relative(EXTENDED_ROOT),
+                        help="the study's results root (--verify: the committed study it is compared with)")
+    parser.add_argument("--verify", action="store_true",
+                        help="(make extended) rerun the whole study into --rerun-root and compare it with --root, "
+                             "bits first, then conclusions; exit status 1 unless it reproduces")
+    parser.add_argument("--rerun-root", type=in_repo, default=repo_relative(RERUN_EXTENDED),
+                        help="--verify: where the study reruns, cleared first: a new or empty folder, or an earlier "
+                             "rerun (nothing else is ever deleted)")
+    parser.add_argument("--resume", action="store_true", help="--verify: continue an interrupted rerun")
+    parser.add_argument("--warm-starts", type=int, nargs="+", default=list(WARM_STARTS),
+                        help="warm-start build seeds (0 = tiny-warmstart, N = tiny-warmstart-sN)")
+    parser.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS), help="training seeds per warm start")
+    parser.add_argument("--steps", type=int, default=None, help="override the tiny profile's steps")
+    parser.add_argument("--jobs", type=int, default=2, help="--plan: runs at a time in the time estimate")
+    parser.add_argument("--address", default=None, help="a Ray cluster (auto or host:port); default: a local one")
+    parser.add_argument("--max-retries", type=int, default=1, help="retries of a run whose worker or node died")
+    parser.add_argument("--topk-ks", type=int, nargs="*", default=list(TRAINING_KS), help="K of the top-K training runs")
+    parser.add_argument("--topk-seeds", type=int, nargs="*", default=[0], help="seeds of the top-K training runs")
+    parser.add_argument("--no-main-alpha", action="store_true", help="leave out SA-AH-GRPO at the main alpha")
+    parser.add_argument("--measure-prompts", type=int, default=64, help="prompts for the top-K measurement (x4 rollouts)")
+    parser.add_argument("--no-measure", action="store_true", help="skip the top-K error measurement")
+    parser.add_argument("--pilot", type=in_repo, default=repo_relative(MINI_ROOT),
+                        help="a finished root whose SA-vs-GRPO spread the --plan projection uses")
+    parser.add_argument("--plan", action="store_true", help="print the plan and the time estimate, then exit")
+    args = parser.parse_args(argv)
+    if args.plan:
+        configs = planned_configs(args.root, args.warm_starts, args.seeds, args.steps, args.topk_ks, args.topk_seeds,
+                                  not args.no_main_alpha)
+        print(describe_plan(args.root, configs, pending(configs), args.jobs, args.warm_starts, args.seeds,
+                            not args.no_measure, args.pilot))
+        return 0
+    torch.set_num_threads(1)
+    study = dict(warm_starts=tuple(args.warm_starts), seeds=tuple(args.seeds), steps=args.steps,
+                 topk_ks=tuple(args.topk_ks), topk_seeds=tuple(args.topk_seeds), measure=not args.no_measure,
+                 measure_prompts=args.measure_prompts, main_alpha_sa=not args.no_main_alpha, address=args.address,
+                 max_retries=args.max_retries)
+    started = time.perf_counter()
+    try:
+        if args.verify:
+            report = rerun_and_verify(args.root, args.rerun_root, resume=args.resume, **study)
+            kernels = committed_mkl_kernels(args.root)
+            status, closing = closing_lines(report, cpu_numerics_record(), kernels)
+            print("\n".join(closing), flush=True)
+        else:
+            status = 0
+            run_extended_study(args.root, **study)
+    except (FolderLockedError, NotARerunRoot, ValueError) as err:
+        parser.exit(1, f"error: {err}\n")
+    except KeyboardInterrupt:
+        parser.exit(130, "\ninterrupted: the finished runs are kept; the same command"
+                         f"{' with --resume' if args.verify else ''} continues\n")
+    root = args.rerun_root if args.verify else args.root
+    print(f"\nextended study done in {(time.perf_counter() - started) / 60:.1f} min; timings in "
+          f"{repo_relative(root / layout.EXTENDED_TIMINGS_FILE)} (CPU numerics: {summary(cpu_numerics_record())})")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,350 @@
+"""The paper-matched alpha: the discount at which the CPU model's negative rollouts get the paper's weights.
+
+At the paper's alpha = 0.5 the tiny model's completions (short, low entropy) are discounted far
+less than the paper's 1.5B rollouts (both weights: docs/evidence.md, "The paper-matched alpha"). A
+study that should say something about the paper's claim therefore also runs at the alpha that gives
+the paper's level, by a rule fixed before any run (:func:`measure_matched_alpha`): the alpha at
+which the warm start's own rollouts, scored and normalised as the trainer does, have the paper's
+mean weight on the tokens of negative-advantage rollouts, rounded to :data:`ALPHA_STEP`.
+
+The measurement is made on the study's reference warm start and recorded in
+``<root>/paper_matched_alpha.json`` (:data:`saah_lib.rundir.layout.MATCHED_ALPHA_FILE`), with the
+range of alphas the paper's loosely pinned level allows (``alpha_range``) and the mean weight the
+chosen alpha gives on every other warm start and at the main alpha. The match holds at the start of
+training only; after a study's runs, ``--range <root>`` writes how the discount drifted
+(:func:`write_alpha_range`). ``python -m saah_lab.studies.matched_alpha`` prints the measurement.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from saah_lab.analysis.reported import negative_weight_target
+from saah_lab.analysis.resultset import matched_alpha
+from saah_lab.analysis.runs import read_runs
+from saah_lab.analysis.summaries import ordered_by_step
+from saah_lab.rundir.manifest import write_manifest
+from saah_lab.studies.real_model import paper_targets
+from saah_lab.studies.topk import completion_texts, sample_batch
+from saah_lib.jsonio import atomic_write_json, read_jsonl
+from saah_lib.method.discount import alphas_for_targets, group_advantages, mean_negative_weight, padded, solve_alpha
+from saah_lib.method.loss import normalised_entropy
+from saah_lib.method.methods import MAIN_ALPHA, check_alpha
+from saah_lib.method.reward import total_reward
+from saah_lib.models.loading import load_model_and_tokenizer, resolve_model
+from saah_lib.models.names import TINY_WARMSTART, canonical_model_name
+from saah_lib.models.warmstart import torch_threads
+from saah_lib.paths import PAPER_REPORTED, repo_relative
+from saah_lib.rundir.layout import ALPHA_RANGE_FILE, MATCHED_ALPHA_FILE, TOKEN_ENTROPIES_FILE
+from saah_lib.tasks.prompts import make_prompt
+from saah_lib.tasks.synthetic import synthetic_split
+from saah_lib.training.config import make_config
+
+N_PROMPTS = 128
+PER_PROMPT = 4  # the training group size (num_generations of the tiny profile)
+ALPHA_STEP = 0.1
+SAMPLING_SEED = 0
+RECORD_VERSION = 1
+DRIFT_WINDOW = 10  # steps at each end of a run for the drift of its mean negative weight
+
+
+@torch.no_grad()
+def scored_rollouts(model_name: str, *, n_prompts: int = N_PROMPTS, per_prompt: int = PER_PROMPT,
+                    profile: str = "tiny", seed: int = SAMPLING_SEED, batch_size: int = 32) -> dict:
+    """Sample ``per_prompt`` completions of each of the profile's first ``n_prompts`` training prompts.
+
+    Returns ``{"entropies": [per rollout: normalised entropy per token], "rewards": [...],
+    "lengths": [...], "group_size": per_prompt}``.  The caller's random state is left as it was.
+    """
+    cfg = make_config(profile)
+    if cfg.dataset != "synthetic":
+        raise ValueError(f"profile {profile!r} trains on {cfg.dataset}; the measurement needs the synthetic task")
+    problems = synthetic_split(cfg.n_train, cfg.n_eval, seed=cfg.data_seed).train[:n_prompts]
+    model, tokenizer = load_model_and_tokenizer(resolve_model(model_name, progress=False), cfg.dtype)
+    model.eval()
+    vocab = model.get_output_embeddings().weight.size(0)
+    entropies, rewards, lengths = [], [], []
+    # one thread: the sampled tokens, hence the alpha, must not depend on the machine's core count
+    with torch.random.fork_rng(), torch_threads(1):
+        torch.manual_seed(seed)
+        for start in range(0, len(problems), batch_size):
+            chunk = problems[start:start + batch_size]
+            completion, mask, logits = sample_batch(
+                model, tokenizer, [make_prompt(p.question, tokenizer) for p in chunk], per_prompt=per_prompt,
+                max_new_tokens=cfg.trainer.max_completion_length, temperature=cfg.trainer.temperature)
+            h = normalised_entropy(logits, vocab, top_k=cfg.trainer.entropy_top_k)
+            texts = completion_texts(tokenizer, completion, mask)
+            golds = [p.answer for p in chunk for _ in range(per_prompt)]
+            for i, (text, gold) in enumerate(zip(texts, golds)):
+                n = int(mask[i].sum())
+                entropies.append(h[i, :n].double().tolist())
+                rewards.append(total_reward(text, gold))
+                lengths.append(n)
+    return {"entropies": entropies, "rewards": rewards, "lengths": lengths, "group_size": per_prompt,
+            "vocab_size": int(vocab), "reward_std_threshold": cfg.trainer.reward_std_threshold}
+
+
+def rounded_alpha(alpha: float) -> float:
+    """``alpha`` on the :data:`ALPHA_STEP` grid (a short run id, stable across machines)."""
+    return check_alpha(round(round(alpha / ALPHA_STEP) * ALPHA_STEP, 6))
+
+
+def _weights_summary(rollouts: dict, alphas: dict[str, float]) -> dict:
+    adv = group_advantages(rollouts["rewards"], rollouts["group_size"], rollouts["reward_std_threshold"])
+    data = padded(rollouts["entropies"])
+    return {name: mean_negative_weight(data, adv, a) for name, a in alphas.items()}
+
+
+def alpha_range(rollouts: dict) -> dict:
+    """The alphas matching the paper's lowest, mean and highest 1.5B snapshot and its 3B mean on ``rollouts``."""
+    adv = group_advantages(rollouts["rewards"], rollouts["group_size"], rollouts["reward_std_threshold"])
+    return {"rule": "alpha at which the mean negative weight of the same rollouts equals each of the paper's "
+                    "logged levels: lowest, mean and highest weight_neg_mean of tab_sa_log_1b.csv, mean of "
+                    "tab_sa_log_3b.csv (steps without a negative rollout left out); bisection, 3 decimals",
+            "alphas": alphas_for_targets(rollouts["entropies"], adv, paper_targets())}
+
+
+def negative_weight_drift(train_log, window: int = DRIFT_WINDOW) -> dict[str, float]:
+    """One run's logged ``weight_neg_mean`` (steps without a negative rollout have none): its mean over the
+    first ``window`` logged steps (``start``), over all of them (``during``) and over the last ``window``
+    (``end``); NaN where a span has no value."""
+    log = ordered_by_step(train_log)
+    values = log["weight_neg_mean"].astype(float) if "weight_neg_mean" in log else log["step"] * math.nan
+
+    def mean(part) -> float:
+        part = part.dropna()
+        return float(part.mean()) if len(part) else math.nan
+
+    return {"start": mean(values.iloc[:window]), "during": mean(values), "end": mean(values.iloc[-window:])}
+
+
+def weight_drift(root, alpha: float, window: int = DRIFT_WINDOW) -> dict:
+    """How the matched discount moved during a study's runs at ``alpha`` (exact entropy only), per method and
+    warm start: the number of runs and, for each span of :func:`negative_weight_drift`, the mean over runs and
+    the lowest and highest run."""
+    spans: dict[str, dict[str, list[dict]]] = {}
+    for folder in read_runs(root).runs:
+        cfg = folder.config
+        if (cfg.get("method") not in ("ah", "sa") or cfg.get("entropy_top_k") is not None
+                or not math.isclose(float(cfg.get("alpha", math.nan)), alpha)):
+            continue
+        warm_start = canonical_model_name(cfg["model_name"])
+        spans.setdefault(cfg["method"], {}).setdefault(warm_start, []).append(
+            negative_weight_drift(pd.DataFrame(folder.train_log), window))
+    out = {"rule": f"per run: mean of the logged weight_neg_mean over the first {window} steps (start), all "
+                   f"steps (during) and the last {window} steps (end); then mean, lowest and highest over runs",
+           "alpha": alpha, "window": window, "methods": {}}
+    for method, by_warm_start in sorted(spans.items()):
+        out["methods"][method] = {
+            ws: {"runs": len(runs), **{span: {"mean": sum(r[span] for r in runs) / len(runs),
+                                              "low": min(r[span] for r in runs), "high": max(r[span] for r in runs)}
+                                       for span in ("start", "during", "end")}}
+            for ws, runs in sorted(by_warm_start.items())}
+    return out
+
+
+def measure_matched_alpha(model_name: str = TINY_WARMSTART, *, other_warm_starts=(), n_prompts: int = N_PROMPTS,
+                          per_prompt: int = PER_PROMPT, profile: str = "tiny", seed: int = SAMPLING_SEED,
+                          target: dict | None = None) -> dict:
+    """Measure on ``model_name`` and solve for the paper-matched alpha; the mean negative weight of that alpha
+    is also measured on each of ``other_warm_starts`` (model names).
+
+    The rule, fixed before any run:
+
+    1. target: the paper's mean ``weight_neg_mean`` (:func:`saah_lab.analysis.reported.negative_weight_target`:
+       every row of ``tab_sa_log_1b.csv``);
+    2. rollouts of the warm start as at the start of training: the profile's first ``n_prompts`` training
+       prompts, ``per_prompt`` completions each (the training group size), temperature and completion length
+       of the profile;
+    3. each completion scored with the training reward (the sum of the four components), advantages
+       normalised within each prompt's group as the trainer does (groups below the reward-std threshold get 0);
+    4. the profile's entropy estimate of every completion token (the tiny profile: exact), and alpha solved by
+       bisection so that the mean weight over the tokens of negative-advantage rollouts equals the target
+       (:func:`saah_lib.method.discount.solve_alpha`; the mean falls as alpha grows);
+    5. rounded to :data:`ALPHA_STEP`, so that run ids are short and a rerun on another CPU, whose sampled
+       rollouts may differ in the last bits, lands on the same alpha. The mean weight at the rounded alpha is
+       recorded too.
+
+    The paper's target is the mean of a few snapshots of one step's rollouts each, which range widely; so the
+    record also holds ``alpha_range``: the alphas matching the lowest, mean and highest 1.5B snapshot and the 3B
+    mean, on the same rollouts, with the real-model module's targets
+    (:func:`saah_lab.studies.real_model.paper_targets`) and rule (:func:`alphas_for_targets`).
+    """
+    started = time.perf_counter()
+    target = target or negative_weight_target(PAPER_REPORTED)
+    rollouts = scored_rollouts(model_name, n_prompts=n_prompts, per_prompt=per_prompt, profile=profile, seed=seed)
+    adv = group_advantages(rollouts["rewards"], rollouts["group_size"], rollouts["reward_std_threshold"])
+    solved = solve_alpha(rollouts["entropies"], adv, target["target"])
+    alpha = rounded_alpha(solved["alpha"])
+    record = {
+        "version": RECORD_VERSION,
+        "rule": "alpha at which the mean weight on the tokens of negative-advantage rollouts sampled from the "
+                "warm start equals the paper's mean weight_neg_mean; bisection, then rounded to "
+                f"{ALPHA_STEP:g}",
+        "target": target,
+        "warm_start": canonical_model_name(model_name),
+        "profile": profile,
+        "n_prompts": n_prompts,
+        "per_prompt": per_prompt,
+        "sampling_seed": seed,
+        "n_rollouts": len(rollouts["rewards"]),
+        "n_negative": int((adv < 0).sum()),
+        "n_tokens": int(sum(rollouts["lengths"])),
+        "mean_completion_length": float(sum(rollouts["lengths"]) / max(1, len(rollouts["lengths"]))),
+        "mean_reward": float(sum(rollouts["rewards"]) / max(1, len(rollouts["rewards"]))),
+        "solved_alpha": solved["alpha"],
+        "alpha": alpha,
+        "weight_neg_mean": _weights_summary(rollouts, {"at_alpha": alpha, "at_solved_alpha": solved["alpha"],
+                                                       "at_main_alpha": MAIN_ALPHA}),
+        "other_warm_starts": {},
+        "alpha_range": alpha_range(rollouts),
+    }
+    for other in other_warm_starts:
+        other_rollouts = scored_rollouts(other, n_prompts=n_prompts, per_prompt=per_prompt, profile=profile,
+                                         seed=seed)
+        record["other_warm_starts"][canonical_model_name(other)] = {
+            "weight_neg_mean": _weights_summary(other_rollouts, {"at_alpha": alpha, "at_main_alpha": MAIN_ALPHA}),
+            "mean_completion_length": float(sum(other_rollouts["lengths"]) / max(1, len(other_rollouts["lengths"]))),
+        }
+    record["wall_s"] = round(time.perf_counter() - started, 2)
+    return record
+
+
+def read_matched_alpha(root) -> float | None:
+    """The paper-matched alpha recorded in a study root, or None when it has not been measured there."""
+    alpha = matched_alpha(root)
+    return None if alpha is None else check_alpha(alpha)
+
+
+def ensure_matched_alpha(root, *, other_warm_starts=(), n_prompts: int = N_PROMPTS) -> float:
+    """The root's paper-matched alpha, measured and recorded first if the root has none yet."""
+    alpha = read_matched_alpha(root)
+    if alpha is not None:
+        return alpha
+    record = measure_matched_alpha(other_warm_starts=other_warm_starts, n_prompts=n_prompts)
+    root.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(root / MATCHED_ALPHA_FILE, record)
+    return record["alpha"]
+
+
+def warm_start_rollouts(train_log: list[dict], token_entropies: list[dict]) -> list[dict]:
+    """The logged rollouts (``token_entropies.jsonl`` lines) that the unchanged warm start drew.
+
+    Step ``k``'s rollouts come from the policy after the updates of steps ``1 .. k-1``; an update at learning
+    rate 0 (the first step of the warm-up) changes nothing, so these are the lines of step 1 and of every later
+    step that only such updates precede.
+    """
+    lr = {int(r["step"]): float(r["learning_rate"]) for r in train_log if "learning_rate" in r}
+    last = 1
+    while lr.get(last) == 0.0:
+        last += 1
+    return [r for r in token_entropies if int(r["step"]) <= last]
+
+
+def logged_alpha_range(root, alpha: float) -> dict:
+    """The alphas matching the paper's levels (:func:`alphas_for_targets`) on the warm-start rollouts that a
+    study's runs logged (:func:`warm_start_rollouts`), one warm start at a time.  Only runs with the exact
+    entropy; a seed's rollouts are the same in every method, so each is counted once."""
+    by_warm_start: dict[str, dict] = {}
+    for folder in read_runs(root).runs:
+        cfg = folder.config
+        if cfg.get("entropy_top_k") is not None:
+            continue
+        logged = read_jsonl(Path(folder.path) / TOKEN_ENTROPIES_FILE)
+        unique = by_warm_start.setdefault(canonical_model_name(cfg["model_name"]), {})
+        for r in warm_start_rollouts(folder.train_log, logged):
+            unique[(cfg["seed"], r["step"], r["advantage"], tuple(r["entropy_norm"]))] = r
+    out = {"rule": "alpha at which the mean weight on the tokens of negative-advantage rollouts equals each of the "
+                   "paper's logged levels (lowest, mean and highest weight_neg_mean of tab_sa_log_1b.csv, mean of "
+                   "tab_sa_log_3b.csv, steps without a negative rollout left out), solved on the rollouts the "
+                   "runs logged from the unchanged warm start (token_entropies.jsonl: the steps before any "
+                   "update at a learning rate above 0), each seed once; bisection, 3 decimals",
+           "targets": paper_targets(), "warm_starts": {}}
+    for warm_start, rollouts in sorted(by_warm_start.items()):
+        entropies = [r["entropy_norm"] for r in rollouts.values()]
+        adv = torch.tensor([r["advantage"] for r in rollouts.values()], dtype=torch.float64)
+        out["warm_starts"][warm_start] = {
+            "n_rollouts": len(entropies), "n_negative": int((adv < 0).sum()),
+            "seeds": sorted({key[0] for key in rollouts}),
+            "weight_neg_mean": {"at_alpha": mean_negative_weight(entropies, adv, alpha),
+                                "at_main_alpha": mean_negative_weight(entropies, adv, MAIN_ALPHA)},
+            "alphas": alphas_for_targets(entropies, adv, out["targets"]),
+        }
+    return out
+
+
+def write_alpha_range(root) -> dict:
+    """Write ``<root>/alpha_range.json`` (:data:`ALPHA_RANGE_FILE`) from the root's runs: the range of alphas
+    matching the paper's logged levels and the drift of the discount during training, at the root's recorded
+    paper-matched alpha; then rewrite the root's manifest.
+
+    The range is solved on the rollouts the runs logged from the unchanged warm start (:func:`warm_start_rollouts`:
+    no model needed, so it also serves roots whose measurement has no ``alpha_range`` and machines whose CPU cannot
+    redraw the measured rollouts bit for bit); ``weight_drift`` is the logged mean weight on negative rollouts over
+    the first and last :data:`DRIFT_WINDOW` steps and over all steps of each run at the matched alpha
+    (:func:`weight_drift`).
+    """
+    root = Path(root)
+    alpha = read_matched_alpha(root)
+    if alpha is None:
+        raise FileNotFoundError(f"{root / MATCHED_ALPHA_FILE}: no paper-matched alpha recorded")
+    record = {"version": RECORD_VERSION, "paper_matched_alpha": alpha,
+              "alpha_range": logged_alpha_range(root, alpha), "weight_drift": weight_drift(root, alpha),
+              "command": f"python -m saah_lab.studies.matched_alpha --range {repo_relative(root)}"}
+    atomic_write_json(root / ALPHA_RANGE_FILE, record)
+    write_manifest(root)
+    return record
+
+
+def _print_range(record: dict) -> None:
+    for ws, m in record["alpha_range"]["warm_starts"].items():
+        print(f"  {ws} ({m['n_rollouts']} logged warm-start rollouts, {m['n_negative']} negative): " + "; ".join(
+            f"{name} {a['target']:.3f} -> " + (f"alpha {a['alpha']:g}" if a["alpha"] is not None else "no alpha <= 10")
+            for name, a in m["alphas"].items()))
+    for method, by_ws in record["weight_drift"]["methods"].items():
+        for ws, d in by_ws.items():
+            print(f"  {method} on {ws} ({d['runs']} runs): " + ", ".join(
+                f"{span} {d[span]['mean']:.3f} [{d[span]['low']:.3f}, {d[span]['high']:.3f}]"
+                for span in ("start", "during", "end")))
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m saah_lab.studies.matched_alpha", description=__doc__.splitlines()[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--model", default=TINY_WARMSTART, help="a tiny warm start's name (built if missing)")
+    parser.add_argument("--others", nargs="*", default=[], help="other warm starts to measure at the chosen alpha")
+    parser.add_argument("--prompts", type=int, default=N_PROMPTS,
+                        help=f"training prompts sampled, {PER_PROMPT} completions each")
+    parser.add_argument("--range", metavar="ROOT", default=None,
+                        help=f"instead: write ROOT/{'alpha_range.json'} from ROOT's runs (the alphas matching the "
+                             "paper's lowest, mean and highest logged level, and the discount's drift during "
+                             "training) and rewrite ROOT's manifest")
+    args = parser.parse_args(argv)
+    if args.range:
+        record = write_alpha_range(args.range)
+        print(f"{args.range}/{ALPHA_RANGE_FILE}: at the paper-matched alpha {record['paper_matched_alpha']:g}")
+        _print_range(record)
+        return
+    record = measure_matched_alpha(args.model, other_warm_starts=args.others, n_prompts=args.prompts)
+    w = record["weight_neg_mean"]
+    print(f"target {record['target']['target']:.4f} (mean of {record['target']['column']} over steps "
+          f"{record['target']['steps']} of {record['target']['file']})")
+    print(f"{record['n_rollouts']} rollouts, {record['n_negative']} with negative advantage, mean length "
+          f"{record['mean_completion_length']:.1f} tokens")
+    print(f"solved alpha {record['solved_alpha']:.4f} -> alpha {record['alpha']:g}: mean negative weight "
+          f"{w['at_alpha']:.4f} (at alpha {MAIN_ALPHA:g}: {w['at_main_alpha']:.4f}); {record['wall_s']:.0f} s")
+    for name, other in record["other_warm_starts"].items():
+        print(f"  {name}: {other['weight_neg_mean']['at_alpha']:.4f} at alpha {record['alpha']:g}")
+    for name, m in record["alpha_range"]["alphas"].items():
+        print(f"  {name}: target {m['target']:.3f} -> " + (f"alpha {m['alpha']:g}" if m["alpha"] is not None
+                                                             else f"no alpha ({m['reason']})"))
+
+
+if __name__ == "__main__":
+    main()

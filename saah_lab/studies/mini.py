@@ -1,0 +1,392 @@
+"""The CPU mini study behind ``make mini``: the whole paper pipeline at toy scale.
+
+The runs (:func:`planned_runs`): the main comparison, grpo / ah / sa at the paper's main alpha, over
+:data:`SEEDS`; the paper's alpha sweep of ah and sa at the first seed; and ah and sa at the
+paper-matched alpha (:mod:`saah_lab.studies.matched_alpha`) at the first seed. The primary
+comparison, fixed before any run in ``<root>/study_plan.json`` (:func:`study_plan`): SA-AH-GRPO at
+the main alpha against GRPO on final Pass@1 and training-reward variance. Three seeds cannot power
+it; the extended study (:mod:`saah_lab.studies.extended`) does, and the mini study's text defers to it.
+
+The plan (:func:`make_plan`, run by :func:`saah_lab.studies.runner.run_plan`): the warm start, its
+baseline and the paper-matched alpha, then the runs, which wait for what they need; then the answer
+kinds, the manifest, the tables and figures. Each stage's wall time and peak memory go to
+``<root>/timings.json``; finished runs are skipped and a recorded alpha is not measured again.
+``make mini`` runs all of it into a fresh rerun root and compares the result with the committed
+study (:func:`rerun_and_verify`); ``make mini-promote`` makes a finished rerun the committed study.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from saah_lab.analysis.plan import StudyPlan, default_plan, write_plan
+from saah_lab.report.render import render_report
+from saah_lab.rundir.lock import FolderLockedError, study_lock
+from saah_lab.rundir.manifest import write_manifest
+from saah_lab.studies.matched_alpha import read_matched_alpha
+from saah_lab.studies.runner import (
+    BASELINE_NAME,
+    Plan,
+    alpha_job,
+    baseline_job,
+    matched_run_job,
+    record_warm_start,
+    run_job,
+    run_plan,
+    waits_for_warm_start,
+    warm_start_job,
+)
+from saah_lab.studies.timing import Timings
+from saah_lab.studies.verify.bits import compare_studies, write_report
+from saah_lab.studies.verify.conclusions import SAME_DESIGN, compare_conclusions
+from saah_lab.studies.verify.verdict import closing_lines, committed_mkl_kernels, judge  # noqa: F401 (judge: mini's name for tests and users)
+from saah_lib.jsonio import atomic_write_json, read_json, read_jsonl
+from saah_lib.method.methods import MAIN_ALPHAS, SWEEP_ALPHAS
+from saah_lib.models.names import TINY_WARMSTART
+from saah_lib.models.warmstart import build_warm_start
+from saah_lib.numerics import cpu_numerics_record, summary
+from saah_lib.paths import MINI_ROOT, PAPER_TABLES, RERUN_ROOT, in_repo, repo_relative
+from saah_lib.rundir import layout
+from saah_lib.rundir.folder import RunDir
+from saah_lib.tasks.synthetic import count_answer_kinds
+from saah_lib.training.config import make_config
+
+SEEDS = (0, 1, 2)
+SWEEP_METHODS = ("ah", "sa")  # both swept at the same alphas and seed
+COMMITTED_ROOT = MINI_ROOT
+RERUN_MINI = RERUN_ROOT / "mini"
+PROMOTED_FOLDERS = (layout.RUNS, layout.BASELINES)
+#: written into a rerun root by the rerun: only a root holding it (or nothing) is ever cleared
+RERUN_MARKER = ".rerun-of-study.json"
+PROMOTED_FILES = (layout.WARMSTART_RECORD_FILE, layout.ANSWER_KINDS_FILE, layout.TIMINGS_FILE,
+                  layout.MATCHED_ALPHA_FILE, layout.STUDY_PLAN_FILE)
+
+
+def planned_runs(seeds: tuple[int, ...] = SEEDS, matched_alpha: float | None = None) -> list[tuple[str, float, int]]:
+    """(method, alpha, seed) of every run: the main comparison, then the sweeps at the first seed, then
+    (once measured) ah and sa at the paper-matched alpha at the first seed.
+
+    Each sweep reuses two runs of the main comparison: alpha = 0 is the ``grpo`` run (the weights are exactly 1
+    at alpha = 0, see tests/method/test_loss.py) and the main alpha is the ``ah`` or ``sa`` run of the same seed.
+    """
+    runs = [(method, alpha, seed) for seed in seeds for method, alpha in MAIN_ALPHAS.items()]
+    for method in SWEEP_METHODS:  # the sweep's other alphas are runs of the main comparison
+        runs += [(method, alpha, seeds[0]) for alpha in SWEEP_ALPHAS if alpha not in (0.0, MAIN_ALPHAS[method])]
+    if matched_alpha is not None:
+        runs += [(method, matched_alpha, seeds[0]) for method in SWEEP_METHODS
+                 if (method, matched_alpha, seeds[0]) not in runs]
+    return runs
+
+
+def planned_configs(root: Path, seeds: tuple[int, ...] = SEEDS, steps: int | None = None):
+    """The configs of :func:`planned_runs`; the paper-matched runs only once ``root`` records that alpha."""
+    matched = read_matched_alpha(Path(root))
+    return [make_config("tiny", method=m, alpha=a, seed=sd, max_steps=steps, results_dir=str(root))
+            for m, a, sd in planned_runs(seeds, matched)]
+
+
+def study_plan(seeds: tuple[int, ...] = SEEDS, matched_alpha: float | None = None) -> StudyPlan:
+    """The mini study's plan as the evidence reads it: primary SA-AH-GRPO (main alpha) vs GRPO."""
+    plan = default_plan("mini")
+    return StudyPlan("mini", plan.primary, plan.pairs, extra={
+        "seeds": list(seeds), "warm_starts": [TINY_WARMSTART], "paper_matched_alpha": matched_alpha,
+        "runs": [f"{m}@{a:g}/s{sd}" for m, a, sd in planned_runs(seeds, matched_alpha)]})
+
+
+def make_plan(root: Path, seeds: tuple[int, ...] = SEEDS, steps: int | None = None) -> Plan:
+    """The warm start's build (a check of the shipped copy), the baseline, the paper-matched alpha and every run:
+    the runs at the matched alpha wait for it (until it is recorded their ids are not known); the others start at
+    once from the shipped warm start (where none ships, they wait for its build)."""
+    root = Path(root)
+    warm = warm_start_job(root, 0)
+    loads_warm = waits_for_warm_start(warm, 0)
+    base = baseline_job(make_config("tiny", results_dir=str(root)), BASELINE_NAME, loads_warm)
+    alpha = alpha_job(root, (), loads_warm)
+    matched = read_matched_alpha(root)
+    runs = [run_job(cfg, loads_warm) for cfg in planned_configs(root, seeds, steps)]
+    if matched is None:
+        ids = tuple(j.name for j in runs)
+        runs += [matched_run_job(root, m, seeds[0], f"tiny-{m}-a<matched>-s{seeds[0]}", (*loads_warm, alpha.id), ids,
+                                 max_steps=steps) for m in SWEEP_METHODS]
+
+    def record_alpha(result):
+        if result is None and (root / layout.STUDY_PLAN_FILE).is_file():
+            return  # measured earlier: the plan written then stands
+        write_plan(root, study_plan(seeds, read_matched_alpha(root)))
+
+    return Plan("mini", root, [warm, base, alpha, *runs], "tiny",
+                record={warm.id: record_warm_start(root, 0), alpha.id: record_alpha})
+
+
+def two_warm_start_scores(root: Path) -> str:
+    """One sentence on the warm start's two Pass@1 figures in the log, which differ because they score different
+    problems: the build's own held-out problems, and the study's evaluation set (the baseline, every run's step 0)."""
+    build = read_json(Path(root) / layout.WARMSTART_RECORD_FILE, default={}) or {}
+    baseline_log = layout.baseline_dir(root, BASELINE_NAME) / layout.EVAL_FILE
+    evals = read_jsonl(baseline_log, strict=False) if baseline_log.is_file() else []
+    if build.get("heldout_pass_at_1") is None or not evals:
+        return "warm start: its build's held-out Pass@1 and the baseline score different problems"
+    return (f"warm start: Pass@1 {build['heldout_pass_at_1']:.3f} on the {build.get('heldout_n', '')} held-out "
+            f"problems of its build, {evals[0]['pass_at_1']:.3f} on the study's {evals[0].get('n', '')} evaluation "
+            "problems (the baseline, and every run's step 0): two problem sets, two numbers")
+
+
+def run_mini_study(root: Path, seeds: tuple[int, ...] = SEEDS, steps: int | None = None,
+                   figures: bool = True, tables_dir: Path | None = None, figures_dir: Path | None = None,
+                   rebuild_warm_start: bool = False, address: str | None = None, max_retries: int = 1) -> dict:
+    """Every stage of the study into ``root``; tables and figures into the given folders
+    (default: the committed ``paper/generated`` and ``figures``)."""
+    root = Path(root)
+    with study_lock(root):
+        return _run_mini(root, seeds, steps, figures, tables_dir, figures_dir, rebuild_warm_start, address,
+                         max_retries)
+
+
+def _run_mini(root, seeds, steps, figures, tables_dir, figures_dir, rebuild_warm_start, address,
+              max_retries, runs=None) -> dict:
+    timings = Timings(root / layout.TIMINGS_FILE)
+    if rebuild_warm_start:
+        with timings.stage("warm start rebuilt"):
+            build_warm_start(force=True)
+    plan = make_plan(root, seeds, steps)
+    if runs:  # a partial check leaves the warm start's rebuild to a whole one, unless its runs wait for the build
+        partial = plan.only(runs)
+        needed = {dep for job in partial.jobs for dep in job.deps}
+        plan = Plan(partial.study, root, [j for j in partial.jobs if j.kind != "warmstart" or j.id in needed],
+                    partial.profile, partial.record)
+    run_plan(plan, timings, address=address, max_retries=max_retries)
+    print(two_warm_start_scores(root), flush=True)
+    write_answer_kinds(root)
+    write_manifest(root)  # the figures check the results against it
+    if figures:
+        with timings.stage("tables and figures"):
+            render_figures(root, tables_dir=tables_dir, figures_dir=figures_dir)
+        write_manifest(root)  # again: timings.json gained the figures stage
+    return timings.record
+
+
+def study_conclusions(committed_root: Path, rerun_root: Path) -> dict:
+    """Level 2 for this study: every run against its committed twin, the yardstick pooled with the extended
+    study's runs of the same design (:func:`saah_lab.studies.verify.conclusions.compare_conclusions`)."""
+    return compare_conclusions(committed_root, rerun_root, study="mini", spread_from=SAME_DESIGN["mini"])
+
+
+def rerun_and_verify(committed: Path = COMMITTED_ROOT, rerun: Path = RERUN_MINI, *, resume: bool = False,
+                     progress: bool = True, rebuild_warm_start: bool = False, address: str | None = None,
+                     max_retries: int = 1, runs: list[str] | None = None) -> dict:
+    """``make mini``: rerun the whole study into ``rerun`` (never over ``committed``), draw its
+    tables and figures there, and compare everything with the committed study.
+
+    The report (``<rerun>/reproduction.{json,md}``) is returned; a rerun that differs is
+    reported, not raised.  The rerun root is held from the start: while another study process writes
+    there, this one stops before deleting or writing anything.  A rerun root is cleared only when it
+    holds nothing but an earlier rerun (:func:`clear_rerun_root`).  ``runs``: only these runs of the plan (a
+    partial check: no tables or figures are drawn or compared).
+    """
+    tables_dir, figures_dir = Path(rerun) / "generated", Path(rerun) / "figures"
+
+    def train(root: Path) -> None:
+        _run_mini(root, SEEDS, None, not runs, tables_dir, figures_dir, rebuild_warm_start, address, max_retries,
+                  runs)
+
+    def compare(root: Path) -> dict:
+        tables = {} if runs else {f"paper/generated/{p.name}": (p, tables_dir / p.name)
+                                  for p in sorted(PAPER_TABLES.glob("mini_*.tex"))}
+        return compare_studies(committed, root, tables=tables, run_ids=runs or [c.run_id for c in planned_configs(root)],
+                               conclusions=study_conclusions)
+
+    return rerun_study("mini", committed, rerun, resume=resume, train=train, compare=compare)
+
+
+def rerun_study(study: str, committed: Path, rerun: Path, *, resume: bool, train, compare) -> dict:
+    """What ``make mini`` and ``make extended`` share: hold ``rerun`` (never ``committed`` or a folder holding it),
+    clear it unless ``resume`` and only when it is empty or an earlier rerun of ``study``, mark it, ``train(rerun)``,
+    then ``compare(rerun)`` into ``<rerun>/reproduction.{json,md}``, printed and returned."""
+    committed, rerun = Path(committed), Path(rerun)
+    if rerun.resolve() == committed.resolve() or committed.resolve().is_relative_to(rerun.resolve()):
+        raise ValueError(f"the rerun root {rerun} is or holds the committed study {committed}; choose another folder")
+    with study_lock(rerun):
+        check_rerun_root(rerun, study)  # --resume too: never write into a folder that is no rerun of ours
+        if not resume:
+            clear_rerun_root(rerun, study)
+        atomic_write_json(rerun / RERUN_MARKER, {"study": study, "committed": repo_relative(committed)})
+        train(rerun)
+        report = compare(rerun)
+        json_path, md_path = write_report(report, rerun)
+    print(f"\n{md_path.read_text()}\nreport: {json_path} and {md_path}\n{report['verdict']}", flush=True)
+    return report
+
+
+class NotARerunRoot(ValueError):
+    """The rerun root holds something that no earlier rerun of the study wrote; nothing was deleted."""
+
+
+def check_rerun_root(root: Path, study: str = "mini") -> None:
+    """Raise :class:`NotARerunRoot`, naming what is there, unless ``root`` is absent, empty (but for its lock)
+    or marked as an earlier rerun of ``study`` (mini, extended) by the rerun itself."""
+    root = Path(root)
+    if not root.exists():
+        return
+    if not root.is_dir():
+        raise NotARerunRoot(f"the rerun root {root} is a file, not a folder; choose another --rerun-root")
+    entries = sorted(p.name for p in root.iterdir() if p.name != layout.STUDY_LOCK_FILE)
+    if not entries:
+        return
+    marker = root / RERUN_MARKER
+    if marker.is_file() and read_json(marker, default={}).get("study") == study:
+        return
+    shown = ", ".join(entries[:8]) + (f" and {len(entries) - 8} more" if len(entries) > 8 else "")
+    raise NotARerunRoot(f"the rerun root {root} holds {shown}, which no earlier rerun of the {study} study wrote "
+                        f"(it has no {RERUN_MARKER} naming it); nothing was deleted. Choose an empty or new "
+                        "--rerun-root, or remove those files yourself")
+
+
+def clear_rerun_root(root: Path, study: str = "mini") -> None:
+    """Delete an earlier rerun (checked by :func:`check_rerun_root`) but the study lock, which the caller holds:
+    deleting the file would let another process lock a new one while this one still holds the old."""
+    check_rerun_root(root, study)
+    for entry in sorted(Path(root).iterdir()):
+        if entry.name == layout.STUDY_LOCK_FILE:
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+
+
+def promote(rerun: Path = RERUN_MINI, committed: Path = COMMITTED_ROOT, figures: bool = True) -> None:
+    """Make a finished rerun the committed study (explicitly, never as a side effect of ``make mini``).
+
+    The committed folder is replaced in one rename; checkpoints are not copied;
+    committed runs that ``make mini`` does not rerun (the extended study's) are
+    kept.
+    """
+    rerun, committed = Path(rerun), Path(committed)
+    with study_lock(rerun):  # not while a study still writes the rerun
+        _promote(rerun, committed, figures)
+
+
+def _promote(rerun: Path, committed: Path, figures: bool) -> None:
+    unfinished = [cfg.run_id for cfg in planned_configs(rerun)
+                  if not RunDir(layout.run_dir(rerun, cfg.run_id)).is_complete(cfg.trainer.max_steps)]
+    if unfinished or not (rerun / "reproduction.json").is_file():
+        raise ValueError(f"{rerun} is not a finished rerun (unfinished runs: {', '.join(unfinished) or 'none'}; "
+                         "reproduction.json present: "
+                         f"{(rerun / 'reproduction.json').is_file()}); run `make mini` first")
+    staging = committed.with_name(f".{committed.name}.promoting")
+    shutil.rmtree(staging, ignore_errors=True)
+    not_results = shutil.ignore_patterns(layout.CHECKPOINTS_DIR, ".*")  # nor locks and temporary files
+    for name in PROMOTED_FOLDERS:
+        shutil.copytree(rerun / name, staging / name, ignore=not_results)
+        for kept in sorted((committed / name).glob("*")):
+            if not (staging / name / kept.name).exists():
+                shutil.copytree(kept, staging / name / kept.name, ignore=not_results)
+                print(f"kept {kept} (not rerun by make mini)")
+    for kept in sorted(committed.glob("*.json")):
+        if kept.name not in PROMOTED_FILES + (layout.MANIFEST_FILE,):
+            shutil.copy2(kept, staging / kept.name)
+    for name in PROMOTED_FILES:
+        shutil.copy2(rerun / name, staging / name)
+    old = committed.with_name(f".{committed.name}.replaced")
+    shutil.rmtree(old, ignore_errors=True)
+    if committed.exists():
+        os.rename(committed, old)
+    os.rename(staging, committed)
+    shutil.rmtree(old, ignore_errors=True)
+    print(f"promoted {rerun} to {committed}")
+    write_manifest(committed)
+    if figures:
+        render_figures(committed)
+
+
+def write_answer_kinds(root: Path) -> dict:
+    """Per run: how many evaluation answers were correct, the planted intermediate-answer
+    habit, or other errors, at the first and the last evaluation; to ``answer_kinds.json``.
+
+    This shows which mistakes training removed (see :func:`saah_lib.models.warmstart_targets.sft_targets`).
+    """
+    summary = {}
+    for run_dir in layout.folders(root, layout.RUNS):
+        files = list(RunDir(run_dir).sample_files().items())
+        if files:
+            summary[run_dir.name] = {str(step): count_answer_kinds(read_jsonl(path))
+                                     for step, path in (files[0], files[-1])}
+    atomic_write_json(root / layout.ANSWER_KINDS_FILE, summary)
+    return summary
+
+
+def render_figures(mini_root: Path, tables_dir: Path | None = None, figures_dir: Path | None = None) -> None:
+    """Draw the study's tables and figures (:func:`saah_lab.report.render.render_report`, as ``make figures``).
+
+    With ``tables_dir``/``figures_dir`` (a rerun) only the mini study's tables and
+    figures are drawn, into those folders, so nothing committed is touched.
+    """
+    if tables_dir is None and figures_dir is None:
+        render_report(mini_root=mini_root)
+        return
+    render_report(sources={"mini": mini_root}, tables_dir=tables_dir or Path(mini_root) / "generated",
+                  figures_dir=figures_dir or Path(mini_root) / "figures")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m saah_lab.studies.mini", description=__doc__.splitlines()[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("command", nargs="?", default="verify", choices=("verify", "promote", "run", "answer-kinds"),
+                        help="verify (default, `make mini`): rerun into --rerun-root and compare with --root; "
+                             "promote: make a finished rerun the committed study; "
+                             "run: run the study directly into --root; answer-kinds: rewrite <root>/answer_kinds.json")
+    parser.add_argument("--root", type=in_repo, default=repo_relative(COMMITTED_ROOT), help="the committed study")
+    parser.add_argument("--rerun-root", type=in_repo, default=repo_relative(RERUN_MINI),
+                        help="where `verify` reruns: a new or empty folder, or an earlier rerun (nothing else is "
+                             "ever deleted)")
+    parser.add_argument("--resume", action="store_true", help="continue an interrupted rerun instead of starting fresh")
+    parser.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS), help="`run` only")
+    parser.add_argument("--steps", type=int, default=None, help="`run` only: override the tiny profile's steps")
+    parser.add_argument("--address", default=None,
+                        help="a Ray cluster to run on (auto or host:port); default: a local Ray instance")
+    parser.add_argument("--max-retries", type=int, default=1, help="retries of a run whose worker or node died")
+    parser.add_argument("--no-figures", action="store_true", help="`run` and `promote`: skip the tables and figures")
+    parser.add_argument("--runs", nargs="+", default=None, metavar="RUN_ID",
+                        help="verify: only these runs of the plan, against their committed twins (a partial check: "
+                             "no tables or figures)")
+    parser.add_argument("--rebuild-warm-start", action="store_true",
+                        help="build the warm start even if cached (to time what a fresh clone does)")
+    args = parser.parse_args(argv)
+    try:
+        return _run_command(args)
+    except (FolderLockedError, NotARerunRoot) as err:
+        parser.exit(1, f"error: {err}\n")
+    except KeyboardInterrupt:
+        parser.exit(130, "\ninterrupted: the finished runs are kept; the same command with --resume continues\n")
+
+
+def _run_command(args) -> int:
+    started = time.perf_counter()
+    status, closing = 0, []
+    if args.command == "answer-kinds":
+        write_answer_kinds(args.root)
+        print(f"wrote {args.root / 'answer_kinds.json'}")
+    elif args.command == "promote":
+        promote(args.rerun_root, args.root, figures=not args.no_figures)
+    elif args.command == "run":
+        run_mini_study(args.root, tuple(args.seeds), args.steps, figures=not args.no_figures,
+                       rebuild_warm_start=args.rebuild_warm_start, address=args.address, max_retries=args.max_retries)
+    else:
+        report = rerun_and_verify(args.root, args.rerun_root, resume=args.resume,
+                                  rebuild_warm_start=args.rebuild_warm_start, address=args.address,
+                                  max_retries=args.max_retries, runs=args.runs)
+        kernels = committed_mkl_kernels(args.root)
+        status, closing = closing_lines(report, cpu_numerics_record(), kernels)
+    print(f"\n{args.command} done in {(time.perf_counter() - started) / 60:.1f} min", flush=True)
+    # the verdict last, where a user looks
+    print("\n".join(closing or [f"CPU numerics: {summary(cpu_numerics_record())}"]), flush=True)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,90 @@
+"""The plans of the studies the grid runs: ``mini``, ``extended``, ``paper`` and ``ablation``.
+
+``paper`` is the paper's grid: each model's zero-shot baseline, then per seed grpo, ah and sa on both models
+at the profile's steps (150, 150, 180), and AH-GRPO's alpha sweep on the 1.5B model at 150 steps, whose
+alpha 0 and 0.5 points are the model's grpo and ah runs (at alpha 0 every weight is 1: the GRPO loss).
+That is 2 baselines and 9 runs per seed.  Each of its runs is a papermill job of ``02_train.ipynb`` on one GPU.
+
+``ablation`` is one method at several alphas (what ``notebooks/03_ablation.ipynb`` runs), for any profile.
+
+``confirm`` is the pre-registered confirmatory study (:mod:`saah_lab.studies.confirm`), into the committed
+``results/confirm/`` beside its plan.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from saah_lab.studies import confirm, extended, mini
+from saah_lab.studies.runner import Plan, baseline_job, run_job, waits_for_warm_start, warm_start_job
+from saah_lib.method.methods import MAIN_ALPHAS, SWEEP_ALPHAS
+from saah_lib.models.names import tiny_warm_start_seed
+from saah_lib.paths import EXTENDED_ROOT, LOCAL_RESULTS, MINI_ROOT, RESULTS
+from saah_lib.training.config import check_overrides, make_config
+
+PAPER_PROFILES = ("qwen2.5-1.5b", "qwen2.5-3b")
+PAPER_SWEEP_PROFILE = "qwen2.5-1.5b"
+PAPER_SWEEP_METHOD = "ah"
+PAPER_SEED = 123  # the paper's own seed ("All runs use a fixed random seed (123)")
+PAPER_ROOT = RESULTS / "paper"
+#: the config fields an ablation sets from its own arguments
+ABLATION_FIELDS = ("profile", "method", "alpha", "seed", "max_steps", "run_id", "results_dir")
+CPUS_PER_GPU_RUN = 2.0
+
+
+def paper_plan(root: Path = PAPER_ROOT, seeds=(0,), cpus_per_run: float = CPUS_PER_GPU_RUN,
+               overrides: dict | None = None, steps: int | None = None) -> Plan:
+    """The paper's grid; ``steps`` (default: each profile's for its method) sets every run's, e.g. for a smoke
+    test of the whole grid (the run ids then say so: ``-steps2``)."""
+    root = Path(root)
+    overrides = check_overrides(overrides)
+    jobs = [baseline_job(make_config(p, results_dir=str(root), **overrides), f"{p}-zero-shot") for p in PAPER_PROFILES]
+    for seed in seeds:
+        settings = [(p, m, a) for p in PAPER_PROFILES for m, a in MAIN_ALPHAS.items()]
+        settings += [(PAPER_SWEEP_PROFILE, PAPER_SWEEP_METHOD, a) for a in SWEEP_ALPHAS
+                     if a not in (MAIN_ALPHAS["grpo"], MAIN_ALPHAS[PAPER_SWEEP_METHOD])]
+        jobs += [run_job(make_config(p, method=m, alpha=a, seed=seed, max_steps=steps, results_dir=str(root),
+                                     **overrides), gpu=True, cpus_per_gpu_run=cpus_per_run) for p, m, a in settings]
+    return Plan("paper", root, jobs, PAPER_PROFILES[0])
+
+
+def ablation_plan(alphas, *, profile: str = "tiny", method: str = "ah", seed: int = 0, steps: int | None = None,
+                  results_dir: str | Path = LOCAL_RESULTS, overrides: dict | None = None,
+                  cpus_per_run: float = CPUS_PER_GPU_RUN) -> Plan:
+    """One run per alpha; tiny runs on CPU (waiting for their warm start), the others as GPU notebook jobs."""
+    overrides = check_overrides(overrides)  # a list here would otherwise fail inside a worker
+    swept = sorted(set(overrides) & set(ABLATION_FIELDS))
+    if swept:
+        raise ValueError(f"overrides sets {', '.join(map(repr, swept))}, which the ablation sets itself "
+                         f"(from its own arguments {', '.join(ABLATION_FIELDS)})")
+    root = Path(results_dir)
+    # every config is validated before anything starts
+    configs = [make_config(profile, method=method, alpha=a, seed=seed, max_steps=steps, results_dir=str(root),
+                           **overrides) for a in alphas]
+    jobs, deps = [], ()
+    warm_seed = tiny_warm_start_seed(configs[0].model_name) if configs and profile == "tiny" else None
+    if warm_seed is not None:
+        jobs.append(warm_start_job(root, warm_seed))
+        deps = waits_for_warm_start(jobs[0], warm_seed)
+    jobs += [run_job(c, deps, gpu=profile != "tiny", cpus_per_gpu_run=cpus_per_run) for c in configs]
+    return Plan("ablation", root, jobs, profile)
+
+
+def study_plan(study: str, *, root: Path | None = None, seeds=None, steps: int | None = None, **options) -> Plan:
+    """The plan of a study by name, in ``root`` (default: the study's own results root)."""
+    if study == "mini":
+        return mini.make_plan(Path(root or MINI_ROOT), tuple(seeds or mini.SEEDS), steps)
+    if study == "extended":
+        return extended.make_plan(Path(root or EXTENDED_ROOT), seeds=tuple(seeds or extended.SEEDS), steps=steps)
+    if study == "paper":
+        return paper_plan(Path(root or PAPER_ROOT), tuple(seeds if seeds is not None else (0,)), steps=steps,
+                          **options)
+    if study == "confirm":
+        return confirm.make_plan(Path(root or confirm.CONFIRM_ROOT), tuple(seeds or confirm.SEEDS), steps)
+    if study == "ablation":
+        return ablation_plan(options.pop("alphas", SWEEP_ALPHAS), seed=(seeds or (0,))[0], steps=steps,
+                             results_dir=Path(root or LOCAL_RESULTS), **options)
+    raise ValueError(f"unknown study {study!r}: expected one of {', '.join(STUDIES)}")
+
+
+STUDIES = ("mini", "extended", "paper", "ablation", "confirm")

@@ -1,0 +1,554 @@
+"""A study is a plan: the warm starts, baselines and runs it needs, each a job with the jobs it waits for.
+
+:func:`run_plan` builds what is missing and trains what is pending, in dependency order, as tasks of the
+engine (:mod:`saah_lab.studies.engine`: Ray core tasks, on this machine or on a cluster).  One code path
+serves both: a CPU run calls the run function in its worker with one torch thread; a GPU run executes
+``notebooks/02_train.ipynb`` with papermill in its worker and keeps the executed notebook in its run folder.
+
+Everything a job writes lies under the study's results root, which every worker must see (a shared
+filesystem on a cluster).  A complete run is skipped; an interrupted one resumes from its last intact
+checkpoint, whether the engine retries it or the study is run again.  The caller holds the root
+(:func:`saah_lab.rundir.lock.study_lock`) for the whole study: one writer per root.
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import papermill
+import torch
+
+from saah_lab.rundir.manifest import sha256_of
+from saah_lab.studies.engine import Task, run_tasks
+from saah_lab.studies.matched_alpha import ensure_matched_alpha, read_matched_alpha
+from saah_lab.studies.timing import PeakMemory, Timings
+from saah_lab.training.notebook_params import check_sizes, declared_parameters
+from saah_lab.training.run import baseline_for, run_training
+from saah_lib.jsonio import atomic_write_json, read_json
+from saah_lib.models.names import tiny_warm_start_name
+from saah_lib.models.warmstart import build_warm_start, built_with_other_kernels, read_build_info
+from saah_lib.numerics import cpu_numerics_record
+from saah_lib.paths import NOTEBOOKS, REPO_ROOT, shipped_warm_start_dir, tiny_warmstart_dir
+from saah_lib.progress import last_step
+from saah_lib.rundir import layout
+from saah_lib.rundir.folder import RunDir, RunFolderError, changes_text
+from saah_lib.training.config import RunConfig, make_config
+
+BASELINE_NAME = "tiny-warmstart"  # the baseline folder of every tiny study: the warm start, evaluated once
+TRAIN_NOTEBOOK = NOTEBOOKS / "02_train.ipynb"
+EXECUTED_NOTEBOOK = "02_train.ipynb"  # the executed copy kept in a GPU run's folder
+#: config fields that 02_train.ipynb takes as parameters of its own; the rest go in its ``overrides``
+NOTEBOOK_FIELDS = ("profile", "method", "alpha", "max_steps", "seed", "run_id", "results_dir", "model_name",
+                   "generation_backend", "vllm_mode", "report_to", "run_name")
+
+
+@dataclass(frozen=True)
+class Job:
+    """One unit of a study: the engine task it runs, and what the plan knows of it beyond that.
+
+    ``kind`` is warmstart, baseline, alpha or run; the task's id is ``kind:name``.  ``steps``: a run's optimiser
+    steps (0 for the other kinds); ``folder``: where its output lies (run, baseline or warm-start folder).
+    """
+
+    kind: str
+    name: str
+    task: Task
+    steps: int = 0
+    folder: Path | None = None
+    expected_s: float | None = None  # a job other than a run: its seconds as last recorded (for the ETA)
+
+    def __post_init__(self):
+        if self.task.id != f"{self.kind}:{self.name}":
+            raise ValueError(f"job {self.kind}:{self.name} holds a task with id {self.task.id!r}")
+
+    @classmethod
+    def of(cls, kind: str, name: str, fn: Callable[..., dict], kwargs: dict, deps: tuple[str, ...] = (), *,
+           num_cpus: float = 1.0, num_gpus: float = 0.0, steps: int = 0, folder: Path | None = None,
+           expected_s: float | None = None) -> Job:
+        return cls(kind, name, Task(f"{kind}:{name}", fn, kwargs, tuple(deps), num_cpus, num_gpus), steps, folder,
+                   expected_s)
+
+    # the task's fields, as the plan reads them
+    id = property(lambda self: self.task.id)
+    fn = property(lambda self: self.task.fn)
+    kwargs = property(lambda self: self.task.kwargs)
+    deps = property(lambda self: self.task.deps)
+    num_cpus = property(lambda self: self.task.num_cpus)
+    num_gpus = property(lambda self: self.task.num_gpus)
+
+    @property
+    def profile(self) -> str | None:
+        """A run's profile (which per-step time its estimate takes); None for the other kinds."""
+        return self.kwargs["config"].get("profile") if self.kind == "run" else None
+
+
+@dataclass
+class Plan:
+    """A study's jobs, in a valid order, and what the driver writes as each finishes (``record``)."""
+
+    study: str
+    root: Path
+    jobs: list[Job]
+    profile: str = "tiny"
+    record: dict[str, Callable[[dict | None], None]] = field(default_factory=dict)
+
+    @property
+    def runs(self) -> list[Job]:
+        return [j for j in self.jobs if j.kind == "run"]
+
+    @property
+    def gpu(self) -> bool:
+        return any(j.num_gpus for j in self.jobs)
+
+    def only(self, run_names) -> Plan:
+        """The plan restricted to some runs (and every non-run job, which they may need)."""
+        wanted = set(run_names)
+        unknown = sorted(wanted - {j.name for j in self.runs})
+        if unknown:
+            raise ValueError(f"--runs names {', '.join(unknown)}, not in the {self.study} plan; "
+                             f"its runs: {', '.join(j.name for j in self.runs)}")
+        jobs = [j for j in self.jobs if j.kind != "run" or j.name in wanted]
+        return Plan(self.study, self.root, jobs, self.profile, self.record)
+
+
+# ---- the state of a job on disk
+
+
+def pending(configs) -> list:
+    """The configs whose run folder is not complete yet."""
+    return [c for c in configs if not RunDir(c.run_dir).is_complete(c.trainer.max_steps)]
+
+
+def job_state(job: Job) -> tuple[str, int | None]:
+    """``("done", None)``, ``("partial", last logged step)`` or ``("pending", None)``."""
+    if job.kind == "run":
+        if job.folder is None:  # its alpha is measured first: it cannot exist yet
+            return "pending", None
+        run = RunDir(job.folder)
+        if run.is_complete(job.steps):
+            return "done", None
+        logged = run.train_log() if run.dir.is_dir() else []
+        return ("partial", logged[-1]["step"]) if logged else ("pending", None)
+    if job.kind == "warmstart":
+        info = read_build_info(job.folder)
+        built = info is not None and info.get("seed") == job.kwargs["seed"] and not built_with_other_kernels(info)
+        return ("done", None) if built else ("pending", None)  # a build with other kernels is built again
+    if job.kind == "baseline":
+        done = job.folder.is_dir() and any(r["step"] == 0 for r in RunDir(job.folder).evals())
+        return ("done", None) if done else ("pending", None)
+    if job.kind == "alpha":
+        return ("done", None) if (Path(job.kwargs["root"]) / layout.MATCHED_ALPHA_FILE).is_file() else ("pending", None)
+    raise ValueError(f"unknown job kind {job.kind!r} ({job.id})")
+
+
+def foreign_settings(job: Job) -> dict[str, tuple]:
+    """``{field: (recorded, planned)}`` where the config.json in a run job's folder records other settings than
+    the plan's (a run under a planned id, trained otherwise); {} for a run without one, or for another kind.
+
+    A run's state is read from its steps and evaluations (:func:`job_state`); this says whether it is the
+    planned run at all.  A run whose alpha is measured first has no folder yet, so nothing to compare.
+    """
+    if job.kind != "run" or job.folder is None or "matched_alpha_from" in job.kwargs:
+        return {}
+    return RunDir(job.folder).setting_changes(RunConfig.from_dict(job.kwargs["config"]).run_settings())
+
+
+def foreign_runs(plan: Plan) -> dict[str, str]:
+    """``{run id: what its folder records otherwise}`` for each planned run whose folder holds another run; a
+    config.json that cannot be read is named as such."""
+    found = {}
+    for job in plan.runs:
+        try:
+            changed = foreign_settings(job)
+        except ValueError as error:  # not valid JSON or not UTF-8: the message names the file
+            found[job.name] = str(error)
+            continue
+        if changed:
+            found[job.name] = f"{job.folder / layout.CONFIG_FILE} records {changes_text(changed)} (recorded -> planned)"
+    return found
+
+
+def check_no_foreign_runs(plan: Plan) -> None:
+    """Raise naming each planned run whose folder holds a run trained with other settings: counting it as done
+    (or resuming it) would put another run in the study under a planned id."""
+    foreign = foreign_runs(plan)
+    if foreign:
+        listing = "\n".join(f"  {name}: {text}" for name, text in foreign.items())
+        raise RunFolderError(
+            f"{len(foreign)} run folder(s) of the {plan.study} plan in {plan.root} hold runs trained with other "
+            f"settings than planned; nothing was changed. Move them away (or plan them with the settings they "
+            f"were trained with):\n{listing}")
+
+
+# ---- what a worker runs (module-level, so that the engine can send them to another machine)
+
+
+def _visible_root(root: str) -> Path:
+    """The results root as this worker sees it; a clear error where it cannot see it (no shared filesystem)."""
+    path = Path(root)
+    if not path.is_dir():
+        raise FileNotFoundError(
+            f"results root {root} is not visible on node {socket.gethostname()}: every node of the cluster must "
+            "see the study's results root at the same path (a shared filesystem; docs/cluster.md)")
+    return path
+
+
+def _timed(fn, *args, **kwargs) -> dict:
+    start = time.perf_counter()
+    with PeakMemory() as memory:
+        out = fn(*args, **kwargs)
+    out = out if isinstance(out, dict) else {}
+    return {**out, "wall_s": round(time.perf_counter() - start, 2), "peak_rss_mb": round(memory.peak / 2**20, 1)}
+
+
+def build_progress_file(seed: int) -> Path:
+    """Where a warm-start build in a worker leaves its progress for the driver's ETA (beside the cached build)."""
+    folder = tiny_warmstart_dir(seed)
+    return folder.with_name(f".{folder.name}.progress.json")
+
+
+def progress_writer(path: Path, every_s: float = 2.0) -> Callable[[int, int], None]:
+    """``on_step(done, total)`` that writes ``{"done", "total", "elapsed_s"}`` to ``path`` at most every
+    ``every_s`` seconds."""
+    started, last = time.perf_counter(), [float("-inf")]
+
+    def on_step(done: int, total: int) -> None:
+        now = time.perf_counter()
+        if now - last[0] >= every_s:
+            last[0] = now
+            atomic_write_json(path, {"done": done, "total": total, "elapsed_s": round(now - started, 2)})
+
+    return on_step
+
+
+def build_seconds_left(path: Path) -> float | None:
+    """The seconds a build has left by its progress file (its pace so far), or None without a readable one."""
+    try:
+        record = read_json(path)
+        done, total, elapsed = int(record["done"]), int(record["total"]), float(record["elapsed_s"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return elapsed / done * (total - done) if done > 0 else None
+
+
+def warm_start_task(seed: int, root: str) -> dict:
+    """Build the tiny warm start of this seed into the cache unless built there already (it fixes its own thread
+    count).  Where a committed copy ships, runs train from that copy and this build is a check of its own."""
+    _visible_root(root)
+    progress_file = build_progress_file(seed)
+
+    def build():
+        progress_file.unlink(missing_ok=True)  # a killed build's: not this one's pace
+        try:
+            build_warm_start(tiny_warmstart_dir(seed), seed=seed, progress=False,
+                             on_step=progress_writer(progress_file))
+        finally:
+            progress_file.unlink(missing_ok=True)
+        info = read_build_info(tiny_warmstart_dir(seed)) or {}
+        return {"build_seconds": info.get("build_seconds"),
+                "warm_start_pass_at_1_heldout": info.get("heldout_pass_at_1")}
+
+    return _timed(build)
+
+
+def baseline_task(config: dict, name: str) -> dict:
+    """Evaluate the untrained model once, into ``<root>/baselines/<name>``."""
+    cfg = RunConfig.from_dict(config)
+    _visible_root(cfg.results_dir)
+    if not cfg.dtype.startswith("bfloat"):  # CPU: one thread, as every CPU run
+        torch.set_num_threads(1)
+    return _timed(lambda: {"pass_at_1": baseline_for(cfg, name, progress=False)["pass_at_1"]})
+
+
+def matched_alpha_task(root: str, other_warm_starts: tuple[str, ...] = ()) -> dict:
+    """The paper-matched alpha, measured once per root (saah_lab.studies.matched_alpha)."""
+    path = _visible_root(root)
+    return _timed(lambda: {"alpha": ensure_matched_alpha(path, other_warm_starts=list(other_warm_starts))})
+
+
+def train_task(config: dict, matched_alpha_from: str | None = None, planned_ids: tuple[str, ...] = ()) -> dict:
+    """One CPU run in this worker, one torch thread, silent (the driver prints one line per finished run).
+
+    ``matched_alpha_from``: the run's alpha is the one recorded in that root (measured by an earlier job);
+    if that makes it a run the plan already holds, it is not trained twice.
+    """
+    torch.set_num_threads(1)
+    if matched_alpha_from is not None:
+        config = make_config(config.pop("profile"), **config,
+                             alpha=read_matched_alpha(_visible_root(matched_alpha_from))).to_dict()
+    cfg = RunConfig.from_dict(config)
+    _visible_root(cfg.results_dir)
+    if matched_alpha_from is not None and cfg.run_id in planned_ids:
+        return {"run_id": cfg.run_id, "wall_s": 0.0, "peak_rss_mb": 0.0, "same_as_planned": True}
+    result = _timed(run_training, cfg, progress=False)
+    numerics = cpu_numerics_record()  # the worker's own: it set up torch itself
+    return {"run_id": cfg.run_id, "wall_s": result["wall_s"], "peak_rss_mb": result["peak_rss_mb"],
+            "cpu_capability": numerics["capability"], "torch_threads": numerics["torch_threads"]}
+
+
+def notebook_parameters(config: dict, declared) -> dict:
+    """The papermill parameters of one run: the notebook's own parameters as such, every other config field that
+    differs from its profile's default in ``overrides``."""
+    defaults = make_config(config["profile"], method=config["method"], max_steps=config.get("max_steps")).to_dict()
+    own = {k: config[k] for k in NOTEBOOK_FIELDS if k in declared and config.get(k) is not None}
+    rest = {k: v for k, v in config.items() if k not in NOTEBOOK_FIELDS and v != defaults.get(k)}
+    return {**own, "overrides": rest, "progress": False}
+
+
+def notebook_task(config: dict, kernel: str = "python3", notebook: str = str(TRAIN_NOTEBOOK)) -> dict:
+    """One run as a papermill job of ``02_train.ipynb`` in this worker; the executed notebook stays in the run
+    folder.  The engine gave this worker its GPU (``CUDA_VISIBLE_DEVICES``); the kernel inherits it."""
+    cfg = RunConfig.from_dict(config)
+    parameters = notebook_parameters(config, declared_parameters(Path(notebook)))
+    check_sizes(parameters)  # before anything is written (papermill would write them into the notebook)
+    _visible_root(cfg.results_dir)
+    cfg.run_dir.mkdir(parents=True, exist_ok=True)
+    executed = cfg.run_dir / EXECUTED_NOTEBOOK
+
+    def execute():
+        papermill.execute_notebook(notebook, str(executed), kernel_name=kernel, cwd=str(REPO_ROOT),
+                                   parameters=parameters, progress_bar=False)
+
+    result = _timed(execute)
+    return {"run_id": cfg.run_id, "wall_s": result["wall_s"], "peak_rss_mb": result["peak_rss_mb"],
+            "notebook": str(executed), "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
+
+
+# ---- the jobs of a plan
+
+
+def warm_start_job(root: Path, seed: int) -> Job:
+    """The build of the warm start of ``seed``; its expected seconds are those its committed copy records."""
+    shipped = read_build_info(shipped_warm_start_dir(seed)) or {}
+    return Job.of("warmstart", tiny_warm_start_name(seed), warm_start_task, {"seed": seed, "root": str(root)},
+                  folder=tiny_warmstart_dir(seed), expected_s=shipped.get("build_seconds"))
+
+
+def waits_for_warm_start(warm: Job, seed: int) -> tuple[str, ...]:
+    """What a job that loads the warm start of ``seed`` waits for: nothing where its committed copy ships (the job
+    loads that copy; the build beside it is a check of its own), else that build."""
+    return () if shipped_warm_start_dir(seed).is_dir() else (warm.id,)
+
+
+def baseline_job(cfg, name: str, deps: tuple[str, ...] = ()) -> Job:
+    gpus = 0.0 if cfg.dtype == "float32" else 1.0
+    return Job.of("baseline", name, baseline_task, {"config": cfg.to_dict(), "name": name}, deps, num_gpus=gpus,
+                  folder=layout.baseline_dir(Path(cfg.results_dir), name))
+
+
+def alpha_job(root: Path, others: tuple[str, ...], deps: tuple[str, ...]) -> Job:
+    return Job.of("alpha", "paper-matched", matched_alpha_task, {"root": str(root), "other_warm_starts": others}, deps)
+
+
+def run_job(cfg, deps: tuple[str, ...] = (), *, gpu: bool = False, cpus_per_gpu_run: float = 4.0) -> Job:
+    """A CPU run (one thread, the run function) or, with ``gpu``, a papermill job on one GPU."""
+    if gpu:
+        return Job.of("run", cfg.run_id, notebook_task, {"config": cfg.to_dict()}, deps, num_cpus=cpus_per_gpu_run,
+                      num_gpus=1.0, steps=cfg.trainer.max_steps, folder=cfg.run_dir)
+    return Job.of("run", cfg.run_id, train_task, {"config": cfg.to_dict()}, deps, steps=cfg.trainer.max_steps,
+                  folder=cfg.run_dir)
+
+
+def matched_run_job(root: Path, method: str, seed: int, label: str, deps: tuple[str, ...],
+                    planned_ids: tuple[str, ...], **fields) -> Job:
+    """A run at the paper-matched alpha before that alpha is measured: it reads it when it starts."""
+    config = {"profile": "tiny", "method": method, "seed": seed, "results_dir": str(root), **fields}
+    steps = make_config(**config).trainer.max_steps
+    return Job.of("run", label, train_task, {"config": config, "matched_alpha_from": str(root),
+                                             "planned_ids": planned_ids}, deps, steps=steps)
+
+
+def warm_start_record(model_dir: Path) -> dict:
+    """The warm start's build record plus hashes of its weights and tokenizer (bit-identity check)."""
+    record = dict(read_build_info(model_dir) or {})
+    for key, name in (("weights_sha256", "model.safetensors"), ("tokenizer_sha256", "tokenizer.json")):
+        path = Path(model_dir) / name
+        if path.is_file():
+            record[key] = sha256_of(path)
+    return record
+
+
+# ---- running a plan
+
+
+def run_line(index: int, total: int, entry: dict, evals: list[dict], node: str | None = None,
+             eta_s: float | None = None) -> str:
+    """``[3/15] tiny-sa-a0.5-s0: 52 s, 590 MB, Pass@1 0.270 -> 0.420`` (first and last evaluation), then where
+    it ran and the time left."""
+    text = f"[{index}/{total}] {entry['run_id']}: {entry['wall_s']:.0f} s, {entry['peak_rss_mb']:.0f} MB"
+    if evals:
+        text += f", Pass@1 {evals[0]['pass_at_1']:.3f} -> {evals[-1]['pass_at_1']:.3f}"
+    if node:
+        text += f" (node {node})"
+    if eta_s is not None:
+        text += f"; {total - index} pending, ETA {eta_s / 60:.1f} min"
+    return text
+
+
+def eta_seconds(work_s: list[float], slots: int) -> float:
+    """Seconds until ``work_s`` (what each unfinished job has left, the running ones first) is done on ``slots``
+    slots, one job per slot, each next job on the slot that frees first."""
+    free = [0.0] * max(1, slots)
+    for work in work_s:
+        heapq.heapreplace(free, free[0] + max(work, 0.0))
+    return max(free)
+
+
+def submitted(plan: Plan) -> list[Job]:
+    """The jobs that still have work: runs not complete, other jobs not done."""
+    return [j for j in plan.jobs if job_state(j)[0] != "done"]
+
+
+def run_plan(plan: Plan, timings: Timings, *, address: str | None = None, max_retries: int = 1,
+             step_seconds: StepSeconds = None, slots: int | None = None, env_vars: dict | None = None) -> list[dict]:
+    """Build what is missing and train what is pending; returns the finished runs' entries (by run id).
+
+    The caller holds the plan's root.  ``step_seconds`` and ``slots`` (runs at a time) give the ETA of the
+    progress lines.  Raises :class:`saah_lab.studies.engine.TaskFailed` naming the job, node and log file.
+    """
+    plan.root.mkdir(parents=True, exist_ok=True)
+    for job in plan.jobs:  # done before, in another study or root: recorded here unless it is already
+        if job.kind != "run" and job_state(job)[0] == "done" and job.id in plan.record:
+            plan.record[job.id](None)
+        if job.kind == "warmstart" and job_state(job)[0] == "done":  # cached: its build time, as a fresh clone's
+            info = read_build_info(job.folder) or {}
+            timings.add_stage(_stage_label(job), {"build_seconds": info.get("build_seconds"),
+                                                  "warm_start_pass_at_1_heldout": info.get("heldout_pass_at_1")})
+    todo = submitted(plan)
+    ids = {j.id for j in todo}
+    tasks = [replace(j.task, deps=tuple(d for d in j.deps if d in ids)) for j in todo]  # the others are done
+    runs = [j for j in todo if j.kind == "run"]
+    by_id = {j.id: j for j in todo}
+    entries: list[dict] = []
+    finished: set[str] = set()
+    slots = max(1, slots or os.cpu_count() or 1)
+    started = time.perf_counter()
+    to_train = {j.id: steps_left(j) for j in runs}  # a resumed run trains only its remaining steps here
+    to_train_from = {j.id: j.steps - to_train[j.id] for j in runs}
+    trained: dict[str, tuple[float, int]] = {}  # task id: (wall seconds, steps trained) of the runs done
+    for job in todo:
+        if job.kind == "warmstart":
+            beside = "beside the runs, a check of the copy they load" if job.id not in {
+                d for j in runs for d in j.deps} else "first: the runs wait for it"
+            print(f"{_stage_label(job)}: building {beside}; a line when done", flush=True)
+    if runs:
+        print(f"{len(runs)} runs to train ({len(plan.runs) - len(runs)} already complete); one line as each "
+              "finishes", flush=True)
+
+    def left_s(job: Job, measured_per_step: float) -> tuple[float, bool]:
+        """The seconds ``job`` has left and whether it has begun: a run's steps not yet logged at its seconds
+        per step (the plan's, else what this study's runs took); a build's by its pace, else its expected
+        seconds less the time since the start."""
+        if job.kind == "warmstart":
+            by_pace = build_seconds_left(build_progress_file(job.kwargs["seed"]))
+            if by_pace is not None:
+                return by_pace, True
+        if job.kind != "run":
+            return max((job.expected_s or 0.0) - (time.perf_counter() - started), 0.0), False
+        per_step = run_step_seconds(job, step_seconds) or measured_per_step
+        logged = last_step(job.folder / layout.TRAIN_LOG_FILE) if job.folder is not None else 0
+        return max(job.steps - logged, 0) * per_step, logged > to_train_from[job.id]
+
+    def on_finish(task, result: dict, node: str) -> None:
+        job = by_id[task.id]
+        finished.add(task.id)  # a matched run's task id holds a placeholder, not its run id
+        if job.kind != "run":
+            if job.id in plan.record:
+                plan.record[job.id](result)
+            timings.add_stage(_stage_label(job), result)
+            if job.kind == "warmstart":
+                print(f"{_stage_label(job)}: built in {result.get('wall_s', 0) / 60:.1f} min", flush=True)
+            return
+        entries.append(result)
+        if not result.get("same_as_planned"):  # a matched run that another planned run already is: not trained
+            trained[task.id] = (result["wall_s"], to_train[task.id])
+        measured = sum(w for w, _ in trained.values()) / max(sum(n for _, n in trained.values()), 1)
+        left = [left_s(j, measured) for j in todo if j.id not in finished]
+        eta = eta_seconds([w for w, begun in left if begun] + [w for w, begun in left if not begun], slots)
+        evals = RunDir(layout.run_dir(plan.root, result["run_id"])).evals()
+        print(run_line(len(entries), len(runs), result, evals, node, eta), flush=True)
+
+    # a cluster's workers do not inherit the driver's environment: what the runs read from it goes with them
+    forwarded = {k: os.environ[k] for k in ("PYTHONPATH", "HF_HUB_OFFLINE", "TOKENIZERS_PARALLELISM", "SAAH_GSM8K_DIR",
+                                            "HF_HUB_DISABLE_PROGRESS_BARS", "PYTHONWARNINGS")
+                 if k in os.environ}
+    if tasks:
+        run_tasks(tasks, address=address, max_retries=max_retries, on_finish=on_finish,
+                  env_vars={**forwarded, **(env_vars or {})})
+    if runs:
+        timings.add_stage(f"train {len(runs)} runs", {"wall_s": round(time.perf_counter() - started, 2),
+                                                      "runs": sorted(entries, key=lambda e: e["run_id"])})
+    return sorted(entries, key=lambda e: e["run_id"])
+
+
+def _stage_label(job: Job) -> str:
+    """The stage names of a study's timings file."""
+    if job.kind == "alpha":
+        return "paper-matched alpha"
+    if job.kind == "warmstart":
+        return "warm start" if job.name == BASELINE_NAME else f"warm start {job.name}"
+    return "baseline" if job.name == BASELINE_NAME else f"baseline {job.name}"
+
+
+def record_warm_start(root: Path, seed: int, records_file: str = layout.WARMSTART_RECORD_FILE):
+    """The driver's record of a warm start: its build record in the study root (the model is a git-ignored
+    cache; its record is committed with the study).  With ``WARMSTART_RECORDS_FILE`` one entry per warm start.
+    Called with None for a warm start built earlier: a record already in the root is kept as it is."""
+    def record(result) -> None:
+        path = Path(root) / records_file
+        records = read_json(path, default={}) if path.is_file() else {}
+        name = tiny_warm_start_name(seed)
+        if result is None and records and (records_file == layout.WARMSTART_RECORD_FILE or name in records):
+            return  # nothing was built: the record already there stands
+        build = warm_start_record(tiny_warmstart_dir(seed))
+        if records_file == layout.WARMSTART_RECORD_FILE:
+            atomic_write_json(path, build)
+            return
+        records[name] = build
+        atomic_write_json(path, dict(sorted(records.items())))
+
+    return record
+
+
+#: Seconds per optimiser step: one figure for every run, or one per profile, or None (not measured).
+StepSeconds = float | dict[str, float | None] | None
+
+
+def run_step_seconds(job: Job, step_seconds: StepSeconds) -> float | None:
+    """A run's seconds per step: the one figure, or its profile's."""
+    return step_seconds.get(job.profile) if isinstance(step_seconds, dict) else step_seconds
+
+
+def steps_left(job: Job) -> int:
+    """A run's optimiser steps still to train: none when complete, the rest after its last step when partial."""
+    state, last = job_state(job)
+    return 0 if state == "done" else job.steps - (last if state == "partial" else 0)
+
+
+def estimate(plan: Plan, step_seconds: StepSeconds, slots: int) -> dict:
+    """Runs x steps x their profile's seconds per step, in hours of wall time at ``slots`` runs at a time (and
+    GPU-hours); without a figure for every pending run's profile, the steps only."""
+    pending = [j for j in plan.runs if job_state(j)[0] != "done"]
+    left = {j.id: steps_left(j) for j in pending}
+    by_profile: dict[str | None, int] = {}
+    for job in pending:
+        by_profile[job.profile] = by_profile.get(job.profile, 0) + left[job.id]
+    total = {"runs": len(plan.runs), "pending_runs": len(pending), "steps_left": sum(left.values()),
+             "steps_left_by_profile": by_profile}
+    seconds = {j.id: run_step_seconds(j, step_seconds) for j in pending}
+    if step_seconds is None or None in seconds.values():
+        return total
+    run_seconds = sum(left[i] * seconds[i] for i in left)
+    total["run_hours"] = run_seconds / 3600
+    total["wall_lower_bound_hours"] = max((j.steps * seconds[j.id] for j in pending), default=0) / 3600
+    # spread over the slots, but never shorter than the longest run alone
+    total["hours"] = max(run_seconds / 3600 / max(1, min(slots, len(pending) or 1)), total["wall_lower_bound_hours"])
+    if plan.gpu:
+        total["gpu_hours"] = run_seconds / 3600
+    return total

@@ -1,0 +1,271 @@
+"""How wrong is the top-K entropy estimate, and how wrong does it make the horizon weights?
+
+On real rollouts (completions sampled from a model on the task's training prompts, as during
+training: temperature 1, no top-k/top-p truncation), the exact normalised entropy ``H_t / log V`` of
+every completion token is compared with the top-K estimate of
+:func:`saah_lib.method.loss.normalised_entropy` (softmax over the K largest logits, still divided by
+``log V``), and the horizon weights ``w_t = exp(-alpha * sum_{s<=t} H_s)`` built from each are
+compared token by token (:func:`topk_errors`). The weight error compounds along the completion, so
+the last-token error is reported beside the per-token one. Also here: the training runs of the
+top-K ablation (:func:`topk_training_configs`), each under its own run id.
+
+``python -m saah_lab.studies.topk --model cache/tiny-warmstart --out results/extended/topk_entropy_error.json``
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from saah_lib.jsonio import atomic_write_json
+from saah_lib.method.loss import horizon_weights, normalised_entropy
+from saah_lib.method.methods import MAIN_ALPHA, SWEEP_ALPHAS
+from saah_lib.paths import EXTENDED_ROOT, TINY_WARMSTART_DIR, in_repo, repo_relative
+from saah_lib.rundir.layout import TOPK_ERROR_FILE
+from saah_lib.tasks.prompts import make_prompt
+from saah_lib.tasks.synthetic import synthetic_split
+from saah_lib.training.config import make_config
+
+DEFAULT_KS = (5, 10, 20, 50, 100, 200)
+DEFAULT_ALPHAS = tuple(a for a in SWEEP_ALPHAS if a != 0)  # alpha = 0 has weight 1 whatever the entropy
+TRAINING_KS = (5, 20, 100)  # the training runs: from ~1% to ~15% of the tiny 660-token vocabulary
+TRAINING_METHOD, TRAINING_ALPHA = "sa", MAIN_ALPHA
+RESULT_FILE = TOPK_ERROR_FILE
+
+
+# ---------------------------------------------------------------------------
+# rollouts
+# ---------------------------------------------------------------------------
+
+def completion_mask(completion_ids: torch.Tensor, eos_token_id: int | None) -> torch.Tensor:
+    """1 on completion tokens up to and including the first end-of-sequence token (TRL's mask), else 0."""
+    if eos_token_id is None:
+        return torch.ones_like(completion_ids, dtype=torch.long)
+    is_eos = completion_ids == eos_token_id
+    # tokens strictly after the first eos: cumulative count of eos before them is >= 1
+    after = (torch.cumsum(is_eos.long(), dim=1) - is_eos.long()) > 0
+    return (~after).long()
+
+
+@torch.no_grad()
+def sample_batch(model, tokenizer, prompts: list[str], *, per_prompt: int, max_new_tokens: int,
+                 temperature: float = 1.0):
+    """One batch of sampled completions as TRL samples them (no top-k/top-p truncation), and the logits that
+    produced them: ``(completion ids [B, T], TRL's mask [B, T], float32 logits [B, T, V] / temperature)``."""
+    enc = tokenizer(prompts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False)
+    gen = model.generate(**enc, do_sample=True, temperature=temperature, top_k=0, top_p=1.0,
+                         max_new_tokens=max_new_tokens, num_return_sequences=per_prompt,
+                         pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
+    prompt_len = enc["input_ids"].shape[1]
+    completion = gen[:, prompt_len:]
+    mask = completion_mask(completion, tokenizer.eos_token_id)
+    attention = torch.cat([enc["attention_mask"].repeat_interleave(per_prompt, dim=0), mask], dim=1)
+    logits = model(input_ids=gen, attention_mask=attention).logits
+    # position i predicts token i + 1: the completion's tokens are predicted from prompt_len - 1 on
+    return completion, mask, logits[:, prompt_len - 1:-1].float() / temperature
+
+
+def completion_texts(tokenizer, completion: torch.Tensor, mask: torch.Tensor) -> list[str]:
+    """The completions as TRL hands them to the reward (masked tokens and special tokens such as the end mark
+    dropped)."""
+    return tokenizer.batch_decode(completion * mask + tokenizer.pad_token_id * (1 - mask), skip_special_tokens=True)
+
+
+def sample_rollouts(model, tokenizer, prompts: list[str], *, per_prompt: int, max_new_tokens: int,
+                    temperature: float = 1.0, seed: int = 0, batch_size: int = 16):
+    """Sampled completions with the logits that produced them.
+
+    Returns a list of batches ``(logits [B, T, V] / temperature, mask [B, T])``
+    (float32 logits of the positions that predict completion tokens).
+    """
+    if tokenizer.pad_token_id is None:
+        raise ValueError("the tokenizer needs a pad token for batched generation")
+    was_training = model.training
+    model.eval()
+    torch.manual_seed(seed)
+    out = []
+    try:
+        for start in range(0, len(prompts), batch_size):
+            _, mask, logits = sample_batch(model, tokenizer, prompts[start:start + batch_size], per_prompt=per_prompt,
+                                           max_new_tokens=max_new_tokens, temperature=temperature)
+            out.append((logits, mask))
+    finally:
+        model.train(was_training)
+    return out
+
+
+# ---------------------------------------------------------------------------
+# the errors
+# ---------------------------------------------------------------------------
+
+def _stats(values: torch.Tensor) -> dict:
+    values = values.double()
+    if values.numel() == 0:
+        return {"mean": float("nan"), "max": float("nan")}
+    return {"mean": values.mean().item(), "max": values.max().item()}
+
+
+def topk_errors(batches, ks=DEFAULT_KS, alphas=DEFAULT_ALPHAS, vocab_size: int | None = None) -> dict:
+    """Errors of the top-K estimate against the exact entropy, over every completion token of ``batches``.
+
+    ``batches``: ``[(logits [B, T, V], mask [B, T]), ...]``.  Per K: absolute
+    (and signed: estimate minus exact) error of the normalised entropy, the
+    probability mass the top K logits hold, and per alpha the absolute and
+    relative error of the horizon weights at every token and at each
+    completion's last token.
+    """
+    if not batches:
+        raise ValueError("no rollouts to measure")
+    vocab = vocab_size or batches[0][0].size(-1)
+    exact, masks, mass = [], [], {k: [] for k in ks}
+    per_k = {k: [] for k in ks}
+    for logits, mask in batches:
+        exact.append(normalised_entropy(logits, vocab, top_k=None))
+        masks.append(mask.float())
+        probs = torch.softmax(logits.float(), dim=-1)
+        for k in ks:
+            per_k[k].append(normalised_entropy(logits, vocab, top_k=k))
+            mass[k].append(torch.topk(probs, min(k, probs.size(-1)), dim=-1).values.sum(-1))
+
+    def tokens(xs):  # values at completion tokens, all batches
+        return torch.cat([x[m > 0] for x, m in zip(xs, masks)])
+
+    def last_tokens(xs):  # value at each completion's last real token
+        out = []
+        for x, m in zip(xs, masks):
+            n = m.sum(1).long()
+            keep = n > 0
+            out.append(x[keep].gather(1, (n[keep] - 1).unsqueeze(1)).squeeze(1))
+        return torch.cat(out)
+
+    h_exact = tokens(exact)
+    result = {
+        "vocab_size": int(vocab),
+        "n_rollouts": int(sum(m.size(0) for m in masks)),
+        "n_tokens": int(h_exact.numel()),
+        "exact_entropy_norm": {**_stats(h_exact), "median": h_exact.double().median().item()},
+        "alphas": list(alphas),
+        "per_k": [],
+    }
+    for k in ks:
+        h_k = tokens(per_k[k])
+        diff = h_k - h_exact
+        row = {
+            "k": int(k),
+            "frac_vocab": min(k, vocab) / vocab,
+            "exact": k >= vocab,
+            "entropy_abs_err": _stats(diff.abs()),
+            "entropy_signed_err_mean": diff.double().mean().item(),
+            "entropy_rel_err_of_total": (diff.double().sum() / h_exact.double().sum()).item()
+            if h_exact.sum() > 0 else float("nan"),
+            "topk_mass": {"mean": tokens(mass[k]).double().mean().item(), "min": tokens(mass[k]).min().item()},
+            "weights": {},
+        }
+        for alpha in alphas:
+            w_exact = [horizon_weights(h, m, alpha) for h, m in zip(exact, masks)]
+            w_k = [horizon_weights(h, m, alpha) for h, m in zip(per_k[k], masks)]
+            abs_err = [(a - b).abs() for a, b in zip(w_k, w_exact)]
+            rel_err = [e / b for e, b in zip(abs_err, w_exact)]
+            row["weights"][f"{alpha:g}"] = {
+                "abs_err": _stats(tokens(abs_err)),
+                "rel_err": _stats(tokens(rel_err)),
+                "last_token_rel_err": _stats(last_tokens(rel_err)),
+                "last_token_weight_exact_mean": last_tokens(w_exact).double().mean().item(),
+            }
+        result["per_k"].append(row)
+    return result
+
+
+# ---------------------------------------------------------------------------
+# the measurement on a model
+# ---------------------------------------------------------------------------
+
+def measure_topk(model_dir: str | Path, *, n_prompts: int = 64, per_prompt: int = 4, ks=DEFAULT_KS,
+                 alphas=DEFAULT_ALPHAS, seed: int = 0, profile: str = "tiny", problems=None) -> dict:
+    """Sample rollouts of ``model_dir`` on the profile's first ``n_prompts`` training problems and measure.
+
+    The profile gives the data, temperature and completion length; ``problems``
+    overrides the data (a list of :class:`saah_lib.tasks.problems.Problem`).
+    """
+    model_dir = Path(model_dir)
+    if not (model_dir / "config.json").is_file():
+        raise ValueError(f"{model_dir}: not a model folder (no config.json)")
+    cfg = make_config(profile)
+    if problems is None:
+        if cfg.dataset != "synthetic":
+            raise ValueError(f"profile {profile!r} trains on {cfg.dataset}; pass problems= explicitly")
+        problems = synthetic_split(cfg.n_train, cfg.n_eval, seed=cfg.data_seed).train
+    problems = list(problems)[:n_prompts]
+    start = time.perf_counter()
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    prompts = [make_prompt(p.question, tokenizer) for p in problems]
+    batches = sample_rollouts(model, tokenizer, prompts, per_prompt=per_prompt,
+                              max_new_tokens=cfg.trainer.max_completion_length,
+                              temperature=cfg.trainer.temperature, seed=seed)
+    vocab = model.get_output_embeddings().weight.size(0)
+    result = topk_errors(batches, ks=tuple(ks) + ((vocab,) if vocab not in ks else ()), alphas=alphas,
+                         vocab_size=vocab)
+    result.update({
+        "model": repo_relative(model_dir),  # no machine path in the results
+        "profile": profile,
+        "n_prompts": len(problems),
+        "per_prompt": per_prompt,
+        "first_problem_id": problems[0].id if problems else None,
+        "temperature": cfg.trainer.temperature,
+        "max_new_tokens": cfg.trainer.max_completion_length,
+        "seed": seed,
+        "wall_s": round(time.perf_counter() - start, 2),
+    })
+    return result
+
+
+# ---------------------------------------------------------------------------
+# the training runs of the ablation
+# ---------------------------------------------------------------------------
+
+def topk_run_id(k: int, seed: int, method: str = TRAINING_METHOD, alpha: float = TRAINING_ALPHA,
+                profile: str = "tiny") -> str:
+    return f"{profile}-{method}-a{alpha:g}-k{k}-s{seed}"
+
+
+def topk_training_configs(ks=TRAINING_KS, seeds=(0,), *, results_dir: str = "results/extended", steps: int | None = None,
+                          profile: str = "tiny", method: str = TRAINING_METHOD, alpha: float = TRAINING_ALPHA):
+    """One config per (K, seed): the main SA-AH-GRPO setting with ``entropy_top_k=K`` under its own run id.
+
+    Its exact-entropy counterpart is the main study's run of the same seed
+    (the tiny profile uses the exact entropy).
+    """
+    return [make_config(profile, method=method, alpha=alpha, entropy_top_k=int(k), seed=seed, max_steps=steps,
+                        results_dir=results_dir, run_id=topk_run_id(k, seed, method, alpha, profile))
+            for k in ks for seed in seeds]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m saah_lab.studies.topk", description=__doc__.splitlines()[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--model", type=in_repo, default=repo_relative(TINY_WARMSTART_DIR), help="model folder")
+    parser.add_argument("--out", type=in_repo, default=repo_relative(EXTENDED_ROOT / RESULT_FILE), help="JSON written")
+    parser.add_argument("--prompts", type=int, default=64, help="prompts sampled")
+    parser.add_argument("--per-prompt", type=int, default=4, help="rollouts per prompt")
+    parser.add_argument("--ks", type=int, nargs="+", default=list(DEFAULT_KS), help="K values measured")
+    parser.add_argument("--seed", type=int, default=0, help="sampling seed")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    result = measure_topk(args.model, n_prompts=args.prompts, per_prompt=args.per_prompt, ks=args.ks, seed=args.seed)
+    atomic_write_json(args.out, result)
+    for row in result["per_k"]:
+        w = row["weights"][f"{MAIN_ALPHA:g}"]
+        print(f"K={row['k']:4d}  |dH| mean {row['entropy_abs_err']['mean']:.2e} max {row['entropy_abs_err']['max']:.2e}"
+              f"  weight rel err (a={MAIN_ALPHA:g}) mean {w['rel_err']['mean']:.2e} max {w['rel_err']['max']:.2e}")
+    print(f"wrote {args.out} ({result['n_tokens']} tokens, {result['wall_s']:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,89 @@
+"""The verdict a user reads at the end of ``make mini``, ``make extended`` and ``grid run confirm``.
+
+:func:`judge` gives the exit status and its reason; :func:`closing_lines` that status and the last lines: which CPU
+and kernels ran, whether the bits matched the committed study's and, where not, why (vendor, vector
+instruction set, unpinned), and level 2's verdict with its measured false-alarm rate.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from saah_lab.studies.verify.bits import BITS_REPRODUCED, CONCLUSIONS, FILES_DIFFER
+from saah_lib.jsonio import read_json
+from saah_lib.numerics import MODE_VARIABLE, NATIVE, RECORD_KEY, summary
+from saah_lib.rundir import layout
+
+GENERIC = "generic"
+
+
+def committed_mkl_kernels(root: Path) -> str:
+    """Which of MKL's kernels the committed study ran (``generic`` or ``Intel``), from its warm-start records; a
+    study that recorded none was made with the generic ones (the CPU numerics were recorded from then on)."""
+    records = read_json(Path(root) / layout.WARMSTART_RECORDS_FILE, default=None) or {}
+    single = read_json(Path(root) / layout.WARMSTART_RECORD_FILE, default=None)
+    for record in [*records.values(), *([single] if single else [])]:
+        kernels = (record.get(RECORD_KEY) or {}).get("mkl_kernels")
+        if kernels:
+            return kernels
+    return GENERIC
+
+
+def bits_can_match(numerics: dict, committed_kernels: str = GENERIC) -> bool:
+    """Whether this process runs the committed study's kernels: pinned, the pin holding, MKL's same kernels."""
+    return (numerics.get("mode") != NATIVE and bool(numerics.get("pin_holds"))
+            and numerics.get("mkl_kernels") == committed_kernels)
+
+
+def why_bits_may_differ(numerics: dict, committed_kernels: str = GENERIC) -> str | None:
+    """Why this CPU cannot reproduce the committed bits (None where it can)."""
+    if numerics.get("mode") == NATIVE:
+        return f"{MODE_VARIABLE}={NATIVE}: torch runs this CPU's widest kernels, unpinned"
+    if numerics.get("pin_obstacle") or not numerics.get("pin_holds"):
+        return numerics.get("pin_obstacle") or "the pin did not hold: torch runs other kernels than the pinned AVX2"
+    if numerics.get("mkl_kernels") != committed_kernels:
+        vendor = numerics.get("cpu_vendor") or "this CPU's vendor"
+        return (f"MKL runs its {numerics.get('mkl_kernels')} kernels on this CPU ({vendor}), the committed study "
+                f"ran its {committed_kernels} ones")
+    return None
+
+
+def judge(report: dict, numerics: dict, committed_kernels: str = GENERIC) -> tuple[int, str]:
+    """The exit status and the sentence that explains it, from the report and this process's CPU numerics
+    (:func:`saah_lib.numerics.cpu_numerics_record`).
+
+    0 when the bits reproduce, or when they differ where they may (native numerics, a CPU where the pin cannot
+    hold, MKL's other kernels) and the conclusions reproduce.  1 otherwise: the conclusions changed or could not
+    be checked, a study file differs between identical runs, or the bits differ where they should not, which the
+    CPU cannot explain.
+    """
+    found = report["outcome"]
+    if found == BITS_REPRODUCED:
+        return 0, "bits reproduced"
+    if found == FILES_DIFFER:
+        return 1, "every run is identical, yet a study file differs: a change in the code that writes it"
+    if found != CONCLUSIONS[True]:
+        return 1, f"{found}: the rerun does not support the committed study's conclusions"
+    why = why_bits_may_differ(numerics, committed_kernels)
+    if why is None:
+        return 1, (f"bits differ although this CPU runs the committed study's kernels ({summary(numerics)}): not "
+                   "the CPU; look for other causes (package versions, code; docs/reproducibility.md)")
+    return 0, f"bits differ, as expected here ({why}); the conclusions reproduced"
+
+
+def closing_lines(report: dict, numerics: dict, committed_kernels: str = GENERIC) -> tuple[int, list[str]]:
+    """The exit status (:func:`judge`) and the last lines of a verification: CPU and kernels, bits, conclusions,
+    and the verdict."""
+    status, reason = judge(report, numerics, committed_kernels)
+    cpu = (f"CPU: {summary(numerics)}; MKL's {numerics.get('mkl_kernels')} kernels (the committed study: "
+           f"{committed_kernels})")
+    runs, identical = report.get("runs_compared", 0), report.get("runs_identical", 0)
+    if identical == runs:
+        bits = f"bits: {identical}/{runs} runs identical to the committed ones"
+    else:
+        why = why_bits_may_differ(numerics, committed_kernels) or "not explained by this CPU"
+        bits = f"bits: {runs - identical}/{runs} runs differ from the committed ones ({why})"
+    level2 = report.get("conclusions")
+    conclusions = ("conclusions: " + level2["line"].removeprefix("conclusions ") if level2
+                   else "conclusions: not needed, every run is identical")
+    return status, [cpu, bits, conclusions, f"{'ok' if status == 0 else 'FAILED'}: {reason}"]

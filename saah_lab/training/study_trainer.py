@@ -1,0 +1,44 @@
+"""The trainer of the artifact's runs: ``SAAHGRPOTrainer`` with every opt-in layer, plus two of the lab's own.
+
+The layers: compiled rollouts and one sampling policy (:mod:`saah_lib.models.rollout_trainer`) and the
+paper's flat-group rule (:mod:`saah_lib.training.flat_groups`). The lab's own: a prompt sampler that resumes
+within an epoch (:mod:`saah_lib.training.sampler`; TRL's ``_get_train_sampler`` is the only place that
+chooses the sampler) and a full disk at a checkpoint reported as such (TRL's ``_save_checkpoint`` is where
+the save happens). tests/training/test_trl_surface.py checks the signatures of every method overridden here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from saah_lib.jsonio import disk_full_error, is_disk_full
+from saah_lib.models.rollout_trainer import CompiledRolloutMixin
+from saah_lib.training.flat_groups import FlatGroupsMixin
+from saah_lib.training.sampler import ResumableRepeatSampler
+from saah_lib.training.trainer import SAAHGRPOTrainer
+
+
+class StudyTrainer(CompiledRolloutMixin, FlatGroupsMixin, SAAHGRPOTrainer):
+    """``SAAHGRPOTrainer`` as the studies, notebooks and benchmarks run it."""
+
+    def _get_train_sampler(self, dataset=None) -> ResumableRepeatSampler:
+        # TRL's arguments, unchanged; only the class differs
+        sampler = super()._get_train_sampler(dataset)
+        return ResumableRepeatSampler(
+            data_source=sampler.data_source, mini_repeat_count=sampler.mini_repeat_count,
+            batch_size=sampler.batch_size, repeat_count=sampler.repeat_count, shuffle=sampler.shuffle,
+            seed=sampler.seed)
+
+    def _save_checkpoint(self, model, trial) -> None:
+        """transformers' checkpoint save; a full disk is reported as such, naming the run and the folder.
+
+        The interrupted save has no ``trainer_state.json`` (written last), so the next launch resumes from
+        the previous checkpoint (:func:`saah_lab.rundir.checkpoints.resume_checkpoint`).
+        """
+        try:
+            super()._save_checkpoint(model, trial)
+        except Exception as error:  # torch and safetensors wrap the OSError in their own types
+            folder = Path(self._get_output_dir(trial=trial)) / f"checkpoint-{self.state.global_step}"
+            if is_disk_full(error, folder):
+                raise disk_full_error(f"saving the checkpoint of run {self.args.run_name!r} into", folder) from error
+            raise
