@@ -18,6 +18,7 @@ from typing import Callable, Mapping
 
 from saah_lib.rundir.folder import RunFolderError
 from saah_lib.rundir.layout import DAMAGED_CHECKPOINTS
+from saah_lib.training.profiles import fields_with
 
 TRAINER_STATE = "trainer_state.json"  # written last: a checkpoint without it is an interrupted save
 #: What transformers' ``Trainer._save_checkpoint`` writes into every checkpoint of our runs (transformers
@@ -192,9 +193,7 @@ def set_aside(checkpoint: Path) -> Path:
 #: The trainer fields that shape what a run computes: a checkpoint saved under other values of any of them is
 #: not this run's (its weights and optimiser state would continue another training).  The batch fields
 #: per process are left out: they change with the number of processes, ``prompts_per_step`` does not.
-IDENTITY_FIELDS = ("method", "alpha", "seed", "max_steps", "learning_rate", "lr_scheduler_type", "warmup_steps",
-                   "weight_decay", "max_grad_norm", "beta", "epsilon", "prompts_per_step", "num_generations",
-                   "max_completion_length", "temperature", "entropy_top_k", "reward_std_threshold", "loss_type")
+IDENTITY_FIELDS = (*fields_with("checkpoint"), "loss_type")
 #: A full model's shape in its ``config.json``: a checkpoint of another model differs in one of them.
 MODEL_SHAPE_FIELDS = ("model_type", "vocab_size", "hidden_size", "num_hidden_layers", "intermediate_size",
                       "num_attention_heads", "num_key_value_heads")

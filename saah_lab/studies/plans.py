@@ -21,6 +21,7 @@ from saah_lib.method.methods import MAIN_ALPHAS, SWEEP_ALPHAS
 from saah_lib.models.names import tiny_warm_start_seed
 from saah_lib.paths import EXTENDED_ROOT, LOCAL_RESULTS, MINI_ROOT, RESULTS
 from saah_lib.training.config import check_overrides, make_config
+from saah_lib.training.profiles import fields_with
 
 PAPER_PROFILES = ("qwen2.5-1.5b", "qwen2.5-3b")
 PAPER_SWEEP_PROFILE = "qwen2.5-1.5b"
@@ -28,7 +29,7 @@ PAPER_SWEEP_METHOD = "ah"
 PAPER_SEED = 123  # the paper's own seed ("All runs use a fixed random seed (123)")
 PAPER_ROOT = RESULTS / "paper"
 #: the config fields an ablation sets from its own arguments
-ABLATION_FIELDS = ("profile", "method", "alpha", "seed", "max_steps", "run_id", "results_dir")
+ABLATION_FIELDS = fields_with("ablation")
 CPUS_PER_GPU_RUN = 2.0
 
 

@@ -39,13 +39,13 @@ from saah_lib.progress import last_step
 from saah_lib.rundir import layout
 from saah_lib.rundir.folder import RunDir, RunFolderError, changes_text
 from saah_lib.training.config import RunConfig, make_config
+from saah_lib.training.profiles import fields_with
 
 BASELINE_NAME = "tiny-warmstart"  # the baseline folder of every tiny study: the warm start, evaluated once
 TRAIN_NOTEBOOK = NOTEBOOKS / "02_train.ipynb"
 EXECUTED_NOTEBOOK = "02_train.ipynb"  # the executed copy kept in a GPU run's folder
 #: config fields that 02_train.ipynb takes as parameters of its own; the rest go in its ``overrides``
-NOTEBOOK_FIELDS = ("profile", "method", "alpha", "max_steps", "seed", "run_id", "results_dir", "model_name",
-                   "generation_backend", "vllm_mode", "report_to", "run_name")
+NOTEBOOK_FIELDS = fields_with("notebook")
 
 
 @dataclass(frozen=True)

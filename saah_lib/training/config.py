@@ -492,19 +492,24 @@ def make_config(profile: str = "tiny", overrides: dict | None = None, **fields) 
     run = RunConfig(trainer=trainer, profile=profile, **run_values)
     if run_values.get("run_id") is None:  # a variant of the profile's defaults gets an id that says how
         run.run_id = default_run_id(profile, trainer.method, trainer.alpha, trainer.seed, run.model_name,
-                                    _differences_from_profile(run))
+                                    _differences_from_profile(profile, values))
     # TRL writes checkpoints into the run folder, and names the run after its id unless told otherwise
     trainer.output_dir = str(run.run_dir / CHECKPOINTS_DIR)
     trainer.run_name = values.get("run_name") or run.run_id
     return run
 
 
-def _differences_from_profile(run: RunConfig) -> dict:
-    """The recorded settings in which ``run`` differs from its profile's defaults for the same method, alpha, seed
-    and model (:func:`saah_lib.training.profiles.setting_differences`, after both are resolved)."""
-    reference = make_config(run.profile, method=run.trainer.method, alpha=run.trainer.alpha, seed=run.trainer.seed,
-                            model_name=run.model_name, run_id="reference")
-    return setting_differences(run.run_settings(), reference.run_settings())
+def _differences_from_profile(profile: str, values: dict) -> dict:
+    """The recorded settings in which a run's resolved ``values`` differ from its profile's defaults for the same
+    method, alpha, seed and model (:func:`saah_lib.training.profiles.setting_differences`)."""
+    method = values.get("method", "sa")
+    reference = {**RunConfig.defaults(), **PROFILES[profile], "max_steps": PROFILE_STEPS[profile].get(method, 60)}
+    reference["warmup_steps"] = derived_warmup_steps(reference["max_steps"])
+
+    def recorded(settings: dict) -> dict:
+        return {RECORDED_AS.get(name, name): value for name, value in settings.items()}
+
+    return setting_differences(recorded({**reference, **values}), recorded(reference))
 
 
 def _machine_fields(dtype: str) -> dict:

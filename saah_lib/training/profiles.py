@@ -14,6 +14,7 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from saah_lib.method.methods import PAPER_ENTROPY_TOP_K
 from saah_lib.models.names import tiny_warm_start_seed
@@ -22,13 +23,6 @@ from saah_lib.paths import LOCAL_RESULTS, repo_relative
 #: single runs write here unless told otherwise (git-ignored); the studies pass their own roots
 LOCAL_RESULTS_DIR = repo_relative(LOCAL_RESULTS)
 
-#: The trainer fields a profile, a notebook's overrides or ``--set`` may set.
-TRAINER_FIELDS = ("method", "alpha", "max_steps", "seed", "learning_rate", "lr_scheduler_type", "warmup_steps",
-                  "weight_decay", "max_grad_norm", "beta", "epsilon", "prompts_per_step", "num_generations",
-                  "gradient_accumulation_steps", "max_completion_length", "temperature", "entropy_top_k",
-                  "reward_std_threshold", "save_steps", "save_total_limit", "log_token_entropies",
-                  "activation_checkpointing", "generation_backend", "vllm_mode", "vllm_server_base_url",
-                  "vllm_gpu_memory_utilization", "report_to", "run_name")
 #: What TRL's fields mean in a profile (``launch --help``), where TRL's own help says less.
 STUDY_FIELD_HELP = {
     "max_steps": "optimiser steps (make_config: the profile's for the method); -1: TRL's num_train_epochs instead",
@@ -50,24 +44,94 @@ STUDY_FIELD_HELP = {
     "run_name": "the run's name in the report_to integrations (make_config: the run id)",
     "activation_checkpointing": "recompute activations in the backward pass (less memory)",
 }
-#: A field's name in a run folder's config.json, where it differs (the one mapping at the run-folder boundary).
-RECORDED_AS = {"max_steps": "steps", "save_steps": "save_every", "save_total_limit": "keep_checkpoints",
-               "lr_scheduler_type": "lr_scheduler", "activation_checkpointing": "gradient_checkpointing"}
-#: config.json's settings, in their order on disk.
-RECORDED_SETTINGS = (
-    "profile", "method", "alpha", "steps", "seed", "run_id", "model_name", "model_label", "dtype", "use_lora",
-    "lora_r", "lora_alpha", "lora_dropout", "lora_target_modules", "gradient_checkpointing", "dataset", "data_dir",
-    "n_train", "n_eval", "data_seed", "learning_rate", "lr_scheduler", "warmup_steps", "weight_decay",
-    "max_grad_norm", "beta", "epsilon", "prompts_per_step", "num_generations", "gradient_accumulation_steps",
-    "max_completion_length", "temperature", "entropy_top_k", "reward_std_threshold", "save_every",
-    "keep_checkpoints", "eval_every", "eval_batch_size", "eval_max_new_tokens", "log_token_entropies",
-    "generation_backend", "vllm_mode", "vllm_server_base_url", "vllm_gpu_memory_utilization",
+#: What the artifact does with a setting (the roles of :data:`SETTINGS`).
+ROLES = {
+    "names_run": "the run id says it already: never a variant's difference",
+    "checkpoint": "shapes what a run computes: a checkpoint saved under another value is another run's",
+    "notebook": "a parameter of its own in 02_train.ipynb (the others go in its overrides)",
+    "ablation": "an ablation sets it from its own arguments",
+}
+
+
+@dataclass(frozen=True)
+class Setting:
+    """A config field that a profile, an override or a notebook may set, and what the artifact does with it."""
+
+    name: str
+    owner: str  # "run": RunConfig's; "trainer": SAAHGRPOConfig's (TRL's or the method's)
+    recorded_as: str | None  # its name in a run folder's config.json; None: not recorded
+    roles: frozenset[str]
+
+
+def _settings(*rows: str) -> tuple[Setting, ...]:
+    """Rows of ``name owner recorded_as roles...`` (``=``: recorded under its own name; ``-``: not recorded)."""
+    settings = []
+    for row in rows:
+        name, owner, recorded, *roles = row.split()
+        if owner not in ("run", "trainer") or not set(roles) <= set(ROLES):
+            raise ValueError(f"setting {row!r}: owner run or trainer, roles among {', '.join(ROLES)}")
+        settings.append(Setting(name, owner, {"=": name, "-": None}.get(recorded, recorded), frozenset(roles)))
+    return tuple(settings)
+
+
+#: Every setting, in the order of a run folder's config.json: the one place that says which fields a profile may
+#: set, under which name a run records them, and which of them name a run, shape its checkpoints, or are
+#: parameters of the training notebook and of an ablation.
+SETTINGS = _settings(
+    "profile run = names_run notebook ablation",
+    "method trainer = names_run checkpoint notebook ablation",
+    "alpha trainer = names_run checkpoint notebook ablation",
+    "max_steps trainer steps checkpoint notebook ablation",
+    "seed trainer = names_run checkpoint notebook ablation",
+    "run_id run = names_run notebook ablation",
+    "model_name run = names_run notebook",
+    "model_label run = names_run",
+    "dtype run =", "use_lora run =", "lora_r run =", "lora_alpha run =", "lora_dropout run =",
+    "lora_target_modules run =",
+    "activation_checkpointing trainer gradient_checkpointing",
+    "dataset run =", "data_dir run =", "n_train run =", "n_eval run =", "data_seed run =",
+    "learning_rate trainer = checkpoint",
+    "lr_scheduler_type trainer lr_scheduler checkpoint",
+    "warmup_steps trainer = checkpoint",
+    "weight_decay trainer = checkpoint",
+    "max_grad_norm trainer = checkpoint",
+    "beta trainer = checkpoint",
+    "epsilon trainer = checkpoint",
+    "prompts_per_step trainer = checkpoint",
+    "num_generations trainer = checkpoint",
+    "gradient_accumulation_steps trainer =",
+    "max_completion_length trainer = checkpoint",
+    "temperature trainer = checkpoint",
+    "entropy_top_k trainer = checkpoint",
+    "reward_std_threshold trainer = checkpoint",
+    "save_steps trainer save_every",
+    "save_total_limit trainer keep_checkpoints",
+    "eval_every run =", "eval_batch_size run =", "eval_max_new_tokens run =",
+    "log_token_entropies trainer =",
+    "generation_backend trainer = notebook",
+    "vllm_mode trainer = notebook",
+    "vllm_server_base_url trainer =",
+    "vllm_gpu_memory_utilization trainer =",
+    "results_dir run - notebook ablation",
+    "report_to trainer - notebook",
+    "run_name trainer - notebook",
 )
 
 
+def fields_with(role: str) -> tuple[str, ...]:
+    """The fields of the settings that have ``role`` (one of :data:`ROLES`), in :data:`SETTINGS` order."""
+    return tuple(s.name for s in SETTINGS if role in s.roles)
+
+
+#: The trainer fields a profile, a notebook's overrides or ``--set`` may set.
+TRAINER_FIELDS = tuple(s.name for s in SETTINGS if s.owner == "trainer")
+#: A field's name in a run folder's config.json, where it differs (the one mapping at the run-folder boundary).
+RECORDED_AS = {s.name: s.recorded_as for s in SETTINGS if s.recorded_as not in (None, s.name)}
+#: config.json's settings, in their order on disk.
+RECORDED_SETTINGS = tuple(s.recorded_as for s in SETTINGS if s.recorded_as is not None)
 #: Recorded settings that never make a variant: the run's identity (its id names them already, or the warm start's
 #: ``-w<N>`` does) and ``model_label`` (a display name).
-IDENTITY_SETTINGS = ("profile", "method", "alpha", "seed", "run_id", "model_name", "model_label")
+IDENTITY_SETTINGS = tuple(s.recorded_as for s in SETTINGS if "names_run" in s.roles)
 #: At most this many differing settings are spelled out in a run id; more give a short hash instead.
 SPELLED_OUT = 2
 _UNSAFE_IN_ID = re.compile(r"[^A-Za-z0-9_.+=-]+")

@@ -133,6 +133,14 @@ def test_every_field_has_help_text():
     assert set(TRAINER_FIELDS) <= {f.name for f in dataclasses.fields(SAAHGRPOConfig)}  # TRL's names, or ours
 
 
+def test_the_settings_table_names_every_run_field_once():
+    from saah_lib.training.profiles import SETTINGS
+
+    names = [s.name for s in SETTINGS]
+    assert len(names) == len(set(names))
+    assert {s.name for s in SETTINGS if s.owner == "run"} == {f.name for f in dataclasses.fields(RunConfig)} - {"trainer"}
+
+
 def test_bnpo_is_stated_once_and_reaches_trl():
     assert FIXED_TRAINER_SETTINGS["loss_type"] == "bnpo"
     assert "loss_type" not in TRAINER_FIELDS and all("loss_type" not in p for p in PROFILES.values())
