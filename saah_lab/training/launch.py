@@ -2,14 +2,14 @@
 
     accelerate launch --num_processes 8 -m saah_lab.training.launch --profile qwen2.5-1.5b --method sa
     python -m saah_lab.training.launch --profile tiny --method sa --max-steps 2     # one process
+    python -m saah_lab.training.launch --config run.yaml --seed 1                   # flags over the file
 
 Every process builds the same config; ``saah_lib.training.distributed`` splits each
 step's completions between them, and only the main process evaluates and logs.
 
-Each flag of the "config fields" group sets the field of its name; any other field goes through
-``--set name=value`` (a JSON value, else a plain string).  A field may be given once, either way:
-``--seed 1 --set seed=2`` is an error naming the field, so there is no precedence rule to remember.
-A field given neither way keeps the profile's value.
+The parser is TRL's ``TrlParser``, one flag per config field (``--max-steps`` or ``--max_steps``);
+``--config FILE.yaml`` is a mapping of fields, as TRL's scripts take it, read within the notebook
+parameters' bounds. A field given neither way keeps the profile's value.
 """
 
 from __future__ import annotations
@@ -21,20 +21,39 @@ from saah_lib.numerics import apply_once
 apply_once()
 
 import argparse  # noqa: E402
+import dataclasses
 import json
+import shlex
 import sys
 import time
 
+import yaml
+from trl import TrlParser
+
 from saah_lab.rundir.lock import FolderLockedError  # light: no torch
-from saah_lib.method.methods import MAIN_ALPHA, METHODS
+from saah_lab.training.notebook_params import MAX_VALUE_CHARS, safe_yaml
+from saah_lib.method.methods import METHODS
 from saah_lib.models.backends import BACKENDS
 from saah_lib.rundir.folder import RunFolderError
-from saah_lib.training.config import PROFILE_STEPS, PROFILES, RunConfig, make_config
+from saah_lib.training.config import (DATASETS, DTYPES, PROFILE_STEPS, PROFILES, RunConfig, SAAHGRPOConfig,
+                                      make_config)
 from saah_lib.training.distributed import is_main_process
+
+CHOICES = {"profile": list(PROFILES), "method": list(METHODS), "generation_backend": list(BACKENDS),
+           "dtype": list(DTYPES), "dataset": list(DATASETS)}
+ALIASES = {"max_steps": ["--steps"]}
+
+
+def json_or_text(value: str):
+    """A command-line value read as JSON, else kept as a plain string."""
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError:
+        return value
 
 
 def parse_overrides(pairs: list[str]) -> dict:
-    """``["name=value", ...]`` as a dict; a value is read as JSON, else kept as a plain string."""
+    """``["name=value", ...]`` as a dict (the benches' ``--set``); a value is JSON, else a plain string."""
     out = {}
     for pair in pairs:
         name, sep, value = pair.partition("=")
@@ -42,81 +61,95 @@ def parse_overrides(pairs: list[str]) -> dict:
             raise ValueError(f"--set expects name=value, got {pair!r}")
         if name in out:
             raise ValueError(f"--set {name}= is given twice ({out[name]!r} and {value!r}); give it once")
-        try:
-            out[name] = json.loads(value)
-        except json.JSONDecodeError:
-            out[name] = value  # a bare string
+        out[name] = json_or_text(value)
     return out
 
 
-def merge_fields(flags: dict, overrides: dict) -> dict:
-    """The config flags typed on the command line and the ``--set`` fields as one dict; a field given both
-    ways is an error."""
-    both = sorted(set(flags) & set(overrides))
-    if both:
-        name = both[0]
-        raise ValueError(f"config field {name!r} is given twice: --{name.replace('_', '-')} {flags[name]!r} and "
-                         f"--set {name}={overrides[name]!r}; give it once")
-    return {**flags, **overrides}
+def _text_fields() -> set[str]:
+    """The fields typed ``str`` (or ``str | None``): their flags take the text as typed, never as JSON."""
+    fields = [*dataclasses.fields(RunConfig), *dataclasses.fields(SAAHGRPOConfig)]
+    return {f.name for f in fields if str(f.type).replace("<class 'str'>", "str") in ("str", "str | None")}
 
 
-def _profile_values(name: str) -> str:
-    """Each profile's value of a field, e.g. ``tiny 0, qwen2.5-1.5b 123, qwen2.5-3b 123``."""
+def _value_reading(name: str, text_fields: set[str]) -> dict:
+    """How a field's flag reads its value: one of its choices, the text as typed, or JSON else text."""
+    if name in CHOICES:
+        return {"choices": CHOICES[name]}
+    return {"metavar": "TEXT"} if name in text_fields else {"metavar": "VALUE", "type": json_or_text}
+
+
+def _default_text(name: str) -> str:
+    """A field's default as help shows it: one value, or each profile's."""
+    if name == "max_steps":
+        return "the profile's for grpo/ah/sa: " + ", ".join(f"{p} {'/'.join(map(str, s.values()))}"
+                                                             for p, s in PROFILE_STEPS.items())
     default = RunConfig.defaults()[name]
-    return ", ".join(f"{p} {PROFILES[p].get(name, default)!r}" for p in PROFILES)
+    shown = {p: PROFILES[p].get(name, default) for p in PROFILES}
+    text = {p: v if isinstance(v, str) else "None" if v is None else json.dumps(v) for p, v in shown.items()}
+    if len(set(text.values())) == 1:
+        return text[next(iter(text))]
+    return "the profile's: " + ", ".join(f"{p} {v}" for p, v in text.items())
 
 
-def _fields_epilog() -> str:
-    lines = ["config fields for --set NAME=VALUE (defaults: the tiny profile; other profiles change some):"]
-    defaults = RunConfig.defaults()
-    for name, text in RunConfig.help().items():
-        lines.append(f"  {name} = {defaults[name]!r}: {text}")
-    return "\n".join(lines)
+class _SetIsGone(argparse.Action):
+    """``--set name=value``, the old way to give a field: an error that says which flag to type instead."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        name, _, value = values.partition("=")
+        parser.error(f"--set is gone: every config field has its own flag; type --{name.replace('_', '-')} "
+                     f"{shlex.quote(value)} (--help lists them)")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> TrlParser:
     """The command line. Config flags default to None: a flag that was not typed leaves the profile's value."""
-    p = argparse.ArgumentParser(prog="python -m saah_lab.training.launch",
-                                formatter_class=argparse.RawDescriptionHelpFormatter,
-                                description="One SA-AH-GRPO training run (also under accelerate launch).\n"
-                                            "A flag and --set of the same field together are an error.",
-                                epilog=_fields_epilog())
-    g = p.add_argument_group("config fields", "each sets the config field of its name; not given: the profile's value")
-    fields = []  # the config flags' field names
-
-    def flag(*names, **kwargs):
-        fields.append(g.add_argument(*names, **kwargs).dest)
-
-    flag("--profile", choices=list(PROFILES), help="named profile of the other defaults (default: tiny)")
-    flag("--method", choices=list(METHODS), help="grpo: alpha 0; ah: every rollout; sa: negative-advantage "
-                                                 "rollouts (default: sa)")
-    flag("--alpha", type=float, help=f"discount strength (default: {MAIN_ALPHA}; 0 for grpo)")
-    flag("--max-steps", "--steps", dest="max_steps", type=int,
-         help="optimiser steps (default: the profile's for the method: "
-              + ", ".join(f"{p} {'/'.join(map(str, PROFILE_STEPS[p].values()))}" for p in PROFILES)
-              + " for grpo/ah/sa)")
-    flag("--seed", type=int, help=f"default: the profile's ({_profile_values('seed')})")
-    flag("--run-id", help="run folder name (default: <profile>-<method>-a<alpha>-s<seed>, then what differs from "
-                          "the profile's defaults, e.g. -steps2)")
-    flag("--results-dir", help=f"results root (default: {RunConfig.defaults()['results_dir']}, git-ignored)")
-    flag("--model-name", help="hub id or model folder (default: the profile's: "
-                              f"{_profile_values('model_name')})")
-    flag("--generation-backend", choices=list(BACKENDS), help="default: auto (compiled on CUDA, hf elsewhere)")
-    flag("--report-to", help="TRL/transformers integrations to log to (tensorboard, wandb, trackio, ...); "
-                             "default: none")
-    p.set_defaults(config_fields=tuple(fields))  # config_from_args reads the typed ones
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="NAME=VALUE",
-                   help="any config field (listed below); repeatable")
+    p = TrlParser(dataclass_types=[], prog="python -m saah_lab.training.launch", allow_abbrev=False,
+                  usage="%(prog)s [--config FILE.yaml] [--FIELD VALUE ...] [--print-config] [--no-progress]",
+                  formatter_class=argparse.RawDescriptionHelpFormatter,
+                  description="One SA-AH-GRPO training run (also under accelerate launch).\n"
+                              "Config flags beat --config's file, which beats the profile's defaults.\n"
+                              "TEXT is taken as typed; VALUE is read as JSON (2, 0.5, true, [\"a\"]), else as text.")
+    p.add_argument("--config", metavar="FILE.yaml", help="a YAML mapping of config fields (default: none)")
     p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars or lines")
     p.add_argument("--print-config", action="store_true",
                    help="print the resolved config as JSON and exit without training")
+    p.add_argument("--set", action=_SetIsGone, help=argparse.SUPPRESS)
+    g = p.add_argument_group("config fields", "each sets the config field of its name; not given: the profile's")
+    text = _text_fields()
+    for name, help_text in RunConfig.help().items():
+        names = dict.fromkeys([f"--{name.replace('_', '-')}", f"--{name}", *ALIASES.get(name, [])])
+        g.add_argument(*names, dest=name, **_value_reading(name, text),
+                       help=f"{help_text} (default: {_default_text(name)})".replace("%", "%%"))
     return p
 
 
+def read_config_file(path: str) -> dict:
+    """``--config``'s YAML mapping of config fields, within a notebook parameter's bounds (size, aliases, nodes)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read(MAX_VALUE_CHARS + 1)
+    except (OSError, UnicodeDecodeError) as err:
+        raise ValueError(f"--config {path}: cannot read it ({err})") from None
+    if len(text) > MAX_VALUE_CHARS:
+        raise ValueError(f"--config {path}: more than {MAX_VALUE_CHARS:,} characters; a config file holds "
+                         "settings, not data")
+    try:
+        fields = safe_yaml(path, text)
+    except yaml.YAMLError as err:
+        reason = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise ValueError(f"--config {path}: not YAML within bounds ({reason})") from None
+    if not isinstance(fields, dict) or not all(isinstance(name, str) for name in fields):
+        raise ValueError(f"--config {path}: must hold a YAML mapping of config fields (name: value), "
+                         f"got {type(fields).__name__}")
+    if "env" in fields:
+        raise ValueError(f"--config {path}: 'env' is not read (environment variables would change the run "
+                         "unrecorded); set them in the shell")
+    return fields
+
+
 def config_from_args(args: argparse.Namespace) -> RunConfig:
-    """The run's config: the typed config flags and ``--set`` fields over the profile's defaults."""
-    typed = {name: getattr(args, name) for name in args.config_fields if getattr(args, name) is not None}
-    fields = merge_fields(typed, parse_overrides(args.overrides))
+    """The run's config: the typed config flags over ``--config``'s fields over the profile's defaults."""
+    typed = {name: getattr(args, name) for name in RunConfig.help() if getattr(args, name) is not None}
+    fields = {**(read_config_file(args.config) if args.config else {}), **typed}
     return make_config(fields.pop("profile", "tiny"), **fields)
 
 

@@ -35,7 +35,7 @@ def launch_argv(model_dir, results, method, run_id, alpha=0.5, learning_rate=1e-
     fields = {**SETTINGS, "learning_rate": learning_rate}
     return ["--profile", "tiny", "--method", method, "--alpha", str(alpha), "--run-id", run_id,
             "--results-dir", str(results), "--model-name", str(model_dir), "--no-progress",
-            *[f"--set={name}={value}" for name, value in fields.items()]]
+            *[f"--{name.replace('_', '-')}={value}" for name, value in fields.items()]]
 
 
 @pytest.fixture(scope="module")

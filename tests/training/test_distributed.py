@@ -54,9 +54,9 @@ def test_accelerate_launch_with_two_cpu_processes_trains_and_logs_once(tiny_rand
            "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
            "-m", "saah_lab.training.launch", "--profile", "tiny", "--method", "sa", "--steps", "2", "--no-progress",
            "--results-dir", str(tmp_path), "--run-id", "ddp",
-           "--set", f"model_name={tiny_random_model_dir}", "--set", "max_completion_length=8",
-           "--set", "eval_max_new_tokens=8", "--set", "n_eval=4", "--set", "n_train=16",
-           "--set", "save_steps=100", "--set", "eval_every=100"]
+           "--model-name", str(tiny_random_model_dir), "--max-completion-length", "8",
+           "--eval-max-new-tokens", "8", "--n-eval", "4", "--n-train", "16", "--save-steps", "100",
+           "--eval-every", "100"]
     done = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     run = tmp_path / "runs" / "ddp"

@@ -1,63 +1,97 @@
-"""The training command line: flags and --set merged with one rule, help with choices and defaults."""
+"""The training command line: a flag per config field over a bounded YAML file, help with choices and defaults."""
 
 import json
-import subprocess
-import sys
 
 import pytest
 
-from saah_lab.training.launch import build_parser, config_from_argv, main, merge_fields, parse_overrides
-from saah_lib.paths import REPO_ROOT
+from saah_lab.training.launch import build_parser, config_from_argv, main, parse_overrides
 from saah_lib.training.config import RunConfig
 
 
-def test_set_of_a_field_that_also_has_a_flag_works():
-    # the README's example crashed with "make_config() got multiple values for keyword argument"
-    cfg = config_from_argv(["--profile", "tiny", "--method", "sa", "--seed", "0", "--steps", "1",
-                            "--set", "generation_backend=hf"])
-    t = cfg.trainer
-    assert (t.generation_backend, t.seed, t.max_steps, t.method) == ("hf", 0, 1, "sa")
+def _yaml(tmp_path, text: str):
+    (tmp_path / "run.yaml").write_text(text)
+    return str(tmp_path / "run.yaml")
 
 
-def test_every_flag_field_can_be_given_through_set_instead():
-    cfg = config_from_argv(["--set", "profile=qwen2.5-1.5b", "--set", "method=grpo", "--set", "seed=4",
-                            "--set", "report_to=tensorboard", "--set", "results_dir=/tmp/x"])
-    t = cfg.trainer
-    assert (cfg.profile, t.method, t.alpha, t.seed, t.report_to) == ("qwen2.5-1.5b", "grpo", 0.0, 4, ["tensorboard"])
-    assert t.learning_rate == 5e-6  # the profile's, not the tiny default
+def test_every_config_field_has_a_flag_of_its_name():
+    parser = build_parser()
+    assert set(RunConfig.help()) <= set(vars(parser.parse_args([])))
+    typed = ["--profile", "qwen2.5-3b", "--method", "ah", "--alpha", "0.25", "--max-steps", "3", "--seed", "7",
+             "--run-id", "r", "--results-dir", "elsewhere", "--model-name", "tiny-warmstart", "--generation-backend",
+             "hf", "--report-to", "tensorboard", "--beta", "0.1", "--use_lora", "false", "--eval-every", "5"]
+    cfg = config_from_argv(typed).to_dict()
+    assert {name: cfg[name] for name in ("profile", "method", "alpha", "max_steps", "seed", "run_id", "results_dir",
+                                         "model_name", "generation_backend", "report_to", "beta", "use_lora",
+                                         "eval_every")} == dict(
+        profile="qwen2.5-3b", method="ah", alpha=0.25, max_steps=3, seed=7, run_id="r", results_dir="elsewhere",
+        model_name="tiny-warmstart", generation_backend="hf", report_to="tensorboard", beta=0.1, use_lora=False,
+        eval_every=5)
+    assert cfg["learning_rate"] == 5e-6  # a field not given keeps the profile's value
 
 
-@pytest.mark.parametrize("argv,field", [
-    (["--seed", "1", "--set", "seed=2"], "seed"),
-    (["--generation-backend", "hf", "--set", "generation_backend=compiled"], "generation_backend"),
-    (["--profile", "tiny", "--set", "profile=tiny"], "profile"),  # the same value twice is still twice
-    (["--set", "beta=0.1", "--set", "beta=0.2"], "beta"),
+def test_values_are_json_else_text_and_text_fields_stay_text():
+    cfg = config_from_argv(["--run-id", "2024", "--model-label", "7", "--lora-target-modules", '["q_proj"]',
+                            "--save-steps", "5", "--lr-scheduler-type", "linear"])
+    assert (cfg.run_id, cfg.model_label, cfg.lora_target_modules) == ("2024", "7", ("q_proj",))
+    assert cfg.trainer.save_steps == 5 and cfg.trainer.lr_scheduler_type == "linear"
+
+
+@pytest.mark.parametrize("argv,field", [(["--seed", "x"], "seed"), (["--seed", "1.5"], "seed"),
+                                        (["--use-lora", "yes"], "use_lora"), (["--report-to", "tensorbord"],
+                                                                               "report_to")])
+def test_a_value_of_the_wrong_type_names_its_field(argv, field, capsys):
+    with pytest.raises(SystemExit) as exited:
+        main([*argv, "--print-config"])
+    assert exited.value.code == 2 and f"config field {field!r}" in capsys.readouterr().err
+
+
+def test_set_is_gone_and_says_what_to_type(capsys):
+    with pytest.raises(SystemExit) as exited:
+        main(["--set", "generation_backend=hf", "--print-config"])
+    assert exited.value.code == 2
+    assert "--set is gone: every config field has its own flag; type --generation-backend hf" in capsys.readouterr().err
+
+
+def test_an_abbreviated_flag_is_refused_not_guessed(capsys):
+    with pytest.raises(SystemExit):
+        config_from_argv(["--learning", "0.1"])
+    assert "unrecognized arguments: --learning" in capsys.readouterr().err
+
+
+def test_a_yaml_file_sets_fields_and_flags_override_it(tmp_path, capsys):
+    path = _yaml(tmp_path, "profile: qwen2.5-1.5b\nmethod: ah\nalpha: 0.25\nseed: 2\nn_eval: 50\n")
+    cfg = config_from_argv(["--config", path, "--seed", "5"])
+    assert (cfg.profile, cfg.trainer.method, cfg.trainer.alpha, cfg.trainer.seed, cfg.n_eval) == \
+        ("qwen2.5-1.5b", "ah", 0.25, 5, 50)
+    assert cfg.trainer.learning_rate == 5e-6  # the file's profile gives the rest
+    main(["--config", path, "--print-config"])
+    assert json.loads(capsys.readouterr().out)["seed"] == 2
+
+
+@pytest.mark.parametrize("text,message", [
+    ("steps: 3\n", "unknown config field(s): steps (config.json's name of max_steps)"),
+    ("seed: [1\n", "not YAML within bounds"),
+    ("a: &a [x, x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
+     "c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\n",
+     "not YAML within bounds (it expands to more than 10000 nodes)"),
+    ("model_label: " + "x" * 100_001 + "\n", "more than 100,000 characters"),
+    ("- seed\n", "must hold a YAML mapping of config fields (name: value), got list"),
+    ("env:\n  HF_TOKEN: x\n", "'env' is not read"),
+    ("seed: x\n", "config field 'seed': must be an integer"),
 ])
-def test_a_field_given_twice_is_an_error_naming_it(argv, field):
-    with pytest.raises(ValueError, match=f"{field}.*(twice|given twice)"):
-        config_from_argv(argv)
+def test_a_bad_yaml_file_is_an_error_naming_the_problem_and_writes_nothing(tmp_path, text, message, capsys):
+    path = _yaml(tmp_path, text)
+    with pytest.raises(SystemExit) as exited:
+        main(["--config", path, "--results-dir", str(tmp_path / "results"), "--no-progress"])
+    assert exited.value.code == 2 and message in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.yaml"]
 
 
-def test_a_flags_default_is_not_a_choice():
-    # --method has a default, yet --set method=... is no conflict: only typed flags count
-    assert merge_fields({}, {"method": "ah"}) == {"method": "ah"}
-    assert config_from_argv(["--set", "method=ah"]).trainer.method == "ah"
-
-
-def test_set_values_are_json_else_strings():
+def test_the_benches_set_values_are_json_else_strings():
     assert parse_overrides(["a=1", "b=0.5", "c=true", "d=null", "e=[1, 2]", "f=hf", "g=x=y"]) == \
         {"a": 1, "b": 0.5, "c": True, "d": None, "e": [1, 2], "f": "hf", "g": "x=y"}
     with pytest.raises(ValueError, match="name=value"):
         parse_overrides(["seed"])
-
-
-def test_bad_input_exits_2_with_the_field_named(capsys):
-    with pytest.raises(SystemExit) as exited:
-        main(["--seed", "1", "--set", "seed=2", "--print-config"])
-    assert exited.value.code == 2 and "'seed' is given twice" in capsys.readouterr().err
-    with pytest.raises(SystemExit):
-        main(["--set", "report_to=tensorbord", "--print-config"])
-    assert "report_to" in capsys.readouterr().err
 
 
 def test_print_config_resolves_without_training(capsys):
@@ -67,32 +101,18 @@ def test_print_config_resolves_without_training(capsys):
     assert printed["results_dir"] == "results/local"
 
 
-def test_help_lists_choices_defaults_and_every_config_field():
-    text = build_parser().format_help()
+def test_help_lists_choices_and_each_fields_default():
+    text = " ".join(build_parser().format_help().split())
     for expected in ("{qwen2.5-1.5b,qwen2.5-3b,tiny}", "{grpo,ah,sa}", "{auto,hf,compiled,vllm}", "(default: tiny)",
-                     "(default: sa)", "learning_rate = 0.0002", "report_to = 'none'"):
+                     "(default: sa)", "--learning-rate VALUE, --learning_rate VALUE", "--max-steps VALUE, "
+                     "--max_steps VALUE, --steps VALUE", "(default: the profile's: qwen2.5-1.5b 123, qwen2.5-3b 123, "
+                     "tiny 0)", "--report-to VALUE", "(default: none)", "--config FILE.yaml"):
         assert expected in text, expected
-
-
-def test_each_config_flag_sets_the_field_of_its_name():
-    fields = build_parser().parse_args([]).config_fields
-    assert set(fields) == {"profile", "method", "alpha", "max_steps", "seed", "run_id", "results_dir", "model_name",
-                           "generation_backend", "report_to"}
-    assert set(fields) - {"profile"} <= set(RunConfig.defaults())
-    typed = ["--profile", "qwen2.5-3b", "--method", "ah", "--alpha", "0.25", "--max-steps", "3", "--seed", "7",
-             "--run-id", "r", "--results-dir", "elsewhere", "--model-name", "tiny-warmstart", "--generation-backend",
-             "hf", "--report-to", "tensorboard"]
-    cfg = config_from_argv(typed).to_dict()
-    assert {name: cfg[name] for name in fields} == dict(
-        profile="qwen2.5-3b", method="ah", alpha=0.25, max_steps=3, seed=7, run_id="r", results_dir="elsewhere",
-        model_name="tiny-warmstart", generation_backend="hf", report_to="tensorboard")
 
 
 def test_the_seed_and_model_default_to_the_profiles():
     assert config_from_argv([]).trainer.seed == 0
     assert config_from_argv(["--profile", "qwen2.5-3b"]).trainer.seed == 123  # the paper's seed
-    text = build_parser().format_help()
-    assert "the profile's (qwen2.5-1.5b 123, qwen2.5-3b 123, tiny 0)" in " ".join(text.split())
     cfg = config_from_argv(["--model-name", "tiny-warmstart-s1", "--steps", "2"])  # --steps: --max-steps
     assert (cfg.model_name, cfg.trainer.max_steps, cfg.run_id) == ("tiny-warmstart-s1", 2, "tiny-sa-a0.5-s0-w1-steps2")
 

@@ -22,16 +22,14 @@ STEPS = 40
 SETTINGS = dict(method="sa", alpha=0.5, max_steps=STEPS, seed=0, run_id="shared", n_train=32, n_eval=6,
                 max_completion_length=12, eval_max_new_tokens=12, eval_batch_size=4, save_steps=5, eval_every=10,
                 learning_rate=1e-3)
-FLAGS = ("method", "alpha", "max_steps", "seed", "run_id")
 
 
 def launch(model_dir, results, **changes) -> subprocess.Popen:
     """``python -m saah_lab.training.launch`` with :data:`SETTINGS` (and ``changes``)."""
     cmd = [sys.executable, "-m", "saah_lab.training.launch", "--profile", "tiny", "--no-progress",
-           "--results-dir", str(results), "--set", f"model_name={model_dir}"]
-    for name, value in {**SETTINGS, **changes}.items():  # the launcher's own flags, else --set
-        flag = name.replace("_", "-")
-        cmd += [f"--{flag}", str(value)] if name in FLAGS else ["--set", f"{name}={value}"]
+           "--results-dir", str(results), "--model-name", str(model_dir)]
+    for name, value in {**SETTINGS, **changes}.items():
+        cmd += [f"--{name.replace('_', '-')}", str(value)]
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
     return subprocess.Popen(cmd, env=env, cwd=results.parent, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
