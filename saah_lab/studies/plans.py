@@ -3,7 +3,7 @@
 ``paper`` is the paper's grid: each model's zero-shot baseline, then per seed grpo, ah and sa on both models
 at the profile's steps (150, 150, 180), and AH-GRPO's alpha sweep on the 1.5B model at 150 steps, whose
 alpha 0 and 0.5 points are the model's grpo and ah runs (at alpha 0 every weight is 1: the GRPO loss).
-That is 2 baselines and 9 runs per seed.  Each of its runs is a papermill job of ``02_train.ipynb`` on one GPU.
+That is 2 baselines and 9 runs per seed.  Each of its runs trains on one GPU.
 
 ``ablation`` is one method at several alphas (what ``notebooks/03_ablation.ipynb`` runs), for any profile.
 
@@ -52,7 +52,7 @@ def paper_plan(root: Path = PAPER_ROOT, seeds=(0,), cpus_per_run: float = CPUS_P
 def ablation_plan(alphas, *, profile: str = "tiny", method: str = "ah", seed: int = 0, steps: int | None = None,
                   results_dir: str | Path = LOCAL_RESULTS, overrides: dict | None = None,
                   cpus_per_run: float = CPUS_PER_GPU_RUN) -> Plan:
-    """One run per alpha; tiny runs on CPU (waiting for their warm start), the others as GPU notebook jobs."""
+    """One run per alpha; tiny runs on CPU (waiting for their warm start), the others on one GPU each."""
     overrides = check_overrides(overrides)  # a list here would otherwise fail inside a worker
     swept = sorted(set(overrides) & set(ABLATION_FIELDS))
     if swept:

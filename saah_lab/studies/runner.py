@@ -2,8 +2,8 @@
 
 :func:`run_plan` builds what is missing and trains what is pending, in dependency order, as tasks of the
 engine (:mod:`saah_lab.studies.engine`: Ray core tasks, on this machine or on a cluster).  One code path
-serves both: a CPU run calls the run function in its worker with one torch thread; a GPU run executes
-``notebooks/02_train.ipynb`` with papermill in its worker and keeps the executed notebook in its run folder.
+serves both: a run calls the run function in its worker with the config the plan built (one torch thread on a
+CPU; on a GPU, the one the engine gave the task).
 
 Everything a job writes lies under the study's results root, which every worker must see (a shared
 filesystem on a cluster).  A complete run is skipped; an interrupted one resumes from its last intact
@@ -21,31 +21,24 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-import papermill
 import torch
 
 from saah_lab.rundir.manifest import sha256_of
 from saah_lab.studies.engine import Task, run_tasks
 from saah_lab.studies.matched_alpha import ensure_matched_alpha, read_matched_alpha
 from saah_lab.studies.timing import PeakMemory, Timings
-from saah_lab.training.notebook_params import check_sizes, declared_parameters
 from saah_lab.training.run import baseline_for, run_training
 from saah_lib.jsonio import atomic_write_json, read_json
 from saah_lib.models.names import tiny_warm_start_name
 from saah_lib.models.warmstart import build_warm_start, built_with_other_kernels, read_build_info
 from saah_lib.numerics import cpu_numerics_record
-from saah_lib.paths import NOTEBOOKS, REPO_ROOT, shipped_warm_start_dir, tiny_warmstart_dir
+from saah_lib.paths import shipped_warm_start_dir, tiny_warmstart_dir
 from saah_lib.progress import last_step
 from saah_lib.rundir import layout
 from saah_lib.rundir.folder import RunDir, RunFolderError, changes_text
 from saah_lib.training.config import RunConfig, make_config
-from saah_lib.training.profiles import fields_with
 
 BASELINE_NAME = "tiny-warmstart"  # the baseline folder of every tiny study: the warm start, evaluated once
-TRAIN_NOTEBOOK = NOTEBOOKS / "02_train.ipynb"
-EXECUTED_NOTEBOOK = "02_train.ipynb"  # the executed copy kept in a GPU run's folder
-#: config fields that 02_train.ipynb takes as parameters of its own; the rest go in its ``overrides``
-NOTEBOOK_FIELDS = fields_with("notebook")
 
 
 @dataclass(frozen=True)
@@ -273,12 +266,14 @@ def matched_alpha_task(root: str, other_warm_starts: tuple[str, ...] = ()) -> di
 
 
 def train_task(config: dict, matched_alpha_from: str | None = None, planned_ids: tuple[str, ...] = ()) -> dict:
-    """One CPU run in this worker, one torch thread, silent (the driver prints one line per finished run).
+    """One run in this worker, silent (the driver prints one line per finished run): on a CPU with one torch
+    thread, on a GPU with the device the engine gave the task (``CUDA_VISIBLE_DEVICES``).
 
     ``matched_alpha_from``: the run's alpha is the one recorded in that root (measured by an earlier job);
     if that makes it a run the plan already holds, it is not trained twice.
     """
-    torch.set_num_threads(1)
+    if not torch.cuda.is_available():
+        torch.set_num_threads(1)
     if matched_alpha_from is not None:
         config = make_config(config.pop("profile"), **config,
                              alpha=read_matched_alpha(_visible_root(matched_alpha_from))).to_dict()
@@ -289,35 +284,8 @@ def train_task(config: dict, matched_alpha_from: str | None = None, planned_ids:
     result = _timed(run_training, cfg, progress=False)
     numerics = cpu_numerics_record()  # the worker's own: it set up torch itself
     return {"run_id": cfg.run_id, "wall_s": result["wall_s"], "peak_rss_mb": result["peak_rss_mb"],
-            "cpu_capability": numerics["capability"], "torch_threads": numerics["torch_threads"]}
-
-
-def notebook_parameters(config: dict, declared) -> dict:
-    """The papermill parameters of one run: the notebook's own parameters as such, every other config field that
-    differs from its profile's default in ``overrides``."""
-    defaults = make_config(config["profile"], method=config["method"], max_steps=config.get("max_steps")).to_dict()
-    own = {k: config[k] for k in NOTEBOOK_FIELDS if k in declared and config.get(k) is not None}
-    rest = {k: v for k, v in config.items() if k not in NOTEBOOK_FIELDS and v != defaults.get(k)}
-    return {**own, "overrides": rest, "progress": False}
-
-
-def notebook_task(config: dict, kernel: str = "python3", notebook: str = str(TRAIN_NOTEBOOK)) -> dict:
-    """One run as a papermill job of ``02_train.ipynb`` in this worker; the executed notebook stays in the run
-    folder.  The engine gave this worker its GPU (``CUDA_VISIBLE_DEVICES``); the kernel inherits it."""
-    cfg = RunConfig.from_dict(config)
-    parameters = notebook_parameters(config, declared_parameters(Path(notebook)))
-    check_sizes(parameters)  # before anything is written (papermill would write them into the notebook)
-    _visible_root(cfg.results_dir)
-    cfg.run_dir.mkdir(parents=True, exist_ok=True)
-    executed = cfg.run_dir / EXECUTED_NOTEBOOK
-
-    def execute():
-        papermill.execute_notebook(notebook, str(executed), kernel_name=kernel, cwd=str(REPO_ROOT),
-                                   parameters=parameters, progress_bar=False)
-
-    result = _timed(execute)
-    return {"run_id": cfg.run_id, "wall_s": result["wall_s"], "peak_rss_mb": result["peak_rss_mb"],
-            "notebook": str(executed), "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
+            "cpu_capability": numerics["capability"], "torch_threads": numerics["torch_threads"],
+            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
 
 
 # ---- the jobs of a plan
@@ -347,12 +315,10 @@ def alpha_job(root: Path, others: tuple[str, ...], deps: tuple[str, ...]) -> Job
 
 
 def run_job(cfg, deps: tuple[str, ...] = (), *, gpu: bool = False, cpus_per_gpu_run: float = 4.0) -> Job:
-    """A CPU run (one thread, the run function) or, with ``gpu``, a papermill job on one GPU."""
-    if gpu:
-        return Job.of("run", cfg.run_id, notebook_task, {"config": cfg.to_dict()}, deps, num_cpus=cpus_per_gpu_run,
-                      num_gpus=1.0, steps=cfg.trainer.max_steps, folder=cfg.run_dir)
+    """A run of the run function: on one CPU, or with ``gpu`` on one GPU and ``cpus_per_gpu_run`` CPUs."""
+    resources = {"num_cpus": cpus_per_gpu_run, "num_gpus": 1.0} if gpu else {}
     return Job.of("run", cfg.run_id, train_task, {"config": cfg.to_dict()}, deps, steps=cfg.trainer.max_steps,
-                  folder=cfg.run_dir)
+                  folder=cfg.run_dir, **resources)
 
 
 def matched_run_job(root: Path, method: str, seed: int, label: str, deps: tuple[str, ...],

@@ -48,7 +48,6 @@ STUDY_FIELD_HELP = {
 ROLES = {
     "names_run": "the run id says it already: never a variant's difference",
     "checkpoint": "shapes what a run computes: a checkpoint saved under another value is another run's",
-    "notebook": "a parameter of its own in 02_train.ipynb (the others go in its overrides)",
     "ablation": "an ablation sets it from its own arguments",
 }
 
@@ -76,15 +75,15 @@ def _settings(*rows: str) -> tuple[Setting, ...]:
 
 #: Every setting, in the order of a run folder's config.json: the one place that says which fields a profile may
 #: set, under which name a run records them, and which of them name a run, shape its checkpoints, or are
-#: parameters of the training notebook and of an ablation.
+#: parameters of an ablation.
 SETTINGS = _settings(
-    "profile run = names_run notebook ablation",
-    "method trainer = names_run checkpoint notebook ablation",
-    "alpha trainer = names_run checkpoint notebook ablation",
-    "max_steps trainer steps checkpoint notebook ablation",
-    "seed trainer = names_run checkpoint notebook ablation",
-    "run_id run = names_run notebook ablation",
-    "model_name run = names_run notebook",
+    "profile run = names_run ablation",
+    "method trainer = names_run checkpoint ablation",
+    "alpha trainer = names_run checkpoint ablation",
+    "max_steps trainer steps checkpoint ablation",
+    "seed trainer = names_run checkpoint ablation",
+    "run_id run = names_run ablation",
+    "model_name run = names_run",
     "model_label run = names_run",
     "dtype run =", "use_lora run =", "lora_r run =", "lora_alpha run =", "lora_dropout run =",
     "lora_target_modules run =",
@@ -108,13 +107,13 @@ SETTINGS = _settings(
     "save_total_limit trainer keep_checkpoints",
     "eval_every run =", "eval_batch_size run =", "eval_max_new_tokens run =",
     "log_token_entropies trainer =",
-    "generation_backend trainer = notebook",
-    "vllm_mode trainer = notebook",
+    "generation_backend trainer =",
+    "vllm_mode trainer =",
     "vllm_server_base_url trainer =",
     "vllm_gpu_memory_utilization trainer =",
-    "results_dir run - notebook ablation",
-    "report_to trainer - notebook",
-    "run_name trainer - notebook",
+    "results_dir run - ablation",
+    "report_to trainer -",
+    "run_name trainer -",
 )
 
 
@@ -123,7 +122,7 @@ def fields_with(role: str) -> tuple[str, ...]:
     return tuple(s.name for s in SETTINGS if role in s.roles)
 
 
-#: The trainer fields a profile, a notebook's overrides or ``--set`` may set.
+#: The trainer fields a profile, a notebook or a command line may set.
 TRAINER_FIELDS = tuple(s.name for s in SETTINGS if s.owner == "trainer")
 #: A field's name in a run folder's config.json, where it differs (the one mapping at the run-folder boundary).
 RECORDED_AS = {s.name: s.recorded_as for s in SETTINGS if s.recorded_as not in (None, s.name)}

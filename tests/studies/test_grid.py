@@ -160,7 +160,7 @@ def test_grid_commands_exit_non_zero_on_a_bad_plan(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_a_gpu_style_run_is_a_notebook_job_and_a_second_run_trains_nothing(tiny_random_model_dir, tmp_path,
+def test_a_gpu_style_run_takes_the_cpu_runs_path_and_a_second_run_trains_nothing(tiny_random_model_dir, tmp_path,
                                                                            monkeypatch):
     from saah_lab.studies import engine
 
@@ -173,7 +173,7 @@ def test_a_gpu_style_run_is_a_notebook_job_and_a_second_run_trains_nothing(tiny_
     monkeypatch.setattr("saah_lab.studies.runner.run_tasks", engine.run_tasks)
     [entry] = run_plan(plan, Timings(tmp_path / "timings.json"))
     assert RunDir(cfg.run_dir).is_complete(2)
-    assert (cfg.run_dir / "02_train.ipynb").is_file() and entry["notebook"].endswith("02_train.ipynb")
+    assert not (cfg.run_dir / "02_train.ipynb").exists()  # the run function, with the plan's config: no notebook
     assert entry["cuda_visible_devices"] is not None  # the engine gave the task its (declared) GPU
     before = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*") if p.is_file()}
     assert grid.run_study(plan, address=None, max_retries=1, step_seconds=None, slots=1) == []

@@ -7,7 +7,6 @@ import time
 import pytest
 from papermill.translators import PythonTranslator
 
-from saah_lab.studies import runner
 from saah_lab.studies.plans import ablation_plan
 from saah_lab.training.notebook_params import (
     ParameterError,
@@ -20,7 +19,6 @@ from saah_lab.training.notebook_params import (
 )
 from saah_lab.training.papermill_bounds import bounded_translator
 from saah_lib.paths import NOTEBOOKS
-from saah_lib.training.config import make_config
 
 # what papermill's kernel history holds: the parameters cell, then the cell papermill injects
 PARAMETERS_CELL = 'from typing import Optional\n\nseed: int = 0  # s\noverrides: dict = {}  # o\n'
@@ -123,16 +121,6 @@ def test_a_50_mb_value_is_refused_naming_the_parameter():
     with pytest.raises(ParameterError, match=r"'run_id' holds more than 100,000 characters"):
         read_parameters("02_train", ns, history('# Parameters\nrun_id = "xxx"\n'))
     assert time.perf_counter() - start < 2
-
-
-def test_the_runners_parameters_are_checked_before_papermill_writes_them(tmp_path, monkeypatch):
-    """RunConfig refuses most large values itself; whatever passes it is refused before the run folder exists."""
-    config = make_config("tiny", results_dir=str(tmp_path / "results"), run_id="big").to_dict()
-    config["model_label"] = "m" * 200_000  # a label: no check of its own
-    monkeypatch.setattr(runner.papermill, "execute_notebook", lambda *a, **k: pytest.fail("papermill ran"))
-    with pytest.raises(ParameterError, match=r"'overrides' holds more than 100,000 characters"):
-        runner.notebook_task(config)
-    assert not (tmp_path / "results").exists()
 
 
 # papermill's own command line: its -y/-f YAML and -p values are bounded before it writes a notebook
