@@ -6,9 +6,9 @@ data, the greedy evaluation, the run id and the results root, plus the trainer c
 profile is a dict of field overrides, the studies' settings included
 (:mod:`saah_lib.training.profiles`); ``make_config("qwen2.5-1.5b", method="sa")`` applies one.
 
-Both check their fields in ``__post_init__``, before anything is written to disk: TRL and
-transformers check their own fields, and ours check the method's and the run's, and those of TRL's
-that would otherwise fail only mid-run; an error of ours starts by naming the field.
+Each field is checked once, by its owner, before anything is written to disk: TRL and transformers
+check theirs, ``SAAHGRPOConfig`` the method's, ``RunConfig`` the run's, and :func:`make_config` those of
+TRL's that TRL takes as given and a run would trip over mid-run; an error of ours starts by naming the field.
 
 A run folder's ``config.json`` records the settings under the names it has always used
 (``steps``, ``save_every``, ...): :data:`RECORDED_AS` is the one mapping from a field to its
@@ -179,6 +179,50 @@ def _scheduler_problem(config: GRPOConfig) -> str | None:
     return None
 
 
+def _check_warmup(name: str, warmup) -> None:
+    if not (_is_int(warmup) and warmup >= 0 or isinstance(warmup, float) and 0 <= warmup < 1):
+        _fail(name, f"must be a step count (an integer >= 0) or, as transformers reads a float, a fraction of the "
+                    f"steps in [0, 1); got {warmup!r}")
+
+
+def _check_optional_text(name: str, value) -> None:
+    if value is not None and not (isinstance(value, str) and value.strip()):
+        _fail(name, f"must be a non-empty string or None, got {value!r}")
+
+
+#: The TRL fields a run sets whose bad values TRL and transformers accept, so that they would fail mid-run if at
+#: all (tests/training/test_config.py holds each to that): checked by :func:`check_trl_fields`.
+_TRL_FIELD_CHECKS = {
+    "seed": _check_seed,  # numpy refuses it only when the trainer seeds itself
+    "max_steps": lambda name, value: value == -1 or _check_count(name, value, 1),  # -1: num_train_epochs
+    "gradient_accumulation_steps": lambda name, value: _check_count(name, value, 1),
+    "max_completion_length": lambda name, value: _check_count(name, value, 1),
+    "num_generations": lambda name, value: _check_count(name, value, 2),  # TRL refuses 1, not 4.0
+    "save_steps": lambda name, value: _check_count(name, value, 1),
+    "save_total_limit": lambda name, value: _check_count(name, value, 1, optional=True),
+    "learning_rate": lambda name, value: _check_real(name, value, 0.0, math.inf, False, False),
+    "weight_decay": lambda name, value: _check_real(name, value, 0.0, math.inf, True, False),
+    "max_grad_norm": lambda name, value: _check_real(name, value, 0.0, math.inf, True, False),  # 0: no clipping
+    "beta": lambda name, value: _check_real(name, value, 0.0, math.inf, True, False),
+    "epsilon": lambda name, value: _check_real(name, value, 0.0, 1.0, False, False),
+    "temperature": lambda name, value: _check_real(name, value, 0.0, math.inf, False, False),
+    "vllm_gpu_memory_utilization": lambda name, value: _check_real(name, value, 0.0, 1.0, False, True),
+    "activation_checkpointing": lambda name, value: value is None or _check_bool(name, value),  # "no" is True
+    "run_name": _check_optional_text,
+    "vllm_server_base_url": _check_optional_text,
+    "vllm_mode": lambda name, value: _check_choice(name, value, VLLM_MODES),
+    "warmup_steps": _check_warmup,
+}
+
+
+def check_trl_fields(settings) -> None:
+    """The TRL fields among ``settings`` (a mapping) that TRL and transformers take as given: the run's path
+    (:func:`make_config`) checks them before the trainer's config is built and anything is written."""
+    for name, check in _TRL_FIELD_CHECKS.items():
+        if name in settings:
+            check(name, settings[name])
+
+
 @dataclass
 class SAAHGRPOConfig(GRPOConfig):
     """TRL's ``GRPOConfig``, its defaults unchanged, plus the method's fields.
@@ -236,9 +280,6 @@ class SAAHGRPOConfig(GRPOConfig):
         elif self.use_vllm and self.generation_backend == "compiled":
             _fail("generation_backend", "'compiled' conflicts with use_vllm=True")
         super().__post_init__()
-        problem = _scheduler_problem(self)
-        if problem:
-            _fail("lr_scheduler_type", problem)
 
     @property
     def completions_per_step(self) -> int:
@@ -246,8 +287,9 @@ class SAAHGRPOConfig(GRPOConfig):
         return self.per_device_train_batch_size * self.gradient_accumulation_steps * world_size()
 
     def _check_fields(self) -> None:
-        """The method's fields, then the TRL fields that TRL and transformers leave unchecked (or check in part),
-        where a bad value would fail only once training has started; booleans not numbers, reals finite."""
+        """The method's fields (booleans not numbers, reals finite), and the TRL fields the weights depend on.
+        The other TRL fields are TRL's to check; a run's path checks those TRL leaves unchecked
+        (:func:`check_trl_fields`)."""
         _check_choice("method", self.method, METHODS)
         if not _is_real(self.alpha):
             _fail("alpha", f"must be a number, got {self.alpha!r}")
@@ -268,37 +310,9 @@ class SAAHGRPOConfig(GRPOConfig):
             _check_choice("rollout_compile_backend", self.rollout_compile_backend, compile_backends())
         _check_choice("generation_backend", self.generation_backend, BACKENDS)
 
-        # TRL's fields a run sets that TRL and transformers take as given: a bad one fails mid-run, if at all
-        _check_seed("seed", self.seed)  # numpy refuses it only when the trainer seeds itself
-        if self.max_steps != -1:  # -1: TRL's num_train_epochs
-            _check_count("max_steps", self.max_steps, 1)
-        for name in ("gradient_accumulation_steps", "max_completion_length"):
-            _check_count(name, getattr(self, name), 1)
-        _check_count("save_total_limit", self.save_total_limit, 1, optional=True)
-        for name, bounds in (("learning_rate", (0.0, math.inf, False, False)),
-                             ("weight_decay", (0.0, math.inf, True, False)),
-                             ("max_grad_norm", (0.0, math.inf, True, False)),  # 0 turns clipping off
-                             ("beta", (0.0, math.inf, True, False)),
-                             ("epsilon", (0.0, 1.0, False, False)),
-                             ("temperature", (0.0, math.inf, False, False)),
-                             ("vllm_gpu_memory_utilization", (0.0, 1.0, False, True))):
-            _check_real(name, getattr(self, name), *bounds)
-        if self.activation_checkpointing is not None:  # transformers reads "no" as True
-            _check_bool("activation_checkpointing", self.activation_checkpointing)
-        if self.run_name is not None and not (isinstance(self.run_name, str) and self.run_name.strip()):
-            _fail("run_name", f"must be a non-empty string or None, got {self.run_name!r}")
-        _check_choice("vllm_mode", self.vllm_mode, VLLM_MODES)
-        if self.vllm_server_base_url is not None and not (isinstance(self.vllm_server_base_url, str)
-                                                          and self.vllm_server_base_url):
-            _fail("vllm_server_base_url", f"must be a URL string or None, got {self.vllm_server_base_url!r}")
-        # TRL refuses fewer than 2 generations but not 4.0 (the sampler fails on it), and transformers a negative
-        # warm-up or save_steps=1.5, but not a warm-up of nan or 2.5 steps, nor save_steps=0
-        _check_count("num_generations", self.num_generations, 2)
-        _check_count("save_steps", self.save_steps, 1)
-        warmup = self.warmup_steps
-        if not (_is_int(warmup) and warmup >= 0 or isinstance(warmup, float) and 0 <= warmup < 1):
-            _fail("warmup_steps", f"must be a step count (an integer >= 0) or, as transformers reads a float, a "
-                                  f"fraction of the steps in [0, 1); got {warmup!r}")
+        if self.prompts_per_step is not None:  # the batch layout divides by these
+            _check_count("num_generations", self.num_generations, 2)
+            _check_count("gradient_accumulation_steps", self.gradient_accumulation_steps, 1)
 
         # TRL refuses an unknown loss only in the loss itself, mid-run; the method's weights must know it first
         _check_choice("loss_type", self.loss_type, LOSS_TYPES)
@@ -487,8 +501,12 @@ def make_config(profile: str = "tiny", overrides: dict | None = None, **fields) 
         values["model_label"] = tiny_warm_start_label(warm_start)
     run_values = {k: v for k, v in values.items() if k in _RUN_FIELDS}
     trainer_values = {k: v for k, v in values.items() if k in TRAINER_FIELDS}
+    check_trl_fields(trainer_values)
     trainer = SAAHGRPOConfig(**trainer_values, **FIXED_TRAINER_SETTINGS,
                              **_machine_fields(run_values.get("dtype", "float32")))
+    problem = _scheduler_problem(trainer)
+    if problem:
+        _fail("lr_scheduler_type", problem)
     run = RunConfig(trainer=trainer, profile=profile, **run_values)
     if run_values.get("run_id") is None:  # a variant of the profile's defaults gets an id that says how
         run.run_id = default_run_id(profile, trainer.method, trainer.alpha, trainer.seed, run.model_name,
