@@ -275,9 +275,9 @@ def train_task(config: dict, matched_alpha_from: str | None = None, planned_ids:
     if not torch.cuda.is_available():
         torch.set_num_threads(1)
     if matched_alpha_from is not None:
-        config = make_config(config.pop("profile"), **config,
-                             alpha=read_matched_alpha(_visible_root(matched_alpha_from))).to_dict()
-    cfg = RunConfig.from_dict(config)
+        cfg = make_config(config.pop("profile"), **config, alpha=read_matched_alpha(_visible_root(matched_alpha_from)))
+    else:
+        cfg = RunConfig.from_dict(config)
     _visible_root(cfg.results_dir)
     if matched_alpha_from is not None and cfg.run_id in planned_ids:
         return {"run_id": cfg.run_id, "wall_s": 0.0, "peak_rss_mb": 0.0, "same_as_planned": True}
