@@ -1,11 +1,13 @@
 """A CPU step's freed buffers go back to the system once return_freed_buffers is called (glibc)."""
 
+import os
 import subprocess
 import sys
 
 import pytest
 
 from saah_lib.models.memory import return_freed_buffers
+from saah_lib.paths import REPO_ROOT
 
 # 100 buffers of 4 MB, each followed by a small tensor that stays alive, then the buffers freed. glibc raised
 # its mmap threshold when the first 4 MB buffer was freed, so without the call they came from its heap, where
@@ -29,7 +31,10 @@ print(rss_mib() - before)
 
 
 def kept_mib(mode: str) -> float:
-    done = subprocess.run([sys.executable, "-c", PROGRAM, mode], capture_output=True, text=True, check=True)
+    # a clean environment: glibc's dynamic threshold is off once any MALLOC_* setting reaches the process, and the
+    # tests before this one in the same worker may leave settings behind
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(REPO_ROOT)}
+    done = subprocess.run([sys.executable, "-c", PROGRAM, mode], capture_output=True, text=True, check=True, env=env)
     return float(done.stdout.split()[-1])
 
 
