@@ -450,13 +450,18 @@ class RunConfig:
         Left out: ``results_dir`` (where the folder lies, which changes when a root is moved or promoted),
         ``report_to`` and ``run_name`` (where else the logs are mirrored).
         """
-        named = {RECORDED_AS.get(name, name): value for name, value in self.to_dict().items()}
+        named = _by_recorded_name(self.to_dict())
         return {name: named[name] for name in RECORDED_SETTINGS}
 
 
 def _tiny_trainer_defaults() -> dict:
     """The trainer settings every study starts from, with the tiny profile's steps."""
     return dict(ARTIFACT_SETTINGS, max_steps=PROFILE_STEPS["tiny"]["sa"])
+
+
+def _by_recorded_name(fields: dict) -> dict:
+    """Config fields by their names in a run folder's config.json (:data:`RECORDED_AS`)."""
+    return {RECORDED_AS.get(name, name): value for name, value in fields.items()}
 
 
 def _plain(value):
@@ -523,11 +528,7 @@ def _differences_from_profile(profile: str, values: dict) -> dict:
     method = values.get("method", "sa")
     reference = {**RunConfig.defaults(), **PROFILES[profile], "max_steps": PROFILE_STEPS[profile].get(method, 60)}
     reference["warmup_steps"] = derived_warmup_steps(reference["max_steps"])
-
-    def recorded(settings: dict) -> dict:
-        return {RECORDED_AS.get(name, name): value for name, value in settings.items()}
-
-    return setting_differences(recorded({**reference, **values}), recorded(reference))
+    return setting_differences(_by_recorded_name({**reference, **values}), _by_recorded_name(reference))
 
 
 def _machine_fields(dtype: str) -> dict:
