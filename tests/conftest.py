@@ -26,6 +26,7 @@ from saah_lib.numerics import apply_once  # noqa: E402
 
 apply_once()
 import saah_lab  # noqa: E402
+import saah_lab.studies.engine  # noqa: E402, F401  (imports Ray with its loopback switch, before any test module does)
 
 # isort: split
 import torch  # noqa: E402

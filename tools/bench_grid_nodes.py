@@ -18,6 +18,7 @@ Not a test: it loads both cores for minutes and its figures depend on the machin
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import os
 import platform
@@ -26,8 +27,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-
-import ray
 
 from saah_lab.studies import extended
 from saah_lab.studies.runner import Plan, run_job, run_plan
@@ -101,7 +100,7 @@ def main(argv=None) -> int:
         parser.error(f"{tiny_warm_start_name(0)} is not built in cache/: run `make mini` (or the extended study) first")
     with tempfile.TemporaryDirectory(prefix="saah-bench-nodes-") as tmp:
         cpu = cpu_description()
-        report = {"ray": ray.__version__, "python": platform.python_version(), "cpus": os.cpu_count(),
+        report = {"ray": importlib.metadata.version("ray"), "python": platform.python_version(), "cpus": os.cpu_count(),
                   "cpu_model": cpu["cpu_model"], "cpu_flags": cpu["cpu_flags"],
                   "load_average_before": [round(x, 2) for x in os.getloadavg()],
                   "settings": {"runs": args.runs, "steps": args.steps, "slots": SLOTS,

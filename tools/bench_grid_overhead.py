@@ -16,6 +16,7 @@ prints it. Not a test: the figures depend on the machine and its load.
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import math
 import os
@@ -26,8 +27,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-
-import ray
 
 from saah_lab.studies.engine import Task, run_tasks
 from saah_lib.paths import REPO_ROOT
@@ -126,7 +125,7 @@ def main(argv=None) -> int:
     if args.inside_sandbox:
         args.out.write_text(json.dumps(measure("auto", args.tasks, args.sleep, args.slots)))
         return 0
-    report = {"ray": ray.__version__, "python": platform.python_version(), "cpus": os.cpu_count(),
+    report = {"ray": importlib.metadata.version("ray"), "python": platform.python_version(), "cpus": os.cpu_count(),
               "load_average_before": [round(x, 2) for x in os.getloadavg()],
               "settings": {"tasks": args.tasks, "sleep_s": args.sleep, "slots": args.slots},
               "one_local_node": measure(None, args.tasks, args.sleep, args.slots)}

@@ -2,8 +2,8 @@
 at a git revision, alternated in one process.
 
 The watchdog (saah_lab/studies/watchdog.py) looks at the instance twice a second for as long as a study runs, on
-the cores the runs train on. This starts a local Ray instance as a driver would (a marker in the environment of
-every process it starts, two workers up), checks that both versions see the same processes, then times
+the cores the runs train on. This starts the engine's local Ray instance (its token file's path, the marker, in
+the environment of every process it starts; two workers up), checks that both versions see the same processes, then times
 ``--calls`` looks of each per round, the order swapped every round. Writes ``<cpu>-watchdog-look.json``.
 
     python tools/bench_watchdog.py --baseline-rev 9dfa421 --out results/bench
@@ -15,7 +15,6 @@ import argparse
 import importlib.util
 import json
 import os
-import secrets
 import statistics
 import subprocess
 import sys
@@ -27,10 +26,14 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import psutil
+
+# before Ray is imported: the engine imports it with its loopback switch
+from saah_lab.studies.engine import ray_session
+
+# isort: split
 import ray
 
 from saah_lab.studies import watchdog
-from saah_lab.studies.engine import _environment
 from saah_lib.numerics import cpu_description
 
 WATCHDOG_FILE = "saah_lab/studies/watchdog.py"
@@ -74,25 +77,20 @@ def main(argv: list[str] | None = None) -> int:
 
     with tempfile.TemporaryDirectory() as scratch:
         baseline = module_at(args.baseline_rev, Path(scratch))  # before Ray starts: a bad revision stops here
-        marker = Path(scratch) / "auth_token"  # Ray reads it as the instance's token; the watchdog as its marker
-        marker.write_text(secrets.token_hex(32))
-        # what Ray's processes inherit (the engine's own helper restores the variable afterwards)
-        with _environment(**{watchdog.MARKER_VARIABLE: str(marker)}):
-            ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
-            try:
-                ray.get([ray.remote(_worker_pid).remote() for _ in range(4)])  # both workers started
-                seen = {name: sorted(p.pid for p in module.instance_tree(os.getpid(), str(marker)))
-                        for name, module in (("baseline", baseline), ("current", watchdog))}
-                if seen["baseline"] != seen["current"]:
-                    raise SystemExit(f"the two versions see different processes: {seen}")
-                times = {"baseline": [], "current": []}
-                for round_ in range(args.rounds):
-                    order = ("baseline", "current") if round_ % 2 == 0 else ("current", "baseline")
-                    for name in order:
-                        module = baseline if name == "baseline" else watchdog
-                        times[name].append(round(cpu_ms_per_look(module, str(marker), args.calls), 3))
-            finally:
-                ray.shutdown()
+        # the engine's local instance: its processes carry its token file's path, the watchdog's marker
+        with ray_session(num_cpus=2):
+            marker = os.environ[watchdog.MARKER_VARIABLE]
+            ray.get([ray.remote(_worker_pid).remote() for _ in range(4)])  # both workers started
+            seen = {name: sorted(p.pid for p in module.instance_tree(os.getpid(), marker))
+                    for name, module in (("baseline", baseline), ("current", watchdog))}
+            if seen["baseline"] != seen["current"]:
+                raise SystemExit(f"the two versions see different processes: {seen}")
+            times = {"baseline": [], "current": []}
+            for round_ in range(args.rounds):
+                order = ("baseline", "current") if round_ % 2 == 0 else ("current", "baseline")
+                for name in order:
+                    module = baseline if name == "baseline" else watchdog
+                    times[name].append(round(cpu_ms_per_look(module, marker, args.calls), 3))
 
     medians = {name: round(statistics.median(values), 3) for name, values in times.items()}
     report = {

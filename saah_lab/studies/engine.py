@@ -9,8 +9,8 @@ A task whose worker or node is lost runs again, up to ``max_retries`` times (tas
 checkpoints); a task's own exception is not retried (it would recur).  :class:`TaskFailed` then names the
 task, its node and its worker's log, once the tasks independent of it have finished.  Ctrl-C or SIGTERM
 cancels every task and stops the instance; a driver killed outright leaves that to the watchdog
-(:mod:`saah_lab.studies.watchdog`).  Only Ray's public API is used, save the two process-wide settings
-that Ray caches at import (:func:`_auth`, :func:`_loopback_only`; tests/studies/test_ray_public_api.py).
+(:mod:`saah_lab.studies.watchdog`).  Ray is used through its public API and environment variables only
+(tests/studies/test_ray_public_api.py).
 """
 
 from __future__ import annotations
@@ -31,14 +31,24 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 import psutil
-import ray
-
-# Private, no public equivalent: see _loopback_only and _auth.
-import ray._private.ray_constants as ray_constants
-from ray._raylet import AuthenticationTokenLoader, Config
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from saah_lib.numerics import MODE_VARIABLE, apply_cpu_numerics, numerics_mode
+
+# Ray reads this switch from the environment once, when it is first imported. Off, its lookup of this host's
+# address answers 127.0.0.1 instead of the external address it guesses from a socket towards a public DNS
+# server, so the local instance and a loopback address to join stay on loopback. It is given to Ray's import
+# only (a `ray start --address` run later by this process would refuse to join with it off); ray_session
+# refuses a local instance where Ray was imported before this module without it.
+CLUSTER_SWITCH = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+_SWITCH_BEFORE = os.environ.get(CLUSTER_SWITCH)
+os.environ[CLUSTER_SWITCH] = "0"
+import ray  # noqa: E402
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noqa: E402
+
+if _SWITCH_BEFORE is None:
+    del os.environ[CLUSTER_SWITCH]
+else:
+    os.environ[CLUSTER_SWITCH] = _SWITCH_BEFORE
 
 LOOPBACK = "127.0.0.1"
 #: Object store of the instance we start. Results and arguments are small (dicts, configs); Ray's own
@@ -50,8 +60,9 @@ LOCAL_START_ATTEMPTS = 3
 WAIT_SLICE_S = 0.5
 #: The process that stops the local instance if the driver dies without stopping it.
 WATCHDOG = Path(__file__).with_name("watchdog.py")
-# Ray's switch for whether a node looks beyond loopback for its address (off on macOS and Windows).
-_CLUSTER_SWITCH = ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR
+#: The token of every local instance this process starts: Ray reads the first token it is given and keeps it
+#: for the rest of the process, so each instance's token file holds this one.
+_TOKEN = secrets.token_hex(32)
 
 
 @dataclass(frozen=True)
@@ -238,10 +249,15 @@ class _Scheduler:
 
 
 @contextmanager
-def _environment(**values: str) -> Iterator[None]:
-    """Set environment variables for the duration (the processes Ray starts inherit them), then restore."""
+def _environment(**values: str | None) -> Iterator[None]:
+    """Set (None: unset) environment variables for the duration (the processes Ray starts inherit them), then
+    restore them."""
     saved = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
+    for key, value in values.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
     try:
         yield
     finally:
@@ -252,36 +268,22 @@ def _environment(**values: str) -> Iterator[None]:
                 os.environ[key] = value
 
 
-@contextmanager
-def _auth(mode: str, token_path: Path) -> Iterator[None]:
-    """Token auth from ``token_path`` for this process and the processes it starts; the previous settings come
-    back afterwards."""
-    def reload() -> None:
-        # Private, no public equivalent: this process reads RAY_AUTH_MODE and the token once and caches them.
-        Config.initialize("")
-        AuthenticationTokenLoader.instance().reset_cache()
-
-    try:
-        with _environment(RAY_AUTH_MODE=mode, RAY_AUTH_TOKEN_PATH=str(token_path)):
-            reload()
-            yield
-    finally:
-        reload()
+def _auth(token: Path) -> dict[str, str | None]:
+    """The environment in which ``ray.init`` starts a local instance with token auth from ``token``: with
+    ``RAY_AUTH_MODE`` unset and a token at hand, Ray turns token auth on for this process and the processes it
+    starts (a bare ``ray.init()`` would write ``~/.ray/auth_token``). Ray keeps the mode and the token for the
+    rest of the process: joining a cluster with another token takes a new process."""
+    return {"RAY_AUTH_MODE": None, "RAY_AUTH_TOKEN": None, "RAY_AUTH_TOKEN_PATH": str(token)}
 
 
-@contextmanager
-def _loopback_only() -> Iterator[None]:
-    """Ray's address lookups, in this process and those it starts, answer 127.0.0.1 instead of probing a public
-    DNS server.  Ray asks them for a node it starts, and to resolve a "localhost"/127.0.0.1/::1 address to join
-    (which then stays loopback); a joined cluster's other addresses come from the cluster itself."""
-    saved = ray_constants.ENABLE_RAY_CLUSTER
-    # Private, no public equivalent: Ray reads this switch from the environment once, at import.
-    ray_constants.ENABLE_RAY_CLUSTER = False
-    try:
-        with _environment(**{_CLUSTER_SWITCH: "0"}):
-            yield
-    finally:
-        ray_constants.ENABLE_RAY_CLUSTER = saved
+def _check_loopback() -> None:
+    """Refuse to start a local instance where Ray would put it on this host's external address."""
+    address = ray.util.get_node_ip_address()
+    if address != LOOPBACK and not ray.is_initialized():
+        raise RuntimeError(
+            f"Ray would start the local instance on {address}, not {LOOPBACK}: it was imported before "
+            f"saah_lab.studies.engine with {CLUSTER_SWITCH} not 0. Import saah_lab.studies.engine (or any study "
+            f"command) before ray, or set {CLUSTER_SWITCH}=0 in the environment.")
 
 
 def _start_local(token: Path, **init_args) -> None:
@@ -351,23 +353,23 @@ def ray_session(address: str | None = None, num_cpus: float | None = None, num_g
     runtime_env = {"env_vars": {**pin_env_vars(), **(env_vars or {})}}
     quiet = {"logging_level": logging.ERROR, "log_to_driver": False, "configure_logging": True}
     if address is not None:
-        with _loopback_only():
-            ray.init(address=address, runtime_env=runtime_env, **quiet)
-            try:
-                yield
-            finally:
-                ray.shutdown()
+        ray.init(address=address, runtime_env=runtime_env, **quiet)
+        try:
+            yield
+        finally:
+            ray.shutdown()
         return
+    _check_loopback()
     # Short path: Ray's Unix socket paths below it must stay within 107 bytes.
     temp_dir = Path(tempfile.mkdtemp(prefix="saah-ray-", dir="/tmp"))
     token = temp_dir / "auth_token"
-    token.write_text(secrets.token_hex(32))
+    token.write_text(_TOKEN)
     token.chmod(0o600)
     try:
         # Ray nices its workers to 15 by default: here they are the study's work, not a background load.
         niceness = os.environ.get("RAY_worker_niceness", "0")
-        with _watchdog(token, temp_dir), _loopback_only(), _auth("token", token), \
-                _environment(RAY_USAGE_STATS_ENABLED="0", RAY_worker_niceness=niceness):
+        with _watchdog(token, temp_dir), _environment(**_auth(token), **{CLUSTER_SWITCH: "0"},
+                                                      RAY_USAGE_STATS_ENABLED="0", RAY_worker_niceness=niceness):
             _start_local(token, num_cpus=num_cpus, num_gpus=num_gpus, _node_ip_address=LOOPBACK,
                          include_dashboard=False, object_store_memory=LOCAL_OBJECT_STORE_BYTES,
                          _temp_dir=str(temp_dir), runtime_env=runtime_env, **quiet)

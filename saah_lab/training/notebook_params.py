@@ -20,9 +20,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import papermill
 import yaml
-from IPython import get_ipython
 
 from saah_lib.paths import NOTEBOOKS
 
@@ -134,6 +132,8 @@ def declared_parameters(notebook: str | Path) -> dict[str, dict]:
     path = Path(notebook)
     if not path.suffix:
         path = NOTEBOOKS / f"{notebook}.ipynb"
+    import papermill  # here: the launch command reads YAML through this module and needs no papermill (3 s)
+
     return papermill.inspect_notebook(str(path))
 
 
@@ -187,6 +187,8 @@ def check_type(name: str, value, type_name: str) -> None:
 def kernel_history() -> list[str]:
     """The cells the running IPython kernel has executed, from its history manager: unlike ``In`` in the
     notebook's namespace, no parameter can replace it (``-p In x`` reassigns the name, not the history)."""
+    from IPython import get_ipython  # here, as papermill above
+
     shell = get_ipython()
     return list(shell.history_manager.input_hist_raw) if shell is not None else []
 

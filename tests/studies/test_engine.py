@@ -13,7 +13,6 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 
@@ -23,7 +22,7 @@ import pytest
 ray = pytest.importorskip("ray", reason="ray is not installed (pip install ray==2.60.0)")
 
 from saah_lab.studies import engine  # noqa: E402
-from saah_lab.studies.engine import Task, TaskFailed, check_tasks, run_tasks  # noqa: E402
+from saah_lab.studies.engine import LOOPBACK, Task, TaskFailed, check_tasks, run_tasks  # noqa: E402
 from saah_lib.numerics import PINNED_CAPABILITY, PINNED_SETTINGS  # noqa: E402
 from saah_lib.paths import REPO_ROOT  # noqa: E402
 
@@ -137,6 +136,46 @@ def test_a_local_instance_runs_tasks_in_dependency_order_with_the_pin_and_names_
     assert str(log).startswith(temp_dir + "/")
     assert ray_processes(temp_dir) == [] and not ray.is_initialized()
     subprocess.run(["rm", "-rf", temp_dir], check=True)
+
+
+TWO_SESSIONS = """
+import json, os, sys
+if sys.argv[1] == "ray-first":
+    import ray
+from saah_lab.studies.engine import CLUSTER_SWITCH, Task, run_tasks, wait_seconds
+import ray
+out = {"switch_left": os.environ.get(CLUSTER_SWITCH), "address": ray.util.get_node_ip_address()}
+try:
+    out["nodes"] = [list(run_tasks([Task("t", wait_seconds, {"seconds": 0})], num_cpus=1, on_finish=lambda t, r, node:
+                                   out.setdefault("seen", []).append(node))) for _ in range(2)]
+except RuntimeError as error:
+    out["refused"] = str(error)
+out["auth_left"] = {k: os.environ.get(k) for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH")}
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.slow
+def test_one_process_starts_two_instances_on_loopback_and_is_refused_one_where_ray_came_first():
+    """Ray reads its address switch at import and keeps the first token it is given: the engine imports Ray with
+    the switch off (and leaves the environment as it was), and every instance of a process gets its token."""
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    env.pop("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", None)
+
+    def run(mode: str) -> dict:
+        done = subprocess.run([sys.executable, "-c", TWO_SESSIONS, mode], env=env, capture_output=True, text=True,
+                              timeout=300, check=True)
+        return json.loads(done.stdout.splitlines()[-1])
+
+    both = run("engine-first")
+    assert both["nodes"] == [["t"], ["t"]] and both["seen"] == [LOOPBACK, LOOPBACK]
+    assert both["switch_left"] is None and both["auth_left"] == {"RAY_AUTH_MODE": None, "RAY_AUTH_TOKEN_PATH": None}
+    ray_first = run("ray-first")
+    if ray_first["address"] == LOOPBACK:  # a host with no address beyond loopback: nothing to refuse
+        assert ray_first["seen"] == [LOOPBACK, LOOPBACK]
+    else:
+        assert "nodes" not in ray_first and "imported before saah_lab.studies.engine" in ray_first["refused"]
+    assert not (Path.home() / ".ray" / "auth_token").exists()
 
 
 SIGNAL_DRIVER = """

@@ -3,7 +3,8 @@
 Flagged: importing ``ray._private``, ``ray._raylet`` (any ``ray`` module path with a ``_`` part) or
 ``ray.experimental.internal_kv``; reading ``<ray name>._x`` or anything named ``global_worker``; assigning
 to an attribute of a name imported from ``ray`` (``ray_constants.X = ...``, ``setattr(ray_mod, ...)``).
-The few uses Ray offers no public means for are listed in ``ALLOWED`` with the reason, per file.
+None is allowed: the two settings Ray reads once per process (the address lookup's switch and the auth mode)
+reach it through the environment (saah_lab/studies/engine.py).
 """
 
 from __future__ import annotations
@@ -14,17 +15,6 @@ from pathlib import Path
 from saah_lib.paths import REPO_ROOT
 
 SCANNED = ("saah_lib", "saah_lab", "tools")
-#: (file, what) -> why it stays: the process-wide settings Ray reads once per process (at import) and caches.
-ALLOWED = {
-    ("saah_lab/studies/engine.py", "import ray._private.ray_constants"):
-        "ENABLE_RAY_CLUSTER, the address lookup's switch, is read from the environment only at import",
-    ("saah_lab/studies/engine.py", "assign ray_constants.ENABLE_RAY_CLUSTER"):
-        "ENABLE_RAY_CLUSTER, the address lookup's switch, is read from the environment only at import",
-    ("saah_lab/studies/engine.py", "import ray._raylet.AuthenticationTokenLoader"):
-        "the auth token is read once per process and cached; only this loader's reset_cache rereads it",
-    ("saah_lab/studies/engine.py", "import ray._raylet.Config"):
-        "RAY_AUTH_MODE is read once per process; only Config.initialize rereads it (as ray.init itself does)",
-}
 
 
 def _private_module(path: str) -> bool:
@@ -136,13 +126,9 @@ def test_the_scan_flags_each_kind_of_private_use_with_its_line():
     assert scan(PUBLIC) == []
 
 
-def test_saah_lib_and_tools_use_ray_through_its_public_api_only():
-    found = scan_tree()
-    assert found, "the scan found nothing at all: the allowed uses below should be among its findings"
-    unexplained = [f"{path}:{line}: {what}" for path, line, what in found if (path, what) not in ALLOWED]
-    assert unexplained == [], "Ray's private API used:\n" + "\n".join(unexplained)
-    stale = sorted(set(ALLOWED) - {(path, what) for path, _, what in found})
-    assert stale == [], f"allowed but no longer used (remove from ALLOWED): {stale}"
+def test_the_library_the_lab_and_tools_use_ray_through_its_public_api_only():
+    found = [f"{path}:{line}: {what}" for path, line, what in scan_tree()]
+    assert found == [], "Ray's private API used:\n" + "\n".join(found)
 
 
 def test_the_tree_scan_names_the_file_and_line_of_a_planted_use(tmp_path):
