@@ -277,11 +277,12 @@ def _auth(token: Path) -> dict[str, str | None]:
 
 
 def _check_loopback() -> None:
-    """Refuse to start a local instance where Ray would put it on this host's external address."""
+    """Refuse a local instance, or a loopback address to join, that Ray would turn into this host's external
+    address."""
     address = ray.util.get_node_ip_address()
-    if address != LOOPBACK and not ray.is_initialized():
+    if address != LOOPBACK:
         raise RuntimeError(
-            f"Ray would start the local instance on {address}, not {LOOPBACK}: it was imported before "
+            f"Ray would use {address} for this host, not {LOOPBACK}: it was imported before "
             f"saah_lab.studies.engine with {CLUSTER_SWITCH} not 0. Import saah_lab.studies.engine (or any study "
             f"command) before ray, or set {CLUSTER_SWITCH}=0 in the environment.")
 
@@ -353,6 +354,8 @@ def ray_session(address: str | None = None, num_cpus: float | None = None, num_g
     runtime_env = {"env_vars": {**pin_env_vars(), **(env_vars or {})}}
     quiet = {"logging_level": logging.ERROR, "log_to_driver": False, "configure_logging": True}
     if address is not None:
+        if address.rsplit(":", 1)[0] in ("localhost", LOOPBACK):
+            _check_loopback()
         ray.init(address=address, runtime_env=runtime_env, **quiet)
         try:
             yield

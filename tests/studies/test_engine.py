@@ -178,6 +178,14 @@ def test_one_process_starts_two_instances_on_loopback_and_is_refused_one_where_r
     assert not (Path.home() / ".ray" / "auth_token").exists()
 
 
+def test_a_loopback_address_to_join_is_refused_where_ray_would_turn_it_into_the_hosts_address(monkeypatch):
+    monkeypatch.setattr(ray.util, "get_node_ip_address", lambda: "192.0.2.2")  # what Ray imported first says
+    for address in ("127.0.0.1:6379", "localhost:6379"):
+        with pytest.raises(RuntimeError, match="would use 192.0.2.2 for this host"), engine.ray_session(address):
+            pass
+    assert not ray.is_initialized()
+
+
 SIGNAL_DRIVER = """
 import os, signal, sys, time
 signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C as in a terminal, though pytest runs in background
