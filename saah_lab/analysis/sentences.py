@@ -57,11 +57,8 @@ def _capital(text: str) -> str:
     return text[0].upper() + text[1:]
 
 
-def _ci(row, confidence=None, low=None, high=None, key=None) -> str:
-    key = key or row.key
-    return say("ci", confidence=percent(row.confidence if confidence is None else confidence),
-               low=num(row.ci_low if low is None else low, key, True),
-               high=num(row.ci_high if high is None else high, key, True))
+def ci(confidence: float, low: float, high: float, key: str) -> str:
+    return say("ci", confidence=percent(confidence), low=num(low, key, True), high=num(high, key, True))
 
 
 def _per_test_level(row) -> str:
@@ -99,7 +96,8 @@ def row_sentence(row, level: float = LEVEL) -> str:
             return _capital(say("row_one_seed_mcnemar", **names, diff=num(row.diff, row.key, True),
                                 p=fmt_p(row.mcnemar_p)))
         return _capital(say("row_one_seed", **names, diff=num(row.diff, row.key, True)))
-    tests = say("tests", ci=_ci(row), decision=decision_text(row), p=fmt_p(row.p_signflip))
+    tests = say("tests", ci=ci(row.confidence, row.ci_low, row.ci_high, row.key), decision=decision_text(row),
+                p=fmt_p(row.p_signflip))
     if row.is_established(level):
         return _capital(say("row_established", **names, direction="higher" if row.diff > 0 else "lower",
                             size=num(abs(row.diff), row.key), tests=tests, mde=num(row.mde, row.key)))
@@ -143,7 +141,7 @@ def _without_flagged(row) -> str:
     if w.get("untestable"):
         return say("without_flagged_untestable", units=units)
     return say("without_flagged", units=units, diff=num(w["diff"], row.key, True),
-               ci=_ci(row, w["confidence"], w["ci_low"], w["ci_high"]), p=fmt_p(w["p_value"]),
+               ci=ci(w["confidence"], w["ci_low"], w["ci_high"], row.key), p=fmt_p(w["p_value"]),
                p_adjusted=fmt_p(w["p_adjusted"]), n=w["n_units"], mde=num(w["mde"], row.key),
                verdict=say("established" if w.get("established") else "not_established"))
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from saah_lab.analysis.overlap import shared_runs
 from saah_lab.analysis.plan import PAPER_CLAIM
-from saah_lab.analysis.sentences import num, percent, seeds
+from saah_lab.analysis.sentences import ci, num, seeds
 from saah_lab.analysis.significance import established
 from saah_lab.analysis.wording import Templates
 from saah_lab.report.latex import tex_escape
@@ -151,9 +151,7 @@ def defer_text(mini: dict | None, extended: dict | None) -> str:
 
 
 def _ci(row: dict) -> str:
-    """The interval at the row's confidence, as LaTeX: 97.5\\% in a family of two."""
-    return say("ci", confidence=percent(row["confidence"]).removesuffix("%"),
-               low=num(row["ci_low"], row["key"], True), high=num(row["ci_high"], row["key"], True))
+    return tex_text(ci(row["confidence"], row["ci_low"], row["ci_high"], row["key"]))
 
 
 def _verdict(row: dict, level: float) -> str:
@@ -167,21 +165,14 @@ def _verdict(row: dict, level: float) -> str:
     return say("against_claim", observed=observed, claim=claim, tested=tested)
 
 
-def _discount_clause(summary: dict, root: Path, a_label: str, matched_here: bool = True) -> str:
-    """At which discount the primary arm ran, in the terms of the paper-matched alpha measurement in ``root``;
-    ``matched_here``: ``root`` is the study's own, else the study ran the alpha another study matched."""
+def _discount_clause(summary: dict, root: Path, a_label: str) -> str:
+    """At which discount the primary arm ran, in the terms of the paper-matched alpha measured in ``root``."""
     record = read_json(Path(root) / MATCHED_ALPHA_FILE, default={}) or {}
     alpha = summary["plan"]["primary"]["a"]["alpha"]
-    if record and math.isclose(alpha, record.get("alpha", math.nan)):
-        values = {"a": a_label, "weight": f"{record['weight_neg_mean']['at_alpha']:.2f}",
-                      "target": f"{record['target']['target']:.2f}"}
-        if matched_here:
-            return say("discount_matched", **values)
-        return say("discount_matched_elsewhere", **values, root=_tt(root))
-    if record and math.isclose(alpha, MAIN_ALPHA):
-        return say("discount_weaker", a=a_label, weight=f"{record['weight_neg_mean']['at_main_alpha']:.2f}",
-                   target=f"{record['target']['target']:.2f}")
-    return say("discount_alpha", alpha=f"{alpha:g}")
+    if not (record and math.isclose(alpha, record.get("alpha", math.nan))):
+        return say("discount_alpha", alpha=f"{alpha:g}")
+    return say("discount_matched", a=a_label, weight=f"{record['weight_neg_mean']['at_alpha']:.2f}", root=_tt(root),
+               target=f"{record['target']['target']:.2f}")
 
 
 def _headline_study(summaries: dict[str, dict]) -> str | None:
@@ -214,8 +205,7 @@ def closing_text(summaries: dict[str, dict], roots: dict[str, Path]) -> str:
              else say("tiny_model"))
     # the confirmatory study runs the alpha the extended study matched; its own root measures none
     own = (Path(roots[study]) / MATCHED_ALPHA_FILE).is_file()
-    discount = _discount_clause(summary, roots[study] if own else roots.get("extended", roots[study]), a_label,
-                                matched_here=own)
+    discount = _discount_clause(summary, roots[study] if own else roots.get("extended", roots[study]), a_label)
     return say("closing", study=say(STUDY_NAMES[study]), a=a_label, design=_design(final, "warm_starts_built"),
                diff=num(final["diff"], "final", True), ci=_ci(final), verdict=_verdict(final, summary["level"]),
                model=model, discount=discount) + "\n"
