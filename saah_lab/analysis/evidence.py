@@ -29,7 +29,7 @@ from saah_lab.analysis.health import RULES, RunHealth
 from saah_lab.analysis.plan import Arm, StudyPlan, read_plan
 from saah_lab.analysis.quantities import CHECKPOINTS, QUANTITIES
 from saah_lab.analysis.runs import StudyRuns, read_runs
-from saah_lab.analysis.sentences import evidence_paragraphs
+from saah_lab.analysis.sentences import evidence_paragraphs, warning_paragraph
 from saah_lab.analysis.significance import (
     LEVEL,
     POWER,
@@ -489,14 +489,8 @@ def evidence_summary(root: str | Path | StudyRuns, pairs="plan", *, level: float
                          left_out=pairs_left_out)
     attach_without_flagged(runs, rows, tested, plan, level)
     parts = evidence_paragraphs(rows, level, plan=plan, runs=runs) if rows else {}
-    warning = " ".join(w for w in (
-        f"WARNING: {len(left_out)} damaged or incomplete run(s) were left out: {', '.join(left_out)}."
-        if left_out else "",
-        f"WARNING: {len(pairs_left_out)} comparison(s) could not be made: {'; '.join(pairs_left_out)}."
-        if pairs_left_out else "",
-        # planned comparisons that a missing or left-out run leaves with fewer than two seeds are named, never dropped
-        f"Not tested ({len(skipped)} planned comparison(s)): {'; '.join(skipped)}." if skipped and plan else "")
-        if w)
+    # only a plan's comparisons are planned: a top-K setting without its exact-entropy partner is no omission
+    warning = warning_paragraph(left_out, pairs_left_out, skipped if plan else [])
     sentence = " ".join(p for p in (*parts.values(), warning) if p)  # the paragraph in one string
     return {
         "root": repo_relative(folder),

@@ -1,28 +1,28 @@
 """The paragraph that says what the paired evidence shows, and no more, written from its rows alone.
 
-Order: the primary comparison first, each of its results with the test
-that decided it (the crossed t test of :func:`saah_lab.analysis.significance.crossed_test`,
-its df and its family-adjusted p), the interval at the family's confidence, and
-the minimum detectable effect of that same test (a "not established" always says
-how large a difference could have gone unseen); then the secondary comparisons,
-counted once each (a peak row that repeats the final one is not counted again);
-then what the problem-level McNemar tests can and cannot say; then run health.
-Per warm start the text says whether each warm start's own test is significant,
-and never calls a difference established in a warm start: one warm start says
-nothing about another.
+Order: the primary comparison first, each result with the test that decided it (the crossed t test of
+:func:`saah_lab.analysis.significance.crossed_test`, its df and family-adjusted p), the interval at the
+family's confidence and the minimum detectable effect (a "not established" always says how large a difference
+could have gone unseen); then the secondary comparisons, each counted once; then what the problem-level McNemar
+tests can and cannot say; then run health. Per warm start the text never calls a difference established: one
+warm start says nothing about another. The code picks a template of ``templates/evidence.txt`` and computes its
+values; the words are in the template (:mod:`saah_lab.analysis.wording`).
 """
 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 from saah_lab.analysis.health import RULES
 from saah_lab.analysis.plan import StudyPlan
 from saah_lab.analysis.quantities import CHECKPOINTS, decimals
 from saah_lab.analysis.significance import LEVEL, MAX_UNITS_NEEDED, POWER
+from saah_lab.analysis.wording import Templates
 
 # The rows are saah_lab.analysis.evidence.EvidenceRow and the runs its RunEvidence; that module imports this
 # one, so they are not imported here.
+say = Templates(Path(__file__).with_name("templates") / "evidence.txt")
 
 
 def fmt_p(p: float) -> str:
@@ -44,21 +44,21 @@ def num(x: float, key: str, signed: bool = False) -> str:
     return f"{x:+.{dp}f}" if signed else f"{x:.{dp}f}"
 
 
-def _count(n: int | None) -> str:
-    return f"more than {MAX_UNITS_NEEDED:,}" if n is None else str(n)
-
-
-def _seeds(n: int) -> str:
-    return f"{n} seed pair{'s' if n != 1 else ''}"
-
-
 def percent(confidence: float) -> str:
     """0.975 -> '97.5%', 0.95 -> '95%', 0.98333 -> '98.3%'."""
     return f"{100 * confidence:.1f}".rstrip("0").rstrip(".") + "%"
 
 
-def _ci(row) -> str:
-    return f"{percent(row.confidence)} CI [{num(row.ci_low, row.key, True)}, {num(row.ci_high, row.key, True)}]"
+def seeds(n: int) -> str:
+    return say("seed_pair" if n == 1 else "seed_pairs", n=n)
+
+
+def _capital(text: str) -> str:
+    return text[0].upper() + text[1:]
+
+
+def ci(confidence: float, low: float, high: float, key: str) -> str:
+    return say("ci", confidence=percent(confidence), low=num(low, key, True), high=num(high, key, True))
 
 
 def _per_test_level(row) -> str:
@@ -68,63 +68,56 @@ def _per_test_level(row) -> str:
 def mde_text(row) -> str:
     """How large a difference this test detects with 80% power at its family's level, and how many seeds 0.03
     and 0.02 would take."""
-    if math.isnan(row.mde) and row.se == 0:
-        return ("no minimum detectable effect: the differences do not vary (every seed and problem alike), so "
-                "there is no variance to say what this test would detect")
     if math.isnan(row.mde):
-        return "no minimum detectable effect without two seeds in a warm start"
-    text = (f"the smallest difference this test detects with {POWER:.0%} power at level {_per_test_level(row)} "
-            f"over {_seeds(row.n_units)} is {num(row.mde, row.key)}")
-    if row.units_needed:
-        needed = ", ".join(f"{effect} would take {_count(n)}" for effect, n in row.units_needed.items())
-        text += f" (detecting {needed} {row.units_needed_of} on these problems)"
-    return text
+        return say("mde_constant" if row.se == 0 else "mde_one_seed")
+    values = {"power": f"{POWER:.0%}", "level": _per_test_level(row), "seeds": seeds(row.n_units),
+              "mde": num(row.mde, row.key)}
+    if not row.units_needed:
+        return say("mde", **values)
+    needed = ", ".join(say("would_take", effect=effect, n=str(n) if n is not None else
+                           say("count_beyond", n=f"{MAX_UNITS_NEEDED:,}")) for effect, n in row.units_needed.items())
+    return say("mde_needed", **values, needed=needed, units=row.units_needed_of)
 
 
 def decision_text(row) -> str:
     """The test that decides the row: which, on how many df, its p before and after the family adjustment."""
-    over = "seeds x problems" if row.n_problems > 1 else "seeds"
-    adjusted = (f"Bonferroni over {row.family_size} {fmt_p(row.p_adjusted)}" if row.family_size > 1
-                else "a family of one")
-    return f"crossed t over {over}, {row.df:.0f} df, {fmt_p(row.p_value)}, {adjusted}"
-
-
-def _tests(row) -> str:
-    return f"{_ci(row)}; {decision_text(row)}; sign-flip over seeds {fmt_p(row.p_signflip)}"
+    adjusted = (say("family_bonferroni", m=row.family_size, p=fmt_p(row.p_adjusted)) if row.family_size > 1
+                else say("family_of_one"))
+    return say("decision", over=say("over_crossed" if row.n_problems > 1 else "over_seeds"), df=f"{row.df:.0f}",
+               p=fmt_p(row.p_value), adjusted=adjusted)
 
 
 def row_sentence(row, level: float = LEVEL) -> str:
     """One sentence per row: 'higher/lower' only for an established difference, otherwise the estimate, the
-    interval, 'not established' (never 'no difference': a difference below the MDE may be there) and the
-    minimum detectable effect."""
+    interval, 'not established' and the minimum detectable effect."""
+    names = {"quantity": row.quantity, "a": row.a, "b": row.b}
     if row.n_units < 2:
-        mcnemar = f"; McNemar {fmt_p(row.mcnemar_p)} on these two trained models" if row.key in CHECKPOINTS else ""
-        text = (f"{row.quantity}, {row.a} minus {row.b}: {num(row.diff, row.key, True)} on one seed pair (no "
-                f"test over seeds{mcnemar})")
-        return text[0].upper() + text[1:] + "."
+        if row.key in CHECKPOINTS:
+            return _capital(say("row_one_seed_mcnemar", **names, diff=num(row.diff, row.key, True),
+                                p=fmt_p(row.mcnemar_p)))
+        return _capital(say("row_one_seed", **names, diff=num(row.diff, row.key, True)))
+    tests = say("tests", ci=ci(row.confidence, row.ci_low, row.ci_high, row.key), decision=decision_text(row),
+                p=fmt_p(row.p_signflip))
     if row.is_established(level):
-        word = "higher" if row.diff > 0 else "lower"
-        text = (f"{row.a} has {word} {row.quantity} than {row.b} by {num(abs(row.diff), row.key)} ({_tests(row)}; "
-                f"MDE {num(row.mde, row.key)})")
-    else:
-        text = (f"{row.quantity}, {row.a} minus {row.b}: {num(row.diff, row.key, True)} ({_tests(row)}): "
-                f"not established at the family's level; {mde_text(row)}")
-    return text[0].upper() + text[1:] + "."
+        return _capital(say("row_established", **names, direction="higher" if row.diff > 0 else "lower",
+                            size=num(abs(row.diff), row.key), tests=tests, mde=num(row.mde, row.key)))
+    return _capital(say("row_not_established", **names, diff=num(row.diff, row.key, True), tests=tests,
+                        mde=mde_text(row)))
 
 
 def _direction(row) -> str:
     ties = row.n_units - row.units_a_ahead - row.units_b_ahead
-    return (f"{row.a} is higher in {row.units_a_ahead} and lower in {row.units_b_ahead} of "
-            f"{_seeds(row.n_units)}" + (f" ({ties} equal)" if ties else ""))
+    values = {"a": row.a, "ahead": row.units_a_ahead, "behind": row.units_b_ahead, "seeds": seeds(row.n_units)}
+    return say("direction_ties", **values, ties=ties) if ties else say("direction", **values)
 
 
 def _significant_in(per: dict) -> str:
-    hits = sum(bool(v.get("significant")) for v in per.values())
+    hits, n = sum(bool(v.get("significant")) for v in per.values()), len(per)
     if hits == 0:
-        return "significant in neither" if len(per) == 2 else "significant in none"
-    if hits == len(per):
-        return "significant in both" if len(per) == 2 else "significant in every one"
-    return f"significant in {hits} of {len(per)}" if len(per) > 2 else "significant in one"
+        return say("significant_in_neither" if n == 2 else "significant_in_none")
+    if hits == n:
+        return say("significant_in_both" if n == 2 else "significant_in_every")
+    return say("significant_in_some", k=hits, n=n) if n > 2 else say("significant_in_one")
 
 
 def _per_warm_start(row) -> str:
@@ -133,47 +126,40 @@ def _per_warm_start(row) -> str:
     per = row.detail.get("per_warm_start") or {}
     if len(per) < 2:
         return ""
-    parts = [f"{ws}: {num(v['mean_diff'], row.key, True)} ({fmt_p(v['p_value'])}, {v['n']} seeds)"
-             for ws, v in per.items()]
+    items = "; ".join(say("per_warm_start_item", warm_start=ws, diff=num(v["mean_diff"], row.key, True),
+                          p=fmt_p(v["p_value"]), n=v["n"]) for ws, v in per.items())
     signs = {math.copysign(1, v["mean_diff"]) for v in per.values() if v["mean_diff"] != 0}
-    sign = ("the same sign in both" if len(per) == 2 else "the same sign in every one") if len(signs) <= 1 \
-        else "a different sign between them"
-    return (f"Per warm start, {row.quantity} (each warm start's own crossed test; descriptive, one warm start "
-            "cannot establish a difference for others): " + "; ".join(parts)
-            + f": {sign}, {_significant_in(per)} at level {_per_test_level(row)}.")
+    sign = ("different_sign" if len(signs) > 1 else "same_sign_both" if len(per) == 2 else "same_sign_every")
+    return say("per_warm_start", quantity=row.quantity, items=items, sign=say(sign), significant=_significant_in(per),
+               level=_per_test_level(row))
 
 
 def _without_flagged(row) -> str:
-    w = row.without_flagged
+    w, units = row.without_flagged, ", ".join(row.flagged_units)
     if not w:
         return ""
     if w.get("untestable"):
-        return (f"Without the seed pairs with a flagged run ({', '.join(row.flagged_units)}) fewer than two "
-                "remain: no test.")
-    verdict = "established" if w.get("established") else "not established"
-    return (f"Without the seed pairs with a flagged run ({', '.join(row.flagged_units)}): "
-            f"{num(w['diff'], row.key, True)} ({percent(w['confidence'])} CI [{num(w['ci_low'], row.key, True)}, "
-            f"{num(w['ci_high'], row.key, True)}], crossed t {fmt_p(w['p_value'])}, adjusted {fmt_p(w['p_adjusted'])}"
-            f", {w['n_units']} seed pairs, MDE {num(w['mde'], row.key)}), {verdict} (computed on those seed pairs).")
+        return say("without_flagged_untestable", units=units)
+    return say("without_flagged", units=units, diff=num(w["diff"], row.key, True),
+               ci=ci(w["confidence"], w["ci_low"], w["ci_high"], row.key), p=fmt_p(w["p_value"]),
+               p_adjusted=fmt_p(w["p_adjusted"]), n=w["n_units"], mde=num(w["mde"], row.key),
+               verdict=say("established" if w.get("established") else "not_established"))
 
 
 def primary_paragraph(rows: list, plan: StudyPlan, level: float = LEVEL) -> str:
     primary = [r for r in rows if r.primary]
     if not primary:
-        return (f"The primary comparison ({plan.describe()}) could not be tested: fewer than two seeds have "
-                "runs of both.")
-    n_ws = max(r.n_warm_starts for r in primary)
-    where = (f" from {n_ws} warm starts taken as fixed strata, so the result is about these two" if n_ws == 2
-             else f" from {n_ws} warm starts taken as a random factor" if n_ws > 2 else "")
-    m = len(primary)
-    family = (f"a family of one test, at level {level:g} with a {percent(1 - level)} interval" if m == 1 else
-              f"Bonferroni over its {m} tests: each at level {level / m:.4g}, intervals at {percent(1 - level / m)}")
-    parts = [f"Primary comparison, fixed in the study plan before the runs: {plan.describe()}, over "
-             f"{_seeds(primary[0].n_units)}{where} ({family})."]
+        return say("primary_untested", plan=plan.describe())
+    n_ws, m, n_seeds = max(r.n_warm_starts for r in primary), len(primary), seeds(primary[0].n_units)
+    design = (say("design_fixed", seeds=n_seeds, n=n_ws) if n_ws == 2 else
+              say("design_random", seeds=n_seeds, n=n_ws) if n_ws > 2 else n_seeds)
+    family = (say("primary_family_of_one", level=f"{level:g}", confidence=percent(1 - level)) if m == 1 else
+              say("primary_family", m=m, level=f"{level / m:.4g}", confidence=percent(1 - level / m)))
+    parts = [say("primary", plan=plan.describe(), design=design, family=family)]
     for row in primary:
         parts.append(row_sentence(row, level))
         if row.key == "train_var":
-            parts.append(f"Training-reward variance: {_direction(row)}.")
+            parts.append(_direction(row))
         parts += [s for s in (_per_warm_start(row), _without_flagged(row)) if s]
     return " ".join(parts)
 
@@ -188,10 +174,9 @@ def single_seed_paragraph(rows: list) -> str:
     single = [r for r in counted(rows) if r.n_units < 2]
     if not single:
         return ""
-    pairs = list(dict.fromkeys((r.a, r.b) for r in single))
-    finals = [row_sentence(r) for r in single if r.key == "final"]
-    return (f"{len(pairs)} comparison{'s rest' if len(pairs) != 1 else ' rests'} on one seed pair, so nothing "
-            "about another seed can be tested: " + " ".join(finals))
+    n = len(dict.fromkeys((r.a, r.b) for r in single))
+    finals = " ".join(row_sentence(r) for r in single if r.key == "final")
+    return say("single_seed", rows=finals) if n == 1 else say("single_seeds", n=n, rows=finals)
 
 
 def secondary_paragraph(rows: list, level: float = LEVEL, has_primary: bool = True) -> str:
@@ -201,23 +186,18 @@ def secondary_paragraph(rows: list, level: float = LEVEL, has_primary: bool = Tr
         return single
     distinct = counted(rows)
     found = [r for r in distinct if r.is_established(level)]
-    pairs = len({(r.a, r.b) for r in rows})
-    kind = "Secondary comparisons (exploratory" if has_primary else "Comparisons ("
-    head = (f"{kind}{'; ' if has_primary else ''}Bonferroni within each quantity across the {pairs} pair"
-            f"{'s' if pairs != 1 else ''}): ")
-    if found:
-        head += (f"{len(found)} of {len(distinct)} distinct differences {'is' if len(found) == 1 else 'are'} "
-                 "established. " + " ".join(row_sentence(r, level) for r in found))
-    else:
-        head += f"none of the {len(distinct)} distinct differences is established."
-    parts = [head]
+    n_pairs = len({(r.a, r.b) for r in rows})
+    head = say("secondary_head" if has_primary else "comparisons_head",
+               pairs=say("pair" if n_pairs == 1 else "pairs", n=n_pairs))
+    found_rows = " ".join(row_sentence(r, level) for r in found)
+    parts = [say("found_none", head=head, n=len(distinct)) if not found else
+             say("found_one", head=head, n=len(distinct), rows=found_rows) if len(found) == 1 else
+             say("found_some", head=head, k=len(found), n=len(distinct), rows=found_rows)]
     repeated = sorted({f"{r.a} vs {r.b}" for r in rows if r.same_as_final})
     if repeated:
-        parts.append("Peak and final are the same checkpoint in every run of " + "; ".join(repeated)
-                     + ", so those peak rows repeat the final ones and are counted once.")
+        parts.append(say("peak_repeats_final", pairs="; ".join(repeated)))
     if any(r.key == "peak" for r in found):
-        parts.append("Peak checkpoints are picked on the evaluation problems themselves, so a peak difference is "
-                     "weaker evidence than a final one.")
+        parts.append(say("peak_is_weaker"))
     return " ".join(parts + ([single] if single else []))
 
 
@@ -226,30 +206,24 @@ def mcnemar_paragraph(rows: list, level: float = LEVEL) -> str:
     only = [r for r in counted(rows) if r.key in CHECKPOINTS and r.mcnemar_p < level and not r.is_established(level)]
     if not only:
         return ""
-    listed = "; ".join(f"{r.a} vs {r.b}, {r.quantity} ({fmt_p(r.mcnemar_p)}, {r.n_problems} problems)" for r in only)
-    return ("The problem-level McNemar test (unadjusted) reaches the level where the seed-level test does not: "
-            f"{listed}. It takes the problems as the sampling unit with these trained models fixed, so it says "
-            "that these particular models differ on such problems, not that another training seed would rank the "
-            "methods the same way.")
+    return say("mcnemar", items="; ".join(say("mcnemar_item", a=r.a, b=r.b, quantity=r.quantity,
+                                               p=fmt_p(r.mcnemar_p), n=r.n_problems) for r in only))
 
 
 def floor_paragraph(rows: list, level: float = LEVEL) -> str:
     floors = sorted({(r.n_units, r.min_p_signflip) for r in rows if r.min_p_signflip >= level and r.n_units >= 2})
-    return " ".join(f"With {n} seed pairs the sign-flip test cannot give p below 2/2^{n} = {floor:.4g}; the crossed "
-                    "t test can, under its assumption of roughly normal mean squares." for n, floor in floors)
+    return " ".join(say("floor", n=n, floor=f"{floor:.4g}") for n, floor in floors)
 
 
 def health_paragraph(runs: list, rows: list) -> str:
     rules = "; ".join(RULES.values())
     flagged = sorted((r for r in runs if r.flagged), key=lambda r: r.run_id)
     if not flagged:
-        return f"Run health: none of the {len(runs)} runs breaks a health rule ({rules})."
-    listed = "; ".join(f"{r.run_id} ({r.health_text})" for r in flagged)
+        return say("health_none", n=len(runs), rules=rules)
+    items = "; ".join(say("health_item", run=r.run_id, why=r.health_text) for r in flagged)
     affected = sum(1 for r in rows if r.flagged_units)
-    where = (f"the {affected} rows they enter are also given without the seed pairs that contain them" if affected
-             else "they enter none of these comparisons")
-    return (f"Run health ({rules}): {len(flagged)} of {len(runs)} runs flagged: {listed}. They stay in every "
-            f"result; {where}.")
+    values = {"rules": rules, "k": len(flagged), "n": len(runs), "items": items}
+    return say("health_flagged", **values, rows=affected) if affected else say("health_flagged_elsewhere", **values)
 
 
 def evidence_paragraphs(rows: list, level: float = LEVEL, *, plan: StudyPlan | None = None,
@@ -266,3 +240,10 @@ def evidence_paragraphs(rows: list, level: float = LEVEL, *, plan: StudyPlan | N
         "health": health_paragraph(runs, rows) if runs is not None else "",
     }
 
+
+def warning_paragraph(left_out: list[str], pairs_left_out: list[str] | None, not_tested: list[str]) -> str:
+    """What a tolerant reading left out and which planned comparisons had too few seeds: named, never dropped."""
+    return " ".join(text for text in (
+        say("left_out_runs", n=len(left_out), runs=", ".join(left_out)) if left_out else "",
+        say("left_out_pairs", n=len(pairs_left_out), pairs="; ".join(pairs_left_out)) if pairs_left_out else "",
+        say("not_tested", n=len(not_tested), pairs="; ".join(not_tested)) if not_tested else "") if text)

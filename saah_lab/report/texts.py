@@ -1,10 +1,12 @@
-"""The report's texts: sentences from the paired evidence, the paper-matched alpha in words, the texts that
-read several studies at once (which runs they share, the mini study's pointer to the powered study, the
-closing note), and the switches that tell ``paper/main.tex`` which outputs exist.
+"""The report's texts: the evidence's paragraphs for LaTeX, the paper-matched alpha in words, the texts that read
+several studies at once (which runs they share, the mini study's pointer to the powered study, the headline, the
+closing note, the confirmatory study's provenance and its verdict on the earlier claims), the real-model
+paragraph, and the switches that tell ``paper/main.tex`` which outputs exist.
 
-Every number comes from the evidence summaries (:func:`saah_lab.analysis.evidence.evidence_summary`), the
-study roots and their records; nothing is typed in.  Each function returns the text ("" when there is
-nothing to say); :mod:`saah_lab.report.render` writes them.
+Every number comes from the evidence summaries (:func:`saah_lab.analysis.evidence.evidence_summary`), the study
+roots and their records; nothing is typed in. The words are in ``templates/report.txt``: each function computes
+the values and picks the template for its case (:mod:`saah_lab.analysis.wording`), returning "" when there is
+nothing to say; :mod:`saah_lab.report.render` writes them.
 """
 
 from __future__ import annotations
@@ -15,18 +17,17 @@ from pathlib import Path
 
 from saah_lab.analysis.overlap import shared_runs
 from saah_lab.analysis.plan import PAPER_CLAIM
-from saah_lab.analysis.quantities import number_or_nan
-from saah_lab.analysis.reported import read_reported_csv
-from saah_lab.analysis.sentences import num, percent
+from saah_lab.analysis.sentences import ci, num, seeds
 from saah_lab.analysis.significance import established
+from saah_lab.analysis.wording import Templates
 from saah_lab.report.latex import tex_escape
 from saah_lib import lab_name
 from saah_lib.jsonio import read_json
 from saah_lib.method.methods import ALPHA_RANGE, MAIN_ALPHA
-from saah_lib.paths import PAPER_REPORTED, repo_relative
-from saah_lib.rundir.layout import ALPHA_RANGE_FILE, MATCHED_ALPHA_FILE, WARMSTART_RECORD_FILE, WARMSTART_RECORDS_FILE
+from saah_lib.paths import repo_relative
+from saah_lib.rundir.layout import MATCHED_ALPHA_FILE, WARMSTART_RECORD_FILE, WARMSTART_RECORDS_FILE
 
-#: Written beside the matched alpha by ``python -m saah_lab.studies.matched_alpha --range <root>``.
+say = Templates(Path(__file__).with_name("templates") / "report.txt")
 
 
 # ---------------------------------------------------------------------------
@@ -41,77 +42,41 @@ def tex_text(s: str) -> str:
 
 def left_out_warning(summary: dict) -> str:
     """What a tolerant reading left out of the comparisons ("" when nothing): runs, then whole pairs."""
-    parts = []
-    if summary.get("left_out"):
-        parts.append(f"{len(summary['left_out'])} damaged or incomplete run(s) left out: "
-                     + ", ".join(summary["left_out"]) + ".")
-    if summary.get("pairs_left_out"):
-        parts.append(f"{len(summary['pairs_left_out'])} comparison(s) not made: "
-                     + "; ".join(summary["pairs_left_out"]) + ".")
-    return " ".join(parts)
+    runs, pairs = summary.get("left_out"), summary.get("pairs_left_out")
+    return " ".join(text for text in (
+        say("left_out_runs", n=len(runs), runs=", ".join(runs)) if runs else "",
+        say("left_out_pairs", n=len(pairs), pairs="; ".join(pairs)) if pairs else "") if text)
 
 
-def _range_text(alphas: dict, where: str) -> str:
-    """The alphas matching the paper's lowest, mean and highest 1.5B level and its 3B mean, in words."""
-    names = {"1.5b_low": "lowest 1.5B snapshot", "1.5b_mean": "1.5B mean", "1.5b_high": "highest 1.5B snapshot",
-             "3b_mean": "3B mean"}
-    parts = [f"the {names.get(k, k)} ({m['target']:.3f}) "
-             + (f"at $\\alpha={m['alpha']:.1f}$" if m.get("alpha") is not None
-                else f"at no $\\alpha$ up to {ALPHA_RANGE[1]:g}")
-             for k, m in alphas.items()]
-    return f"The paper's level is loosely pinned down; {where} the mean weight matches " + ", ".join(parts) + "."
+#: The paper's logged levels, by the key of ``alpha_range``, and the template naming each.
+LEVELS = {"1.5b_low": "level_low", "1.5b_mean": "level_mean", "1.5b_high": "level_high", "3b_mean": "level_3b"}
 
 
-def _drift_text(drift: dict, method: str = "sa") -> str:
-    """How the logged mean weight on negative rollouts moved during the runs at the matched alpha."""
-    by_ws = (drift.get("methods") or {}).get(method) or {}
-    if not by_ws:
-        return ""
-
-    def span(name):
-        lo, hi = min(d[name]["mean"] for d in by_ws.values()), max(d[name]["mean"] for d in by_ws.values())
-        return f"{lo:.2f}" if f"{lo:.2f}" == f"{hi:.2f}" else f"{lo:.2f}--{hi:.2f}"
-
-    return (f"The match holds at the start of training only: in the SA-AH-GRPO runs at that $\\alpha$ the logged "
-            f"mean weight on negative-advantage rollouts is {span('start')} over the first {drift['window']} steps, "
-            f"{span('during')} over all steps and {span('end')} over the last {drift['window']} (means over the "
-            f"runs of each warm start).")
-
-
-def matched_alpha_text(record: dict, range_record: dict | None = None) -> str:
-    """The paper-matched alpha of a study root in words: rule, target, measurement, choice ("" without one);
-    with ``range_record`` (the root's ``alpha_range.json``) or a measurement that recorded ``alpha_range``,
-    also the alphas matching the paper's other levels and the drift during training."""
+def matched_alpha_text(record: dict) -> str:
+    """The paper-matched alpha of a study root in words: rule, target, measurement, choice ("" without one),
+    the other warm starts at that alpha and, when the measurement recorded ``alpha_range``, the alphas matching
+    the paper's other levels."""
     if not record:
         return ""
     t, w = record["target"], record["weight_neg_mean"]
-    text = (f"Paper-matched $\\alpha$: the paper's 1.5B log (\\texttt{{{tex_escape(t['file'])}}}) gives a mean "
-            f"weight on negative-advantage rollouts of {t['target']:.3f} (mean of "
-            f"\\texttt{{{tex_escape(t['column'])}}} "
-            f"over its {len(t['steps'])} logged steps, {t['steps'][0]} to {t['steps'][-1]}). On "
-            f"{record['n_rollouts']} rollouts sampled from \\texttt{{{tex_escape(record['warm_start'])}}} as at the "
-            "start "
-            f"of training ({record['n_prompts']} training prompts $\\times$ {record['per_prompt']}, scored with the "
-            f"training reward, advantages normalised within each group; {record['n_negative']} negative, mean "
-            f"length {record['mean_completion_length']:.1f} tokens), the same mean weight is "
-            f"{w['at_main_alpha']:.3f} at the main $\\alpha={MAIN_ALPHA:g}$. Bisection gives "
-            f"$\\alpha={record['solved_alpha']:.3f}$, rounded to $\\alpha={record['alpha']:g}$, where the mean "
-            f"weight is {w['at_alpha']:.3f}.")
-    others = record.get("other_warm_starts") or {}
-    if others:
-        listed = "; ".join(f"\\texttt{{{tex_escape(name)}}} {o['weight_neg_mean']['at_alpha']:.3f}"
-                           for name, o in others.items())
-        text += f" At that $\\alpha$ the other warm starts give {listed}."
+    parts = [say("matched_alpha", file=tex_escape(t["file"]), target=f"{t['target']:.3f}",
+                 column=tex_escape(t["column"]), n_steps=len(t["steps"]), first=t["steps"][0], last=t["steps"][-1],
+                 n_rollouts=record["n_rollouts"], warm_start=tex_escape(record["warm_start"]),
+                 n_prompts=record["n_prompts"], per_prompt=record["per_prompt"], n_negative=record["n_negative"],
+                 length=f"{record['mean_completion_length']:.1f}", at_main=f"{w['at_main_alpha']:.3f}",
+                 main_alpha=f"{MAIN_ALPHA:g}", solved=f"{record['solved_alpha']:.3f}", alpha=f"{record['alpha']:g}",
+                 at_alpha=f"{w['at_alpha']:.3f}")]
+    if record.get("other_warm_starts"):
+        parts.append(say("matched_alpha_others", items="; ".join(
+            say("matched_alpha_other", warm_start=tex_escape(name), weight=f"{o['weight_neg_mean']['at_alpha']:.3f}")
+            for name, o in record["other_warm_starts"].items())))
     if record.get("alpha_range"):
-        text += " " + _range_text(record["alpha_range"]["alphas"], "on the same rollouts")
-    elif range_record and range_record.get("alpha_range"):
-        ws = range_record["alpha_range"]["warm_starts"].get(record["warm_start"])
-        if ws:
-            text += " " + _range_text(ws["alphas"], f"on the {ws['n_rollouts']} rollouts the runs logged from "
-                                      f"this warm start before any update ({ws['n_negative']} negative)")
-    if range_record and range_record.get("weight_drift"):
-        text += " " + _drift_text(range_record["weight_drift"])
-    return text + "\n"
+        parts.append(say("alpha_range", items=", ".join(
+            say("alpha_range_item", level=say(LEVELS[k]), target=f"{m['target']:.3f}", alpha=f"{m['alpha']:.1f}")
+            if m.get("alpha") is not None else
+            say("alpha_range_item_none", level=say(LEVELS[k]), target=f"{m['target']:.3f}",
+                max_alpha=f"{ALPHA_RANGE[1]:g}") for k, m in record["alpha_range"]["alphas"].items())))
+    return " ".join(parts) + "\n"
 
 
 def _sentence_file(text: str) -> str:
@@ -139,12 +104,11 @@ def whole_sentence(summary: dict) -> str:
     return _sentence_file(summary["sentence"]) if summary["rows"] else ""
 
 
-
 # ---------------------------------------------------------------------------
 # several studies at once
 # ---------------------------------------------------------------------------
 
-STUDY_NAMES = {"mini": "mini study", "extended": "extended study", "confirm": "confirmatory study"}
+STUDY_NAMES = {"mini": "study_mini", "extended": "study_extended", "confirm": "study_confirm"}
 
 
 def _tt(path) -> str:
@@ -157,14 +121,12 @@ def overlap_text(roots: dict[str, Path]) -> str:
     parts = []
     for i, a in enumerate(names):
         for b in names[i + 1:]:
-            result = shared_runs(roots[a], roots[b])
-            if not result["shared"]:
-                continue
-            ids = ", ".join(f"\\texttt{{{tex_escape(r)}}}" for r in result["shared"])
-            verb = "is a run" if len(result["shared"]) == 1 else "are runs"
-            parts.append(f"{len(result['shared'])} of the {result['n_b']} runs of {_tt(roots[b])} {verb} of "
-                         f"{_tt(roots[a])} (same settings, evaluations and training values; only step times "
-                         f"differ): {ids}. The two studies are not independent evidence on those runs.")
+            shared = shared_runs(roots[a], roots[b])
+            if shared["shared"]:
+                ids = ", ".join(f"\\texttt{{{tex_escape(r)}}}" for r in shared["shared"])
+                values = {"total": shared["n_b"], "a": _tt(roots[a]), "b": _tt(roots[b]), "ids": ids}
+                parts.append(say("overlap_one", **values) if len(shared["shared"]) == 1
+                             else say("overlap", n=len(shared["shared"]), **values))
     return " ".join(parts) + ("\n" if parts else "")
 
 
@@ -184,84 +146,33 @@ def defer_text(mini: dict | None, extended: dict | None) -> str:
     m, e = _primary(mini, "final"), _primary(extended, "final")
     if m is None or e is None:
         return ""
-    return (f"With {m['n_units']} seed pairs the mini study cannot detect a final Pass@1 difference below "
-            f"{num(m['mde'], 'final')} (at 80\\% power); it checks the pipeline. The extended study "
-            f"(Section~\\ref{{sec:extended}}) tests the primary comparison with {e['n_units']} seed pairs "
-            f"(minimum detectable difference {num(e['mde'], 'final')}).\n")
+    return say("mini_defers", n=m["n_units"], mde=num(m["mde"], "final"), n_extended=e["n_units"],
+               mde_extended=num(e["mde"], "final")) + "\n"
 
 
-def paper_train_var(directory: Path = PAPER_REPORTED) -> dict[str, dict[str, float]]:
-    """The paper's training-reward variance per model and method (``tab_main.csv``), e.g. ``{"3B": {"grpo":
-    0.0885, "sa": 0.0246, ...}, ...}``; {} without the file."""
-    path = Path(directory) / "tab_main.csv"
-    if not path.is_file():
-        return {}
-    out: dict[str, dict[str, float]] = {}
-    for _, r in read_reported_csv(path).iterrows():
-        value = number_or_nan(r.get("train_var"))
-        if math.isfinite(value):
-            out.setdefault(str(r["model_short"]), {})[str(r["method"])] = value
-    return out
+def _ci(row: dict) -> str:
+    return tex_text(ci(row["confidence"], row["ci_low"], row["ci_high"], row["key"]))
 
 
-def _paper_variance_clause(observed: str) -> str:
-    """Which of the paper's own tables agree with the observed direction of SA-AH-GRPO's variance against
-    GRPO's: the paper's claim of lower variance holds in one of its tables, not in both."""
-    tables = {m: v for m, v in paper_train_var().items() if "sa" in v and "grpo" in v}
-    if not tables:
-        return ""
-    parts = [f"{model} {num(v['sa'], 'train_var')} against {num(v['grpo'], 'train_var')}"
-             for model, v in sorted(tables.items(), reverse=True)]
-    same = [m for m, v in tables.items() if (v["sa"] > v["grpo"]) == (observed == "higher")]
-    if not same:
-        return ""
-    return f" (the paper's own table, SA-AH-GRPO against GRPO: {', '.join(parts)}; " \
-           f"its {' and '.join(sorted(same, reverse=True))} row goes the same way as ours)"
+def _verdict(row: dict, level: float) -> str:
+    """The final Pass@1 result against the paper's claim."""
+    claim, observed = PAPER_CLAIM["final"], "higher" if row["diff"] > 0 else "lower"
+    tested = say("adjusted_p", p=f"{row['p_adjusted']:.3f}") if math.isfinite(row["p_adjusted"]) else say("no_test")
+    if not established(row["p_adjusted"], row["ci_low"], row["ci_high"], level):
+        return say("not_established", tested=tested, claim=claim, mde=num(row["mde"], "final"))
+    if observed == claim:
+        return say("as_claimed", observed=observed, tested=tested)
+    return say("against_claim", observed=observed, claim=claim, tested=tested)
 
 
-def _percent(row: dict) -> str:
-    """The interval's confidence as LaTeX: 97.5\\% in a family of two."""
-    return percent(row["confidence"]).replace("%", "\\%")
-
-
-def _verdict(row: dict, key: str, level: float) -> str:
-    claim = PAPER_CLAIM[key]
-    observed = "higher" if row["diff"] > 0 else "lower"
-    agree = "as the paper claims" if observed == claim else f"opposite to the paper's claim of {claim}"
-    if key == "train_var" and observed != claim:
-        agree += _paper_variance_clause(observed)
-    tested = f"adjusted p = {row['p_adjusted']:.3f}" if math.isfinite(row["p_adjusted"]) else "no test"
-    if established(row["p_adjusted"], row["ci_low"], row["ci_high"], level):
-        return f"SA-AH-GRPO is {observed}, {agree} ({tested})"
-    return (f"not established ({tested}; the paper claims {claim}; a difference smaller than "
-            f"{num(row['mde'], key)} would go unseen)")
-
-
-def _discount_clause(summary: dict, root: Path, a_label: str, matched_here: bool = True) -> str:
-    """At which discount the primary arm ran, in the terms of the paper-matched alpha measurement in ``root``;
-    ``matched_here``: ``root`` is the study's own (its runs' drift of the weight is then told too), else the
-    study ran the alpha another study matched."""
+def _discount_clause(summary: dict, root: Path, a_label: str) -> str:
+    """At which discount the primary arm ran, in the terms of the paper-matched alpha measured in ``root``."""
     record = read_json(Path(root) / MATCHED_ALPHA_FILE, default={}) or {}
-    plan = summary.get("plan") or {}
-    arm = plan.get("primary", {}).get("a", {})
-    alpha = arm.get("alpha")
-    if record and alpha is not None and math.isclose(alpha, record.get("alpha", math.nan)):
-        later = ""
-        drift = (read_json(Path(root) / ALPHA_RANGE_FILE, default={}) or {}).get("weight_drift") or {}
-        by_ws = (drift.get("methods") or {}).get(arm.get("method", "sa")) or {}
-        if matched_here and by_ws:
-            during = [d["during"]["mean"] for d in by_ws.values()]
-            low, high = f"{min(during):.2f}", f"{max(during):.2f}"
-            later = f", rising to {low}" + (f"--{high}" if low != high else "") + " on average during training"
-        where = "" if matched_here else f", measured on the warm start of {_tt(root)}"
-        return (f"at the paper's discount level ({a_label}: a mean weight of "
-                f"{record['weight_neg_mean']['at_alpha']:.2f} on negative-advantage rollouts at the start of "
-                f"training{where}{later}, against {record['target']['target']:.2f} in the paper's log)")
-    if record and alpha is not None and math.isclose(alpha, MAIN_ALPHA):
-        return (f"at a weaker discount than the paper's ({a_label}: a mean weight of "
-                f"{record['weight_neg_mean']['at_main_alpha']:.2f} on negative-advantage rollouts at the start of "
-                f"training, against {record['target']['target']:.2f} in the paper's log)")
-    return f"at $\\alpha={alpha:g}$" if alpha is not None else ""
+    alpha = summary["plan"]["primary"]["a"]["alpha"]
+    if not (record and math.isclose(alpha, record.get("alpha", math.nan))):
+        return say("discount_alpha", alpha=f"{alpha:g}")
+    return say("discount_matched", a=a_label, weight=f"{record['weight_neg_mean']['at_alpha']:.2f}", root=_tt(root),
+               target=f"{record['target']['target']:.2f}")
 
 
 def _headline_study(summaries: dict[str, dict]) -> str | None:
@@ -269,45 +180,35 @@ def _headline_study(summaries: dict[str, dict]) -> str | None:
     return next((k for k in ("confirm", "extended", "mini") if _primary(summaries.get(k), "final")), None)
 
 
+def _design(row: dict, warm_starts: str) -> str:
+    """The primary row's seed pairs, warm starts and, where counted, evaluation problems."""
+    n_ws = row["n_warm_starts"]
+    values = {"seeds": seeds(row["n_units"]), "warm_starts": say(warm_starts, n=n_ws) if n_ws > 1 else
+                  say("one_warm_start")}
+    if row.get("n_problems"):
+        return say("design_problems", **values, problems=f"{row['n_problems']:,}")
+    return say("design", **values)
+
+
 def closing_text(summaries: dict[str, dict], roots: dict[str, Path]) -> str:
-    """Two or three sentences: what the leading study's primary comparison supports, and what it cannot."""
+    """Two sentences: what the leading study's primary comparison on final Pass@1 supports, and what it cannot."""
     study = _headline_study(summaries)
     if study is None:
         return ""
     summary = summaries[study]
-    final, var = _primary(summary, "final"), _primary(summary, "train_var")
-    level = summary["level"]
-    n_ws = final["n_warm_starts"]
-    where = f" from {n_ws} independently built warm starts" if n_ws > 1 else " from one warm start"
+    final = _primary(summary, "final")
     a_label = tex_text(final["a"])
-    text = (f"In the CPU {STUDY_NAMES.get(study, study)}'s primary comparison, fixed before its runs "
-            f"({a_label} against GRPO over {final['n_units']} seed pairs{where}"
-            + (f", {final['n_problems']:,} evaluation problems" if final.get("n_problems") else "")
-            + "), final Pass@1 differs by "
-            f"{num(final['diff'], 'final', True)} ({_percent(final)} CI [{num(final['ci_low'], 'final', True)}, "
-            f"{num(final['ci_high'], 'final', True)}]): {_verdict(final, 'final', level)}")
-    if var is not None:
-        text += (f"; training-reward variance differs by {num(var['diff'], 'train_var', True)} ({_percent(var)} CI "
-                 f"[{num(var['ci_low'], 'train_var', True)}, {num(var['ci_high'], 'train_var', True)}]): "
-                 f"{_verdict(var, 'train_var', level)}")
-        within = _same_pair(summary, var, "train_var_within")
-        if within is not None:
-            text += (f"; the rewards' spread within a step, which the batch size does not shrink, differs by "
-                     f"{num(within['diff'], 'train_var_within', True)} (paired t p = {within['p_value']:.3f})")
-    text += ". "
     build = read_json(Path(roots[study]) / WARMSTART_RECORD_FILE, default={}) or {}
     builds = read_json(Path(roots[study]) / WARMSTART_RECORDS_FILE, default={}) or {}  # a study of several
     params = build.get("parameters") or next((b.get("parameters") for b in builds.values()), None)
-    model = f"a {params / 1e6:.1f}M-parameter model" if isinstance(params, (int, float)) else "a tiny model"
+    model = (say("model", millions=f"{params / 1e6:.1f}") if isinstance(params, (int, float))
+             else say("tiny_model"))
     # the confirmatory study runs the alpha the extended study matched; its own root measures none
     own = (Path(roots[study]) / MATCHED_ALPHA_FILE).is_file()
-    clause = _discount_clause(summary, roots[study] if own else roots.get("extended", roots[study]), a_label,
-                              matched_here=own)
-    text += (f"These runs train {model} on synthetic arithmetic problems{' ' + clause if clause else ''}: they test "
-             "the selective discount's effect "
-             "on such a model, and cannot confirm or refute the paper's GSM8K accuracies at 1.5B and 3B "
-             "parameters.\n")
-    return text
+    discount = _discount_clause(summary, roots[study] if own else roots.get("extended", roots[study]), a_label)
+    return say("closing", study=say(STUDY_NAMES[study]), a=a_label, design=_design(final, "warm_starts_built"),
+               diff=num(final["diff"], "final", True), ci=_ci(final), verdict=_verdict(final, summary["level"]),
+               model=model, discount=discount) + "\n"
 
 
 def headline_text(summaries: dict[str, dict]) -> str:
@@ -316,16 +217,11 @@ def headline_text(summaries: dict[str, dict]) -> str:
     if study is None:
         return ""
     row = _primary(summaries[study], "final")
-    level = summaries[study]["level"]
-    design = (f"{row['n_units']} seed pairs from {row['n_warm_starts']} warm starts"
-              + (f", {row['n_problems']:,} evaluation problems" if row.get("n_problems") else ""))
-    kind = ("pre-registered confirmatory study" if study == "confirm" else STUDY_NAMES.get(study, study))
-    verdict = ("established" if established(row["p_adjusted"], row["ci_low"], row["ci_high"], level)
-               else "not established")
-    return (f"In our {kind} ({design}), {tex_text(row['a'])} minus GRPO in final Pass@1 is "
-            f"{num(row['diff'], 'final', True)} ({_percent(row)} CI [{num(row['ci_low'], 'final', True)}, "
-            f"{num(row['ci_high'], 'final', True)}], adjusted $p$ = {row['p_adjusted']:.3f}): {verdict}; the "
-            f"smallest difference that design detects with 80\\% power is {num(row['mde'], 'final')}.\n")
+    verdict = ("established" if established(row["p_adjusted"], row["ci_low"], row["ci_high"], summaries[study]["level"])
+               else "not_established_headline")
+    return say("headline", study=say("study_confirm_headline" if study == "confirm" else STUDY_NAMES[study]),
+               design=_design(row, "warm_starts"), a=tex_text(row["a"]), diff=num(row["diff"], "final", True),
+               ci=_ci(row), p=f"{row['p_adjusted']:.3f}", verdict=say(verdict), mde=num(row["mde"], "final")) + "\n"
 
 
 def provenance_text(plan: dict | None, commits: list, plan_path: Path) -> str:
@@ -334,22 +230,21 @@ def provenance_text(plan: dict | None, commits: list, plan_path: Path) -> str:
     if not commits:
         return ""
     commits = [c if isinstance(c, str) and c else "unknown" for c in commits]
-    plan = plan or {}
     clean = [c for c in commits if c != "unknown" and not c.endswith("-dirty")]
-    distinct = ", ".join(f"\\texttt{{{c[:7]}}}" + ("" if not c.endswith("-dirty") else "-dirty")
-                         for c in sorted(set(commits)))
+    ids = ", ".join(say("commit_id_dirty" if c.endswith("-dirty") else "commit_id", id=c[:7])
+                    for c in sorted(set(commits)))
+    state = say("clean") if len(clean) == len(commits) else say("not_clean", n=len(commits) - len(clean))
+    listed = say("commit" if len(set(commits)) == 1 else "commits", ids=ids)
+    runs = (say("provenance", n=len(commits), commits=listed, state=state) if len(commits) > 1
+            else say("provenance_one_run", commits=listed, state=state))
+    plan = plan or {}
+    if not (plan.get("warm_starts") and plan.get("seeds")):
+        return runs + "\n"
     evaluation = plan.get("evaluation") or {}
-    design = ""
-    if plan.get("warm_starts") and plan.get("seeds"):
-        design = (f"Its plan ({_tt(plan_path)}) fixes {len(plan['warm_starts'])} newly built "
-                  f"warm starts $\\times$ {len(plan['seeds'])} training seeds, {len(plan.get('pairs', []))} "
-                  f"comparisons with GRPO, {evaluation.get('n_eval', '?'):,} evaluation problems (data seed "
-                  f"{evaluation.get('data_seed', '?')}), the test and the rule before any run. ")
-    verb = "record" if len(commits) > 1 else "records"
-    state = ("with no local changes" if len(clean) == len(commits) else
-             f"{len(commits) - len(clean)} of them with local changes or none recorded")
-    noun = "commit" if len(set(commits)) == 1 else "commits"
-    return f"{design}Its {len(commits)} runs {verb} {noun} {distinct}, {state}.\n"
+    return say("provenance_planned", path=_tt(plan_path), n_warm_starts=len(plan["warm_starts"]),
+               n_seeds=len(plan["seeds"]), n_pairs=len(plan.get("pairs", [])),
+               n_eval=f"{evaluation['n_eval']:,}" if "n_eval" in evaluation else "?",
+               data_seed=evaluation.get("data_seed", "?"), runs=runs) + "\n"
 
 
 # ---------------------------------------------------------------------------
@@ -407,22 +302,13 @@ def earlier_claims_table(later: dict | None, earlier: dict | None) -> str:
         pair = f"{tex_text(r['a'])} vs {tex_text(r['b'])}"
         if previous is not None and pair != previous:
             lines.append("\\addlinespace")
-        lines.append(f"{pair if pair != previous else ''} & {tex_escape(r['quantity'])} & "
-                     f"{_claim_cell(r['earlier'], earlier['level'])} & {_claim_cell(r['later'], later['level'])} & "
-                     f"{r['status']} \\\\")
+        lines.append(say("earlier_claims_row", pair=pair if pair != previous else "",
+                         quantity=tex_escape(r["quantity"]),
+                         earlier=_claim_cell(r["earlier"], earlier["level"]),
+                         later=_claim_cell(r["later"], later["level"]), status=r["status"]))
         previous = pair
-    body = "\n".join(lines)
     counts = {s: sum(r["status"] == s for r in rows) for s in dict.fromkeys(r["status"] for r in rows)}
-    tally = "; ".join(f"{n} {s}" for s, n in counts.items())
-    return ("\\begin{table}[ht]\n\\centering\\footnotesize\n"
-            "\\begin{tabular}{>{\\raggedright\\arraybackslash}p{3.4cm}>{\\raggedright\\arraybackslash}p{3.3cm}rrl}\n"
-            "\\toprule\n"
-            "Comparison & Quantity & Extended & Confirmatory & Reading \\\\\n\\midrule\n" + body
-            + "\n\\bottomrule\n\\end{tabular}\n"
-            f"\\caption{{What the confirmatory study says of the extended study's comparisons ({tally}). "
-            "Each study's cell: $\\Delta$ (A minus B) with its $p$ adjusted within that study's family; "
-            "* established. Comparisons the confirmatory study does not repeat are listed when the extended study "
-            "established them or made them its primary one.}\n\\label{tab:earlier-claims}\n\\end{table}\n")
+    return say("earlier_claims", body="\n".join(lines), tally="; ".join(f"{n} {s}" for s, n in counts.items())) + "\n"
 
 
 def sources_tex(present: dict[str, bool], names: list[str]) -> str:
@@ -447,29 +333,23 @@ def real_model_text(record: dict | None) -> str:
     error, with the command that measured it ("" without the record)."""
     if not record:
         return ""
-    profile = record["entropy_profile"]
-    first, last = profile[0], profile[-1]
-    paper = record["at_paper_alpha"]
-    matched = record["matched_alphas"]
-    alphas = ", ".join(f"{matched[k]['alpha']:g}" if matched[k].get("alpha") is not None else "none"
+    first, last = record["entropy_profile"][0], record["entropy_profile"][-1]
+    paper, matched, top = record["at_paper_alpha"], record["matched_alphas"], record["top_k_error"]
+    alphas = ", ".join(f"{matched[k]['alpha']:g}" if matched[k].get("alpha") is not None else say("no_alpha")
                        for k in ("1.5b_low", "1.5b_mean", "1.5b_high"))
-    top = record["top_k_error"]
     low, high, weight = matched["1.5b_low"]["target"], matched["1.5b_high"]["target"], paper["mean_negative_weight"]
-    verdict = ("discounts this model more than the paper's log shows for Qwen2.5-1.5B" if weight < low else
-               "discounts this model less than the paper's log shows for Qwen2.5-1.5B" if weight > high else
-               "discounts this model within the range of the paper's log")
-    return (f"On {tex_escape(record['model'])}, {record['prompts']} prompts of {tex_escape(record['data'])} "
-            f"$\\times$ {record['per_prompt']} rollouts (at most {record['max_new_tokens']} tokens, temperature "
-            f"{record['temperature']:g}, seed {record['seed']}), the mean normalised entropy is "
-            f"{record['mean_normalised_entropy']:.3f}, rising along the completion from {first['mean_entropy']:.3f} "
-            f"(tokens {first['positions'][0]}--{first['positions'][1] - 1}) to {last['mean_entropy']:.3f} (tokens "
-            f"{last['positions'][0]}--{last['positions'][1] - 1}). At the paper's $\\alpha$ = {paper['alpha']:g} "
-            f"the mean weight on the tokens of negative-advantage rollouts is {paper['mean_negative_weight']:.3f}, "
-            f"against {low:.3f}--{high:.3g} in the paper's 1.5B log: $\\alpha$ = {paper['alpha']:g} {verdict}. "
-            f"The alphas that give the log's lowest, mean and "
-            f"highest weight are {alphas} (its 3B mean: {matched['3b_mean']['alpha']:g}). The top-{top['k']} "
-            f"entropy estimate at V = {top['vocab_size']:,} errs by {top['mean_abs_entropy_error']:.3f} on average "
-            f"({top['max_abs_entropy_error']:.3f} at worst) in normalised entropy per token, and by "
-            f"{top['mean_abs_last_weight_error_at_paper_alpha']:.4f} in the last token's weight at $\\alpha$ = "
-            f"{paper['alpha']:g}. Measured by \\texttt{{{tex_escape(command_today(record['command']))}}} "
-            f"(\\texttt{{make real-model}}), {record['wall_s'] / 60:.0f} min on {record['torch_threads']} CPU threads.\n")
+    verdict = "discounts_more" if weight < low else "discounts_less" if weight > high else "discounts_within"
+    return say("real_model", model=tex_escape(record["model"]), prompts=record["prompts"],
+               data=tex_escape(record["data"]),
+               per_prompt=record["per_prompt"], max_tokens=record["max_new_tokens"],
+               temperature=f"{record['temperature']:g}", seed=record["seed"],
+               entropy=f"{record['mean_normalised_entropy']:.3f}", first=f"{first['mean_entropy']:.3f}",
+               first_from=first["positions"][0], first_to=first["positions"][1] - 1,
+               last=f"{last['mean_entropy']:.3f}", last_from=last["positions"][0], last_to=last["positions"][1] - 1,
+               alpha=f"{paper['alpha']:g}", weight=f"{weight:.3f}", low=f"{low:.3f}", high=f"{high:.3g}",
+               verdict=say(verdict), alphas=alphas, alpha_3b=f"{matched['3b_mean']['alpha']:g}", k=top["k"],
+               vocab=f"{top['vocab_size']:,}", mean_error=f"{top['mean_abs_entropy_error']:.3f}",
+               max_error=f"{top['max_abs_entropy_error']:.3f}",
+               weight_error=f"{top['mean_abs_last_weight_error_at_paper_alpha']:.4f}",
+               command=tex_escape(command_today(record["command"])), minutes=f"{record['wall_s'] / 60:.0f}",
+               threads=record["torch_threads"]) + "\n"
