@@ -35,6 +35,9 @@ FUNCTION_LEVEL_IMPORTS = {
     ("saah_lab/training/papermill_bounds.py", "saah_lab.training.notebook_params"),
     # `python -m saah_lab.training.launch --print-config` answers without loading the model and training code
     ("saah_lab/training/launch.py", "saah_lab.training.run"),
+    # the launch command reads its YAML through the notebooks' bounded loader and needs neither (3 s of import)
+    ("saah_lab/training/notebook_params.py", "papermill"),
+    ("saah_lab/training/notebook_params.py", "IPython"),
     # the config checks a backend name without loading torch; only "auto" asks torch for a GPU
     ("saah_lib/models/backends.py", "torch"),
     # reading and checking results never needs torch; only a checkpoint's tensors do
