@@ -3,8 +3,8 @@ at a git revision, alternated in one process.
 
 The watchdog (saah_lab/studies/watchdog.py) looks at the instance twice a second for as long as a study runs, on
 the cores the runs train on. This starts the engine's local Ray instance (its token file's path, the marker, in
-the environment of every process it starts; two workers up), checks that both versions see the same processes, then times
-``--calls`` looks of each per round, the order swapped every round. Writes ``<cpu>-watchdog-look.json``.
+the environment of every process it starts; two workers up), checks that both versions see the same processes,
+then times ``--calls`` looks of each per round, the order swapped every round. Writes ``<cpu>-watchdog-look.json``.
 
     python tools/bench_watchdog.py --baseline-rev 9dfa421 --out results/bench
 """
