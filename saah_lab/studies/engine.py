@@ -344,10 +344,11 @@ def ray_session(address: str | None = None, num_cpus: float | None = None, num_g
 
     The local instance listens on 127.0.0.1 only, bounds its object store (Ray's default is 30% of the
     machine's memory; our results are small dicts), keeps its files in a temp dir of its own (several
-    instances on one host do not collide), and uses token auth with a token of its own in that dir (a
-    bare ``ray.init()`` would write ``~/.ray/auth_token``, after which every ``ray start --head`` of this
-    user requires it).  Whatever it started it stops, and it removes its temp dir, unless a task failed:
-    the worker log that :class:`TaskFailed` names is in there.  A joined cluster keeps running.
+    instances on one host do not collide), and uses token auth from a token file in that dir, holding this
+    process's one token (:func:`_auth`: a bare ``ray.init()`` would write ``~/.ray/auth_token``; after a local
+    instance, joining a cluster with another token takes a new process).  Whatever it started it stops, and
+    it removes its temp dir, unless a task failed: the worker log that :class:`TaskFailed` names is in there.
+    A joined cluster keeps running.
     """
     if ray.is_initialized():
         raise RuntimeError("Ray is already initialised in this process; run_tasks connects and disconnects itself")
