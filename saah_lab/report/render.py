@@ -137,7 +137,8 @@ def file_stem(prefix: str, name: str) -> str:
 #: Texts that read several studies at once (:mod:`saah_lab.report.texts`), and the source switches of
 #: ``paper/main.tex``: all from the committed sources only, so that your own runs never change them.
 CROSS_STUDY_FILES = ("studies_overlap", "studies_mini_defers", "studies_closing_note", "studies_sources",
-                     "studies_real_model", "studies_headline", "studies_earlier_claims", "studies_confirm_provenance")
+                     "studies_real_model", "studies_real_study", "studies_headline", "studies_earlier_claims",
+                     "studies_confirm_provenance")
 #: The sources ``paper/main.tex`` reports (committed); your own runs (``ours``) have ``paper/local.tex``.
 STUDY_PREFIXES = ("reported", "mini", "extended", "confirm")
 #: The source switch and the marks of what was written for ``paper/local.tex`` (git-ignored, like every ours_ file).
@@ -358,6 +359,7 @@ def cross_study_texts(read: list[Source], made: dict[str, dict]) -> dict[str, st
         "studies_closing_note": texts.closing_text(summaries, roots),
         "studies_sources": texts.sources_tex(present, names),
         "studies_real_model": texts.real_model_text(read_json(REAL_MODEL_RECORD, default=None)),
+        "studies_real_study": texts.real_study_text(roots.get("real")),
         "studies_headline": texts.headline_text(summaries),
         "studies_earlier_claims": texts.earlier_claims_table(summaries.get("confirm"), summaries.get("extended")),
         "studies_confirm_provenance": _provenance(by_prefix.get("confirm")),

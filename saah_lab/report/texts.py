@@ -25,6 +25,8 @@ from saah_lib import lab_name
 from saah_lib.jsonio import read_json
 from saah_lib.method.methods import ALPHA_RANGE, MAIN_ALPHA
 from saah_lib.paths import repo_relative
+from saah_lib.rundir import layout
+from saah_lib.rundir.folder import RunDir
 from saah_lib.rundir.layout import MATCHED_ALPHA_FILE, WARMSTART_RECORD_FILE, WARMSTART_RECORDS_FILE
 
 say = Templates(Path(__file__).with_name("templates") / "report.txt")
@@ -353,3 +355,24 @@ def real_model_text(record: dict | None) -> str:
                weight_error=f"{top['mean_abs_last_weight_error_at_paper_alpha']:.4f}",
                command=tex_escape(command_today(record["command"])), minutes=f"{record['wall_s'] / 60:.0f}",
                threads=record["torch_threads"]) + "\n"
+
+
+def real_study_text(root: Path | None) -> str:
+    """Where each run of the SmolLM2 study (``saah_lab.studies.real_study``) ended against the warmed-up model's
+    Pass@1 and its 95% interval, and the smallest difference between two runs that evaluation noise alone lets one
+    see ("" without runs)."""
+    runs = [RunDir(folder) for folder in layout.folders(root, layout.RUNS)] if root else []
+    evaluated = [(r.read_config() or {}, r.evals()) for r in runs]
+    evaluated = [(c, e) for c, e in evaluated if len(e) > 1 and e[0]["step"] == 0]
+    if not evaluated:
+        return ""
+    start = evaluated[0][1][0]
+    p, n = start["pass_at_1"], start["n"]
+    ends = {f"{c['method']} $\\alpha$={c['alpha']:g} s{c['seed']}": e[-1]["pass_at_1"] for c, e in evaluated}
+    above = [f"{name} ({value:.3f})" for name, value in ends.items() if value > p + start["ci95"]]
+    below = [f"{name} ({value:.3f})" for name, value in ends.items() if value < p - start["ci95"]]
+    # two runs' final Pass@1 on the same n problems, 5% two-sided at 80% power, evaluation noise only
+    detectable = (1.96 + 0.8416) * math.sqrt(2 * p * (1 - p) / n)
+    return say("real_study", start=f"{p:.3f}", ci=f"{start['ci95']:.3f}", n=n, runs=len(ends),
+               above=", ".join(above) or say("no_run"), below=", ".join(below) or say("no_run"),
+               within=len(ends) - len(above) - len(below), detectable=f"{detectable:.2f}") + "\n"

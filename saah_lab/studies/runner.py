@@ -254,7 +254,7 @@ def baseline_task(config: dict, name: str) -> dict:
     """Evaluate the untrained model once, into ``<root>/baselines/<name>``."""
     cfg = RunConfig.from_dict(config)
     _visible_root(cfg.results_dir)
-    if not cfg.dtype.startswith("bfloat"):  # CPU: one thread, as every CPU run
+    if not torch.cuda.is_available():  # one thread, as every CPU run
         torch.set_num_threads(1)
     return _timed(lambda: {"pass_at_1": baseline_for(cfg, name, progress=False)["pass_at_1"]})
 
@@ -304,8 +304,9 @@ def waits_for_warm_start(warm: Job, seed: int) -> tuple[str, ...]:
     return () if shipped_warm_start_dir(seed).is_dir() else (warm.id,)
 
 
-def baseline_job(cfg, name: str, deps: tuple[str, ...] = ()) -> Job:
-    gpus = 0.0 if cfg.dtype == "float32" else 1.0
+def baseline_job(cfg, name: str, deps: tuple[str, ...] = (), gpu: bool | None = None) -> Job:
+    """The untrained model's evaluation; on a GPU unless ``gpu`` says otherwise, a float32 model on a CPU."""
+    gpus = float(cfg.dtype != "float32" if gpu is None else gpu)
     return Job.of("baseline", name, baseline_task, {"config": cfg.to_dict(), "name": name}, deps, num_gpus=gpus,
                   folder=layout.baseline_dir(Path(cfg.results_dir), name))
 

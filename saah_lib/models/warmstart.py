@@ -343,11 +343,12 @@ def cache_problem(folder: str | os.PathLike) -> str | None:
     return problem
 
 
-def _is_cached(out_dir: Path, seed: int, settings: WarmStartSettings) -> bool:
+def is_cached(out_dir: Path, key: dict) -> bool:
+    """``out_dir`` holds a finished build whose build.json records ``key``, made with this process's kernels and
+    with its files as built (a damaged or foreign build says so and is built again)."""
     info = read_build_info(out_dir)
     if info is None:
         return False
-    key = _cache_key(seed, settings)
     if not all(info.get(field) == value for field, value in key.items()):
         return False
     if other := built_with_other_kernels(info):
@@ -430,6 +431,23 @@ def remove_dead_staging(out_dir: Path) -> list[Path]:
     return sorted(dead)
 
 
+def build_atomically(out_dir: Path, build_into) -> dict:
+    """``build_into(staging)`` (returns the build record) in a hidden sibling of ``out_dir``, then the record of its
+    files and build.json, then one rename into place: an interrupted build never leaves a folder that looks
+    finished.  Returns the build record."""
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = out_dir.with_name(f".{out_dir.name}.building-{os.getpid()}")
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        info = build_into(staging)
+        atomic_write_json(staging / FILES_RECORD, record_files(staging))
+        atomic_write_json(staging / BUILD_INFO_FILE, info)  # last: its presence marks a complete folder
+        _replace_dir(staging, out_dir)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return info
+
+
 def build_warm_start(
     out_dir: str | os.PathLike = TINY_WARMSTART_DIR,
     seed: int = 0,
@@ -451,22 +469,12 @@ def build_warm_start(
     out_dir = Path(out_dir)
     for folder in remove_dead_staging(out_dir):
         say(f"removed {folder}, left by a warm-start build that was killed", progress)
-    if not force and _is_cached(out_dir, seed, settings):
+    if not force and is_cached(out_dir, _cache_key(seed, settings)):
         return out_dir
     say(f"building the tiny warm start in {repo_relative(out_dir)} (once, then cached; its time on one core: "
         f"build_seconds in results/warm_starts/tiny-warmstart/build.json): {settings.sft_steps} supervised "
         f"steps, then a held-out evaluation", progress)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = out_dir.with_name(f".{out_dir.name}.building-{os.getpid()}")
-    shutil.rmtree(staging, ignore_errors=True)
-    try:
-        info = _build_into(staging, seed, settings, progress, on_step)
-        atomic_write_json(staging / FILES_RECORD, record_files(staging))
-        # build.json last: its presence marks a complete folder.
-        atomic_write_json(staging / BUILD_INFO_FILE, info)
-        _replace_dir(staging, out_dir)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    info = build_atomically(out_dir, lambda staging: _build_into(staging, seed, settings, progress, on_step))
     if progress:  # the record's numbers are read only when the line is printed
         say(f"tiny warm start built in {info['build_seconds']:.0f} s: held-out Pass@1 "
             f"{info['heldout_pass_at_1']:.3f}")

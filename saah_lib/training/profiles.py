@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from saah_lib.method.methods import PAPER_ENTROPY_TOP_K
 from saah_lib.models.names import tiny_warm_start_seed
-from saah_lib.paths import LOCAL_RESULTS, repo_relative
+from saah_lib.paths import LOCAL_RESULTS, SMOLLM2_WARMSTART_DIR, repo_relative
 
 #: single runs write here unless told otherwise (git-ignored); the studies pass their own roots
 LOCAL_RESULTS_DIR = repo_relative(LOCAL_RESULTS)
@@ -219,6 +219,7 @@ PROFILE_STEPS = {
     "qwen2.5-1.5b": {"grpo": 150, "ah": 150, "sa": 180},
     "qwen2.5-3b": {"grpo": 150, "ah": 150, "sa": 180},
     "tiny": {"grpo": 60, "ah": 60, "sa": 60},
+    "smollm2-135m": {"grpo": 30, "ah": 30, "sa": 30},
 }
 
 #: The studies' trainer settings where they differ from TRL's defaults: the paper's table, CPU-sized (the
@@ -268,6 +269,12 @@ PROFILES: dict[str, dict] = {
     # CPU-sized: a warm-started Qwen2-architecture model of ~0.6M parameters on synthetic word problems
     # (saah_lib.models.warmstart); every other value is RunConfig's default.
     "tiny": dict(ARTIFACT_SETTINGS, **_STEP),
+    # CPU-sized, a real model: SmolLM2-135M-Instruct after a short supervised warm-up on the answer format
+    # (saah_lab.studies.real_study builds it), LoRA as the paper, 2 prompts x 4 completions of up to 128 tokens a step
+    "smollm2-135m": dict(ARTIFACT_SETTINGS, dtype="bfloat16", use_lora=True, entropy_top_k=PAPER_ENTROPY_TOP_K,
+                         max_completion_length=128, prompts_per_step=2, eval_every=10, eval_batch_size=50,
+                         eval_max_new_tokens=128, model_name=repo_relative(SMOLLM2_WARMSTART_DIR),
+                         model_label="SmolLM2-135M-Instruct"),
 }
 
 

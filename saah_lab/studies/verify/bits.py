@@ -124,6 +124,33 @@ def compare_run(committed_dir: Path, rerun_dir: Path) -> dict:
             "cpu_numerics": numerics_difference(config_a.get(RECORD_KEY), config_b.get(RECORD_KEY))}
 
 
+def compare_run_start(committed_dir: Path, rerun_dir: Path, steps: int) -> dict:
+    """A rerun of a run's first ``steps`` steps against the committed run: level 1, every number logged up to
+    ``steps`` and every evaluation completion, bit for bit; where bits differ, level 2 asks only that the step-0
+    Pass@1 (the same model, evaluated greedily) agrees within its 95% interval, since after the first differing
+    rounding a sampled rollout, and all that follows it, may differ."""
+    a, b = RunDir(committed_dir), RunDir(rerun_dir)
+    early = lambda records: [r for r in records if r["step"] <= steps]  # noqa: E731
+    entropies = [[e for e in _flatten_entropies(r) if e["logged_step"] <= steps] for r in (a, b)]
+    logs = {"train_log": (early(a.train_log()), b.train_log()), "eval": (early(a.evals()), b.evals()),
+            "token_entropies": tuple(entropies)}
+    compared = {name: _compare_step_logs(*pair) for name, pair in logs.items()}
+    samples = _compare_samples({k: v for k, v in a.sample_files().items() if k <= steps}, b.sample_files())
+    identical = (all(not c["missing_steps"] and not c["extra_steps"] for c in compared.values())
+                 and all(m["difference"] == 0 for c in compared.values() for m in c["largest"].values())
+                 and not any(samples[k] for k in ("missing_steps", "correctness_differs", "completion_differs")))
+    first = [side[0] if side and side[0]["step"] == 0 else None for side in logs["eval"]]
+    gap = abs(first[0]["pass_at_1"] - first[1]["pass_at_1"]) if all(first) else None
+    close = gap is not None and gap <= first[0]["ci95"]
+    verdict = ("identical: every number of the first {n} steps and every step-0 completion, bit for bit" if identical
+               else f"not bit-identical; step-0 Pass@1 differs by {gap if gap is not None else 'an unknown amount'}"
+                    f" ({'within' if close else 'outside'} its 95% interval)")
+    return {"identical": identical, "close": identical or close, "verdict": verdict.format(n=steps),
+            **compared, "eval_samples": samples,
+            "cpu_numerics": numerics_difference((a.read_config() or {}).get(RECORD_KEY),
+                                                (b.read_config() or {}).get(RECORD_KEY))}
+
+
 def _flatten_entropies(log: RunDir) -> list[dict]:
     """token_entropies.jsonl holds several records per step; index them as one pseudo-step each."""
     records = read_jsonl(log.token_entropy_path)
