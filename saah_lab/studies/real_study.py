@@ -7,8 +7,8 @@ targets: reference solutions with its two planted habits, which cost reward and 
 The same build samples rollouts of the warmed-up model and measures the alpha at which its negative
 rollouts keep the paper's mean weight (the mean of the paper's 1.5B log): the paper-matched alpha.
 Then the runs of the ``smollm2-135m`` profile (LoRA, synthetic problems, 2 prompts x 4 completions a
-step): grpo, and ah and sa at the paper's alpha 0.5 and at the matched alpha, with greedy Pass@1 on
-200 held-out problems at the start and every 10 steps. Runs train two at a time, one core each,
+step): grpo at two seeds, and ah and sa at the paper's alpha 0.5 and at the matched alpha, with greedy Pass@1 on
+200 held-out problems at the start and every 12 steps. Runs train two at a time, one core each,
 with a progress line and ETA every minute; the same command resumes an interrupted study.
 ``check`` reruns the first steps of a committed run and compares them with it (:func:`check_run`).
 """
@@ -57,7 +57,6 @@ from saah_lib.training.config import make_config
 
 PROFILE = "smollm2-135m"
 BASELINE_NAME = "smollm2-warmstart"
-SEEDS = (0,)
 SLOTS = 2  # runs at a time, one core each
 WARMSTART_RECORD = layout.WARMSTART_RECORD_FILE  # the build's record, committed with the study (the model is a cache)
 RERUN_REAL = RERUN_ROOT / "real_study"
@@ -73,7 +72,7 @@ BUILD_VERSION = "smollm2-format-v1"
 class WarmUpSettings:
     """The format warm-up and the matched-alpha measurement: everything the build depends on."""
 
-    sft_steps: int = 20
+    sft_steps: int = 60
     batch_size: int = 8
     learning_rate: float = 3e-5
     warmup_fraction: float = 0.1
@@ -133,19 +132,20 @@ def matched_alpha(discount: dict) -> float:
     return float(f"{alpha:.2g}")
 
 
-def planned_arms(matched: float) -> list[tuple[str, float]]:
-    """(method, alpha) of every arm: grpo, then ah and sa at the paper's alpha and at the matched one."""
-    return [("grpo", 0.0)] + [(m, a) for a in (MAIN_ALPHA, matched) for m in ("ah", "sa")]
+def planned_runs(matched: float) -> list[tuple[str, float, int]]:
+    """(method, alpha, seed) of every run: grpo at two seeds (a first look at the spread between seeds), then ah
+    and sa at the paper's alpha and at the matched one. Six runs fill two cores for three rounds."""
+    return [("grpo", 0.0, 0), ("grpo", 0.0, 1)] + [(m, a, 0) for a in (MAIN_ALPHA, matched) for m in ("ah", "sa")]
 
 
-def planned_configs(root: Path, matched: float, seeds=SEEDS, steps: int | None = None):
+def planned_configs(root: Path, matched: float, steps: int | None = None):
     return [make_config(PROFILE, method=m, alpha=a, seed=s, max_steps=steps, results_dir=str(root))
-            for s in seeds for m, a in planned_arms(matched)]
+            for m, a, s in planned_runs(matched)]
 
 
-def make_plan(root: Path, matched: float, seeds=SEEDS, steps: int | None = None) -> Plan:
+def make_plan(root: Path, matched: float, steps: int | None = None) -> Plan:
     """The warmed-up model's evaluation (the tables' row before RL) and the runs, each job on one core."""
-    configs = planned_configs(root, matched, seeds, steps)
+    configs = planned_configs(root, matched, steps)
     return Plan("real", Path(root), [baseline_job(configs[0], BASELINE_NAME, gpu=False),
                                      *(run_job(c) for c in configs)], PROFILE)
 
@@ -157,7 +157,7 @@ def record_warm_start(root: Path, build: dict) -> None:
     atomic_write_json(Path(root) / WARMSTART_RECORD, {**build, "weights_sha256": weights})
 
 
-def run_study(root: Path = REAL_STUDY_ROOT, seeds=SEEDS, steps: int | None = None, figures: bool = True,
+def run_study(root: Path = REAL_STUDY_ROOT, steps: int | None = None, figures: bool = True,
               heartbeat_s: float = 60.0) -> dict:
     """The warm-up (cached), then every run not complete yet, then the manifest, table and figure."""
     root = Path(root)
@@ -167,7 +167,7 @@ def run_study(root: Path = REAL_STUDY_ROOT, seeds=SEEDS, steps: int | None = Non
             build = build_warm_start()
         record_warm_start(root, build)
         say(f"warm-up: {build['build_seconds']:.0f} s when built; paper-matched alpha {build['paper_matched_alpha']:g}")
-        plan = make_plan(root, build["paper_matched_alpha"], seeds, steps)
+        plan = make_plan(root, build["paper_matched_alpha"], steps)
         with Heartbeat(plan, heartbeat_s):
             run_plan(plan, timings, slots=SLOTS)
         write_manifest(root)

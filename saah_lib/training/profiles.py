@@ -219,7 +219,7 @@ PROFILE_STEPS = {
     "qwen2.5-1.5b": {"grpo": 150, "ah": 150, "sa": 180},
     "qwen2.5-3b": {"grpo": 150, "ah": 150, "sa": 180},
     "tiny": {"grpo": 60, "ah": 60, "sa": 60},
-    "smollm2-135m": {"grpo": 30, "ah": 30, "sa": 30},
+    "smollm2-135m": {"grpo": 24, "ah": 24, "sa": 24},
 }
 
 #: The studies' trainer settings where they differ from TRL's defaults: the paper's table, CPU-sized (the
@@ -270,9 +270,11 @@ PROFILES: dict[str, dict] = {
     # (saah_lib.models.warmstart); every other value is RunConfig's default.
     "tiny": dict(ARTIFACT_SETTINGS, **_STEP),
     # CPU-sized, a real model: SmolLM2-135M-Instruct after a short supervised warm-up on the answer format
-    # (saah_lab.studies.real_study builds it), LoRA as the paper, 2 prompts x 4 completions of up to 128 tokens a step
+    # (saah_lab.studies.real_study builds it), LoRA as the paper, 2 prompts x 4 completions of up to 128 tokens a
+    # step, sampled at temperature 0.7: at 1.0 a model this small gets few of its sampled answers right
     "smollm2-135m": dict(ARTIFACT_SETTINGS, dtype="bfloat16", use_lora=True, entropy_top_k=PAPER_ENTROPY_TOP_K,
-                         max_completion_length=128, prompts_per_step=2, eval_every=10, eval_batch_size=50,
+                         max_completion_length=128, prompts_per_step=2, temperature=0.7, eval_every=12,
+                         eval_batch_size=50,
                          eval_max_new_tokens=128, model_name=repo_relative(SMOLLM2_WARMSTART_DIR),
                          model_label="SmolLM2-135M-Instruct"),
 }

@@ -16,14 +16,13 @@ from saah_lib.rundir.folder import RunDir
 
 def test_the_plan_is_grpo_then_ah_and_sa_at_the_papers_alpha_and_the_matched_one(tmp_path):
     plan = real_study.make_plan(tmp_path, 1.9)
-    assert [j.name for j in plan.runs] == ["smollm2-135m-grpo-a0-s0", "smollm2-135m-ah-a0.5-s0",
-                                           "smollm2-135m-sa-a0.5-s0", "smollm2-135m-ah-a1.9-s0",
-                                           "smollm2-135m-sa-a1.9-s0"]
+    assert [j.name.removeprefix("smollm2-135m-") for j in plan.runs] == [
+        "grpo-a0-s0", "grpo-a0-s1", "ah-a0.5-s0", "sa-a0.5-s0", "ah-a1.9-s0", "sa-a1.9-s0"]
     assert [j.id for j in plan.jobs if j.kind != "run"] == ["baseline:smollm2-warmstart"]
     assert MAIN_ALPHA == 0.5 and all(j.num_cpus == 1 and not j.num_gpus for j in plan.jobs)  # bfloat16, on a CPU
     config = plan.runs[0].kwargs["config"]
     assert config["model_name"] == repo_relative(SMOLLM2_WARMSTART_DIR) and config["use_lora"]
-    assert (config["dtype"], config["n_eval"], config["max_steps"]) == ("bfloat16", 200, 30)
+    assert (config["dtype"], config["n_eval"], config["max_steps"]) == ("bfloat16", 200, 24)
 
 
 def test_the_matched_alpha_has_two_significant_digits_and_its_absence_is_an_error():
@@ -47,13 +46,13 @@ def test_the_heartbeat_counts_logged_steps_and_gives_the_eta_at_the_pace_so_far(
         for step in (1, 2):
             RunDir(job.folder).log_step({"step": step, "reward_mean": 1.0})
     beat = real_study.Heartbeat(plan, 0.02)
-    assert (beat.logged(), beat.total) == (4, 20)
-    assert beat.line(60.0, 4).endswith("4/20 steps trained in 1 min; ETA after the first step")
+    assert (beat.logged(), beat.total) == (4, 24)
+    assert beat.line(60.0, 4).endswith("4/24 steps trained in 1 min; ETA after the first step")
     RunDir(plan.runs[2].folder).log_step({"step": 1, "reward_mean": 1.0})
-    assert beat.line(120.0, 4).endswith("5/20 steps trained in 2 min; ETA 30 min")  # 2 min a step, 15 steps left
+    assert beat.line(120.0, 4).endswith("5/24 steps trained in 2 min; ETA 38 min")  # 2 min a step, 19 steps left
     with beat:
         time.sleep(0.2)
-    assert re.fullmatch(r"\[\d\d:\d\d\] 5/20 steps trained in 0 min; ETA after the first step",
+    assert re.fullmatch(r"\[\d\d:\d\d\] 5/24 steps trained in 0 min; ETA after the first step",
                         capsys.readouterr().out.strip().splitlines()[-1])
 
 
