@@ -103,10 +103,10 @@ def test_print_config_resolves_without_training(capsys):
 
 def test_help_lists_choices_and_each_fields_default():
     text = " ".join(build_parser().format_help().split())
-    for expected in ("{qwen2.5-1.5b,qwen2.5-3b,tiny}", "{grpo,ah,sa}", "{auto,hf,compiled,vllm}", "(default: tiny)",
+    for expected in ("{qwen2.5-1.5b,qwen2.5-3b,tiny,smollm2-135m}", "{grpo,ah,sa}", "{auto,hf,compiled,vllm}", "(default: tiny)",
                      "(default: sa)", "--learning-rate VALUE, --learning_rate VALUE", "--max-steps VALUE, "
                      "--max_steps VALUE, --steps VALUE", "(default: the profile's: qwen2.5-1.5b 123, qwen2.5-3b 123, "
-                     "tiny 0)", "--report-to VALUE", "(default: none)", "--config FILE.yaml"):
+                     "tiny 0, smollm2-135m 0)", "--report-to VALUE", "(default: none)", "--config FILE.yaml"):
         assert expected in text, expected
 
 
