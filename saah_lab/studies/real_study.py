@@ -38,6 +38,7 @@ from saah_lab.training.run import run_training
 from saah_lib.jsonio import atomic_write_json, read_json
 from saah_lib.method.methods import MAIN_ALPHA
 from saah_lib.models.warmstart import (
+    FILES_RECORD,
     SFT_SEED_OFFSET,
     build_atomically,
     is_cached,
@@ -51,9 +52,10 @@ from saah_lib.numerics import RECORD_KEY, cpu_numerics_record, summary
 from saah_lib.paths import REAL_STUDY_ROOT, RERUN_ROOT, SMOLLM2_WARMSTART_DIR, in_repo, repo_relative
 from saah_lib.progress import last_step, say
 from saah_lib.rundir import layout
+from saah_lib.rundir.folder import RunDir
 from saah_lib.tasks.prompts import make_prompt
 from saah_lib.tasks.synthetic import generate_problems
-from saah_lib.training.config import make_config
+from saah_lib.training.config import RunConfig, make_config
 
 PROFILE = "smollm2-135m"
 BASELINE_NAME = "smollm2-warmstart"
@@ -80,7 +82,8 @@ class WarmUpSettings:
     shortcut_fraction: float = 0.5
     seed: int = 0
     threads: int = 2  # the build runs before the runs, with both cores
-    measure_prompts: int = 32  # 4 completions each, sampled as in training
+    # 4 completions each, sampled at temperature 1 (the runs sample at 0.7, with lower entropies: docs/real_study.md)
+    measure_prompts: int = 32
     measure_max_new_tokens: int = 128
 
 
@@ -150,11 +153,15 @@ def make_plan(root: Path, matched: float, steps: int | None = None) -> Plan:
                                      *(run_job(c) for c in configs)], PROFILE)
 
 
+def warm_up_weights_sha256() -> str | None:
+    """The cached warm-up's weights' sha256, as its build recorded them."""
+    files = read_json(SMOLLM2_WARMSTART_DIR / FILES_RECORD, default={}).get("files", {})
+    return files.get("model.safetensors", {}).get("sha256")
+
+
 def record_warm_start(root: Path, build: dict) -> None:
     """The build's record, with its weights' hash, into the study root (the model itself is a git-ignored cache)."""
-    files = read_json(SMOLLM2_WARMSTART_DIR / "files.json", default={}).get("files", {})
-    weights = files.get("model.safetensors", {}).get("sha256")
-    atomic_write_json(Path(root) / WARMSTART_RECORD, {**build, "weights_sha256": weights})
+    atomic_write_json(Path(root) / WARMSTART_RECORD, {**build, "weights_sha256": warm_up_weights_sha256()})
 
 
 def run_study(root: Path = REAL_STUDY_ROOT, steps: int | None = None, figures: bool = True,
@@ -173,7 +180,7 @@ def run_study(root: Path = REAL_STUDY_ROOT, steps: int | None = None, figures: b
         write_manifest(root)
         if figures and root == REAL_STUDY_ROOT:
             with timings.stage("table and figure"):
-                render_report(sources={"real": root})
+                render_report()
             write_manifest(root)
     return timings.record
 
@@ -193,6 +200,29 @@ def rerun_and_compare(committed: Path = REAL_STUDY_ROOT, rerun: Path = RERUN_REA
     json_path, md_path = write_report(report, rerun)
     print(f"report: {repo_relative(json_path)} and {repo_relative(md_path)}\n{report['verdict']}", flush=True)
     return report
+
+
+def promote(rerun: Path = RERUN_REAL, committed: Path = REAL_STUDY_ROOT) -> None:
+    """Make a finished rerun the committed study (runs, baseline and records; no checkpoints), then its table and
+    figure."""
+    rerun, committed = Path(rerun), Path(committed)
+    with study_lock(rerun):
+        record = read_json(rerun / WARMSTART_RECORD)
+        unfinished = [c.run_id for c in planned_configs(rerun, record["paper_matched_alpha"])
+                      if not RunDir(c.run_dir).is_complete(c.trainer.max_steps)]
+        if unfinished:
+            raise ValueError(f"{rerun} is not a finished study (unfinished: {', '.join(unfinished)})")
+        staging = committed.with_name(f".{committed.name}.promoting")
+        shutil.rmtree(staging, ignore_errors=True)
+        for name in (layout.RUNS, layout.BASELINES):
+            shutil.copytree(rerun / name, staging / name, ignore=shutil.ignore_patterns(layout.CHECKPOINTS_DIR, ".*"))
+        for name in (WARMSTART_RECORD, layout.TIMINGS_FILE):
+            shutil.copy2(rerun / name, staging / name)
+        shutil.rmtree(committed, ignore_errors=True)
+        staging.rename(committed)
+    write_manifest(committed)
+    render_report()
+    print(f"promoted {repo_relative(rerun)} to {repo_relative(committed)}; tables and figures drawn", flush=True)
 
 
 class Heartbeat:
@@ -241,24 +271,22 @@ class StopAfter(TrainerCallback):
 def check_run(run_id: str | None = None, steps: int = CHECK_STEPS, committed: Path = REAL_STUDY_ROOT,
               scratch: Path = CHECK_ROOT) -> dict:
     """Retrain the first ``steps`` steps of a committed run (default: the first sa run) into ``scratch`` and compare
-    them with the committed run: its step-0 evaluation (every completion) and every logged number of those steps."""
+    them with the committed run: its step-0 evaluation (every completion) and every logged number of those steps;
+    the warm-up (built unless cached) is compared by its weights' hash."""
+    started = time.perf_counter()
     record = read_json(Path(committed) / WARMSTART_RECORD)
-    build = build_warm_start(settings=WarmUpSettings(**record["settings"]))
+    build_warm_start(settings=WarmUpSettings(**record["settings"]))
     configs = {c.run_id: c for c in planned_configs(committed, record["paper_matched_alpha"])}
     run_id = run_id or next(i for i, c in configs.items() if c.trainer.method == "sa")
     if run_id not in configs:
         raise ValueError(f"{run_id!r} is not a run of the study; its runs: {', '.join(configs)}")
     shutil.rmtree(scratch, ignore_errors=True)
-    cfg = make_config(PROFILE, **{**configs[run_id].to_dict(), "profile": PROFILE, "results_dir": str(scratch),
-                                  "run_id": run_id})
-    started = time.perf_counter()
+    cfg = RunConfig.from_dict({**configs[run_id].to_dict(), "results_dir": str(scratch)})
     torch.set_num_threads(1)  # as the study's runs (saah_lab.studies.runner.train_task): the same bits
     run_training(cfg, callbacks=[StopAfter(steps)], progress=True)
     report = compare_run_start(layout.run_dir(committed, run_id), layout.run_dir(scratch, run_id), steps)
     report.update(run_id=run_id, steps=steps, wall_s=round(time.perf_counter() - started, 1),
-                  warm_start_identical=build and build.get("paper_matched_alpha") == record["paper_matched_alpha"]
-                  and read_json(SMOLLM2_WARMSTART_DIR / "files.json")["files"]["model.safetensors"]["sha256"]
-                  == record["weights_sha256"],
+                  warm_up_weights_identical=warm_up_weights_sha256() == record["weights_sha256"],
                   numerics={"committed": summary(record[RECORD_KEY]), "check": summary(cpu_numerics_record())})
     atomic_write_json(Path(scratch) / "check.json", report)
     return report
@@ -267,11 +295,11 @@ def check_run(run_id: str | None = None, steps: int = CHECK_STEPS, committed: Pa
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m saah_lab.studies.real_study", description=__doc__.splitlines()[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument("command", nargs="?", default="verify", choices=("verify", "run", "check"),
+    parser.add_argument("command", nargs="?", default="verify", choices=("verify", "run", "check", "promote"),
                         help="verify (default, `make real-study`): the study into --rerun-root (resuming what is "
                              "there), compared with --root; run: the study into --root; check "
                              "(`make real-study CHECK=1`): rerun the first --check-steps steps of one run of --root "
-                             "and compare")
+                             "and compare; promote: make a finished --rerun-root the committed --root")
     parser.add_argument("--root", type=in_repo, default=repo_relative(REAL_STUDY_ROOT), help="the committed study")
     parser.add_argument("--rerun-root", type=in_repo, default=repo_relative(RERUN_REAL), help="where verify trains")
     parser.add_argument("--steps", type=int, default=None, help="run: override the profile's steps (a smoke test)")
@@ -285,7 +313,9 @@ def main(argv=None) -> int:
             report = check_run(args.run, args.check_steps, args.root)
             print(report["verdict"])
             return 0 if report["identical"] or report["close"] else 1
-        if args.command == "run":
+        if args.command == "promote":
+            promote(args.rerun_root, args.root)
+        elif args.command == "run":
             run_study(args.root, steps=args.steps, figures=not args.no_figures)
         else:
             report = rerun_and_compare(args.root, args.rerun_root, args.steps)
