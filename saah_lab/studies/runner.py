@@ -305,7 +305,8 @@ def waits_for_warm_start(warm: Job, seed: int) -> tuple[str, ...]:
 
 
 def baseline_job(cfg, name: str, deps: tuple[str, ...] = (), gpu: bool | None = None) -> Job:
-    """The untrained model's evaluation; on a GPU unless ``gpu`` says otherwise, a float32 model on a CPU."""
+    """The untrained model's evaluation: on a GPU if ``gpu``, on a CPU if not; by default a float32 model on a CPU and
+    any other on a GPU."""
     gpus = float(cfg.dtype != "float32" if gpu is None else gpu)
     return Job.of("baseline", name, baseline_task, {"config": cfg.to_dict(), "name": name}, deps, num_gpus=gpus,
                   folder=layout.baseline_dir(Path(cfg.results_dir), name))
