@@ -1,12 +1,11 @@
 """How rollouts and greedy evaluations are generated: the backend names, and what ``auto`` means.
 
-Light on purpose (torch is imported only to look for a GPU), so that the
-config can check a backend name without loading torch.
+Light on purpose (no torch), so that the config can check a backend name without loading torch.
 
 =============  ==================================================================
-``auto``       ``compiled`` on CUDA, ``hf`` elsewhere
+``auto``       ``compiled``
 ``hf``         TRL's own ``model.generate`` path, untouched
-``compiled``   :mod:`saah_lib.models.rollout` (static shapes, compiled decode step)
+``compiled``   :mod:`saah_lib.models.rollout` (static shapes; the decode step compiled on CUDA, eager on CPU)
 ``vllm``       TRL's vLLM integration (needs the ``vllm`` package)
 =============  ==================================================================
 """
@@ -25,25 +24,18 @@ def check_backend(name) -> str:
     return name
 
 
-def resolve_backend(name: str, device=None) -> str:
-    """The backend that runs: ``auto`` becomes ``compiled`` on CUDA and ``hf`` elsewhere.
+def resolve_backend(name: str) -> str:
+    """The backend that runs: ``auto`` becomes ``compiled``, the static engine, on every device.
 
-    ``device`` (a ``torch.device`` or string) is where the model is; None asks whether CUDA is available.
+    On CPU the engine decodes eagerly; in float32 it samples the tokens TRL's ``generate`` samples for a seed
+    (tests/models/test_rollout.py) in less time (docs/reproducing.md, "Where the time goes").
     """
-    if check_backend(name) != "auto":
-        return name
-    if device is not None:
-        on_cuda = str(device).startswith("cuda")
-    else:
-        import torch
-
-        on_cuda = torch.cuda.is_available()
-    return "compiled" if on_cuda else "hf"
+    return "compiled" if check_backend(name) == "auto" else name
 
 
-def evaluation_backend(name: str, device=None) -> str:
+def evaluation_backend(name: str) -> str:
     """The backend of greedy evaluation: evaluation runs on the trainer's own model, so ``vllm`` means ``auto``."""
-    return resolve_backend("auto" if name == "vllm" else name, device)
+    return resolve_backend("auto" if name == "vllm" else name)
 
 
 def require_vllm() -> None:

@@ -67,7 +67,7 @@ def greedy_completions(model, tokenizer, prompts: list[str], *, max_new_tokens: 
     """Greedy completions for ``prompts``, batched with left padding, in input order.
 
     Prompts are batched by length (less padding). ``generation_backend``: ``hf`` (``model.generate``),
-    ``compiled`` (:mod:`saah_lib.models.rollout`) or ``auto`` (compiled on CUDA, hf elsewhere); ``vllm``
+    ``compiled`` (:mod:`saah_lib.models.rollout`) or ``auto`` (compiled); ``vllm``
     evaluates like ``auto`` since evaluation runs on the trainer's own model. ``engine`` reuses a
     ``StaticRollout`` (and its compiled graphs) across calls: its cache is sized once for the longest of
     ``prompts`` and freed when the call returns (``release``). If the compiled step fails to compile,
@@ -76,7 +76,7 @@ def greedy_completions(model, tokenizer, prompts: list[str], *, max_new_tokens: 
     if tokenizer.pad_token_id is None:
         raise ValueError("the tokenizer needs a pad token for batched generation")
     device = next(model.parameters()).device
-    backend = evaluation_backend(generation_backend, device)
+    backend = evaluation_backend(generation_backend)
     order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
     out: list[str | None] = [None] * len(prompts)
     batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]

@@ -460,7 +460,7 @@ class StaticRollout:
             if self.compile:
                 self._check_module_state(model, key)
             with record_function("rollout.prefill"):  # eager: its shape (batch, bucket) needs no graph
-                logits = _forward(model, ids.to(device), positions.to(device), buf.mask, cache)
+                logits = self._prefill(model, prompt_ids, ids, positions, buf.mask, cache)
             with record_function("rollout.decode"):
                 _advance(buf, logits, sampling, self.pad_token_id)
                 steps = self._decode(model, cache, buf, sampling, decode, key)
@@ -472,6 +472,32 @@ class StaticRollout:
             raise ValueError("a sampling distribution contained a NaN or negative probability "
                              "(what torch.multinomial refuses): the model's logits are not finite")
         return completion_lists(tokens, logps, self.eos_token_ids)
+
+    def _prefill(self, model, prompt_ids, ids, positions, mask, cache) -> torch.Tensor:
+        """The prompts' forward into ``cache``; the last position's logits of every row.
+
+        GRPO repeats each prompt ``num_generations`` times in a row: each distinct prompt is encoded once, in a
+        state of their own batch size, and its keys, values and logits copied to every row that repeats it.
+        """
+        index_of, distinct = {}, []  # each distinct prompt's index, and the row it first appears in
+        for row, prompt in enumerate(prompt_ids):
+            if index_of.setdefault(tuple(prompt), len(distinct)) == len(distinct):
+                distinct.append(row)
+        if len(distinct) == len(prompt_ids):
+            return _forward(model, ids.to(mask.device), positions.to(mask.device), mask, cache)
+        inverse = torch.tensor([index_of[tuple(prompt)] for prompt in prompt_ids])
+        small, _ = self._static_state(model, len(distinct), mask.device, next(model.parameters()).dtype)
+        small.reset()
+        logits = _forward(model, ids[distinct].to(mask.device), positions[distinct].to(mask.device),
+                          mask[distinct], small)
+        inverse = inverse.to(mask.device)
+        for big_layer, small_layer in zip(cache.layers, small.layers):
+            if not big_layer.is_initialized:
+                big_layer.lazy_initialization(small_layer.keys[inverse], small_layer.values[inverse])
+            torch.index_select(small_layer.keys, 0, inverse, out=big_layer.keys)
+            torch.index_select(small_layer.values, 0, inverse, out=big_layer.values)
+            big_layer.cumulative_length.copy_(small_layer.cumulative_length)
+        return logits[inverse]
 
     def _check_module_state(self, model, key) -> None:
         """The model's modules as the compiled step was built for them, or a :class:`RecompileError`.

@@ -31,7 +31,7 @@ class CompiledRolloutMixin:
             SamplingSettings.from_generation_kwargs(self.generation_kwargs)  # a setting it lacks: an error now
 
     def _resolve_generation_backend(self) -> str:
-        return "vllm" if self.use_vllm else resolve_backend(self.args.generation_backend, self.accelerator.device)
+        return "vllm" if self.use_vllm else resolve_backend(self.args.generation_backend)
 
     def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
         static = (self.generation_backend == "compiled" and not self.compile_health.fell_back

@@ -1,7 +1,7 @@
 """What a training run does besides training: its per-step log line, its greedy evaluations, its progress.
 
 All are TRL callbacks; only the main process writes (several processes under
-``accelerate launch`` share one run folder).  With the compiled backend the log callback
+``accelerate launch`` share one run folder).  When the decode step is compiled the log callback
 also keeps the run's compile health record (``compile_health.json``) up to date.
 :func:`replace_progress_callbacks` swaps transformers' own progress output, which prints
 every step's log dict (``PrinterCallback``, ``ProgressCallback.on_log``), for a bar and
@@ -44,8 +44,9 @@ class TrainLogCallback(TrainerCallback):
             self._write_compile_health()
 
     def _write_compile_health(self) -> None:
-        if self.trainer is None or self.trainer.generation_backend != "compiled":
-            return
+        health = getattr(self.trainer, "compile_health", None)
+        if health is None or health.backend is None:
+            return  # nothing was compiled (hf, vllm, or the static engine decoding eagerly on CPU)
         self.run.write_compile_health({"from_step": self._first_step, **self.trainer.compile_health.record()})
 
     def on_step_begin(self, args, state, control, **kwargs):
@@ -99,7 +100,7 @@ class PassAtOneCallback(TrainerCallback):
     def _static_engine(self, model):
         """The compiled backend's engine, built on first use and kept (with its graphs); None for hf."""
         device = next(model.parameters()).device
-        if self.engine is None and evaluation_backend(self.generation_backend, device) == "compiled":
+        if self.engine is None and evaluation_backend(self.generation_backend) == "compiled":
             if hasattr(self.trainer, "evaluation_engine"):  # the rollout layer's compile settings and health
                 self.engine = self.trainer.evaluation_engine(self.max_new_tokens)
             else:

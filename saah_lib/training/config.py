@@ -256,8 +256,8 @@ class SAAHGRPOConfig(GRPOConfig):
                                                   "LM head's tiles over the vocabulary, and with activation "
                                                   "checkpointing that of the whole step, at some speed; the loss "
                                                   "is the same (bits may differ); None: the whole micro-batch")
-    generation_backend: str = _field("auto", "auto | hf | compiled | vllm; auto: compiled on CUDA, hf (TRL's own) "
-                                             "elsewhere; vllm sets TRL's use_vllm")
+    generation_backend: str = _field("auto", "auto | hf | compiled | vllm; auto: compiled (the static engine, "
+                                             "eager on CPU); hf: TRL's own generate; vllm sets TRL's use_vllm")
     rollout_compile: bool | None = _field(None, "torch.compile the compiled backend's decode step; None: only on CUDA")
     rollout_compile_backend: str | None = _field(None, "that step's torch.compile backend: "
                                                        + " | ".join(COMPILE_BACKENDS) + "; None: inductor")

@@ -8,6 +8,7 @@ from trl import GRPOConfig
 
 from saah_lab.training.study_trainer import StudyTrainer
 from saah_lib.method.reward import TRL_REWARD_FUNCS
+from saah_lib.models import rollout
 from saah_lib.models.backends import resolve_backend
 from saah_lib.models.loading import load_model_and_tokenizer
 from saah_lib.models.rollout import SamplingSettings, StaticRollout, prompt_bucket, reserved_capacity
@@ -85,10 +86,9 @@ def eos_hit_early(model, prompts, max_new):
 # ---------------------------------------------------------------------- backend choice
 
 
-def test_auto_backend_is_hf_on_cpu_and_compiled_on_cuda():
-    assert resolve_backend("auto", "cpu") == "hf"
-    assert resolve_backend("auto", "cuda") == "compiled"
-    assert resolve_backend("compiled", "cpu") == "compiled"
+def test_auto_backend_is_the_static_engine_and_a_named_backend_is_kept():
+    assert resolve_backend("auto") == "compiled"
+    assert resolve_backend("hf") == "hf" and resolve_backend("compiled") == "compiled"
     with pytest.raises(ValueError, match="generation_backend"):
         resolve_backend("fast")
 
@@ -131,6 +131,35 @@ def test_greedy_matches_generate_on_the_tiny_model_with_early_eos(tiny_random_mo
     assert ours == theirs
     assert any(len(r) < 24 and r[-1] == eos for r in ours) and any(len(r) == 24 for r in ours)
     assert [len(x) for x in logps] == [len(r) for r in ours]
+
+
+def test_a_repeated_prompt_is_encoded_once_and_its_rows_decode_as_if_each_were_encoded(tiny_random_model_dir,
+                                                                                       monkeypatch):
+    model, tok = load_model_and_tokenizer(str(tiny_random_model_dir))
+    spread_weights(model.eval())
+    a, b, c = [tok(q.question, add_special_tokens=False)["input_ids"] for q in generate_problems(3, seed=5)]
+    prompts = [a, a, b, a, c, b]  # repeats apart and together, of mixed lengths
+    engine = StaticRollout(max_new_tokens=16, pad_token_id=tok.pad_token_id, eos_token_ids=[tok.eos_token_id])
+    encoded = []
+    hook = model.register_forward_pre_hook(lambda _, args, kwargs: encoded.append(kwargs["input_ids"].shape),
+                                           with_kwargs=True)
+
+    def sample():
+        torch.manual_seed(4)
+        return engine.generate(model, prompts, SamplingSettings(temperature=0.9)), torch.rand(2)
+
+    ours = sample()
+    hook.remove()
+    assert encoded[0][0] == 3 and all(shape[0] == 6 for shape in encoded[1:])  # 3 distinct prompts, 6 rows
+    monkeypatch.setattr(StaticRollout, "_prefill",
+                        lambda self, model, prompt_ids, ids, positions, mask, cache: rollout._forward(
+                            model, ids, positions, mask, cache))
+    every_row = sample()
+    (tokens, logps), rng = ours
+    assert tokens == every_row[0][0] and torch.equal(rng, every_row[1])  # the same draws, the RNG left alike
+    # A prefill of 3 rows rounds as one of 6 does up to float32's last bit (the matmuls block by row count)
+    assert all(torch.allclose(torch.tensor(x), torch.tensor(y), rtol=0, atol=1e-6)
+               for x, y in zip(logps, every_row[0][1]))
 
 
 def test_greedy_matches_generate_with_a_nonzero_unmerged_lora_and_leaves_weights_exactly():
@@ -190,12 +219,13 @@ def pad_for_forward(prompt_ids, completion_ids, pad):
     return torch.cat([p, c], 1), torch.cat([pm, cm], 1), cm, t
 
 
-def test_cpu_default_keeps_trls_generate_path(tiny_random_model_dir, tmp_path):
+def test_the_cpu_default_decodes_with_the_static_engine_uncompiled(tiny_random_model_dir, tmp_path):
     model, tok = load_model_and_tokenizer(str(tiny_random_model_dir))
     trainer = build_trainer(model, tok, tmp_path)
-    assert trainer.args.generation_backend == "auto" and trainer.generation_backend == "hf"
+    assert trainer.args.generation_backend == "auto" and trainer.generation_backend == "compiled"
     trainer._generate_single_turn(prompt_batch(tok), None, {}, 4)
-    assert trainer._rollout_engine is None  # the static engine was never built
+    assert trainer._rollout_engine is not None and not trainer._rollout_engine.compile
+    assert trainer.compile_health.backend is None and trainer.compile_health.rollouts == 1
 
 
 @pytest.mark.parametrize("compiled", [False, True], ids=["static", "static-compiled"])
