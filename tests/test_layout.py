@@ -38,8 +38,6 @@ FUNCTION_LEVEL_IMPORTS = {
     # the launch command reads its YAML through the notebooks' bounded loader and needs neither (3 s of import)
     ("saah_lab/training/notebook_params.py", "papermill"),
     ("saah_lab/training/notebook_params.py", "IPython"),
-    # the config checks a backend name without loading torch; only "auto" asks torch for a GPU
-    ("saah_lib/models/backends.py", "torch"),
     # reading and checking results never needs torch; only a checkpoint's tensors do
     ("saah_lab/rundir/checkpoints.py", "safetensors"),
     ("saah_lab/rundir/checkpoints.py", "torch"),

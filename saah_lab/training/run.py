@@ -154,7 +154,7 @@ def run_baseline(model_path: str, problems: list[Problem], out_dir: Path, *, con
     """Evaluate an untrained model once, in the run layout (step 0), under ``out_dir``.
 
     ``generation_backend`` is the config's, so that the baseline and the trained runs' evaluations
-    decode on the same backend (``auto``: compiled on CUDA, hf elsewhere).
+    decode on the same backend (``auto``: compiled).
 
     ``config`` (model_label, profile, data info, ...) is stored beside the result.
     An existing result is returned as is, so a finished baseline is never recomputed.

@@ -26,12 +26,15 @@ def test_benchmark_writes_its_report(tiny_random_model_dir, tmp_path, capsys):
           "--max-completion-length", "8", "--out-dir", str(tmp_path)])
     (report_path,) = tmp_path.glob("*.json")
     report = json.loads(report_path.read_text())
-    assert [v["variant"] for v in report["variants"]] == ["trl-bnpo", "grpo", "sa-exact", "sa-top500"]
+    # ours on the default backend, auto: the static engine (uncompiled on a CPU)
+    assert [v["variant"] for v in report["variants"]] == ["trl-bnpo", "grpo@compiled", "sa-exact@compiled",
+                                                          "sa-top500@compiled"]
     assert all(len(v["step_times_s"]) == 2 and v["median_step_s"] > 0 for v in report["variants"])
     # no grpo-top500 variant was timed, so sa-top500 has no ratio against it
-    assert set(report["ratios"]) == {"grpo/trl-bnpo", "sa-exact/trl-bnpo", "sa-top500/trl-bnpo", "sa-exact/grpo"}
+    assert set(report["ratios"]) == {"grpo@compiled/trl-bnpo", "sa-exact@compiled/trl-bnpo",
+                                     "sa-top500@compiled/trl-bnpo", "sa-exact@compiled/grpo@compiled"}
     assert report["eval"]["problems"] == 4 and report["eval"]["problems_per_s"] > 0
-    assert "grpo/trl-bnpo=" in capsys.readouterr().out
+    assert "grpo@compiled/trl-bnpo=" in capsys.readouterr().out
 
 
 def test_benchmark_times_both_backends_with_generation_split_out(tiny_random_model_dir, tmp_path):

@@ -60,6 +60,9 @@ def test_a_short_run_and_build_write_one_file_whose_shares_add_up(tmp_path, caps
     assert report["matmul_gflops_fp32_one_thread"] > 0
     run, build = report["run"], report["warm_start_build"]
     assert run["steps"] == 2 and build["sft_steps"] == 4
+    assert (report["run_on_hf"]["generation_backend"], run["generation_backend"]) == ("hf", "auto")
+    assert report["run_results_identical"] is True  # float32: the static engine samples what generate samples
+    assert "run_dir" not in run and str(tmp_path) not in json.dumps(report["run_on_hf"])
     for part in (run, build):
         assert sum(e["share"] for e in part["categories"].values()) == pytest.approx(1.0, abs=0.01)
     for category in ("generation", "loss forward", "backward", "evaluations", "setup (data, model, trainer build)"):
@@ -160,10 +163,14 @@ def test_a_step_on_the_tiny_model_is_clocked_by_kind_of_work_against_its_floor(t
         f"backward: floor {planted['categories']['backward']['floor_s']}"]
 
 
-def test_smollm2_profiles_are_asked_for_by_dtype_and_steps(capsys):
-    assert run_profile.parse_args(["--no-mini", "--smollm2", "bfloat16:2", "--smollm2", "float32:1"]).smollm2 == [
-        ("bfloat16", 2), ("float32", 1)]
-    for wrong in (["--smollm2", "bfloat16"], ["--smollm2", "float16:1"], ["--smollm2", "float32:0"], ["--no-mini"]):
+def test_smollm2_profiles_are_asked_for_by_configuration_or_dtype_and_steps(capsys):
+    assert run_profile.parse_args(["--no-mini", "--smollm2", "bfloat16:2", "--smollm2", "float32:1",
+                                   "--smollm2", "bfloat16-static:1"]).smollm2 == [
+        ("bfloat16", 2), ("float32", 1), ("bfloat16-static", 1)]
+    assert run_profile.smollm2_configuration("bfloat16")["name"] == "bfloat16-bounded"
+    assert run_profile.smollm2_configuration("bfloat16-static")["generation_backend"] == "auto"
+    for wrong in (["--smollm2", "bfloat16"], ["--smollm2", "float16:1"], ["--smollm2", "float32:0"], ["--no-mini"],
+                  ["--smollm2", "bfloat16-before:1"]):
         with pytest.raises(SystemExit):
             run_profile.parse_args(wrong)
     assert run_profile.file_stem("Intel(R) Xeon(R) Processor @ 2.50GHz") == "Intel_Xeon_Processor_2.50GHz"
@@ -190,3 +197,15 @@ def test_the_committed_smollm2_profile_adds_up_and_sets_each_kind_against_its_fl
         for entry in categories.values():
             if "floor_s" in entry:
                 assert entry["times_floor"] == pytest.approx(entry["cpu_seconds"] / entry["floor_s"], abs=0.06)
+
+
+def test_the_committed_amd_profile_has_the_mini_run_on_both_backends_with_the_same_results():
+    from saah_lib.paths import REPO_ROOT
+
+    report = json.loads((REPO_ROOT / "results" / "bench" / "AMD_EPYC-run-profile.json").read_text())
+    before, after = report["run_on_hf"], report["run"]
+    assert (before["generation_backend"], after["generation_backend"]) == ("hf", "auto")
+    assert report["run_results_identical"] is True  # what docs/reproducing.md says of the two runs
+    for run in (before, after):
+        assert run["steps"] == 60 and sum(e["share"] for e in run["categories"].values()) == pytest.approx(1, abs=0.01)
+    assert [p["configuration"] for p in report["smollm2"]["profiles"]] == ["bfloat16-bounded", "bfloat16-static"]

@@ -94,8 +94,8 @@ def parse_args(argv: list[str]) -> BenchOptions:
                    help="let completions stop at EOS; without it they are forced to the full length")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads, CPU runs only (default: 1)")
     p.add_argument("--generation-backend", nargs="+", default=["auto"], choices=["auto", "hf", "compiled"],
-                   help="rollout backends for our variants, each timed in this run (auto: compiled on CUDA, hf on "
-                        "CPU); stock TRL is always timed with its own generate")
+                   help="rollout backends for our variants, each timed in this run (auto: compiled); stock TRL is "
+                        "always timed with its own generate")
     p.add_argument("--rollout-repeats", type=int, default=0,
                    help="also time rollouts alone (hf generate vs the static engine), alternated this many times")
     p.add_argument("--rollout-compile", choices=list(_COMPILE), default="auto",

@@ -1,7 +1,7 @@
 """Where the time of a mini run, the tiny warm start's build and a SmolLM2 step goes, against the FLOP floor.
 
     python -m saah_lab.studies.bench.run_profile                   # a mini run (60 steps) and a tenth of the build
-    python -m saah_lab.studies.bench.run_profile --no-mini --smollm2 bfloat16:2 --out results/bench
+    python -m saah_lab.studies.bench.run_profile --no-mini --smollm2 bfloat16:1 --smollm2 bfloat16-static:1
 
 Each part runs the project's own code on one torch thread (the mini run and build as ``make mini`` does; the
 SmolLM2 step as :mod:`.smollm2_step` builds it), with a clock around the methods that do one kind of work
@@ -9,9 +9,9 @@ SmolLM2 step as :mod:`.smollm2_step` builds it), with a clock around the methods
 ``train()`` is TRL's and transformers' bookkeeping; outside it, the run's setup. Each share is set against its
 floor (:func:`run_floor`, :func:`profile_build`, :func:`step_floor`): its matmul FLOPs at this thread's measured
 matmul rate (:func:`matmul_gflops`; for SmolLM2 per CPU second, in its dtype). A share far above its floor is
-overhead; one near it is compute. The build runs ``--sft-steps`` of its SFT steps (its weights are not kept).
-
-One JSON per machine, ``<CPU model>-run-profile.json`` in ``--out`` (default ``results/local/bench``, git-ignored).
+overhead; one near it is compute. The build runs ``--sft-steps`` of its SFT steps (its weights are not kept). The
+mini run runs on TRL's ``generate`` (``hf``) and on the default, and the two are compared bit for bit. One JSON
+per machine, ``<CPU model>-run-profile.json`` in ``--out`` (default ``results/local/bench``, git-ignored).
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from saah_lab.studies.bench import device_name, smollm2_step
 from saah_lab.studies.bench.files import out_folder_problem, scratch_folder
 from saah_lab.studies.bench.options import LOCAL_BENCH
 from saah_lab.studies.mini import planned_configs
+from saah_lab.studies.verify.bits import compare_run
 from saah_lab.training import run as run_module
 from saah_lab.training.study_trainer import StudyTrainer
 from saah_lib.jsonio import atomic_write_json, read_jsonl
@@ -47,6 +48,7 @@ from saah_lib.paths import LOCAL_RESULTS, repo_relative
 from saah_lib.progress import quiet_libraries
 from saah_lib.tasks.prompts import make_prompt
 from saah_lib.training.callbacks import PassAtOneCallback, TrainLogCallback
+from saah_lib.training.config import make_config
 
 _INHERITED = object()  # a clocked method that its class inherits: restored by deleting the wrapper
 
@@ -175,12 +177,16 @@ def mean_prompt_tokens(cfg, tokenizer) -> float:
     return sum(len(tokenizer(make_prompt(p.question, tokenizer))["input_ids"]) for p in problems) / len(problems)
 
 
-def profile_run(steps: int | None, gflops: float, with_cprofile: bool = False) -> dict:
-    """One mini run (SA-AH-GRPO at the main alpha, seed 0) into a scratch root, clocked (and, with
-    ``with_cprofile``, under cProfile, which slows Python-heavy parts)."""
+def profile_run(steps: int | None, gflops: float, with_cprofile: bool = False, generation_backend: str = "auto",
+                keep_in: Path | None = None) -> dict:
+    """One mini run (SA-AH-GRPO at the main alpha, seed 0) decoding with ``generation_backend``, into a scratch
+    root (or ``keep_in``, kept), clocked (and, with ``with_cprofile``, under cProfile, which slows Python-heavy
+    parts)."""
     with tempfile.TemporaryDirectory() as scratch:
-        configs = planned_configs(Path(scratch), (0,), steps)
-        cfg = next(c for c in configs if c.trainer.method == "sa")
+        root = Path(keep_in or scratch)
+        sa = next(c for c in planned_configs(root, (0,), steps) if c.trainer.method == "sa")
+        cfg = make_config("tiny", method="sa", alpha=sa.trainer.alpha, seed=sa.trainer.seed, max_steps=steps,
+                          results_dir=str(root), generation_backend=generation_backend)
         model, tokenizer = load_model_and_tokenizer(resolve_model(cfg.model_name, progress=False), cfg.dtype)
         parameters = sum(p.numel() for p in model.parameters())
         prompt_tokens = mean_prompt_tokens(cfg, tokenizer)
@@ -196,7 +202,8 @@ def profile_run(steps: int | None, gflops: float, with_cprofile: bool = False) -
                 profiler.disable()
             wall = time.perf_counter() - start
         floors = run_floor(Path(run_dir), parameters, prompt_tokens, cfg, gflops)
-    report = {"run_id": cfg.run_id, "steps": cfg.trainer.max_steps, "parameters": parameters,
+    report = {"run_id": cfg.run_id, "generation_backend": generation_backend, "run_dir": str(run_dir),
+              "steps": cfg.trainer.max_steps, "parameters": parameters,
               "mean_prompt_tokens": round(prompt_tokens, 1), "wall_s": round(wall, 2),
               "under_cprofile": with_cprofile, "categories": with_floors(clock.shares(wall), floors)}
     if profiler:
@@ -259,12 +266,22 @@ def cpu_has_bf16_instructions() -> dict[str, bool]:
     return {flag: flag in flags for flag in ("avx512_bf16", "amx_bf16")}
 
 
-def profile_smollm2_step(dtype: str, steps: int, gflops: float, data_dir: str | None, scratch: Path,
+def smollm2_configuration(name: str) -> dict:
+    """A bounded configuration of :mod:`smollm2_step` by name, or by dtype (``bfloat16``: ``bfloat16-bounded``)."""
+    bounded = {c["name"]: c for c in smollm2_step.configurations(baseline=False)}
+    setting = bounded.get(name) or bounded.get(f"{name}-bounded")
+    if setting is None:
+        raise ValueError(f"no SmolLM2 configuration {name!r}: float32, bfloat16 or one of {', '.join(bounded)}")
+    return setting
+
+
+def profile_smollm2_step(configuration: str, steps: int, gflops: float, data_dir: str | None, scratch: Path,
                          on_step=lambda partial: None, load=None) -> dict:
-    """``steps`` steps of :mod:`smollm2_step`'s bounded ``dtype`` configuration on one thread, clocked; each
-    category's CPU seconds against :func:`step_floor` at ``gflops`` (the rate in ``dtype``).  ``on_step``
-    gets the profile so far after each step; ``load`` replaces SmolLM2 (the tests' tiny model)."""
-    setting = next(c for c in smollm2_step.configurations(baseline=False) if c["dtype"] == dtype)
+    """``steps`` steps of :mod:`smollm2_step`'s bounded ``configuration`` (:func:`smollm2_configuration`) on one
+    thread, clocked; each category's CPU seconds against :func:`step_floor` at ``gflops`` (the rate in its
+    dtype).  ``on_step`` gets the profile so far after each step; ``load`` replaces SmolLM2 (the tests' model)."""
+    setting = smollm2_configuration(configuration)
+    dtype = setting["dtype"]
     trainer = smollm2_step.build_trainer({**setting, "scratch": str(scratch)}, steps=steps, threads=1,
                                          data_dir=data_dir, load=load or smollm2_step.load_smollm2)
     shape = model_shape(trainer)
@@ -282,7 +299,8 @@ def profile_smollm2_step(dtype: str, steps: int, gflops: float, data_dir: str | 
         done = max(len(per_step), 1)
         floors = {category: seconds * done for category, seconds in floor.items()}
         recompute = floor["loss forward"] * done if setting["activation_checkpointing"] else 0.0
-        return {"configuration": setting["name"], "dtype": dtype, "steps": len(per_step), "shape": shape,
+        return {"configuration": setting["name"], "dtype": dtype, "generation_backend": setting["generation_backend"],
+                "steps": len(per_step), "shape": shape,
                 "prompt_tokens": prompt_tokens, "mean_completion_tokens": logged,
                 "wall_s": round(wall, 2), "cpu_s": round(cpu, 2), "per_step": per_step,
                 "unclocked_s": round(wall - sum(clock.seconds.values()), 2),  # train() itself while it runs
@@ -359,9 +377,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help=f"folder for the JSON file (default: {repo_relative(LOCAL_BENCH)}, git-ignored)")
     parser.add_argument("--cprofile", action="store_true",
                         help="also run the run under cProfile and list the functions with the most own time")
-    parser.add_argument("--smollm2", action="append", default=[], metavar="DTYPE:STEPS",
-                        help="also profile STEPS steps of the SmolLM2 step benchmark's bounded DTYPE configuration "
-                             "(float32 or bfloat16; repeatable, run in the order given)")
+    parser.add_argument("--smollm2", action="append", default=[], metavar="CONFIGURATION:STEPS",
+                        help="also profile STEPS steps of a bounded configuration of the SmolLM2 step benchmark "
+                             "(float32, bfloat16 or bfloat16-static; repeatable, run in the order given)")
     parser.add_argument("--no-mini", dest="mini", action="store_false",
                         help="skip the mini run and the build (with --smollm2: profile SmolLM2 only)")
     parser.add_argument("--data-dir", default=None, help="GSM8K folder for --smollm2 (default: $SAAH_GSM8K_DIR)")
@@ -369,11 +387,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     if args.steps is not None and args.steps < 1 or args.sft_steps < 1:
         parser.error("--steps and --sft-steps must be at least 1")
     try:
-        args.smollm2 = [(dtype, int(steps)) for dtype, _, steps in (item.partition(":") for item in args.smollm2)]
-    except ValueError:
-        parser.error("--smollm2 takes DTYPE:STEPS, such as bfloat16:2")
-    if any(dtype not in ("float32", "bfloat16") or steps < 1 for dtype, steps in args.smollm2):
-        parser.error("--smollm2 takes float32 or bfloat16 and at least 1 step")
+        args.smollm2 = [(name, int(steps)) for name, _, steps in (item.partition(":") for item in args.smollm2)]
+        for name, _ in args.smollm2:
+            smollm2_configuration(name)
+    except ValueError as error:
+        parser.error(f"--smollm2 takes CONFIGURATION:STEPS, such as bfloat16:2 ({error})")
+    if any(steps < 1 for _, steps in args.smollm2):
+        parser.error("--smollm2 takes at least 1 step")
     if not args.mini and not args.smollm2:
         parser.error("--no-mini leaves nothing to profile without --smollm2")
     if problem := out_folder_problem(args.out):
@@ -400,11 +420,19 @@ def main(argv=None) -> int:
     out = args.out / f"{file_stem(cpu['cpu_model'] or device_name())}-run-profile.json"  # one per machine
     parts = []
     if args.mini:
-        report["run"] = profile_run(args.steps, gflops, args.cprofile)
+        run_dirs = []  # in a scratch folder of this machine: compared, not reported
+        with tempfile.TemporaryDirectory() as both:  # TRL's generate first (the default before), then today's
+            for key, backend in (("run_on_hf", "hf"), ("run", "auto")):
+                report[key] = profile_run(args.steps, gflops, args.cprofile, backend, keep_in=Path(both))
+                run_dirs.append(Path(report[key].pop("run_dir")))
+                atomic_write_json(out, report)
+            # every logged number and evaluation completion of the two, bit for bit (their run ids differ)
+            report["run_results_identical"] = compare_run(*run_dirs)["results_identical"]
         atomic_write_json(out, report)
         report["warm_start_build"] = profile_build(args.sft_steps, gflops)
         atomic_write_json(out, report)
-        parts += [("run", report["run"]), ("warm_start_build", report["warm_start_build"])]
+        parts += [("run on TRL's generate", report["run_on_hf"]), ("run", report["run"]),
+                  ("warm_start_build", report["warm_start_build"])]
     if args.smollm2:
         # per CPU second: the other cores' load must not dilute the rate the CPU seconds are set against
         rates = {dtype: matmul_gflops(dtype=getattr(torch, dtype), clock=time.process_time)
@@ -416,7 +444,7 @@ def main(argv=None) -> int:
                              "cpus": os.cpu_count(), "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
                              "profiles": []}
         with scratch_folder(LOCAL_RESULTS / "bench", "smollm2-profile") as scratch:
-            for dtype, steps in args.smollm2:
+            for name, steps in args.smollm2:
                 profiles = report["smollm2"]["profiles"]
 
                 def write(partial, at=len(profiles)):
@@ -424,8 +452,9 @@ def main(argv=None) -> int:
                     report["smollm2"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
                     atomic_write_json(out, report)
 
-                write(profile_smollm2_step(dtype, steps, rates[dtype], args.data_dir, scratch, on_step=write))
-                parts.append((f"SmolLM2 {dtype}, {steps} steps", profiles[-1]))
+                rate = rates[smollm2_configuration(name)["dtype"]]
+                write(profile_smollm2_step(name, steps, rate, args.data_dir, scratch, on_step=write))
+                parts.append((f"SmolLM2 {profiles[-1]['configuration']}, {steps} steps", profiles[-1]))
     for name, part in parts:
         print(f"{name}: {part['wall_s']} s")
         for category, entry in part["categories"].items():

@@ -8,11 +8,11 @@ Each configuration runs in a fresh process (so ``ru_maxrss`` is its own peak) on
 two at once: the model is loaded, one warm-up-free step is trained, and the step's process CPU seconds, wall
 seconds and the process's peak RSS (model loading included) are recorded.
 
-Configurations: ``float32`` and ``bfloat16``, each with the bounded step (``forward_batch_size``
-:data:`BOUNDED_FORWARD_BATCH`, activation checkpointing, and glibc told to return freed buffers of 2 MiB and more:
-:func:`saah_lib.models.memory.return_freed_buffers`, called in the process before the model loads) and, unless
-``--no-baseline``, the unbounded step (one forward over all 16 completions, activation checkpointing on as TRL's
-default has it). Writes ``results/bench/<device>-smollm2-step.json`` (``--out``).
+Configurations (:func:`configurations`): ``float32`` and ``bfloat16``, each with the bounded step
+(``forward_batch_size`` :data:`BOUNDED_FORWARD_BATCH`, activation checkpointing, glibc told to return freed
+buffers of 2 MiB and more: :func:`saah_lib.models.memory.return_freed_buffers`) on TRL's ``generate``; the
+bfloat16 one on the static engine; unless ``--no-baseline``, the unbounded step (one forward over all 16
+completions). Writes ``results/bench/<device>-smollm2-step.json`` (``--out``).
 """
 
 from __future__ import annotations
@@ -57,14 +57,17 @@ RESULT_MARK = "SMOLLM2_STEP_RESULT "
 
 
 def configurations(baseline: bool) -> list[dict]:
-    """The bounded step in float32 and bfloat16, then (``baseline``) the step as SAAHGRPOConfig's defaults ran
-    it before ``forward_batch_size`` existed: the whole micro-batch of 16 in one forward, activation
-    checkpointing on (TRL's default), glibc's allocator as it comes.  The bounded ones first: a baseline that
-    runs out of memory loses nothing."""
-    bounded = dict(activation_checkpointing=True, malloc_mmap_threshold=BOUNDED_MMAP_THRESHOLD)
-    before = dict(forward_batch_size=None, activation_checkpointing=True, malloc_mmap_threshold=None)
+    """The bounded step in float32 and bfloat16 on TRL's ``generate`` (``hf``), the bfloat16 one again on the
+    static engine (``auto``), then (``baseline``) the step as SAAHGRPOConfig's defaults ran it before
+    ``forward_batch_size`` existed: the whole micro-batch of 16 in one forward, activation checkpointing on
+    (TRL's default), glibc's allocator as it comes.  The bounded ones first: a baseline that runs out of memory
+    loses nothing."""
+    bounded = dict(activation_checkpointing=True, malloc_mmap_threshold=BOUNDED_MMAP_THRESHOLD, generation_backend="hf")
+    before = dict(forward_batch_size=None, activation_checkpointing=True, malloc_mmap_threshold=None,
+                  generation_backend="hf")
     out = [dict(name=f"{dtype}-bounded", dtype=dtype, forward_batch_size=BOUNDED_FORWARD_BATCH[dtype], **bounded)
            for dtype in ("float32", "bfloat16")]
+    out.append(dict(out[1], name="bfloat16-static", generation_backend="auto"))
     if baseline:
         out += [dict(name=f"{dtype}-before", dtype=dtype, **before) for dtype in ("float32", "bfloat16")]
     return out
@@ -94,6 +97,7 @@ def build_trainer(setting: dict, *, steps: int, threads: int, data_dir: str | No
         gradient_accumulation_steps=1, forward_batch_size=setting["forward_batch_size"],
         activation_checkpointing=setting["activation_checkpointing"], max_completion_length=MAX_COMPLETION_LENGTH,
         generation_kwargs={"min_new_tokens": MAX_COMPLETION_LENGTH}, bf16=setting["dtype"] == "bfloat16",
+        generation_backend=setting.get("generation_backend", "auto"),
         use_cpu=True, max_steps=steps, seed=123, save_strategy="no", report_to="none", logging_steps=1,
         disable_tqdm=True)
     return StudyTrainer(model=model, reward_funcs=list(TRL_REWARD_FUNCS), args=args,

@@ -24,8 +24,10 @@ from saah_lib.rundir import layout
 from saah_lib.rundir.folder import RunDir
 from saah_lib.rundir.layout import ANSWER_KINDS_FILE, TIMINGS_FILE, WARMSTART_RECORD_FILE
 
-# Fields that describe where or when a run happened, not what it computed.
-NOT_COMPARED_CONFIG = {"results_dir", "resolved_model", "git_commit", "versions", RECORD_KEY, "segments"}
+# Fields that describe where, when or along which code path a run happened, not what it computed (what a
+# generation backend decodes is compared itself: the logged numbers and the evaluation completions).
+NOT_COMPARED_CONFIG = {"results_dir", "resolved_model", "git_commit", "versions", RECORD_KEY, "segments",
+                       "generation_backend"}
 NOT_COMPARED_METRICS = {"step_time"}
 WARM_START_FIGURES = ("parameters", "vocab_size", "sft_steps", "final_sft_loss", "heldout_pass_at_1", "heldout_n",
                       "weights_sha256")
@@ -105,7 +107,8 @@ def compare_run(committed_dir: Path, rerun_dir: Path) -> dict:
     """Everything that differs between two folders of the same run."""
     a, b = RunDir(committed_dir), RunDir(rerun_dir)
     if not a.dir.is_dir() or not b.dir.is_dir():
-        return {"identical": False, "missing": True, "missing_from": "committed" if not a.dir.is_dir() else "rerun"}
+        return {"identical": False, "results_identical": False, "missing": True,
+                "missing_from": "committed" if not a.dir.is_dir() else "rerun"}
     config_a, config_b = a.read_config() or {}, b.read_config() or {}
     settings_a, settings_b = _meaning(config_a), _meaning(config_b)
     config_differs = sorted(k for k in settings_a.keys() | settings_b.keys() if settings_a.get(k) != settings_b.get(k))
@@ -113,13 +116,13 @@ def compare_run(committed_dir: Path, rerun_dir: Path) -> dict:
     evals = _compare_step_logs(a.evals(), b.evals())
     entropies = _compare_step_logs(_flatten_entropies(a), _flatten_entropies(b))
     samples = _compare_samples(a.sample_files(), b.sample_files())
-    identical = (
-        not config_differs
-        and all(not log["missing_steps"] and not log["extra_steps"] for log in (train, evals, entropies))
+    results_identical = (  # every logged number and evaluation completion, whatever the configs say
+        all(not log["missing_steps"] and not log["extra_steps"] for log in (train, evals, entropies))
         and all(m["difference"] == 0 for log in (train, evals, entropies) for m in log["largest"].values())
         and not samples["missing_steps"] and not samples["correctness_differs"] and not samples["completion_differs"]
     )
-    return {"identical": identical, "missing": False, "config_differs": config_differs, "train_log": train,
+    return {"identical": results_identical and not config_differs, "results_identical": results_identical,
+            "missing": False, "config_differs": config_differs, "train_log": train,
             "eval": evals, "token_entropies": entropies, "eval_samples": samples,
             "cpu_numerics": numerics_difference(config_a.get(RECORD_KEY), config_b.get(RECORD_KEY))}
 

@@ -123,10 +123,15 @@ def test_a_changed_setting_is_a_difference(tmp_path):
     fake_run(tmp_path / "b")
     config = json.loads((tmp_path / "b" / "config.json").read_text())
     (tmp_path / "b" / "config.json").write_text(json.dumps({**config, "alpha": 0.25}))
-    assert compare_run(tmp_path / "a", tmp_path / "b")["config_differs"] == ["alpha"]
+    same_numbers = compare_run(tmp_path / "a", tmp_path / "b")
+    assert same_numbers["config_differs"] == ["alpha"] and same_numbers["results_identical"]
+    assert not same_numbers["identical"]
     fake_run(tmp_path / "x" / "runs" / "r")
     shutil.copytree(tmp_path / "b", tmp_path / "y" / "runs" / "r")
     assert "| r | no (settings differ: alpha) |" in report_markdown(compare_studies(tmp_path / "x", tmp_path / "y"))
+    # how completions were decoded is not a setting: the decoded tokens are compared themselves
+    (tmp_path / "b" / "config.json").write_text(json.dumps({**config, "generation_backend": "hf"}))
+    assert compare_run(tmp_path / "a", tmp_path / "b")["identical"]
 
 
 # ---------------------------------------------------------------------- CPU numerics: recorded, not compared
