@@ -28,7 +28,7 @@ def resolve_backend(name: str) -> str:
     """The backend that runs: ``auto`` becomes ``compiled``, the static engine, on every device.
 
     On CPU the engine decodes eagerly; in float32 it samples the tokens TRL's ``generate`` samples for a seed
-    (tests/models/test_rollout.py) in less time (docs/reproducing.md, "Where the time goes").
+    (tests/models/test_rollout.py) in less time (docs/reproducing.md, "Where a mini run's time goes").
     """
     return "compiled" if check_backend(name) == "auto" else name
 

@@ -47,7 +47,7 @@ class TrainLogCallback(TrainerCallback):
         health = getattr(self.trainer, "compile_health", None)
         if health is None or health.backend is None:
             return  # nothing was compiled (hf, vllm, or the static engine decoding eagerly on CPU)
-        self.run.write_compile_health({"from_step": self._first_step, **self.trainer.compile_health.record()})
+        self.run.write_compile_health({"from_step": self._first_step, **health.record()})
 
     def on_step_begin(self, args, state, control, **kwargs):
         self._step_started = time.perf_counter()
