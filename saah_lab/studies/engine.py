@@ -170,7 +170,13 @@ def _execute(attempts, task_id: str, fn: Callable[..., dict], kwargs: dict) -> d
     # Sent before the work, so that a later crash finds it recorded.  Not awaited: no task waits for the actor to
     # start (a worker lost before the actor is up goes unrecorded, and TaskFailed says "unknown").
     attempts.started.remote(task_id, where)
-    return {"result": fn(**kwargs), "where": where}
+    try:
+        return {"result": fn(**kwargs), "where": where}
+    except Exception:
+        # The driver asks where as soon as the error reaches it; an actor runs one caller's calls in order, so
+        # awaiting this one means the record above is in before then.
+        ray.get(attempts.started.remote(task_id, where))
+        raise
 
 
 class _Scheduler:
