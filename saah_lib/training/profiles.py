@@ -271,9 +271,9 @@ PROFILES: dict[str, dict] = {
     "tiny": dict(ARTIFACT_SETTINGS, **_STEP),
     # CPU-sized, a real model: SmolLM2-135M-Instruct after a short supervised warm-up on the answer format
     # (saah_lab.studies.real_study builds it), LoRA as the paper, 2 prompts x 4 completions of up to 128 tokens a
-    # step, sampled at temperature 0.7: at 1.0 a model this small gets few of its sampled answers right
-    # TRL's generate, as results/real_study was recorded: in bfloat16 the static engine samples other tokens
-    # (same policy, other rounding), so `make real-study CHECK=1` would no longer match bit for bit.
+    # step, sampled at temperature 0.7: at 1.0 a model this small gets few of its sampled answers right.
+    # Rollouts on TRL's generate, as results/real_study was recorded: in bfloat16 the static engine samples other
+    # tokens (same policy, other rounding), so `make real-study CHECK=1` would no longer match bit for bit.
     "smollm2-135m": dict(ARTIFACT_SETTINGS, dtype="bfloat16", use_lora=True, entropy_top_k=PAPER_ENTROPY_TOP_K,
                          max_completion_length=128, prompts_per_step=2, temperature=0.7, eval_every=12,
                          eval_batch_size=50, generation_backend="hf",

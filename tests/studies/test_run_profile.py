@@ -4,6 +4,7 @@ import json
 import time
 
 import pytest
+import torch
 
 from saah_lab.studies.bench import run_profile
 from saah_lab.studies.bench.run_profile import SectionClock
@@ -163,6 +164,31 @@ def test_a_step_on_the_tiny_model_is_clocked_by_kind_of_work_against_its_floor(t
         f"backward: floor {planted['categories']['backward']['floor_s']}"]
 
 
+def test_the_training_ops_of_a_step_leave_out_its_rollout(tiny_random_model_dir, gsm8k_dir, tmp_path):
+    """The training phase's ops: LoRA dropout's draws and the backward's matmuls are in it, the static engine's
+    decode is not (planted: a profiler started before the rollout lists it)."""
+    from saah_lib.models.loading import load_model_and_tokenizer
+
+    def load(dtype):
+        model, tokenizer = load_model_and_tokenizer(str(tiny_random_model_dir), dtype)
+        return model.eval(), tokenizer
+
+    report = run_profile.smollm2_training_ops("bfloat16-static", str(gsm8k_dir), tmp_path, load=load, top=10_000)
+    names = {entry["op"] for entry in report["ops"]}
+    assert {"aten::bernoulli_", "aten::mm", "autograd::engine::evaluate_function: MmBackward0"} <= names
+    assert "rollout.decode" not in names and "rollout.prefill" not in names
+    assert sum(entry["share"] for entry in report["ops"]) == pytest.approx(1, abs=0.01)
+    assert sum(entry["self_cpu_s"] for entry in report["ops"]) == pytest.approx(report["self_cpu_s"], abs=0.05)
+
+    # planted: the same step with the profiler started before its rollout lists the decode
+    trainer = run_profile.smollm2_step.build_trainer(
+        {**run_profile.smollm2_configuration("bfloat16-static"), "scratch": str(tmp_path)}, steps=1, threads=1,
+        data_dir=str(gsm8k_dir), load=load)
+    with torch.profiler.profile() as whole:
+        trainer.train()
+    assert "rollout.decode" in {e.key for e in whole.key_averages()}
+
+
 def test_smollm2_profiles_are_asked_for_by_configuration_or_dtype_and_steps(capsys):
     assert run_profile.parse_args(["--no-mini", "--smollm2", "bfloat16:2", "--smollm2", "float32:1",
                                    "--smollm2", "bfloat16-static:1"]).smollm2 == [
@@ -209,3 +235,8 @@ def test_the_committed_amd_profile_has_the_mini_run_on_both_backends_with_the_sa
     for run in (before, after):
         assert run["steps"] == 60 and sum(e["share"] for e in run["categories"].values()) == pytest.approx(1, abs=0.01)
     assert [p["configuration"] for p in report["smollm2"]["profiles"]] == ["bfloat16-bounded", "bfloat16-static"]
+    ops = report["smollm2"]["training_ops"]  # the op table of docs/reproducing.md
+    seconds = [entry["self_cpu_s"] for entry in ops["ops"]]
+    assert ops["configuration"] == "bfloat16-static" and seconds == sorted(seconds, reverse=True)
+    assert sum(seconds) <= ops["self_cpu_s"] and ops["ops"][0]["op"] == "aten::mm"
+    assert all(e["share"] == pytest.approx(e["self_cpu_s"] / ops["self_cpu_s"], abs=1e-3) for e in ops["ops"])

@@ -2,6 +2,7 @@
 
     python -m saah_lab.studies.bench.run_profile                   # a mini run (60 steps) and a tenth of the build
     python -m saah_lab.studies.bench.run_profile --no-mini --smollm2 bfloat16:1 --smollm2 bfloat16-static:1
+    python -m saah_lab.studies.bench.run_profile --no-mini --smollm2-ops bfloat16-static   # which ops, by CPU time
 
 Each part runs the project's own code on one torch thread (the mini run and build as ``make mini`` does; the
 SmolLM2 step as :mod:`.smollm2_step` builds it), with a clock around the methods that do one kind of work
@@ -315,6 +316,42 @@ def profile_smollm2_step(configuration: str, steps: int, gflops: float, data_dir
     return profile()
 
 
+#: Ops listed by :func:`smollm2_training_ops`, the most own CPU time first.
+TOP_OPS = 15
+
+
+def smollm2_training_ops(configuration: str, data_dir: str | None, scratch: Path, load=None,
+                         top: int = TOP_OPS) -> dict:
+    """One more step of ``configuration`` whose training phase (loss forwards, backward with its checkpoint
+    recompute, optimiser step) runs under torch's profiler: the ``top`` ops by own CPU time, with their share of
+    the phase.  The rollout and the scoring forward are left out (a rollout's per-token events fill memory), and the
+    profiler's overhead makes this step slower than the clocked ones: it says which ops, not how long."""
+    setting = smollm2_configuration(configuration)
+    trainer = smollm2_step.build_trainer({**setting, "scratch": str(scratch)}, steps=1, threads=1,
+                                         data_dir=data_dir, load=load or smollm2_step.load_smollm2)
+    profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
+    compute_loss, started = trainer.compute_loss, []
+
+    def compute_loss_profiled(*args, **kwargs):  # the first loss forward starts the training phase
+        if not started:
+            profiler.start()
+            started.append(True)
+        return compute_loss(*args, **kwargs)
+
+    trainer.compute_loss = compute_loss_profiled
+    try:
+        trainer.train()
+    finally:
+        if started:
+            profiler.stop()
+    ops = sorted(profiler.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
+    total_s = sum(e.self_cpu_time_total for e in ops) / 1e6
+    return {"configuration": setting["name"], "phase": "training (loss forwards, backward, optimiser step)",
+            "self_cpu_s": round(total_s, 2),
+            "ops": [{"op": e.key, "self_cpu_s": round(e.self_cpu_time_total / 1e6, 3),
+                     "share": round(e.self_cpu_time_total / 1e6 / total_s, 4), "calls": e.count} for e in ops[:top]]}
+
+
 # ---- the warm start's build
 
 
@@ -380,6 +417,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--smollm2", action="append", default=[], metavar="CONFIGURATION:STEPS",
                         help="also profile STEPS steps of a bounded configuration of the SmolLM2 step benchmark "
                              "(float32, bfloat16 or bfloat16-static; repeatable, run in the order given)")
+    parser.add_argument("--smollm2-ops", default=None, metavar="CONFIGURATION",
+                        help="also train one step of a bounded SmolLM2 configuration with its training phase under "
+                             "torch's profiler, and list the ops with the most own CPU time")
     parser.add_argument("--no-mini", dest="mini", action="store_false",
                         help="skip the mini run and the build (with --smollm2: profile SmolLM2 only)")
     parser.add_argument("--data-dir", default=None, help="GSM8K folder for --smollm2 (default: $SAAH_GSM8K_DIR)")
@@ -392,10 +432,15 @@ def parse_args(argv=None) -> argparse.Namespace:
             smollm2_configuration(name)
     except ValueError as error:
         parser.error(f"--smollm2 takes CONFIGURATION:STEPS, such as bfloat16:2 ({error})")
+    try:
+        if args.smollm2_ops is not None:
+            smollm2_configuration(args.smollm2_ops)
+    except ValueError as error:
+        parser.error(f"--smollm2-ops: {error}")
     if any(steps < 1 for _, steps in args.smollm2):
         parser.error("--smollm2 takes at least 1 step")
-    if not args.mini and not args.smollm2:
-        parser.error("--no-mini leaves nothing to profile without --smollm2")
+    if not args.mini and not args.smollm2 and args.smollm2_ops is None:
+        parser.error("--no-mini leaves nothing to profile without --smollm2 or --smollm2-ops")
     if problem := out_folder_problem(args.out):
         parser.error(problem)
     return args
@@ -433,7 +478,7 @@ def main(argv=None) -> int:
         atomic_write_json(out, report)
         parts += [("run on TRL's generate", report["run_on_hf"]), ("run", report["run"]),
                   ("warm_start_build", report["warm_start_build"])]
-    if args.smollm2:
+    if args.smollm2 or args.smollm2_ops:
         # per CPU second: the other cores' load must not dilute the rate the CPU seconds are set against
         rates = {dtype: matmul_gflops(dtype=getattr(torch, dtype), clock=time.process_time)
                  for dtype in ("float32", "bfloat16")}
@@ -455,6 +500,14 @@ def main(argv=None) -> int:
                 rate = rates[smollm2_configuration(name)["dtype"]]
                 write(profile_smollm2_step(name, steps, rate, args.data_dir, scratch, on_step=write))
                 parts.append((f"SmolLM2 {profiles[-1]['configuration']}, {steps} steps", profiles[-1]))
+            if args.smollm2_ops:
+                ops = report["smollm2"]["training_ops"] = smollm2_training_ops(args.smollm2_ops, args.data_dir,
+                                                                               scratch)
+                atomic_write_json(out, report)
+                print(f"SmolLM2 {ops['configuration']}, training phase under the profiler: {ops['self_cpu_s']} CPU-s")
+                for entry in ops["ops"][:8]:
+                    print(f"  {entry['op']}: {entry['self_cpu_s']:.2f} CPU-s ({100 * entry['share']:.1f}%), "
+                          f"{entry['calls']} calls")
     for name, part in parts:
         print(f"{name}: {part['wall_s']} s")
         for category, entry in part["categories"].items():
