@@ -15,6 +15,7 @@ cancels every task and stops the instance; a driver killed outright leaves that 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import secrets
@@ -174,8 +175,9 @@ def _execute(attempts, task_id: str, fn: Callable[..., dict], kwargs: dict) -> d
         return {"result": fn(**kwargs), "where": where}
     except Exception:
         # The driver asks where as soon as the error reaches it; an actor runs one caller's calls in order, so
-        # awaiting this one means the record above is in before then.
-        ray.get(attempts.started.remote(task_id, where))
+        # awaiting this one means the record above is in before then (an actor gone with its driver: nobody asks).
+        with contextlib.suppress(ray.exceptions.RayError):
+            ray.get(attempts.started.remote(task_id, where))
         raise
 
 
