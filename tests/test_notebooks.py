@@ -161,7 +161,8 @@ def test_a_failed_render_says_why_without_the_librarys_stack(tmp_path, run_maker
     shutil.copytree(original, results / "runs" / "tiny-sa-a0.5-s0 copy")  # the same run twice
     with pytest.raises(papermill.PapermillExecutionError) as raised:
         execute("04_figures", tmp_path, results_root=str(results), mini_root="", extended_root="",
-                confirm_root="", paper_reported_dir="", figures_dir=str(tmp_path / "f"), tables_dir=str(tmp_path / "t"))
+                confirm_root="", real_study_root="", paper_reported_dir="", figures_dir=str(tmp_path / "f"),
+                tables_dir=str(tmp_path / "t"))
     message = str(raised.value)
     assert "RuntimeError: the report stopped:" in message and "tiny-sa-a0.5-s0 copy" in message
     assert "saah_lab/rundir/reader.py" not in message and "saah_lab/report/render.py" not in message
