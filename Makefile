@@ -140,9 +140,11 @@ grid-plan: setup
 figures: setup
 	$(PY) -m papermill -k python3 --log-level WARNING notebooks/04_figures.ipynb results/04_figures.out.ipynb
 
+# It records what main.pdf was built from (paper/main.inputs.json): a test in make test names any input changed since.
 ## paper: the figures, then paper/main.pdf (the committed studies) and paper/local.pdf (your own runs, if any)
 paper: figures latex
 	cd paper && latexmk -pdf -interaction=nonstopmode -halt-on-error main.tex >/dev/null && echo "wrote paper/main.pdf"
+	$(PY) -m saah_lab.report.paper_inputs record
 	@if grep -q '\\haveourstrue' paper/generated/ours_sources.tex 2>/dev/null; then \
 	  cd paper && latexmk -pdf -interaction=nonstopmode -halt-on-error local.tex >/dev/null && \
 	  echo "wrote paper/local.pdf (your own runs)"; fi

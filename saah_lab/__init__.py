@@ -39,6 +39,7 @@ COMMANDS = {
     "saah_lab.studies.real_model": "the discount on a real instruct model (SmolLM2-135M) on GSM8K prompts",
     "saah_lab.studies.real_study": "SmolLM2-135M-Instruct trained by grpo, ah and sa on 2 CPU cores (make real-study)",
     "saah_lab.report.render": "every table and figure from the committed results and your own runs",
+    "saah_lab.report.paper_inputs": "record (make paper) or check what paper/main.pdf was built from",
     "saah_lab.rundir.manifest": "write or check a results root's MANIFEST.json",
 }
 #: The library's commands and the lab's: everything ``python -m`` runs.

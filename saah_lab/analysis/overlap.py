@@ -17,7 +17,7 @@ from saah_lib.rundir import layout
 from saah_lib.rundir.folder import RunDir
 
 #: Config fields that say where or when a run happened, not what it computed.
-NOT_SETTINGS = {"results_dir", "resolved_model", "git_commit", "versions", "segments"}
+NOT_SETTINGS = {"results_dir", "resolved_model", "git_commit", "git_dirty", "versions", "segments"}
 #: Logged values that measure the machine, not the run.
 TIMING_KEYS = {"step_time"}
 

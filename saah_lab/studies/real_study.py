@@ -27,6 +27,7 @@ from pathlib import Path
 import torch
 from transformers import TrainerCallback
 
+from saah_lab.analysis.plan import Arm, StudyPlan, arms_pairs, write_plan
 from saah_lab.report.render import render_report
 from saah_lab.rundir.lock import FolderLockedError, study_lock
 from saah_lab.rundir.manifest import write_manifest
@@ -56,6 +57,7 @@ from saah_lib.rundir.folder import RunDir
 from saah_lib.tasks.prompts import make_prompt
 from saah_lib.tasks.synthetic import generate_problems
 from saah_lib.training.config import RunConfig, make_config
+from saah_lib.training.profiles import PROFILES
 
 PROFILE = "smollm2-135m"
 BASELINE_NAME = "smollm2-warmstart"
@@ -68,6 +70,7 @@ MEASURE_SEED_OFFSET = 20_000  # the rollouts that measure the matched alpha: pro
 #: the paper's logged negative-rollout weight the matched alpha reproduces (its 1.5B log's mean)
 MATCHED_TARGET = "1.5b_mean"
 BUILD_VERSION = "smollm2-format-v1"
+TOP_K = PROFILES[PROFILE]["entropy_top_k"]  # the profile's entropy estimate, which every run of the study uses
 
 
 @dataclass(frozen=True)
@@ -146,6 +149,17 @@ def planned_configs(root: Path, matched: float, steps: int | None = None):
             for m, a, s in planned_runs(matched)]
 
 
+def study_plan(matched: float) -> StudyPlan:
+    """The study's arms as its report reads them: SA-AH-GRPO, AH-GRPO and GRPO compared at the paper's alpha
+    (SA against GRPO first) and at the matched one."""
+    grpo = Arm("grpo", 0.0, TOP_K)
+    pairs = tuple(pair for a in (MAIN_ALPHA, matched)
+                  for pair in arms_pairs(Arm("sa", a, TOP_K), Arm("ah", a, TOP_K), grpo))
+    return StudyPlan("real", pairs[0], pairs, extra={
+        "seeds": sorted({s for _, _, s in planned_runs(matched)}), "warm_starts": [BASELINE_NAME],
+        "paper_matched_alpha": matched, "runs": [f"{m}@{a:g}/s{s}" for m, a, s in planned_runs(matched)]})
+
+
 def make_plan(root: Path, matched: float, steps: int | None = None) -> Plan:
     """The warmed-up model's evaluation (the tables' row before RL) and the runs, each job on one core."""
     configs = planned_configs(root, matched, steps)
@@ -174,6 +188,7 @@ def run_study(root: Path = REAL_STUDY_ROOT, steps: int | None = None, figures: b
             build = build_warm_start()
         record_warm_start(root, build)
         say(f"warm-up: {build['build_seconds']:.0f} s when built; paper-matched alpha {build['paper_matched_alpha']:g}")
+        write_plan(root, study_plan(build["paper_matched_alpha"]))
         plan = make_plan(root, build["paper_matched_alpha"], steps)
         with Heartbeat(plan, heartbeat_s):
             run_plan(plan, timings, slots=SLOTS)
@@ -216,7 +231,7 @@ def promote(rerun: Path = RERUN_REAL, committed: Path = REAL_STUDY_ROOT) -> None
         shutil.rmtree(staging, ignore_errors=True)
         for name in (layout.RUNS, layout.BASELINES):
             shutil.copytree(rerun / name, staging / name, ignore=shutil.ignore_patterns(layout.CHECKPOINTS_DIR, ".*"))
-        for name in (WARMSTART_RECORD, layout.TIMINGS_FILE):
+        for name in (WARMSTART_RECORD, layout.TIMINGS_FILE, layout.STUDY_PLAN_FILE):
             shutil.copy2(rerun / name, staging / name)
         shutil.rmtree(committed, ignore_errors=True)
         staging.rename(committed)

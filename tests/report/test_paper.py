@@ -1,6 +1,6 @@
 """paper/main.tex includes every generated output or leaves it out on purpose, and stops on a missing one; the
 built reports (main.pdf from the committed results, local.pdf from your own runs) print no paragraph twice, no
-undefined reference and no overfull box."""
+undefined reference and no overfull box; the committed main.pdf is the one built from the committed inputs."""
 
 import json
 import os
@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from saah_lab.report import paper_inputs
 from saah_lab.report.render import OUTPUTS, file_stem, render_source
 from saah_lib.paths import FIGURES, PAPER_TABLES, REPO_ROOT, RESULTS
 from saah_lib.rundir.layout import MATCHED_ALPHA_FILE
@@ -184,3 +185,33 @@ def test_local_tex_includes_every_output_of_your_runs():
     named = set(re.findall(r"\\(?:require|optional)(?:input|figure)(?:\[[^\]]*\])?\{([A-Za-z0-9_]+)\}", tex))
     made = {file_stem("ours", name) for name, output in OUTPUTS.items() if output.kind != "data"}
     assert sorted(made - named) == [] and "ours_sources" in named
+
+
+def _paper_copy(tmp_path: Path) -> Path:
+    for name in ("paper", "figures"):
+        shutil.copytree(REPO_ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("ours_*", "*.aux", "*.log"))
+    return tmp_path
+
+
+def test_the_committed_pdf_is_current_with_its_inputs():
+    assert paper_inputs.stale() == [], "rebuild it: make paper"
+
+
+def test_a_planted_stale_input_is_named(tmp_path):
+    root = _paper_copy(tmp_path)
+    assert paper_inputs.stale(root) == []
+    table = root / "paper" / "generated" / "mini_main.tex"
+    table.write_text(table.read_text().replace("0.", "0.9", 1))
+    (root / "figures" / "mini_reward.pdf").unlink()
+    (root / "paper" / "generated" / "mini_extra.tex").write_text("new\n")
+    assert paper_inputs.stale(root) == ["changed since the PDF was built: paper/generated/mini_main.tex",
+                                        "new since the PDF was built: paper/generated/mini_extra.tex",
+                                        "gone since the PDF was built: figures/mini_reward.pdf"]
+    paper_inputs.record(root)  # as make paper does after building: the edit is now what the PDF was built from
+    assert paper_inputs.stale(root) == []
+
+
+def test_a_pdf_other_than_the_recorded_one_is_named(tmp_path):
+    root = _paper_copy(tmp_path)
+    (root / "paper" / "main.pdf").write_bytes(b"%PDF-1.5 another build\n")
+    assert paper_inputs.stale(root) == ["paper/main.pdf is not the PDF the record was written for"]

@@ -219,6 +219,11 @@ def test_the_headline_is_the_confirmatory_studys_primary_result_with_its_mde():
     assert headline_text({}) == ""
 
 
+#: how a clean checkout is stated, and what the claim rests on
+CLEAN = ("not marked \\texttt{-dirty} (a run marks its commit so when tracked files differed from it; newer records "
+         "also say so in \\texttt{git\\_dirty})")
+
+
 def test_provenance_names_the_commits_the_runs_record(tmp_path):
     plan_path = tmp_path / "study_plan.json"
     plan = {"warm_starts": ["w2", "w3"], "seeds": [0, 1], "pairs": [[{}, {}]],
@@ -226,11 +231,11 @@ def test_provenance_names_the_commits_the_runs_record(tmp_path):
     assert provenance_text(plan, [], plan_path) == ""
     text = provenance_text(plan, ["abd6ec6f00", "abd6ec6f00"], plan_path)
     assert "2 newly built warm starts $\\times$ 2 training seeds, 1 comparisons with GRPO, 1,000 evaluation" in text
-    assert text.endswith("Its 2 runs record commit \\texttt{abd6ec6}, with no local changes.\n")
+    assert text.endswith("Its 2 runs record commit \\texttt{abd6ec6}, " + CLEAN + ".\n")
     assert ("record commits \\texttt{5a9da52}-dirty, \\texttt{abd6ec6}, 1 of them with local changes or none "
             "recorded.") in provenance_text(plan, ["abd6ec6f00", "5a9da52aa-dirty"], plan_path)
     assert "1 of them with local changes or none recorded" in provenance_text(plan, ["abd6ec6f00", None], plan_path)
     # the committed study's sentence, drawn from its source as read, is held byte for byte by test_generated_outputs
 
     assert provenance_text(None, ["abd6ec6f00"], plan_path) == \
-        "Its one run records commit \\texttt{abd6ec6}, with no local changes.\n"
+        "Its one run records commit \\texttt{abd6ec6}, " + CLEAN + ".\n"

@@ -26,7 +26,7 @@ from saah_lib.rundir.layout import ANSWER_KINDS_FILE, TIMINGS_FILE, WARMSTART_RE
 
 # Fields that describe where, when or along which code path a run happened, not what it computed (what a
 # generation backend decodes is compared itself: the logged numbers and the evaluation completions).
-NOT_COMPARED_CONFIG = {"results_dir", "resolved_model", "git_commit", "versions", RECORD_KEY, "segments",
+NOT_COMPARED_CONFIG = {"results_dir", "resolved_model", "git_commit", "git_dirty", "versions", RECORD_KEY, "segments",
                        "generation_backend"}
 NOT_COMPARED_METRICS = {"step_time"}
 WARM_START_FIGURES = ("parameters", "vocab_size", "sft_steps", "final_sft_loss", "heldout_pass_at_1", "heldout_n",
