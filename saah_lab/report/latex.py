@@ -94,17 +94,14 @@ def stacked(*lines: str) -> str:
 
 
 def table_float(body_lines: list[str], colspec: str, caption: str, label: str, notes: str = "",
-                fontsize: str = r"\small", sideways: bool = False) -> str:
-    """A ``table`` float holding one booktabs tabular, scaled down only if wider than the text; ``sideways``: on a
-    landscape page of its own (``sidewaystable``, the rotating package), for a table too wide to read otherwise."""
-    env = "sidewaystable" if sideways else "table"
-    lines = [rf"\begin{{{env}}}" + ("" if sideways else "[H]"), r"\centering", fontsize,
-             rf"\caption{{{caption}}}", rf"\label{{{label}}}",
+                fontsize: str = r"\small") -> str:
+    """A ``table`` float holding one booktabs tabular, scaled down only if wider than the text."""
+    lines = [r"\begin{table}[H]", r"\centering", fontsize, rf"\caption{{{caption}}}", rf"\label{{{label}}}",
              r"\resizebox{\ifdim\width>\linewidth\linewidth\else\width\fi}{!}{%",
              rf"\begin{{tabular}}{{{colspec}}}", r"\toprule"]
     lines += body_lines
     lines += [r"\bottomrule", r"\end{tabular}}"]
     if notes:
         lines += [r"\par\smallskip", rf"{{\footnotesize {notes}\par}}"]
-    lines += [rf"\end{{{env}}}", ""]
+    lines += [r"\end{table}", ""]
     return "\n".join(lines)

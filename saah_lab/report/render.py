@@ -30,6 +30,7 @@ from saah_lab.analysis.reported import read_paper_reported
 from saah_lab.analysis.resultset import ResultSet
 from saah_lab.analysis.runs import read_runs
 from saah_lab.report import plots, tables, texts
+from saah_lab.report.settings import settings_table
 from saah_lab.rundir.lock import FolderLock
 from saah_lab.rundir.manifest import check_manifest
 from saah_lib.jsonio import atomic_write_json, atomic_write_text, read_json, remove_temp_files
@@ -101,11 +102,12 @@ def _figure(name: str) -> Output:
 
 
 def _paired_table(summary: dict | None, s: Source, name: str, what: str) -> str:
-    return tables.table_paired(summary["rows"], summary, s.prefix, name, what) if _rows(summary) else ""
+    """The compact table, where some comparison can be tested (else only its sentence says anything)."""
+    return tables.table_paired(summary["rows"], summary, s.prefix, name, what) if tables.testable(summary) else ""
 
 
 def _paired_figure(summary: dict | None):
-    if not _rows(summary):
+    if not tables.testable(summary):
         return None
     return plots.plot_paired(summary["rows"], summary["level"], texts.left_out_warning(summary),
                              source=summary.get("root", ""))
@@ -117,6 +119,8 @@ OUTPUTS: dict[str, Output] = {
     **{name: _figure(name) for name in plots.RESULT_FIGURES},
     "paired_evidence": Output("data", lambda s: s.paired if _rows(s.paired) else None),
     "paired": Output("table", lambda s: _paired_table(s.paired, s, "paired", "Paired comparisons")),
+    "paired_details": Output("table", lambda s: tables.table_paired_details(s.paired["rows"], s.paired, s.prefix)
+                             if tables.testable(s.paired) else ""),
     "primary_sentence": Output("text", lambda s: texts.primary_sentence(s.paired) if s.paired else ""),
     "paired_sentence": Output("text", lambda s: texts.secondary_sentence(s.paired) if s.paired else ""),
     "paired_figure": Output("figure", lambda s: _paired_figure(s.paired)),
@@ -140,7 +144,7 @@ def file_stem(prefix: str, name: str) -> str:
 #: ``paper/main.tex``: all from the committed sources only, so that your own runs never change them.
 CROSS_STUDY_FILES = ("studies_overlap", "studies_mini_defers", "studies_closing_note", "studies_sources",
                      "studies_real_model", "studies_real_study", "studies_headline", "studies_earlier_claims",
-                     "studies_confirm_provenance")
+                     "studies_confirm_provenance", "studies_settings")
 #: The sources ``paper/main.tex`` reports (committed); your own runs (``ours``) have ``paper/local.tex``.
 STUDY_PREFIXES = ("reported", "mini", "extended", "confirm", "real")
 #: The source switch and the marks of what was written for ``paper/local.tex`` (git-ignored, like every ours_ file).
@@ -297,7 +301,8 @@ def render_report(sources: dict | None = None, *, paper_reported_dir=PAPER_REPOR
     made = {s.prefix: make_outputs(s) for s in read}
     by_prefix = {s.prefix: s for s in read}
     result_sets = {s.prefix: s.results for s in read}
-    cross = cross_study_texts([s for s in read if s.prefix in STUDY_PREFIXES], made)
+    reported = in_repo(paper_reported_dir) if "reported" in result_sets else None
+    cross = cross_study_texts([s for s in read if s.prefix in STUDY_PREFIXES], made, reported)
     with _OutputFolders(tables_dir, figures_dir):
         written = {}
         for source in read:
@@ -346,7 +351,7 @@ def write_local_sources(source: Source, made: dict[str, object], tables_dir: Pat
     return path
 
 
-def cross_study_texts(read: list[Source], made: dict[str, dict]) -> dict[str, str]:
+def cross_study_texts(read: list[Source], made: dict[str, dict], reported_dir: Path | None = None) -> dict[str, str]:
     """The overlap sentence, the mini study's pointer to the powered study, the closing note and the source
     switches of the sources ``read`` (the committed ones: :data:`STUDY_PREFIXES`); a text with nothing to say is
     empty (the report inputs every one of them)."""
@@ -358,13 +363,15 @@ def cross_study_texts(read: list[Source], made: dict[str, dict]) -> dict[str, st
     return {
         "studies_overlap": texts.overlap_text(roots),
         "studies_mini_defers": texts.defer_text(summaries.get("mini"), summaries.get("extended")),
-        "studies_closing_note": texts.closing_text(summaries, roots),
+        "studies_closing_note": texts.closing_text(summaries, roots,
+                                                   {p: s.results.train_logs for p, s in by_prefix.items()}),
         "studies_sources": texts.sources_tex(present, names),
         "studies_real_model": texts.real_model_text(read_json(REAL_MODEL_RECORD, default=None)),
         "studies_real_study": texts.real_study_text(roots.get("real")),
         "studies_headline": texts.headline_text(summaries),
         "studies_earlier_claims": texts.earlier_claims_table(summaries.get("confirm"), summaries.get("extended")),
         "studies_confirm_provenance": _provenance(by_prefix.get("confirm")),
+        "studies_settings": settings_table({p: s.results for p, s in by_prefix.items()}, roots, reported_dir),
     }
 
 

@@ -527,19 +527,27 @@ def _signed(x: float, dp: int, mark: str = "") -> str:
 
 
 def _row_cells(r: dict, level: float) -> list[str]:
+    """The compact table's cells: the difference, its interval and adjusted p, the MDE and the seed pairs."""
     dp = decimals(r["key"])
     ci = MISSING if math.isnan(r["ci_low"]) else f"[{_signed(r['ci_low'], dp)}, {_signed(r['ci_high'], dp)}]"
     mark = r"^{*}" if established(r["p_adjusted"], r["ci_low"], r["ci_high"], level) else ""
+    return [_quantity_cell(r), fmt(r["a_value"], dp, sci=dp >= 4), fmt(r["b_value"], dp, sci=dp >= 4),
+            _signed(r["diff"], dp, mark), ci, fmt_p_cell(r["p_adjusted"]), fmt(r["mde"], dp, sci=dp >= 4),
+            f"{r['n_units']} ({r['units_a_ahead']}/{r['units_b_ahead']})"]
+
+
+def _quantity_cell(r: dict) -> str:
     quantity = tex_text(r["quantity"]) + (FLAG_MARK if r["flagged_units"] else "")
-    if r["same_as_final"]:
-        quantity += r" (= final)"
+    return quantity + (r" (= final)" if r["same_as_final"] else "")
+
+
+def _detail_cells(r: dict) -> list[str]:
+    """The details table's cells: the unadjusted tests, the seeds a smaller difference would need, McNemar."""
     needed = r["units_needed"] or {}
     needed_cell = " / ".join(r"$>$" + f"{MAX_UNITS_NEEDED:,}" if needed[k] is None else str(needed[k])
                              for k in needed) if needed else MISSING
-    return [quantity, fmt(r["a_value"], dp, sci=dp >= 4), fmt(r["b_value"], dp, sci=dp >= 4),
-            _signed(r["diff"], dp, mark), ci, fmt_p_cell(r["p_value"]), fmt_p_cell(r["p_adjusted"]),
-            fmt_p_cell(r["p_signflip"]), fmt(r["mde"], dp, sci=dp >= 4), needed_cell, fmt_p_cell(r["mcnemar_p"]),
-            f"{r['n_units']} ({r['units_a_ahead']}/{r['units_b_ahead']})"]
+    return [_quantity_cell(r), fmt_p_cell(r["p_value"]), fmt_p_cell(r["p_signflip"]), needed_cell,
+            fmt_p_cell(r["mcnemar_p"])]
 
 
 def _blocks(rows: list[dict]) -> list[tuple[str, list[dict]]]:
@@ -577,45 +585,72 @@ def _flag_notes(rows: list[dict]) -> str:
             + tex_escape(", ".join(units)) + "); the same comparisons without them: " + "; ".join(lines) + ".")
 
 
+def testable(summary: dict | None) -> bool:
+    """Whether any comparison rests on two or more seed pairs: without one, every test is n/a and the sentence
+    (:func:`saah_lab.report.texts.whole_sentence`) says all there is."""
+    return any(r["n_units"] >= 2 for r in (summary or {}).get("rows", []))
+
+
+def _paired_body(rows: list[dict], head: list[str], cells) -> list[str]:
+    body = [" & ".join(head) + r" \\"]
+    for title, block in _blocks(rows):
+        body += [r"\midrule", rf"\multicolumn{{{len(head)}}}{{l}}{{{title}}} \\"]
+        body += [" & ".join(cells(r)) + r" \\" for r in block]
+    return body
+
+
+def _design(rows: list[dict]) -> str:
+    n_ws = max(r["n_warm_starts"] for r in rows)
+    return (f" (a seed pair: one run of each method from the same warm start; {n_ws} warm starts)" if n_ws > 1 else
+            " (a seed pair: one run of each method with that seed)")
+
+
 def table_paired(rows: list[dict], summary: dict, prefix: str = "mini", name: str = "paired",
                  what: str = "Paired comparisons at matched seeds") -> str:
-    """Booktabs table: the primary comparison first, then each pair; per row the seed-level statistics."""
+    """Booktabs table: the primary comparison first, then each pair; per row the difference over seed pairs, its
+    interval and adjusted p, and the MDE (the other statistics: :func:`table_paired_details`)."""
     if not rows:
         return ""
-    head = " & ".join(["Quantity", "A", "B", r"$\Delta$ (A$-$B)", "CI", "$p$", r"$p_{\mathrm{adj}}$",
-                       r"$p_{\mathrm{flip}}$", "MDE", stacked("Seeds for", "0.03 / 0.02"), stacked("McNemar", "$p$"),
-                       stacked("Seeds", "(A/B ahead)")]) + r" \\"
-    body = [head]
-    for title, block in _blocks(rows):
-        body += [r"\midrule", rf"\multicolumn{{12}}{{l}}{{{title}}} \\"]
-        body += [" & ".join(_row_cells(r, summary["level"])) + r" \\" for r in block]
-    n_ws = max(r["n_warm_starts"] for r in rows)
-    strata = (" (warm starts as fixed strata)" if n_ws == 2 else " (warm starts as a random factor)" if n_ws > 2
-              else "")
+    head = ["Quantity", "A", "B", r"$\Delta$ (A$-$B)", "CI", r"$p_{\mathrm{adj}}$", "MDE",
+            stacked("Seeds", "(A/B ahead)")]
     caption = (
-        f"{what} (\\texttt{{{tex_escape(summary['root'])}}}); the unit is the training seed"
-        + (f" (a seed pair: one run of each method from the same warm start; {n_ws} warm starts)" if n_ws > 1 else
-           " (a seed pair: one run of each method with that seed)") + ". "
-        "$\\Delta$: mean over seed pairs of A$-$B. $p$: two-sided $t$ test of the mean difference with seeds "
-        f"crossed with the evaluation problems{strata}, its variance from the seed, problem and seed $\\times$ "
-        "problem components and its df Satterthwaite's capped at the seeds' (a per-run summary: the $t$ test over "
-        f"seed pairs). CI: the same test's interval at confidence 1$-${summary['level']:g}/$m$ for a family of $m$ "
-        "tests. $p_{\\mathrm{flip}}$: exact sign-flip test over seed pairs (problems held fixed). "
-        f"MDE: the smallest true difference the same test detects with {100 * POWER:g}\\% power at "
-        f"{summary['level']:g}/$m$; seeds for 0.03 / 0.02: the seed pairs that would detect a Pass@1 difference of "
-        "that size on the same problems. "
-        "McNemar $p$: problems as the unit, pooled over seed pairs, with these trained models fixed (a statement "
-        "about these models, not about another seed). "
-        f"$p_{{\\mathrm{{adj}}}}$: {tex_escape(summary['family_rule'])}. "
-        f"$^{{*}}$: established at the {100 * summary['level']:g}\\% level (adjusted $p$ below it; the interval "
-        "then excludes 0). Peak rows compare each run's best checkpoint, chosen on these same problems; "
-        "(= final): the peak is the final checkpoint in every run, so the row repeats the final one."
+        f"{what} (\\texttt{{{tex_escape(summary['root'])}}}); the unit is the training seed{_design(rows)}. "
+        "$\\Delta$: mean over seed pairs of A$-$B; CI: its interval at confidence 1$-$"
+        f"{summary['level']:g}/$m$ for a family of $m$ tests; $p_{{\\mathrm{{adj}}}}$: the family-adjusted $p$; "
+        f"MDE: the smallest true difference detected with {100 * POWER:g}\\% power. $^{{*}}$: established at the "
+        f"{100 * summary['level']:g}\\% level."
     )
     warning = left_out_warning(summary)
     if warning:
         caption += r" \textbf{Warning:} " + tex_escape(warning)
-    # twelve columns: on a landscape page, where they stay readable
-    return table_float(body, "lccccccccccc", caption, f"{prefix}:{name}", _flag_notes(rows), sideways=True)
+    return table_float(_paired_body(rows, head, lambda r: _row_cells(r, summary["level"])), "lccccccc", caption,
+                       f"{prefix}:{name}", _flag_notes(rows))
+
+
+def table_paired_details(rows: list[dict], summary: dict, prefix: str = "mini", name: str = "paired_details") -> str:
+    """The paired comparisons' other statistics, for the appendix: the unadjusted and sign-flip tests, the seed
+    pairs a smaller difference would need, and McNemar's test over problems."""
+    if not rows:
+        return ""
+    n_ws = max(r["n_warm_starts"] for r in rows)
+    strata = (" (warm starts as fixed strata)" if n_ws == 2 else " (warm starts as a random factor)" if n_ws > 2
+              else "")
+    head = ["Quantity", "$p$", r"$p_{\mathrm{flip}}$", stacked("Seeds for", "0.03 / 0.02"),
+            stacked("McNemar", "$p$")]
+    caption = (
+        f"The statistics of Table~\\ref{{{prefix}:paired}} not shown there "
+        f"(\\texttt{{{tex_escape(summary['root'])}}}). "
+        "$p$: two-sided $t$ test of the mean difference with seeds crossed with the evaluation problems"
+        f"{strata}, its variance from the seed, problem and seed $\\times$ problem components and its df "
+        "Satterthwaite's capped at the seeds' (a per-run summary: the $t$ test over seed pairs). "
+        "$p_{\\mathrm{flip}}$: exact sign-flip test over seed pairs (problems held fixed). Seeds for 0.03 / 0.02: "
+        "the seed pairs that would detect a Pass@1 difference of that size on the same problems. McNemar $p$: "
+        "problems as the unit, pooled over seed pairs, with these trained models fixed (a statement about these "
+        f"models, not about another seed). $p_{{\\mathrm{{adj}}}}$ there: {tex_escape(summary['family_rule'])}. "
+        "Peak rows compare each run's best checkpoint, chosen on these same problems; (= final): the peak is the "
+        "final checkpoint in every run, so the row repeats the final one."
+    )
+    return table_float(_paired_body(rows, head, _detail_cells), "lcccc", caption, f"{prefix}:{name}")
 
 
 def table_topk(result: dict, prefix: str = "mini", alpha: str = f"{MAIN_ALPHA:g}") -> str:
@@ -723,9 +758,11 @@ def health_note(rs: ResultSet, pointer: str | None = None) -> str:
                 f"the health rules (named under {pointer}), included in every number of this table.\\par}}" + "\n")
     listed = "; ".join(f"\\texttt{{{tex_escape(r.run_id)}}} ({tex_escape(r.health)})" for r in flagged.itertuples())
     rules = "; ".join(tex_escape(v) for v in RULES.values())
+    runs = rs.runs[rs.runs["method"] != "grpo"]
+    paired = not runs.empty and runs.groupby(["model_label", "method", "alpha"])["seed"].nunique().max() >= 2
     return (r"\par\smallskip{\footnotesize " + FLAG_MARK + f" Run health ({rules}): {len(flagged)} of "
-            f"{rs.runs_counted()} flagged: {listed}. Flagged runs are included in every number of this table; the "
-            r"paired evidence repeats each comparison without them.\par}" + "\n")
+            f"{rs.runs_counted()} flagged: {listed}. Flagged runs are included in every number of this table"
+            + ("; the paired evidence repeats each comparison without them" if paired else "") + r".\par}" + "\n")
 
 
 def problems_note(rs: ResultSet) -> str:

@@ -11,10 +11,15 @@ nothing to say; :mod:`saah_lab.report.render` writes them.
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
+
+from saah_lab.analysis.groups import method_label
 from saah_lab.analysis.overlap import shared_runs
 from saah_lab.analysis.plan import PAPER_CLAIM
 from saah_lab.analysis.sentences import ci, num, seeds
@@ -22,9 +27,9 @@ from saah_lab.analysis.significance import established
 from saah_lab.analysis.wording import Templates
 from saah_lab.report.latex import tex_escape
 from saah_lib import lab_name
-from saah_lib.jsonio import read_json
+from saah_lib.jsonio import read_json, read_jsonl
 from saah_lib.method.methods import ALPHA_RANGE, MAIN_ALPHA
-from saah_lib.paths import repo_relative
+from saah_lib.paths import PAPER_REPORTED, repo_relative
 from saah_lib.rundir import layout
 from saah_lib.rundir.folder import RunDir
 from saah_lib.rundir.layout import MATCHED_ALPHA_FILE, WARMSTART_RECORD_FILE, WARMSTART_RECORDS_FILE
@@ -167,14 +172,19 @@ def _verdict(row: dict, level: float) -> str:
     return say("against_claim", observed=observed, claim=claim, tested=tested)
 
 
-def _discount_clause(summary: dict, root: Path, a_label: str) -> str:
-    """At which discount the primary arm ran, in the terms of the paper-matched alpha measured in ``root``."""
+def _discount_clause(summary: dict, root: Path, a_label: str, train_logs=None) -> str:
+    """At which discount the primary arm ran: its runs' logged mean weight on negative-advantage rollouts over
+    training (per warm start), beside the paper's, where ``root`` measured the paper-matched alpha it ran."""
     record = read_json(Path(root) / MATCHED_ALPHA_FILE, default={}) or {}
-    alpha = summary["plan"]["primary"]["a"]["alpha"]
-    if not (record and math.isclose(alpha, record.get("alpha", math.nan))):
-        return say("discount_alpha", alpha=f"{alpha:g}")
-    return say("discount_matched", a=a_label, weight=f"{record['weight_neg_mean']['at_alpha']:.2f}", root=_tt(root),
-               target=f"{record['target']['target']:.2f}")
+    arm = summary["plan"]["primary"]["a"]
+    if not (record and math.isclose(arm["alpha"], record.get("alpha", math.nan))) or train_logs is None:
+        return say("discount_alpha", alpha=f"{arm['alpha']:g}")
+    runs = train_logs[(train_logs["method"] == arm["method"]) & np.isclose(train_logs["alpha"], arm["alpha"])]
+    per_warm_start = runs.groupby("model_label")["weight_neg_mean"].mean()
+    low, high = f"{per_warm_start.min():.2f}", f"{per_warm_start.max():.2f}"
+    logged = (say("logged_weight_range", low=low, high=high, n=len(per_warm_start)) if len(per_warm_start) > 1
+              else low)
+    return say("discount_matched", a=a_label, logged=logged, target=f"{record['target']['target']:.2f}")
 
 
 def _headline_study(summaries: dict[str, dict]) -> str | None:
@@ -192,8 +202,9 @@ def _design(row: dict, warm_starts: str) -> str:
     return say("design", **values)
 
 
-def closing_text(summaries: dict[str, dict], roots: dict[str, Path]) -> str:
-    """Two sentences: what the leading study's primary comparison on final Pass@1 supports, and what it cannot."""
+def closing_text(summaries: dict[str, dict], roots: dict[str, Path], train_logs: dict | None = None) -> str:
+    """Two sentences: what the leading study's primary comparison on final Pass@1 supports, and what it cannot
+    (``train_logs``: each study's logged training steps, by prefix, for the discount its runs ran at)."""
     study = _headline_study(summaries)
     if study is None:
         return ""
@@ -207,7 +218,8 @@ def closing_text(summaries: dict[str, dict], roots: dict[str, Path]) -> str:
              else say("tiny_model"))
     # the confirmatory study runs the alpha the extended study matched; its own root measures none
     own = (Path(roots[study]) / MATCHED_ALPHA_FILE).is_file()
-    discount = _discount_clause(summary, roots[study] if own else roots.get("extended", roots[study]), a_label)
+    discount = _discount_clause(summary, roots[study] if own else roots.get("extended", roots[study]), a_label,
+                                (train_logs or {}).get(study))
     return say("closing", study=say(STUDY_NAMES[study]), a=a_label, design=_design(final, "warm_starts_built"),
                diff=num(final["diff"], "final", True), ci=_ci(final), verdict=_verdict(final, summary["level"]),
                model=model, discount=discount) + "\n"
@@ -371,8 +383,38 @@ def real_study_text(root: Path | None) -> str:
     ends = {f"{c['method']} $\\alpha$={c['alpha']:g} s{c['seed']}": e[-1]["pass_at_1"] for c, e in evaluated}
     above = [f"{name} ({value:.3f})" for name, value in ends.items() if value > p + start["ci95"]]
     below = [f"{name} ({value:.3f})" for name, value in ends.items() if value < p - start["ci95"]]
-    # two runs' final Pass@1 on the same n problems, 5% two-sided at 80% power, evaluation noise only
-    detectable = (1.96 + 0.8416) * math.sqrt(2 * p * (1 - p) / n)
+    # two runs' final Pass@1 paired on the same n problems (McNemar's normal approximation, evaluation noise only):
+    # the variance of their difference is the share of problems on which they disagree, over n
+    discordant = float(np.mean([np.mean([a[i] != b[i] for i in a]) for a, b in itertools.combinations(
+        [_final_correct(r) for r in runs if len(r.evals()) > 1], 2)] or [np.nan]))
+    detectable = (1.96 + 0.8416) * math.sqrt(discordant / n)
     return say("real_study", start=f"{p:.3f}", ci=f"{start['ci95']:.3f}", n=n, runs=len(ends),
                above=", ".join(above) or say("no_run"), below=", ".join(below) or say("no_run"),
-               within=len(ends) - len(above) - len(below), detectable=f"{detectable:.2f}") + "\n"
+               within=len(ends) - len(above) - len(below), detectable=f"{detectable:.2f}",
+               discordant=f"{discordant:.0%}".replace("%", "\\%")) + " " + _logged_discount(runs) + "\n"
+
+
+def _logged_discount(runs: list[RunDir]) -> str:
+    """Where the discount sat in training: each discounted run's logged mean weight on negative-advantage
+    rollouts at its first step and over all its steps, and the mean normalised entropy of all runs' tokens."""
+    logs = {(c["method"], c["alpha"], c["seed"]): r.train_log() for r in runs for c in [r.read_config() or {}]}
+    def logged(key, steps):
+        return pd.to_numeric(pd.Series([s.get(key) for s in steps], dtype=object), errors="coerce")
+    weights = [say("logged_run_weight", method=tex_text(method_label(m, a)), seed=sd,
+                   first=f"{logged('weight_neg_mean', log[:1]).iloc[0]:.2f}",
+                   mean=f"{logged('weight_neg_mean', log).mean():.2f}")
+               for (m, a, sd), log in sorted(logs.items()) if m != "grpo" and log]
+    entropy = logged("entropy_norm", [s for log in logs.values() for s in log]).mean()
+    paper = pd.read_csv(PAPER_REPORTED / "tab_sa_log_1b.csv", comment="#")
+    paper_weight = pd.to_numeric(paper["weight_neg_mean"], errors="coerce").dropna()
+    paper_entropy = pd.to_numeric(paper["entropy_norm"], errors="coerce").dropna()
+    return say("logged_discount", weights="; ".join(weights), entropy=f"{entropy:.4f}",
+               paper_weight=f"{paper_weight.mean():.2f}", paper_low=f"{paper_weight.min():.2f}",
+               paper_high=f"{paper_weight.max():.2f}",
+               paper_entropy=f"{paper_entropy.min():.3f} to {paper_entropy.max():.3f}")
+
+
+def _final_correct(run: RunDir) -> dict:
+    """Whether each evaluation problem was solved at the run's last evaluation, by problem id."""
+    return {s["id"]: bool(s["correct"]) for s in read_jsonl(list(run.sample_files().values())[-1])}
+

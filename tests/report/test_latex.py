@@ -31,8 +31,5 @@ def test_bold_cells_and_the_table_float():
     assert tex.endswith("\\end{table}\n")
 
 
-def test_a_sideways_table_and_a_stacked_head():
-    tex = table_float(["a & b \\\\"], "lc", "Cap", "x:y", sideways=True)
-    assert tex.splitlines()[0] == "\\begin{sidewaystable}" and "\\end{sidewaystable}" in tex
-    assert "\\begin{table}" not in tex
+def test_a_stacked_head():
     assert stacked("Seeds", "(A/B)") == "\\begin{tabular}[b]{@{}c@{}}Seeds \\\\ (A/B)\\end{tabular}"

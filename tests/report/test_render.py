@@ -72,12 +72,15 @@ def test_render_source_writes_tables_sentences_figures_and_json_and_removes_stal
     root = _study(tmp_path / "root", run_maker)
     out = render_source(root, tmp_path / "tables", tmp_path / "figs", prefix="t")
     names = sorted(p.name for p in out["written"])
-    assert {"t_paired.pdf", "t_paired.png", "t_paired.tex", "t_paired_evidence.json", "t_paired_sentence.tex",
-            "t_primary_sentence.tex", "t_main.tex", "t_setup.tex", "t_pass_at_1.png"} <= set(names)
+    assert {"t_paired.pdf", "t_paired.png", "t_paired.tex", "t_paired_details.tex", "t_paired_evidence.json",
+            "t_paired_sentence.tex", "t_primary_sentence.tex", "t_main.tex", "t_setup.tex",
+            "t_pass_at_1.png"} <= set(names)
     assert not any("topk" in n or "matched_alpha" in n for n in names)  # no top-K runs, no matched alpha here
     assert sorted(p.name for p in root.iterdir()) == ["runs"]  # nothing derived lands in the results root
     tex = (tmp_path / "tables" / "t_paired.tex").read_text()
-    assert r"\label{t:paired}" in tex and r"Primary (fixed in the study plan)" in tex and "Satterthwaite" in tex
+    assert r"\label{t:paired}" in tex and r"Primary (fixed in the study plan)" in tex and "sidewaystable" not in tex
+    details = (tmp_path / "tables" / "t_paired_details.tex").read_text()  # the statistics the compact table leaves out
+    assert r"\label{t:paired_details}" in details and "Satterthwaite" in details and "McNemar" in details
     summary = json.loads((tmp_path / "tables" / "t_paired_evidence.json").read_text())
     assert summary["families"]["primary"] == ["SA-AH-GRPO (α=0.5) vs GRPO: final Pass@1",
                                               "SA-AH-GRPO (α=0.5) vs GRPO: training-reward variance"]

@@ -4,6 +4,7 @@ mini study's pointer, the closing note), all from the numbers."""
 import json
 import shutil
 
+import pandas as pd
 import pytest
 
 from saah_lab.report.texts import (
@@ -43,13 +44,17 @@ def test_closing_note_states_the_primary_result_whichever_way_it_goes(tmp_path):
                                                        "weight_neg_mean": {"at_alpha": 0.361, "at_main_alpha": 0.876}}))
     summary = _summary(_row("final", 0.004, -0.01, 0.018, 0.6, 0.021),
                        _row("train_var", 0.05, 0.02, 0.08, 0.004, 0.03))
-    text = closing_text({"extended": summary}, {"extended": root})
+    logs = pd.DataFrame({"method": ["sa", "sa", "sa", "grpo", "sa"], "alpha": [5.9, 5.9, 5.9, 0.0, 0.5],
+                         "model_label": ["w1", "w1", "w2", "w1", "w1"], "weight_neg_mean": [0.2, 0.3, 0.5, 1.0, 0.9]})
+    text = closing_text({"extended": summary}, {"extended": root}, {"extended": logs})
     assert "over 20 seed pairs from 2 independently built warm starts" in text
     assert "final Pass@1 differs by +0.004 (97.5\\% CI [-0.010, +0.018]): not established (adjusted p = 0.600; the " \
            "paper claims higher; a difference smaller than 0.021 would go unseen)" in text
     assert "variance" not in text  # the note is about final Pass@1; the evidence paragraphs give the rest
-    assert "a 0.6M-parameter model" in text and "at the paper's discount level" in text
-    assert "a mean weight of 0.36 on negative-advantage rollouts" in text and "0.36 in the paper's log" in text
+    # where the discount sat is what the primary arm's runs logged (per warm start), not the measurement
+    assert "a 0.6M-parameter model" in text and "with SA-AH-GRPO ($\\alpha$=5.9) at the paper-matched $\\alpha$" in text
+    assert ("logged mean weight on negative-advantage rollouts over training was 0.25 to 0.50 across its 2 warm "
+            "starts, against a mean of 0.36 in the paper's 1.5B log") in text
     agreeing = _summary(_row("final", 0.04, 0.02, 0.06, 0.001, 0.02), _row("train_var", -0.05, -0.08, -0.02, 0.01, 0.03))
     assert "SA-AH-GRPO is higher, as the paper claims (adjusted p = 0.001)" in closing_text({"extended": agreeing},
                                                                                            {"extended": root})
