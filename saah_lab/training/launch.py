@@ -9,7 +9,7 @@ step's completions between them, and only the main process evaluates and logs.
 
 The parser is TRL's ``TrlParser``, one flag per config field (``--max-steps`` or ``--max_steps``);
 ``--config FILE.yaml`` is a mapping of fields, as TRL's scripts take it, read within the notebook
-parameters' bounds. A field given neither way keeps the profile's value.
+parameters' bounds. A field given neither way keeps the profile's value; ``null``, typed or in the file, is None.
 """
 
 from __future__ import annotations
@@ -42,6 +42,8 @@ from saah_lib.training.distributed import is_main_process
 CHOICES = {"profile": list(PROFILES), "method": list(METHODS), "generation_backend": list(BACKENDS),
            "dtype": list(DTYPES), "dataset": list(DATASETS)}
 ALIASES = {"max_steps": ["--steps"]}
+#: A config flag's value when it was not typed (None is what ``null`` gives).
+NOT_TYPED = object()
 
 
 def json_or_text(value: str):
@@ -71,11 +73,18 @@ def _text_fields() -> set[str]:
     return {f.name for f in fields if str(f.type).replace("<class 'str'>", "str") in ("str", "str | None")}
 
 
+def text_or_null(value: str) -> str | None:
+    """A TEXT flag's value: the text as typed, but ``null`` is None (as in the YAML file)."""
+    return None if value == "null" else value
+
+
 def _value_reading(name: str, text_fields: set[str]) -> dict:
     """How a field's flag reads its value: one of its choices, the text as typed, or JSON else text."""
     if name in CHOICES:
         return {"choices": CHOICES[name]}
-    return {"metavar": "TEXT"} if name in text_fields else {"metavar": "VALUE", "type": json_or_text}
+    if name in text_fields:
+        return {"metavar": "TEXT", "type": text_or_null}
+    return {"metavar": "VALUE", "type": json_or_text}
 
 
 def _default_text(name: str) -> str:
@@ -101,13 +110,15 @@ class _SetIsGone(argparse.Action):
 
 
 def build_parser() -> TrlParser:
-    """The command line. Config flags default to None: a flag that was not typed leaves the profile's value."""
+    """The command line. A config flag that was not typed is :data:`NOT_TYPED` and leaves the file's or the
+    profile's value; one typed ``null`` is None."""
     p = TrlParser(dataclass_types=[], prog="python -m saah_lab.training.launch", allow_abbrev=False,
                   usage="%(prog)s [--config FILE.yaml] [--FIELD VALUE ...] [--print-config] [--no-progress]",
                   formatter_class=argparse.RawDescriptionHelpFormatter,
                   description="One SA-AH-GRPO training run (also under accelerate launch).\n"
                               "Config flags beat --config's file, which beats the profile's defaults.\n"
-                              "TEXT is taken as typed; VALUE is read as JSON (2, 0.5, true, [\"a\"]), else as text.")
+                              "TEXT is taken as typed; VALUE is read as JSON (2, 0.5, true, [\"a\"]), else as text;\n"
+                              "null is None (a field that cannot be None says so).")
     p.add_argument("--config", metavar="FILE.yaml", help="a YAML mapping of config fields (default: none)")
     p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars or lines")
     p.add_argument("--print-config", action="store_true",
@@ -117,7 +128,7 @@ def build_parser() -> TrlParser:
     text = _text_fields()
     for name, help_text in RunConfig.help().items():
         names = dict.fromkeys([f"--{name.replace('_', '-')}", f"--{name}", *ALIASES.get(name, [])])
-        g.add_argument(*names, dest=name, **_value_reading(name, text),
+        g.add_argument(*names, dest=name, default=NOT_TYPED, **_value_reading(name, text),
                        help=f"{help_text} (default: {_default_text(name)})".replace("%", "%%"))
     return p
 
@@ -147,10 +158,11 @@ def read_config_file(path: str) -> dict:
 
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
-    """The run's config: the typed config flags over ``--config``'s fields over the profile's defaults."""
-    typed = {name: getattr(args, name) for name in RunConfig.help() if getattr(args, name) is not None}
+    """The run's config: the typed config flags over ``--config``'s fields over the profile's defaults
+    (a None among them, from ``null``, is None: make_config's ``overrides``)."""
+    typed = {name: getattr(args, name) for name in RunConfig.help() if getattr(args, name) is not NOT_TYPED}
     fields = {**(read_config_file(args.config) if args.config else {}), **typed}
-    return make_config(fields.pop("profile", "tiny"), **fields)
+    return make_config(fields.pop("profile", "tiny"), overrides=fields)
 
 
 def config_from_argv(argv: list[str]) -> RunConfig:

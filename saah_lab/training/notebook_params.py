@@ -18,6 +18,7 @@ parser (the one behind ``papermill --help-notebook``), so what the help lists is
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import yaml
@@ -41,7 +42,13 @@ class ParameterError(ValueError):
 
 
 class _BoundedLoader(yaml.SafeLoader):
-    """PyYAML's safe loader, counting the aliases it meets as it composes (before anything is built)."""
+    """PyYAML's safe loader, counting the aliases it meets as it composes (before anything is built), refusing a
+    key given twice in one mapping (PyYAML keeps the second without a word), and reading ``1e-5`` as a number.
+
+    YAML 1.1, which PyYAML follows, reads an exponent without a dot or a sign (``1e-5``, ``2e3``) as a string;
+    JSON and YAML 1.2 read it as a number, and so does TRL's parser, which passes the text to a float field's
+    type. A quoted ``"1e-5"`` stays a string.
+    """
 
     def __init__(self, stream):
         super().__init__(stream)
@@ -53,6 +60,23 @@ class _BoundedLoader(yaml.SafeLoader):
             if self.aliases > MAX_YAML_ALIASES:
                 raise yaml.YAMLError(f"more than {MAX_YAML_ALIASES} aliases")
         return super().compose_node(parent, index)
+
+    def compose_mapping_node(self, anchor):
+        node = super().compose_mapping_node(anchor)
+        lines = {}
+        for key, _ in node.value:  # as written: a merge (<<) may repeat keys on purpose, and is left out
+            if isinstance(key, yaml.ScalarNode) and key.tag != "tag:yaml.org,2002:merge":
+                line = key.start_mark.line + 1
+                if (key.tag, key.value) in lines:
+                    raise yaml.YAMLError(f"the key {key.value!r} is given twice (lines {lines[key.tag, key.value]} "
+                                         f"and {line}); give it once")
+                lines[key.tag, key.value] = line
+        return node
+
+
+_BoundedLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float", re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+    list("-+0123456789."))
 
 
 def _expanded_nodes(node, sizes: dict) -> int:
@@ -219,7 +243,8 @@ def read_parameters(notebook: str | Path, namespace: dict, history: list[str] | 
 
 
 def config_fields(parameters: dict, overrides: dict, own: tuple[str, ...]) -> dict:
-    """The config fields of a notebook: its parameters named in ``own`` plus ``overrides``.
+    """:func:`~saah_lib.training.config.make_config`'s arguments in a notebook: its parameters named in ``own``
+    (None: the profile's), and ``overrides`` as given (``null`` there is None).
 
     A field has one place: ``overrides`` may not name a field that has its own parameter (no
     precedence rule to remember); that is an error naming the parameter to use instead.
@@ -228,4 +253,4 @@ def config_fields(parameters: dict, overrides: dict, own: tuple[str, ...]) -> di
     if both:
         raise ParameterError(f"overrides sets {', '.join(map(repr, both))}, which the notebook takes as its own "
                              f"parameter(s): use -p {both[0]} ... instead")
-    return {**{name: parameters[name] for name in own}, **overrides}
+    return {**{name: parameters[name] for name in own}, "overrides": overrides}

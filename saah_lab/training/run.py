@@ -29,7 +29,7 @@ from saah_lab.rundir.checkpoints import (
     resume_checkpoint,
 )
 from saah_lab.rundir.lock import run_lock
-from saah_lab.rundir.provenance import provenance, with_segment
+from saah_lab.rundir.provenance import SEGMENTS_KEY, provenance, with_segment
 from saah_lab.training.study_trainer import StudyTrainer
 from saah_lib.jsonio import read_json, remove_temp_files
 from saah_lib.method.reward import TRL_REWARD_FUNCS
@@ -40,7 +40,7 @@ from saah_lib.models.loading import load_for_eval, load_model_and_tokenizer, res
 from saah_lib.models.names import offline_hub_problem
 from saah_lib.paths import in_repo, repo_relative
 from saah_lib.progress import quiet_libraries, say
-from saah_lib.rundir.folder import RunDir
+from saah_lib.rundir.folder import RunDir, changes_text
 from saah_lib.rundir.layout import baseline_dir
 from saah_lib.tasks.gsm8k import check_gsm8k_dir, paper_split
 from saah_lib.tasks.problems import Problem
@@ -218,9 +218,24 @@ def run_training(cfg: RunConfig, callbacks=(), progress: bool = True) -> Path:
             run, found, checkpoint_identity(cfg, model.config)))
         resume_step = int(checkpoint.name.split("-")[1]) if checkpoint else 0
         segment = with_segment(run.read_config(), provenance(), resume_step, steps)
-        run.write_config(cfg.run_settings(), {"resolved_model": resolved, **segment, "data": split.info})
+        settings = segment_settings(run, cfg, segment, resume_step)
+        run.write_config(settings, {"resolved_model": resolved, **segment, "data": split.info})
         _train(cfg, run, model, tokenizer, split, callbacks, progress, checkpoint, resume_step)
     return run.dir
+
+
+def segment_settings(run: RunDir, cfg: RunConfig, segment: dict, resume_step: int) -> dict:
+    """config.json's settings once this segment starts. A resume may change some settings (the generation backend:
+    :attr:`~saah_lib.rundir.folder.RunDir.RESUMABLE_DIFFERENCES`); config.json keeps the values it recorded for the
+    run, and this segment's entry in ``segment``'s list records those it changes, as stdout says."""
+    settings = cfg.run_settings()
+    changed = run.resumed_changes(settings)
+    if changed:
+        segment[SEGMENTS_KEY][-1]["settings"] = {name: given for name, (_, given) in changed.items()}
+        settings.update({name: recorded for name, (recorded, _) in changed.items()})
+        print(f"run {cfg.run_id}: the steps from {resume_step} on run with {changes_text(changed)} (recorded -> "
+              f"now); config.json keeps the recorded values and lists these under this segment's settings")
+    return settings
 
 
 def checkpoint_identity(cfg: RunConfig, model_config) -> dict[str, dict]:

@@ -64,15 +64,22 @@ class RunDir:
         self.check_settings(config)
         atomic_write_json(self.config_path, {**config, **extra})
 
-    def setting_changes(self, config: dict) -> dict[str, tuple]:
-        """``{field: (recorded, given)}`` for every setting of ``config`` that config.json records otherwise
-        (beyond those a resume may change); {} when there is no config.json."""
+    def _changes(self, config: dict) -> dict[str, tuple]:
         existing = self.read_config()
         if existing is None:
             return {}
-        given = json_safe(config)
-        return {k: (existing.get(k), v) for k, v in sorted(given.items())
-                if k not in self.RESUMABLE_DIFFERENCES and existing.get(k) != v}
+        return {k: (existing.get(k), v) for k, v in sorted(json_safe(config).items()) if existing.get(k) != v}
+
+    def setting_changes(self, config: dict) -> dict[str, tuple]:
+        """``{field: (recorded, given)}`` for every setting of ``config`` that config.json records otherwise
+        (beyond those a resume may change); {} when there is no config.json."""
+        return {k: c for k, c in self._changes(config).items() if k not in self.RESUMABLE_DIFFERENCES}
+
+    def resumed_changes(self, config: dict) -> dict[str, tuple]:
+        """``{field: (recorded, given)}`` for the settings of ``config`` that a resume may change and config.json
+        records otherwise (one it does not record, in a run from before the setting existed, is no change)."""
+        recorded = self.read_config() or {}
+        return {k: c for k, c in self._changes(config).items() if k in self.RESUMABLE_DIFFERENCES and k in recorded}
 
     def check_settings(self, config: dict) -> None:
         """Raise if config.json records other settings than ``config`` (beyond those a resume may change)."""

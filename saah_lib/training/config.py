@@ -28,6 +28,7 @@ import torch
 import torch._dynamo  # already imported by TRL's config
 from transformers import get_scheduler
 from transformers.integrations import INTEGRATION_TO_CALLBACK
+from transformers.trainer_utils import SchedulerType
 from trl import GRPOConfig
 
 from saah_lib.method.methods import (
@@ -191,7 +192,8 @@ def _check_optional_text(name: str, value) -> None:
 
 
 #: The TRL fields a run sets whose bad values TRL and transformers accept, so that they would fail mid-run if at
-#: all (tests/training/test_config.py holds each to that): checked by :func:`check_trl_fields`.
+#: all (tests/training/test_config.py holds each to that), or refuse without naming the field: checked by
+#: :func:`check_trl_fields`.
 _TRL_FIELD_CHECKS = {
     "seed": _check_seed,  # numpy refuses it only when the trainer seeds itself
     "max_steps": lambda name, value: value == -1 or _check_count(name, value, 1),  # -1: num_train_epochs
@@ -212,6 +214,7 @@ _TRL_FIELD_CHECKS = {
     "vllm_server_base_url": _check_optional_text,
     "vllm_mode": lambda name, value: _check_choice(name, value, VLLM_MODES),
     "warmup_steps": _check_warmup,
+    "lr_scheduler_type": lambda name, value: _check_choice(name, _plain(value), [t.value for t in SchedulerType]),
 }
 
 
@@ -442,7 +445,7 @@ class RunConfig:
     @classmethod
     def from_dict(cls, d: dict) -> "RunConfig":
         d = dict(d)
-        return make_config(d.pop("profile", "tiny"), **d)
+        return make_config(d.pop("profile", "tiny"), overrides=d)  # a None in d is None, not the profile's
 
     def run_settings(self) -> dict:
         """What a run's ``config.json`` records: every setting that gives the run its meaning, under its recorded name.
@@ -483,18 +486,23 @@ def _check_known(names) -> None:
 
 
 def make_config(profile: str = "tiny", overrides: dict | None = None, **fields) -> RunConfig:
-    """A run's config from a named profile with explicit settings (None means 'keep the profile's').
+    """A run's config from a named profile with explicit settings.
 
-    ``overrides`` (a notebook's parameter of that name) is a mapping of further fields; ``fields``
-    given by name win over it.  ``max_steps`` defaults to the profile's for the method.  A tiny-profile
+    ``overrides`` (a notebook's parameter of that name, the command line's fields) is a mapping of further
+    fields, where None is None as typed (``entropy_top_k: null``: the exact entropy); ``fields`` given by name
+    win over it, and there None means 'keep the profile's' (a notebook parameter left at None).
+    ``max_steps`` defaults to the profile's for the method.  A tiny-profile
     run that names another tiny warm start (``model_name="tiny-warmstart-s1"``) gets that warm start's
     model label (``tiny-w1``) unless one is given, so runs from different starting points stay apart.
     """
     if not isinstance(profile, str) or profile not in PROFILES:
         raise ValueError(f"unknown profile {profile!r}: expected one of {', '.join(PROFILES)}")
-    settings = {**check_overrides(overrides), **fields}
-    _check_known(settings)
-    values = {**PROFILES[profile], **{k: v for k, v in settings.items() if v is not None}}
+    overrides = check_overrides(overrides)
+    _check_known({**overrides, **fields})
+    if "profile" in overrides:  # the profile is make_config's first argument, the base of every other value
+        _fail("profile", "give it as the profile (a notebook's -p profile, launch's --profile), not in overrides")
+    settings = {**overrides, **{k: v for k, v in fields.items() if v is not None}}
+    values = {**PROFILES[profile], **settings}
     method = values.get("method", "sa")
     if "max_steps" not in values and isinstance(method, str):
         values["max_steps"] = PROFILE_STEPS[profile].get(method, 60)

@@ -245,14 +245,16 @@ def test_sensible_edge_values_are_accepted():
 
 
 @pytest.mark.parametrize("scheduler,error", [
-    ("cosine_wth_restarts", "cosine_wth_restarts is not a valid SchedulerType"),  # transformers' own check
+    ("cosine_wth_restarts", "config field 'lr_scheduler_type': unknown value 'cosine_wth_restarts'; expected one of "
+                            "linear, cosine"),  # transformers' own check names no field
+    (None, "config field 'lr_scheduler_type': unknown value None"),  # null typed (launch --lr-scheduler-type null)
     ("reduce_lr_on_plateau", "lr_scheduler_type reduce_lr_on_plateau requires an eval strategy"),  # likewise
     ("warmup_stable_decay", "config field 'lr_scheduler_type': .*num_decay_steps"),  # transformers: only in train()
     ("cosine_warmup_with_min_lr", "config field 'lr_scheduler_type': .*min_lr"),
 ])
 def test_a_scheduler_transformers_cannot_build_is_refused_before_anything_is_written(scheduler, error, tmp_path):
     with pytest.raises(ValueError, match=error):
-        make_config("tiny", lr_scheduler_type=scheduler, results_dir=str(tmp_path))
+        make_config("tiny", {"lr_scheduler_type": scheduler}, results_dir=str(tmp_path))
     assert list(tmp_path.iterdir()) == []
 
 

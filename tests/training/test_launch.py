@@ -78,6 +78,8 @@ def test_a_yaml_file_sets_fields_and_flags_override_it(tmp_path, capsys):
     ("- seed\n", "must hold a YAML mapping of config fields (name: value), got list"),
     ("env:\n  HF_TOKEN: x\n", "'env' is not read"),
     ("seed: x\n", "config field 'seed': must be an integer"),
+    ("seed: 1\nn_eval: 5\nseed: 2\n", "run.yaml: not YAML within bounds (the key 'seed' is given twice "
+                                       "(lines 1 and 3)"),
 ])
 def test_a_bad_yaml_file_is_an_error_naming_the_problem_and_writes_nothing(tmp_path, text, message, capsys):
     path = _yaml(tmp_path, text)
@@ -85,6 +87,47 @@ def test_a_bad_yaml_file_is_an_error_naming_the_problem_and_writes_nothing(tmp_p
         main(["--config", path, "--results-dir", str(tmp_path / "results"), "--no-progress"])
     assert exited.value.code == 2 and message in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run.yaml"]
+
+
+def test_null_typed_or_in_the_file_is_none_not_the_profiles_value(tmp_path):
+    paper = ["--profile", "qwen2.5-1.5b"]
+    assert config_from_argv([*paper, "--entropy-top-k", "null"]).trainer.entropy_top_k is None  # not the paper's 500
+    assert config_from_argv(["--save-total-limit", "null"]).trainer.save_total_limit is None  # not the tiny's 2
+    assert config_from_argv(["--data-dir", "null", "--dataset", "gsm8k"]).data_dir is None  # TEXT too
+    path = _yaml(tmp_path, "profile: qwen2.5-1.5b\nentropy_top_k: null\nwarmup_steps: 3\nsave_total_limit: 4\n")
+    assert config_from_argv(["--config", path]).trainer.entropy_top_k is None
+    cfg = config_from_argv(["--config", path, "--warmup-steps", "null", "--save-total-limit", "null"])
+    assert (cfg.trainer.warmup_steps, cfg.trainer.save_total_limit) == (18, None)  # None: max(5, 180 // 10)
+    cfg = config_from_argv(["--config", path])
+    assert (cfg.trainer.warmup_steps, cfg.trainer.save_total_limit) == (3, 4)
+
+
+@pytest.mark.parametrize("argv", [["--learning-rate", "null"], ["--model-label", "null"], ["--seed", "null"]])
+def test_null_for_a_field_that_cannot_be_none_names_the_field(argv, capsys):
+    with pytest.raises(SystemExit) as exited:
+        main([*argv, "--print-config"])
+    assert exited.value.code == 2 and f"config field {argv[0][2:].replace('-', '_')!r}" in capsys.readouterr().err
+
+
+def test_every_field_null_is_none_or_an_error_naming_it():
+    from saah_lib.training.config import make_config
+
+    for name in RunConfig.help():
+        try:
+            value = make_config("qwen2.5-1.5b", overrides={name: None}).to_dict()[name]
+        except ValueError as err:
+            assert str(err).startswith((f"config field {name!r}", "unknown profile None")), err
+        else:
+            assert value is None or name in ("run_id", "warmup_steps", "run_name", "activation_checkpointing"), name
+
+
+def test_yaml_numbers_are_read_as_trl_reads_them_and_a_non_number_names_its_field(tmp_path, capsys):
+    path = _yaml(tmp_path, "learning_rate: 1e-5\nweight_decay: 1E-2\n")  # strings to YAML 1.1, as TRL's recipes write
+    cfg = config_from_argv(["--config", path])
+    assert (cfg.trainer.learning_rate, cfg.trainer.weight_decay) == (1e-5, 0.01)
+    with pytest.raises(SystemExit):
+        main(["--config", _yaml(tmp_path, "learning_rate: 1e-5x\n"), "--print-config"])
+    assert "config field 'learning_rate': must be a finite number, got '1e-5x'" in capsys.readouterr().err
 
 
 def test_the_benches_set_values_are_json_else_strings():

@@ -16,6 +16,7 @@ from saah_lab.training.notebook_params import (
     injected_names,
     parse_structured,
     read_parameters,
+    safe_yaml,
 )
 from saah_lab.training.papermill_bounds import bounded_translator
 from saah_lib.paths import NOTEBOOKS
@@ -84,9 +85,29 @@ def test_types_are_checked(value, type_name, ok):
 
 def test_a_field_has_one_place():
     assert config_fields({"seed": 1, "alpha": 0.5}, {"beta": 0.1}, ("seed", "alpha")) == \
-        {"seed": 1, "alpha": 0.5, "beta": 0.1}
+        {"seed": 1, "alpha": 0.5, "overrides": {"beta": 0.1}}
     with pytest.raises(ParameterError, match="'seed'.*use -p seed"):
         config_fields({"seed": 1}, {"seed": 2}, ("seed",))
+
+
+def test_null_in_overrides_is_none_and_a_parameter_left_at_none_is_the_profiles():
+    from saah_lib.training.config import make_config
+
+    fields = config_fields({"profile": "qwen2.5-1.5b", "seed": None}, safe_yaml("overrides", "{entropy_top_k: null}"),
+                           ("profile", "seed"))
+    cfg = make_config(**fields)
+    assert (cfg.trainer.entropy_top_k, cfg.trainer.seed) == (None, 123)  # the exact entropy; the profile's seed
+
+
+def test_yaml_reads_1e_minus_5_as_a_number_as_json_and_trl_do():
+    assert parse_structured("overrides", '{"learning_rate": 1e-5, "b": 2E3, "c": -1.5e+2, "d": "1e-5"}', "dict") == \
+        {"learning_rate": 1e-5, "b": 2000.0, "c": -150.0, "d": "1e-5"}
+
+
+def test_a_key_given_twice_is_an_error_naming_it():
+    with pytest.raises(ParameterError, match="the key 'n_eval' is given twice .lines 1 and 1."):
+        parse_structured("overrides", '{"n_eval": 100, "n_eval": 50}', "dict")
+    assert safe_yaml("x", "a: &a {k: 1, j: 2}\nb: {<<: *a, k: 3}\n")["b"] == {"k": 3, "j": 2}  # a merge overrides
 
 
 def test_the_ablation_refuses_overrides_of_what_it_sets(tmp_path):

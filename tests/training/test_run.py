@@ -126,6 +126,27 @@ def test_each_training_segment_keeps_its_provenance(tiny_random_model_dir, tmp_p
     assert segments[0]["cpu_numerics"] == first["cpu_numerics"] and segments[1]["cpu_numerics"]["mode"] == "native"
 
 
+def test_a_resume_under_another_backend_keeps_the_record_and_says_which_steps_it_sampled(tiny_random_model_dir,
+                                                                                         tmp_path, monkeypatch, capsys):
+    from pathlib import Path
+
+    monkeypatch.setattr(train, "_train", lambda *args: None)  # the record is written before training starts
+    cfg = tiny_run_config(tiny_random_model_dir, tmp_path, "sa", run_id="r", generation_backend="compiled")
+    run_training(cfg, progress=False)
+    first = RunDir(cfg.run_dir).config_path.read_bytes()
+    monkeypatch.setattr(train, "resume_checkpoint", lambda *args, **kwargs: Path("checkpoint-2"))
+    run_training(tiny_run_config(tiny_random_model_dir, tmp_path, "sa", run_id="r", generation_backend="hf"),
+                 progress=False)
+    assert "the steps from 2 on run with generation_backend: 'compiled' -> 'hf'" in capsys.readouterr().out
+    config = RunDir(cfg.run_dir).read_config()
+    assert config["generation_backend"] == "compiled"  # what sampled the steps before 2, as recorded
+    assert [(s["from_step"], s.get("settings")) for s in config["segments"]] == [
+        (0, None), (2, {"generation_backend": "hf"})]
+    assert "settings" not in json.loads(first)["segments"][0]  # a run resumed as it was recorded writes as before
+    run_training(cfg, progress=False)  # resumed under the recorded backend again: nothing differs
+    assert RunDir(cfg.run_dir).read_config()["segments"][-1].get("settings") is None
+
+
 def test_a_config_written_before_segments_counts_as_one_segment():
     old = {"git_commit": "a", "versions": {"torch": "1"}, "cpu_numerics": {"mode": "pinned"}, "steps": 60}
     now = {"git_commit": "b", "versions": {"torch": "2"}, "cpu_numerics": {"mode": "native"}}
