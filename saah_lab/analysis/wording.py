@@ -9,11 +9,9 @@ Filling is strict both ways, so that a renamed field or a typo fails loudly inst
 placeholder needs a value (a str or an int; a float is formatted by the caller, to its quantity's decimals), and
 every value given needs a placeholder. Where a case needs other words, the caller picks another template.
 
-A damaged file is refused when read, with an error naming it and what is wrong, so that it never gives other
-words: it must end with the line :data:`END` (a file cut short does not), no template may be empty or have
-unbalanced braces (a lost brace leaves a placeholder as text), and the templates' names and their placeholders,
-each with its count, must give the ``structure`` the code was written for (a digest of them): a
-template lost, renamed or added, a placeholder lost, repeated or added changes it. Prose edits do not.
+A damaged file is refused when read, naming it and what is wrong: it must end with the line :data:`END` (a cut
+file does not), no template may be empty or have unbalanced braces (a lost brace leaves a placeholder as text),
+and its templates' names and placeholder counts must give the digest its reader expects (``structure``).
 """
 
 from __future__ import annotations

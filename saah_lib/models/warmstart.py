@@ -10,10 +10,9 @@ unlearn (:func:`saah_lib.models.warmstart_targets.sft_targets`), which leaves Pa
 
 The folder is cached (``build.json`` records seed, settings and recipe version) and built
 atomically. ``files.json`` records the size and sha256 of every file the build wrote; each use
-checks them (:func:`cache_problem`), so a damaged cache is rebuilt with a message saying what was
-wrong, never used; so is one without ``files.json``, whose files cannot be checked (recording them then would
-take a damaged file for the build's). Staging folders that killed builds left behind are removed by the next call
-(:func:`remove_dead_staging`).
+checks them (:func:`cache_problem`), so a damaged cache, or one without ``files.json``, is rebuilt with a
+message saying what was wrong, never used. Staging folders that killed builds left behind are removed by the next
+call (:func:`remove_dead_staging`).
 """
 
 from __future__ import annotations
