@@ -22,7 +22,9 @@ from saah_lab.analysis.wording import Templates
 
 # The rows are saah_lab.analysis.evidence.EvidenceRow and the runs its RunEvidence; that module imports this
 # one, so they are not imported here.
-say = Templates(Path(__file__).with_name("templates") / "evidence.txt")
+# the digest of evidence.txt's template names and placeholder counts (saah_lab.analysis.wording): a damaged file
+# is refused; a template or placeholder added or removed on purpose gives its new value here
+say = Templates(Path(__file__).with_name("templates") / "evidence.txt", structure="eff4c10d32b4f90b")
 
 
 def fmt_p(p: float) -> str:

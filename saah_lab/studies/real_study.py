@@ -36,9 +36,10 @@ from saah_lab.studies.runner import Plan, baseline_job, run_job, run_plan
 from saah_lab.studies.timing import Timings
 from saah_lab.studies.verify.bits import compare_run_start, compare_studies, write_report
 from saah_lab.training.run import run_training
-from saah_lib.jsonio import atomic_write_json, read_json
+from saah_lib.jsonio import atomic_write_json, read_json, sha256_of
 from saah_lib.method.methods import MAIN_ALPHA
 from saah_lib.models.warmstart import (
+    BUILD_INFO_FILE,
     FILES_RECORD,
     SFT_SEED_OFFSET,
     build_atomically,
@@ -71,6 +72,7 @@ MEASURE_SEED_OFFSET = 20_000  # the rollouts that measure the matched alpha: pro
 MATCHED_TARGET = "1.5b_mean"
 BUILD_VERSION = "smollm2-format-v1"
 TOP_K = PROFILES[PROFILE]["entropy_top_k"]  # the profile's entropy estimate, which every run of the study uses
+WEIGHTS = "model.safetensors"
 
 
 @dataclass(frozen=True)
@@ -91,17 +93,62 @@ class WarmUpSettings:
 
 
 def build_warm_start(out_dir: Path = SMOLLM2_WARMSTART_DIR, settings: WarmUpSettings = WarmUpSettings(), *,
-                     force: bool = False, progress: bool = True) -> dict:
-    """Build (or reuse) the warmed-up SmolLM2 in ``out_dir``; returns its build record."""
+                     force: bool = False, progress: bool = True,
+                     committed: Path | None = REAL_STUDY_ROOT / WARMSTART_RECORD) -> dict:
+    """Build (or reuse) the warmed-up SmolLM2 in ``out_dir``; returns its build record.
+
+    A cache is used only when its files are as its build recorded them (:func:`is_cached`) and its weights are
+    the ones its build made (``weights_sha256`` in its build.json) or the ones the ``committed`` record of the
+    same settings names; else it is rebuilt, with a line naming the file. A build here whose weights differ from
+    the committed ones is used, and said to differ."""
     out_dir = Path(out_dir)
     key = {"version": BUILD_VERSION, "settings": asdict(settings)}
+    expected = committed_weights_sha256(committed, key)
     remove_dead_staging(out_dir)
-    if force or not is_cached(out_dir, key):
+    cached = not force and is_cached(out_dir, key)
+    if cached and (problem := _weights_problem(out_dir, expected, committed)):
+        print(f"the warm-up cache {out_dir} is not as built ({problem}): rebuilding it", flush=True)
+        cached = False
+    if not cached:
         say(f"building SmolLM2's format warm-up in {repo_relative(out_dir)} (once, then cached): "
             f"{settings.sft_steps} supervised steps on {settings.threads} threads, then {settings.measure_prompts} "
             "prompts x 4 sampled completions to measure the paper-matched alpha", progress)
-        build_atomically(out_dir, lambda staging: {**key, **_build_into(staging, settings, progress)})
+        build_atomically(out_dir, lambda staging: _recorded_build(staging, key, settings, progress))
+    if expected and (built := _recorded_weights(out_dir)) != expected:
+        print(f"the warm-up's weights {out_dir / WEIGHTS} (sha256 {built}) differ from the committed ones "
+              f"({committed}: {expected}): this machine computes other bits, so runs will not match the "
+              "committed runs bit for bit", flush=True)
     return read_build_info(out_dir)
+
+
+def committed_weights_sha256(committed: Path | None, key: dict) -> str | None:
+    """The weights' sha256 a committed build record names, when it records the build ``key``."""
+    record = read_json(committed, default=None) if committed else None
+    if record and all(record.get(field) == value for field, value in key.items()):
+        return record.get("weights_sha256")
+    return None
+
+
+def _recorded_weights(folder: Path) -> str | None:
+    """The weights' sha256 as files.json records it (:func:`is_cached` has checked the file against it)."""
+    return read_json(folder / FILES_RECORD, default={}).get("files", {}).get(WEIGHTS, {}).get("sha256")
+
+
+def _weights_problem(folder: Path, expected: str | None, committed: Path | None) -> str | None:
+    """Why a cache whose files match its files.json is still not the build's: weights that neither its build.json
+    nor the committed record name (files.json was written after the build, from what was on disk)."""
+    actual, own = _recorded_weights(folder), (read_build_info(folder) or {}).get("weights_sha256")
+    if actual in (own, expected):
+        return None
+    return (f"{WEIGHTS} has sha256 {actual}, which neither its {BUILD_INFO_FILE} "
+            f"({own or 'no weights hash: built before it recorded one'}) nor {committed or 'a committed record'} "
+            f"({expected or 'none for these settings'}) names")
+
+
+def _recorded_build(folder: Path, key: dict, settings: WarmUpSettings, progress: bool) -> dict:
+    """The build into ``folder``; its record ends with its weights' sha256, as the study's record does."""
+    info = {**key, **_build_into(folder, settings, progress)}
+    return {**info, "weights_sha256": sha256_of(folder / WEIGHTS)}
 
 
 def _build_into(folder: Path, settings: WarmUpSettings, progress: bool) -> dict:
@@ -167,10 +214,10 @@ def make_plan(root: Path, matched: float, steps: int | None = None) -> Plan:
                                      *(run_job(c) for c in configs)], PROFILE)
 
 
-def warm_up_weights_sha256() -> str | None:
-    """The cached warm-up's weights' sha256, as its build recorded them."""
-    files = read_json(SMOLLM2_WARMSTART_DIR / FILES_RECORD, default={}).get("files", {})
-    return files.get("model.safetensors", {}).get("sha256")
+def warm_up_weights_sha256(folder: Path = SMOLLM2_WARMSTART_DIR) -> str | None:
+    """The cached warm-up's weights' sha256, read from the file (not from a record of it); None without one."""
+    weights = Path(folder) / WEIGHTS
+    return sha256_of(weights) if weights.is_file() else None
 
 
 def record_warm_start(root: Path, build: dict) -> None:
@@ -290,7 +337,7 @@ def check_run(run_id: str | None = None, steps: int = CHECK_STEPS, committed: Pa
     the warm-up (built unless cached) is compared by its weights' hash."""
     started = time.perf_counter()
     record = read_json(Path(committed) / WARMSTART_RECORD)
-    build_warm_start(settings=WarmUpSettings(**record["settings"]))
+    build_warm_start(settings=WarmUpSettings(**record["settings"]), committed=Path(committed) / WARMSTART_RECORD)
     configs = {c.run_id: c for c in planned_configs(committed, record["paper_matched_alpha"])}
     run_id = run_id or next(i for i, c in configs.items() if c.trainer.method == "sa")
     if run_id not in configs:

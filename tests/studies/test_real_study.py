@@ -1,17 +1,27 @@
 """The SmolLM2 study's plan, its progress line, and its check of a committed run's first steps (on fake runs: the
 study itself trains a real model for an hour, see docs/real_study.md)."""
 
+import json
 import re
+import shutil
 import time
+from dataclasses import asdict
+from pathlib import Path
 
 import pytest
 from transformers import TrainerControl, TrainerState
 
 from saah_lab.studies import real_study
 from saah_lab.studies.verify.bits import compare_run_start
+from saah_lib.jsonio import read_json, sha256_of
 from saah_lib.method.methods import MAIN_ALPHA
-from saah_lib.paths import SMOLLM2_WARMSTART_DIR, repo_relative
+from saah_lib.models.warmstart import BUILD_INFO_FILE, FILES_RECORD, record_files
+from saah_lib.paths import SHIPPED_WARM_STARTS, SMOLLM2_WARMSTART_DIR, repo_relative
 from saah_lib.rundir.folder import RunDir
+from tests.models.test_warmstart import invert_tensor_bytes
+
+SHIPPED = SHIPPED_WARM_STARTS / "tiny-warmstart"  # a small model folder the fake warm-up build copies
+SHIPPED_WEIGHTS = sha256_of(SHIPPED / "model.safetensors")
 
 
 def test_the_plan_is_grpo_then_ah_and_sa_at_the_papers_alpha_and_the_matched_one(tmp_path):
@@ -82,3 +92,75 @@ def test_the_check_finds_a_planted_difference_and_judges_the_start_by_its_interv
     report = compare_run_start(tmp_path / "committed", tmp_path / "changed-start", 2)
     assert not report["identical"] and not report["close"] and "outside its 95% interval" in report["verdict"]
     assert report["eval_samples"]["completion_differs"] == {0: 1}
+
+
+# ---------------------------------------------------------------------- the warm-up cache is checked before use
+
+@pytest.fixture
+def fake_build(monkeypatch):
+    """The warm-up's build replaced by a copy of the shipped tiny warm start's files; returns the folders built."""
+    built = []
+
+    def build_into(folder, settings, progress):
+        built.append(folder)
+        shutil.copytree(SHIPPED, folder, ignore=shutil.ignore_patterns(BUILD_INFO_FILE, FILES_RECORD))
+        return {"build_seconds": 0.0}
+
+    monkeypatch.setattr(real_study, "_build_into", build_into)
+    return built
+
+
+def _committed(tmp_path, weights_sha256: str) -> Path:
+    record = {"version": real_study.BUILD_VERSION, "settings": asdict(real_study.WarmUpSettings()),
+              "weights_sha256": weights_sha256}
+    (tmp_path / "committed.json").write_text(json.dumps(record))
+    return tmp_path / "committed.json"
+
+
+def _invert_and_record(folder: Path) -> None:
+    """4,096 bytes of the embeddings inverted, then files.json written from the damaged files (as the code did
+    before: a cache without files.json was recorded from what was on disk)."""
+    invert_tensor_bytes(folder / "model.safetensors")
+    (folder / FILES_RECORD).write_text(json.dumps(record_files(folder)))
+
+
+def test_a_damaged_warm_up_without_its_record_is_rebuilt_not_recorded(tmp_path, capsys, fake_build):
+    out = tmp_path / "smollm2-warmstart"
+    assert real_study.build_warm_start(out, progress=False, committed=None)["weights_sha256"] == SHIPPED_WEIGHTS
+    (out / FILES_RECORD).unlink()
+    invert_tensor_bytes(out / "model.safetensors")
+    real_study.build_warm_start(out, progress=False, committed=None)
+    assert len(fake_build) == 2
+    assert f"{out} is damaged ({FILES_RECORD}, the build's record" in capsys.readouterr().out
+    assert real_study.warm_up_weights_sha256(out) == SHIPPED_WEIGHTS
+
+
+@pytest.mark.parametrize("committed", [False, True], ids=["own record", "committed record"])
+def test_a_warm_up_whose_weights_no_record_names_is_rebuilt_naming_the_file(tmp_path, capsys, fake_build,
+                                                                              committed):
+    out = tmp_path / "smollm2-warmstart"
+    real_study.build_warm_start(out, progress=False, committed=None)
+    _invert_and_record(out)
+    if committed:  # a cache built before build.json recorded its weights: the committed record decides
+        info = read_json(out / BUILD_INFO_FILE)
+        (out / BUILD_INFO_FILE).write_text(json.dumps({k: v for k, v in info.items() if k != "weights_sha256"}))
+    record = _committed(tmp_path, SHIPPED_WEIGHTS) if committed else None
+    real_study.build_warm_start(out, progress=False, committed=record)
+    assert len(fake_build) == 2
+    assert f"{out} is not as built (model.safetensors has sha256 " in capsys.readouterr().out
+    assert real_study.warm_up_weights_sha256(out) == SHIPPED_WEIGHTS
+
+
+def test_a_warm_up_built_here_with_other_weights_than_committed_is_said_to_differ_and_kept(tmp_path, capsys,
+                                                                                           fake_build):
+    out, other = tmp_path / "smollm2-warmstart", "0" * 64
+    for _ in range(2):
+        real_study.build_warm_start(out, progress=False, committed=_committed(tmp_path, other))
+    assert len(fake_build) == 1  # built once: its own record names its weights
+    lines = capsys.readouterr().out
+    assert lines.count(f"differ from the committed ones ({tmp_path / 'committed.json'}: {other})") == 2
+    # an old cache (no weights hash in its build.json) that the committed record names is used as it is
+    info = read_json(out / BUILD_INFO_FILE)
+    (out / BUILD_INFO_FILE).write_text(json.dumps({k: v for k, v in info.items() if k != "weights_sha256"}))
+    real_study.build_warm_start(out, progress=False, committed=_committed(tmp_path, SHIPPED_WEIGHTS))
+    assert len(fake_build) == 1 and "differ" not in capsys.readouterr().out
