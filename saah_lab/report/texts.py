@@ -36,7 +36,7 @@ from saah_lib.rundir.layout import MATCHED_ALPHA_FILE, WARMSTART_RECORD_FILE, WA
 
 # the digest of report.txt's template names and placeholder counts (saah_lab.analysis.wording): a damaged file is
 # refused; a template or placeholder added or removed on purpose gives its new value here
-say = Templates(Path(__file__).with_name("templates") / "report.txt", structure="74915c72f2291085")
+say = Templates(Path(__file__).with_name("templates") / "report.txt", structure="86fd92e9f38b017f")
 
 
 # ---------------------------------------------------------------------------
