@@ -614,7 +614,7 @@ def table_paired(rows: list[dict], summary: dict, prefix: str = "mini", name: st
     head = ["Quantity", "A", "B", r"$\Delta$ (A$-$B)", "CI", r"$p_{\mathrm{adj}}$", "MDE",
             stacked("Seeds", "(A/B ahead)")]
     caption = (
-        f"{what} (\\texttt{{{tex_escape(summary['root'])}}}); the unit is the training seed{_design(rows)}. "
+        f"{what} (\\texttt{{{tex_path(summary['root'])}}}); the unit is the training seed{_design(rows)}. "
         "$\\Delta$: mean over seed pairs of A$-$B; CI: its interval at confidence 1$-$"
         f"{summary['level']:g}/$m$ for a family of $m$ tests; $p_{{\\mathrm{{adj}}}}$: the family-adjusted $p$; "
         f"MDE: the smallest true difference detected with {100 * POWER:g}\\% power. $^{{*}}$: established at the "
@@ -639,7 +639,7 @@ def table_paired_details(rows: list[dict], summary: dict, prefix: str = "mini", 
             stacked("McNemar", "$p$")]
     caption = (
         f"The statistics of Table~\\ref{{{prefix}:paired}} not shown there "
-        f"(\\texttt{{{tex_escape(summary['root'])}}}). "
+        f"(\\texttt{{{tex_path(summary['root'])}}}). "
         "$p$: two-sided $t$ test of the mean difference with seeds crossed with the evaluation problems"
         f"{strata}, its variance from the seed, problem and seed $\\times$ problem components and its df "
         "Satterthwaite's capped at the seeds' (a per-run summary: the $t$ test over seed pairs). "
