@@ -31,6 +31,8 @@ PAPER_REPORTED = RESULTS / "paper_reported"  # the paper's numbers, transcribed
 BENCH_RESULTS = RESULTS / "bench"
 REAL_MODEL_RECORD = RESULTS / "real_model" / "smollm2_discount.json"  # saah_lab.studies.real_model's measurement
 REAL_STUDY_ROOT = RESULTS / "real_study"  # SmolLM2-135M-Instruct trained: saah_lab.studies.real_study
+#: the committed studies: only a promote replaces one, and no rerun ever writes into one
+COMMITTED_STUDY_ROOTS = (MINI_ROOT, EXTENDED_ROOT, CONFIRM_ROOT, REAL_STUDY_ROOT)
 
 PAPER_TABLES = REPO_ROOT / "paper" / "generated"
 FIGURES = REPO_ROOT / "figures"

@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 
 from saah_lab.rundir.lock import study_lock
+from saah_lab.rundir.roots import Refused, check_results_root
 from saah_lib.jsonio import atomic_write_json, read_text, remove_temp_files, sha256_of  # noqa: F401 (sha256_of: callers import it from here too)
 from saah_lib.paths import in_repo
 from saah_lib.rundir.layout import MANIFEST_FILE, is_ignored, link_problem, symlinks
@@ -127,10 +128,15 @@ def main(argv=None) -> int:
     parser.add_argument("roots", nargs="+", type=in_repo, help="results roots (relative: from the repository root)")
     args = parser.parse_args(argv)
     failed = False
-    for root in args.roots:
-        if args.action == "write":
+    if args.action == "write":
+        try:  # every root checked before any is written
+            roots = [check_results_root(root) for root in args.roots]
+        except Refused as err:
+            parser.exit(1, f"error: {err}; nothing was written\n")
+        for root in roots:
             print(f"wrote {write_manifest(root)}")
-            continue
+        return 0
+    for root in args.roots:
         try:
             check_manifest(root)
             print(f"{root}: every results file matches {MANIFEST_FILE}")

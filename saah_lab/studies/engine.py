@@ -33,6 +33,7 @@ from typing import Callable, Iterator
 
 import psutil
 
+from saah_lab.studies.watchdog import STOP, SWEEP
 from saah_lib.numerics import MODE_VARIABLE, apply_cpu_numerics, numerics_mode
 
 # Ray reads this switch from the environment once, when it is first imported. Off, its lookup of this host's
@@ -298,15 +299,16 @@ def _check_loopback() -> None:
 def _start_local(token: Path, **init_args) -> None:
     """``ray.init`` a local instance, up to :data:`LOCAL_START_ATTEMPTS` times: Ray gives a new node a fixed 30 s
     to register, which an overloaded machine can exceed; the processes of a failed start are stopped first (they
-    carry our token)."""
+    carry our token). A start that fails otherwise or is interrupted (Ctrl-C) is shut down too, and its processes
+    that Ray does not know of are left to the watchdog's sweep (:func:`_watchdog`)."""
     for attempt in range(1, LOCAL_START_ATTEMPTS + 1):
         try:
             ray.init(**init_args)
             return
-        except Exception as error:  # noqa: BLE001  (Ray raises a bare Exception for this)
+        except BaseException as error:  # Ray raises a bare Exception for a timeout
+            ray.shutdown()
             if "timed out during startup" not in str(error) or attempt == LOCAL_START_ATTEMPTS:
                 raise
-        ray.shutdown()
         _kill_our_children(str(token))
 
 
@@ -330,14 +332,23 @@ def _kill_our_children(marker: str) -> None:
 @contextmanager
 def _watchdog(token: Path, temp_dir: Path) -> Iterator[None]:
     """A watchdog (:mod:`saah_lab.studies.watchdog`) for the instance whose processes carry ``token``: told
-    ``stop`` when this context ends, it kills them and removes ``temp_dir`` only if this process dies first."""
+    ``stop`` when this context ends, it kills them and removes ``temp_dir`` only if this process dies first.
+    Ended by an exception other than :class:`TaskFailed` (Ctrl-C, as the instance starts or stops: a Ctrl-C at
+    the terminal also reaches the raylet, whose agents then outlive ``ray.shutdown``), it is told ``sweep``: it
+    kills what it saw of the instance, and this process waits for it."""
     watchdog = subprocess.Popen([sys.executable, str(WATCHDOG), str(os.getpid()), str(token), str(temp_dir)],
                                 stdin=subprocess.PIPE, start_new_session=True)
+    word = STOP
     try:
         yield
+    except TaskFailed:  # the instance was stopped in order (ray_session)
+        raise
+    except BaseException:
+        word = SWEEP
+        raise
     finally:
         try:
-            watchdog.stdin.write(b"stop")
+            watchdog.stdin.write(word)
             watchdog.stdin.close()
             watchdog.wait(timeout=10)
         except (OSError, subprocess.TimeoutExpired):

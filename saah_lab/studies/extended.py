@@ -30,6 +30,7 @@ from saah_lab.analysis.plan import PRIMARY_QUANTITIES, Arm, StudyPlan, write_pla
 from saah_lab.analysis.significance import LEVEL, projected_se_df, t_mde
 from saah_lab.rundir.lock import FolderLockedError, study_lock
 from saah_lab.rundir.manifest import write_manifest
+from saah_lab.rundir.roots import check_study_root
 from saah_lab.studies.matched_alpha import read_matched_alpha
 from saah_lab.studies.mini import NotARerunRoot, rerun_study
 from saah_lab.studies.runner import (
@@ -260,7 +261,7 @@ def make_plan(root: Path, warm_starts=WARM_STARTS, seeds=SEEDS, steps: int | Non
 def run_extended_study(root: Path, warm_starts=WARM_STARTS, seeds=SEEDS, steps: int | None = None,
                        topk_ks=TRAINING_KS, topk_seeds=(0,), measure: bool = True, measure_prompts: int = 64,
                        main_alpha_sa: bool = True, address: str | None = None, max_retries: int = 1) -> dict:
-    root = Path(root)
+    root = check_study_root(root, "extended", new=True)
     plan = make_plan(root, warm_starts, seeds, steps, topk_ks, topk_seeds, main_alpha_sa)
     with study_lock(root):  # one study process per root, from the warm starts to the manifest
         timings = Timings(root / layout.EXTENDED_TIMINGS_FILE)

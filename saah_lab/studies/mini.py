@@ -18,7 +18,6 @@ study (:func:`rerun_and_verify`); ``make mini-promote`` makes a finished rerun t
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import sys
 import time
@@ -28,6 +27,15 @@ from saah_lab.analysis.plan import StudyPlan, default_plan, write_plan
 from saah_lab.report.render import render_report
 from saah_lab.rundir.lock import FolderLockedError, study_lock
 from saah_lab.rundir.manifest import write_manifest
+from saah_lab.rundir.roots import (  # noqa: F401 (NotARerunRoot: extended and tests import it from here)
+    NotARerunRoot,
+    Refused,
+    check_promotable,
+    check_study_root,
+    refuse_committed,
+    replace_folder,
+    unreadable_files,
+)
 from saah_lab.studies.matched_alpha import read_matched_alpha
 from saah_lab.studies.runner import (
     BASELINE_NAME,
@@ -141,7 +149,7 @@ def run_mini_study(root: Path, seeds: tuple[int, ...] = SEEDS, steps: int | None
                    rebuild_warm_start: bool = False, address: str | None = None, max_retries: int = 1) -> dict:
     """Every stage of the study into ``root``; tables and figures into the given folders
     (default: the committed ``paper/generated`` and ``figures``)."""
-    root = Path(root)
+    root = check_study_root(root, "mini", new=True)
     with study_lock(root):
         return _run_mini(root, seeds, steps, figures, tables_dir, figures_dir, rebuild_warm_start, address,
                          max_retries)
@@ -208,8 +216,11 @@ def rerun_study(study: str, committed: Path, rerun: Path, *, resume: bool, train
     clear it unless ``resume`` and only when it is empty or an earlier rerun of ``study``, mark it, ``train(rerun)``,
     then ``compare(rerun)`` into ``<rerun>/reproduction.{json,md}``, printed and returned."""
     committed, rerun = Path(committed), Path(rerun)
+    refuse_committed(rerun)  # before the lock, whose file would be written there
     if rerun.resolve() == committed.resolve() or committed.resolve().is_relative_to(rerun.resolve()):
-        raise ValueError(f"the rerun root {rerun} is or holds the committed study {committed}; choose another folder")
+        raise NotARerunRoot(f"the rerun root {rerun} is or holds the committed study {committed}; choose another "
+                            "folder")
+    check_study_root(committed, study)  # what the rerun is compared with, before hours of training
     with study_lock(rerun):
         check_rerun_root(rerun, study)  # --resume too: never write into a folder that is no rerun of ours
         if not resume:
@@ -220,10 +231,6 @@ def rerun_study(study: str, committed: Path, rerun: Path, *, resume: bool, train
         json_path, md_path = write_report(report, rerun)
     print(f"\n{md_path.read_text()}\nreport: {json_path} and {md_path}\n{report['verdict']}", flush=True)
     return report
-
-
-class NotARerunRoot(ValueError):
-    """The rerun root holds something that no earlier rerun of the study wrote; nothing was deleted."""
 
 
 def check_rerun_root(root: Path, study: str = "mini") -> None:
@@ -262,42 +269,42 @@ def clear_rerun_root(root: Path, study: str = "mini") -> None:
 def promote(rerun: Path = RERUN_MINI, committed: Path = COMMITTED_ROOT, figures: bool = True) -> None:
     """Make a finished rerun the committed study (explicitly, never as a side effect of ``make mini``).
 
-    The committed folder is replaced in one rename; checkpoints are not copied;
-    committed runs that ``make mini`` does not rerun (the extended study's) are
-    kept.
+    The committed folder is replaced by renames (:func:`saah_lab.rundir.roots.replace_folder`), and only once
+    every JSON file of the rerun reads; checkpoints are not copied; committed runs that ``make mini`` does not
+    rerun (the extended study's) are kept.
     """
-    rerun, committed = Path(rerun), Path(committed)
+    rerun, committed = check_promotable(rerun), Path(committed)
     with study_lock(rerun):  # not while a study still writes the rerun
         _promote(rerun, committed, figures)
 
 
 def _promote(rerun: Path, committed: Path, figures: bool) -> None:
+    check_study_root(rerun, "mini")
+    check_study_root(committed, "mini", new=True)
     unfinished = [cfg.run_id for cfg in planned_configs(rerun)
                   if not RunDir(layout.run_dir(rerun, cfg.run_id)).is_complete(cfg.trainer.max_steps)]
     if unfinished or not (rerun / "reproduction.json").is_file():
-        raise ValueError(f"{rerun} is not a finished rerun (unfinished runs: {', '.join(unfinished) or 'none'}; "
-                         "reproduction.json present: "
-                         f"{(rerun / 'reproduction.json').is_file()}); run `make mini` first")
-    staging = committed.with_name(f".{committed.name}.promoting")
-    shutil.rmtree(staging, ignore_errors=True)
-    not_results = shutil.ignore_patterns(layout.CHECKPOINTS_DIR, ".*")  # nor locks and temporary files
-    for name in PROMOTED_FOLDERS:
-        shutil.copytree(rerun / name, staging / name, ignore=not_results)
-        for kept in sorted((committed / name).glob("*")):
-            if not (staging / name / kept.name).exists():
-                shutil.copytree(kept, staging / name / kept.name, ignore=not_results)
-                print(f"kept {kept} (not rerun by make mini)")
-    for kept in sorted(committed.glob("*.json")):
-        if kept.name not in PROMOTED_FILES + (layout.MANIFEST_FILE,):
-            shutil.copy2(kept, staging / kept.name)
-    for name in PROMOTED_FILES:
-        shutil.copy2(rerun / name, staging / name)
-    old = committed.with_name(f".{committed.name}.replaced")
-    shutil.rmtree(old, ignore_errors=True)
-    if committed.exists():
-        os.rename(committed, old)
-    os.rename(staging, committed)
-    shutil.rmtree(old, ignore_errors=True)
+        raise Refused(f"{rerun} is not a finished rerun (unfinished runs: {', '.join(unfinished) or 'none'}; "
+                      f"reproduction.json present: {(rerun / 'reproduction.json').is_file()}); run `make mini` first")
+    damaged = unreadable_files(rerun, PROMOTED_FOLDERS + PROMOTED_FILES)
+    if damaged:
+        raise Refused(f"{rerun} is damaged, so nothing was promoted:\n" + "\n".join(f"  {d}" for d in damaged))
+
+    def fill(staging: Path) -> None:
+        not_results = shutil.ignore_patterns(layout.CHECKPOINTS_DIR, ".*")  # nor locks and temporary files
+        for name in PROMOTED_FOLDERS:
+            shutil.copytree(rerun / name, staging / name, ignore=not_results)
+            for kept in sorted((committed / name).glob("*")):
+                if not (staging / name / kept.name).exists():
+                    shutil.copytree(kept, staging / name / kept.name, ignore=not_results)
+                    print(f"kept {kept} (not rerun by make mini)")
+        for kept in sorted(committed.glob("*.json")):
+            if kept.name not in PROMOTED_FILES + (layout.MANIFEST_FILE,):
+                shutil.copy2(kept, staging / kept.name)
+        for name in PROMOTED_FILES:
+            shutil.copy2(rerun / name, staging / name)
+
+    replace_folder(committed, fill)
     print(f"promoted {rerun} to {committed}")
     write_manifest(committed)
     if figures:
@@ -309,13 +316,24 @@ def write_answer_kinds(root: Path) -> dict:
     habit, or other errors, at the first and the last evaluation; to ``answer_kinds.json``.
 
     This shows which mistakes training removed (see :func:`saah_lib.models.warmstart_targets.sft_targets`).
+    The first evaluation is step 0's and the last the run's last step's (its ``config.json``): a file missing is
+    a :class:`Refused` naming it, and nothing is written (another step's counts would pass for them).
     """
-    summary = {}
+    summary, missing = {}, []
     for run_dir in layout.folders(root, layout.RUNS):
-        files = list(RunDir(run_dir).sample_files().items())
-        if files:
-            summary[run_dir.name] = {str(step): count_answer_kinds(read_jsonl(path))
-                                     for step, path in (files[0], files[-1])}
+        run = RunDir(run_dir)
+        steps = (run.read_config() or {}).get("steps")
+        if not isinstance(steps, int):
+            missing.append(f"{run.config_path} (the run's steps)")
+            continue
+        paths = {str(step): run.samples_path(step) for step in (0, steps)}
+        lacking = [str(p) for p in paths.values() if not p.is_file()]
+        missing += lacking
+        if not lacking:
+            summary[run_dir.name] = {step: count_answer_kinds(read_jsonl(path)) for step, path in paths.items()}
+    if missing:
+        raise Refused(f"the answer kinds of {root} need the first and last evaluation of every run; missing: "
+                      f"{', '.join(missing)}; nothing was written")
     atomic_write_json(root / layout.ANSWER_KINDS_FILE, summary)
     return summary
 
@@ -359,7 +377,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     try:
         return _run_command(args)
-    except (FolderLockedError, NotARerunRoot) as err:
+    except (FolderLockedError, Refused) as err:
         parser.exit(1, f"error: {err}\n")
     except KeyboardInterrupt:
         parser.exit(130, "\ninterrupted: the finished runs are kept; the same command with --resume continues\n")
@@ -369,7 +387,7 @@ def _run_command(args) -> int:
     started = time.perf_counter()
     status, closing = 0, []
     if args.command == "answer-kinds":
-        write_answer_kinds(args.root)
+        write_answer_kinds(check_study_root(args.root, "mini"))
         print(f"wrote {args.root / 'answer_kinds.json'}")
     elif args.command == "promote":
         promote(args.rerun_root, args.root, figures=not args.no_figures)

@@ -31,6 +31,14 @@ from saah_lab.analysis.plan import Arm, StudyPlan, arms_pairs, write_plan
 from saah_lab.report.render import render_report
 from saah_lab.rundir.lock import FolderLockedError, study_lock
 from saah_lab.rundir.manifest import write_manifest
+from saah_lab.rundir.roots import (
+    Refused,
+    check_promotable,
+    check_study_root,
+    refuse_committed,
+    replace_folder,
+    unreadable_files,
+)
 from saah_lab.studies.real_model import discount_summary, load_smollm2, paper_targets, rollout_entropies
 from saah_lab.studies.runner import Plan, baseline_job, run_job, run_plan
 from saah_lab.studies.timing import Timings
@@ -228,7 +236,7 @@ def record_warm_start(root: Path, build: dict) -> None:
 def run_study(root: Path = REAL_STUDY_ROOT, steps: int | None = None, figures: bool = True,
               heartbeat_s: float = 60.0) -> dict:
     """The warm-up (cached), then every run not complete yet, then the manifest, table and figure."""
-    root = Path(root)
+    root = check_study_root(root, "real", new=True)
     with study_lock(root):
         timings = Timings(root / layout.TIMINGS_FILE)
         with timings.stage("format warm-up and matched alpha"):
@@ -251,10 +259,9 @@ def rerun_and_compare(committed: Path = REAL_STUDY_ROOT, rerun: Path = RERUN_REA
     """``make real-study``: the study into ``rerun`` (resuming what is there), then every run compared with the
     committed study, bit for bit (:func:`saah_lab.studies.verify.bits.compare_studies`); one seed per arm leaves
     no conclusion to compare at level 2, so bits that differ are reported with their largest differences."""
+    refuse_committed(rerun)
+    check_study_root(committed, "real")  # before the hours of training it is compared with
     run_study(rerun, steps=steps, figures=False)
-    if not (Path(committed) / layout.RUNS).is_dir():
-        print(f"no committed study in {repo_relative(committed)} to compare with", flush=True)
-        return {}
     record = read_json(Path(rerun) / WARMSTART_RECORD)
     ids = [c.run_id for c in planned_configs(rerun, record["paper_matched_alpha"], steps=steps)]
     report = compare_studies(committed, rerun, run_ids=ids, study_files=(), conclusions=lambda *_: {
@@ -266,22 +273,30 @@ def rerun_and_compare(committed: Path = REAL_STUDY_ROOT, rerun: Path = RERUN_REA
 
 def promote(rerun: Path = RERUN_REAL, committed: Path = REAL_STUDY_ROOT) -> None:
     """Make a finished rerun the committed study (runs, baseline and records; no checkpoints), then its table and
-    figure."""
-    rerun, committed = Path(rerun), Path(committed)
+    figure, once every JSON file of the rerun reads; the committed folder is replaced by renames
+    (:func:`saah_lab.rundir.roots.replace_folder`)."""
+    rerun, committed = check_promotable(rerun), Path(committed)
+    folders, files = (layout.RUNS, layout.BASELINES), (WARMSTART_RECORD, layout.TIMINGS_FILE, layout.STUDY_PLAN_FILE)
     with study_lock(rerun):
+        check_study_root(rerun, "real")
+        check_study_root(committed, "real", new=True)
         record = read_json(rerun / WARMSTART_RECORD)
         unfinished = [c.run_id for c in planned_configs(rerun, record["paper_matched_alpha"])
                       if not RunDir(c.run_dir).is_complete(c.trainer.max_steps)]
         if unfinished:
-            raise ValueError(f"{rerun} is not a finished study (unfinished: {', '.join(unfinished)})")
-        staging = committed.with_name(f".{committed.name}.promoting")
-        shutil.rmtree(staging, ignore_errors=True)
-        for name in (layout.RUNS, layout.BASELINES):
-            shutil.copytree(rerun / name, staging / name, ignore=shutil.ignore_patterns(layout.CHECKPOINTS_DIR, ".*"))
-        for name in (WARMSTART_RECORD, layout.TIMINGS_FILE, layout.STUDY_PLAN_FILE):
-            shutil.copy2(rerun / name, staging / name)
-        shutil.rmtree(committed, ignore_errors=True)
-        staging.rename(committed)
+            raise Refused(f"{rerun} is not a finished study (unfinished: {', '.join(unfinished)})")
+        damaged = unreadable_files(rerun, folders + files)
+        if damaged:
+            raise Refused(f"{rerun} is damaged, so nothing was promoted:\n" + "\n".join(f"  {d}" for d in damaged))
+
+        def fill(staging: Path) -> None:
+            not_results = shutil.ignore_patterns(layout.CHECKPOINTS_DIR, ".*")  # nor locks and temporary files
+            for name in folders:
+                shutil.copytree(rerun / name, staging / name, ignore=not_results)
+            for name in files:
+                shutil.copy2(rerun / name, staging / name)
+
+        replace_folder(committed, fill)
     write_manifest(committed)
     render_report()
     print(f"promoted {repo_relative(rerun)} to {repo_relative(committed)}; tables and figures drawn", flush=True)
@@ -336,12 +351,12 @@ def check_run(run_id: str | None = None, steps: int = CHECK_STEPS, committed: Pa
     them with the committed run: its step-0 evaluation (every completion) and every logged number of those steps;
     the warm-up (built unless cached) is compared by its weights' hash."""
     started = time.perf_counter()
-    record = read_json(Path(committed) / WARMSTART_RECORD)
-    build_warm_start(settings=WarmUpSettings(**record["settings"]), committed=Path(committed) / WARMSTART_RECORD)
+    record = read_json(check_study_root(committed, "real") / WARMSTART_RECORD)
     configs = {c.run_id: c for c in planned_configs(committed, record["paper_matched_alpha"])}
     run_id = run_id or next(i for i, c in configs.items() if c.trainer.method == "sa")
-    if run_id not in configs:
-        raise ValueError(f"{run_id!r} is not a run of the study; its runs: {', '.join(configs)}")
+    if run_id not in configs:  # before the warm-up's build, which may take many minutes
+        raise Refused(f"{run_id!r} is not a run of the study in {committed}; its runs: {', '.join(configs)}")
+    build_warm_start(settings=WarmUpSettings(**record["settings"]), committed=Path(committed) / WARMSTART_RECORD)
     shutil.rmtree(scratch, ignore_errors=True)
     cfg = RunConfig.from_dict({**configs[run_id].to_dict(), "results_dir": str(scratch)})
     torch.set_num_threads(1)  # as the study's runs (saah_lab.studies.runner.train_task): the same bits
@@ -354,6 +369,14 @@ def check_run(run_id: str | None = None, steps: int = CHECK_STEPS, committed: Pa
     return report
 
 
+def positive_int(text: str) -> int:
+    """An argument of at least 1, checked as it is parsed: zero or fewer steps would start the warm-up for nothing."""
+    value = int(text)  # not an integer: argparse names the option and the value
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not a positive integer")
+    return value
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m saah_lab.studies.real_study", description=__doc__.splitlines()[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -364,9 +387,10 @@ def main(argv=None) -> int:
                              "and compare; promote: make a finished --rerun-root the committed --root")
     parser.add_argument("--root", type=in_repo, default=repo_relative(REAL_STUDY_ROOT), help="the committed study")
     parser.add_argument("--rerun-root", type=in_repo, default=repo_relative(RERUN_REAL), help="where verify trains")
-    parser.add_argument("--steps", type=int, default=None, help="run: override the profile's steps (a smoke test)")
+    parser.add_argument("--steps", type=positive_int, default=None,
+                        help="run: override the profile's steps (a smoke test)")
     parser.add_argument("--run", default=None, help="check: which run (default: the first sa run)")
-    parser.add_argument("--check-steps", type=int, default=CHECK_STEPS, help="check: how many steps to rerun")
+    parser.add_argument("--check-steps", type=positive_int, default=CHECK_STEPS, help="check: how many steps to rerun")
     parser.add_argument("--no-figures", action="store_true", help="run: skip the table and figure")
     args = parser.parse_args(argv)
     started = time.perf_counter()
@@ -381,8 +405,8 @@ def main(argv=None) -> int:
             run_study(args.root, steps=args.steps, figures=not args.no_figures)
         else:
             report = rerun_and_compare(args.root, args.rerun_root, args.steps)
-            return 0 if not report or report["runs_identical"] == report["runs_compared"] else 1
-    except FolderLockedError as err:
+            return 0 if report["runs_identical"] == report["runs_compared"] else 1
+    except (FolderLockedError, Refused) as err:
         parser.exit(1, f"error: {err}\n")
     except KeyboardInterrupt:
         parser.exit(130, "\ninterrupted: finished steps are kept; the same command resumes\n")

@@ -7,11 +7,12 @@ session of its own (a Ctrl-C at the terminal reaches the driver, which stops the
 
     python saah_lab/studies/watchdog.py DRIVER_PID MARKER TEMP_DIR     (stdin: a pipe from the driver)
 
-A driver that ends normally writes ``stop`` into the pipe.  The pipe closing without it, or the watchdog's
-parent changing, means the driver died: the watchdog SIGKILLs the instance's processes and removes
-``TEMP_DIR``.  Those are the processes whose ``RAY_AUTH_TOKEN_PATH`` is ``MARKER`` (a token file in the
-instance's own temp dir) and all their descendants as last seen while the driver lived: the agents rename
-themselves, which hides their environment, and once the raylet is dead they are no one's children.
+A driver that ends normally writes ``stop`` into the pipe; one interrupted writes ``sweep``: the watchdog
+SIGKILLs the instance's processes (``TEMP_DIR`` is the driver's to remove).  The pipe closing without either,
+or the watchdog's parent changing, means the driver died: it SIGKILLs them and removes ``TEMP_DIR``.  Those
+are the processes whose ``RAY_AUTH_TOKEN_PATH`` is ``MARKER`` (a token file in the instance's own temp dir)
+and all their descendants as seen while the driver lived: the agents rename themselves, which hides their
+environment, and once the raylet is dead they are no one's children.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import time
 import psutil
 
 STOP = b"stop"
+SWEEP = b"sweep"
 MARKER_VARIABLE = "RAY_AUTH_TOKEN_PATH"
 #: How often the watchdog notes the instance's processes and checks that its parent is still the driver (a fork
 #: of the driver may hold the pipe open after the driver died).
@@ -33,19 +35,22 @@ LOOK_S = 0.5
 SWEEP_S = 2.0
 
 
-def watch(pipe: int, driver_pid: int, marker: str) -> list[psutil.Process] | None:
-    """Block until the driver stops (None: it said ``stop``) or dies (the instance's processes last seen)."""
+def watch(pipe: int, driver_pid: int, marker: str) -> tuple[bytes, list[psutil.Process]]:
+    """Block until the driver closes the pipe (what it said: ``stop``, ``sweep``) or dies (``b""``); with the
+    instance's processes seen meanwhile."""
     said, seen = b"", {}
     while True:
         ready, _, _ = select.select([pipe], [], [], LOOK_S)
         if ready:
             chunk = os.read(pipe, 64)
-            if not chunk:
-                return None if said.strip() == STOP else list(seen.values())
-            said += chunk
-            continue
+            if chunk:
+                said += chunk
+                continue
+            if said.strip() == SWEEP:  # the driver lives, waiting: its instance as it is now, too
+                seen.update((proc.pid, proc) for proc in instance_tree(driver_pid, marker))
+            return said.strip(), list(seen.values())
         if os.getppid() != driver_pid:
-            return list(seen.values())
+            return b"", list(seen.values())
         seen.update((proc.pid, proc) for proc in instance_tree(driver_pid, marker))
 
 
@@ -116,11 +121,12 @@ def kill_instance(marker: str, seen: list[psutil.Process] = (), sweep_s: float =
 
 def main(argv: list[str]) -> int:
     driver_pid, marker, temp_dir = int(argv[0]), argv[1], argv[2]
-    seen = watch(sys.stdin.fileno(), driver_pid, marker)
-    if seen is None:
+    said, seen = watch(sys.stdin.fileno(), driver_pid, marker)
+    if said == STOP:
         return 0
     kill_instance(marker, seen)
-    shutil.rmtree(temp_dir, ignore_errors=True)
+    if said != SWEEP:  # the driver died: no one else removes its files
+        shutil.rmtree(temp_dir, ignore_errors=True)
     return 0
 
 

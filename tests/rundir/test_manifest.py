@@ -73,6 +73,21 @@ def test_command_line_check_fails_with_the_file_named(tmp_path):
     assert bad.returncode == 1 and "changed: " in bad.stderr and "eval.jsonl" in bad.stderr
 
 
+@pytest.mark.parametrize("given", ["results/mini/runs/r1", "results/mini/runs", "paper/generated", "results"])
+def test_manifest_write_takes_only_a_study_root(tmp_path, given, capsys):
+    from saah_lab.rundir.manifest import main
+
+    study = _root(tmp_path / "results")  # results/study/runs/r1: a study root inside a folder of studies
+    study.rename(tmp_path / "results" / "mini")
+    (tmp_path / "paper" / "generated").mkdir(parents=True)
+    (tmp_path / "paper" / "generated" / "mini_main.tex").write_text("%")
+    with pytest.raises(SystemExit) as stop:
+        main(["write", str(tmp_path / given)])
+    assert stop.value.code == 1 and f"{tmp_path / given} is not a study root" in capsys.readouterr().err
+    assert list(tmp_path.rglob(MANIFEST_FILE)) == []
+    assert main(["write", str(tmp_path / "results" / "mini")]) == 0  # the study root itself
+
+
 # ---------------------------------------------------------------------------
 # the manifest and the reader follow one rule (issue 22)
 # ---------------------------------------------------------------------------

@@ -49,6 +49,7 @@ def test_answer_kinds_summary_reads_first_and_last_evaluation(tmp_path):
     _write_samples(samples / "step_0000.jsonl", ["12", "12", "19"])
     _write_samples(samples / "step_0020.jsonl", ["5", "5", "5"])
     _write_samples(samples / "step_0040.jsonl", ["19", "19", "12"])
+    (samples.parent / "config.json").write_text('{"steps": 40}')  # the last evaluation is the last step's
     summary = write_answer_kinds(tmp_path)
     expected = {"r1": {"0": {"correct": 1, "intermediate": 2, "other": 0},
                        "40": {"correct": 2, "intermediate": 1, "other": 0}}}
@@ -77,7 +78,8 @@ def test_committed_answer_kinds_are_what_the_code_computes(tmp_path):
 
 def test_promote_replaces_the_committed_study_keeps_other_runs_and_refuses_unfinished_reruns(tmp_path):
     from saah_lab.rundir.manifest import check_manifest
-    from saah_lab.studies.mini import PROMOTED_FILES, planned_configs, promote
+    from saah_lab.analysis.plan import write_plan
+    from saah_lab.studies.mini import PROMOTED_FILES, planned_configs, promote, study_plan
     from saah_lib.rundir.folder import RunDir
 
     rerun, committed = tmp_path / "rerun", tmp_path / "committed"
@@ -89,6 +91,7 @@ def test_promote_replaces_the_committed_study_keeps_other_runs_and_refuses_unfin
         log.log_eval({"step": cfg.trainer.max_steps, "pass_at_1": 0.5}, [{"id": "p", "correct": True}])
         (log.checkpoints_dir / "checkpoint-60").mkdir(parents=True)
     (rerun / "baselines" / "b").mkdir(parents=True)
+    write_plan(rerun, study_plan(matched_alpha=5.9))
     for name in PROMOTED_FILES:
         if not (rerun / name).exists():
             (rerun / name).write_text("{}\n")

@@ -14,7 +14,7 @@ import pytest
 from saah_lab.studies import mini
 from saah_lab.studies.runner import run_line
 from saah_lab.studies.verify.bits import compare_run
-from saah_lib.paths import REPO_ROOT
+from saah_lib.paths import MINI_ROOT, REPO_ROOT
 from saah_lib.rundir.folder import RunDir
 from saah_lib.training.config import make_config
 
@@ -98,9 +98,10 @@ def test_resume_refuses_to_start_while_another_study_holds_the_root(tmp_path, lo
     (rerun / "runs").mkdir(parents=True)
     (rerun / "runs" / "marker").write_text("written by the running study")
     holder = lock_holder("study", rerun)
-    for command in (["verify", "--resume"], ["verify"], ["promote"]):
+    for command, committed in ((["verify", "--resume"], MINI_ROOT), (["verify"], MINI_ROOT),
+                               (["promote"], tmp_path / "committed")):
         with pytest.raises(SystemExit) as stop:
-            mini.main([*command, "--root", str(tmp_path / "committed"), "--rerun-root", str(rerun)])
+            mini.main([*command, "--root", str(committed), "--rerun-root", str(rerun)])
         assert stop.value.code == 1
         assert (f"error: results root {rerun} is being written by another process (pid {holder.pid}"
                 in capsys.readouterr().err)
