@@ -186,3 +186,24 @@ def negative_weight_target(directory: Path, file: str = DISCOUNT_LOG_FILE) -> di
     values = [float(v) for v in rows["weight_neg_mean"]]
     return {"target": float(np.mean(values)), "file": repo_relative(path), "column": "weight_neg_mean",
             "steps": [int(s) for s in rows["step"]], "values": values}
+
+
+def logged_range(directory: Path, column: str, file: str = DISCOUNT_LOG_FILE) -> dict | None:
+    """The lowest and highest ``column`` of the paper's SA-AH-GRPO log (default: the 1.5B log, the one the CPU
+    studies' discount is matched to): ``{"low", "high", "model", "steps"}``, or None when the file or the column
+    is missing. A ``weight_neg_mean`` of a step without a negative rollout (``weight_neg_note`` set) is no weight
+    and is left out, as in :func:`negative_weight_target`."""
+    path = Path(directory) / file
+    if not path.is_file():
+        return None
+    log = _numeric(read_reported_csv(path), ["step", column])
+    if column not in log:
+        return None
+    rows = log[log[column].notna()]
+    if column == "weight_neg_mean" and "weight_neg_note" in rows:
+        rows = rows[rows["weight_neg_note"].fillna("").astype(str) == ""]
+    if rows.empty:
+        return None
+    return {"low": float(rows[column].min()), "high": float(rows[column].max()),
+            "model": str(rows["model_label"].iloc[0]) if "model_label" in rows else "",
+            "steps": (int(rows["step"].min()), int(rows["step"].max()))}

@@ -5,7 +5,8 @@ Figures are built with :class:`matplotlib.figure.Figure` directly (no pyplot sta
 on screen), so they work the same in tests, scripts and notebooks; they are :class:`InlineFigure`,
 which Jupyter shows as a PNG. :mod:`saah_lab.report.render` saves each as
 ``<figures>/<prefix>_<name>.pdf`` and ``.png``: those of a result set are :data:`RESULT_FIGURES`
-(each function says what it draws), beside :func:`plot_paired` and :func:`plot_topk`. PDFs embed
+(each function says what it draws), beside :func:`plot_warm_start_effect` (which needs the study plan's
+primary comparison), :func:`plot_paired` and :func:`plot_topk`. Panels that are compared share their y axis. PDFs embed
 TrueType fonts (``pdf.fonttype`` 42), which journals ask for and which stay searchable.
 
 Bands: a single run uses its logged ``ci95`` (for the paper's numbers, the binomial formula with
@@ -32,14 +33,20 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
+from scipy import stats
 
 from saah_lab.analysis.groups import METHOD_LABELS, is_main_alpha, method_label, model_order, model_short
 from saah_lab.analysis.quantities import CHECKPOINTS, number_or_nan
+from saah_lab.analysis.reported import logged_range
 from saah_lab.analysis.resultset import ResultSet
 from saah_lab.analysis.significance import LEVEL, POWER, established
 from saah_lab.analysis.summaries import token_weights
+from saah_lib.jsonio import read_jsonl
 from saah_lib.method.methods import MAIN_ALPHA, METHODS
+from saah_lib.paths import PAPER_REPORTED
+from saah_lib.rundir import layout
 from saah_lib.rundir.folder import RunDir
+from saah_lib.tasks.synthetic import ANSWER_KINDS, count_answer_kinds
 
 log = logging.getLogger(__name__)
 
@@ -151,6 +158,17 @@ def _band(g: pd.DataFrame) -> tuple[np.ndarray, str]:
     return ci.to_numpy(float), "95% CI"
 
 
+#: The legend entry of each kind of band (:func:`_band`), so that a panel mixing both says which is which.
+BAND_LEGEND = {"±1 s.d. across seeds": "shaded: ±1 s.d. across seeds (lines with n>1)",
+               "95% CI": "shaded: 95% binomial CI (single runs)"}
+
+
+def _band_legend(ax, kinds) -> None:
+    """One grey legend entry per kind of band drawn on this panel (empty fills: nothing drawn, no limits moved)."""
+    for kind in sorted(kinds):
+        ax.fill_between([], [], [], color="0.75", lw=0, label=BAND_LEGEND.get(kind, f"shaded: {kind}"))
+
+
 def _draw_baseline(ax, rs: ResultSet, model, with_label: bool = True) -> bool:
     """The dashed baseline, its value written on this panel (the legend entry is shared by every panel)."""
     b = rs.baseline_for(model)
@@ -174,7 +192,7 @@ def _trajectory_panel(ax, rs: ResultSet, model, note_band: bool = True, peak_in_
     groups = _groups(ck, model) if ck is not None and len(ck) else []
     if not groups:
         return False
-    band_kinds = set()
+    band_kinds, drawn = set(), set()
     for method, a, g in groups:
         x = g["step"].to_numpy(float)
         y = g["pass_at_1"].to_numpy(float)
@@ -190,6 +208,8 @@ def _trajectory_panel(ax, rs: ResultSet, model, note_band: bool = True, peak_in_
         ok = ~np.isnan(half)
         if ok.any():
             ax.fill_between(x[ok], (y - half)[ok], (y + half)[ok], color=color, alpha=0.15, lw=0)
+            drawn.add(kind)
+    _band_legend(ax, drawn)
     _draw_baseline(ax, rs, model)
     _steps_axis(ax)
     ax.set_ylabel("Pass@1")
@@ -202,16 +222,19 @@ def _trajectory_panel(ax, rs: ResultSet, model, note_band: bool = True, peak_in_
 def plot_pass_at_1(rs: ResultSet) -> Figure | None:
     """Pass@1 trajectories: one panel per model, every main-comparison method with its band.
 
-    The baseline is dashed, its value written on its own panel, with one legend entry for all panels.
+    The baseline is dashed, its value written on its own panel, with one legend entry for all panels. The
+    panels share one y axis, so that a difference of 0.01 looks the same size on every panel.
     """
     models = [m for m in rs.models if rs.checkpoints is not None and len(rs.checkpoints)
               and len(_groups(rs.checkpoints, m))]
     if not models:
         return None
     ncols = min(len(models), PANELS_PER_ROW)  # six warm starts wrap into two rows, not one strip
-    fig, axes = _fig(ncols=ncols, nrows=math.ceil(len(models) / ncols))
+    fig, axes = _fig(ncols=ncols, nrows=math.ceil(len(models) / ncols), sharey=True)
     for ax, model in zip(axes.flat, models):
         _trajectory_panel(ax, rs, model)
+    for ax in axes[:, 1:].flat:  # the shared axis is labelled once per row
+        ax.set_ylabel("")
     for ax in list(axes.flat)[len(models):]:
         ax.set_visible(False)
     _fig_legend(fig, axes)
@@ -385,7 +408,8 @@ def plot_reward(rs: ResultSet) -> Figure | None:
     if not models:
         return None
     with_std = any(pd.to_numeric(rs.curves.get("reward_std"), errors="coerce").notna())
-    fig, axes = _fig(ncols=2 if with_std else 1, nrows=len(models), w=4.4, h=3.0)
+    # sharey by column: one scale for every model's mean reward, one for every spread
+    fig, axes = _fig(ncols=2 if with_std else 1, nrows=len(models), w=4.4, h=3.0, sharey="col")
     for row, model in enumerate(models):
         ax_mean, ax_std = axes[row, 0], axes[row, 1] if with_std else None
         for method, a, g in _curve_groups(rs, model):
@@ -421,7 +445,7 @@ def plot_entropy_weight(rs: ResultSet) -> Figure | None:
     columns = (("entropy_norm", "mean normalised entropy", "entropy"),
                ("weight_mean", "mean token weight", "weights, all tokens"),
                ("weight_neg_mean", "mean token weight", "weights, negative-advantage rollouts"))
-    fig, axes = _fig(ncols=3, nrows=len(models), w=3.4, h=2.8)
+    fig, axes = _fig(ncols=3, nrows=len(models), w=3.4, h=2.8, sharey="col")  # one entropy scale for all models
     for row, model in enumerate(models):
         for method, a, g in _curve_groups(rs, model):
             x = g["step"].to_numpy(float)
@@ -442,6 +466,226 @@ def plot_entropy_weight(rs: ResultSet) -> Figure | None:
             ax.set_ylim(0, 1.05)
     _fig_legend(fig, axes, ncol=3, fontsize=8)
     fig.suptitle(_suptitle(rs, "Entropy and adaptive weights") + _curve_note(rs), fontsize=10)
+    return fig
+
+
+# ---------------------------------------------------------------------------
+# per arm and warm start: the per-step diagnostics, the kinds of answers, the primary effect
+# ---------------------------------------------------------------------------
+
+def figure_arms(rs: ResultSet) -> list[tuple[str, float]]:
+    """The arms ``(method, alpha)`` the per-arm figures draw, in method order: those of the main comparison, and
+    any other run with as many seeds as the main comparison's weighted arms (the SmolLM2 study's second alpha,
+    which its result set does not name as paper-matched). A one-seed alpha sweep beside three-seed arms is left
+    to the ablation figure."""
+    runs = rs.runs
+    if runs is None or runs.empty:
+        return []
+    main = (rs.notes or {}).get("main_alphas") or {}
+    seeds = runs.assign(alpha=pd.to_numeric(runs["alpha"], errors="coerce")).groupby(["method", "alpha"])["seed"]
+    n = seeds.nunique()
+    in_main = {arm: is_main_alpha(arm[0], float(arm[1]), main) for arm in n.index}
+    least = max((n[arm] for arm in n.index if in_main[arm] and arm[0] != "grpo"), default=math.inf)
+    keep = [(str(m), float(a)) for (m, a) in n.index if in_main[(m, a)] or n[(m, a)] >= least]
+    return sorted(keep, key=lambda arm: (METHODS.index(arm[0]) if arm[0] in METHODS else len(METHODS), arm[1]))
+
+
+def _arm_style(rs: ResultSet, method: str, alpha: float, arms: list) -> str:
+    """Dotted for the study's paper-matched alpha, as in the other figures; where the result set names none (the
+    SmolLM2 study), dotted for any alpha of a method above its lowest; else the method's line style."""
+    if (rs.notes or {}).get("matched_alpha") is not None:
+        return _alpha_style(rs, method, alpha, METHOD_LINESTYLES.get(method, "-"))
+    lowest = min(a for m, a in arms if m == method)
+    return METHOD_LINESTYLES.get(method, "-") if np.isclose(alpha, lowest) else ":"
+
+
+def _arm_rows(frame: pd.DataFrame, model, method: str, alpha: float) -> pd.DataFrame:
+    alphas = pd.to_numeric(frame["alpha"], errors="coerce")
+    return frame[(frame["model_label"] == model) & (frame["method"] == method) & np.isclose(alphas, alpha)]
+
+
+#: The rows of the per-step diagnostics figure: the logged column and its axis label.
+STEP_DIAGNOSTICS = (("weight_neg_mean", "mean token weight,\nnegative-advantage rollouts"),
+                    ("entropy_norm", "mean normalised entropy"))
+
+
+def _paper_band(ax, logged: dict | None) -> None:
+    if logged:
+        ax.axhspan(logged["low"], logged["high"], color="0.82", lw=0, zorder=0,
+                   label=f"the paper's logged range ({logged['model']} SA-AH-GRPO, "
+                         f"steps {logged['steps'][0]}–{logged['steps'][1]})")
+
+
+def plot_step_diagnostics(rs: ResultSet, paper_dir=PAPER_REPORTED) -> Figure | None:
+    """Per step: the mean token weight on negative-advantage rollouts (upper row) and the mean normalised entropy
+    (lower row) of each arm (:func:`figure_arms`; means over its seeds), one column per warm start, wrapping after
+    :data:`PANELS_PER_ROW`; every panel of a quantity on one y scale, with the range the paper logged for it
+    (:func:`saah_lab.analysis.reported.logged_range`) as a grey band.
+
+    None for the paper's own numbers: their log against their own range shows nothing new."""
+    arms = figure_arms(rs)
+    found = {m for key, _ in STEP_DIAGNOSTICS for m in _curve_models(rs, key)}
+    if rs.source == "paper_reported" or not found or not arms:
+        return None
+    models = [m for m in model_order(rs.curves["model_label"]) if m in found]
+    ncols = min(len(models), PANELS_PER_ROW)
+    fig, axes = _fig(ncols=ncols, nrows=2 * math.ceil(len(models) / ncols), w=3.4, h=2.5)
+    paper = {key: logged_range(paper_dir, key) for key, _ in STEP_DIAGNOSTICS}
+    for i, model in enumerate(models):
+        block, col = divmod(i, ncols)
+        for row, (key, ylabel) in enumerate(STEP_DIAGNOSTICS):
+            ax = axes[2 * block + row, col]
+            if ax is not axes[row, 0]:
+                ax.sharey(axes[row, 0])
+            _paper_band(ax, paper[key])
+            for method, a in arms:
+                g = _arm_rows(rs.curves, model, method, a).sort_values("step")
+                y = pd.to_numeric(g.get(key), errors="coerce").to_numpy(float)
+                if len(g) and (~np.isnan(y)).any():
+                    ax.plot(g["step"].to_numpy(float), y, color=METHOD_COLORS.get(method, "k"), lw=1.1,
+                            ls=_arm_style(rs, method, a, arms), marker="o" if len(g) <= SPARSE else None, ms=2.5,
+                            label=method_label(method, a) + seeds_text(g))
+            ax.set_title(str(model), fontsize=8)
+            ax.set_ylabel(ylabel if col == 0 else "", fontsize=8)
+            _steps_axis(ax)
+            if row == 0:
+                ax.set_xlabel("")
+            ax.grid(alpha=0.3)
+    for i in range(len(models), axes.shape[0] // 2 * ncols):
+        for row in (0, 1):
+            axes[2 * (i // ncols) + row, i % ncols].set_visible(False)
+    _fig_legend(fig, axes, ncol=3, fontsize=8)
+    fig.suptitle(_suptitle(rs, "Weight on negative rollouts and entropy per step, per arm and warm start"),
+                 fontsize=10)
+    return fig
+
+
+#: The colour and legend name of each answer kind (:func:`saah_lib.tasks.synthetic.answer_kind`).
+ANSWER_KIND_STYLE = {"correct": ("#2ca02c", "correct"),
+                     "intermediate": ("#ff7f0e", "the planted habit (first intermediate result as the answer)"),
+                     "other": ("0.65", "other error")}
+
+
+def answer_kinds(rs: ResultSet) -> pd.DataFrame:
+    """Per run of :func:`figure_arms` and evaluation (its first and its last): the answers by kind
+    (:func:`saah_lib.tasks.synthetic.count_answer_kinds`) read from the run folder's per-problem files, as
+    ``saah_lab.studies.mini.write_answer_kinds`` counts them. Empty when no run has such files. A run the
+    tolerant reader found damaged is left out (its files may not read; the figure's title warns of it)."""
+    arms, rows = figure_arms(rs), []
+    for r in (rs.runs.itertuples() if arms and rs.root is not None else ()):
+        alpha = number_or_nan(r.alpha)
+        if getattr(r, "damaged", False) or not any(r.method == m and np.isclose(alpha, a) for m, a in arms):
+            continue
+        files = list(RunDir(Path(rs.root) / layout.RUNS / str(r.run_id)).sample_files().items())
+        for when, (step, path) in zip(("first", "last"), (files[0], files[-1]) if files else ()):
+            rows.append({"model_label": r.model_label, "method": r.method, "alpha": alpha, "seed": r.seed,
+                         "when": when, "step": step, **count_answer_kinds(read_jsonl(path))})
+    return pd.DataFrame(rows)
+
+
+def _answer_kind_panel(ax, kinds: pd.DataFrame, arms: list) -> None:
+    """Two stacked bars per arm (first and last evaluation), the mean count of each kind written in its part."""
+    ticks, labels, names = [], [], []
+    groups = [(m, a, kinds[(kinds["method"] == m) & np.isclose(kinds["alpha"], a)]) for m, a in arms]
+    for i, (method, alpha, g) in enumerate([group for group in groups if len(group[2])]):
+        for j, when in enumerate(("first", "last")):
+            at, x, bottom = g[g["when"] == when], i + (j - 0.5) * 0.42, 0.0
+            total = float(at[list(ANSWER_KINDS)].sum(axis=1).mean())
+            for kind in ANSWER_KINDS:
+                height = float(at[kind].mean())
+                color, name = ANSWER_KIND_STYLE[kind]
+                ax.bar(x, height, 0.4, bottom=bottom, color=color, label=name, edgecolor="white", lw=0.5)
+                if height >= 0.06 * total:  # a count fits in its part of the bar
+                    ax.text(x, bottom + height / 2, f"{height:.0f}", ha="center", va="center", fontsize=6.5)
+                bottom += height
+            steps = sorted(set(at["step"]))
+            ticks.append(x), labels.append(f"step {steps[0]}" if len(steps) == 1 else when)
+        n = g["seed"].nunique()
+        names.append(f"{method_label(method, alpha)}\nn={n} seed{'s' if n > 1 else ''}")
+    ax.set_xticks(ticks, labels, fontsize=6.5)
+    below = ax.secondary_xaxis(-0.09)  # the arms, under their two bars' step labels
+    below.set_xticks(range(len(names)), names, fontsize=7)
+    below.tick_params(length=0)
+    below.spines["bottom"].set_visible(False)
+    ax.grid(axis="y", alpha=0.3)
+
+
+def plot_answer_kinds(rs: ResultSet) -> Figure | None:
+    """Evaluation answers by kind (correct, the planted intermediate-result habit, other errors) at the first and
+    the last evaluation of each arm (:func:`figure_arms`), as means over the arm's seeds: one panel per warm
+    start, all on one y scale. None without per-problem evaluation files (the paper's numbers)."""
+    kinds = answer_kinds(rs)
+    if kinds.empty:
+        return None
+    arms, models = figure_arms(rs), model_order(kinds["model_label"])
+    ncols = min(len(models), PANELS_PER_ROW)
+    fig, axes = _fig(ncols=ncols, nrows=math.ceil(len(models) / ncols), w=max(3.4, 1.6 * len(arms)), h=3.4,
+                     sharey=True)
+    totals = sorted({int(t) for t in kinds[list(ANSWER_KINDS)].sum(axis=1)})
+    for ax, model in zip(axes.flat, models):
+        _answer_kind_panel(ax, kinds[kinds["model_label"] == model], arms)
+        ax.set_title(str(model), fontsize=9)
+    for ax in axes[:, 0]:
+        ax.set_ylabel("evaluation answers" + (f" (of {totals[0]})" if len(totals) == 1 else "")
+                      + ",\nmean over seeds")
+    for ax in list(axes.flat)[len(models):]:
+        ax.set_visible(False)
+    _fig_legend(fig, axes, ncol=3, fontsize=8)
+    fig.suptitle(_suptitle(rs, "Answers by kind at the first and the last evaluation"), fontsize=10)
+    return fig
+
+
+def warm_start_effects(rs: ResultSet, a: tuple[str, float], b: tuple[str, float] = ("grpo", 0.0)) -> pd.DataFrame:
+    """Per warm start, over the seeds that ran both arms: ``gain``, arm b's mean final Pass@1 minus the warm
+    start's own Pass@1 (its baseline); ``diff``, the mean of a − b final Pass@1 seed by seed; ``half``, the
+    half-width of that mean's 95% t interval over the seeds (NaN for one seed); ``n``, the seeds."""
+    runs, rows = rs.runs, []
+    for model in (rs.models if runs is not None and not runs.empty else ()):
+        finals = [_arm_rows(runs, model, *arm).set_index("seed")["final_pass_at_1"].astype(float) for arm in (a, b)]
+        diffs = (finals[0] - finals[1]).dropna()
+        base = number_or_nan((rs.baseline_for(model) or {}).get("pass_at_1"))
+        if diffs.empty or math.isnan(base):
+            continue
+        n = len(diffs)
+        half = float(stats.t.ppf(0.975, n - 1) * diffs.std(ddof=1) / math.sqrt(n)) if n > 1 else math.nan
+        rows.append({"model_label": model, "gain": float(finals[1][diffs.index].mean()) - base,
+                     "diff": float(diffs.mean()), "half": half, "n": n})
+    return pd.DataFrame(rows)
+
+
+def plot_warm_start_effect(rs: ResultSet, primary: dict | None = None) -> Figure | None:
+    """One point per warm start: GRPO's own gain over the warm start (x) against SA-AH-GRPO − GRPO on final
+    Pass@1 (y; mean over seeds with its 95% t interval over seeds), for each SA-AH-GRPO arm of
+    :func:`figure_arms`; the plan's primary arm (``primary``: the study plan's ``{"a": {method, alpha}, ...}``)
+    filled and named. Zero lines on both axes. None with fewer than two warm starts."""
+    primary_a = (primary or {}).get("a") or {}
+    series = [(a, warm_start_effects(rs, ("sa", a))) for m, a in figure_arms(rs) if m == "sa"]
+    series = [(a, e) for a, e in series if len(e) >= 2]
+    if not series:
+        return None
+    fig, axes = _fig(w=7.0, h=4.6)
+    ax = axes.flat[0]
+    span = max(float(np.ptp(e["gain"])) for _, e in series) or 0.01
+    for k, (a, e) in enumerate(series):
+        is_primary = primary_a.get("method") == "sa" and np.isclose(a, number_or_nan(primary_a.get("alpha")))
+        n = f"{e['n'].min()}" if e["n"].nunique() == 1 else f"{e['n'].min()}–{e['n'].max()}"
+        label = f"{method_label('sa', a)} − GRPO{' (primary)' if is_primary else ''}, n={n} seeds per warm start"
+        x = e["gain"].to_numpy(float) + 0.012 * span * k  # a little apart, so the intervals do not hide each other
+        ax.errorbar(x, e["diff"], yerr=e["half"].fillna(0), fmt="o" if is_primary else "s", ms=6, capsize=3,
+                    color=METHOD_COLORS["sa"], mfc=METHOD_COLORS["sa"] if is_primary else "white", label=label)
+    # each warm start named once, above the higher of its intervals
+    tops = pd.concat([e.assign(top=e["diff"] + e["half"].fillna(0)) for _, e in series]).groupby("model_label")
+    for model, g in tops:
+        ax.annotate(str(model), (g["gain"].mean(), g["top"].max()), textcoords="offset points", xytext=(0, 4),
+                    ha="center", fontsize=7)
+    ax.axhline(0, color="0.4", lw=0.8, ls="--")
+    ax.axvline(0, color="0.4", lw=0.8, ls="--")
+    ax.margins(y=0.12)  # room for the names above the intervals
+    ax.set_xlabel("GRPO's gain over its warm start: final Pass@1 − the warm start's Pass@1\n(mean over seeds)")
+    ax.set_ylabel("SA-AH-GRPO − GRPO, final Pass@1\n(seed mean, 95% t interval over seeds)")
+    ax.grid(alpha=0.3)
+    _fig_legend(fig, axes, ncol=1, fontsize=8)
+    fig.suptitle(_suptitle(rs, "The effect per warm start against GRPO's own gain"), fontsize=10)
     return fig
 
 
@@ -576,6 +820,8 @@ RESULT_FIGURES = {
     "reward": plot_reward,
     "entropy_weight": plot_entropy_weight,
     "token_weights": plot_rollout_weights,
+    "step_diagnostics": plot_step_diagnostics,
+    "answer_kinds": plot_answer_kinds,
 }
 
 

@@ -107,6 +107,8 @@ def _paired_table(summary: dict | None, s: Source, name: str, what: str) -> str:
 
 
 def _paired_figure(summary: dict | None):
+    """The paired figure, or None when no row has two seed pairs: one pair has no interval and no p, and a figure
+    of n/a only shows nothing (its sentence says all there is)."""
     if not tables.testable(summary):
         return None
     return plots.plot_paired(summary["rows"], summary["level"], texts.left_out_warning(summary),
@@ -117,6 +119,8 @@ def _paired_figure(summary: dict | None):
 OUTPUTS: dict[str, Output] = {
     **{name: _table(name) for name in tables.RESULT_TABLES},
     **{name: _figure(name) for name in plots.RESULT_FIGURES},
+    "warm_start_effect": Output("figure", lambda s: plots.plot_warm_start_effect(
+        s.results, ((s.paired or {}).get("plan") or {}).get("primary"))),
     "paired_evidence": Output("data", lambda s: s.paired if _rows(s.paired) else None),
     "paired": Output("table", lambda s: _paired_table(s.paired, s, "paired", "Paired comparisons")),
     "paired_details": Output("table", lambda s: tables.table_paired_details(s.paired["rows"], s.paired, s.prefix)

@@ -171,3 +171,15 @@ def test_negative_weight_target_is_the_mean_of_the_logged_weights(tmp_path):
     assert negative_weight_target(tmp_path)["steps"] == [30, 60, 90, 120, 150, 180]
     with pytest.raises(FileNotFoundError, match="tab_sa_log_1b.csv"):
         negative_weight_target(tmp_path / "nowhere")
+
+
+def test_logged_range_spans_the_papers_log_without_its_placeholder_weights(tmp_path):
+    from saah_lab.analysis.reported import logged_range
+
+    assert logged_range(D, "weight_neg_mean") == {"low": 0.143, "high": 0.810, "model": "Qwen2.5-1.5B-Instruct",
+                                                  "steps": (5, 180)}
+    assert (logged_range(D, "entropy_norm")["low"], logged_range(D, "entropy_norm")["high"]) == (0.0153, 0.0432)
+    # the 3B log's 0.000 at steps without a negative rollout is no weight: its lowest weight is 0.174
+    assert logged_range(D, "weight_neg_mean", "tab_sa_log_3b.csv")["low"] == 0.174
+    assert logged_range(D, "entropy_norm", "tab_sa_log_3b.csv")["low"] == 0.0085  # entropies of those steps count
+    assert logged_range(tmp_path, "weight_neg_mean") is None and logged_range(D, "no_such_column") is None

@@ -107,7 +107,8 @@ def test_missing_data_draws_no_figure(tmp_path, run_maker):
     root = tmp_path / "results"
     run_maker(root, "g", "tiny", "grpo", 0.0, 1)  # one run: no ablation, no token entropies
     names = set(all_figures(ResultSet.from_runs(root)))
-    assert names == {"pass_at_1", "reward", "entropy_weight"}  # a single method is no overlay
+    # a single method is no overlay; its logged weights, entropies and answers are drawn
+    assert names == {"pass_at_1", "reward", "entropy_weight", "step_diagnostics", "answer_kinds"}
     assert all_figures(ResultSet.from_runs(tmp_path / "empty")) == {}
 
 
@@ -286,3 +287,135 @@ def test_a_paired_figure_names_its_results_root_so_two_studies_never_draw_the_sa
               for root in ("results/extended", "results/confirm")}
     assert titles["results/confirm"].startswith("Paired differences in results/confirm, the seed as the unit")
     assert titles["results/extended"] != titles["results/confirm"]
+
+
+# --- the per-arm figures: per-step diagnostics, answers by kind, the effect per warm start -----------------------
+
+def _two_warm_starts(root, run_maker, finals=None, seeds=(0, 1)):
+    """GRPO and SA-AH-GRPO (alpha 0.5) from two warm starts at the same seeds, evaluated at steps 0 and 10 on 40
+    problems (``finals``: (warm start, method, seed) -> problems right at step 10; step 0 has 8 right)."""
+    for w in ("tiny", "tiny-w1"):
+        for method, alpha in (("grpo", 0.0), ("sa", 0.5)):
+            for seed in seeds:
+                right = (finals or {}).get((w, method, seed), 12)
+                run_maker(root, f"{w}-{method}-s{seed}", w, method, alpha, seed, steps=10, eval_every=10,
+                          evals={0: 8 / 40, 10: right / 40}, n_eval=40)
+    return root
+
+
+def test_step_diagnostics_draw_each_arm_per_warm_start_on_one_scale_against_the_papers_range(tmp_path, run_maker):
+    from saah_lab.analysis.reported import logged_range
+
+    rs = ResultSet.from_runs(_two_warm_starts(tmp_path, run_maker))
+    fig = P.plot_step_diagnostics(rs)
+    axes = np.array(fig.axes).reshape(2, 2)  # rows: weight, entropy; one column per warm start
+    assert [ax.get_title() for ax in axes[0]] == ["tiny", "tiny-w1"]
+    paper = {key: logged_range(REPORTED, key) for key in ("weight_neg_mean", "entropy_norm")}
+    assert paper["weight_neg_mean"]["low"] == 0.143 and paper["weight_neg_mean"]["high"] == 0.81
+    for row, key in enumerate(("weight_neg_mean", "entropy_norm")):
+        assert axes[row, 0].get_ylim() == axes[row, 1].get_ylim()  # one scale per quantity
+        for ax in axes[row]:
+            (band,) = ax.patches
+            ys = band.get_path().transformed(band.get_patch_transform()).vertices[:, 1]
+            assert np.allclose([ys.min(), ys.max()], [paper[key]["low"], paper[key]["high"]])
+            assert {ln.get_label() for ln in ax.get_lines()} == {"GRPO (α=0) (n=2)", "SA-AH-GRPO (α=0.5) (n=2)"}
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "the paper's logged range (Qwen2.5-1.5B-Instruct SA-AH-GRPO, steps 5–180)" in labels
+    assert P.plot_step_diagnostics(read_paper_reported(REPORTED)) is None  # the paper's log against itself
+
+
+def test_answer_kinds_are_counted_at_the_first_and_last_evaluation_and_averaged_over_seeds(tmp_path, run_maker):
+    import json
+
+    right = {(w, m, seed): 10 if seed == 0 else 40
+             for w in ("tiny", "tiny-w1") for m in ("grpo", "sa") for seed in (0, 1)}
+    root = _two_warm_starts(tmp_path, run_maker, right)
+    working = "1. 3 * 4 = 12\n2. 12 + 7 = 19\n"
+    for run in (root / "runs").iterdir():  # at step 10: seed 0 gives 10 correct, 20 habit, 10 other; seed 1 all correct
+        answers = (19, 12, 12, 5) * 10 if run.name.endswith("s0") else (19,) * 40
+        lines = [json.dumps({"id": f"p{j:03d}", "question": "q", "gold": "19", "extracted": str(a),
+                             "completion": working + f"<SOLUTION>{a}</SOLUTION>", "correct": a == 19})
+                 for j, a in enumerate(answers)]
+        (run / "eval_samples" / "step_0010.jsonl").write_text("\n".join(lines) + "\n")
+    rs = ResultSet.from_runs(root)
+    kinds = P.answer_kinds(rs)
+    last = kinds[(kinds["when"] == "last") & (kinds["model_label"] == "tiny") & (kinds["method"] == "sa")]
+    assert sorted(last["step"]) == [10, 10] and list(last.sort_values("seed")["correct"]) == [10, 40]
+    first = kinds[kinds["when"] == "first"]
+    assert set(first["step"]) == {0} and set(first["other"]) == {40}  # the fixture's step-0 answers are no answer
+    fig = P.plot_answer_kinds(rs)
+    ax = fig.axes[0]
+    # per arm: the first evaluation's stack (other: 40), then the last one's, each kind the mean over the 2 seeds
+    heights = [round(b.get_height(), 3) for b in ax.patches]
+    assert heights[:6] == [0, 0, 40, 25, 10, 5]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["step 0", "step 10"] * 2
+    assert fig.axes[0].get_ylim() == fig.axes[1].get_ylim()
+    assert P.plot_answer_kinds(read_paper_reported(REPORTED)) is None  # no evaluation files
+    # a torn sample file, read tolerantly: that run is left out (the arm's count says so), the figure still drawn
+    with open(root / "runs" / "tiny-sa-s1" / "eval_samples" / "step_0010.jsonl", "a") as f:
+        f.write("not json\n")
+    tolerated = ResultSet.from_runs(root, tolerate_problems=True)
+    kinds = P.answer_kinds(tolerated)
+    assert sorted(kinds.loc[(kinds["model_label"] == "tiny") & (kinds["method"] == "sa"), "seed"]) == [0, 0]
+    assert "WARNING" in P.plot_answer_kinds(tolerated)._suptitle.get_text()
+
+
+def test_warm_start_effect_plots_the_seed_mean_difference_against_grpos_own_gain(tmp_path, run_maker,
+                                                                                  baseline_maker):
+    finals = {("tiny", "grpo", 0): 12, ("tiny", "grpo", 1): 14, ("tiny", "sa", 0): 14, ("tiny", "sa", 1): 18,
+              ("tiny-w1", "grpo", 0): 8, ("tiny-w1", "grpo", 1): 8, ("tiny-w1", "sa", 0): 8, ("tiny-w1", "sa", 1): 7}
+    root = _two_warm_starts(tmp_path, run_maker, finals)
+    rs = ResultSet.from_runs(root)
+    effects = P.warm_start_effects(rs, ("sa", 0.5)).set_index("model_label")
+    # tiny: GRPO 0.3 and 0.35 from 0.2 (step 0); SA - GRPO 0.05 and 0.1 per seed
+    assert np.isclose(effects.loc["tiny", "gain"], 0.125) and np.isclose(effects.loc["tiny", "diff"], 0.075)
+    from scipy import stats
+    assert np.isclose(effects.loc["tiny", "half"], stats.t.ppf(0.975, 1) * np.std([0.05, 0.1], ddof=1) / np.sqrt(2))
+    assert np.isclose(effects.loc["tiny-w1", "gain"], 0.0) and np.isclose(effects.loc["tiny-w1", "diff"], -0.0125)
+    fig = P.plot_warm_start_effect(rs, {"a": {"method": "sa", "alpha": 0.5}, "b": {"method": "grpo", "alpha": 0}})
+    ax = fig.axes[0]
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == [
+        "SA-AH-GRPO (α=0.5) − GRPO (primary), n=2 seeds per warm start"]
+    assert any(np.allclose(ln.get_ydata(), 0) for ln in ax.get_lines())  # zero lines on both axes
+    assert any(np.allclose(ln.get_xdata(), 0) for ln in ax.get_lines())
+    # one warm start only: nothing to set side by side
+    one = tmp_path / "one"
+    for method, alpha in (("grpo", 0.0), ("sa", 0.5)):
+        run_maker(one, f"{method}", "tiny", method, alpha, 0, steps=10, eval_every=10)
+    assert P.plot_warm_start_effect(ResultSet.from_runs(one)) is None
+
+
+def test_panels_that_are_compared_share_their_y_scale(tmp_path, run_maker, results_root):
+    # warm starts at different levels: without a shared axis each panel would zoom onto its own lines
+    high = {("tiny-w1", m, s): 36 for m in ("grpo", "sa") for s in (0, 1)}
+    root = _two_warm_starts(tmp_path / "two", run_maker, high)
+    fig = P.plot_pass_at_1(ResultSet.from_runs(root))
+    assert len({ax.get_ylim() for ax in fig.axes}) == 1
+    fig = P.plot_entropy_weight(ResultSet.from_runs(results_root, tolerate_problems=True))  # two models, two rows
+    entropy = np.array(fig.axes).reshape(-1, 3)[:, 0]
+    assert len(entropy) == 2 and entropy[0].get_ylim() == entropy[1].get_ylim()
+
+
+def test_a_panel_with_two_kinds_of_band_names_each_in_the_legend(tmp_path, run_maker):
+    # as in the SmolLM2 study: GRPO over two seeds (a s.d. band), SA-AH-GRPO a single run (its binomial interval)
+    for method, alpha, seeds in (("grpo", 0.0, (0, 1)), ("sa", 0.5, (0,))):
+        for seed in seeds:
+            run_maker(tmp_path, f"{method}-s{seed}", "tiny", method, alpha, seed, steps=10, eval_every=5)
+    fig = P.plot_pass_at_1(ResultSet.from_runs(tmp_path))
+    bands = [t.get_text() for t in fig.legends[0].get_texts() if t.get_text().startswith("shaded")]
+    assert bands == ["shaded: 95% binomial CI (single runs)", "shaded: ±1 s.d. across seeds (lines with n>1)"]
+    single = P.plot_pass_at_1(read_paper_reported(REPORTED))  # single runs only: the binomial band alone
+    assert [t.get_text() for t in single.legends[0].get_texts() if t.get_text().startswith("shaded")] == [
+        "shaded: 95% binomial CI (single runs)"]
+
+
+def test_a_paired_figure_of_single_seed_rows_is_not_drawn():
+    # the top-K runs: one seed each, so every row is n=1 with no p: a figure of n/a only is left out
+    import json
+    generated = REPO_ROOT / "paper" / "generated"
+    topk = json.loads((generated / "extended_topk_runs_evidence.json").read_text())
+    assert topk["rows"] and all(r["n_units"] == 1 for r in topk["rows"])
+    assert render._paired_figure(topk) is None
+    assert render.OUTPUTS["topk_runs_figure"].make(render.Source("x", None, "", paired=None, topk_runs=topk)) is None
+    paired = json.loads((generated / "extended_paired_evidence.json").read_text())
+    assert render._paired_figure(paired) is not None
