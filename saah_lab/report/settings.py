@@ -23,6 +23,7 @@ ROWS = ("Model", "Warm starts", "Warm-up before RL", "Parameters trained", "Lear
         "Prompts $\\times$ completions", "New tokens (train, eval)", "Sampling temperature", "Entropy estimate",
         "Problems (train, eval)", "Seeds per arm", "Paper-matched $\\alpha$")
 METHOD_ORDER = ("grpo", "ah", "sa")
+RAGGED = r">{\raggedright\arraybackslash}"  # narrow paragraph columns read better unjustified
 
 
 def _values(series: pd.Series, fmt=str) -> str:
@@ -137,7 +138,7 @@ def _merged(cells: list[str], width: float) -> str:
     out, i = [], 0
     while i < len(cells):
         span = next((j for j in range(i + 1, len(cells)) if cells[j] != cells[i]), len(cells)) - i
-        spanned = rf"p{{\dimexpr{span * width:.3f}\linewidth+{2 * span - 2}\tabcolsep\relax}}"
+        spanned = RAGGED + rf"p{{\dimexpr{span * width:.3f}\linewidth+{2 * span - 2}\tabcolsep\relax}}"
         out.append(cells[i] if span == 1 else rf"\multicolumn{{{span}}}{{{spanned}}}{{{cells[i]}}}")
         i += span
     return " & ".join(out)
@@ -162,7 +163,7 @@ def settings_table(results: dict, roots: dict, reported_dir: Path | None) -> str
                "printed once across them. Seeds per arm counts the training seeds of each (method, $\\alpha$, warm "
                "start); the habits are the two the warm-up plants on purpose (the first intermediate result given as "
                "the answer; a loose answer format).")
-    columns_format = f"p{{{width:.3f}\\linewidth}}" * len(columns)
-    return "\n".join([r"\begin{table}[ht]", r"\centering", rf"\caption{{{caption}}}", r"\label{studies:settings}",
-                      r"\footnotesize", rf"\begin{{tabular}}{{@{{}}p{{0.13\linewidth}}{columns_format}@{{}}}}",
+    columns_format = (RAGGED + f"p{{{width:.3f}\\linewidth}}") * len(columns)
+    return "\n".join([r"\begin{table}[H]", r"\centering", rf"\caption{{{caption}}}", r"\label{studies:settings}",
+                      r"\footnotesize", rf"\begin{{tabular}}{{@{{}}{RAGGED}p{{0.13\linewidth}}{columns_format}@{{}}}}",
                       r"\toprule", *body, r"\bottomrule", r"\end{tabular}", r"\end{table}", ""])

@@ -39,4 +39,4 @@ def test_the_papers_column_comes_from_its_transcribed_settings():
 def test_equal_neighbours_are_printed_once_across_their_columns():
     assert _merged(["a", "b"], 0.1) == "a & b"
     assert _merged(["a", "a", "b"], 0.1) == \
-        "\\multicolumn{2}{p{\\dimexpr0.200\\linewidth+2\\tabcolsep\\relax}}{a} & b"
+        "\\multicolumn{2}{>{\\raggedright\\arraybackslash}p{\\dimexpr0.200\\linewidth+2\\tabcolsep\\relax}}{a} & b"
