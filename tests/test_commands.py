@@ -47,7 +47,8 @@ def test_every_command_prints_help_with_defaults(command, command_help):
     # positional arguments and subcommands only: no default to show
     assert "(default:" in stdout or command in ("saah_lab.rundir.manifest", "saah_lib.numerics",
                                                 "saah_lab.studies.timing", "saah_lib.tasks.gsm8k",
-                                                "saah_lab.studies.verify", "saah_lab.analysis.crossed_simulation")
+                                                "saah_lab.studies.verify", "saah_lab.analysis.crossed_simulation",
+                                                "saah_lab.report.paper_inputs")
     assert str(REPO_ROOT) not in stdout  # defaults are shown relative to the repository, as they are meant
 
 
