@@ -26,7 +26,6 @@ from saah_lab.analysis.sentences import ci, num, seeds
 from saah_lab.analysis.significance import established
 from saah_lab.analysis.wording import Templates
 from saah_lab.report.latex import tex_escape
-from saah_lib import lab_name
 from saah_lib.jsonio import read_json, read_jsonl
 from saah_lib.method.methods import ALPHA_RANGE, MAIN_ALPHA
 from saah_lib.paths import PAPER_REPORTED, repo_relative
@@ -339,8 +338,9 @@ def sources_tex(present: dict[str, bool], names: list[str]) -> str:
 
 
 def command_today(command: str) -> str:
-    """A recorded ``python -m`` command, its module written by today's name where it has moved to the lab."""
-    return re.sub(r"(?<=-m )saah_lib\.[\w.]+", lambda found: lab_name(found.group()) or found.group(), command)
+    """A recorded ``python -m`` command by today's module name: the committed record predates the lab package,
+    where every study now lives (results files keep their bytes)."""
+    return command.replace("-m saah_lib.studies.", "-m saah_lab.studies.")
 
 
 def real_model_text(record: dict | None) -> str:

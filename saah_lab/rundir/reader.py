@@ -175,12 +175,6 @@ def read_log_once(path: Path) -> LogRead:
     return LogRead(path, records, bad_json, appending)
 
 
-def read_log(path: Path, numeric: Iterable[str], required: Iterable[str] = ()) -> tuple[list[dict], list[str]]:
-    """The valid lines of a finished log (see :func:`read_lines`) and one message per bad line."""
-    lines, messages = read_lines(path, numeric, required)
-    return [rec for _, rec in lines], messages
-
-
 def _token_entropy_lines(log: LogRead) -> tuple[list[dict], list[str]]:
     lines, messages = read_lines(log.path, numeric=(), required=("advantage",), scanned=(log.records, log.bad_json))
     records = [rec for _, rec in lines]

@@ -18,13 +18,14 @@ from pathlib import Path
 
 from saah_lab.analysis.health import RULES
 from saah_lab.analysis.plan import Arm, StudyPlan, write_plan
+from saah_lab.analysis.resultset import matched_alpha
 from saah_lab.analysis.significance import LEVEL, POWER, t_mde
 from saah_lab.studies.runner import Plan, baseline_job, record_warm_start, run_job, waits_for_warm_start, warm_start_job
 from saah_lab.studies.verify.conclusions import SAME_DESIGN, compare_conclusions
 from saah_lib.jsonio import atomic_write_text
 from saah_lib.method.methods import MAIN_ALPHA
 from saah_lib.models.names import tiny_warm_start_name
-from saah_lib.paths import CONFIRM_ROOT, repo_relative
+from saah_lib.paths import CONFIRM_ROOT, EXTENDED_ROOT, repo_relative
 from saah_lib.rundir import layout
 from saah_lib.training.config import make_config
 
@@ -33,8 +34,6 @@ WARM_STARTS = tuple(range(2, 8))  # build seeds; 0 and 1 are the extended study'
 SEEDS = tuple(range(5))
 N_EVAL = 1000
 DATA_SEED = 2026  # the committed studies split with 123
-#: The paper-matched alpha measured by the extended study (results/extended/paper_matched_alpha.json), fixed here.
-MATCHED_ALPHA = 5.9
 #: As pre-registered in results/confirm/study_plan.json, whose bytes stay: the test's module is
 #: saah_lab.analysis.significance since the lab became its own package.
 TEST = ("saah_lib.analysis.significance.crossed_test: mean paired difference over seeds crossed with the "
@@ -42,13 +41,24 @@ TEST = ("saah_lib.analysis.significance.crossed_test: mean paired difference ove
         "two-sided, level 0.05, 95% interval (the primary family has one test); established = p below 0.05")
 
 
+def recorded_alpha(root: Path) -> float:
+    """The paper-matched alpha recorded in ``root``: the extended study's measurement, which the confirm plan
+    fixes (its ``paper_matched_alpha``); an error naming the files where there is none."""
+    alpha = matched_alpha(root)
+    if alpha is None:
+        raise ValueError(f"{repo_relative(Path(root))} records no paper-matched alpha (neither "
+                         f"{layout.MATCHED_ALPHA_FILE} nor {layout.STUDY_PLAN_FILE} with paper_matched_alpha)")
+    return alpha
+
+
 def study_conclusions(committed_root: Path, rerun_root: Path) -> dict:
     """Level 2 for a rerun of this study: every run against its committed twin, and the primary comparison."""
-    return compare_conclusions(committed_root, rerun_root, primary=(Arm("sa", MATCHED_ALPHA), Arm("grpo", 0.0)),
+    primary = (Arm("sa", recorded_alpha(CONFIRM_ROOT)), Arm("grpo", 0.0))
+    return compare_conclusions(committed_root, rerun_root, primary=primary,
                                study=STUDY, spread_from=SAME_DESIGN[STUDY])
 
 
-def confirm_plan(matched_alpha: float = MATCHED_ALPHA) -> StudyPlan:
+def confirm_plan(alpha: float | None = None) -> StudyPlan:
     """The pre-registered plan: its primary comparison, pairs, units, evaluation, test and health rules.
 
     * **units**: :data:`WARM_STARTS` (warm starts never used by the committed studies) x :data:`SEEDS`; with 3 or
@@ -65,10 +75,11 @@ def confirm_plan(matched_alpha: float = MATCHED_ALPHA) -> StudyPlan:
     * **health**: the rules of :mod:`saah_lab.analysis.health`, unchanged; flagged runs stay in the primary test
       and the comparison without them is reported beside it.
     """
-    sa, sa_main, grpo = Arm("sa", matched_alpha), Arm("sa", MAIN_ALPHA), Arm("grpo", 0.0)
+    alpha = recorded_alpha(EXTENDED_ROOT) if alpha is None else alpha
+    sa, sa_main, grpo = Arm("sa", alpha), Arm("sa", MAIN_ALPHA), Arm("grpo", 0.0)
     return StudyPlan(STUDY, (sa, grpo), ((sa, grpo), (sa_main, grpo)), quantities=("final",), extra={
         "warm_starts": [tiny_warm_start_name(w) for w in WARM_STARTS], "seeds": list(SEEDS),
-        "paper_matched_alpha": matched_alpha,
+        "paper_matched_alpha": alpha,
         "evaluation": {"n_eval": N_EVAL, "data_seed": DATA_SEED, "partition": "eval",
                        "same_problems_for_every_run": True},
         "test": TEST, "level": LEVEL, "power": POWER,
@@ -97,9 +108,9 @@ def projected_mde(s2_warm_start: float, s2_seed: float, s2_problem: float, s2_in
     return t_mde(math.sqrt(var), n_warm_starts - 1, level=level)
 
 
-def write_confirm_plan(root: str | Path, matched_alpha: float = MATCHED_ALPHA) -> Path:
+def write_confirm_plan(root: str | Path, alpha: float | None = None) -> Path:
     """Write the plan as ``<root>/study_plan.json`` (before any run); returns the path."""
-    return write_plan(root, confirm_plan(matched_alpha))
+    return write_plan(root, confirm_plan(alpha))
 
 
 def carry_plan(root: str | Path) -> Path:
@@ -136,7 +147,7 @@ def make_plan(root: Path = CONFIRM_ROOT, seeds=SEEDS, steps: int | None = None) 
     bases = [baseline_job(make_config("tiny", model_name=tiny_warm_start_name(ws), n_eval=N_EVAL,
                                       data_seed=DATA_SEED, results_dir=str(root)),
                           tiny_warm_start_name(ws), loads[ws]) for ws in WARM_STARTS]
-    arms = [("sa", MATCHED_ALPHA), ("grpo", 0.0), ("sa", MAIN_ALPHA)]
+    arms = [("sa", recorded_alpha(CONFIRM_ROOT)), ("grpo", 0.0), ("sa", MAIN_ALPHA)]
     runs = []
     for ws in WARM_STARTS:
         for seed in seeds:

@@ -25,7 +25,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -467,10 +466,3 @@ def run_tasks(tasks, *, address: str | None = None, max_retries: int = 1, num_cp
         except BaseException:  # Ctrl-C, or an on_finish that raised: nothing may go on running
             scheduler.cancel_all()
             raise
-
-
-def wait_seconds(seconds: float) -> dict:
-    """A task that sleeps: for tests and the overhead benchmark (module-level, so workers can import it)."""
-    start = time.perf_counter()
-    time.sleep(seconds)
-    return {"slept_s": time.perf_counter() - start}

@@ -51,7 +51,7 @@ from saah_lab.studies.topk import RESULT_FILE, TRAINING_KS, measure_topk, topk_t
 from saah_lab.studies.verify.bits import compare_studies
 from saah_lab.studies.verify.conclusions import SAME_DESIGN, compare_conclusions
 from saah_lab.studies.verify.verdict import closing_lines, committed_mkl_kernels
-from saah_lib.jsonio import atomic_write_json
+from saah_lib.jsonio import atomic_write_json, read_json
 from saah_lib.method.methods import MAIN_ALPHA
 from saah_lib.models.loading import resolve_model
 from saah_lib.models.names import TINY_WARMSTART, tiny_warm_start_name, tiny_warm_start_seed
@@ -64,11 +64,8 @@ from saah_lib.training.config import make_config
 RERUN_EXTENDED = RERUN_ROOT / "extended"  # where `make extended` reruns the study (git-ignored)
 WARM_STARTS = (0, 1)
 SEEDS = tuple(range(10))
-SECONDS_PER_RUN = 72  # one 60-step tiny run on one thread (measured: results/mini/timings.json)
-WARM_START_SECONDS = 320  # a warm-start build on one thread, on the safe side (results/mini/warmstart_build.json)
-MEASURE_SECONDS = 20  # the top-K measurement (256 rollouts)
-MATCHED_SECONDS = 30  # the paper-matched alpha measurement, per warm start (512 rollouts)
-BASELINE_SECONDS = 5
+#: What the committed study measured of each stage: the estimate of a new one reads it.
+MEASURED_TIMINGS = EXTENDED_ROOT / layout.EXTENDED_TIMINGS_FILE
 
 
 def arms(matched_alpha: float, main_alpha_sa: bool = True) -> dict[str, Arm]:
@@ -131,14 +128,28 @@ def _warm_start_built(seed: int) -> bool:
     return info is not None and info.get("seed") == seed
 
 
+def measured_seconds(path: Path = MEASURED_TIMINGS) -> dict[str, float]:
+    """Seconds per stage in a study's timings file: the median 60-step run, the longest warm-start build and
+    baseline, the alpha measurement (every warm start at once) and the top-K measurement."""
+    try:
+        stages = read_json(path)["stages"]
+        runs = sorted(r["wall_s"] for s in stages for r in s.get("runs", []))
+        longest = {name: max(s.get("build_seconds") or s["wall_s"] for s in stages if s["stage"].startswith(name))
+                   for name in ("warm start", "baseline", "paper-matched alpha", "top-K")}
+        return {"run": runs[len(runs) // 2], "build": longest["warm start"], "baseline": longest["baseline"],
+                "alpha": longest["paper-matched alpha"], "measure": longest["top-K"]}
+    except (TypeError, KeyError, ValueError, IndexError) as error:
+        raise ValueError(f"{repo_relative(path)}: no stage times to estimate from ({error!r})") from error
+
+
 def estimate_seconds(n_runs: int, jobs: int, steps: int = 60, *, builds: int = 0, warm_starts: int = 1,
-                     alpha_measured: bool = True, measure: bool = True) -> float:
-    """Wall time: warm-start builds (one at a time), baselines, the alpha measurement, then rounds of
-    ``jobs`` parallel runs scaled from the 60-step run time, then the top-K measurement."""
+                     alpha_measured: bool = True, measure: bool = True, timings_file: Path = MEASURED_TIMINGS) -> float:
+    """Wall time from the committed study's stage times: warm-start builds (one at a time), baselines, the alpha
+    measurement, then rounds of ``jobs`` parallel runs scaled from the 60-step run time, then the top-K one."""
+    t = measured_seconds(timings_file)
     rounds = math.ceil(n_runs / max(jobs, 1))
-    return (builds * WARM_START_SECONDS + warm_starts * BASELINE_SECONDS
-            + (0 if alpha_measured else warm_starts * MATCHED_SECONDS)
-            + rounds * SECONDS_PER_RUN * steps / 60 + (MEASURE_SECONDS if measure else 0))
+    return (builds * t["build"] + warm_starts * t["baseline"] + (0 if alpha_measured else t["alpha"])
+            + rounds * t["run"] * steps / 60 + (t["measure"] if measure else 0))
 
 
 def projected_mde(n_units: int, pilot_root: Path | None) -> tuple[float, float, str] | None:
@@ -186,9 +197,10 @@ def plan_summary(root: Path, configs, todo, jobs: int, warm_starts, seeds, measu
             f"warm starts: {', '.join(tiny_warm_start_name(w) for w in warm_starts)} ({builds} to build)",
             f"{len(configs) + missing} runs planned, {len(configs) - len(todo)} already complete, "
             f"{len(todo) + missing} to train ({jobs} at a time, one thread each)"]
-    tail = [f"estimated wall time of the whole study: {est / 60:.1f} min (about {SECONDS_PER_RUN} s per 60-step run "
-            f"on one core, {WARM_START_SECONDS} s per warm-start build, baselines, the alpha and the top-K "
-            "measurement included)"]
+    t = measured_seconds()
+    tail = [f"estimated wall time of the whole study: {est / 60:.1f} min (about {t['run']:.0f} s per 60-step run "
+            f"on one core, {t['build']:.0f} s per warm-start build, baselines, the alpha and the top-K "
+            f"measurement included; measured: {repo_relative(MEASURED_TIMINGS)})"]
     planned = {c.run_id for c in configs}
     # a root without the recorded alpha holds no paper-matched run yet: every unplanned folder is a stranger
     strangers = sorted(p.name for p in layout.folders(root, layout.RUNS) if p.name not in planned)
@@ -265,7 +277,7 @@ def run_extended_study(root: Path, warm_starts=WARM_STARTS, seeds=SEEDS, steps: 
     plan = make_plan(root, warm_starts, seeds, steps, topk_ks, topk_seeds, main_alpha_sa)
     with study_lock(root):  # one study process per root, from the warm starts to the manifest
         timings = Timings(root / layout.EXTENDED_TIMINGS_FILE)
-        run_plan(plan, timings, address=address, max_retries=max_retries, step_seconds=SECONDS_PER_RUN / 60)
+        run_plan(plan, timings, address=address, max_retries=max_retries, step_seconds=measured_seconds()["run"] / 60)
         if measure:
             with timings.stage("top-K entropy error") as info:
                 result = measure_topk(Path(resolve_model(TINY_WARMSTART, progress=False)), n_prompts=measure_prompts)

@@ -23,7 +23,6 @@ apply_once()
 import argparse  # noqa: E402
 import dataclasses
 import json
-import shlex
 import sys
 import time
 
@@ -100,15 +99,6 @@ def _default_text(name: str) -> str:
     return "the profile's: " + ", ".join(f"{p} {v}" for p, v in text.items())
 
 
-class _SetIsGone(argparse.Action):
-    """``--set name=value``, the old way to give a field: an error that says which flag to type instead."""
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        name, _, value = values.partition("=")
-        parser.error(f"--set is gone: every config field has its own flag; type --{name.replace('_', '-')} "
-                     f"{shlex.quote(value)} (--help lists them)")
-
-
 def build_parser() -> TrlParser:
     """The command line. A config flag that was not typed is :data:`NOT_TYPED` and leaves the file's or the
     profile's value; one typed ``null`` is None."""
@@ -123,7 +113,6 @@ def build_parser() -> TrlParser:
     p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars or lines")
     p.add_argument("--print-config", action="store_true",
                    help="print the resolved config as JSON and exit without training")
-    p.add_argument("--set", action=_SetIsGone, help=argparse.SUPPRESS)
     g = p.add_argument_group("config fields", "each sets the config field of its name; not given: the profile's")
     text = _text_fields()
     for name, help_text in RunConfig.help().items():

@@ -168,8 +168,8 @@ def test_the_real_model_paragraph_states_the_measurement_and_its_command():
               "at_paper_alpha": {"alpha": 0.5, "mean_negative_weight": 0.062}, "matched_alphas": matched,
               "top_k_error": {"k": 500, "vocab_size": 49152, "mean_abs_entropy_error": 0.0239,
                               "max_abs_entropy_error": 0.2304, "mean_abs_last_weight_error_at_paper_alpha": 0.00059},
-              "command": "python -m saah_lab.studies.real_model --seed 0", "wall_s": 600.0, "torch_threads": 2}
-    text = real_model_text(record)
+              "command": "python -m saah_lib.studies.real_model --seed 0", "wall_s": 600.0, "torch_threads": 2}
+    text = real_model_text(record)  # the committed record names the module it had before the lab package
     for part in ("M\\_1", "0.226", "from 0.158 (tokens 0--15) to 0.271 (tokens 128--255)", "is 0.062",
                  "0.143--0.81", "discounts this model more than", "0.196, 0.059, 0.009 (its 3B mean: 0.035)",
                  "V = 49,152 errs by 0.024", "(0.230 at worst)", "0.0006", "saah\\_lab.studies.real\\_model",

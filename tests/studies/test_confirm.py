@@ -47,8 +47,17 @@ def test_the_committed_pre_registration_is_the_plan_this_code_writes(tmp_path):
     assert (tmp_path / "study_plan.json").read_bytes() == (CONFIRM_ROOT / "study_plan.json").read_bytes()
 
 
+def test_the_matched_alpha_is_read_from_the_committed_records_and_a_root_without_one_is_named(tmp_path):
+    from saah_lab.studies.confirm import CONFIRM_ROOT, recorded_alpha
+    from saah_lib.paths import EXTENDED_ROOT
+
+    assert recorded_alpha(CONFIRM_ROOT) == recorded_alpha(EXTENDED_ROOT) == 5.9  # the plan fixes the measurement
+    with pytest.raises(ValueError, match=f"{tmp_path}.* records no paper-matched alpha .*paper_matched_alpha.json"):
+        recorded_alpha(tmp_path)
+
+
 def test_the_grid_plan_runs_every_arm_on_every_warm_start_and_seed_and_leaves_the_plan_file_alone(tmp_path):
-    from saah_lab.studies.confirm import DATA_SEED, MATCHED_ALPHA, SEEDS, WARM_STARTS, make_plan
+    from saah_lab.studies.confirm import DATA_SEED, SEEDS, WARM_STARTS, make_plan
     from saah_lab.studies.plans import study_plan
 
     plan = make_plan(tmp_path)
@@ -57,7 +66,7 @@ def test_the_grid_plan_runs_every_arm_on_every_warm_start_and_seed_and_leaves_th
     configs = [j.kwargs["config"] for j in plan.runs]
     assert len(configs) == 3 * len(SEEDS) * len(WARM_STARTS) == 90
     arms = {(c["method"], c["alpha"]) for c in configs}
-    assert arms == {("sa", MATCHED_ALPHA), ("grpo", 0.0), ("sa", 0.5)}
+    assert arms == {("sa", 5.9), ("grpo", 0.0), ("sa", 0.5)}  # the pre-registered alpha
     assert {(c["n_eval"], c["data_seed"], c["max_steps"]) for c in configs} == {(N_EVAL, DATA_SEED, 60)}
     assert len({j.name for j in plan.runs}) == 90 and all(j.name.startswith("confirm-") for j in plan.runs)
     assert not (tmp_path / "study_plan.json").exists()  # the pre-registration is committed, never rewritten

@@ -142,11 +142,15 @@ TWO_SESSIONS = """
 import json, os, sys
 if sys.argv[1] == "ray-first":
     import ray
-from saah_lab.studies.engine import CLUSTER_SWITCH, Task, run_tasks, wait_seconds
+from saah_lab.studies.engine import CLUSTER_SWITCH, Task, run_tasks
 import ray
+
+def noop():
+    return {}
+
 out = {"switch_left": os.environ.get(CLUSTER_SWITCH), "address": ray.util.get_node_ip_address()}
 try:
-    out["nodes"] = [list(run_tasks([Task("t", wait_seconds, {"seconds": 0})], num_cpus=1, on_finish=lambda t, r, node:
+    out["nodes"] = [list(run_tasks([Task("t", noop, {})], num_cpus=1, on_finish=lambda t, r, node:
                                    out.setdefault("seen", []).append(node))) for _ in range(2)]
 except RuntimeError as error:
     out["refused"] = str(error)
@@ -191,7 +195,10 @@ import os, signal, sys, time
 signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C as in a terminal, though pytest runs in background
 from pathlib import Path
 import saah_lib
-from saah_lab.studies.engine import Task, run_tasks, wait_seconds
+from saah_lab.studies.engine import Task, run_tasks
+
+def noop():
+    return {}
 
 def ready(task, result, node):  # the instance's token file lies in its temp dir
     print("READY", Path(os.environ["RAY_AUTH_TOKEN_PATH"]).parent, flush=True)
@@ -200,7 +207,7 @@ def sleeper(marker):
     Path(marker).write_text(str(os.getpid()))
     time.sleep(600)
 
-tasks = [Task("first", wait_seconds, {"seconds": 0})]
+tasks = [Task("first", noop, {})]
 tasks += [Task(f"sleep-{i}", sleeper, {"marker": f"{sys.argv[1]}/sleeping-{i}"}, deps=("first",), num_cpus=0.5)
           for i in range(2)]
 try:

@@ -50,18 +50,27 @@ def test_complete_runs_are_skipped(tmp_path):
     assert [c.run_id for c in E.pending(configs)] == [c.run_id for c in configs[1:]]
 
 
-def test_time_estimate_by_hand():
-    # 12 runs, 2 at a time: 6 rounds of 72 s
-    assert E.estimate_seconds(12, 2, measure=False) == 6 * 72 + 5
-    # a warm start to build, two baselines, the alpha measured on both, 3 runs of 30 steps, the top-K measurement
-    assert E.estimate_seconds(3, 2, steps=30, builds=1, warm_starts=2, alpha_measured=False) == \
-        320 + 2 * 5 + 2 * 30 + 2 * 36 + 20
+def test_time_estimate_by_hand_from_a_timings_file(tmp_path):
+    timings = tmp_path / "extended_timings.json"
+    timings.write_text(json.dumps({"stages": [
+        {"stage": "warm start", "wall_s": 0.0, "build_seconds": 300.0}, {"stage": "baseline", "wall_s": 5.0},
+        {"stage": "paper-matched alpha", "wall_s": 30.0}, {"stage": "top-K entropy error", "wall_s": 20.0},
+        {"stage": "train 3 runs", "wall_s": 200.0, "runs": [{"wall_s": w} for w in (70.0, 72.0, 90.0)]}]}))
+    # 12 runs, 2 at a time: 6 rounds of 72 s (the median run)
+    assert E.estimate_seconds(12, 2, measure=False, timings_file=timings) == 6 * 72 + 5
+    # a warm start to build, two baselines, the alpha measured once, 3 runs of 30 steps, the top-K measurement
+    assert E.estimate_seconds(3, 2, steps=30, builds=1, warm_starts=2, alpha_measured=False,
+                              timings_file=timings) == 300 + 2 * 5 + 30 + 2 * 36 + 20
+    timings.write_text('{"stages": []}')
+    with pytest.raises(ValueError, match="extended_timings.json: no stage times"):
+        E.estimate_seconds(1, 1, timings_file=timings)
 
 
-def test_default_plan_fits_about_an_hour():
+def test_the_estimate_of_the_committed_plan_is_near_what_the_committed_study_took():
+    took = sum(s["wall_s"] for s in json.loads(E.MEASURED_TIMINGS.read_text())["stages"])
     n = len(E.WARM_STARTS) * len(E.SEEDS) * 4 + len(E.TRAINING_KS)
-    minutes = E.estimate_seconds(n, 2, builds=1, warm_starts=len(E.WARM_STARTS), alpha_measured=False) / 60
-    assert 45 < minutes < 65
+    estimate = E.estimate_seconds(n, 2, builds=1, warm_starts=len(E.WARM_STARTS), alpha_measured=False)
+    assert abs(estimate - took) < 0.15 * took
 
 
 def test_the_plan_command_prints_the_primary_comparison_and_trains_nothing(tmp_path, capsys):

@@ -117,11 +117,11 @@ def test_one_line_per_run_with_time_memory_and_pass_at_1():
 
 
 def test_a_job_holds_its_engine_task_and_its_id_is_the_tasks():
-    from saah_lab.studies.engine import Task, wait_seconds
+    from saah_lab.studies.engine import Task
     from saah_lab.studies.runner import Job
 
-    job = Job.of("run", "r", wait_seconds, {"seconds": 0}, ("warmstart:w",), num_cpus=2, steps=5)
-    assert job.task == Task("run:r", wait_seconds, {"seconds": 0}, ("warmstart:w",), 2.0, 0.0)
+    job = Job.of("run", "r", dict, {"seconds": 0}, ("warmstart:w",), num_cpus=2, steps=5)
+    assert job.task == Task("run:r", dict, {"seconds": 0}, ("warmstart:w",), 2.0, 0.0)
     assert (job.id, job.deps, job.num_cpus, job.steps) == ("run:r", ("warmstart:w",), 2.0, 5)
     with pytest.raises(ValueError, match="holds a task with id 'run:x'"):
-        Job("run", "r", Task("run:x", wait_seconds, {}))
+        Job("run", "r", Task("run:x", dict, {}))

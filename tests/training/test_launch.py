@@ -45,13 +45,6 @@ def test_a_value_of_the_wrong_type_names_its_field(argv, field, capsys):
     assert exited.value.code == 2 and f"config field {field!r}" in capsys.readouterr().err
 
 
-def test_set_is_gone_and_says_what_to_type(capsys):
-    with pytest.raises(SystemExit) as exited:
-        main(["--set", "generation_backend=hf", "--print-config"])
-    assert exited.value.code == 2
-    assert "--set is gone: every config field has its own flag; type --generation-backend hf" in capsys.readouterr().err
-
-
 def test_an_abbreviated_flag_is_refused_not_guessed(capsys):
     with pytest.raises(SystemExit):
         config_from_argv(["--learning", "0.1"])

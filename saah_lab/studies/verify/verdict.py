@@ -29,12 +29,6 @@ def committed_mkl_kernels(root: Path) -> str:
     return GENERIC
 
 
-def bits_can_match(numerics: dict, committed_kernels: str = GENERIC) -> bool:
-    """Whether this process runs the committed study's kernels: pinned, the pin holding, MKL's same kernels."""
-    return (numerics.get("mode") != NATIVE and bool(numerics.get("pin_holds"))
-            and numerics.get("mkl_kernels") == committed_kernels)
-
-
 def why_bits_may_differ(numerics: dict, committed_kernels: str = GENERIC) -> str | None:
     """Why this CPU cannot reproduce the committed bits (None where it can)."""
     if numerics.get("mode") == NATIVE:
