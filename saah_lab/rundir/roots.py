@@ -118,6 +118,13 @@ def unreadable_files(root: str | os.PathLike, names: Iterable[str]) -> list[str]
     return problems
 
 
+def refuse_damaged(rerun: Path, names: Iterable[str]) -> None:
+    """A :class:`Refused` listing :func:`unreadable_files` of ``names`` under ``rerun``, if any."""
+    damaged = unreadable_files(rerun, names)
+    if damaged:
+        raise Refused(f"{rerun} is damaged, so nothing was promoted:\n" + "\n".join(f"  {d}" for d in damaged))
+
+
 def replace_folder(committed: str | os.PathLike, fill: Callable[[Path], None]) -> None:
     """Replace ``committed`` by a folder that ``fill(staging)`` fills beside it: the old folder is renamed away,
     the staged one renamed in, then the old one deleted.  Interrupted anywhere, the whole old study is under its

@@ -33,8 +33,8 @@ from saah_lab.rundir.roots import (  # noqa: F401 (NotARerunRoot: extended and t
     check_promotable,
     check_study_root,
     refuse_committed,
+    refuse_damaged,
     replace_folder,
-    unreadable_files,
 )
 from saah_lab.studies.matched_alpha import read_matched_alpha
 from saah_lab.studies.runner import (
@@ -286,9 +286,7 @@ def _promote(rerun: Path, committed: Path, figures: bool) -> None:
     if unfinished or not (rerun / "reproduction.json").is_file():
         raise Refused(f"{rerun} is not a finished rerun (unfinished runs: {', '.join(unfinished) or 'none'}; "
                       f"reproduction.json present: {(rerun / 'reproduction.json').is_file()}); run `make mini` first")
-    damaged = unreadable_files(rerun, PROMOTED_FOLDERS + PROMOTED_FILES)
-    if damaged:
-        raise Refused(f"{rerun} is damaged, so nothing was promoted:\n" + "\n".join(f"  {d}" for d in damaged))
+    refuse_damaged(rerun, PROMOTED_FOLDERS + PROMOTED_FILES)
 
     def fill(staging: Path) -> None:
         not_results = shutil.ignore_patterns(layout.CHECKPOINTS_DIR, ".*")  # nor locks and temporary files

@@ -36,8 +36,8 @@ from saah_lab.rundir.roots import (
     check_promotable,
     check_study_root,
     refuse_committed,
+    refuse_damaged,
     replace_folder,
-    unreadable_files,
 )
 from saah_lab.studies.real_model import discount_summary, load_smollm2, paper_targets, rollout_entropies
 from saah_lab.studies.runner import Plan, baseline_job, run_job, run_plan
@@ -285,9 +285,7 @@ def promote(rerun: Path = RERUN_REAL, committed: Path = REAL_STUDY_ROOT) -> None
                       if not RunDir(c.run_dir).is_complete(c.trainer.max_steps)]
         if unfinished:
             raise Refused(f"{rerun} is not a finished study (unfinished: {', '.join(unfinished)})")
-        damaged = unreadable_files(rerun, folders + files)
-        if damaged:
-            raise Refused(f"{rerun} is damaged, so nothing was promoted:\n" + "\n".join(f"  {d}" for d in damaged))
+        refuse_damaged(rerun, folders + files)
 
         def fill(staging: Path) -> None:
             not_results = shutil.ignore_patterns(layout.CHECKPOINTS_DIR, ".*")  # nor locks and temporary files

@@ -34,8 +34,7 @@ from saah_lab.training.notebook_params import MAX_VALUE_CHARS, safe_yaml
 from saah_lib.method.methods import METHODS
 from saah_lib.models.backends import BACKENDS
 from saah_lib.rundir.folder import RunFolderError
-from saah_lib.training.config import (DATASETS, DTYPES, PROFILE_STEPS, PROFILES, RunConfig, SAAHGRPOConfig,
-                                      make_config)
+from saah_lib.training.config import DATASETS, DTYPES, PROFILE_STEPS, PROFILES, RunConfig, SAAHGRPOConfig, make_config
 from saah_lib.training.distributed import is_main_process
 
 CHOICES = {"profile": list(PROFILES), "method": list(METHODS), "generation_backend": list(BACKENDS),

@@ -77,8 +77,8 @@ def test_committed_answer_kinds_are_what_the_code_computes(tmp_path):
 
 
 def test_promote_replaces_the_committed_study_keeps_other_runs_and_refuses_unfinished_reruns(tmp_path):
-    from saah_lab.rundir.manifest import check_manifest
     from saah_lab.analysis.plan import write_plan
+    from saah_lab.rundir.manifest import check_manifest
     from saah_lab.studies.mini import PROMOTED_FILES, planned_configs, promote, study_plan
     from saah_lib.rundir.folder import RunDir
 
