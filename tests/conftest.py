@@ -25,6 +25,7 @@ if "SAAH_READ_CACHE" not in os.environ:
 from saah_lib.numerics import apply_once  # noqa: E402
 
 apply_once()
+import bench  # noqa: E402
 import saah_lab  # noqa: E402
 import saah_lab.studies.engine  # noqa: E402, F401  (imports Ray with its loopback switch, before any test module does)
 
@@ -339,6 +340,6 @@ def command_help(answers_from_one_process):
     """``command_help(module)``: ``(exit status, stdout, stderr)`` of ``python -m <module> --help`` for every
     command of the package, all run once in one process (each command prints its help from its own ``main``,
     as from a shell)."""
-    modules = sorted(set(saah_lab.ALL_COMMANDS) - {"saah_lib", "saah_lab"})
+    modules = sorted(set(saah_lab.ALL_COMMANDS) - {"saah_lib", "saah_lab"} | set(bench.COMMANDS) - {"bench"})
     answers = answers_from_one_process("command_help", [[m, "--help"] for m in modules])
     return lambda module: tuple(answers[json.dumps([module, "--help"])])

@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+import bench
 import saah_lab
 import saah_lib
 from saah_lib.paths import REPO_ROOT
@@ -22,9 +23,9 @@ def _python_m(*args, timeout=300):
                           timeout=timeout)
 
 
-def _modules_with_a_main() -> set[str]:
+def _modules_with_a_main(*packages: str) -> set[str]:
     found = set()
-    for path in [*(REPO_ROOT / "saah_lib").rglob("*.py"), *(REPO_ROOT / "saah_lab").rglob("*.py")]:
+    for path in [p for package in packages or ("saah_lib", "saah_lab") for p in (REPO_ROOT / package).rglob("*.py")]:
         if 'if __name__ == "__main__":' in path.read_text():
             parts = path.relative_to(REPO_ROOT).with_suffix("").parts
             found.add(".".join(parts[:-1] if parts[-1] == "__main__" else parts))
@@ -37,6 +38,27 @@ INTERNAL = {"saah_lab.studies.watchdog": "started by the Ray engine beside the l
 
 def test_the_command_list_is_every_module_with_a_main():
     assert set(saah_lab.ALL_COMMANDS) == _modules_with_a_main() - set(INTERNAL)
+
+
+def test_the_bench_command_list_is_every_bench_module_with_a_main():
+    assert set(bench.COMMANDS) == _modules_with_a_main("bench")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", sorted(set(bench.COMMANDS) - {"bench"}))
+def test_every_bench_command_prints_help(command, command_help):
+    code, stdout, stderr = command_help(command)
+    assert code == 0, stderr[-2000:]
+    assert stdout.startswith(f"usage: python -m {command}")
+
+
+def test_python_m_bench_lists_its_commands_and_refuses_a_module_that_is_none():
+    done = _python_m("bench")
+    assert done.returncode == 0
+    assert all(f"python -m {name}" in done.stdout for name in bench.COMMANDS)
+    done = _python_m("bench.files", "--help")
+    assert (done.returncode, done.stdout) == (2, "")
+    assert "bench.files is a module, not a command" in done.stderr and "python -m bench.step" in done.stderr
 
 
 @pytest.mark.slow

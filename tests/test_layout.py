@@ -1,5 +1,6 @@
 """The folders show the architecture: two packages, the library ``saah_lib`` and the lab ``saah_lab`` built on
-it (the library imports nothing of the lab), and inside each, layers that import only from the layers before them.
+it (the library imports nothing of the lab), and inside each, layers that import only from the layers before them;
+above both, the benchmarks ``bench``, which neither imports.
 
 Read from the source (``ast``), not by importing, so a forbidden import is caught even where
 it sits in a function that no test runs.
@@ -16,11 +17,13 @@ from saah_lib.paths import REPO_ROOT
 
 PACKAGE = REPO_ROOT / "saah_lib"
 LAB = REPO_ROOT / "saah_lab"
+BENCH = REPO_ROOT / "bench"
+OWN_PACKAGES = ("saah_lib", "saah_lab", "bench")
 #: Lowest first, the library's before the lab's. A module may import from its own layer and the layers before
 #: it, never after.
 LAYERS = (*(("saah_lib", name) for name in ("paths", "jsonio", "numerics", "progress", "method", "tasks", "models",
                                             "rundir", "training")),
-          *(("saah_lab", name) for name in ("rundir", "training", "analysis", "report", "studies")))
+          *(("saah_lab", name) for name in ("rundir", "training", "analysis", "report", "studies")), ("bench",))
 #: Third-party packages (import names) of the lab alone (the artifact extra): no library module imports them.
 #: pandas, PyYAML and psutil are installed with TRL anyway (TRL 1.16 and datasets require them).
 ARTIFACT_PACKAGES = ("papermill", "jupyterlab", "jupyter", "jupyter_client", "jupyter_core", "notebook", "nbformat",
@@ -49,7 +52,7 @@ FUNCTION_LEVEL_IMPORTS = {
 
 
 def _modules(package=None):
-    roots = (package,) if package else (PACKAGE, LAB)
+    roots = (package,) if package else (PACKAGE, LAB, BENCH)
     return sorted(p for root in roots for p in root.rglob("*.py") if "__pycache__" not in p.parts)
 
 
@@ -60,7 +63,7 @@ def _module_name(own: str) -> str:
 
 def _layer(module: str) -> int:
     """Layer index of a dotted module name (``saah_lib.method.loss`` -> the library's method)."""
-    key = tuple(module.split(".")[:2])
+    key = ("bench",) if module.split(".")[0] == "bench" else tuple(module.split(".")[:2])
     return LAYERS.index(key) if key in LAYERS else -1
 
 
@@ -85,7 +88,8 @@ def _own(path: Path) -> str:
 def test_every_module_belongs_to_a_layer():
     for path in _modules():
         package, first = path.relative_to(REPO_ROOT).parts[:2]
-        assert (package, first.removesuffix(".py")) in LAYERS or first in ("__init__.py", "__main__.py"), \
+        assert package == "bench" or (package, first.removesuffix(".py")) in LAYERS or first in ("__init__.py",
+                                                                                          "__main__.py"), \
             f"{_own(path)} lies outside the layers {LAYERS}"
 
 
@@ -96,10 +100,16 @@ def test_imports_go_down_the_layers_never_up():
             continue  # a package's top: the commands and lazy re-exports (PEP 562) of names from every layer
         own = _layer(_module_name(_own(path)))
         for module, _, line in _imports(path):
-            if module.split(".")[0] in ("saah_lib", "saah_lab") and _layer(module) > own:
+            if module.split(".")[0] in OWN_PACKAGES and _layer(module) > own:
                 upward.append(f"{_own(path)}:{line} imports {module} ({LAYERS[_layer(module)]} is above "
                               f"{LAYERS[own]})")
     assert upward == []
+
+
+def test_neither_the_library_nor_the_lab_imports_the_benchmarks():
+    found = [f"{_own(path)}:{line} imports {module}" for path in _modules(PACKAGE) + _modules(LAB)
+             for module, _, line in _imports(path) if module.split(".")[0] == "bench"]
+    assert found == []
 
 
 def test_no_import_inside_a_function_except_the_listed_light_entry_points():
@@ -114,8 +124,7 @@ def test_no_import_inside_a_function_except_the_listed_light_entry_points():
 def test_no_import_circle_between_modules():
     graph = {}
     for path in _modules():
-        graph[_module_name(_own(path))] = {m for m, _, _ in _imports(path)
-                                           if m.split(".")[0] in ("saah_lib", "saah_lab")}
+        graph[_module_name(_own(path))] = {m for m, _, _ in _imports(path) if m.split(".")[0] in OWN_PACKAGES}
     state = {}
 
     def visit(node, stack):

@@ -66,7 +66,7 @@ print('python', sys.version.split()[0], *(f'| {p} {m.version(p)}' for p in
 budget=$(( $(left) - GRACE_S < GPU_BENCH_BUDGET_S ? $(left) - GRACE_S : GPU_BENCH_BUDGET_S ))
 note "gpu-bench $GPU_BENCH_ARGS, budget ${budget}s, killed after $((budget + GRACE_S))s"
 # shellcheck disable=SC2086  # the options are words
-timeout -k 10 $((budget + GRACE_S)) "$PYTHON" -m saah_lab.studies.gpu_bench $GPU_BENCH_ARGS \
+timeout -k 10 $((budget + GRACE_S)) "$PYTHON" -m bench.gpu $GPU_BENCH_ARGS \
     --time-budget-s "$budget" --out "$OUT" >"$OUT/gpu-bench.log" 2>&1
 note "gpu-bench exit status $? (124: cut off)"
 tail -8 "$OUT/gpu-bench.log"
@@ -75,7 +75,7 @@ tail -8 "$OUT/gpu-bench.log"
 if (( $(left) >= PREFLIGHT_MIN_S )); then
     note "preflight $PREFLIGHT_ARGS, killed after $(( $(left) - 5 ))s"
     # shellcheck disable=SC2086
-    timeout -k 5 $(( $(left) - 5 )) "$PYTHON" -m saah_lab.studies.preflight $PREFLIGHT_ARGS --out "$OUT" \
+    timeout -k 5 $(( $(left) - 5 )) "$PYTHON" -m bench.preflight $PREFLIGHT_ARGS --out "$OUT" \
         >"$OUT/preflight.log" 2>&1
     note "preflight exit status $? (1: not ready; 124: cut off by the session's budget)"
     tail -8 "$OUT/preflight.log"

@@ -612,7 +612,7 @@ def test_the_graph_is_cuda_graph_safe_and_writes_only_the_static_state(fresh_dyn
 
 @pytest.mark.slow
 def test_per_token_host_syncs_and_eager_ops_counted_by_the_profiler(fresh_dynamo):
-    from saah_lab.studies.profiling import profile_rollout
+    from bench.profiling import profile_rollout
 
     model = small_qwen2()
     prompts, sampling = PROMPTS * 2, SamplingSettings(temperature=0.9)
