@@ -1,14 +1,12 @@
 """The pinned CPU numerics: what is set, when, and what a result records (saah_lib.numerics)."""
 
 import json
-import os
 import subprocess
 import sys
 
 import pytest
 import torch
 
-from saah_lib import numerics
 from saah_lib.numerics import (
     MODE_VARIABLE,
     PINNED_CAPABILITY,
@@ -19,7 +17,6 @@ from saah_lib.numerics import (
     cpu_description,
     cpu_numerics_record,
     numerics_mode,
-    pin_environment,
     pin_obstacle,
     summary,
 )
@@ -203,37 +200,3 @@ def test_mkl_kernels_follow_a_preloaded_answer_to_mkls_own_question(monkeypatch)
 
     monkeypatch.setattr(ctypes, "CDLL", lambda name: Preloaded())
     assert numerics.mkl_kernels(amd) == "Intel"
-
-
-_LONG_BF16_ATTENTION = """
-import torch
-import saah_lib.models  # what every model path imports first
-from saah_lib import numerics
-q = torch.randn(4, 4, 145, 16, dtype=torch.bfloat16)
-mask = torch.ones(4, 1, 145, 145, dtype=torch.bool).tril()
-torch.nn.functional.scaled_dot_product_attention(q, q, q, attn_mask=mask)
-print(torch.backends.cpu.get_cpu_capability(), "amx_bf16" in numerics._cpuinfo_flags(),
-      torch.backends.cuda.flash_sdp_enabled())
-"""
-
-
-@pytest.mark.parametrize("mode", ["pinned", "native"])
-def test_long_bf16_attention_runs_under_the_pin_and_natively(mode):
-    # On a CPU with AMX, torch's flash kernel under the AVX2 pin used to fail ("pack_vnni2 is only supported when
-    # avx512 is supported"); the math kernel takes over there, and only there.
-    env = {**os.environ, "SAAH_CPU_NUMERICS": mode, **(pin_environment({}) if mode == "pinned" else {})}
-    if mode == "native":
-        env = {k: v for k, v in env.items() if k not in ("ATEN_CPU_CAPABILITY", "MKL_CBWR")}
-    done = subprocess.run([sys.executable, "-c", _LONG_BF16_ATTENTION], capture_output=True, text=True, env=env)
-    assert done.returncode == 0, done.stderr[-1500:]
-    capability, amx, flash = done.stdout.split()
-    assert flash == str(not (amx == "True" and capability == "AVX2"))
-
-
-def test_the_flash_kernel_is_left_alone_without_amx(monkeypatch):
-    switched = []
-    monkeypatch.setattr(torch.backends.cuda, "enable_flash_sdp", switched.append)
-    monkeypatch.setattr(numerics, "_cpuinfo_flags", lambda: ["avx2", "fma", "avx512f"])
-    assert numerics.keep_attention_off_amx() is False and switched == []
-    monkeypatch.setattr(numerics, "_cpuinfo_flags", lambda: ["avx2", "fma", "amx_bf16"])
-    assert numerics.keep_attention_off_amx() is (torch.backends.cpu.get_cpu_capability() == PINNED_CAPABILITY)

@@ -2,7 +2,3 @@
 (:mod:`.backends`, :mod:`.rollout`), greedy evaluation (:mod:`.evaluate`) and the tiny CPU model with its
 warm start (:mod:`.tiny`, :mod:`.warmstart`, :mod:`.warmstart_targets`). The profiler of the rollout engine is
 the benchmark's (``bench.profiling``)."""
-
-from saah_lib.numerics import keep_attention_off_amx
-
-keep_attention_off_amx()  # before any model runs: bf16 attention under the pin on a CPU with AMX

@@ -167,27 +167,6 @@ def apply_once() -> dict:
     return dict(_applied)
 
 
-def keep_attention_off_amx() -> bool:
-    """Under the pin, on a CPU with AMX, use torch's math attention kernel instead of its flash one; returns whether
-    it did. Why: the flash kernel picks its bf16 AMX path by the CPU, not by the pinned capability, and that path
-    then refuses to run ("pack_vnni2 is only supported when avx512 is supported": bf16, sequences of about 100
-    tokens or more). Only such CPUs change; they are not bit-comparable with the committed studies anyway (MKL)."""
-    import torch
-
-    if "amx_bf16" not in _cpuinfo_flags() or torch.backends.cpu.get_cpu_capability() != PINNED_CAPABILITY:
-        return False
-    torch.backends.cuda.enable_flash_sdp(False)  # the switch torch's CPU kernel choice reads too
-    return True
-
-
-def _cpuinfo_flags() -> list[str]:
-    for line in _cpuinfo_text().splitlines():
-        key, sep, value = line.partition(":")
-        if sep and key.strip() == "flags":
-            return value.split()
-    return []
-
-
 def _torch_state() -> tuple[str | None, int | None]:
     """(CPU capability, intra-op threads) of the torch loaded in this process; (None, None) if none is."""
     torch = sys.modules.get("torch")
