@@ -17,8 +17,9 @@ from contextlib import contextmanager
 
 import torch
 from transformers import AttentionInterface
-from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
+
+from saah_lib.models import sdpa_attention
 
 #: The name the attention function is registered under (a model's ``config._attn_implementation``).
 GQA_ATTENTION = "saah_gqa_sdpa"
@@ -33,7 +34,7 @@ def grouped_decode_attention(module, query, key, value, attention_mask, dropout:
              or kwargs.get("softcap") is not None or kwargs.get("cache") is not None
              or (attention_mask is not None and attention_mask.size(1) != 1))
     if plain:
-        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
+        return sdpa_attention(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       is_causal=is_causal, **kwargs)
     grouped = query.reshape(batch, heads // groups, groups, dim)
     out = torch.nn.functional.scaled_dot_product_attention(grouped, key, value, attn_mask=attention_mask,

@@ -1,6 +1,9 @@
 """The decode step's grouped-query attention: equal to transformers' attention, and no copy of the cache."""
 
 import contextlib
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -8,9 +11,11 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.models.qwen2.modeling_qwen2 import eager_attention_forward
 
 import saah_lib.models.rollout as rollout
+from saah_lib.models import sdpa_attention
 from saah_lib.models.attention import grouped_decode_attention
 from saah_lib.models.rollout import StaticRollout
 from saah_lib.models.sampling import SamplingSettings
+from saah_lib.numerics import pin_environment
 from tests.models.test_rollout import PROMPTS, small_qwen2
 
 
@@ -87,3 +92,38 @@ def test_the_attention_switch_is_undone_after_decoding():
     engine = StaticRollout(max_new_tokens=3, pad_token_id=0, eos_token_ids=[], buckets=(16,))
     engine.generate(model, PROMPTS, SamplingSettings())
     assert model.config._attn_implementation == "sdpa"
+
+
+_LONG_BF16 = """
+import torch
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+import saah_lib.models as models
+class Heads(torch.nn.Module):
+    num_key_value_groups = 1
+    is_causal = True
+q = torch.randn(2, 4, 145, 16, dtype=torch.bfloat16)
+mask = torch.ones(2, 1, 145, 145, dtype=torch.bool).tril()
+ALL_ATTENTION_FUNCTIONS["sdpa"](Heads(), q, q, q, mask, scaling=0.25)
+with torch.autocast("cpu", dtype=torch.bfloat16):
+    ALL_ATTENTION_FUNCTIONS["sdpa"](Heads(), q.float(), q.float(), q.float(), mask, scaling=0.25)
+print(models.AMX_UNDER_PIN, ALL_ATTENTION_FUNCTIONS["sdpa"] is models.sdpa_attention)
+"""
+
+
+def test_long_bf16_attention_runs_under_the_pin_on_any_cpu():
+    # Under the AVX2 pin on a CPU with AMX, torch's flash kernel refused bf16 ("pack_vnni2 is only supported when
+    # avx512 is supported"); the math kernel takes over there, and the override is registered only there.
+    env = {**os.environ, **pin_environment({})}
+    done = subprocess.run([sys.executable, "-c", _LONG_BF16], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr[-1500:]
+    amx_under_pin, registered = done.stdout.split()
+    assert registered == amx_under_pin
+
+
+def test_the_override_leaves_float32_attention_bit_for_bit():
+    g = torch.Generator().manual_seed(2)
+    query, key, value = (torch.randn(2, 4, 130, 8, generator=g) for _ in range(3))
+    mask = torch.ones(2, 1, 130, 130, dtype=torch.bool).tril()
+    ours, _ = sdpa_attention(Heads(1), query, key, value, mask, scaling=0.3)
+    theirs, _ = sdpa_attention_forward(Heads(1), query, key, value, mask, scaling=0.3)
+    assert torch.equal(ours, theirs)
