@@ -24,6 +24,8 @@ from pathlib import Path
 
 import pytest
 
+import saah_lib.models  # noqa: F401 (ADAPTATIONS: the same attention kernels for TRL's trainer and ours)
+
 TRAINERS = ("trl", "grpo", "sa")
 #: What the harness changes so that TRL's newer test files run against TRL 1.16.0, and why.
 ADAPTATIONS = {
@@ -32,6 +34,11 @@ ADAPTATIONS = {
     "TestGRPORolloutDispatch::_make_trainer": "its hand-built trainer (object.__new__, attributes set one by one) "
                                               "lacks eos_token_ids, which TRL 1.16.0's _generate reads (newer TRL "
                                               "does not); the harness sets it to [the test tokenizer's eos id]",
+    "saah_lib.models.sdpa_attention": "imported in every configuration, TRL's own included, so that all three run "
+                                      "the same attention kernels: under the AVX2 pin on a CPU with AMX, torch's "
+                                      "bf16 flash kernel fails ('pack_vnni2 is only supported when avx512 ...'), "
+                                      "and the library runs bf16 attention on the math kernel there (elsewhere "
+                                      "nothing changes)",
 }
 #: Tests of behaviour TRL gained after 1.16.0: skipped in every configuration, with the reason.
 NEWER_THAN_TRL_1_16 = {
