@@ -3,6 +3,7 @@
     python -m bench.run_profile                   # a mini run (60 steps) and a tenth of the build
     python -m bench.run_profile --no-mini --smollm2 bfloat16:1 --smollm2 bfloat16-static:1
     python -m bench.run_profile --no-mini --smollm2-ops bfloat16-static   # which ops, by CPU time
+    python -m bench.run_profile --no-mini --smollm2 bfloat16-fast:1 --before 415d203   # before and after
 
 Each part runs the project's own code on one torch thread (the mini run and build as ``make mini`` does; the
 SmolLM2 step as :mod:`.smollm2_step` builds it), with a clock around the methods that do one kind of work
@@ -20,9 +21,11 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
+import json
 import os
 import platform
 import pstats
+import subprocess
 import sys
 import tempfile
 import time
@@ -46,7 +49,7 @@ from saah_lib.jsonio import atomic_write_json, read_jsonl
 from saah_lib.models import warmstart
 from saah_lib.models.loading import load_model_and_tokenizer, resolve_model
 from saah_lib.numerics import cpu_description
-from saah_lib.paths import LOCAL_RESULTS, repo_relative
+from saah_lib.paths import LOCAL_RESULTS, REPO_ROOT, repo_relative
 from saah_lib.progress import quiet_libraries
 from saah_lib.tasks.prompts import make_prompt
 from saah_lib.training.callbacks import PassAtOneCallback, TrainLogCallback
@@ -417,10 +420,14 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="also run the run under cProfile and list the functions with the most own time")
     parser.add_argument("--smollm2", action="append", default=[], metavar="CONFIGURATION:STEPS",
                         help="also profile STEPS steps of a bounded configuration of the SmolLM2 step benchmark "
-                             "(float32, bfloat16 or bfloat16-static; repeatable, run in the order given)")
+                             "(float32, bfloat16, bfloat16-static or bfloat16-fast; repeatable, run in the order given)")
     parser.add_argument("--smollm2-ops", default=None, metavar="CONFIGURATION",
                         help="also train one step of a bounded SmolLM2 configuration with its training phase under "
                              "torch's profiler, and list the ops with the most own CPU time")
+    parser.add_argument("--before", default=None, metavar="REVISION",
+                        help="also profile each --smollm2 configuration at this git revision (a temporary worktree "
+                             "with this checkout's environment), just before this checkout's: before and after in "
+                             "one run")
     parser.add_argument("--no-mini", dest="mini", action="store_false",
                         help="skip the mini run and the build (with --smollm2: profile SmolLM2 only)")
     parser.add_argument("--data-dir", default=None, help="GSM8K folder for --smollm2 (default: $SAAH_GSM8K_DIR)")
@@ -445,6 +452,27 @@ def parse_args(argv=None) -> argparse.Namespace:
     if problem := out_folder_problem(args.out):
         parser.error(problem)
     return args
+
+
+def profile_at_revision(revision: str, name: str, steps: int, data_dir: str | None) -> dict:
+    """The SmolLM2 profile of ``name`` as the code at ``revision`` measures it, in a fresh process of a temporary
+    git worktree (this checkout's interpreter); a configuration that revision lacks is its ``bfloat16-static``."""
+    with tempfile.TemporaryDirectory() as scratch:
+        tree, out = Path(scratch) / "tree", Path(scratch) / "out"
+        subprocess.run(["git", "-C", str(REPO_ROOT), "worktree", "add", "--detach", str(tree), revision],
+                       check=True, capture_output=True)
+        try:
+            known = subprocess.run([sys.executable, "-c", "from bench.smollm2_step import configurations; "
+                                    "print(' '.join(c['name'] for c in configurations(False)))"],
+                                   cwd=tree, capture_output=True, text=True, check=True).stdout.split()
+            command = [sys.executable, "-m", "bench.run_profile", "--no-mini", "--out", str(out),
+                       "--smollm2", f"{name if name in known else 'bfloat16-static'}:{steps}"]
+            subprocess.run(command + (["--data-dir", data_dir] if data_dir else []), cwd=tree, check=True,
+                           env={**os.environ, "PYTHONPATH": str(tree)})
+            return json.loads(next(out.glob("*-run-profile.json")).read_text())["smollm2"]["profiles"][0]
+        finally:
+            subprocess.run(["git", "-C", str(REPO_ROOT), "worktree", "remove", "--force", str(tree)],
+                           capture_output=True)
 
 
 def file_stem(cpu_model: str) -> str:
@@ -498,6 +526,10 @@ def main(argv=None) -> int:
                     report["smollm2"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
                     atomic_write_json(out, report)
 
+                if args.before:
+                    before = report["smollm2"].setdefault("before", {"revision": args.before, "profiles": []})
+                    before["profiles"].append(profile_at_revision(args.before, name, steps, args.data_dir))
+                    atomic_write_json(out, report)
                 rate = rates[smollm2_configuration(name)["dtype"]]
                 write(profile_smollm2_step(name, steps, rate, args.data_dir, scratch, on_step=write))
                 parts.append((f"SmolLM2 {profiles[-1]['configuration']}, {steps} steps", profiles[-1]))

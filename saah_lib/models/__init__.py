@@ -10,21 +10,25 @@ from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward as _sdpa
 
 #: Under the AVX2 pin on a CPU with AMX, torch's bf16 flash kernel picks its AMX path by the CPU, then refuses it
-#: ("pack_vnni2 is only supported when avx512 is supported", sequences of ~100 tokens on): bf16 there uses the math
-#: kernel. Other dtypes and CPUs keep their kernels (and bits).
+#: ("pack_vnni2 is only supported when avx512 is supported", sequences of ~100 tokens on): bf16 attention there runs
+#: the flash kernel on float32 copies (twice as fast as the bf16 math kernel, fwd+bwd, bench note in docs/library.md).
+#: Other dtypes and CPUs keep their kernels (and bits).
 _CPUINFO = Path("/proc/cpuinfo")
 AMX_UNDER_PIN = (torch.backends.cpu.get_cpu_capability() == "AVX2" and _CPUINFO.is_file()
                  and "amx_bf16" in _CPUINFO.read_text(errors="replace"))
 
 
-def sdpa_attention(module, query, *args, **kwargs):
-    """transformers' SDPA attention, on the math kernel where :data:`AMX_UNDER_PIN` and it runs in bf16."""
+def sdpa_attention(module, query, key, value, attention_mask, *args, **kwargs):
+    """transformers' SDPA attention; where :data:`AMX_UNDER_PIN` and it runs in bf16, in float32, cast back."""
     bf16 = query.dtype == torch.bfloat16 or (torch.is_autocast_enabled("cpu")
                                              and torch.get_autocast_dtype("cpu") == torch.bfloat16)
-    if AMX_UNDER_PIN and bf16 and query.device.type == "cpu":
-        with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.MATH):
-            return _sdpa(module, query, *args, **kwargs)
-    return _sdpa(module, query, *args, **kwargs)
+    if not (AMX_UNDER_PIN and bf16 and query.device.type == "cpu"):
+        return _sdpa(module, query, key, value, attention_mask, *args, **kwargs)
+    if attention_mask is not None and attention_mask.is_floating_point():
+        attention_mask = attention_mask.float()
+    with torch.autocast("cpu", enabled=False):
+        out, weights = _sdpa(module, query.float(), key.float(), value.float(), attention_mask, *args, **kwargs)
+    return out.to(torch.bfloat16), weights
 
 
 if AMX_UNDER_PIN:

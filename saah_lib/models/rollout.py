@@ -4,8 +4,9 @@ Why: ``model.generate`` with a dynamic cache spends most of a GPU step launching
 builds its generation config with ``disable_compile=True`` (the per-token times of both, measured
 on one H100: ``results/bench/NVIDIA_H100_80GB_HBM3-gpu-bench-qwen2.5-1.5b.json``). The engine
 (:class:`StaticRollout`) keeps one cache length and one static state per batch size, runs one
-compiled call per token (model, sampling, log-prob, finished flags), leaves LoRA unmerged so it
-samples exactly the policy the training forward scores, and decodes in eval mode on every backend.
+compiled call per token (model, sampling, log-prob, finished flags), and decodes in eval mode on every
+backend. Compiled, LoRA stays unmerged (the policy the training forward scores, exactly); eager (CPU), it
+is merged for the rollout (:func:`merged_lora`: the same policy, rounded once more in low precision).
 Sampling follows ``generate``'s order (:mod:`saah_lib.models.sampling`); the returned
 log-probabilities are ``log_softmax(logits / temperature)`` at the sampled token, TRL's training
 forward's quantity, so the importance ratio at the start of a step is 1 up to the dtype's rounding.
@@ -84,6 +85,35 @@ def eval_mode(model):
     finally:
         for module, mode in modes:
             module.training = mode
+
+
+@contextmanager
+def merged_lora(model):
+    """Each active LoRA adapter folded into its base layer's weight inside, as PEFT's merge marks it; the
+    weights and marks as they were on exit.
+
+    Why: unmerged, every projection of a decode step runs three matrix products instead of one. The merged
+    weight is a new tensor, ``W + get_delta_weight`` rounded once to W's dtype; the original tensor is put
+    back, not un-merged by subtraction (which in bfloat16 would not give W back). For no-grad decoding only.
+    """
+    layers = [m for m in model.modules() if isinstance(m, LoraLayer) and not m.merged and not m.disable_adapters
+              and any(a in m.lora_A for a in m.active_adapters)]
+    kept = []
+    try:
+        with torch.no_grad():
+            for layer in layers:
+                weight = layer.get_base_layer().weight
+                adapters = [a for a in layer.active_adapters if a in layer.lora_A]
+                delta = sum(layer.get_delta_weight(a).float() for a in adapters)
+                kept.append((layer, weight, weight.data, adapters))
+                weight.data = (weight.data.float() + delta).to(weight.dtype)
+                layer.merged_adapters.extend(adapters)
+        yield model
+    finally:
+        for layer, weight, data, adapters in kept:
+            weight.data = data
+            for a in adapters:
+                layer.merged_adapters.remove(a)
 
 
 def _input_embeddings(model):
@@ -337,6 +367,7 @@ class StaticRollout:
         eos = [] if eos_token_ids is None else [eos_token_ids] if isinstance(eos_token_ids, int) else eos_token_ids
         self.eos_token_ids = sorted({int(e) for e in eos if e is not None})
         self.compile = compile
+        self.merge_lora = not compile
         self.compile_mode = compile_mode
         self.compile_backend = compile_backend or "inductor"
         self.buckets = tuple(buckets)
@@ -456,7 +487,8 @@ class StaticRollout:
                   self.pad_token_id)
         decode = self._decode_fn(device)
         key = (self.name, batch, self.cache_len)
-        with decoding_state(model):
+        # compiled: LoRA stays unmerged (a graph per model state); eager: merged, one product per projection
+        with decoding_state(model), merged_lora(model) if self.merge_lora else nullcontext():
             if self.compile:
                 self._check_module_state(model, key)
             with record_function("rollout.prefill"):  # eager: its shape (batch, bucket) needs no graph

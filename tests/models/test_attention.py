@@ -112,7 +112,7 @@ print(models.AMX_UNDER_PIN, ALL_ATTENTION_FUNCTIONS["sdpa"] is models.sdpa_atten
 
 def test_long_bf16_attention_runs_under_the_pin_on_any_cpu():
     # Under the AVX2 pin on a CPU with AMX, torch's flash kernel refused bf16 ("pack_vnni2 is only supported when
-    # avx512 is supported"); the math kernel takes over there, and the override is registered only there.
+    # avx512 is supported"); bf16 attention runs in float32 there, and the override is registered only there.
     env = {**os.environ, **pin_environment({})}
     done = subprocess.run([sys.executable, "-c", _LONG_BF16], capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr[-1500:]
@@ -127,3 +127,18 @@ def test_the_override_leaves_float32_attention_bit_for_bit():
     ours, _ = sdpa_attention(Heads(1), query, key, value, mask, scaling=0.3)
     theirs, _ = sdpa_attention_forward(Heads(1), query, key, value, mask, scaling=0.3)
     assert torch.equal(ours, theirs)
+
+
+def test_bf16_attention_under_the_override_is_float32_attention_rounded_once(monkeypatch):
+    import saah_lib.models as models
+
+    monkeypatch.setattr(models, "AMX_UNDER_PIN", True)
+    g = torch.Generator().manual_seed(3)
+    query, key, value = (torch.randn(2, 4, 130, 8, generator=g).to(torch.bfloat16) for _ in range(3))
+    mask = torch.ones(2, 1, 130, 130, dtype=torch.bool).tril()
+    ours, _ = sdpa_attention(Heads(1), query, key, value, mask, scaling=0.3)
+    reference, _ = sdpa_attention_forward(Heads(1), query.float(), key.float(), value.float(), mask, scaling=0.3)
+    assert ours.dtype == torch.bfloat16 and torch.equal(ours, reference.to(torch.bfloat16))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        autocast, _ = sdpa_attention(Heads(1), query.float(), key.float(), value.float(), mask, scaling=0.3)
+    assert torch.equal(autocast, ours)

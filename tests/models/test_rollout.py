@@ -179,6 +179,38 @@ def test_greedy_matches_generate_with_a_nonzero_unmerged_lora_and_leaves_weights
     assert not any(getattr(m, "merged", False) for m in model.modules())
 
 
+def test_the_eager_engine_decodes_lora_merged_as_peft_merges_it_and_restores_the_model():
+    import copy
+
+    model = with_random_lora(small_qwen2())
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    eos = eos_hit_early(model, PROMPTS, 20)
+    theirs = hf_completions(copy.deepcopy(model).merge_and_unload(), PROMPTS, 0, [eos], 20, do_sample=False)
+    lora_calls = []
+    hooks = [m.register_forward_hook(lambda *_: lora_calls.append(1)) for n, m in model.named_modules()
+             if n.endswith("lora_A.default")]
+    engine = StaticRollout(max_new_tokens=20, pad_token_id=0, eos_token_ids=[eos], buckets=(16,))
+    ours, _ = engine.generate(model, PROMPTS, SamplingSettings(do_sample=False))
+    for hook in hooks:
+        hook.remove()
+    assert engine.merge_lora and lora_calls == [] and ours == theirs
+    for n, p in model.named_parameters():
+        assert torch.equal(p, before[n]), n
+    assert not any(getattr(m, "merged", False) for m in model.modules())
+
+
+def test_merged_lora_restores_the_weights_and_marks_when_its_body_raises():
+    model = with_random_lora(small_qwen2())
+    weights = {n: (p.data_ptr(), p.detach().clone()) for n, p in model.named_parameters()}
+    with pytest.raises(RuntimeError, match="inside"):
+        with rollout.merged_lora(model):
+            assert all(m.merged for m in model.modules() if isinstance(m, rollout.LoraLayer))
+            raise RuntimeError("inside")
+    assert all((p.data_ptr(), True) == (weights[n][0], torch.equal(p, weights[n][1]))
+               for n, p in model.named_parameters())
+    assert not any(m.merged for m in model.modules() if isinstance(m, rollout.LoraLayer))
+
+
 def test_greedy_evaluation_through_the_static_path_equals_hf(tiny_random_model_dir):
     from saah_lib.models.evaluate import greedy_completions
 
@@ -452,8 +484,9 @@ def test_release_frees_the_states_and_the_next_call_allocates_them_again_without
     assert len(graphs) == 1 and engine.health.record()["recompiles"] == 0  # the graph was kept
 
 
-def test_a_rollout_copies_no_base_weight():
-    """No op of a rollout writes a new tensor shaped like a base weight (what merging LoRA would allocate)."""
+def test_an_unmerged_rollout_copies_no_base_weight():
+    """No op of a rollout that keeps LoRA unmerged (the compiled engine's setting) writes a new tensor shaped like
+    a base weight (what merging LoRA allocates)."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
     class NewWeightShapedTensors(TorchDispatchMode):
@@ -474,6 +507,7 @@ def test_a_rollout_copies_no_base_weight():
     shapes = {tuple(p.shape) for p in base}
     storages = {p.untyped_storage().data_ptr() for p in model.parameters()}
     engine = StaticRollout(max_new_tokens=6, pad_token_id=0, eos_token_ids=[], buckets=(16,))
+    engine.merge_lora = False
     with NewWeightShapedTensors(shapes, storages) as watch:
         engine.generate(model, PROMPTS, SamplingSettings())
     assert watch.seen == []
