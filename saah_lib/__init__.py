@@ -27,7 +27,7 @@ COMMANDS = {
 }
 
 _PUBLIC = {
-    "SAAHGRPOConfig": "saah_lib.training.config",
+    "SAAHGRPOConfig": "saah_lib.training.grpo_config",
     "SAAHGRPOTrainer": "saah_lib.training.trainer",
     "RunConfig": "saah_lib.training.config",
     "make_config": "saah_lib.training.config",
