@@ -6,7 +6,7 @@ Its folders follow the data, each importing only from those before it (tests/tes
     numerics, progress       the pinned CPU numerics; progress lines and bars
     method/, tasks/          loss, token weights, reward; problems, GSM8K, the synthetic CPU task
     models/, rundir/         names, loading, greedy evaluation, the opt-in compiled rollout; the run folder's layout
-    training/                SAAHGRPOConfig and the run config, SAAHGRPOTrainer, its callbacks and sampler
+    training/                SAAHGRPOConfig (no run folders), the run config, SAAHGRPOTrainer, callbacks, sampler
 
 The paper's lab (studies, analysis, report, one whole run, the notebooks' parameters) is the package
 :mod:`saah_lab`, built on this one and never imported by it. ``from saah_lib import SAAHGRPOTrainer`` imports
@@ -27,7 +27,7 @@ COMMANDS = {
 }
 
 _PUBLIC = {
-    "SAAHGRPOConfig": "saah_lib.training.config",
+    "SAAHGRPOConfig": "saah_lib.training.grpo_config",
     "SAAHGRPOTrainer": "saah_lib.training.trainer",
     "RunConfig": "saah_lib.training.config",
     "make_config": "saah_lib.training.config",

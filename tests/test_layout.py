@@ -106,6 +106,23 @@ def test_imports_go_down_the_layers_never_up():
     assert upward == []
 
 
+def test_the_trainer_and_its_config_import_no_run_folder_or_repository_code():
+    """``SAAHGRPOConfig`` and ``SAAHGRPOTrainer`` need no profiles, run folders or repository paths (the run's
+    config, :mod:`saah_lib.training.config`, does)."""
+    seen, todo = set(), ["saah_lib.training.grpo_config", "saah_lib.training.trainer"]
+    while todo:
+        module = todo.pop()
+        if module in seen:
+            continue
+        seen.add(module)
+        file = REPO_ROOT / module.replace(".", "/")
+        path = file.with_suffix(".py") if file.with_suffix(".py").exists() else file / "__init__.py"
+        parents = [module.rsplit(".", 1)[0]] if "." in module else []  # a module's packages load first
+        todo += parents + [m for m, _, _ in _imports(path) if m.split(".")[0] == "saah_lib"]
+    assert not seen & {"saah_lib.paths", "saah_lib.rundir.layout", "saah_lib.training.profiles",
+                       "saah_lib.training.config"}, sorted(seen)
+
+
 def test_neither_the_library_nor_the_lab_imports_the_benchmarks():
     found = [f"{_own(path)}:{line} imports {module}" for path in _modules(PACKAGE) + _modules(LAB)
              for module, _, line in _imports(path) if module.split(".")[0] == "bench"]

@@ -47,7 +47,8 @@ from saah_lib.tasks.problems import Problem
 from saah_lib.tasks.prompts import to_trl_dataset
 from saah_lib.tasks.synthetic import synthetic_split
 from saah_lib.training.callbacks import PassAtOneCallback, TrainLogCallback, replace_progress_callbacks
-from saah_lib.training.config import RunConfig, SAAHGRPOConfig, check_vocabulary, field_error, report_integrations
+from saah_lib.training.config import RunConfig
+from saah_lib.training.grpo_config import SAAHGRPOConfig, field_error, report_integrations
 from saah_lib.training.distributed import is_main_process, world_size
 
 
@@ -205,7 +206,7 @@ def run_training(cfg: RunConfig, callbacks=(), progress: bool = True) -> Path:
     split = load_split(cfg)
     model_path = resolve_model(cfg.model_name, progress)
     model, tokenizer = load_model_and_tokenizer(model_path, cfg.dtype)
-    check_vocabulary(cfg, model.get_output_embeddings().weight.size(0))
+    cfg.trainer.check_vocabulary(model.get_output_embeddings().weight.size(0))  # the trainer's check, before writing
     resolved = repo_relative(model_path) if Path(model_path).exists() else model_path
     with writer_of(run):
         # the folder must be this run's before anything in it is moved or written

@@ -19,7 +19,7 @@ import math
 
 import torch
 
-from saah_lib.method.methods import LOG_WEIGHT_CAP, LOSS_TYPES, check_alpha, check_method
+from saah_lib.method.methods import LOG_WEIGHT_CAP, LOSS_TYPES, check_method
 
 # Rows of a [chunk, V] float32 block: 2**25 elements is 128 MiB whatever V is.
 _BLOCK_ELEMENTS = 2**25
@@ -106,8 +106,8 @@ def horizon_weights(norm_entropy: torch.Tensor, mask: torch.Tensor, alpha: float
     ``LOG_WEIGHT_CAP`` so that negative alpha (which grows the weights) cannot overflow float32.  For
     alpha >= 0 the cap never applies; far along a completion a large alpha may take weights to float32's 0,
     which only means no gradient there (the first token keeps ``exp(-alpha * H_1) >= exp(-alpha)``).
+    ``alpha`` is the config's, checked there once (:data:`~saah_lib.method.methods.ALPHA_RANGE`).
     """
-    alpha = check_alpha(alpha)
     if alpha == 0.0:
         return torch.ones_like(norm_entropy, dtype=torch.float32)
     h = norm_entropy.detach().float() * mask.float()

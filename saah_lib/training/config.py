@@ -1,10 +1,9 @@
-"""A run's settings: :class:`SAAHGRPOConfig` for the trainer, :class:`RunConfig` for the rest, and named profiles.
+"""A run's settings: :class:`RunConfig`, with the trainer's :class:`SAAHGRPOConfig` in it, and named profiles.
 
-``SAAHGRPOConfig`` is TRL's ``GRPOConfig``, with TRL's defaults, and the method's fields added;
-it goes to TRL as it is.  ``RunConfig`` holds what TRL does not own: the model and LoRA, the
-data, the greedy evaluation, the run id and the results root, plus the trainer config.  A
-profile is a dict of field overrides, the studies' settings included
-(:mod:`saah_lib.training.profiles`); ``make_config("qwen2.5-1.5b", method="sa")`` applies one.
+``RunConfig`` holds what TRL does not own: the model and LoRA, the data, the greedy evaluation, the run id and
+the results root, plus the trainer config (:mod:`saah_lib.training.grpo_config`).  A profile is a dict of field
+overrides, the studies' settings included (:mod:`saah_lib.training.profiles`); ``make_config("qwen2.5-1.5b",
+method="sa")`` applies one.
 
 Each field is checked once, by its owner, before anything is written to disk: TRL and transformers
 check theirs, ``SAAHGRPOConfig`` the method's, ``RunConfig`` the run's, and :func:`make_config` those of
@@ -21,26 +20,14 @@ import dataclasses
 import math
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-import torch._dynamo  # already imported by TRL's config
 from transformers import get_scheduler
 from transformers.integrations import INTEGRATION_TO_CALLBACK
-from transformers.trainer_utils import SchedulerType
-from trl import GRPOConfig
 
-from saah_lib.method.methods import (
-    IMPORTANCE_SAMPLING_LEVELS,
-    LOSS_TYPES,
-    MAIN_ALPHA,
-    MAX_ENTROPY_TOP_K,
-    METHODS,
-    method_alpha,
-    weights_problem,
-)
-from saah_lib.models.backends import BACKENDS, VLLM_MODES
+from saah_lib.models.backends import VLLM_MODES
 from saah_lib.models.names import (
     TINY_WARMSTART,
     canonical_model_name,
@@ -50,7 +37,18 @@ from saah_lib.models.names import (
 )
 from saah_lib.paths import in_repo
 from saah_lib.rundir.layout import CHECKPOINTS_DIR, RESERVED_NAMES, run_dir
-from saah_lib.training.distributed import batch_layout, world_size
+from saah_lib.training.grpo_config import (  # noqa: F401  (field_error, report_integrations: importable from here too)
+    SAAHGRPOConfig,
+    _check_bool,
+    _check_choice,
+    _check_count,
+    _check_real,
+    _fail,
+    _field,
+    _is_int,
+    field_error,
+    report_integrations,
+)
 from saah_lib.training.profiles import (  # noqa: F401  (the light half of the config, importable from here too)
     ARTIFACT_SETTINGS,
     FIXED_TRAINER_SETTINGS,
@@ -70,61 +68,14 @@ from saah_lib.training.profiles import (  # noqa: F401  (the light half of the c
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 DTYPES = ("float32", "bfloat16", "float16")
 DATASETS = ("gsm8k", "synthetic")
-COMPILE_BACKENDS = ("inductor", "aot_eager", "eager")  # the usual ones; any torch.compile knows is accepted
 MAX_SEED = 2**32 - 1  # numpy's seed range; transformers.set_seed seeds numpy with it
 # A run id is a folder name: no separators, no leading dot, nothing a shell or another system trips over.
 _RUN_ID_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+=-]{0,199}")
 
 
-def _field(default, help: str):
-    return field(default=default, metadata={"help": help})
-
-
-def field_error(name: str, message: str) -> ValueError:
-    """The error of a bad config field: its message starts by naming the field."""
-    return ValueError(f"config field {name!r}: {message}")
-
-
-def _fail(name: str, message: str):
-    raise field_error(name, message)
-
-
-def _is_int(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_real(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _check_count(name: str, value, lowest: int, optional: bool = False) -> None:
-    if optional and value is None:
-        return
-    if not _is_int(value) or value < lowest:
-        _fail(name, f"must be an integer >= {lowest}, got {value!r}")
-
-
-def _check_real(name: str, value, lo: float, hi: float, lo_ok: bool, hi_ok: bool) -> None:
-    if not _is_real(value) or not math.isfinite(value):
-        _fail(name, f"must be a finite number, got {value!r}")
-    if value < lo or (value == lo and not lo_ok) or value > hi or (value == hi and not hi_ok):
-        interval = f"{'[' if lo_ok else '('}{lo:g}, {hi:g}{']' if hi_ok else ')'}"
-        _fail(name, f"must lie in {interval}, got {value!r}")
-
-
-def _check_choice(name: str, value, choices) -> None:
-    if value not in choices:
-        _fail(name, f"unknown value {value!r}; expected one of {', '.join(choices)}")
-
-
 def _check_seed(name: str, value) -> None:
     if not _is_int(value) or not 0 <= value <= MAX_SEED:
         _fail(name, f"must be an integer in [0, {MAX_SEED}], got {value!r}")
-
-
-def _check_bool(name: str, value) -> None:
-    if not isinstance(value, bool):
-        _fail(name, f"must be True or False, got {value!r}")
 
 
 def _check_name(name: str, value) -> None:
@@ -139,45 +90,16 @@ def _check_folder(name: str, value, optional: bool = False) -> None:
         _fail(name, f"must be a folder name{' or None' if optional else ''}, got {value!r}")
 
 
-def compile_backends() -> tuple[str, ...]:
-    """The torch.compile backends this process knows: the usual three first, then torch's and registered ones."""
-    known = torch._dynamo.list_backends(exclude_tags=())
-    return COMPILE_BACKENDS + tuple(b for b in known if b not in COMPILE_BACKENDS)
-
-
-def report_integrations(report_to) -> list[str]:
-    """``report_to`` as TRL's list: ``"none"`` -> [], ``"all"`` -> ["all"], ``"a,b"`` or ``["a", "b"]`` -> the names."""
-    if isinstance(report_to, (list, tuple)):
-        names = list(report_to)
-    elif isinstance(report_to, str) and report_to.strip():
-        names = [n.strip() for n in report_to.split(",")]
-    else:
-        names = None
-    if names is None or not all(isinstance(n, str) for n in names):
-        _fail("report_to", f"must be 'none', 'all' or integration names, got {report_to!r}")
-    if names in (["none"], []):
-        return []
-    if names == ["all"]:
-        return ["all"]
-    # transformers refuses an unknown name only when the trainer is built, after the run folder is written
-    for name in names:
-        _check_choice("report_to", name, tuple(INTEGRATION_TO_CALLBACK))
-    return names
-
-
-def _scheduler_problem(config: GRPOConfig) -> str | None:
-    """Why transformers cannot build ``config``'s learning-rate scheduler, or None.
-
-    transformers refuses an unknown ``lr_scheduler_type`` when the config is built, but a scheduler that needs
-    ``lr_scheduler_kwargs`` (``cosine_with_min_lr``, ``warmup_stable_decay``, ...) only when training starts.
-    """
-    optimizer = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=config.learning_rate)
+def _check_scheduler(settings) -> None:
+    """transformers refuses an unknown ``lr_scheduler_type`` without naming the field, and one that needs
+    ``lr_scheduler_kwargs`` (``cosine_with_min_lr``, ``warmup_stable_decay``, ...), which a run cannot set, only
+    when training starts: a run's scheduler is built once here, from its (checked) learning rate."""
+    optimizer = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=settings["learning_rate"])
     try:
-        get_scheduler(config.lr_scheduler_type, optimizer, num_warmup_steps=1, num_training_steps=2,
-                      scheduler_specific_kwargs=config.lr_scheduler_kwargs)
+        get_scheduler(settings["lr_scheduler_type"], optimizer, num_warmup_steps=1, num_training_steps=2)
     except (TypeError, ValueError) as err:
-        return f"transformers cannot build {_plain(config.lr_scheduler_type)!r} from these settings: {err}"
-    return None
+        _fail("lr_scheduler_type", f"transformers cannot build {settings['lr_scheduler_type']!r} from these "
+                                   f"settings: {err}")
 
 
 def _check_warmup(name: str, warmup) -> None:
@@ -193,13 +115,11 @@ def _check_optional_text(name: str, value) -> None:
 
 #: The TRL fields a run sets whose bad values TRL and transformers accept, so that they would fail mid-run if at
 #: all (tests/training/test_config.py holds each to that), or refuse without naming the field: checked by
-#: :func:`check_trl_fields`.
+#: :func:`check_trl_fields`.  ``max_steps`` is the run's to check (:class:`RunConfig`), ``num_generations`` and
+#: ``gradient_accumulation_steps`` are :class:`SAAHGRPOConfig`'s (its batch layout divides by them).
 _TRL_FIELD_CHECKS = {
     "seed": _check_seed,  # numpy refuses it only when the trainer seeds itself
-    "max_steps": lambda name, value: value == -1 or _check_count(name, value, 1),  # -1: num_train_epochs
-    "gradient_accumulation_steps": lambda name, value: _check_count(name, value, 1),
     "max_completion_length": lambda name, value: _check_count(name, value, 1),
-    "num_generations": lambda name, value: _check_count(name, value, 2),  # TRL refuses 1, not 4.0
     "save_steps": lambda name, value: _check_count(name, value, 1),
     "save_total_limit": lambda name, value: _check_count(name, value, 1, optional=True),
     "learning_rate": lambda name, value: _check_real(name, value, 0.0, math.inf, False, False),
@@ -214,7 +134,6 @@ _TRL_FIELD_CHECKS = {
     "vllm_server_base_url": _check_optional_text,
     "vllm_mode": lambda name, value: _check_choice(name, value, VLLM_MODES),
     "warmup_steps": _check_warmup,
-    "lr_scheduler_type": lambda name, value: _check_choice(name, _plain(value), [t.value for t in SchedulerType]),
 }
 
 
@@ -224,111 +143,6 @@ def check_trl_fields(settings) -> None:
     for name, check in _TRL_FIELD_CHECKS.items():
         if name in settings:
             check(name, settings[name])
-
-
-@dataclass
-class SAAHGRPOConfig(GRPOConfig):
-    """TRL's ``GRPOConfig``, its defaults unchanged, plus the method's fields.
-
-    With ``method="grpo"`` and nothing else set the trainer is TRL's ``GRPOTrainer``. Two departures, both
-    about what was asked: ``use_cpu=True`` (or a machine without a GPU) trains in float32 unless ``bf16=True``
-    is given, where TRL would pick bf16; and ``gradient_checkpointing`` is read as TRL's name of
-    ``activation_checkpointing``.  The paper's and the CPU studies' settings are profiles
-    (:mod:`saah_lib.training.profiles`, :func:`make_config`).
-
-    ``prompts_per_step`` (when set) fixes the completions per optimiser step whatever the number of
-    processes: ``per_device_train_batch_size`` and ``gradient_accumulation_steps`` are derived from it
-    (:func:`saah_lib.training.distributed.batch_layout`).
-    """
-
-    # --- the method
-    method: str = _field("sa", "grpo | ah | sa (grpo: every weight 1; ah: every rollout discounted; sa: only "
-                               "negative-advantage rollouts)")
-    alpha: float = _field(MAIN_ALPHA, "discount strength; 0 for grpo whatever is given")
-    entropy_top_k: int | None = _field(None, "top-K entropy estimate (the paper: 500), at most the model's "
-                                             "vocabulary; None: the exact entropy TRL already computes")
-    reward_std_threshold: float = _field(0.0, "groups whose reward std is below this get zero advantage (the "
-                                              "paper: 0.15); 0: TRL's advantages as they are")
-    log_token_entropies: int = _field(2, "rollouts per step whose per-token entropies are logged (for plots)")
-    prompts_per_step: int | None = _field(None, "prompts per optimiser step over all processes; sets "
-                                                "per_device_train_batch_size and gradient_accumulation_steps; "
-                                                "None: TRL's own batch fields as given")
-    forward_batch_size: int | None = _field(None, "completions per forward pass where the trainer scores "
-                                                  "completions (the loss, old and reference log-probs): TRL's "
-                                                  "batch_size of those passes; smaller bounds the memory of the "
-                                                  "LM head's tiles over the vocabulary, and with activation "
-                                                  "checkpointing that of the whole step, at some speed; the loss "
-                                                  "is the same (bits may differ); None: the whole micro-batch")
-    generation_backend: str = _field("auto", "auto | hf | compiled | vllm; auto: compiled (the static engine, "
-                                             "eager on CPU); hf: TRL's own generate; vllm sets TRL's use_vllm")
-    rollout_compile: bool | None = _field(None, "torch.compile the compiled backend's decode step; None: only on CUDA")
-    rollout_compile_backend: str | None = _field(None, "that step's torch.compile backend: "
-                                                       + " | ".join(COMPILE_BACKENDS) + "; None: inductor")
-
-    def __post_init__(self):
-        if self.gradient_checkpointing is not None and self.activation_checkpointing is None:
-            self.activation_checkpointing = self.gradient_checkpointing  # TRL's name, and TRL's default (True)
-        self._check_fields()
-        self.alpha = method_alpha(self.method, float(self.alpha))
-        if self.prompts_per_step is not None:
-            layout = batch_layout(self.prompts_per_step * self.num_generations, self.num_generations,
-                                  self.gradient_accumulation_steps, world_size())
-            self.per_device_train_batch_size = layout.per_device_batch_size
-            self.gradient_accumulation_steps = layout.gradient_accumulation_steps
-        self.report_to = report_integrations(self.report_to)
-        if self.bf16 is None and (self.use_cpu or not torch.cuda.is_available()):
-            self.bf16 = False  # float32 on a CPU unless bf16 is asked for (TRL would pick bf16)
-        if self.generation_backend == "vllm":
-            self.use_vllm = True
-        elif self.use_vllm and self.generation_backend == "compiled":
-            _fail("generation_backend", "'compiled' conflicts with use_vllm=True")
-        super().__post_init__()
-
-    @property
-    def completions_per_step(self) -> int:
-        """Completions per optimiser step, over all processes."""
-        return self.per_device_train_batch_size * self.gradient_accumulation_steps * world_size()
-
-    def _check_fields(self) -> None:
-        """The method's fields (booleans not numbers, reals finite), and the TRL fields the weights depend on.
-        The other TRL fields are TRL's to check; a run's path checks those TRL leaves unchecked
-        (:func:`check_trl_fields`)."""
-        _check_choice("method", self.method, METHODS)
-        if not _is_real(self.alpha):
-            _fail("alpha", f"must be a number, got {self.alpha!r}")
-        try:
-            method_alpha(self.method, float(self.alpha))
-        except ValueError as err:
-            _fail("alpha", str(err).removeprefix("alpha "))
-        _check_count("log_token_entropies", self.log_token_entropies, 0)
-        for name in ("prompts_per_step", "entropy_top_k", "forward_batch_size"):
-            _check_count(name, getattr(self, name), 1, optional=True)
-        if self.entropy_top_k is not None and self.entropy_top_k > MAX_ENTROPY_TOP_K:
-            _fail("entropy_top_k", f"must be at most {MAX_ENTROPY_TOP_K} (more than any model's vocabulary; None "
-                                   f"gives the exact entropy), got {self.entropy_top_k!r}")
-        _check_real("reward_std_threshold", self.reward_std_threshold, 0.0, math.inf, True, False)
-        if self.rollout_compile is not None:
-            _check_bool("rollout_compile", self.rollout_compile)
-        if self.rollout_compile_backend is not None:
-            _check_choice("rollout_compile_backend", self.rollout_compile_backend, compile_backends())
-        _check_choice("generation_backend", self.generation_backend, BACKENDS)
-
-        if self.prompts_per_step is not None:  # the batch layout divides by these
-            _check_count("num_generations", self.num_generations, 2)
-            _check_count("gradient_accumulation_steps", self.gradient_accumulation_steps, 1)
-
-        # TRL refuses an unknown loss only in the loss itself, mid-run; the method's weights must know it first
-        _check_choice("loss_type", self.loss_type, LOSS_TYPES)
-        _check_choice("importance_sampling_level", self.importance_sampling_level, IMPORTANCE_SAMPLING_LEVELS)
-        problem = weights_problem(self.method, self.alpha, self.loss_type, self.importance_sampling_level)
-        if problem:
-            _fail("loss_type", f"{self.loss_type!r} with method={self.method!r}, alpha={self.alpha}: {problem}")
-        if self.prompts_per_step is not None and (self.prompts_per_step * self.num_generations
-                                                  % self.gradient_accumulation_steps):
-            _fail("gradient_accumulation_steps",
-                  f"{self.prompts_per_step} prompts x {self.num_generations} completions = "
-                  f"{self.prompts_per_step * self.num_generations} completions per step cannot be split into "
-                  f"{self.gradient_accumulation_steps} equal micro-batches")
 
 
 @dataclass
@@ -515,11 +329,9 @@ def make_config(profile: str = "tiny", overrides: dict | None = None, **fields) 
     run_values = {k: v for k, v in values.items() if k in _RUN_FIELDS}
     trainer_values = {k: v for k, v in values.items() if k in TRAINER_FIELDS}
     check_trl_fields(trainer_values)
+    _check_scheduler(trainer_values)  # every profile sets both its scheduler and its learning rate
     trainer = SAAHGRPOConfig(**trainer_values, **FIXED_TRAINER_SETTINGS,
                              **_machine_fields(run_values.get("dtype", "float32")))
-    problem = _scheduler_problem(trainer)
-    if problem:
-        _fail("lr_scheduler_type", problem)
     run = RunConfig(trainer=trainer, profile=profile, **run_values)
     if run_values.get("run_id") is None:  # a variant of the profile's defaults gets an id that says how
         run.run_id = default_run_id(profile, trainer.method, trainer.alpha, trainer.seed, run.model_name,
@@ -552,11 +364,3 @@ def _machine_fields(dtype: str) -> dict:
                        "autocast) or 'float32'")
     return dict(bf16=dtype == "bfloat16", fp16=dtype == "float16", use_cpu=not on_gpu,
                 save_strategy="steps", log_completions=False, output_dir=None)
-
-
-def check_vocabulary(cfg: RunConfig, vocab_size: int) -> None:
-    """Checks that need the model's vocabulary (known once it is loaded, still before anything is written)."""
-    top_k = cfg.trainer.entropy_top_k
-    if top_k is not None and top_k > vocab_size:
-        _fail("entropy_top_k", f"{top_k} is larger than the model's vocabulary of {vocab_size} "
-                               "tokens (the top-K estimate needs K <= V; None gives the exact entropy)")

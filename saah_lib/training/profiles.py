@@ -1,7 +1,7 @@
 """The run settings that need no torch: named profiles, the names config.json records, default run ids.
 
 A profile is a dict of field overrides over the defaults of
-:class:`saah_lib.training.config.SAAHGRPOConfig` (TRL's) and
+:class:`saah_lib.training.grpo_config.SAAHGRPOConfig` (TRL's) and
 :class:`~saah_lib.training.config.RunConfig`.  Every profile starts from :data:`ARTIFACT_SETTINGS`, the
 studies' trainer settings (the CPU-sized ``tiny`` profile is those alone), and takes
 :data:`FIXED_TRAINER_SETTINGS`, which no override changes.  The report and analysis read these without
@@ -137,7 +137,7 @@ _UNSAFE_IN_ID = re.compile(r"[^A-Za-z0-9_.+=-]+")
 
 
 def derived_warmup_steps(steps) -> int | None:
-    """The warm-up that :class:`~saah_lib.training.config.SAAHGRPOConfig` derives from ``steps`` when none is given."""
+    """The warm-up that :class:`~saah_lib.training.config.RunConfig` derives from ``steps`` when none is given."""
     return max(5, steps // 10) if isinstance(steps, int) and not isinstance(steps, bool) else None
 
 

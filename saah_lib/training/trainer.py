@@ -21,9 +21,8 @@ import torch
 from trl import GRPOTrainer
 
 from saah_lib.method.loss import advantage_factors, method_weights, normalised_entropy_from_hidden, weight_statistics
-from saah_lib.method.methods import weights_problem
 from saah_lib.models.backends import require_vllm
-from saah_lib.training.config import SAAHGRPOConfig
+from saah_lib.training.grpo_config import SAAHGRPOConfig
 
 
 class _WeightedAdvantages(dict):
@@ -94,7 +93,7 @@ class SAAHGRPOTrainer(GRPOTrainer):
             require_vllm()  # before TRL tries to import it
         _refuse_missing_generation_config(kwargs.get("model", args[0] if args else None))
         super().__init__(*args, **kwargs)
-        self._check_weights_apply()
+        self.args.check_vocabulary(self._causal_lm(self.model).get_output_embeddings().weight.size(0))
         self._loss_capture = None
         self.token_entropy_samples: list[dict] = []
         self.generation_backend = self._resolve_generation_backend()
@@ -116,18 +115,6 @@ class SAAHGRPOTrainer(GRPOTrainer):
             raise ValueError("config field 'reward_std_threshold': the paper's flat-group rule is an opt-in layer: "
                              "class Trainer(FlatGroupsMixin, SAAHGRPOTrainer) with FlatGroupsMixin from "
                              "saah_lib.training.flat_groups, or saah_lab.training.study_trainer.StudyTrainer")
-
-    def _check_weights_apply(self) -> None:
-        """The weights act in this loss (:func:`weights_problem`), and a top-K estimate has K <= V."""
-        a = self.args
-        problem = weights_problem(a.method, a.alpha, self.loss_type, self.importance_sampling_level)
-        if problem:
-            raise ValueError(f"SAAHGRPOTrainer: method={a.method!r}, alpha={a.alpha}: {problem}")
-        vocab = self._causal_lm(self.model).get_output_embeddings().weight.size(0)
-        if a.entropy_top_k is not None and a.entropy_top_k > vocab:
-            raise ValueError(f"config field 'entropy_top_k': {a.entropy_top_k} is larger than the model's "
-                             f"vocabulary of {vocab} tokens (the top-K estimate needs K <= V; None gives the "
-                             "exact entropy)")
 
     # ------------------------------------------------------------------ entropy
     def _causal_lm(self, model):

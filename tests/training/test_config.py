@@ -7,7 +7,8 @@ import pytest
 
 from saah_lib.models.names import TINY_WARMSTART, model_location
 from saah_lib.paths import CONFIRM_ROOT, EXTENDED_ROOT, MINI_ROOT, RESULTS, SHIPPED_WARM_STARTS, TINY_WARMSTART_DIR
-from saah_lib.training.config import PROFILES, RECORDED_SETTINGS, TRAINER_FIELDS, RunConfig, SAAHGRPOConfig, make_config
+from saah_lib.training.config import PROFILES, RECORDED_SETTINGS, TRAINER_FIELDS, RunConfig, make_config
+from saah_lib.training.grpo_config import SAAHGRPOConfig, report_integrations
 from saah_lib.training.profiles import ARTIFACT_SETTINGS, FIXED_TRAINER_SETTINGS, RECORDED_AS
 
 
@@ -211,6 +212,8 @@ def test_the_trl_arguments_are_the_ones_the_studies_were_run_with():
         (dict(entropy_top_k=2.0), "entropy_top_k"),
         (dict(save_total_limit=0), "save_total_limit"),
         (dict(save_steps=True), "save_steps"),
+        (dict(num_generations=4.0), "num_generations"),
+        (dict(gradient_accumulation_steps=0), "gradient_accumulation_steps"),
         (dict(eval_every=0), "eval_every"),
         (dict(n_train=10.0), "n_train"),
         (dict(log_token_entropies=-1), "log_token_entropies"),
@@ -245,9 +248,10 @@ def test_sensible_edge_values_are_accepted():
 
 
 @pytest.mark.parametrize("scheduler,error", [
-    ("cosine_wth_restarts", "config field 'lr_scheduler_type': unknown value 'cosine_wth_restarts'; expected one of "
-                            "linear, cosine"),  # transformers' own check names no field
-    (None, "config field 'lr_scheduler_type': unknown value None"),  # null typed (launch --lr-scheduler-type null)
+    ("cosine_wth_restarts", "config field 'lr_scheduler_type': transformers cannot build 'cosine_wth_restarts' from "
+                            "these settings: cosine_wth_restarts is not a valid SchedulerType, please select "
+                            "one of \\['linear', 'cosine'"),  # transformers' own check names no field
+    (None, "config field 'lr_scheduler_type': .*None is not a valid"),  # null typed (launch --lr-scheduler-type null)
     ("reduce_lr_on_plateau", "lr_scheduler_type reduce_lr_on_plateau requires an eval strategy"),  # likewise
     ("warmup_stable_decay", "config field 'lr_scheduler_type': .*num_decay_steps"),  # transformers: only in train()
     ("cosine_warmup_with_min_lr", "config field 'lr_scheduler_type': .*min_lr"),
@@ -259,19 +263,13 @@ def test_a_scheduler_transformers_cannot_build_is_refused_before_anything_is_wri
 
 
 def test_a_scheduler_is_checked_with_its_arguments(tmp_path):
-    """What transformers builds is accepted, what it would refuse in train() is refused when the config is made."""
-    from saah_lib.training.config import _scheduler_problem
-
-    made = SAAHGRPOConfig(output_dir=str(tmp_path), use_cpu=True, lr_scheduler_type="cosine_with_min_lr",
-                          lr_scheduler_kwargs={"min_lr": 1e-7})
-    assert made.lr_scheduler_type.value == "cosine_with_min_lr" and _scheduler_problem(made) is None
+    """What transformers would refuse in train() is refused when the config is made."""
+    assert make_config("tiny", lr_scheduler_type="polynomial").trainer.lr_scheduler_type.value == "polynomial"
     with pytest.raises(ValueError, match="config field 'lr_scheduler_type': .*lr_end"):  # polynomial decays to 1e-7
         make_config("tiny", lr_scheduler_type="polynomial", learning_rate=1e-8, results_dir=str(tmp_path))
 
 
 def test_report_to_names_transformers_integrations():
-    from saah_lib.training.config import report_integrations
-
     assert report_integrations("none") == [] and report_integrations("all") == ["all"]
     assert report_integrations("tensorboard, wandb") == ["tensorboard", "wandb"]
     with pytest.raises(ValueError, match="'report_to'.*'tensorbord'.*tensorboard"):
@@ -360,6 +358,7 @@ def test_a_cpu_run_is_float32_unless_bf16_is_asked(asked, expected, tmp_path):
     (dict(entropy_top_k=10**9), "entropy_top_k"),
     (dict(entropy_top_k=0), "entropy_top_k"),
     (dict(entropy_top_k=True), "entropy_top_k"),
+    *((dict(alpha=alpha), "alpha") for alpha in (float("nan"), float("inf"), 10.01, -2.01, "0.5", True)),
     (dict(loss_type="ppo"), "loss_type"),
     (dict(importance_sampling_level="batch"), "importance_sampling_level"),
 ])
@@ -369,11 +368,11 @@ def test_own_fields_are_type_checked_at_construction(bad, field, tmp_path):
 
 
 @pytest.mark.parametrize("field,bad", [
-    ("seed", -1), ("max_steps", 1.5), ("gradient_accumulation_steps", 0), ("max_completion_length", 0),
+    ("seed", -1), ("max_steps", 1.5), ("max_completion_length", 0),
     ("save_total_limit", 0), ("learning_rate", float("nan")), ("weight_decay", -1.0), ("max_grad_norm", -1.0),
     ("beta", -1.0), ("epsilon", 1.0), ("temperature", 0), ("vllm_gpu_memory_utilization", 1.5),
     ("activation_checkpointing", "no"), ("run_name", ""), ("vllm_mode", "server "), ("vllm_server_base_url", 3),
-    ("num_generations", 4.0), ("save_steps", 0), ("warmup_steps", 2.5),
+    ("save_steps", 0), ("warmup_steps", 2.5),
 ])
 def test_a_trl_field_that_trl_takes_bad_is_left_to_trl_by_the_library_and_checked_on_a_runs_path(field, bad,
                                                                                                   tmp_path):
@@ -387,8 +386,19 @@ def test_a_trl_field_that_trl_takes_bad_is_left_to_trl_by_the_library_and_checke
     assert not (tmp_path / "results").exists()
 
 
+def test_alpha_is_checked_once_by_the_config(monkeypatch, tmp_path):
+    import saah_lib.training.grpo_config as grpo_config
+    from saah_lib.method.methods import method_alpha
+
+    calls = []
+    monkeypatch.setattr(grpo_config, "method_alpha", lambda *a: calls.append(a) or method_alpha(*a))
+    assert SAAHGRPOConfig(output_dir=str(tmp_path), use_cpu=True, method="ah", alpha=1).alpha == 1.0
+    assert calls == [("ah", 1.0)]
+
+
 @pytest.mark.parametrize("field,bad", [("loss_type", "ppo"), ("importance_sampling_level", "batch"),
-                                       ("report_to", "tensorbord")])
+                                       ("report_to", "tensorbord"), ("num_generations", 4.0),
+                                       ("gradient_accumulation_steps", 0)])
 def test_the_trl_fields_the_library_reads_are_checked_by_it(field, bad, tmp_path):
     from trl import GRPOConfig
 

@@ -41,7 +41,7 @@ def test_the_trainer_config_follows_the_launchers_world_size(monkeypatch):
     t = make_config("qwen2.5-1.5b").trainer
     assert (t.per_device_train_batch_size, t.gradient_accumulation_steps) == (8, 2)
     # under accelerate launch with 8 processes (WORLD_SIZE itself would make TRL set up a process group here)
-    monkeypatch.setattr("saah_lib.training.config.world_size", lambda: 8)
+    monkeypatch.setattr("saah_lib.training.grpo_config.world_size", lambda: 8)
     with pytest.raises(ValueError, match="generation_batch_size \\(2\\)"):  # TRL sees 1 process: 2 of 16
         make_config("qwen2.5-1.5b")
 
