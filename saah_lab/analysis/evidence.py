@@ -45,7 +45,6 @@ from saah_lab.analysis.significance import (
     t_mde,
 )
 from saah_lab.analysis.summaries import TRAIN_LOG_SUMMARIES, final_and_peak
-from saah_lab.rundir.read_cache import cached
 from saah_lab.rundir.reader import RunFolder
 from saah_lib.jsonio import read_jsonl
 from saah_lib.models.names import canonical_model_name
@@ -131,8 +130,7 @@ def load_run_evidence(folder: RunFolder, health: RunHealth) -> RunEvidence:
     for step in {final_step, peak_step}:
         if step not in files:
             raise ValueError(f"{runlog.samples_path(step)}: missing (eval.jsonl lists step {step})")
-        path = files[step]  # read again only where the run changed (a root of many runs is read often)
-        correct[step] = cached(folder.path, f"correctness {path.name}", lambda: read_correctness(path))
+        correct[step] = read_correctness(files[step])
     train_log = train_log_frame(folder)  # made once per run, in step order: what every summary sorts it into
     top_k = cfg.get("entropy_top_k")
     return RunEvidence(

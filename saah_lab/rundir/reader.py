@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from saah_lab.rundir import checks
-from saah_lab.rundir.read_cache import cached
 from saah_lib.jsonio import parse_jsonl, read_text, scan_jsonl
 from saah_lib.method.methods import METHODS
 from saah_lib.models.compile_record import recorded_fallback
@@ -342,7 +341,7 @@ def _read_real_folder(reader, root: str | Path, kind: str, folder: Path) -> RunF
         if linked.is_symlink():
             return RunFolder(folder, None, damage=[layout.link_problem(linked)])
     links = layout.symlinks(root, Path(kind) / folder.name)
-    read = cached(folder, reader.__name__, lambda: reader(folder))  # read again only where something changed
+    read = reader(folder)
     read.damage += [layout.link_problem(link) for link in links]
     return read
 
