@@ -22,9 +22,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
-from saah_lab.analysis.frames import train_log_frame
+from saah_lab.analysis.frames import evals_frame, train_log_frame
 from saah_lab.analysis.health import RULES, RunHealth
 from saah_lab.analysis.plan import Arm, StudyPlan, read_plan
 from saah_lab.analysis.quantities import CHECKPOINTS, QUANTITIES
@@ -121,7 +120,7 @@ def load_run_evidence(folder: RunFolder, health: RunHealth) -> RunEvidence:
     for key in ("method", "alpha", "seed"):
         if key not in cfg:
             raise ValueError(f"{runlog.config_path}: no field {key!r}")
-    points = final_and_peak(pd.DataFrame(folder.evals))
+    points = final_and_peak(evals_frame(folder))
     if math.isnan(points["final_step"]):
         raise ValueError(f"{runlog.eval_path}: no evaluation after step 0")
     final_step, peak_step = int(points["final_step"]), int(points["peak_step"])

@@ -22,7 +22,7 @@ def test_a_root_is_read_once_with_each_runs_health(tmp_path, run_maker, baseline
     assert [f.path.name for f in study.runs] == ["tiny-grpo-s0", "tiny-sa-s0"]
     assert [f.path.name for f in study.baselines] == ["tiny_zero_shot"]
     assert study.warnings == [] and study.unreadable == []
-    flagged = {study.run_id(f): study.flagged(f) for f in study.runs}
+    flagged = {f.config["run_id"]: study.flagged(f) for f in study.runs}
     assert flagged == {"tiny-grpo-s0": True, "tiny-sa-s0": False}
     assert study.health["tiny-grpo-s0"].flags == ("fell_below_start", "fell_back")
 
