@@ -342,9 +342,8 @@ def _read_real_folder(reader, root: str | Path, kind: str, folder: Path) -> RunF
     for linked in (folder.parent, folder):
         if linked.is_symlink():
             return RunFolder(folder, None, damage=[layout.link_problem(linked)])
-    links = layout.symlinks(root, Path(kind) / folder.name)
     read = reader(folder)
-    read.damage += [layout.link_problem(link) for link in links]
+    read.damage += [layout.link_problem(link) for link in layout.symlinks(root, Path(kind) / folder.name)]
     return read
 
 
