@@ -3,8 +3,7 @@
 Builds N tiny synthetic runs (``tests/conftest.py``'s ``make_run``: 20 steps, an evaluation every 5 steps on
 100 problems, GRPO, AH and SA over N/3 seeds) and times ``python -m saah_lab.report.render --only ROOT`` into a
 temporary folder, each in a fresh process, for the code of this checkout and of a baseline revision (exported
-with ``git archive``), side by side, with the wall and CPU seconds and the process's peak resident memory.  A second
-render of the same root (``warm``) reads what the first one cached.
+with ``git archive``), side by side, with the wall and CPU seconds and the process's peak resident memory.
 
     python -m bench.report_scaling --sizes 100 1000 --baseline-rev 73d8913 --out results/bench/report-scaling.json
 """
@@ -26,7 +25,6 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from conftest import make_run  # noqa: E402
 
-from saah_lab.rundir.read_cache import CACHE_ENV  # noqa: E402
 from saah_lib.jsonio import atomic_write_json  # noqa: E402
 
 METHODS = (("grpo", 0.0), ("ah", 0.5), ("sa", 0.5))
@@ -89,11 +87,8 @@ def main(argv=None) -> int:
             root = build_root(tmp / f"root{n}", n)
             timings = {}
             for name, code in codes.items():
-                os.environ[CACHE_ENV] = str(tmp / f"cache{n}-{name}")  # each code starts with an empty cache
-                # the baseline has no cache to warm: one render
-                for run in ("cold", "warm") if name == "new" else ("cold",):
-                    timings[f"{name}_{run}"] = time_render(code, root, tmp / f"out{n}-{name}-{run}")
-                    print(n, name, run, timings[f"{name}_{run}"], flush=True)
+                timings[name] = time_render(code, root, tmp / f"out{n}-{name}")
+                print(n, name, timings[name], flush=True)
             result["sizes"][str(n)] = timings
             shutil.rmtree(root)
     result["load_average_at_end"] = os.getloadavg()  # the machine's other work slows every figure here

@@ -234,8 +234,9 @@ def read_json(path: str | os.PathLike, default: Any = None) -> Any:
         return default
     try:
         return json.loads(read_text(path))
-    except json.JSONDecodeError as error:  # the same type, with the file named in the message
-        raise json.JSONDecodeError(f"{path}: not valid JSON ({error.msg})", error.doc, error.pos) from None
+    except json.JSONDecodeError as error:  # the same type, its msg naming the file and line
+        raise json.JSONDecodeError(f"{path}: line {error.lineno}: not valid JSON ({error.msg})", error.doc,
+                                   error.pos) from None
 
 
 def sha256_of(path: Path) -> str:

@@ -1,13 +1,11 @@
 """Shared test fixtures.  Tests never reach a model or dataset hub."""
 
-import atexit
 import fcntl
 import json
 import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import textwrap
 from pathlib import Path
 
@@ -15,12 +13,6 @@ import numpy as np
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-# The reader's cache (saah_lab.rundir.read_cache) in a folder of this process's own, removed at its end: every
-# test reads through the cache as users do, and none leaves entries in the user's cache folder.
-if "SAAH_READ_CACHE" not in os.environ:
-    os.environ["SAAH_READ_CACHE"] = tempfile.mkdtemp(prefix="saah-read-cache-")
-    atexit.register(shutil.rmtree, os.environ["SAAH_READ_CACHE"], ignore_errors=True)
-
 # The pin before torch loads, as every study entry point does (saah_lib.numerics): torch reads it once.
 from saah_lib.numerics import apply_once  # noqa: E402
 

@@ -22,9 +22,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
-from saah_lab.analysis.frames import train_log_frame
+from saah_lab.analysis.frames import evals_frame, train_log_frame
 from saah_lab.analysis.health import RULES, RunHealth
 from saah_lab.analysis.plan import Arm, StudyPlan, read_plan
 from saah_lab.analysis.quantities import CHECKPOINTS, QUANTITIES
@@ -45,7 +44,6 @@ from saah_lab.analysis.significance import (
     t_mde,
 )
 from saah_lab.analysis.summaries import TRAIN_LOG_SUMMARIES, final_and_peak
-from saah_lab.rundir.read_cache import cached
 from saah_lab.rundir.reader import RunFolder
 from saah_lib.jsonio import read_jsonl
 from saah_lib.models.names import canonical_model_name
@@ -122,7 +120,7 @@ def load_run_evidence(folder: RunFolder, health: RunHealth) -> RunEvidence:
     for key in ("method", "alpha", "seed"):
         if key not in cfg:
             raise ValueError(f"{runlog.config_path}: no field {key!r}")
-    points = final_and_peak(pd.DataFrame(folder.evals))
+    points = final_and_peak(evals_frame(folder))
     if math.isnan(points["final_step"]):
         raise ValueError(f"{runlog.eval_path}: no evaluation after step 0")
     final_step, peak_step = int(points["final_step"]), int(points["peak_step"])
@@ -131,8 +129,7 @@ def load_run_evidence(folder: RunFolder, health: RunHealth) -> RunEvidence:
     for step in {final_step, peak_step}:
         if step not in files:
             raise ValueError(f"{runlog.samples_path(step)}: missing (eval.jsonl lists step {step})")
-        path = files[step]  # read again only where the run changed (a root of many runs is read often)
-        correct[step] = cached(folder.path, f"correctness {path.name}", lambda: read_correctness(path))
+        correct[step] = read_correctness(files[step])
     train_log = train_log_frame(folder)  # made once per run, in step order: what every summary sorts it into
     top_k = cfg.get("entropy_top_k")
     return RunEvidence(

@@ -46,11 +46,11 @@ def evals_frame(folder: RunFolder) -> pd.DataFrame:
     df = _frame(folder.evals, EVAL_KEYS)
     if df.empty:
         return pd.DataFrame(columns=list(EVAL_KEYS))
-    df = df.sort_values("step", kind="stable").drop_duplicates("step", keep="last")
+    df = ordered_by_step(df)
     missing = df["ci95"].isna() & df["n"].notna() & df["pass_at_1"].notna()
     if missing.any():
         df.loc[missing, "ci95"] = pass_at_1_ci(df.loc[missing, "pass_at_1"].to_numpy(), df.loc[missing, "n"].to_numpy())
-    return df.reset_index(drop=True)
+    return df
 
 
 @_made_once

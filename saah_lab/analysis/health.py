@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 
 import pandas as pd
 
-from saah_lab.analysis.summaries import final_and_peak, ordered_by_step
+from saah_lab.analysis.summaries import final_and_peak, logged_values
 from saah_lib.tasks.scoring import pass_at_1_ci
 
 #: Above every other run of the committed CPU studies (results/mini, results/extended) and the paper's 1.5B log,
@@ -85,9 +85,7 @@ def _step0(evals: pd.DataFrame) -> tuple[float, float]:
 
 
 def _kl_max(train_log: pd.DataFrame) -> float:
-    if train_log is None or train_log.empty or "kl" not in train_log:
-        return float("nan")
-    kl = pd.to_numeric(ordered_by_step(train_log)["kl"], errors="coerce").dropna()
+    kl = logged_values(train_log, "kl")
     return float(kl.max()) if len(kl) else float("nan")
 
 

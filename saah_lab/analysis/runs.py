@@ -53,9 +53,6 @@ class StudyRuns:
     health: dict[str, RunHealth] = field(default_factory=dict)  # by run folder name
     unreadable: list[str] = field(default_factory=list)  # run folders whose config could not be read
 
-    def run_id(self, folder: RunFolder) -> str:
-        return str(folder.config.get("run_id") or folder.path.name)
-
     def flagged(self, folder: RunFolder) -> bool:
         """Whether a run breaks a health rule: the one definition every table, figure and text uses."""
         return self.health[folder.path.name].flagged
@@ -72,7 +69,7 @@ def read_runs(root: str | Path, tolerate_problems: bool = False) -> StudyRuns:
     readable = {f.path.name for f in runs}
     unreadable = sorted(p.name for p in layout.folders(root, layout.RUNS) if p.name not in readable)
     study = StudyRuns(root, runs, baselines, warnings + baseline_warnings, unreadable=unreadable)
-    study.health = {f.path.name: run_health(study.run_id(f), evals_frame(f), train_log_frame(f)) for f in runs}
+    study.health = {f.path.name: run_health(f.config["run_id"], evals_frame(f), train_log_frame(f)) for f in runs}
     return study
 
 

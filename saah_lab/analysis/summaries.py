@@ -90,6 +90,15 @@ def second_half(train_log: pd.DataFrame) -> pd.DataFrame:
     return df.iloc[len(df) // 2:]
 
 
+def logged_values(train_log: pd.DataFrame, column: str, second_half_only: bool = False) -> pd.Series:
+    """The numbers of one column of a training log in step order (of its second half only, if asked), nulls
+    dropped; empty when the log is empty or has no such column."""
+    if train_log is None or len(train_log) == 0 or column not in train_log:
+        return pd.Series(dtype=float)
+    rows = second_half(train_log) if second_half_only else ordered_by_step(train_log)
+    return pd.to_numeric(rows[column], errors="coerce").dropna()
+
+
 def training_variance(train_log: pd.DataFrame, column: str = "reward_mean") -> float:
     """Training variance as in tab:main, made precise.
 
@@ -100,12 +109,8 @@ def training_variance(train_log: pd.DataFrame, column: str = "reward_mean") -> f
     (default ``reward_mean``) over those rows, ignoring nulls.  Fewer than two
     non-null values give NaN.
     """
-    if train_log is None or len(train_log) == 0 or column not in train_log:
-        return float("nan")
-    vals = pd.to_numeric(second_half(train_log)[column], errors="coerce").dropna()
-    if len(vals) < 2:
-        return float("nan")
-    return float(vals.var(ddof=1))
+    vals = logged_values(train_log, column, second_half_only=True)
+    return float(vals.var(ddof=1)) if len(vals) >= 2 else float("nan")
 
 
 def detrended_training_variance(train_log: pd.DataFrame, column: str = "reward_mean") -> float:
@@ -137,9 +142,7 @@ def within_step_variance(train_log: pd.DataFrame, column: str = "reward_std") ->
     (every prompt and every completion of the step together), so its square is the within-step variance.
     Same rows as :func:`training_variance`; nulls ignored; no value gives NaN.
     """
-    if train_log is None or len(train_log) == 0 or column not in train_log:
-        return float("nan")
-    vals = pd.to_numeric(second_half(train_log)[column], errors="coerce").dropna()
+    vals = logged_values(train_log, column, second_half_only=True)
     return float((vals ** 2).mean()) if len(vals) else float("nan")
 
 
@@ -163,9 +166,7 @@ def batch_noise_share(train_log: pd.DataFrame, completions_per_step: int) -> flo
 
 def mean_kl(train_log: pd.DataFrame) -> float:
     """Mean of the per-step ``kl`` (mean per-token k3 estimate) over all logged steps, nulls ignored."""
-    if train_log is None or len(train_log) == 0 or "kl" not in train_log:
-        return float("nan")
-    vals = pd.to_numeric(ordered_by_step(train_log)["kl"], errors="coerce").dropna()
+    vals = logged_values(train_log, "kl")
     return float(vals.mean()) if len(vals) else float("nan")
 
 

@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from saah_lab.rundir import checks
-from saah_lab.rundir.read_cache import cached
 from saah_lib.jsonio import parse_jsonl, read_text, scan_jsonl
 from saah_lib.method.methods import METHODS
 from saah_lib.models.compile_record import recorded_fallback
@@ -94,16 +93,17 @@ def _is_number(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
-def read_config(path: Path, required: Iterable[str] = ("method", "alpha", "steps")) -> tuple[dict | None, list[str]]:
-    """A folder's ``config.json``, flattened, or None and the reason it cannot be used."""
-    if not path.is_file():
-        return None, [f"{path}: missing"]
+def checked_config(run: RunDir, required: Iterable[str] = ("method", "alpha", "steps")
+                   ) -> tuple[dict | None, list[str]]:
+    """A folder's ``config.json`` (:meth:`RunDir.read_config <saah_lib.rundir.folder.RunDir.read_config>`),
+    flattened, or None and the reason it cannot be used."""
+    path = run.config_path
     try:
-        data = json.loads(read_text(path))
-    except json.JSONDecodeError as exc:
-        return None, [f"{path}: line {exc.lineno}: not valid JSON ({exc.msg})"]
-    except ValueError as exc:  # bytes that are not UTF-8: the message names file and line
-        return None, [str(exc)]
+        data = run.read_config()
+    except ValueError as exc:  # not JSON, or bytes that are not UTF-8: the message names file and line
+        return None, [exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)]
+    if data is None:
+        return None, [f"{path}: missing"]
     if not isinstance(data, dict):
         return None, [f"{path}: not a JSON object"]
     flat = flatten_config(data)
@@ -202,7 +202,7 @@ def _schedule(cfg: dict, damage: list[str], config_path: Path) -> set[int] | Non
     return None
 
 
-def _read_evals(folder_dir: Path, schedule: set[int] | None,
+def _read_evals(files: RunDir, schedule: set[int] | None,
                 trained_to: int | None) -> tuple[list[dict], list[str], list[str]]:
     """The usable evaluation lines of a folder, with every syntactic, meaning and per-problem-file problem,
     and the problems that are a moment of a run being written (see :class:`LogRead`).
@@ -211,14 +211,13 @@ def _read_evals(folder_dir: Path, schedule: set[int] | None,
     first and ``eval.jsonl`` read once after, so that every line read names a file already listed.  A file
     newer than every line is then one whose line is being written: a fault only in a complete run.
     """
-    files = RunDir(folder_dir)
     wrong = []
     try:
         on_disk = files.sample_files()
     except ValueError as error:  # two names for one step's file
         on_disk = {}
         wrong.append(str(error))
-    log = read_log_once(folder_dir / layout.EVAL_FILE)
+    log = read_log_once(files.eval_path)
     lines, messages = read_lines(log.path, EVAL_KEYS[1:], required=EVAL_REQUIRED, scanned=(log.records, log.bad_json))
     # every step some line names, even a line left out above: that step is reported, not also missing
     named = [r.get("step") for _, r in log.records if isinstance(r, dict)]
@@ -289,29 +288,30 @@ def _compile_fallback(path: Path) -> tuple[str | None, list[str]]:
 
 def read_run_folder(run_dir: Path) -> RunFolder:
     """Everything in one run folder, with every problem recorded (never raises on bad content)."""
-    cfg, damage = read_config(run_dir / layout.CONFIG_FILE)
-    folder = RunFolder(run_dir, None, damage=damage)
+    run = RunDir(run_dir)
+    cfg, damage = checked_config(run)
+    folder = RunFolder(run.dir, None, damage=damage)
     if cfg is None:
         return folder
     cfg["run_id"] = cfg.get("run_id") or run_dir.name
     for key in META_COLUMNS:
         cfg.setdefault(key, None)
     folder.config = cfg
-    folder.damage += identity_problems(run_dir, cfg)
+    folder.damage += identity_problems(run.dir, cfg)
     steps = cfg["steps"]
-    log_path = run_dir / layout.TRAIN_LOG_FILE
-    train_read = read_log_once(log_path)
-    train, bad_steps = read_lines(log_path, TRAIN_LOG_KEYS[1:], scanned=(train_read.records, train_read.bad_json))
-    train, wrong_steps = checks.check_train_log(log_path, train, steps, cfg.get("max_completion_length"))
+    train_read = read_log_once(run.train_log_path)
+    train, bad_steps = read_lines(train_read.path, TRAIN_LOG_KEYS[1:],
+                                  scanned=(train_read.records, train_read.bad_json))
+    train, wrong_steps = checks.check_train_log(run.train_log_path, train, steps, cfg.get("max_completion_length"))
     folder.train_log = [rec for _, rec in train]
     logged = [r["step"] for r in folder.train_log]
-    schedule = _schedule(cfg, folder.damage, run_dir / layout.CONFIG_FILE)
+    schedule = _schedule(cfg, folder.damage, run.config_path)
     # the training log before the evaluations: the trainer writes a step's evaluation before its log line
     # nothing trained yet: the evaluation of step 0 may be running (check_evals asks for none)
-    folder.evals, bad_evals, unfinished = _read_evals(run_dir, schedule, max(logged, default=None))
-    entropy_read = read_log_once(run_dir / layout.TOKEN_ENTROPIES_FILE)
+    folder.evals, bad_evals, unfinished = _read_evals(run, schedule, max(logged, default=None))
+    entropy_read = read_log_once(run.token_entropy_path)
     folder.token_entropies, bad_h = _token_entropy_lines(entropy_read)
-    folder.compile_fallback, bad_health = _compile_fallback(run_dir / layout.COMPILE_HEALTH_FILE)
+    folder.compile_fallback, bad_health = _compile_fallback(run.compile_health_path)
     folder.damage += bad_evals + bad_steps + wrong_steps + bad_h + bad_health
     unfinished += train_read.appending + entropy_read.appending
     evaluated = [r["step"] for r in folder.evals]
@@ -321,16 +321,17 @@ def read_run_folder(run_dir: Path) -> RunFolder:
     if not complete:
         reached = f"trained to step {max(logged)}" if logged else "no training step logged"
         evaluated_last = "evaluated" if steps in evaluated else "not evaluated"
-        folder.incomplete = f"{run_dir}: incomplete: {reached} of {steps}, {evaluated_last} at step {steps}"
+        folder.incomplete = f"{run.dir}: incomplete: {reached} of {steps}, {evaluated_last} at step {steps}"
     return folder
 
 
 def read_baseline_folder(folder_dir: Path) -> RunFolder:
     """A ``baselines/<name>/`` folder: its config and its one evaluation (step 0), with every problem recorded."""
-    cfg, damage = read_config(folder_dir / layout.CONFIG_FILE, required=())
-    folder = RunFolder(folder_dir, cfg, damage=damage)
+    files = RunDir(folder_dir)
+    cfg, damage = checked_config(files, required=())
+    folder = RunFolder(files.dir, cfg, damage=damage)
     if cfg is not None:
-        folder.evals, bad, unfinished = _read_evals(folder_dir, {0}, 0)
+        folder.evals, bad, unfinished = _read_evals(files, {0}, 0)
         folder.damage += bad + unfinished  # a baseline is read once written
     return folder
 
@@ -341,9 +342,8 @@ def _read_real_folder(reader, root: str | Path, kind: str, folder: Path) -> RunF
     for linked in (folder.parent, folder):
         if linked.is_symlink():
             return RunFolder(folder, None, damage=[layout.link_problem(linked)])
-    links = layout.symlinks(root, Path(kind) / folder.name)
-    read = cached(folder, reader.__name__, lambda: reader(folder))  # read again only where something changed
-    read.damage += [layout.link_problem(link) for link in links]
+    read = reader(folder)
+    read.damage += [layout.link_problem(link) for link in layout.symlinks(root, Path(kind) / folder.name)]
     return read
 
 

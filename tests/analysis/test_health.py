@@ -65,7 +65,7 @@ def test_on_the_committed_studies_only_the_collapsed_grpo_seed_is_flagged():
     for root in (MINI_ROOT, EXTENDED_ROOT):
         study = read_runs(root)
         assert set(study.health) == {f.path.name for f in study.runs}
-        flagged += [(root.name, study.run_id(f), study.health[f.path.name].flags) for f in study.runs
+        flagged += [(root.name, f.config["run_id"], study.health[f.path.name].flags) for f in study.runs
                     if study.flagged(f)]
     assert flagged == [("extended", "tiny-grpo-a0-s4", ("kl_diverged",))]
 

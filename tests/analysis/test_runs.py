@@ -22,7 +22,7 @@ def test_a_root_is_read_once_with_each_runs_health(tmp_path, run_maker, baseline
     assert [f.path.name for f in study.runs] == ["tiny-grpo-s0", "tiny-sa-s0"]
     assert [f.path.name for f in study.baselines] == ["tiny_zero_shot"]
     assert study.warnings == [] and study.unreadable == []
-    flagged = {study.run_id(f): study.flagged(f) for f in study.runs}
+    flagged = {f.config["run_id"]: study.flagged(f) for f in study.runs}
     assert flagged == {"tiny-grpo-s0": True, "tiny-sa-s0": False}
     assert study.health["tiny-grpo-s0"].flags == ("fell_below_start", "fell_back")
 
@@ -125,3 +125,20 @@ def test_two_runs_of_one_seed_with_their_own_ids_and_steps_are_two_variants(tmp_
     labels = {f.path.name: f.config["model_label"] for f in read_runs(tmp_path).runs}
     # the tiny profile trains 20 steps here: each says how many it trained, though neither runs at the defaults
     assert labels == {"cli-1step": "tiny (steps=1)", "jl-2steps": "tiny (steps=2)"}
+
+
+def test_the_variants_of_many_runs_take_comparisons_by_setting_not_by_run_pair(monkeypatch):
+    """300 runs of one method at one setting: a few comparisons, not 300 x 300 (a root of 1,000 runs took minutes)."""
+    from pathlib import Path
+
+    from saah_lab.analysis import runs
+    from saah_lab.rundir.reader import RunFolder
+
+    calls = []
+    compare = runs.differences
+    monkeypatch.setattr(runs, "differences", lambda cfg, ref: calls.append(1) or compare(cfg, ref))
+    folders = [RunFolder(Path(f"tiny-sa-a0.5-s{seed}"), {
+        "run_id": f"tiny-sa-a0.5-s{seed}", "profile": "tiny", "method": "sa", "alpha": 0.5, "seed": seed,
+        "model_label": "tiny", "steps": 60, "learning_rate": 1e-5}) for seed in range(300)]
+    assert set(runs.run_variants(folders).values()) == {""}
+    assert len(calls) < 1000

@@ -177,3 +177,11 @@ def test_final_and_peak_equals_the_pandas_rule_on_untidy_logs(seed):
     assert got.keys() == expected.keys()
     for key in got:
         assert got[key] == expected[key] or (math.isnan(got[key]) and math.isnan(expected[key])), (key, evals)
+
+
+def test_logged_values_are_in_step_order_last_line_kept_nulls_dropped():
+    """The one reading of a log column behind training variance, mean KL and the health rules' KL maximum."""
+    log = pd.DataFrame({"step": [3, 1, 2, 1, 4], "kl": [0.3, 9.0, None, 0.1, 0.4]})
+    assert S.logged_values(log, "kl").tolist() == [0.1, 0.3, 0.4]
+    assert S.logged_values(log, "kl", second_half_only=True).tolist() == [0.3, 0.4]
+    assert S.logged_values(log, "reward_mean").empty and S.logged_values(None, "kl").empty

@@ -189,3 +189,25 @@ def test_a_compile_health_record_that_cannot_be_read_is_damage_named_not_a_crash
     read = read_run_folder(folder)
     assert read.compile_fallback is None
     assert any("compile_health.json: not a compile-health record" in d for d in read.damage)
+
+
+def test_reading_a_root_reads_each_result_file_once(tmp_path, run_maker, monkeypatch):
+    """No cache that hashes every file to decide whether to read it (issue 58): one read per result file."""
+    from pathlib import Path
+
+    run_maker(tmp_path, "tiny-grpo-a0-s1", TINY, "grpo", 0.0, 1)
+    reads, read_bytes = [], Path.read_bytes
+    monkeypatch.setattr(Path, "read_bytes", lambda self: reads.append(str(self)) or read_bytes(self))
+    A.read_folders(tmp_path, "runs")
+    assert reads and sorted(reads) == sorted(set(reads))
+
+
+def test_the_lab_takes_config_json_from_the_library_reader(tmp_path, run_maker, monkeypatch):
+    """One read_config: the lab's checks of config.json read it through RunDir.read_config."""
+    from saah_lib.rundir.folder import RunDir
+
+    run_dir = run_maker(tmp_path, "tiny-grpo-a0-s1", TINY, "grpo", 0.0, 1)
+    seen, read_config = [], RunDir.read_config
+    monkeypatch.setattr(RunDir, "read_config", lambda self: seen.append(self.dir) or read_config(self))
+    (folder,), _ = A.read_folders(tmp_path, "runs")
+    assert seen == [run_dir] and folder.config["run_id"] == "tiny-grpo-a0-s1"

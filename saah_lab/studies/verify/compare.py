@@ -12,7 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from saah_lab.rundir.reader import read_config, read_lines
+from saah_lab.rundir.reader import checked_config, read_lines
 from saah_lab.studies.verify.bits import compare_run, format_difference
 from saah_lib.jsonio import scan_jsonl
 from saah_lib.paths import EXTENDED_ROOT, MINI_ROOT, in_repo, repo_relative
@@ -82,7 +82,7 @@ def unreadable(folder: Path, baseline: bool = False) -> list[str]:
     other numbers are differences, for :func:`~saah_lab.studies.verify.bits.compare_run` to report.
     """
     files = RunDir(folder)
-    _, problems = read_config(files.config_path, required=() if baseline else ("method", "alpha", "steps"))
+    _, problems = checked_config(files, required=() if baseline else ("method", "alpha", "steps"))
     for log in (files.train_log_path, files.eval_path, files.token_entropy_path):
         problems += read_lines(log, numeric=())[1]
     for samples in sorted(files.samples_dir.glob("step_*.jsonl")):
