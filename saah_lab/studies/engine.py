@@ -6,10 +6,10 @@ its dependencies as arguments: Ray starts it once they are done, and fails it wi
 starts a Ray instance of our own (loopback only, a bounded object store, its own temp dir and auth token:
 see :func:`ray_session`) and stops it; ``"auto"`` or ``"host:port"`` joins a cluster (docs/cluster.md).
 The pinned CPU numerics (:mod:`saah_lib.numerics`) reach every worker through the job's ``runtime_env``.
-A task whose worker or node is lost runs again, up to ``max_retries`` times (Ray's own retries; tasks resume
-from their checkpoints); a task's own exception is not retried (it would recur).  :class:`TaskFailed` then names the
-task, its node and its worker's log, once the tasks independent of it have finished.  Ctrl-C or SIGTERM
-cancels every task and stops the instance; a driver killed outright leaves that to the watchdog
+A task whose worker or node is lost runs again, up to ``max_retries`` times (Ray's own retries; tasks
+resume from their checkpoints); a task's own exception is not retried (it would recur).  :class:`TaskFailed`
+then names the task, its node and its worker's log, once the tasks independent of it have finished.  Ctrl-C
+or SIGTERM cancels every task and stops the instance; a driver killed outright leaves that to the watchdog
 (:mod:`saah_lab.studies.watchdog`).  Ray is used through its public API and environment variables only
 (tests/studies/test_ray_public_api.py).
 """
