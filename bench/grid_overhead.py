@@ -61,7 +61,8 @@ def measure(address: str | None, n_tasks: int, sleep_s: float, slots: int) -> di
     """The three task sets, on the given Ray (None: a local instance of ``slots`` CPUs).
 
     - ``chain``: ``n_tasks`` empty tasks, each waiting for the one before: per dependency, the time from one
-      task's end to the next one's start (result back to the driver, next task submitted, leased, started);
+      task's end to the next one's start (result back to the driver, passed on as the next task's argument,
+      leased, started);
     - ``trivial``: ``n_tasks`` independent empty tasks: the time per task from the first start to the last end;
     - ``sleeping``: ``n_tasks`` tasks sleeping ``sleep_s`` on ``slots`` slots: per task, (first start to
       last end - ideal) / tasks, with ideal = ceil(tasks / slots) * sleep;

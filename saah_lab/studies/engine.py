@@ -1,14 +1,15 @@
 """The scheduler of every study: Ray core tasks, on one machine or a cluster, with one code path.
 
 :func:`run_tasks` runs a list of :class:`Task` (a module-level function, its keyword arguments, the tasks
-it waits for, its CPUs and GPUs) in Ray workers, each once its dependencies are done.  ``address=None``
+it waits for, its CPUs and GPUs) in Ray workers.  All are submitted at once, each taking the ObjectRefs of
+its dependencies as arguments: Ray starts it once they are done, and fails it with them.  ``address=None``
 starts a Ray instance of our own (loopback only, a bounded object store, its own temp dir and auth token:
 see :func:`ray_session`) and stops it; ``"auto"`` or ``"host:port"`` joins a cluster (docs/cluster.md).
 The pinned CPU numerics (:mod:`saah_lib.numerics`) reach every worker through the job's ``runtime_env``.
-A task whose worker or node is lost runs again, up to ``max_retries`` times (tasks resume from their
-checkpoints); a task's own exception is not retried (it would recur).  :class:`TaskFailed` then names the
-task, its node and its worker's log, once the tasks independent of it have finished.  Ctrl-C or SIGTERM
-cancels every task and stops the instance; a driver killed outright leaves that to the watchdog
+A task whose worker or node is lost runs again, up to ``max_retries`` times (Ray's own retries; tasks
+resume from their checkpoints); a task's own exception is not retried (it would recur).  :class:`TaskFailed`
+then names the task, its node and its worker's log, once the tasks independent of it have finished.  Ctrl-C
+or SIGTERM cancels every task and stops the instance; a driver killed outright leaves that to the watchdog
 (:mod:`saah_lab.studies.watchdog`).  Ray is used through its public API and environment variables only
 (tests/studies/test_ray_public_api.py).
 """
@@ -16,6 +17,7 @@ cancels every task and stops the instance; a driver killed outright leaves that 
 from __future__ import annotations
 
 import contextlib
+import graphlib
 import logging
 import os
 import secrets
@@ -104,40 +106,24 @@ def pin_env_vars(environ=os.environ) -> dict[str, str]:
     return env
 
 
-def check_tasks(tasks: list[Task]) -> None:
-    """Unique ids, known dependencies, no dependency circle; an error names the task."""
+def check_tasks(tasks: list[Task]) -> list[Task]:
+    """Unique ids, known dependencies, no dependency circle (an error names the task); the tasks, each after
+    the tasks it depends on."""
     ids = [t.id for t in tasks]
     duplicates = sorted({i for i in ids if ids.count(i) > 1})
     if duplicates:
         raise ValueError(f"task ids must be unique; repeated: {', '.join(duplicates)}")
-    known = set(ids)
+    by_id = {t.id: t for t in tasks}
     for task in tasks:
         if not callable(task.fn):
             raise TypeError(f"task {task.id}: fn is {task.fn!r}, not a function")
-        missing = [d for d in task.deps if d not in known]
+        missing = [d for d in task.deps if d not in by_id]
         if missing:
             raise ValueError(f"task {task.id} depends on {', '.join(missing)}, not among the tasks")
-    _topological_order(tasks)
-
-
-def _topological_order(tasks: list[Task]) -> list[str]:
-    order, state = [], {}
-    by_id = {t.id: t for t in tasks}
-
-    def visit(task_id: str, path: list[str]) -> None:
-        if state.get(task_id) == "done":
-            return
-        if state.get(task_id) == "open":
-            raise ValueError("dependency circle: " + " -> ".join(path[path.index(task_id):] + [task_id]))
-        state[task_id] = "open"
-        for dep in by_id[task_id].deps:
-            visit(dep, path + [dep])
-        state[task_id] = "done"
-        order.append(task_id)
-
-    for task in tasks:
-        visit(task.id, [task.id])
-    return order
+    try:
+        return [by_id[i] for i in graphlib.TopologicalSorter({t.id: t.deps for t in tasks}).static_order()]
+    except graphlib.CycleError as error:  # its cycle runs from a task to those that depend on it
+        raise ValueError("dependency circle: " + " -> ".join(reversed(error.args[1]))) from None
 
 
 @ray.remote(num_cpus=0)
@@ -166,7 +152,9 @@ def _this_worker() -> dict:
 
 
 @ray.remote
-def _execute(attempts, task_id: str, fn: Callable[..., dict], kwargs: dict) -> dict:
+def _execute(attempts, task_id: str, fn: Callable[..., dict], kwargs: dict, *_dependencies) -> dict:
+    """``fn(**kwargs)``.  ``_dependencies``: the outputs of the tasks it waits for, unused: passed as ObjectRefs,
+    they make Ray start this task once they are ready, and fail it with theirs where one failed."""
     where = _this_worker()
     # Sent before the work, so that a later crash finds it recorded.  Not awaited: no task waits for the actor to
     # start (a worker lost before the actor is up goes unrecorded, and TaskFailed says "unknown").
@@ -181,79 +169,52 @@ def _execute(attempts, task_id: str, fn: Callable[..., dict], kwargs: dict) -> d
         raise
 
 
-class _Scheduler:
-    """Submits each task once its dependencies are done; collects results and failures."""
+def _submit(tasks: list[Task], attempts, max_retries: int) -> dict:
+    """Every task at once, each after its dependencies, which it takes as ObjectRef arguments; ``{ref: task}``.
+    Ray runs a task again where its worker or node was lost, not where it raised (that would recur)."""
+    refs: dict[str, ray.ObjectRef] = {}
+    for task in tasks:
+        refs[task.id] = _execute.options(name=task.id, num_cpus=task.num_cpus, num_gpus=task.num_gpus,
+                                         max_retries=max_retries, retry_exceptions=False).remote(
+            attempts, task.id, task.fn, task.kwargs, *(refs[d] for d in task.deps))
+    by_id = {t.id: t for t in tasks}
+    return {ref: by_id[task_id] for task_id, ref in refs.items()}
 
-    def __init__(self, tasks: list[Task], max_retries: int, on_finish):
-        self.order = list(tasks)
-        self.max_retries, self.on_finish = max_retries, on_finish
-        # On the driver's node, which outlives any other node lost meanwhile.
-        here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
-        self.attempts = _Attempts.options(scheduling_strategy=here).remote()
-        self.results: dict[str, dict] = {}
-        self.failures: list[TaskFailed] = []
-        self.in_flight: dict = {}  # ObjectRef -> Task
 
-    def _submit_ready(self) -> None:
-        """Submit every task whose dependencies are done; give up on those behind a failure (transitively)."""
-        progress = True
-        while progress:
-            progress = False
-            failed = {f.task_id for f in self.failures}
-            for task in list(self.order):
-                blocked = [d for d in task.deps if d in failed]
-                if blocked:
-                    self.order.remove(task)
-                    self.failures.append(TaskFailed(task.id, None, None,
-                                                    f"not run: it depends on {', '.join(blocked)}, which failed"))
-                    progress = True
-                elif all(d in self.results for d in task.deps):
-                    self.order.remove(task)
-                    ref = _execute.options(name=task.id, num_cpus=task.num_cpus, num_gpus=task.num_gpus,
-                                           max_retries=self.max_retries, retry_exceptions=False).remote(
-                        self.attempts, task.id, task.fn, task.kwargs)
-                    self.in_flight[ref] = task
-
-    def _collect(self, ref) -> None:
-        task = self.in_flight.pop(ref)
-        try:
-            out = ray.get(ref)
-        except ray.exceptions.RayError as error:
-            self.failures.append(self._failure(task, error))
-            return
-        self.results[task.id] = out["result"]
-        if self.on_finish is not None:
-            self.on_finish(task, out["result"], out["where"]["node_ip"])
-
-    def _failure(self, task: Task, error: Exception) -> TaskFailed:
-        where = ray.get(self.attempts.last.remote(task.id))
-        if isinstance(error, ray.exceptions.RayTaskError):
-            text = str(error)  # the task's own traceback
-        else:
-            text = (f"{type(error).__name__}: its worker or node was lost "
-                    f"{self.max_retries + 1} time(s) (max_retries={self.max_retries}): {error}")
-        return TaskFailed(task.id, where.get("node_ip"), where.get("log"), text)
-
-    def run(self) -> dict[str, dict]:
-        self._submit_ready()
-        while self.in_flight:
-            done, _ = ray.wait(list(self.in_flight), num_returns=1, timeout=WAIT_SLICE_S)
-            for ref in done:
-                self._collect(ref)
-            if done:
-                self._submit_ready()
-        if self.failures:
-            first = self.failures[0]
-            others = tuple(f.task_id for f in self.failures[1:])
-            raise TaskFailed(first.task_id, first.node, first.log_path, first.error, others, self.results)
-        return self.results
-
-    def cancel_all(self) -> None:
-        for ref in list(self.in_flight):
+def _collect(refs: dict, on_finish) -> tuple[dict[str, dict], dict[str, Exception]]:
+    """Results and errors by task id, in the order the tasks end; ``on_finish`` as each succeeds."""
+    results, errors = {}, {}
+    waiting = list(refs)
+    while waiting:
+        # in slices, so that Ctrl-C and SIGTERM are handled at once
+        done, waiting = ray.wait(waiting, num_returns=1, timeout=WAIT_SLICE_S)
+        for ref in done:
+            task = refs[ref]
             try:
-                ray.cancel(ref, force=True)
-            except Exception:  # noqa: BLE001  (a task that ended meanwhile cannot be cancelled; nothing to do)
-                pass
+                out = ray.get(ref)
+            except ray.exceptions.RayError as error:
+                errors[task.id] = error
+                continue
+            results[task.id] = out["result"]
+            if on_finish is not None:
+                on_finish(task, out["result"], out["where"]["node_ip"])
+    return results, errors
+
+
+def _failure(tasks: list[Task], results: dict, errors: dict, attempts, max_retries: int) -> TaskFailed:
+    """The first task to fail of itself (its dependencies done), with its node and log; the others (those
+    behind a failure did not run) by name."""
+    deps = {t.id: t.deps for t in tasks}
+    first = next(i for i in errors if not any(d in errors for d in deps[i]))
+    error = errors[first]
+    if isinstance(error, ray.exceptions.RayTaskError):
+        text = str(error)  # the task's own traceback
+    else:
+        text = (f"{type(error).__name__}: its worker or node was lost "
+                f"{max_retries + 1} time(s) (max_retries={max_retries}): {error}")
+    where = ray.get(attempts.last.remote(first))
+    others = tuple(i for i in errors if i != first)
+    return TaskFailed(first, where.get("node_ip"), where.get("log"), text, others, results)
 
 
 @contextmanager
@@ -452,17 +413,24 @@ def run_tasks(tasks, *, address: str | None = None, max_retries: int = 1, num_cp
     worker, beside the CPU-numerics pin.  Raises :class:`TaskFailed` once every task that could
     run has run, if any failed.
     """
-    tasks = list(tasks)
-    check_tasks(tasks)
+    tasks = check_tasks(list(tasks))
     if max_retries < 0:
         raise ValueError(f"max_retries must be >= 0, got {max_retries}")
     if not tasks:
         return {}
     # After ray.init: Ray installs a SIGTERM handler of its own in the driver, which would exit at once.
     with _sigterm_handler_kept(), ray_session(address, num_cpus, num_gpus, env_vars), _sigterm_as_ctrl_c():
-        scheduler = _Scheduler(tasks, max_retries, on_finish)
+        # On the driver's node, which outlives any other node lost meanwhile.
+        here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
+        attempts = _Attempts.options(scheduling_strategy=here).remote()
+        refs = _submit(tasks, attempts, max_retries)
         try:
-            return scheduler.run()
+            results, errors = _collect(refs, on_finish)
         except BaseException:  # Ctrl-C, or an on_finish that raised: nothing may go on running
-            scheduler.cancel_all()
+            for ref in refs:
+                with contextlib.suppress(Exception):  # a task that ended cannot be cancelled; nothing to do
+                    ray.cancel(ref, force=True)
             raise
+        if errors:
+            raise _failure(tasks, results, errors, attempts, max_retries)
+        return results

@@ -71,6 +71,12 @@ def test_a_task_graph_is_checked_before_anything_runs():
         check_tasks([Task("a", _noop, {}), Task("b", _noop, {}, deps=("zz",))])
     with pytest.raises(ValueError, match="dependency circle: a -> b -> a"):
         check_tasks([Task("a", _noop, {}, deps=("b",)), Task("b", _noop, {}, deps=("a",))])
+    with pytest.raises(ValueError, match="dependency circle: a -> b -> c -> a"):  # a waits for b, b for c, c for a
+        check_tasks([Task("a", _noop, {}, deps=("b",)), Task("b", _noop, {}, deps=("c",)),
+                     Task("c", _noop, {}, deps=("a",))])
+    # the order run_tasks submits them in: each after the tasks whose ObjectRefs it takes
+    graph = [Task("c", _noop, {}, deps=("a", "b")), Task("a", _noop, {}), Task("b", _noop, {}, deps=("a",))]
+    assert [t.id for t in check_tasks(graph)] == ["a", "b", "c"]
     with pytest.raises(ValueError, match="max_retries"):
         run_tasks([Task("a", _noop, {})], max_retries=-1)
     assert run_tasks([]) == {}
