@@ -33,14 +33,7 @@ from huggingface_hub import try_to_load_from_cache
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from bench.files import out_folder_problem, scratch_folder, write_complete, write_partial
-from bench.models import (
-    QWEN25_ARCHITECTURES,
-    SMALL_QWEN2,
-    build_model,
-    device_name,
-    filler_tokenizer,
-    qwen25_config,
-)
+from bench.models import QWEN25_ARCHITECTURES, SMALL_QWEN2, build_model, device_name, filler_tokenizer, qwen25_config
 from bench.options import LOCAL_BENCH, VARIANTS, BenchOptions
 from bench.rollouts import eval_throughput
 from bench.trainers import time_variant

@@ -12,7 +12,7 @@ import pytest
 from saah_lab.studies.grid import run_ablation
 from saah_lab.training.notebook_params import declared_parameters
 from saah_lib.rundir.folder import RunDir
-from saah_lib.training.config import LOCAL_RESULTS_DIR, RunConfig
+from saah_lib.training.config import LOCAL_RESULTS_DIR
 
 REPO = Path(__file__).resolve().parents[1]
 FAST = {"n_train": 16, "n_eval": 4, "max_completion_length": 12, "eval_max_new_tokens": 12,

@@ -48,8 +48,8 @@ from saah_lib.tasks.prompts import to_trl_dataset
 from saah_lib.tasks.synthetic import synthetic_split
 from saah_lib.training.callbacks import PassAtOneCallback, TrainLogCallback, replace_progress_callbacks
 from saah_lib.training.config import RunConfig
-from saah_lib.training.grpo_config import SAAHGRPOConfig, field_error, report_integrations
 from saah_lib.training.distributed import is_main_process, world_size
+from saah_lib.training.grpo_config import SAAHGRPOConfig, field_error, report_integrations
 
 
 def load_split(cfg: RunConfig):

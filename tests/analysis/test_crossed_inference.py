@@ -31,7 +31,6 @@ from saah_lab.analysis.significance import (
     family_confidence,
     mean_squares,
     projected_se_df,
-    t_mde,
     t_power,
 )
 from saah_lib.paths import REPO_ROOT

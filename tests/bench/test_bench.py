@@ -121,8 +121,8 @@ def test_make_bench_writes_to_a_git_ignored_folder_and_never_to_the_committed_on
 
 
 def test_options_are_checked_once_and_the_config_is_made_not_mutated():
-    from bench.step import bench_config
     from bench.options import BenchOptions, parse_args
+    from bench.step import bench_config
 
     with pytest.raises(ValueError, match="variants: unknown sa-fast"):
         BenchOptions(variants=("sa-fast",))
