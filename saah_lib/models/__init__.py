@@ -11,7 +11,7 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward as _
 
 #: Under the AVX2 pin on a CPU with AMX, torch's bf16 flash kernel picks its AMX path by the CPU, then refuses it
 #: ("pack_vnni2 is only supported when avx512 is supported", sequences of ~100 tokens on): bf16 attention there runs
-#: the flash kernel on float32 copies (twice as fast as the bf16 math kernel, fwd+bwd, bench note in docs/library.md).
+#: the flash kernel on float32 copies (torch's bf16 math kernel, the other way round the refusal, is the slower one).
 #: Other dtypes and CPUs keep their kernels (and bits).
 _CPUINFO = Path("/proc/cpuinfo")
 AMX_UNDER_PIN = (torch.backends.cpu.get_cpu_capability() == "AVX2" and _CPUINFO.is_file()
