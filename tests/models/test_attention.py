@@ -129,10 +129,16 @@ def test_the_override_leaves_float32_attention_bit_for_bit():
     assert torch.equal(ours, theirs)
 
 
-def test_bf16_attention_under_the_override_is_float32_attention_rounded_once(monkeypatch):
+def test_where_torch_refuses_bf16_under_the_override_attention_is_float32_rounded_once(monkeypatch):
     import saah_lib.models as models
 
+    def refusing(module, query, *args, **kwargs):  # torch's flash kernel on an AMX CPU under the AVX2 pin
+        if query.dtype == torch.bfloat16 or torch.is_autocast_enabled("cpu"):
+            raise RuntimeError("pack_vnni2 is only supported when avx512 is supported")
+        return sdpa_attention_forward(module, query, *args, **kwargs)
+
     monkeypatch.setattr(models, "AMX_UNDER_PIN", True)
+    monkeypatch.setattr(models, "_sdpa", refusing)
     g = torch.Generator().manual_seed(3)
     query, key, value = (torch.randn(2, 4, 130, 8, generator=g).to(torch.bfloat16) for _ in range(3))
     mask = torch.ones(2, 1, 130, 130, dtype=torch.bool).tril()
@@ -142,3 +148,6 @@ def test_bf16_attention_under_the_override_is_float32_attention_rounded_once(mon
     with torch.autocast("cpu", dtype=torch.bfloat16):
         autocast, _ = sdpa_attention(Heads(1), query.float(), key.float(), value.float(), mask, scaling=0.3)
     assert torch.equal(autocast, ours)
+    monkeypatch.setattr(models, "_sdpa", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("another failure")))
+    with pytest.raises(RuntimeError, match="another failure"):  # only torch's refusal is taken over
+        sdpa_attention(Heads(1), query, key, value, mask, scaling=0.3)
