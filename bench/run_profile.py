@@ -1,9 +1,8 @@
 """Where the time of a mini run, the tiny warm start's build and a SmolLM2 step goes, against the FLOP floor.
 
     python -m bench.run_profile                   # a mini run (60 steps) and a tenth of the build
-    python -m bench.run_profile --no-mini --smollm2 bfloat16:1 --smollm2 bfloat16-static:1
+    python -m bench.run_profile --no-mini --smollm2 bfloat16-static:1 --before 415d203   # before and after
     python -m bench.run_profile --no-mini --smollm2-ops bfloat16-static   # which ops, by CPU time
-    python -m bench.run_profile --no-mini --smollm2 bfloat16-fast:1 --before 415d203   # before and after
 
 Each part runs the project's own code on one torch thread (the mini run and build as ``make mini`` does; the
 SmolLM2 step as :mod:`.smollm2_step` builds it), with a clock around the methods that do one kind of work
@@ -272,8 +271,10 @@ def cpu_has_bf16_instructions() -> dict[str, bool]:
 
 
 def smollm2_configuration(name: str) -> dict:
-    """A bounded configuration of :mod:`smollm2_step` by name, or by dtype (``bfloat16``: ``bfloat16-bounded``)."""
+    """A bounded configuration of :mod:`smollm2_step` by name, or by dtype (``bfloat16``: ``bfloat16-bounded``), or
+    ``bfloat16-fast``: the static one without activation checkpointing (no recompute in the backward)."""
     bounded = {c["name"]: c for c in smollm2_step.configurations(baseline=False)}
+    bounded["bfloat16-fast"] = dict(bounded["bfloat16-static"], name="bfloat16-fast", activation_checkpointing=False)
     setting = bounded.get(name) or bounded.get(f"{name}-bounded")
     if setting is None:
         raise ValueError(f"no SmolLM2 configuration {name!r}: float32, bfloat16 or one of {', '.join(bounded)}")

@@ -11,7 +11,7 @@ seconds and the process's peak RSS (model loading included) are recorded.
 Configurations (:func:`configurations`): ``float32`` and ``bfloat16``, each with the bounded step
 (``forward_batch_size`` :data:`BOUNDED_FORWARD_BATCH`, activation checkpointing, glibc told to return freed
 buffers of 2 MiB and more: :func:`saah_lib.models.memory.return_freed_buffers`) on TRL's ``generate``; the
-bfloat16 one on the static engine, and that one without activation checkpointing (``bfloat16-fast``); unless ``--no-baseline``, the unbounded step (one forward over all 16
+bfloat16 one on the static engine; unless ``--no-baseline``, the unbounded step (one forward over all 16
 completions). Writes ``results/bench/<device>-smollm2-step.json`` (``--out``).
 """
 
@@ -68,8 +68,6 @@ def configurations(baseline: bool) -> list[dict]:
     out = [dict(name=f"{dtype}-bounded", dtype=dtype, forward_batch_size=BOUNDED_FORWARD_BATCH[dtype], **bounded)
            for dtype in ("float32", "bfloat16")]
     out.append(dict(out[1], name="bfloat16-static", generation_backend="auto"))
-    # the step with what it can afford at this shape: no recompute in the backward, LoRA merged for decoding
-    out.append(dict(out[2], name="bfloat16-fast", activation_checkpointing=False))
     if baseline:
         out += [dict(name=f"{dtype}-before", dtype=dtype, **before) for dtype in ("float32", "bfloat16")]
     return out

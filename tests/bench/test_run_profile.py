@@ -195,6 +195,10 @@ def test_smollm2_profiles_are_asked_for_by_configuration_or_dtype_and_steps(caps
         ("bfloat16", 2), ("float32", 1), ("bfloat16-static", 1)]
     assert run_profile.smollm2_configuration("bfloat16")["name"] == "bfloat16-bounded"
     assert run_profile.smollm2_configuration("bfloat16-static")["generation_backend"] == "auto"
+    static, fast = (run_profile.smollm2_configuration(n) for n in ("bfloat16-static", "bfloat16-fast"))
+    assert {k for k in static if static[k] != fast[k]} == {"name", "activation_checkpointing"}
+    assert static["activation_checkpointing"] and not fast["activation_checkpointing"]
+    assert run_profile.parse_args(["--no-mini", "--smollm2", "bfloat16-fast:1", "--before", "HEAD"]).before == "HEAD"
     for wrong in (["--smollm2", "bfloat16"], ["--smollm2", "float16:1"], ["--smollm2", "float32:0"], ["--no-mini"],
                   ["--smollm2", "bfloat16-before:1"]):
         with pytest.raises(SystemExit):
