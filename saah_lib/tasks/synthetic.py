@@ -11,7 +11,8 @@ larger results the warm start's arithmetic slips would bury any gain GRPO made e
 A reference solution (:func:`tagged_solution`) lists the numbers given in the question, then one
 calculation per line, in the project's tagged format; with ``min_steps >= 2`` every reference earns
 the maximum reward. Train and evaluation problems never share a question: every question text
-falls, by its hash, into exactly one of the two partitions (:func:`partition_of`), whatever the seed.
+falls, by its hash, into exactly one of the two partitions (:func:`partition_of`), whatever the seed;
+``held_out_by="chain"`` hashes the calculations instead, held out by content (:mod:`saah_lib.tasks.held_out`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ from saah_lib.tasks.problems import DataSplit, Problem
 
 GENERATOR_VERSION = "synthetic-v1"
 PARTITIONS = ("train", "eval")
+#: what a partition is a hash of: the question's text (the committed studies) or its calculation chain
+HELD_OUT_BY = ("question", "chain")
 # One question in EVAL_BUCKETS is reserved for evaluation.
 EVAL_BUCKETS = 4
 DEFAULT_MIN_STEPS = 2
@@ -329,6 +332,17 @@ def partition_of(question: str) -> str:
     return "eval" if bucket == 0 else "train"
 
 
+def chain_partition_of(chain: str) -> str:
+    """:func:`partition_of` on a calculation chain (:func:`calculation_chain`) rather than a question: every
+    problem with that chain, whatever its story, names or wording, falls into the same partition."""
+    return partition_of(chain)
+
+
+def draft_chain(draft: Draft) -> str:
+    """The calculation chain of ``draft``, as :func:`calculation_chain` reads it from its reference."""
+    return "; ".join(calc.text() for calc in draft.calcs)
+
+
 def draw_draft(rng: random.Random, n_ops: int, max_value: int, max_result: int) -> Draft:
     """One valid random problem with exactly n_ops operations.
 
@@ -367,6 +381,7 @@ def generate_problems(
     max_result: int = DEFAULT_MAX_RESULT,
     id_prefix: str = "syn",
     partition: str | None = None,
+    held_out_by: str = "question",
 ) -> list[Problem]:
     """``n`` distinct problems, the same list for the same arguments.
 
@@ -375,22 +390,28 @@ def generate_problems(
     divisors stay in 2..9 whatever it is); numbers derived from earlier ones,
     such as a bill or an amount given away, may be larger.  ``max_result``
     bounds every intermediate result and so the answer.  ``partition``
-    ("train" or "eval") keeps only questions of that hash partition; None
-    keeps all.  Ids are
+    ("train" or "eval") keeps only problems of that hash partition; None
+    keeps all.  ``held_out_by`` says what the partition hashes: the question
+    (:func:`partition_of`, what the committed studies drew) or the calculation
+    chain (:func:`chain_partition_of`, held out by content).  Ids are
     ``{id_prefix}-00000``, ``{id_prefix}-00001``, ...
     """
     _check_settings(min_steps, max_steps, max_value, max_result)
     if partition not in (None, *PARTITIONS):
         raise ValueError(f"partition must be None or one of {PARTITIONS}, got {partition!r}")
+    if held_out_by not in HELD_OUT_BY:
+        raise ValueError(f"held_out_by must be one of {HELD_OUT_BY}, got {held_out_by!r}")
     # A string seed names an independent stream per partition.
     rng = random.Random(f"{GENERATOR_VERSION}:{seed}:{partition}")
+    key = (lambda draft: partition_of(draft.question)) if held_out_by == "question" else \
+        (lambda draft: chain_partition_of(draft_chain(draft)))
     problems: list[Problem] = []
     seen: set[str] = set()
     while len(problems) < n:
         draft = draw_draft(rng, rng.randint(min_steps, max_steps), max_value, max_result)
         if draft.question in seen:
             continue
-        if partition is not None and partition_of(draft.question) != partition:
+        if partition is not None and key(draft) != partition:
             continue
         seen.add(draft.question)
         problems.append(Problem(
@@ -411,14 +432,17 @@ def synthetic_split(
     max_steps: int = DEFAULT_MAX_STEPS,
     max_value: int = DEFAULT_MAX_VALUE,
     max_result: int = DEFAULT_MAX_RESULT,
+    held_out_by: str = "question",
 ) -> DataSplit:
-    """Train and eval problems from disjoint hash partitions, with provenance in ``info``."""
+    """Train and eval problems from disjoint hash partitions (of ``held_out_by``), with provenance in ``info``."""
     settings = dict(min_steps=min_steps, max_steps=max_steps, max_value=max_value,
-                    max_result=max_result)
+                    max_result=max_result, held_out_by=held_out_by)
     train = generate_problems(n_train, seed, id_prefix="syn-train", partition="train", **settings)
     evaluation = generate_problems(n_eval, seed, id_prefix="syn-eval", partition="eval", **settings)
     source = (f"{GENERATOR_VERSION}:min_steps={min_steps},max_steps={max_steps},"
               f"max_value={max_value},max_result={max_result}")
+    # The committed studies' source string stays as it was; a split by chain says so.
+    source += "" if held_out_by == "question" else f",held_out_by={held_out_by}"
     return DataSplit.with_provenance(train, evaluation, source=source, seed=seed)
 
 
@@ -433,6 +457,12 @@ ANSWER_KINDS = ("correct", "intermediate", "other")
 def calculation_results(text: str) -> list[str]:
     """The results of the ``a op b = r`` calculations in ``text``, in order."""
     return [match.group(4) for match in _CALCULATION.finditer(text)]
+
+
+def calculation_chain(text: str) -> str:
+    """The ``a op b = r`` calculations in ``text``, in order, joined by "; " ("" when none): a reference's
+    chain, which the warm-up's layouts and shortcut answers leave as it was."""
+    return "; ".join(match.group(0) for match in _CALCULATION.finditer(text))
 
 
 def answer_kind(completion: str, gold: str) -> str:

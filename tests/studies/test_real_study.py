@@ -13,11 +13,15 @@ from transformers import TrainerControl, TrainerState
 
 from saah_lab.studies import real_study
 from saah_lab.studies.verify.bits import compare_run_start
+from saah_lab.training.run import load_split
 from saah_lib.jsonio import read_json, sha256_of
 from saah_lib.method.methods import MAIN_ALPHA
 from saah_lib.models.warmstart import BUILD_INFO_FILE, FILES_RECORD, record_files
 from saah_lib.paths import SHIPPED_WARM_STARTS, SMOLLM2_WARMSTART_DIR, repo_relative
 from saah_lib.rundir.folder import RunDir
+from saah_lib.tasks.held_out import content_overlaps, overlap_counts
+from saah_lib.tasks.problems import records_sha256
+from saah_lib.tasks.synthetic import generate_problems
 from tests.models.test_warmstart import invert_tensor_bytes
 
 SHIPPED = SHIPPED_WARM_STARTS / "tiny-warmstart"  # a small model folder the fake warm-up build copies
@@ -164,3 +168,25 @@ def test_a_warm_up_built_here_with_other_weights_than_committed_is_said_to_diffe
     (out / BUILD_INFO_FILE).write_text(json.dumps({k: v for k, v in info.items() if k != "weights_sha256"}))
     real_study.build_warm_start(out, progress=False, committed=_committed(tmp_path, SHIPPED_WEIGHTS))
     assert len(fake_build) == 1 and "differ" not in capsys.readouterr().out
+
+
+def test_the_studys_evaluation_problems_are_held_out_by_text_but_not_by_content():
+    """The sets the study draws (its warm-up, the matched alpha's prompts, the runs' split) as they are: no
+    evaluation question occurs elsewhere, but 87 of the 200 evaluation problems repeat another set's template
+    and numbers or calculation chain (issue 61); a future study draws with held_out_by="chain"."""
+    settings = real_study.WarmUpSettings()
+    warm_up = generate_problems(settings.sft_steps * settings.batch_size, real_study.SFT_SEED_OFFSET + settings.seed,
+                                partition="train", id_prefix="sft")
+    measured = generate_problems(settings.measure_prompts, real_study.MEASURE_SEED_OFFSET + settings.seed,
+                                 partition="train", id_prefix="measure")
+    split = load_split(real_study.planned_configs(Path("unused"), 1.9)[0])
+    committed = read_json(real_study.REAL_STUDY_ROOT / "baselines" / real_study.BASELINE_NAME / "config.json")["data"]
+    assert (records_sha256(split.train), records_sha256(split.eval)) == (
+        committed["train_sha256"], committed["eval_sha256"])  # the committed study's sets, unchanged
+    overlaps = content_overlaps(split.eval, warm_up=warm_up, measure=measured, train=split.train)
+    assert not {p.question for p in split.eval} & {p.question for p in warm_up + measured + split.train}
+    assert overlap_counts(overlaps) == {
+        "warm_up": {"template and numbers": 36, "calculation chain": 61},
+        "measure": {"template and numbers": 0, "calculation chain": 1},
+        "train": {"template and numbers": 46, "calculation chain": 68}}
+    assert len({o.evaluation.id for o in overlaps}) == 87
