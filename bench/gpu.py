@@ -30,14 +30,16 @@ from peft import get_peft_model
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from bench.decode import decode_profile, prepare_cuda_graph_profiling
-from bench.models import SMALL_QWEN2, build_model, device_name, filler_tokenizer, model_description
-from bench.options import LOCAL_BENCH, MIN_COMPILED_STEPS, PROFILES, VARIANTS, BenchOptions
+from bench.models import (SMALL_QWEN2, build_model, device_name, filler_tokenizer, model_description, model_dtype,
+                          result_file)
+from bench.options import (LOCAL_BENCH, MIN_COMPILED_STEPS, PROFILES, VARIANTS, BenchOptions, profile_config,
+                           sa_variant)
 from bench.trainers import StopBeforeDeadline, time_variant
 from saah_lab.rundir.provenance import package_versions
 from saah_lab.training.launch import parse_overrides
 from saah_lab.training.run import lora_config
 from saah_lib.jsonio import atomic_write_json
-from saah_lib.training.config import RunConfig, make_config
+from saah_lib.training.config import RunConfig
 
 PARTS = ("ours", "trl", "decode_profile")
 #: Rollouts the profile part runs: one to compile and warm up, one timed, one profiled.
@@ -94,25 +96,6 @@ class GpuBenchOptions:
                             compile_backend=self.compile_backend, overrides=self.overrides, out=self.out)
 
 
-def _on_cuda() -> bool:
-    return torch.cuda.is_available()
-
-
-def bench_config(options: GpuBenchOptions) -> RunConfig:
-    lengths = {} if options.completion_tokens is None else {
-        "max_completion_length": options.completion_tokens, "eval_max_new_tokens": options.completion_tokens}
-    return make_config(options.profile, method="sa", **{**options.overrides, **lengths})
-
-
-def model_dtype(cfg: RunConfig) -> torch.dtype:
-    return torch.bfloat16 if (cfg.dtype == "bfloat16" and _on_cuda()) else torch.float32
-
-
-def sa_variant(cfg: RunConfig) -> tuple:
-    """The profile's own ``sa`` variant: top-500 where the profile uses it (the Qwen profiles), exact elsewhere."""
-    return next(v for v in VARIANTS if v[0] == ("sa-exact" if cfg.trainer.entropy_top_k is None else "sa-top500"))
-
-
 TRL_VARIANT = next(v for v in VARIANTS if v[1] == "trl")
 
 
@@ -132,7 +115,7 @@ class TimedFactory:
 def profile_model(options: GpuBenchOptions, cfg: RunConfig, dtype: torch.dtype):
     """(model, tokenizer, description): on CUDA the profile's model, on CPU the 2-layer Qwen2; with LoRA adapters
     (unmerged, as the trainer's rollouts run them) when the config trains LoRA."""
-    if _on_cuda():
+    if torch.cuda.is_available():
         model, tokenizer = build_model(options.profile, dtype, None, model_dir=options.model_dir)
         description = model_description(options.profile, options.model_dir)
     else:
@@ -250,14 +233,14 @@ def run_gpu_bench(options: GpuBenchOptions) -> dict:
 def _run(options: GpuBenchOptions) -> dict:
     start = time.monotonic()
     end = start + options.time_budget_s
-    on_cuda = _on_cuda()
+    on_cuda = torch.cuda.is_available()
     if on_cuda:
         prepare_cuda_graph_profiling()  # before the first compiled rollout records a CUDA graph
     else:
         torch.set_num_threads(1)  # as the benchmark: one thread is steady on shared cores
-    cfg = bench_config(options)
+    cfg = profile_config(options.profile, options.completion_tokens, options.overrides)
     dtype = model_dtype(cfg)
-    path = options.out_dir() / f"{device_name().replace(' ', '_')}-gpu-bench-{options.profile}.json"
+    path = result_file(options.out_dir(), f"gpu-bench-{options.profile}")
     report = Report(path, {
         "device": device_name(), "profile": options.profile, "cuda": on_cuda, "torch": torch.__version__,
         "model": model_description(options.profile, options.model_dir), "dtype": str(dtype),
@@ -328,7 +311,7 @@ def summary_lines(data: dict) -> str:
 
 
 def parse_args(argv: list[str]) -> GpuBenchOptions:
-    on_cuda = _on_cuda()
+    on_cuda = torch.cuda.is_available()
     p = argparse.ArgumentParser(prog="python -m bench.gpu",
                                 description="stock TRL against ours in one process, and a profiled decode step")
     p.add_argument("--profile", default=None, choices=PROFILES,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import platform
+from pathlib import Path
 
 import torch
 from datasets import Dataset
@@ -28,11 +29,26 @@ SMALL_QWEN2 = dict(vocab_size=1024, hidden_size=64, intermediate_size=128, num_h
                    tie_word_embeddings=True)
 
 
+def device() -> str:
+    """Where the measured model runs: ``cuda`` when there is a GPU, else ``cpu``."""
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
 def device_name() -> str:
     """The device the measurement runs on: the GPU's name, else ``cpu-<machine>`` (the result file's prefix)."""
     if torch.cuda.is_available():
         return torch.cuda.get_device_name(0)
     return f"cpu-{platform.machine()}"
+
+
+def result_file(out_dir: Path, what: str) -> Path:
+    """``<device>-<what>.json`` in ``out_dir``: one measurement of each kind per device."""
+    return Path(out_dir) / f"{device_name().replace(' ', '_')}-{what}.json"
+
+
+def model_dtype(cfg) -> torch.dtype:
+    """The profile's dtype on CUDA; float32 on CPU, where the benchmarks time float32."""
+    return torch.bfloat16 if cfg.dtype == "bfloat16" and torch.cuda.is_available() else torch.float32
 
 
 def qwen25_config(profile: str, num_layers: int | None = None, **changes) -> Qwen2Config:

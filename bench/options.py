@@ -9,6 +9,7 @@ from pathlib import Path
 from bench.files import out_folder_problem
 from saah_lab.training.launch import parse_overrides
 from saah_lib.paths import LOCAL_RESULTS
+from saah_lib.training.config import RunConfig, make_config
 
 #: Where ``make bench`` writes unless told ``--out``: git-ignored, so the committed results/bench stays as is.
 LOCAL_BENCH = LOCAL_RESULTS / "bench"
@@ -26,6 +27,19 @@ VARIANTS = (  # name, trainer, method, entropy_top_k
 )
 PROFILES = ("tiny", "qwen2.5-1.5b", "qwen2.5-3b")
 _COMPILE = {"auto": None, "on": True, "off": False}
+
+
+def profile_config(profile: str, completion_tokens: int | None, overrides: dict | None = None, **fields) -> RunConfig:
+    """The profile's ``sa`` config with ``overrides``, rollouts and evaluations of ``completion_tokens`` (None: the
+    profile's), and ``fields`` (e.g. ``max_steps``), made once."""
+    lengths = {} if completion_tokens is None else {"max_completion_length": completion_tokens,
+                                                   "eval_max_new_tokens": completion_tokens}
+    return make_config(profile, method="sa", **{**(overrides or {}), **lengths, **fields})
+
+
+def sa_variant(cfg: RunConfig) -> tuple:
+    """The profile's own ``sa`` variant: top-500 where the profile uses it (the Qwen profiles), exact elsewhere."""
+    return next(v for v in VARIANTS if v[0] == ("sa-exact" if cfg.trainer.entropy_top_k is None else "sa-top500"))
 
 
 @dataclass(frozen=True)

@@ -33,8 +33,9 @@ from huggingface_hub import try_to_load_from_cache
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from bench.files import out_folder_problem, scratch_folder, write_complete, write_partial
-from bench.models import QWEN25_ARCHITECTURES, SMALL_QWEN2, build_model, device_name, filler_tokenizer, qwen25_config
-from bench.options import LOCAL_BENCH, VARIANTS, BenchOptions
+from bench.models import (QWEN25_ARCHITECTURES, SMALL_QWEN2, build_model, device, device_name, filler_tokenizer,
+                          qwen25_config, result_file)
+from bench.options import LOCAL_BENCH, BenchOptions, profile_config, sa_variant
 from bench.rollouts import eval_throughput
 from bench.trainers import time_variant
 from saah_lib.jsonio import atomic_write_json
@@ -46,7 +47,7 @@ from saah_lib.models.sampling import SamplingSettings
 from saah_lib.paths import BENCH_RESULTS, repo_relative
 from saah_lib.tasks.prompts import make_prompt
 from saah_lib.tasks.synthetic import generate_problems
-from saah_lib.training.config import PROFILES, make_config
+from saah_lib.training.config import PROFILES
 
 #: GPU targets of a paper run (per profile: the steady ``sa`` step in seconds).
 STEP_TARGET_S = {"qwen2.5-1.5b": 4.0, "qwen2.5-3b": 7.0}
@@ -84,10 +85,6 @@ class PreflightOptions:
         return self.compile_backend or ("inductor" if self.on_cuda else "aot_eager")
 
 
-def _device() -> str:
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
 def _dtype(options: PreflightOptions) -> torch.dtype:
     return torch.bfloat16 if options.on_cuda else torch.float32
 
@@ -102,7 +99,7 @@ def small_random_qwen2(options: PreflightOptions, seed: int = 0):
     else:
         config = Qwen2Config(**SMALL_QWEN2)
     torch.manual_seed(seed)
-    model = Qwen2ForCausalLM(config).to(_device(), _dtype(options)).eval()
+    model = Qwen2ForCausalLM(config).to(device(), _dtype(options)).eval()
     with torch.no_grad():  # wider than the initialisation, so that greedy decoding is not one token forever
         for p in model.parameters():
             if p.dim() == 2:
@@ -115,16 +112,16 @@ def agreement_model(options: PreflightOptions):
     architecture."""
     if options.model_dir is not None:
         model, tok = load_model_and_tokenizer(options.model_dir, "bfloat16" if options.on_cuda else "float32")
-        return model.to(_device()).eval(), tok, f"model folder {options.model_dir}", False
+        return model.to(device()).eval(), tok, f"model folder {options.model_dir}", False
     if not options.on_cuda or options.profile not in QWEN25_ARCHITECTURES:
         model, tok = small_random_qwen2(options, seed=1)
         return model, tok, "random 2-layer Qwen2", True
     name = PROFILES[options.profile]["model_name"]
     if offline_hub_problem(name) is None and _cached(name):
         model, tok = load_model_and_tokenizer(model_location(name), "bfloat16")
-        return model.to(_device()).eval(), tok, f"{name} (real weights)", False
+        return model.to(device()).eval(), tok, f"{name} (real weights)", False
     model, tok = build_model(options.profile, torch.bfloat16, None)
-    return model.to(_device()).eval(), tok, f"{options.profile} architecture, random weights", True
+    return model.to(device()).eval(), tok, f"{options.profile} architecture, random weights", True
 
 
 def _cached(name: str) -> bool:
@@ -144,7 +141,7 @@ def smoke_check(options: PreflightOptions) -> dict:
     model, tok = small_random_qwen2(options)
     short = [[5 + i, 6, 7, 8 + i] for i in range(4)]
     long = [list(range(10 + i, 80 + i)) for i in range(4)]  # 70 tokens: the next bucket
-    engine = build_engine(max_new_tokens=24, pad_token_id=tok.pad_token_id, eos_token_ids=[], device=_device(),
+    engine = build_engine(max_new_tokens=24, pad_token_id=tok.pad_token_id, eos_token_ids=[], device=device(),
                           compile=True, compile_backend=options.backend(), name="preflight",
                           longest_prompt=max(map(len, long)))
     start = time.perf_counter()
@@ -195,7 +192,7 @@ def agreement_check(options: PreflightOptions) -> dict:
     texts = [make_prompt(p.question, tok) if tok.chat_template else p.question
              for p in generate_problems(options.prompts, seed=11)]
     engine = build_engine(max_new_tokens=32, pad_token_id=tok.pad_token_id, eos_token_ids=tok.eos_token_id,
-                          device=_device(), compile=True, compile_backend=options.backend(), name="evaluation")
+                          device=device(), compile=True, compile_backend=options.backend(), name="evaluation")
     kw = dict(max_new_tokens=32, batch_size=min(options.prompts, 64), progress=False)
     hf = greedy_completions(model, tok, texts, generation_backend="hf", **kw)
     compiled = greedy_completions(model, tok, texts, generation_backend="compiled", engine=engine, **kw)
@@ -222,9 +219,7 @@ def step_check(options: PreflightOptions) -> dict:
     report's ``steady_step_seconds``, for the grid planner (:func:`grid_projection`).
     """
     backend = "compiled" if options.on_cuda else "hf"
-    lengths = {} if options.completion_tokens is None else {
-        "max_completion_length": options.completion_tokens, "eval_max_new_tokens": options.completion_tokens}
-    cfg = make_config(options.profile, method="sa", max_steps=options.step_steps + 1, **lengths)
+    cfg = profile_config(options.profile, options.completion_tokens, max_steps=options.step_steps + 1)
     bench = BenchOptions(profile=options.profile, steps=options.step_steps, warmup=1,
                          eval_problems=options.eval_problems, model_dir=options.model_dir,
                          compile_backend=options.compile_backend, out=options.out_dir())
@@ -233,7 +228,7 @@ def step_check(options: PreflightOptions) -> dict:
     def model_factory():
         return build_model(options.profile, dtype, None, model_dir=options.model_dir)
 
-    variant = next(v for v in VARIANTS if v[0] == ("sa-exact" if cfg.trainer.entropy_top_k is None else "sa-top500"))
+    variant = sa_variant(cfg)
     with scratch_folder(options.out_dir(), "preflight_tmp") as scratch:
         step = time_variant(variant, model_factory, cfg, bench, scratch, backend)
     evaluation = eval_throughput(model_factory, cfg, bench, "compiled" if options.on_cuda else "hf")
@@ -288,7 +283,7 @@ def staged_grid_projection(path: Path, report: dict) -> dict:
 def run_preflight(options: PreflightOptions) -> dict:
     report = {"device": device_name(), "profile": options.profile, "cuda": options.on_cuda,
               "torch": torch.__version__, "checks": {}, "steady_step_seconds": None, "verdict": None}
-    path = options.out_dir() / f"{device_name().replace(' ', '_')}-preflight.json"
+    path = result_file(options.out_dir(), "preflight")
     for name, check in (("smoke", smoke_check), ("agreement", agreement_check), ("step", step_check)):
         print(f"preflight: {name} ...", flush=True)
         report["checks"][name] = _guarded(check, options)

@@ -7,7 +7,7 @@ import time
 
 import torch
 
-from bench.models import prompts_dataset
+from bench.models import device, prompts_dataset
 from bench.options import BenchOptions
 from bench.profiling import count_ops, profile_rollout
 from bench.trainers import sync
@@ -18,22 +18,18 @@ from saah_lib.tasks.synthetic import generate_problems
 from saah_lib.training.config import RunConfig
 
 
-def _device() -> str:
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
 def engine_for(tokenizer, max_new_tokens: int, eos_token_ids, options: BenchOptions, name: str,
                longest_prompt: int | None = None):
     """An engine as the trainer makes one: its cache sized once for ``longest_prompt`` when given (one graph)."""
     return build_engine(max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id,
-                        eos_token_ids=eos_token_ids, device=_device(), compile=options.rollout_compile,
+                        eos_token_ids=eos_token_ids, device=device(), compile=options.rollout_compile,
                         compile_backend=options.compile_backend, name=name, longest_prompt=longest_prompt)
 
 
 def eval_throughput(model_factory, cfg: RunConfig, options: BenchOptions, backend: str = "hf") -> dict:
     """Greedy evaluation of ``options.eval_problems`` problems; the compile, if any, is timed apart."""
     model, tokenizer = model_factory()
-    model = model.to(_device())
+    model = model.to(device())
     prompts = [p.question for p in generate_problems(options.eval_problems, seed=1)]
     engine = None
     if backend == "compiled":
@@ -61,7 +57,7 @@ def eval_throughput(model_factory, cfg: RunConfig, options: BenchOptions, backen
 def _rollout_inputs(model_factory, cfg: RunConfig, options: BenchOptions):
     """The model in eval mode on its device, and one step's prompts as text and as token ids."""
     model, tokenizer = model_factory()
-    model = model.to(_device()).eval()
+    model = model.to(device()).eval()
     prompts = list(prompts_dataset(cfg.trainer.completions_per_step, tokenizer, options.prompt_tokens)["prompt"])
     ids = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
     return model, tokenizer, prompts, ids

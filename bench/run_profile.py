@@ -483,6 +483,79 @@ def file_stem(cpu_model: str) -> str:
     return "_".join(cpu_model.split())
 
 
+def profile_mini(args: argparse.Namespace, report: dict, out: Path, gflops: float) -> list[tuple[str, dict]]:
+    """The mini run on TRL's ``generate`` and on the default, compared bit for bit, then the build; ``report``
+    is written after each."""
+    run_dirs = []  # in a scratch folder of this machine: compared, not reported
+    with tempfile.TemporaryDirectory() as both:  # TRL's generate first (the default before), then today's
+        for key, backend in (("run_on_hf", "hf"), ("run", "auto")):
+            report[key] = profile_run(args.steps, gflops, args.cprofile, backend, keep_in=Path(both))
+            run_dirs.append(Path(report[key].pop("run_dir")))
+            atomic_write_json(out, report)
+        # every logged number and evaluation completion of the two, bit for bit (their run ids differ)
+        report["run_results_identical"] = compare_run(*run_dirs)["results_identical"]
+    atomic_write_json(out, report)
+    report["warm_start_build"] = profile_build(args.sft_steps, gflops)
+    atomic_write_json(out, report)
+    return [("run on TRL's generate", report["run_on_hf"]), ("run", report["run"]),
+            ("warm_start_build", report["warm_start_build"])]
+
+
+def smollm2_machine(rates: dict[str, float]) -> dict:
+    """What sets a SmolLM2 step's pace on this machine: the matmul ``rates``, bf16 instructions, ATen's kernels,
+    the load."""
+    return {"matmul_gflops_per_cpu_s": {d: round(r, 1) for d, r in rates.items()},
+            "cpu_bf16_instructions": cpu_has_bf16_instructions(),
+            "aten_cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
+            "cpus": os.cpu_count(), "omp_num_threads": os.environ.get("OMP_NUM_THREADS"), "profiles": []}
+
+
+def profile_smollm2(args: argparse.Namespace, report: dict, out: Path) -> list[tuple[str, dict]]:
+    """Each ``--smollm2`` configuration (after its ``--before`` revision's, when asked), then ``--smollm2-ops``;
+    ``report`` is written after every step."""
+    # per CPU second: the other cores' load must not dilute the rate the CPU seconds are set against
+    rates = {dtype: matmul_gflops(dtype=getattr(torch, dtype), clock=time.process_time)
+             for dtype in ("float32", "bfloat16")}
+    smollm2 = report["smollm2"] = smollm2_machine(rates)
+    parts = []
+    profiles = smollm2["profiles"]
+    with scratch_folder(LOCAL_RESULTS / "bench", "smollm2-profile") as scratch:
+        for name, steps in args.smollm2:
+            def write(partial, at=len(profiles)):
+                profiles[at:] = [partial]
+                smollm2["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+                atomic_write_json(out, report)
+
+            if args.before:
+                before = smollm2.setdefault("before", {"revision": args.before, "profiles": []})
+                before["profiles"].append(profile_at_revision(args.before, name, steps, args.data_dir))
+                atomic_write_json(out, report)
+            rate = rates[smollm2_configuration(name)["dtype"]]
+            write(profile_smollm2_step(name, steps, rate, args.data_dir, scratch, on_step=write))
+            parts.append((f"SmolLM2 {profiles[-1]['configuration']}, {steps} steps", profiles[-1]))
+        if args.smollm2_ops:
+            smollm2["training_ops"] = smollm2_training_ops(args.smollm2_ops, args.data_dir, scratch)
+            atomic_write_json(out, report)
+            print_ops(smollm2["training_ops"])
+    return parts
+
+
+def print_ops(ops: dict) -> None:
+    print(f"SmolLM2 {ops['configuration']}, training phase under the profiler: {ops['self_cpu_s']} CPU-s")
+    for entry in ops["ops"][:8]:
+        print(f"  {entry['op']}: {entry['self_cpu_s']:.2f} CPU-s ({100 * entry['share']:.1f}%), {entry['calls']} calls")
+
+
+def print_parts(parts: list[tuple[str, dict]]) -> None:
+    for name, part in parts:
+        print(f"{name}: {part['wall_s']} s")
+        for category, entry in part["categories"].items():
+            floor = f", {entry['times_floor']}x its floor" if entry.get("times_floor") else ""
+            print(f"  {category}: {entry['seconds']:.2f} s, {entry['cpu_seconds']:.2f} CPU-s "
+                  f"({100 * entry['share']:.1f}%){floor}")
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     quiet_libraries()
@@ -493,61 +566,10 @@ def main(argv=None) -> int:
     report = {"command": command, "device": device_name(), "cpu": cpu["cpu_model"], "platform": platform.platform(),
               "torch": torch.__version__, "torch_threads": 1, "matmul_gflops_fp32_one_thread": round(gflops, 1)}
     out = args.out / f"{file_stem(cpu['cpu_model'] or device_name())}-run-profile.json"  # one per machine
-    parts = []
-    if args.mini:
-        run_dirs = []  # in a scratch folder of this machine: compared, not reported
-        with tempfile.TemporaryDirectory() as both:  # TRL's generate first (the default before), then today's
-            for key, backend in (("run_on_hf", "hf"), ("run", "auto")):
-                report[key] = profile_run(args.steps, gflops, args.cprofile, backend, keep_in=Path(both))
-                run_dirs.append(Path(report[key].pop("run_dir")))
-                atomic_write_json(out, report)
-            # every logged number and evaluation completion of the two, bit for bit (their run ids differ)
-            report["run_results_identical"] = compare_run(*run_dirs)["results_identical"]
-        atomic_write_json(out, report)
-        report["warm_start_build"] = profile_build(args.sft_steps, gflops)
-        atomic_write_json(out, report)
-        parts += [("run on TRL's generate", report["run_on_hf"]), ("run", report["run"]),
-                  ("warm_start_build", report["warm_start_build"])]
+    parts = profile_mini(args, report, out, gflops) if args.mini else []
     if args.smollm2 or args.smollm2_ops:
-        # per CPU second: the other cores' load must not dilute the rate the CPU seconds are set against
-        rates = {dtype: matmul_gflops(dtype=getattr(torch, dtype), clock=time.process_time)
-                 for dtype in ("float32", "bfloat16")}
-        report["smollm2"] = {"matmul_gflops_per_cpu_s": {d: round(r, 1) for d, r in rates.items()},
-                             "cpu_bf16_instructions": cpu_has_bf16_instructions(),
-                             "aten_cpu_capability": torch.backends.cpu.get_cpu_capability(),
-                             "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
-                             "cpus": os.cpu_count(), "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
-                             "profiles": []}
-        with scratch_folder(LOCAL_RESULTS / "bench", "smollm2-profile") as scratch:
-            for name, steps in args.smollm2:
-                profiles = report["smollm2"]["profiles"]
-
-                def write(partial, at=len(profiles)):
-                    profiles[at:] = [partial]
-                    report["smollm2"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
-                    atomic_write_json(out, report)
-
-                if args.before:
-                    before = report["smollm2"].setdefault("before", {"revision": args.before, "profiles": []})
-                    before["profiles"].append(profile_at_revision(args.before, name, steps, args.data_dir))
-                    atomic_write_json(out, report)
-                rate = rates[smollm2_configuration(name)["dtype"]]
-                write(profile_smollm2_step(name, steps, rate, args.data_dir, scratch, on_step=write))
-                parts.append((f"SmolLM2 {profiles[-1]['configuration']}, {steps} steps", profiles[-1]))
-            if args.smollm2_ops:
-                ops = report["smollm2"]["training_ops"] = smollm2_training_ops(args.smollm2_ops, args.data_dir,
-                                                                               scratch)
-                atomic_write_json(out, report)
-                print(f"SmolLM2 {ops['configuration']}, training phase under the profiler: {ops['self_cpu_s']} CPU-s")
-                for entry in ops["ops"][:8]:
-                    print(f"  {entry['op']}: {entry['self_cpu_s']:.2f} CPU-s ({100 * entry['share']:.1f}%), "
-                          f"{entry['calls']} calls")
-    for name, part in parts:
-        print(f"{name}: {part['wall_s']} s")
-        for category, entry in part["categories"].items():
-            floor = f", {entry['times_floor']}x its floor" if entry.get("times_floor") else ""
-            print(f"  {category}: {entry['seconds']:.2f} s, {entry['cpu_seconds']:.2f} CPU-s "
-                  f"({100 * entry['share']:.1f}%){floor}")
+        parts += profile_smollm2(args, report, out)
+    print_parts(parts)
     print(f"wrote {repo_relative(out)}")
     return 0
 

