@@ -28,7 +28,7 @@ LAYERS = (*(("saah_lib", name) for name in ("paths", "jsonio", "numerics", "prog
 #: pandas, PyYAML and psutil are installed with TRL anyway (TRL 1.16 and datasets require them).
 ARTIFACT_PACKAGES = ("papermill", "jupyterlab", "jupyter", "jupyter_client", "jupyter_core", "notebook", "nbformat",
                      "nbclient", "IPython", "ipykernel", "ipywidgets", "matplotlib", "scipy", "pandas", "ray",
-                     "yaml", "psutil", "saah_lab")
+                     "yaml", "psutil", "jinja2", "saah_lab")
 #: The only imports allowed inside functions, and why: each keeps a heavy package out of a light entry point.
 FUNCTION_LEVEL_IMPORTS = {
     # papermill loads its entry point from inside its own import, so the bounded translator and engine are made

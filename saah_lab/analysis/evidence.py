@@ -10,8 +10,8 @@ per-warm-start tests, an exact sign-flip test, and a problem-level McNemar test 
 these trained models only). Tests are Bonferroni-adjusted within families (:func:`assign_families`,
 :func:`adjust`); a difference is *established* exactly as
 :func:`saah_lab.analysis.significance.established` says. Every comparison is repeated without the
-units holding a flagged run (:mod:`saah_lab.analysis.health`). :func:`evidence_summary` gathers a
-root's comparisons, their paragraph and what was left out. The reasoning: docs/evidence.md.
+units holding a flagged run (:mod:`saah_lab.analysis.health`). The report gathers a root's comparisons, their
+paragraph and what was left out (:func:`saah_lab.report.texts.evidence_summary`). The reasoning: docs/evidence.md.
 """
 
 from __future__ import annotations
@@ -25,13 +25,11 @@ import numpy as np
 
 from saah_lab.analysis.frames import evals_frame, train_log_frame
 from saah_lab.analysis.health import RULES, RunHealth
-from saah_lab.analysis.plan import Arm, StudyPlan, read_plan
+from saah_lab.analysis.plan import Arm, StudyPlan
 from saah_lab.analysis.quantities import CHECKPOINTS, QUANTITIES
 from saah_lab.analysis.runs import StudyRuns, read_runs
-from saah_lab.analysis.sentences import evidence_paragraphs, warning_paragraph
 from saah_lab.analysis.significance import (
     LEVEL,
-    POWER,
     CrossedResult,
     bonferroni,
     crossed_test,
@@ -47,7 +45,6 @@ from saah_lab.analysis.summaries import TRAIN_LOG_SUMMARIES, final_and_peak
 from saah_lab.rundir.reader import RunFolder
 from saah_lib.jsonio import read_jsonl
 from saah_lib.models.names import canonical_model_name
-from saah_lib.paths import repo_relative
 from saah_lib.rundir.folder import RunDir
 
 log = logging.getLogger(__name__)
@@ -456,54 +453,3 @@ INFERENCE = {
                    "starts); 3 or more: a random factor (the warm starts are the rows)",
     "mde": "the smallest true difference the same test detects with 80% power at level/m",
 }
-
-
-def evidence_summary(root: str | Path | StudyRuns, pairs="plan", *, level: float = LEVEL,
-                     tolerate_problems: bool = False,
-                     loaded: tuple[list, list[str]] | None = None) -> dict:
-    """Everything about a results root as one dict: plan, rows, families, health, paragraph.
-
-    ``pairs="plan"``: the root's study plan (its primary comparison a family of its own);
-    ``pairs="topk"``: every top-K training setting against the exact-entropy runs (no primary comparison).
-    ``root`` may be a root already read (:func:`saah_lab.analysis.runs.read_runs`); ``loaded``: its runs and
-    left-out names as :func:`load_root_evidence` already gave them (read with the same ``tolerate_problems``),
-    so that several summaries of one root read its runs once.
-    """
-    if pairs not in ("plan", "topk"):
-        raise ValueError(f"pairs must be 'plan' or 'topk', got {pairs!r}")
-    folder = root.root if isinstance(root, StudyRuns) else root
-    plan = read_plan(folder) if pairs == "plan" else None
-    if loaded is None:
-        left_out: list[str] = []
-        runs = load_root_evidence(root, tolerate_problems, left_out)
-    else:
-        runs, left_out = loaded
-    tested = plan.pairs if plan else topk_pairs(runs)
-    skipped: list[str] = []
-    pairs_left_out: list[str] | None = [] if tolerate_problems else None  # strict: an unpairable pair raises
-    # top-K runs may have one seed only: shown descriptively, their McNemar test about those two models
-    rows = compare_pairs(runs, tested, plan=plan, level=level, skipped=skipped, min_units=2 if plan else 1,
-                         left_out=pairs_left_out)
-    attach_without_flagged(runs, rows, tested, plan, level)
-    parts = evidence_paragraphs(rows, level, plan=plan, runs=runs) if rows else {}
-    # only a plan's comparisons are planned: a top-K setting without its exact-entropy partner is no omission
-    warning = warning_paragraph(left_out, pairs_left_out, skipped if plan else [])
-    sentence = " ".join(p for p in (*parts.values(), warning) if p)  # the paragraph in one string
-    return {
-        "root": repo_relative(folder),
-        "runs": [r.run_id for r in runs],
-        "left_out": left_out,
-        "pairs_left_out": pairs_left_out or [],
-        "not_tested": skipped,
-        "level": level,
-        "power": POWER,
-        "plan": plan.to_dict() if plan else None,
-        "primary": plan.describe() if plan else None,
-        "family_rule": FAMILY_RULE if plan else TOPK_FAMILY_RULE,
-        "families": families(rows),
-        "inference": INFERENCE,
-        "health": health_summary(runs),
-        "rows": [r.to_dict() for r in rows],
-        "sentence": sentence,
-        "paragraphs": {**parts, "warning": warning},
-    }

@@ -74,32 +74,52 @@ def read_paper_reported(directory: Path) -> ResultSet:
     if not (d / "tab_main.csv").is_file():
         raise FileNotFoundError(f"{d}/tab_main.csv not found: not a paper_reported folder")
     notes: dict[str, Any] = {"conflicts": []}
+    summary = _reported_summary(d)
+    ablation_raw = read_reported_csv(d / "tab_alpha_ablation.csv") if (d / "tab_alpha_ablation.csv").is_file() \
+        else pd.DataFrame()
+    diagnostics = _reported_diagnostics(d)
+    # curves for figures: the sampled diagnostic steps only. The paper's 0.000 for w_- at all-positive steps is a
+    # placeholder, not a weight, so it is dropped from the curves (kept in the table).
+    curves = diagnostics.copy()
+    if len(curves):
+        curves.loc[curves["weight_neg_note"] == "all_positive", "weight_neg_mean"] = np.nan
+    hparams = read_reported_csv(d / "tab_hparams.csv") if (d / "tab_hparams.csv").is_file() else None
+    return ResultSet(source="paper_reported", summary=summary,
+                     checkpoints=_reported_checkpoints(d, ablation_raw, notes),
+                     ablation=_reported_ablation(ablation_raw, summary), diagnostics=diagnostics,
+                     baselines=_reported_baselines(d), curves=curves, hparams=hparams, root=d, notes=notes)
 
-    # ---- summary (tab:main)
+
+def _reported_summary(d: Path) -> pd.DataFrame:
+    """tab:main, one row per group."""
     main = _numeric(read_reported_csv(d / "tab_main.csv"),
                     ["alpha", "steps", "final_pass_at_1", "final_ci95", "peak_pass_at_1", "peak_ci95",
                      "train_var", "mean_kl"])
     main["n_seeds"] = 1
     main["complete"] = True
     main["in_main"] = True
-    summary = sort_groups(main)
+    return sort_groups(main)
 
-    # ---- baselines
+
+def _reported_baselines(d: Path) -> pd.DataFrame:
     base = _numeric(read_reported_csv(d / "baselines.csv"), ["pass_at_1", "ci95", "raw_pass_at_1", "adjustment_pp", "n"]) \
         if (d / "baselines.csv").is_file() else pd.DataFrame(columns=["model_label", "pass_at_1", "ci95", "n"])
     base["kind"] = "reported (adjusted)"
     base["name"] = "zero-shot (paper)"
+    return base
 
-    # ---- checkpoints: the two checkpoint tables, then extra rows of the ablation
+
+def _reported_checkpoints(d: Path, ablation_raw: pd.DataFrame, notes: dict) -> pd.DataFrame:
+    """The two checkpoint tables, then the ablation's extra rows; a step two tables give differently is noted in
+    ``notes["conflicts"]`` and the first table's value kept."""
     frames = []
     for f in ("tab_checkpoints_3b.csv", "tab_checkpoints_1b.csv"):
         if (d / f).is_file():
             long = _wide_to_long(read_reported_csv(d / f), ["model_label", "method", "alpha"])
             long["table"] = REPORTED_FILES[f]
             frames.append(long)
-    abl_raw = read_reported_csv(d / "tab_alpha_ablation.csv") if (d / "tab_alpha_ablation.csv").is_file() else pd.DataFrame()
-    if len(abl_raw):
-        long = _wide_to_long(abl_raw.drop(columns=["row_label", "peak", "final", "flag"]), ["model_label", "method", "alpha"])
+    if len(ablation_raw):
+        long = _wide_to_long(ablation_raw.drop(columns=["row_label", "peak", "final", "flag"]), ["model_label", "method", "alpha"])
         long["table"] = REPORTED_FILES["tab_alpha_ablation.csv"]
         frames.append(long)
     ck = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=GROUP_KEYS + ["step", "pass_at_1"])
@@ -114,12 +134,14 @@ def read_paper_reported(directory: Path) -> ResultSet:
     ck["pass_at_1_std"] = np.nan
     ck["n_seeds"] = 1
     ck["in_main"] = [is_main_alpha(m, a, MAIN_ALPHAS) for m, a in zip(ck["method"], ck["alpha"])]
-    ck = sort_groups(ck, ["step"])
+    return sort_groups(ck, ["step"])
 
-    # ---- ablation entries (the SA reference's two table rows merged into one entry)
+
+def _reported_ablation(ablation_raw: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
+    """The ablation's entries (the SA reference's two table rows merged into one entry)."""
     arows = []
-    if len(abl_raw):
-        a = _numeric(abl_raw, ["alpha", "peak", "final"])
+    if len(ablation_raw):
+        a = _numeric(ablation_raw, ["alpha", "peak", "final"])
         for (label, method, alpha), sub in a.groupby(["model_label", "method", "alpha"], sort=False):
             peak = sub["peak"].dropna()
             final = sub["final"].dropna()
@@ -135,9 +157,11 @@ def read_paper_reported(directory: Path) -> ResultSet:
                           "peak_pass_at_1_std": np.nan, "final_pass_at_1_std": np.nan, "n_seeds": 1,
                           "partial": flag == "partial",
                           "note": "partial run (steps 30--60 only, per the paper's footnote)" if flag == "partial" else ""})
-    ablation = pd.DataFrame(arows)
+    return pd.DataFrame(arows)
 
-    # ---- diagnostics (tab:sa_log_*)
+
+def _reported_diagnostics(d: Path) -> pd.DataFrame:
+    """tab:sa_log_*, the paper's SA-AH-GRPO logs."""
     dframes = []
     for f in ("tab_sa_log_3b.csv", "tab_sa_log_1b.csv"):
         if (d / f).is_file():
@@ -146,17 +170,7 @@ def read_paper_reported(directory: Path) -> ResultSet:
     diagnostics = sort_groups(pd.concat(dframes, ignore_index=True), ["step"]) if dframes else pd.DataFrame()
     if len(diagnostics):
         diagnostics["n_seeds"] = 1
-
-    # ---- curves for figures: the sampled diagnostic steps only.  The paper's
-    # 0.000 for w_- at all-positive steps is a placeholder, not a weight, so it
-    # is dropped from the curves (kept in the table).
-    curves = diagnostics.copy()
-    if len(curves):
-        curves.loc[curves["weight_neg_note"] == "all_positive", "weight_neg_mean"] = np.nan
-
-    hparams = read_reported_csv(d / "tab_hparams.csv") if (d / "tab_hparams.csv").is_file() else None
-    return ResultSet(source="paper_reported", summary=summary, checkpoints=ck, ablation=ablation,
-                     diagnostics=diagnostics, baselines=base, curves=curves, hparams=hparams, root=d, notes=notes)
+    return diagnostics
 
 
 #: The paper's log that sets the CPU studies' discount level (:func:`negative_weight_target`).

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from saah_lab.analysis.evidence import evidence_summary, load_root_evidence
+from saah_lab.analysis.evidence import load_root_evidence
 from saah_lab.analysis.reported import read_paper_reported
 from saah_lab.analysis.resultset import ResultSet
 from saah_lab.analysis.runs import read_runs
@@ -195,7 +195,7 @@ def read_source(prefix: str, root, *, tolerate_problems: bool = False) -> Source
     study = read_runs(root, tolerate_problems)
     left_out: list[str] = []
     loaded = (paired_within_variants(study, load_root_evidence(study, tolerate_problems, left_out)), left_out)
-    summaries = {which: evidence_summary(study, which, tolerate_problems=tolerate_problems, loaded=loaded)
+    summaries = {which: texts.evidence_summary(study, which, tolerate_problems=tolerate_problems, loaded=loaded)
                  for which in ("plan", "topk")}
     return Source(prefix, ResultSet.from_runs(study), repo_relative(study.root), study.root,
                   paired=summaries["plan"], topk_runs=summaries["topk"],

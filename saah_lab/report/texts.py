@@ -1,30 +1,48 @@
-"""The report's texts: the evidence's paragraphs for LaTeX, the paper-matched alpha in words, the texts that read
-several studies at once (which runs they share, the mini study's pointer to the powered study, the headline, the
-closing note, the confirmatory study's provenance and its verdict on the earlier claims), the real-model
-paragraph, and the switches that tell ``paper/main.tex`` which outputs exist.
+"""Every generated text, in one place: a study's evidence summary with its paragraph on the paired comparisons,
+the evidence's paragraphs for LaTeX, the paper-matched alpha in words, the texts that read several studies at once
+(which runs they share, the mini study's pointer to the powered study, the headline, the closing note, the
+confirmatory study's provenance and its verdict on the earlier claims), the real-model paragraph, and the
+switches that tell ``paper/main.tex`` which outputs exist.
 
-Every number comes from the evidence summaries (:func:`saah_lab.analysis.evidence.evidence_summary`), the study
-roots and their records; nothing is typed in. The words are in ``templates/report.txt``: each function computes
-the values and picks the template for its case (:mod:`saah_lab.analysis.wording`), returning "" when there is
-nothing to say; :mod:`saah_lab.report.render` writes them.
+Every number comes from the paired comparisons (:mod:`saah_lab.analysis.evidence`), the study roots and their
+records; nothing is typed in. The words are Jinja2 macros in ``templates/words.jinja``: each function computes
+the values and picks the macro for its case, returning "" when there is nothing to say;
+:mod:`saah_lab.report.render` writes them.
 """
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import json
 import math
 import re
+from collections import Counter
 from pathlib import Path
 
+import jinja2
 import numpy as np
 import pandas as pd
+from jinja2 import nodes
 
+from saah_lab.analysis.evidence import (
+    FAMILY_RULE,
+    INFERENCE,
+    TOPK_FAMILY_RULE,
+    attach_without_flagged,
+    compare_pairs,
+    families,
+    health_summary,
+    load_root_evidence,
+    topk_pairs,
+)
 from saah_lab.analysis.groups import method_label
+from saah_lab.analysis.health import RULES
 from saah_lab.analysis.overlap import shared_runs
-from saah_lab.analysis.plan import PAPER_CLAIM
-from saah_lab.analysis.sentences import ci, num, seeds
-from saah_lab.analysis.significance import established
-from saah_lab.analysis.wording import Templates
+from saah_lab.analysis.plan import PAPER_CLAIM, StudyPlan, read_plan
+from saah_lab.analysis.quantities import CHECKPOINTS, decimals
+from saah_lab.analysis.runs import StudyRuns
+from saah_lab.analysis.significance import LEVEL, MAX_UNITS_NEEDED, POWER, established
 from saah_lab.report.latex import tex_escape
 from saah_lib.jsonio import read_json, read_jsonl
 from saah_lib.method.methods import ALPHA_RANGE, MAIN_ALPHA
@@ -33,9 +51,345 @@ from saah_lib.rundir import layout
 from saah_lib.rundir.folder import RunDir
 from saah_lib.rundir.layout import MATCHED_ALPHA_FILE, WARMSTART_RECORD_FILE, WARMSTART_RECORDS_FILE
 
-# the digest of report.txt's template names and placeholder counts (saah_lab.analysis.wording): a damaged file is
-# refused; a template or placeholder added or removed on purpose gives its new value here
-say = Templates(Path(__file__).with_name("templates") / "report.txt", structure="86fd92e9f38b017f")
+
+class TemplateError(ValueError):
+    """A template that cannot be read or filled: unknown, damaged, or given the wrong fields."""
+
+
+class Words:
+    """The macros of one Jinja2 file, filled by name: ``say("name", field=value, ...)``.
+
+    Filling is strict both ways, so that a renamed field or a typo fails loudly instead of printing a blank: every
+    argument needs a value (a str or an int; a float is formatted by the caller, to its quantity's decimals) and
+    every value an argument. A damaged file is refused when read, naming it: it must parse (a file cut inside a
+    macro does not), no macro may be empty, and its macros' names, arguments and placeholder counts must give the
+    digest ``structure`` (None: not checked), so that a lost, renamed or added macro or placeholder is caught.
+    """
+
+    def __init__(self, path: str | Path, structure: str | None = None):
+        self.path = Path(path)
+        try:
+            environment = jinja2.Environment(undefined=jinja2.StrictUndefined)
+            tree = environment.parse(self.path.read_text())
+            template = environment.from_string(tree)
+        except (OSError, UnicodeDecodeError, jinja2.TemplateSyntaxError) as error:
+            raise TemplateError(f"{self.path}: the template file cannot be read ({error})") from None
+        self.module, shape = template.module, []
+        for macro in tree.find_all(nodes.Macro):
+            if not macro.body or macro.name in (s[0] for s in shape):
+                raise TemplateError(f"{self.path}: template {macro.name!r} is empty or defined twice")
+            placeholders = Counter(n.name for n in macro.find_all(nodes.Name) if n.ctx == "load")
+            shape.append([macro.name, [a.name for a in macro.args], sorted(placeholders.items())])
+        self.names = [s[0] for s in shape]
+        self.structure = hashlib.sha256(json.dumps(sorted(shape)).encode()).hexdigest()[:16]
+        if structure is not None and self.structure != structure:
+            raise TemplateError(
+                f"{self.path}: its templates' names and placeholders are not the ones the code fills (structure "
+                f"{self.structure}, the code expects {structure}): a template was lost, renamed or added, or a "
+                "placeholder lost, repeated or added. A change made on purpose gives the new structure here.")
+
+    def __call__(self, name: str, **values) -> str:
+        where = f"template {name!r} ({self.path.name})"
+        for field, value in values.items():
+            if not isinstance(value, (str, int)) or isinstance(value, bool):
+                raise TemplateError(f"{where}: {field} is {value!r}; a value is text or a whole number (format it)")
+        if name not in self.names:
+            raise TemplateError(f"{self.path}: no template named {name!r}")
+        try:
+            return getattr(self.module, name)(**values)
+        except (TypeError, jinja2.UndefinedError) as error:
+            raise TemplateError(f"{where}: {error}") from None
+
+
+# the digest of words.jinja's macro names, arguments and placeholder counts (Words): a damaged file is refused;
+# a template or placeholder added or removed on purpose gives its new value here
+say = Words(Path(__file__).with_name("templates") / "words.jinja", structure="e4cdd0b3830bbb38")
+
+
+# ---------------------------------------------------------------------------
+# the paired evidence in words
+# ---------------------------------------------------------------------------
+# The paragraph says what the paired evidence shows, and no more, from its rows alone. Order: the primary
+# comparison first, each result with the test that decided it (the crossed t test, its df and family-adjusted p),
+# the interval at the family's confidence and the minimum detectable effect (a "not established" always says how
+# large a difference could have gone unseen); then the secondary comparisons, each counted once; then what the
+# problem-level McNemar tests can and cannot say; then run health. Per warm start the text never calls a
+# difference established: one warm start says nothing about another.
+
+def fmt_p(p: float) -> str:
+    if p is None or (isinstance(p, float) and math.isnan(p)):
+        return "p not defined"
+    return "p < 0.001" if p < 0.001 else f"p = {p:.3f}"
+
+
+def num(x: float, key: str, signed: bool = False) -> str:
+    """A value of quantity ``key`` with its decimals (:func:`saah_lab.analysis.quantities.decimals`), values too
+    small to show in e-notation."""
+    dp = decimals(key)
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "n/a"
+    if abs(x) < 1e-12:  # a mean of differences that cancel exactly, up to float rounding
+        x = 0.0
+    if x != 0 and abs(x) < 0.5 * 10 ** (-dp):
+        return f"{x:+.1e}" if signed else f"{x:.1e}"
+    return f"{x:+.{dp}f}" if signed else f"{x:.{dp}f}"
+
+
+def percent(confidence: float) -> str:
+    """0.975 -> '97.5%', 0.95 -> '95%', 0.98333 -> '98.3%'."""
+    return f"{100 * confidence:.1f}".rstrip("0").rstrip(".") + "%"
+
+
+def seeds(n: int) -> str:
+    return say("seed_pair" if n == 1 else "seed_pairs", n=n)
+
+
+def _capital(text: str) -> str:
+    return text[0].upper() + text[1:]
+
+
+def ci(confidence: float, low: float, high: float, key: str) -> str:
+    return say("ci", confidence=percent(confidence), low=num(low, key, True), high=num(high, key, True))
+
+
+def _per_test_level(row) -> str:
+    return f"{row.level / row.family_size:.4g}"
+
+
+def mde_text(row) -> str:
+    """How large a difference this test detects with 80% power at its family's level, and how many seeds 0.03
+    and 0.02 would take."""
+    if math.isnan(row.mde):
+        return say("mde_constant" if row.se == 0 else "mde_one_seed")
+    values = {"power": f"{POWER:.0%}", "level": _per_test_level(row), "seeds": seeds(row.n_units),
+              "mde": num(row.mde, row.key)}
+    if not row.units_needed:
+        return say("mde", **values)
+    needed = ", ".join(say("would_take", effect=effect, n=str(n) if n is not None else
+                           say("count_beyond", n=f"{MAX_UNITS_NEEDED:,}")) for effect, n in row.units_needed.items())
+    return say("mde_needed", **values, needed=needed, units=row.units_needed_of)
+
+
+def decision_text(row) -> str:
+    """The test that decides the row: which, on how many df, its p before and after the family adjustment."""
+    adjusted = (say("family_bonferroni", m=row.family_size, p=fmt_p(row.p_adjusted)) if row.family_size > 1
+                else say("family_of_one"))
+    return say("decision", over=say("over_crossed" if row.n_problems > 1 else "over_seeds"), df=f"{row.df:.0f}",
+               p=fmt_p(row.p_value), adjusted=adjusted)
+
+
+def row_sentence(row, level: float = LEVEL) -> str:
+    """One sentence per row: 'higher/lower' only for an established difference, otherwise the estimate, the
+    interval, 'not established' and the minimum detectable effect."""
+    names = {"quantity": row.quantity, "a": row.a, "b": row.b}
+    if row.n_units < 2:
+        if row.key in CHECKPOINTS:
+            return _capital(say("row_one_seed_mcnemar", **names, diff=num(row.diff, row.key, True),
+                                p=fmt_p(row.mcnemar_p)))
+        return _capital(say("row_one_seed", **names, diff=num(row.diff, row.key, True)))
+    tests = say("tests", ci=ci(row.confidence, row.ci_low, row.ci_high, row.key), decision=decision_text(row),
+                p=fmt_p(row.p_signflip))
+    if row.is_established(level):
+        return _capital(say("row_established", **names, direction="higher" if row.diff > 0 else "lower",
+                            size=num(abs(row.diff), row.key), tests=tests, mde=num(row.mde, row.key)))
+    return _capital(say("row_not_established", **names, diff=num(row.diff, row.key, True), tests=tests,
+                        mde=mde_text(row)))
+
+
+def _direction(row) -> str:
+    ties = row.n_units - row.units_a_ahead - row.units_b_ahead
+    values = {"a": row.a, "ahead": row.units_a_ahead, "behind": row.units_b_ahead, "seeds": seeds(row.n_units)}
+    return say("direction_ties", **values, ties=ties) if ties else say("direction", **values)
+
+
+def _significant_in(per: dict) -> str:
+    hits, n = sum(bool(v.get("significant")) for v in per.values()), len(per)
+    if hits == 0:
+        return say("significant_in_neither" if n == 2 else "significant_in_none")
+    if hits == n:
+        return say("significant_in_both" if n == 2 else "significant_in_every")
+    return say("significant_in_some", k=hits, n=n) if n > 2 else say("significant_in_one")
+
+
+def _per_warm_start(row) -> str:
+    """Each warm start's difference and own test; descriptive, since one warm start cannot establish anything
+    about others."""
+    per = row.detail.get("per_warm_start") or {}
+    if len(per) < 2:
+        return ""
+    items = "; ".join(say("per_warm_start_item", warm_start=ws, diff=num(v["mean_diff"], row.key, True),
+                          p=fmt_p(v["p_value"]), n=v["n"]) for ws, v in per.items())
+    signs = {math.copysign(1, v["mean_diff"]) for v in per.values() if v["mean_diff"] != 0}
+    sign = ("different_sign" if len(signs) > 1 else "same_sign_both" if len(per) == 2 else "same_sign_every")
+    return say("per_warm_start", quantity=row.quantity, items=items, sign=say(sign), significant=_significant_in(per),
+               level=_per_test_level(row))
+
+
+def _without_flagged(row) -> str:
+    w, units = row.without_flagged, ", ".join(row.flagged_units)
+    if not w:
+        return ""
+    if w.get("untestable"):
+        return say("without_flagged_untestable", units=units)
+    return say("without_flagged", units=units, diff=num(w["diff"], row.key, True),
+               ci=ci(w["confidence"], w["ci_low"], w["ci_high"], row.key), p=fmt_p(w["p_value"]),
+               p_adjusted=fmt_p(w["p_adjusted"]), n=w["n_units"], mde=num(w["mde"], row.key),
+               verdict=say("established" if w.get("established") else "not_established"))
+
+
+def primary_paragraph(rows: list, plan: StudyPlan, level: float = LEVEL) -> str:
+    primary = [r for r in rows if r.primary]
+    if not primary:
+        return say("primary_untested", plan=plan.describe())
+    n_ws, m, n_seeds = max(r.n_warm_starts for r in primary), len(primary), seeds(primary[0].n_units)
+    design = (say("design_fixed", seeds=n_seeds, n=n_ws) if n_ws == 2 else
+              say("design_random", seeds=n_seeds, n=n_ws) if n_ws > 2 else n_seeds)
+    family = (say("primary_family_of_one", level=f"{level:g}", confidence=percent(1 - level)) if m == 1 else
+              say("primary_family", m=m, level=f"{level / m:.4g}", confidence=percent(1 - level / m)))
+    parts = [say("primary", plan=plan.describe(), design=design, family=family)]
+    for row in primary:
+        parts.append(row_sentence(row, level))
+        if row.key == "train_var":
+            parts.append(_direction(row))
+        parts += [s for s in (_per_warm_start(row), _without_flagged(row)) if s]
+    return " ".join(parts)
+
+
+def counted(rows: list) -> list:
+    """The rows that are distinct comparisons: a peak row that repeats the final one is not counted twice."""
+    return [r for r in rows if not r.same_as_final]
+
+
+def single_seed_paragraph(rows: list) -> str:
+    """Comparisons that rest on one seed pair: their final Pass@1 difference, and why there is no test."""
+    single = [r for r in counted(rows) if r.n_units < 2]
+    if not single:
+        return ""
+    n = len(dict.fromkeys((r.a, r.b) for r in single))
+    finals = " ".join(row_sentence(r) for r in single if r.key == "final")
+    return say("single_seed", rows=finals) if n == 1 else say("single_seeds", n=n, rows=finals)
+
+
+def secondary_paragraph(rows: list, level: float = LEVEL, has_primary: bool = True) -> str:
+    single = single_seed_paragraph([r for r in rows if not r.primary])
+    rows = [r for r in rows if not r.primary and r.n_units >= 2]
+    if not rows:
+        return single
+    distinct = counted(rows)
+    found = [r for r in distinct if r.is_established(level)]
+    n_pairs = len({(r.a, r.b) for r in rows})
+    head = say("secondary_head" if has_primary else "comparisons_head",
+               pairs=say("pair" if n_pairs == 1 else "pairs", n=n_pairs))
+    found_rows = " ".join(row_sentence(r, level) for r in found)
+    parts = [say("found_none", head=head, n=len(distinct)) if not found else
+             say("found_one", head=head, n=len(distinct), rows=found_rows) if len(found) == 1 else
+             say("found_some", head=head, k=len(found), n=len(distinct), rows=found_rows)]
+    repeated = sorted({f"{r.a} vs {r.b}" for r in rows if r.same_as_final})
+    if repeated:
+        parts.append(say("peak_repeats_final", pairs="; ".join(repeated)))
+    if any(r.key == "peak" for r in found):
+        parts.append(say("peak_is_weaker"))
+    return " ".join(parts + ([single] if single else []))
+
+
+def mcnemar_paragraph(rows: list, level: float = LEVEL) -> str:
+    """Problem-level tests that reach the level where the seed-level one does not: what they mean."""
+    only = [r for r in counted(rows) if r.key in CHECKPOINTS and r.mcnemar_p < level and not r.is_established(level)]
+    if not only:
+        return ""
+    return say("mcnemar", items="; ".join(say("mcnemar_item", a=r.a, b=r.b, quantity=r.quantity,
+                                               p=fmt_p(r.mcnemar_p), n=r.n_problems) for r in only))
+
+
+def floor_paragraph(rows: list, level: float = LEVEL) -> str:
+    floors = sorted({(r.n_units, r.min_p_signflip) for r in rows if r.min_p_signflip >= level and r.n_units >= 2})
+    return " ".join(say("floor", n=n, floor=f"{floor:.4g}") for n, floor in floors)
+
+
+def health_paragraph(runs: list, rows: list) -> str:
+    rules = "; ".join(RULES.values())
+    flagged = sorted((r for r in runs if r.flagged), key=lambda r: r.run_id)
+    if not flagged:
+        return say("health_none", n=len(runs), rules=rules)
+    items = "; ".join(say("health_item", run=r.run_id, why=r.health_text) for r in flagged)
+    affected = sum(1 for r in rows if r.flagged_units)
+    values = {"rules": rules, "k": len(flagged), "n": len(runs), "items": items}
+    return say("health_flagged", **values, rows=affected) if affected else say("health_flagged_elsewhere", **values)
+
+
+def evidence_paragraphs(rows: list, level: float = LEVEL, *, plan: StudyPlan | None = None,
+                        runs: list | None = None) -> dict[str, str]:
+    """The paragraph's parts by name (``primary``, ``secondary``, ``mcnemar``, ``floors``, ``health``);
+    a part with nothing to say is empty."""
+    if any(math.isnan(r.p_adjusted) and not math.isnan(r.p_value) for r in rows):
+        raise ValueError("rows need family-adjusted p-values: call adjust(rows) first")
+    return {
+        "primary": primary_paragraph(rows, plan, level) if plan is not None and rows else "",
+        "secondary": secondary_paragraph(rows, level, has_primary=plan is not None),
+        "mcnemar": mcnemar_paragraph(rows, level),
+        "floors": floor_paragraph(rows, level),
+        "health": health_paragraph(runs, rows) if runs is not None else "",
+    }
+
+
+def warning_paragraph(left_out: list[str], pairs_left_out: list[str] | None, not_tested: list[str]) -> str:
+    """What a tolerant reading left out and which planned comparisons had too few seeds: named, never dropped."""
+    return " ".join(text for text in (
+        say("left_out_runs", n=len(left_out), runs=", ".join(left_out)) if left_out else "",
+        say("left_out_pairs", n=len(pairs_left_out), pairs="; ".join(pairs_left_out)) if pairs_left_out else "",
+        say("not_tested", n=len(not_tested), pairs="; ".join(not_tested)) if not_tested else "") if text)
+
+
+def evidence_summary(root: str | Path | StudyRuns, pairs="plan", *, level: float = LEVEL,
+                     tolerate_problems: bool = False,
+                     loaded: tuple[list, list[str]] | None = None) -> dict:
+    """Everything about a results root as one dict: plan, rows, families, health, paragraph.
+
+    ``pairs="plan"``: the root's study plan (its primary comparison a family of its own);
+    ``pairs="topk"``: every top-K training setting against the exact-entropy runs (no primary comparison).
+    ``root`` may be a root already read (:func:`saah_lab.analysis.runs.read_runs`); ``loaded``: its runs and
+    left-out names as :func:`saah_lab.analysis.evidence.load_root_evidence` already gave them (read with the same
+    ``tolerate_problems``), so that several summaries of one root read its runs once. It lives with the words: the
+    analysis layer below computes the numbers and writes no text.
+    """
+    if pairs not in ("plan", "topk"):
+        raise ValueError(f"pairs must be 'plan' or 'topk', got {pairs!r}")
+    folder = root.root if isinstance(root, StudyRuns) else root
+    plan = read_plan(folder) if pairs == "plan" else None
+    if loaded is None:
+        left_out: list[str] = []
+        runs = load_root_evidence(root, tolerate_problems, left_out)
+    else:
+        runs, left_out = loaded
+    tested = plan.pairs if plan else topk_pairs(runs)
+    skipped: list[str] = []
+    pairs_left_out: list[str] | None = [] if tolerate_problems else None  # strict: an unpairable pair raises
+    # top-K runs may have one seed only: shown descriptively, their McNemar test about those two models
+    rows = compare_pairs(runs, tested, plan=plan, level=level, skipped=skipped, min_units=2 if plan else 1,
+                         left_out=pairs_left_out)
+    attach_without_flagged(runs, rows, tested, plan, level)
+    parts = evidence_paragraphs(rows, level, plan=plan, runs=runs) if rows else {}
+    # only a plan's comparisons are planned: a top-K setting without its exact-entropy partner is no omission
+    warning = warning_paragraph(left_out, pairs_left_out, skipped if plan else [])
+    sentence = " ".join(p for p in (*parts.values(), warning) if p)  # the paragraph in one string
+    return {
+        "root": repo_relative(folder),
+        "runs": [r.run_id for r in runs],
+        "left_out": left_out,
+        "pairs_left_out": pairs_left_out or [],
+        "not_tested": skipped,
+        "level": level,
+        "power": POWER,
+        "plan": plan.to_dict() if plan else None,
+        "primary": plan.describe() if plan else None,
+        "family_rule": FAMILY_RULE if plan else TOPK_FAMILY_RULE,
+        "families": families(rows),
+        "inference": INFERENCE,
+        "health": health_summary(runs),
+        "rows": [r.to_dict() for r in rows],
+        "sentence": sentence,
+        "paragraphs": {**parts, "warning": warning},
+    }
 
 
 # ---------------------------------------------------------------------------
@@ -52,8 +406,8 @@ def left_out_warning(summary: dict) -> str:
     """What a tolerant reading left out of the comparisons ("" when nothing): runs, then whole pairs."""
     runs, pairs = summary.get("left_out"), summary.get("pairs_left_out")
     return " ".join(text for text in (
-        say("left_out_runs", n=len(runs), runs=", ".join(runs)) if runs else "",
-        say("left_out_pairs", n=len(pairs), pairs="; ".join(pairs)) if pairs else "") if text)
+        say("caption_left_out_runs", n=len(runs), runs=", ".join(runs)) if runs else "",
+        say("caption_left_out_pairs", n=len(pairs), pairs="; ".join(pairs)) if pairs else "") if text)
 
 
 #: The paper's logged levels, by the key of ``alpha_range``, and the template naming each.
@@ -167,7 +521,7 @@ def _verdict(row: dict, level: float) -> str:
     claim, observed = PAPER_CLAIM["final"], "higher" if row["diff"] > 0 else "lower"
     tested = say("adjusted_p", p=f"{row['p_adjusted']:.3f}") if math.isfinite(row["p_adjusted"]) else say("no_test")
     if not established(row["p_adjusted"], row["ci_low"], row["ci_high"], level):
-        return say("not_established", tested=tested, claim=claim, mde=num(row["mde"], "final"))
+        return say("not_established_claim", tested=tested, claim=claim, mde=num(row["mde"], "final"))
     if observed == claim:
         return say("as_claimed", observed=observed, tested=tested)
     return say("against_claim", observed=observed, claim=claim, tested=tested)
@@ -233,7 +587,7 @@ def headline_text(summaries: dict[str, dict]) -> str:
         return ""
     row = _primary(summaries[study], "final")
     verdict = ("established" if established(row["p_adjusted"], row["ci_low"], row["ci_high"], summaries[study]["level"])
-               else "not_established_headline")
+               else "not_established")
     return say("headline", study=say("study_confirm_headline" if study == "confirm" else STUDY_NAMES[study]),
                design=_design(row, "warm_starts"), a=tex_text(row["a"]), diff=num(row["diff"], "final", True),
                ci=_ci(row), p=f"{row['p_adjusted']:.3f}", verdict=say(verdict), mde=num(row["mde"], "final")) + "\n"
@@ -337,12 +691,6 @@ def sources_tex(present: dict[str, bool], names: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def command_today(command: str) -> str:
-    """A recorded ``python -m`` command by today's module name: the committed record predates the lab package,
-    where every study now lives (results files keep their bytes)."""
-    return command.replace("-m saah_lib.studies.", "-m saah_lab.studies.")
-
-
 def real_model_text(record: dict | None) -> str:
     """The discount measured on a real pretrained instruct model (``saah_lab.studies.real_model``): its entropy
     along the completions, the weight at the paper's alpha, the alphas matching the paper's logs and the top-K
@@ -367,8 +715,9 @@ def real_model_text(record: dict | None) -> str:
                vocab=f"{top['vocab_size']:,}", mean_error=f"{top['mean_abs_entropy_error']:.3f}",
                max_error=f"{top['max_abs_entropy_error']:.3f}",
                weight_error=f"{top['mean_abs_last_weight_error_at_paper_alpha']:.4f}",
-               command=tex_escape(command_today(record["command"])), minutes=f"{record['wall_s'] / 60:.0f}",
-               threads=record["torch_threads"]) + "\n"
+               # the committed record predates the lab package (saah_lib.studies then): today's module name
+               command=tex_escape(record["command"].replace("saah_lib.studies.", "saah_lab.studies.")),
+               minutes=f"{record['wall_s'] / 60:.0f}", threads=record["torch_threads"]) + "\n"
 
 
 def real_study_text(root: Path | None) -> str:

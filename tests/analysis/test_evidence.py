@@ -14,7 +14,6 @@ from saah_lab.analysis.evidence import (
     adjust,
     compare_arms,
     compare_pairs,
-    evidence_summary,
     load_root_evidence,
     load_run_evidence,
     read_correctness,
@@ -23,6 +22,7 @@ from saah_lab.analysis.plan import Arm, default_plan
 from saah_lab.analysis.resultset import ResultSet
 from saah_lab.analysis.runs import read_runs
 from saah_lab.analysis.significance import binomial_two_sided_p, crossed_test, t_mde
+from saah_lab.report.texts import evidence_summary, mde_text, row_sentence
 from saah_lab.rundir.reader import DamagedResultsError
 from saah_lib.jsonio import atomic_write_json, write_jsonl
 from saah_lib.paths import REPO_ROOT
@@ -319,8 +319,6 @@ def test_on_the_committed_mini_study_the_summaries_are_the_tables_and_nothing_is
 # ------------------------------------------------------------------ nothing varies: no MDE (issue 39, item 9)
 
 def test_when_every_evaluation_scores_0_there_is_no_minimum_detectable_effect(tmp_path):
-    from saah_lab.analysis.sentences import mde_text, row_sentence
-
     for seed in (0, 1, 2):
         for method, alpha in (("sa", 0.5), ("grpo", 0.0)):
             write_run(tmp_path, method, alpha, seed, {0: _pattern(40, 0), 20: _pattern(40, 0)})

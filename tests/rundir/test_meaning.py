@@ -12,12 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from saah_lab.analysis.evidence import evidence_summary
 from saah_lab.analysis.resultset import ResultSet
 from saah_lab.report import plots as P
 from saah_lab.report.render import render_source
 from saah_lab.report.tables import DAMAGED_MARK, RESULT_TABLES, with_notes
-from saah_lab.report.texts import left_out_warning
+from saah_lab.report.texts import evidence_summary, left_out_warning
 from saah_lab.rundir.reader import DamagedResultsError, read_folders
 from saah_lib.paths import MINI_ROOT
 

@@ -6,7 +6,7 @@ import pytest
 
 from saah_lab.analysis.evidence import adjust, compare_arms, compare_pairs, load_root_evidence
 from saah_lab.analysis.plan import Arm, default_plan
-from saah_lab.analysis.sentences import _per_warm_start, evidence_paragraphs, num, percent
+from saah_lab.report.texts import _per_warm_start, evidence_paragraphs, num, percent
 
 SA, GRPO = Arm("sa", 0.5), Arm("grpo", 0.0)
 
