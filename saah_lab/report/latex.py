@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import pandas as pd
+
 from saah_lab.analysis.quantities import number_or_nan
 
 MISSING = "---"
@@ -93,14 +95,27 @@ def stacked(*lines: str) -> str:
     return r"\begin{tabular}[b]{@{}c@{}}" + r" \\ ".join(lines) + r"\end{tabular}"
 
 
-def table_float(body_lines: list[str], colspec: str, caption: str, label: str, notes: str = "",
-                fontsize: str = r"\small") -> str:
-    """A ``table`` float holding one booktabs tabular, scaled down only if wider than the text."""
+def tabular(cells: pd.DataFrame, colspec: str, before: dict[int, str] | None = None) -> str:
+    """The booktabs ``tabular`` of already formatted one-line cells, by ``Styler.to_latex``: the column labels
+    are the head (with a second level, a second row under a ``\\cmidrule`` of the columns that have one);
+    ``before[i]``: lines set before body row ``i`` (a rule or a title between blocks)."""
+    lines = cells.style.hide(axis="index").to_latex(column_format=colspec, hrules=True,
+                                                     multicol_align="c").splitlines()
+    spans = [i + 1 for i, label in enumerate(cells.columns) if cells.columns.nlevels == 2 and label[1]]
+    if spans:  # Styler spans their first-level label (\multicolumn) but sets no rule under it
+        lines.insert(3, rf"\cmidrule(lr){{{spans[0]}-{spans[-1]}}}")
+    first = lines.index(r"\midrule") + 1
+    for i, text in sorted((before or {}).items(), reverse=True):
+        lines.insert(first + i, text)
+    return "\n".join(lines)
+
+
+def table_float(cells: pd.DataFrame, colspec: str, caption: str, label: str, notes: str = "",
+                fontsize: str = r"\small", before: dict[int, str] | None = None) -> str:
+    """A ``table`` float holding the :func:`tabular` of ``cells``, scaled down only if wider than the text."""
     lines = [r"\begin{table}[H]", r"\centering", fontsize, rf"\caption{{{caption}}}", rf"\label{{{label}}}",
              r"\resizebox{\ifdim\width>\linewidth\linewidth\else\width\fi}{!}{%",
-             rf"\begin{{tabular}}{{{colspec}}}", r"\toprule"]
-    lines += body_lines
-    lines += [r"\bottomrule", r"\end{tabular}}"]
+             tabular(cells, colspec, before) + "}"]
     if notes:
         lines += [r"\par\smallskip", rf"{{\footnotesize {notes}\par}}"]
     lines += [r"\end{table}", ""]

@@ -59,14 +59,8 @@ def _truth(v) -> bool | None:
 def _source_phrase(rs: ResultSet) -> str:
     if rs.source == "paper_reported":
         return "Numbers reported in the paper (transcribed, not re-measured)"
-    root = "our results"
-    if rs.root is not None:
-        root = tex_path(repo_relative(rs.root))
+    root = "our results" if rs.root is None else tex_path(repo_relative(rs.root))
     return f"Our runs (\\texttt{{{root}}})"
-
-
-def _model_name(label) -> str:
-    return tex_escape(label)
 
 
 def _method_cell(method: str, alpha) -> str:
@@ -84,6 +78,15 @@ def _match(df: pd.DataFrame, model, method, alpha) -> pd.DataFrame:
 
 def _multi_seed(df: pd.DataFrame) -> bool:
     return df is not None and len(df) and "n_seeds" in df and (pd.to_numeric(df["n_seeds"], errors="coerce").fillna(1) > 1).any()
+
+
+def _seeds_cell(r: pd.Series, col: str, dp: int = decimals("pass_at_1"), sci: bool = False) -> str:
+    """``r[col]``, ``mean +- std`` where the row has several seeds."""
+    s = fmt(r.get(col), dp, sci=sci)
+    std = number_or_nan(r.get(col + "_std"))
+    if s != MISSING and not math.isnan(std) and number_or_nan(r.get("n_seeds")) > 1:
+        s = pm_cell(s, fmt(std, dp, sci=sci))
+    return s
 
 
 # ---------------------------------------------------------------------------
@@ -114,72 +117,86 @@ def main_rows(rs: ResultSet) -> pd.DataFrame:
     return pd.concat(keep, ignore_index=True) if keep else pd.DataFrame()
 
 
+MAIN_HEAD = ["Model", "Method", r"$\alpha$", "Steps", r"Pass@1$_{\mathrm{final}}$ $\uparrow$",
+             r"Pass@1$_{\mathrm{peak}}$ $\uparrow$", r"Train\,Var $\downarrow$", r"Mean\,KL"]
+INCOMPLETE_MARK = r"$^{\ast}$"
+
+
 def table_main(rs: ResultSet, prefix: str = "reported") -> str:
     """Summary table: final and peak Pass@1 (+-95% CI), train variance, mean KL."""
     rows = main_rows(rs)
     if rows.empty:
         return ""
     multi = _multi_seed(rows)
-    incomplete_note = damaged_note = False
-    flagged_rows = []
-    head = ["Model", "Method", r"$\alpha$", "Steps", r"Pass@1$_{\mathrm{final}}$ $\uparrow$",
-            r"Pass@1$_{\mathrm{peak}}$ $\uparrow$", r"Train\,Var $\downarrow$", r"Mean\,KL"]
-    if multi:
-        head.append("Seeds")
-    body = [" & ".join(head) + r" \\", r"\midrule"]
-    models = model_order(rows["model_label"])
-    for mi, model in enumerate(models):
-        block = rows[rows["model_label"] == model]
-        trained = block[block["method"] != "base"]
-        best = {}
-        if len(trained) >= 2:
-            for col, fn in (("final_pass_at_1", np.nanmax), ("peak_pass_at_1", np.nanmax), ("train_var", np.nanmin)):
-                vals = pd.to_numeric(trained[col], errors="coerce")
-                if vals.notna().sum() >= 2 and vals.dropna().nunique() > 1:  # nothing to single out if all tie
-                    best[col] = fn(vals)
-        for ri, (_, r) in enumerate(block.iterrows()):
-            n = int(number_or_nan(r.get("n_seeds")) if not math.isnan(number_or_nan(r.get("n_seeds"))) else 1)
-            seeds = n > 1
+    blocks = [rows[rows["model_label"] == model] for model in model_order(rows["model_label"])]
+    body = [cells for block in blocks for cells in _main_block(block, multi, rs.source)]
+    starts = np.cumsum([len(block) for block in blocks[:-1]])
+    cells = pd.DataFrame(body, columns=MAIN_HEAD + (["Seeds"] if multi else []))
+    return table_float(cells, "llcccccc" + ("c" if multi else ""), _main_caption(rs, rows, multi), f"{prefix}:main",
+                       _main_notes(rs, pd.concat(blocks)), before={int(i): r"\midrule" for i in starts})
 
-            def is_best(col):
-                return col in best and r["method"] != "base" and np.isclose(number_or_nan(r[col]), best[col])
 
-            def pm(col, errcol, dp):
-                err = r.get(col + "_std") if seeds else r.get(errcol)
-                return fmt_pm(r.get(col), err, dp, bold=is_best(col))
+def _main_block(block: pd.DataFrame, multi: bool, source: str) -> list[list[str]]:
+    """One model's rows; the model's name spans them."""
+    best = _column_best(block[block["method"] != "base"])
+    model = rf"\multirow{{{len(block)}}}{{*}}{{{tex_escape(model_short(block['model_label'].iloc[0]))}}}"
+    return [[model if i == 0 else ""] + _main_cells(r, best, multi, source)
+            for i, (_, r) in enumerate(block.iterrows())]
 
-            def val(col, dp):
-                s = fmt(r.get(col), dp, sci=True)
-                if seeds and s != MISSING and not math.isnan(number_or_nan(r.get(col + "_std"))):
-                    s = pm_cell(s, fmt(r.get(col + "_std"), dp, sci=True))
-                return bold_cell(s, is_best(col))
 
-            model_cell = ""
-            if ri == 0:
-                model_cell = rf"\multirow{{{len(block)}}}{{*}}{{{tex_escape(model_short(model))}}}"
-            steps = fmt(r.get("steps"), 0) if r["method"] != "base" else MISSING
-            if r["method"] != "base" and not bool(r.get("complete", True)):
-                steps += r"$^{\ast}$"
-                incomplete_note = True
-            if r["method"] != "base" and _truth(r.get("damaged")) is True:
-                steps += DAMAGED_MARK
-                damaged_note = True
-            if r["method"] != "base" and number_or_nan(r.get("n_flagged")) > 0:
-                steps += FLAG_MARK
-                flagged_rows.append(r)
-            method_cell = METHOD_LABELS.get(r["method"], tex_escape(r["method"]))
-            if r["method"] == "base" and rs.source != "paper_reported":
-                method_cell = "Base (step 0)" if str(r.get("base_kind", "")) == "step0" else "Base (before RL)"
-            cells = [model_cell, method_cell,
-                     MISSING if r["method"] == "base" else fmt_alpha(r["alpha"]), steps,
-                     pm("final_pass_at_1", "final_ci95", decimals("pass_at_1")),
-                     pm("peak_pass_at_1", "peak_ci95", decimals("pass_at_1")),
-                     val("train_var", decimals("train_var")), val("mean_kl", decimals("mean_kl"))]
-            if multi:
-                cells.append(str(n) if r["method"] != "base" else MISSING)
-            body.append("  " + " & ".join(cells) + r" \\")
-        if mi < len(models) - 1:
-            body.append(r"\midrule")
+def _column_best(trained: pd.DataFrame) -> dict:
+    """Per column, the value printed bold: the best of two or more trained rows (none if all tie)."""
+    best = {}
+    if len(trained) >= 2:
+        for col, fn in (("final_pass_at_1", np.nanmax), ("peak_pass_at_1", np.nanmax), ("train_var", np.nanmin)):
+            vals = pd.to_numeric(trained[col], errors="coerce")
+            if vals.notna().sum() >= 2 and vals.dropna().nunique() > 1:
+                best[col] = fn(vals)
+    return best
+
+
+def _main_cells(r: pd.Series, best: dict, multi: bool, source: str) -> list[str]:
+    """A summary row's cells after the model: ``mean +- std`` across seeds where it has several, else the CI."""
+    n = number_or_nan(r.get("n_seeds"))
+    n = 1 if math.isnan(n) else int(n)
+    base = r["method"] == "base"
+
+    def is_best(col):
+        return col in best and not base and np.isclose(number_or_nan(r[col]), best[col])
+
+    def pm(col, errcol):
+        err = r.get(col + "_std") if n > 1 else r.get(errcol)
+        return fmt_pm(r.get(col), err, decimals("pass_at_1"), bold=is_best(col))
+
+    method = METHOD_LABELS.get(r["method"], tex_escape(r["method"]))
+    if base and source != "paper_reported":
+        method = "Base (step 0)" if str(r.get("base_kind", "")) == "step0" else "Base (before RL)"
+    cells = [method, MISSING if base else fmt_alpha(r["alpha"]), MISSING if base else fmt(r.get("steps"), 0)
+             + _main_marks(r), pm("final_pass_at_1", "final_ci95"), pm("peak_pass_at_1", "peak_ci95")]
+    cells += [bold_cell(_seeds_cell(r, col, decimals(col), sci=True), is_best(col)) for col in ("train_var", "mean_kl")]
+    return cells + ([MISSING if base else str(n)] if multi else [])
+
+
+def _main_marks(r: pd.Series) -> str:
+    """A trained row's marks: a run incomplete, with damaged logs, flagged by the health rules."""
+    if r["method"] == "base":
+        return ""
+    return ((INCOMPLETE_MARK if not bool(r.get("complete", True)) else "")
+            + (DAMAGED_MARK if _truth(r.get("damaged")) is True else "")
+            + (FLAG_MARK if number_or_nan(r.get("n_flagged")) > 0 else ""))
+
+
+def _main_notes(rs: ResultSet, rows: pd.DataFrame) -> str:
+    marks = {i: _main_marks(r) for i, r in rows.iterrows()}
+    flagged = [r for i, r in rows.iterrows() if FLAG_MARK in marks[i]]
+    return " ".join(n for n, on in (
+        (INCOMPLETE_MARK + " run incomplete: not trained to its configured steps or not evaluated at the last one; "
+         "its numbers cover the logged part.", any(INCOMPLETE_MARK in m for m in marks.values())),
+        (DAMAGED_NOTE, any(DAMAGED_MARK in m for m in marks.values())),
+        (_without_flagged_note(rs, flagged), bool(flagged))) if on)
+
+
+def _main_caption(rs: ResultSet, rows: pd.DataFrame, multi: bool) -> str:
     if rs.source == "paper_reported":
         base_txt = _reported_base_text(rs)
     else:
@@ -202,13 +219,7 @@ def table_main(rs: ResultSet, prefix: str = "reported") -> str:
            "Bold: best value of the column within a model. " + base_txt)
     if multi:
         cap += " Rows with Seeds $>1$ show the mean $\\pm$ sample standard deviation across seeds instead of the CI."
-    notes = " ".join(n for n, on in (
-        (r"$^{\ast}$ run incomplete: not trained to its configured steps or not evaluated at the last one; "
-         "its numbers cover the logged part.", incomplete_note),
-        (DAMAGED_NOTE, damaged_note),
-        (_without_flagged_note(rs, flagged_rows), bool(flagged_rows))) if on)
-    colspec = "llcccccc" + ("c" if multi else "")
-    return table_float(body, colspec, cap, f"{prefix}:main", notes)
+    return cap
 
 
 def _reported_base_text(rs: ResultSet) -> str:
@@ -252,6 +263,11 @@ def _without_flagged_note(rs: ResultSet, flagged_rows: list) -> str:
             "runs: " + "; ".join(parts) + ".")
 
 
+def _spread(length: int, n: int) -> np.ndarray:
+    """Indices of ``n`` of ``length`` items evenly spaced, first and last kept (all of them up to ``n``)."""
+    return np.unique(np.round(np.linspace(0, length - 1, min(n, length))).astype(int))
+
+
 def checkpoint_steps(rs: ResultSet, model, max_columns: int = 10) -> list[int]:
     """Evaluated training steps shown for ``model`` (evenly thinned to ``max_columns``, last kept)."""
     ck = rs.checkpoints
@@ -259,10 +275,26 @@ def checkpoint_steps(rs: ResultSet, model, max_columns: int = 10) -> list[int]:
         return []
     sub = ck[(ck["model_label"] == model) & ck["in_main"].astype(bool)]
     steps = sorted({int(s) for s in sub["step"].dropna()})
-    if len(steps) > max_columns:
-        idx = np.unique(np.round(np.linspace(0, len(steps) - 1, max_columns)).astype(int))
-        steps = [steps[i] for i in idx]
-    return steps
+    return [steps[i] for i in _spread(len(steps), max_columns)]
+
+
+def _step_head(first: str, title: str, steps: list[int], after: tuple = ()) -> pd.MultiIndex:
+    """Two head rows: ``title`` over the steps, the other labels spanning both rows."""
+    return pd.MultiIndex.from_tuples([(first, "")] + [(title, str(s)) for s in steps] + [(a, "") for a in after])
+
+
+def _step_cells(ck: pd.DataFrame, model, method: str, alpha, steps: list[int], with_std: bool = True) -> list[str]:
+    """Pass@1 of one (model, method, alpha) at each of ``steps``, ``mean +- std`` where seeds give a std."""
+    g = _match(ck, model, method, alpha)
+    vals = dict(zip(g["step"].astype(int), g["pass_at_1"]))
+    stds = dict(zip(g["step"].astype(int), g.get("pass_at_1_std", pd.Series(np.nan, index=g.index))))
+    cells = []
+    for s in steps:
+        c = fmt(vals.get(s), decimals("pass_at_1"))
+        if with_std and c != MISSING and not math.isnan(number_or_nan(stds.get(s))):
+            c = pm_cell(c, fmt(stds.get(s), decimals("pass_at_1")))
+        cells.append(c)
+    return cells
 
 
 def table_checkpoints(rs: ResultSet, model, prefix: str = "reported", max_columns: int = 10) -> str:
@@ -272,37 +304,20 @@ def table_checkpoints(rs: ResultSet, model, prefix: str = "reported", max_column
     if not steps:
         return ""
     sub = ck[(ck["model_label"] == model) & ck["in_main"].astype(bool)]
-    groups = []
-    for method in ("grpo", "ah", "sa"):
-        for a in sorted(pd.to_numeric(sub.loc[sub.method == method, "alpha"]).unique()):
-            groups.append((method, a))
     multi = _multi_seed(sub)
-    k = len(steps)
-    body = [rf"\multirow{{2}}{{*}}{{Method}} & \multicolumn{{{k}}}{{c}}{{Pass@1 by Checkpoint Step}} \\",
-            rf"\cmidrule(lr){{2-{k + 1}}}",
-            "& " + " & ".join(str(s) for s in steps) + r" \\", r"\midrule"]
-    for method, a in groups:
-        g = _match(sub, model, method, a)
-        vals = dict(zip(g["step"].astype(int), g["pass_at_1"]))
-        stds = dict(zip(g["step"].astype(int), g.get("pass_at_1_std", pd.Series(np.nan, index=g.index))))
-        cells = []
-        for s in steps:
-            c = fmt(vals.get(s), decimals("pass_at_1"))
-            if multi and c != MISSING and not math.isnan(number_or_nan(stds.get(s))):
-                c = pm_cell(c, fmt(stds.get(s), decimals("pass_at_1")))
-            cells.append(c)
-        body.append(f"{_method_cell(method, a)}\n  & " + " & ".join(cells) + r" \\")
-    n_eval = ""
-    if rs.source == "paper_reported":
-        n_eval = " (greedy decoding, 500 problems)"
+    body = [[_method_cell(method, a)] + _step_cells(sub, model, method, a, steps, multi)
+            for method in ("grpo", "ah", "sa")
+            for a in sorted(pd.to_numeric(sub.loc[sub.method == method, "alpha"]).unique())]
+    cells = pd.DataFrame(body, columns=_step_head(r"\multirow{2}{*}{Method}", "Pass@1 by Checkpoint Step", steps))
+    n_eval = " (greedy decoding, 500 problems)" if rs.source == "paper_reported" else ""
     cap = (f"{_source_phrase(rs)}: Pass@1 at each evaluated training step, "
-           f"\\textbf{{{_model_name(model)}}}{n_eval}. ``---'': no evaluation at that step (run shorter or incomplete).")
+           f"\\textbf{{{tex_escape(model)}}}{n_eval}. ``---'': no evaluation at that step (run shorter or incomplete).")
     if multi:
         cap += " Cells with several seeds show mean $\\pm$ sample standard deviation across seeds."
     all_steps = sorted({int(s) for s in sub["step"].dropna()})
     if len(all_steps) > len(steps):
         cap += f" {len(all_steps)} evaluated steps, {len(steps)} shown (evenly spaced, last included)."
-    return table_float(body, "l" + "c" * k, cap, f"{prefix}:checkpoints:{slug(model)}")
+    return table_float(cells, "l" + "c" * len(steps), cap, f"{prefix}:checkpoints:{slug(model)}")
 
 
 def table_ablation(rs: ResultSet, prefix: str = "reported", max_columns: int = 8) -> str:
@@ -310,85 +325,66 @@ def table_ablation(rs: ResultSet, prefix: str = "reported", max_columns: int = 8
     ab = rs.ablation
     if ab is None or ab.empty:
         return ""
-    model = ab["model_label"].iloc[0]
-    ck = rs.checkpoints
-    core = ab[ab["method"] != "sa"]
-    steps = set()
-    for _, r in core.iterrows():
-        steps |= {int(s) for s in _match(ck, model, r["method"], r["alpha"])["step"].dropna()}
-    steps = sorted(steps)
-    if len(steps) > max_columns:
-        idx = np.unique(np.round(np.linspace(0, len(steps) - 1, max_columns)).astype(int))
-        steps = [steps[i] for i in idx]
-    k = len(steps)
+    model, ck = ab["model_label"].iloc[0], rs.checkpoints
+    core, sa = ab[ab["method"] != "sa"], ab[ab["method"] == "sa"]
+    steps = sorted({int(s) for _, r in core.iterrows()
+                    for s in _match(ck, model, r["method"], r["alpha"])["step"].dropna()})
+    steps = [steps[i] for i in _spread(len(steps), max_columns)]
     phantom = bool((pd.to_numeric(ab["alpha"], errors="coerce") < 0).any())
-    peaks = pd.to_numeric(core["peak_pass_at_1"], errors="coerce")
-    best_peak = peaks.max() if peaks.dropna().nunique() > 1 else float("nan")
-    body = [rf"\multirow{{2}}{{*}}{{$\alpha$}} & \multicolumn{{{k}}}{{c}}{{Pass@1 by Step}} & "
-            r"\multirow{2}{*}{Peak $\uparrow$} & \multirow{2}{*}{Final $\uparrow$} \\",
-            rf"\cmidrule(lr){{2-{k + 1}}}",
-            "& " + " & ".join(str(s) for s in steps) + r" & & \\", r"\midrule"]
-    notes = []
-    max_col = max(steps) if steps else 0
-
-    def step_cells(r):
-        g = _match(ck, model, r["method"], r["alpha"])
-        vals = dict(zip(g["step"].astype(int), g["pass_at_1"]))
-        stds = dict(zip(g["step"].astype(int), g.get("pass_at_1_std", pd.Series(np.nan, index=g.index))))
-        cells = []
-        for s in steps:
-            c = fmt(vals.get(s), decimals("pass_at_1"))
-            if c != MISSING and not math.isnan(number_or_nan(stds.get(s))):
-                c = pm_cell(c, fmt(stds.get(s), decimals("pass_at_1")))
-            cells.append(c)
-        return cells
-
-    def pm(r, col):
-        s = fmt(r[col], decimals("pass_at_1"))
-        std = number_or_nan(r.get(col + "_std"))
-        if s != MISSING and not math.isnan(std) and number_or_nan(r.get("n_seeds")) > 1:
-            s = pm_cell(s, fmt(std, decimals("pass_at_1")))
-        return s
-
-    for _, r in core.iterrows():
-        label = fmt_alpha(r["alpha"], min_dp=2, phantom=phantom)
-        if r["method"] == "grpo":
-            label += " (GRPO)"
-        peak = bold_cell(pm(r, "peak_pass_at_1"), np.isclose(number_or_nan(r["peak_pass_at_1"]), best_peak)
-                     and core["peak_pass_at_1"].notna().sum() >= 2)
-        if bool(r.get("partial")):
-            peak += r"$^{\dagger}$"
-            notes.append(r"$^{\dagger}$ " + (tex_escape(r["note"]) if r.get("note") else
-                                            "run incomplete; its peak covers only the steps it reached."))
-        body.append(f"{label} & " + " & ".join(step_cells(r)) + f" & {peak} & {pm(r, 'final_pass_at_1')}" + r" \\")
-    sa = ab[ab["method"] == "sa"]
-    if len(sa):
-        body.append(r"\midrule")
-    for _, r in sa.iterrows():
-        name = f"SA-AH-GRPO {fmt_alpha(r['alpha'], min_dp=2)}"
-        steps_run = number_or_nan(r.get("steps"))
-        extra = "" if not bool(r.get("partial")) else r"$^{\ast}$"
-        if not math.isnan(steps_run) and steps_run > max_col:
-            body.append(f"{name} & " + " & ".join(step_cells(r)) + f" & {MISSING} & {MISSING}" + r" \\")
-            body.append(rf"\quad ({int(steps_run)} steps) & " + " & ".join([MISSING] * k)
-                        + f" & {pm(r, 'peak_pass_at_1')}{extra} & {pm(r, 'final_pass_at_1')}" + r" \\")
-        else:
-            body.append(f"{name} & " + " & ".join(step_cells(r)) + f" & {pm(r, 'peak_pass_at_1')}{extra} & "
-                        f"{pm(r, 'final_pass_at_1')}" + r" \\")
-        if extra:
-            notes.append(r"$^{\ast}$ SA-AH-GRPO run incomplete.")
-    cap = (f"{_source_phrase(rs)}: AH-GRPO $\\alpha$ ablation on \\textbf{{{_model_name(model)}}}. "
+    body, notes = _ablation_rows(ck, model, core, steps, phantom)
+    sa_body, sa_notes = _ablation_sa_rows(ck, model, sa, steps)
+    head = _step_head(r"\multirow{2}{*}{$\alpha$}", "Pass@1 by Step", steps,
+                      (r"\multirow{2}{*}{Peak $\uparrow$}", r"\multirow{2}{*}{Final $\uparrow$}"))
+    cap = (f"{_source_phrase(rs)}: AH-GRPO $\\alpha$ ablation on \\textbf{{{tex_escape(model)}}}. "
            "Pass@1 at each evaluated step, then peak (best checkpoint) and final (last checkpoint). "
-           "$\\alpha=0$ is plain GRPO; the last block is SA-AH-GRPO at the main $\\alpha$ for reference "
-           "(its peak and final cover its whole run). Bold: highest peak among the AH-GRPO/GRPO rows.")
-    if len(sa) > 1:
-        cap = cap.replace("the last block is SA-AH-GRPO at the main $\\alpha$ for reference",
-                          "the last block is the SA-AH-GRPO sweep over $\\alpha$")
+           "$\\alpha=0$ is plain GRPO; the last block is " + ("the SA-AH-GRPO sweep over $\\alpha$" if len(sa) > 1
+                                                            else "SA-AH-GRPO at the main $\\alpha$ for reference")
+           + " (its peak and final cover its whole run). Bold: highest peak among the AH-GRPO/GRPO rows.")
     if _multi_seed(ab):
         cap += " Rows with several seeds show mean $\\pm$ sample standard deviation across seeds."
     if rs.source == "paper_reported":
         cap += " The paper flags the $\\alpha=0.25$ run as partial although it lists a value at every step."
-    return table_float(body, "l" + "c" * k + "cc", cap, f"{prefix}:ablation", " ".join(dict.fromkeys(notes)))
+    return table_float(pd.DataFrame(body + sa_body, columns=head), "l" + "c" * len(steps) + "cc", cap,
+                       f"{prefix}:ablation", " ".join(dict.fromkeys(notes + sa_notes)),
+                       before={len(body): r"\midrule"} if sa_body else None)
+
+
+def _ablation_rows(ck: pd.DataFrame, model, core: pd.DataFrame, steps: list[int],
+                   phantom: bool) -> tuple[list, list[str]]:
+    """The AH-GRPO/GRPO rows by alpha, the highest peak bold, and their notes."""
+    peaks = pd.to_numeric(core["peak_pass_at_1"], errors="coerce")
+    best_peak = peaks.max() if peaks.dropna().nunique() > 1 else float("nan")
+    rows, notes = [], []
+    for _, r in core.iterrows():
+        label = fmt_alpha(r["alpha"], min_dp=2, phantom=phantom) + (" (GRPO)" if r["method"] == "grpo" else "")
+        peak = bold_cell(_seeds_cell(r, "peak_pass_at_1"), np.isclose(number_or_nan(r["peak_pass_at_1"]), best_peak)
+                         and core["peak_pass_at_1"].notna().sum() >= 2)
+        if bool(r.get("partial")):
+            peak += r"$^{\dagger}$"
+            notes.append(r"$^{\dagger}$ " + (tex_escape(r["note"]) if r.get("note") else
+                                            "run incomplete; its peak covers only the steps it reached."))
+        rows.append([label, *_step_cells(ck, model, r["method"], r["alpha"], steps), peak,
+                     _seeds_cell(r, "final_pass_at_1")])
+    return rows, notes
+
+
+def _ablation_sa_rows(ck: pd.DataFrame, model, sa: pd.DataFrame, steps: list[int]) -> tuple[list, list[str]]:
+    """The SA-AH-GRPO reference rows; a run longer than the step columns puts its peak and final on a line below."""
+    rows, notes = [], []
+    for _, r in sa.iterrows():
+        name = f"SA-AH-GRPO {fmt_alpha(r['alpha'], min_dp=2)}"
+        steps_run = number_or_nan(r.get("steps"))
+        extra = "" if not bool(r.get("partial")) else INCOMPLETE_MARK
+        ends = [_seeds_cell(r, "peak_pass_at_1") + extra, _seeds_cell(r, "final_pass_at_1")]
+        cells = _step_cells(ck, model, r["method"], r["alpha"], steps)
+        if not math.isnan(steps_run) and steps_run > max(steps, default=0):
+            rows += [[name, *cells, MISSING, MISSING],
+                     [rf"\quad ({int(steps_run)} steps)", *[MISSING] * len(steps), *ends]]
+        else:
+            rows.append([name, *cells, *ends])
+        if extra:
+            notes.append(r"$^{\ast}$ SA-AH-GRPO run incomplete.")
+    return rows, notes
 
 
 def diagnostic_groups(rs: ResultSet, methods=("sa",)) -> list[tuple]:
@@ -396,13 +392,9 @@ def diagnostic_groups(rs: ResultSet, methods=("sa",)) -> list[tuple]:
     d = rs.diagnostics
     if d is None or d.empty:
         return []
-    out = []
-    for model in model_order(d["model_label"]):
-        for method in methods:
-            sub = d[(d["model_label"] == model) & (d["method"] == method)]
-            for a in sorted(pd.to_numeric(sub["alpha"], errors="coerce").dropna().unique()):
-                out.append((model, method, a))
-    return out
+    return [(model, method, a) for model in model_order(d["model_label"]) for method in methods
+            for a in sorted(pd.to_numeric(d.loc[(d["model_label"] == model) & (d["method"] == method), "alpha"],
+                                          errors="coerce").dropna().unique())]
 
 
 def table_diagnostics(rs: ResultSet, model, method: str = "sa", alpha=None, prefix: str = "reported",
@@ -419,25 +411,22 @@ def table_diagnostics(rs: ResultSet, model, method: str = "sa", alpha=None, pref
     sub = _match(d, model, method, alpha).sort_values("step")
     if sub.empty:
         return ""
-    if len(sub) > max_rows:
-        idx = np.unique(np.round(np.linspace(0, len(sub) - 1, max_rows)).astype(int))
-        sub = sub.iloc[idx]
+    sub = sub.iloc[_spread(len(sub), max_rows)]
     head = ["Step", "Pass@1", r"$\bar{r}$", "KL", r"$\bar{H}$", r"$\bar{w}$", r"$\bar{w}_-$", r"$f_-$", "len"]
-    body = [" & ".join(head) + r" \\", r"\midrule"]
-    dagger = False
+    body, dagger = [], False
     for _, r in sub.iterrows():
         wneg = fmt(r.get("weight_neg_mean"), decimals("weight"))
         if str(r.get("weight_neg_note", "")) == "all_positive":
             wneg += r"$^{\dagger}$"
             dagger = True
         rew = fmt_pm(r.get("reward_mean"), r.get("reward_std"), decimals("reward"))
-        cells = [fmt(r["step"], 0), fmt(r.get("pass_at_1"), decimals("pass_at_1")), rew, fmt(r.get("kl"), decimals("kl"), sci=True),
-                 fmt(r.get("entropy_norm"), decimals("entropy")), fmt(r.get("weight_mean"), decimals("weight")), wneg,
-                 fmt(r.get("neg_frac"), decimals("neg_frac")), fmt(r.get("completion_length"), decimals("completion_length"))]
-        body.append(" & ".join(cells) + r" \\")
+        body.append([fmt(r["step"], 0), fmt(r.get("pass_at_1"), decimals("pass_at_1")), rew,
+                     fmt(r.get("kl"), decimals("kl"), sci=True), fmt(r.get("entropy_norm"), decimals("entropy")),
+                     fmt(r.get("weight_mean"), decimals("weight")), wneg, fmt(r.get("neg_frac"), decimals("neg_frac")),
+                     fmt(r.get("completion_length"), decimals("completion_length"))])
     name = METHOD_LABELS.get(method, method)
     cap = (f"{_source_phrase(rs)}: {name} ($\\alpha$={fmt_alpha(alpha)}) training diagnostics, "
-           f"\\textbf{{{_model_name(model)}}}, at the first logged step and every evaluation interval. "
+           f"\\textbf{{{tex_escape(model)}}}, at the first logged step and every evaluation interval. "
            "$\\bar{r}$: mean total reward $\\pm$ its standard deviation over the step's completions; "
            "KL: mean per-token KL to the reference; $\\bar{H}$: mean normalised entropy; "
            "$\\bar{w}$: mean token weight; $\\bar{w}_-$: mean weight on tokens of negative-advantage "
@@ -453,7 +442,7 @@ def table_diagnostics(rs: ResultSet, model, method: str = "sa", alpha=None, pref
     label = f"{prefix}:diag:{method}:{slug(model)}"
     if not np.isclose(number_or_nan(alpha), MAIN_ALPHA):  # one table per alpha: each needs its own label
         label += f":a{number_or_nan(alpha):g}"
-    return table_float(body, "rcccccccc", cap, label, notes)
+    return table_float(pd.DataFrame(body, columns=head), "rcccccccc", cap, label, notes)
 
 
 def table_hparams(rs: ResultSet, prefix: str = "reported") -> str:
@@ -461,11 +450,9 @@ def table_hparams(rs: ResultSet, prefix: str = "reported") -> str:
     hp = rs.hparams
     if hp is None or len(hp) == 0:
         return ""
-    body = [r"Hyperparameter & Value \\", r"\midrule"]
-    for _, r in hp.iterrows():
-        body.append(f"{r['hyperparameter_latex']} & {r['value_latex']}" + r" \\")
+    cells = pd.DataFrame({"Hyperparameter": hp["hyperparameter_latex"], "Value": hp["value_latex"]})
     cap = f"{_source_phrase(rs)}: hyperparameters shared by all runs of the paper."
-    return table_float(body, "lc", cap, f"{prefix}:hparams")
+    return table_float(cells, "lc", cap, f"{prefix}:hparams")
 
 
 def table_setup(rs: ResultSet, prefix: str = "ours") -> str:
@@ -473,26 +460,24 @@ def table_setup(rs: ResultSet, prefix: str = "ours") -> str:
     runs = rs.runs
     if runs is None or runs.empty:
         return ""
-    cols = [("run_id", "Run"), ("model_label", "Model"), ("method", "Method"), ("alpha", r"$\alpha$"),
-            ("seed", "Seed"), ("steps", "Steps"), ("eval_every", "Eval every")]
-    head = [c[1] for c in cols] + ["Logged", "Evals", r"Pass@1$_{\mathrm{final}}$"]
-    body = [" & ".join(head) + r" \\", r"\midrule"]
-    r_sorted = runs.copy()
-    r_sorted["_o"] = r_sorted["model_label"].map({m: i for i, m in enumerate(model_order(runs["model_label"]))})
-    for _, r in r_sorted.sort_values(["_o", "method", "alpha", "seed"], kind="stable").iterrows():
-        marks = ((r"$^{\ast}$" if _truth(r.get("complete")) is False else "")
+    head = ["Run", "Model", "Method", r"$\alpha$", "Seed", "Steps", "Eval every", "Logged", "Evals",
+            r"Pass@1$_{\mathrm{final}}$"]
+    body, order = [], {m: i for i, m in enumerate(model_order(runs["model_label"]))}
+    for _, r in runs.assign(_o=runs["model_label"].map(order)).sort_values(["_o", "method", "alpha", "seed"],
+                                                                           kind="stable").iterrows():
+        marks = ((INCOMPLETE_MARK if _truth(r.get("complete")) is False else "")
                  + (DAMAGED_MARK if _truth(r.get("damaged")) is True else "")
                  + (FLAG_MARK if _truth(r.get("flagged")) is True else "")
                  + (FALLBACK_MARK if isinstance(r.get("compile_fallback"), str) else ""))
-        cells = [r"\texttt{" + tex_escape(r["run_id"]) + "}" + marks, tex_escape(r.get("model_label")),
-                 METHOD_LABELS.get(r.get("method"), tex_escape(r.get("method"))), fmt_alpha(r.get("alpha")),
-                 fmt(r.get("seed"), 0), fmt(r.get("steps"), 0), fmt(r.get("eval_every"), 0),
-                 str(int(r.get("n_steps_logged", 0))), str(int(r.get("n_evals", 0))),
-                 fmt(r.get("final_pass_at_1"), decimals("pass_at_1"))]
-        body.append(" & ".join(cells) + r" \\")
+        body.append([r"\texttt{" + tex_escape(r["run_id"]) + "}" + marks, tex_escape(r.get("model_label")),
+                     METHOD_LABELS.get(r.get("method"), tex_escape(r.get("method"))), fmt_alpha(r.get("alpha")),
+                     fmt(r.get("seed"), 0), fmt(r.get("steps"), 0), fmt(r.get("eval_every"), 0),
+                     str(int(r.get("n_steps_logged", 0))), str(int(r.get("n_evals", 0))),
+                     fmt(r.get("final_pass_at_1"), decimals("pass_at_1"))])
     cap = (f"{_source_phrase(rs)}: the runs found, their configuration (\\texttt{{config.json}}) "
            "and how many training steps and evaluations they logged.")
-    return table_float(body, "lllcccccc c", cap, f"{prefix}:setup", fontsize=r"\scriptsize") + fallback_note(runs)
+    return (table_float(pd.DataFrame(body, columns=head), "lllcccccc c", cap, f"{prefix}:setup",
+                        fontsize=r"\scriptsize") + fallback_note(runs))
 
 
 def fallback_note(runs) -> str:
@@ -591,12 +576,13 @@ def testable(summary: dict | None) -> bool:
     return any(r["n_units"] >= 2 for r in (summary or {}).get("rows", []))
 
 
-def _paired_body(rows: list[dict], head: list[str], cells) -> list[str]:
-    body = [" & ".join(head) + r" \\"]
+def _paired_body(rows: list[dict], head: list[str], cells) -> dict:
+    """:func:`table_float`'s cells of the blocks (:func:`_blocks`) and each block's rule and title line."""
+    body, before = [], {}
     for title, block in _blocks(rows):
-        body += [r"\midrule", rf"\multicolumn{{{len(head)}}}{{l}}{{{title}}} \\"]
-        body += [" & ".join(cells(r)) + r" \\" for r in block]
-    return body
+        before[len(body)] = (r"\midrule" + "\n" if body else "") + rf"\multicolumn{{{len(head)}}}{{l}}{{{title}}} \\"
+        body += [cells(r) for r in block]
+    return {"cells": pd.DataFrame(body, columns=head), "before": before}
 
 
 def _design(rows: list[dict]) -> str:
@@ -623,8 +609,8 @@ def table_paired(rows: list[dict], summary: dict, prefix: str = "mini", name: st
     warning = left_out_warning(summary)
     if warning:
         caption += r" \textbf{Warning:} " + tex_escape(warning)
-    return table_float(_paired_body(rows, head, lambda r: _row_cells(r, summary["level"])), "lccccccc", caption,
-                       f"{prefix}:{name}", _flag_notes(rows))
+    return table_float(colspec="lccccccc", caption=caption, label=f"{prefix}:{name}", notes=_flag_notes(rows),
+                       **_paired_body(rows, head, lambda r: _row_cells(r, summary["level"])))
 
 
 def table_paired_details(rows: list[dict], summary: dict, prefix: str = "mini", name: str = "paired_details") -> str:
@@ -650,7 +636,8 @@ def table_paired_details(rows: list[dict], summary: dict, prefix: str = "mini", 
         "Peak rows compare each run's best checkpoint, chosen on these same problems; (= final): the peak is the "
         "final checkpoint in every run, so the row repeats the final one."
     )
-    return table_float(_paired_body(rows, head, _detail_cells), "lcccc", caption, f"{prefix}:{name}")
+    return table_float(colspec="lcccc", caption=caption, label=f"{prefix}:{name}",
+                       **_paired_body(rows, head, _detail_cells))
 
 
 def table_topk(result: dict, prefix: str = "mini", alpha: str = f"{MAIN_ALPHA:g}") -> str:
@@ -658,21 +645,18 @@ def table_topk(result: dict, prefix: str = "mini", alpha: str = f"{MAIN_ALPHA:g}
     rows = [r for r in result.get("per_k", []) if not r["exact"]]
     if not rows or alpha not in rows[0]["weights"]:
         return ""
-    body = [r"$K$ & $K/V$ & mean $|\Delta H|$ & max $|\Delta H|$ & mean signed $\Delta H$ & tail mass mean (max) & "
-            r"mean rel.\ $\Delta w$ & max rel.\ $\Delta w$ & last-token rel.\ $\Delta w$ (mean / max) \\",
-            r"\midrule"]
+    head = [r"$K$", r"$K/V$", r"mean $|\Delta H|$", r"max $|\Delta H|$", r"mean signed $\Delta H$",
+            "tail mass mean (max)", r"mean rel.\ $\Delta w$", r"max rel.\ $\Delta w$",
+            r"last-token rel.\ $\Delta w$ (mean / max)"]
 
     def e(x):
         return MISSING if x is None or (isinstance(x, float) and math.isnan(x)) else _sci(x)
 
-    for r in rows:
-        w = r["weights"][alpha]
-        body.append(" & ".join([
-            str(r["k"]), f"{100 * r['frac_vocab']:.1f}\\%", e(r["entropy_abs_err"]["mean"]),
-            e(r["entropy_abs_err"]["max"]), e(r["entropy_signed_err_mean"]),
-            f"{e(1 - r['topk_mass']['mean'])} ({e(1 - r['topk_mass']['min'])})", e(w["rel_err"]["mean"]),
-            e(w["rel_err"]["max"]), f"{e(w['last_token_rel_err']['mean'])} / {e(w['last_token_rel_err']['max'])}",
-        ]) + r" \\")
+    body = [[str(r["k"]), f"{100 * r['frac_vocab']:.1f}\\%", e(r["entropy_abs_err"]["mean"]),
+             e(r["entropy_abs_err"]["max"]), e(r["entropy_signed_err_mean"]),
+             f"{e(1 - r['topk_mass']['mean'])} ({e(1 - r['topk_mass']['min'])})", e(w["rel_err"]["mean"]),
+             e(w["rel_err"]["max"]), f"{e(w['last_token_rel_err']['mean'])} / {e(w['last_token_rel_err']['max'])}"]
+            for r in rows for w in [r["weights"][alpha]]]
     caption = (
         f"Top-$K$ entropy estimate against the exact entropy on {result['n_rollouts']} sampled rollouts "
         f"({result['n_tokens']:,} completion tokens; {result['n_prompts']} training prompts $\\times$ "
@@ -684,7 +668,7 @@ def table_topk(result: dict, prefix: str = "mini", alpha: str = f"{MAIN_ALPHA:g}
         f"Weights: $w_t=\\exp(-\\alpha\\sum_{{s\\le t}}H_s)$ at $\\alpha={alpha}$; rel.\\ $\\Delta w = |w^{{(K)}}_t-w_t|/w_t$, "
         "over all tokens and at each completion's last token (where the error has accumulated)."
     )
-    return table_float(body, "rrccccccc", caption, f"{prefix}:topk")
+    return table_float(pd.DataFrame(body, columns=head), "rrccccccc", caption, f"{prefix}:topk")
 
 
 def _sci(x: float) -> str:

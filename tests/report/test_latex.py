@@ -1,6 +1,20 @@
-"""LaTeX cells: the paper's number formats, missing values, tiny values in one math group, escaping."""
+"""LaTeX cells: the paper's number formats, missing values, tiny values in one math group, escaping; the booktabs
+tabular that Styler builds of them."""
 
-from saah_lab.report.latex import MISSING, bold_cell, fmt, fmt_alpha, fmt_pm, pm_cell, stacked, table_float, tex_escape
+import pandas as pd
+
+from saah_lab.report.latex import (
+    MISSING,
+    bold_cell,
+    fmt,
+    fmt_alpha,
+    fmt_pm,
+    pm_cell,
+    stacked,
+    table_float,
+    tabular,
+    tex_escape,
+)
 
 
 def test_formatting():
@@ -25,10 +39,22 @@ def test_tiny_values_stay_in_one_math_group():
 def test_bold_cells_and_the_table_float():
     assert bold_cell("0.5", True) == "\\textbf{0.5}" and bold_cell("$0.5$", True) == "$\\mathbf{0.5}$"
     assert bold_cell(MISSING, True) == MISSING and bold_cell("0.5", False) == "0.5"
-    tex = table_float(["a & b \\\\"], "lc", "Cap", "x:y", notes="N")
+    tex = table_float(pd.DataFrame([["a", "$b$"]], columns=["A", "B"]), "lc", "Cap", "x:y", notes="N")
     assert tex.splitlines()[:5] == ["\\begin{table}[H]", "\\centering", "\\small", "\\caption{Cap}", "\\label{x:y}"]
-    assert "\\toprule\na & b \\\\\n\\bottomrule" in tex and "{\\footnotesize N\\par}" in tex
-    assert tex.endswith("\\end{table}\n")
+    assert "\\begin{tabular}{lc}\n\\toprule\nA & B \\\\\n\\midrule\na & $b$ \\\\\n\\bottomrule\n\\end{tabular}}" in tex
+    assert "{\\footnotesize N\\par}" in tex and tex.endswith("\\end{table}\n")
+
+
+def test_a_tabular_with_a_two_row_head_and_rules_between_blocks():
+    """A second level of labels is a second head row under a cmidrule of the spanned columns; the lines of
+    ``before`` go before their body rows (the rules and titles between blocks)."""
+    head = pd.MultiIndex.from_tuples([("\\multirow{2}{*}{M}", ""), ("By step", "10"), ("By step", "20"), ("Peak", "")])
+    cells = pd.DataFrame([["a", "1", "2", "3"], ["b", "4", "5", "6"], ["c", "7", "8", "9"]], columns=head)
+    assert tabular(cells, "lccc", before={0: "T0 \\\\", 2: "\\midrule"}).splitlines() == [
+        "\\begin{tabular}{lccc}", "\\toprule",
+        "\\multirow{2}{*}{M} & \\multicolumn{2}{c}{By step} & Peak \\\\", "\\cmidrule(lr){2-3}", " & 10 & 20 &  \\\\",
+        "\\midrule", "T0 \\\\", "a & 1 & 2 & 3 \\\\", "b & 4 & 5 & 6 \\\\", "\\midrule", "c & 7 & 8 & 9 \\\\",
+        "\\bottomrule", "\\end{tabular}"]
 
 
 def test_a_stacked_head():
