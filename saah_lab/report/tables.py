@@ -474,7 +474,7 @@ def table_setup(rs: ResultSet, prefix: str = "ours") -> str:
     if runs is None or runs.empty:
         return ""
     cols = [("run_id", "Run"), ("model_label", "Model"), ("method", "Method"), ("alpha", r"$\alpha$"),
-            ("seed", "Seed"), ("steps", "Steps"), ("eval_every", "Eval every")]
+            ("seed", "Seed"), ("max_steps", "Steps"), ("eval_every", "Eval every")]
     head = [c[1] for c in cols] + ["Logged", "Evals", r"Pass@1$_{\mathrm{final}}$"]
     body = [" & ".join(head) + r" \\", r"\midrule"]
     r_sorted = runs.copy()
@@ -486,7 +486,7 @@ def table_setup(rs: ResultSet, prefix: str = "ours") -> str:
                  + (FALLBACK_MARK if isinstance(r.get("compile_fallback"), str) else ""))
         cells = [r"\texttt{" + tex_escape(r["run_id"]) + "}" + marks, tex_escape(r.get("model_label")),
                  METHOD_LABELS.get(r.get("method"), tex_escape(r.get("method"))), fmt_alpha(r.get("alpha")),
-                 fmt(r.get("seed"), 0), fmt(r.get("steps"), 0), fmt(r.get("eval_every"), 0),
+                 fmt(r.get("seed"), 0), fmt(r.get("max_steps"), 0), fmt(r.get("eval_every"), 0),
                  str(int(r.get("n_steps_logged", 0))), str(int(r.get("n_evals", 0))),
                  fmt(r.get("final_pass_at_1"), decimals("pass_at_1"))]
         body.append(" & ".join(cells) + r" \\")
