@@ -115,7 +115,7 @@ def runs_frame(folders: list[RunFolder]) -> pd.DataFrame:
         row["problems"] = "; ".join(folder.problems)
         row["compile_fallback"] = folder.compile_fallback
         rows.append(row)
-    cols = ["run_id", "model_label", "method", "alpha", "steps", "seed"]
+    cols = ["run_id", "model_label", "method", "alpha", "max_steps", "seed"]
     if not rows:
         return pd.DataFrame(columns=cols + ["final_pass_at_1", "final_ci95", "final_step", "peak_pass_at_1",
                                             "peak_ci95", "peak_step", "train_var", "mean_kl", "n_steps_logged",

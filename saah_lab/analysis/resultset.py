@@ -254,11 +254,11 @@ def _summary(runs: pd.DataFrame, baselines: pd.DataFrame, main_alphas: dict) -> 
              "final_step", "peak_step"]
     if len(runs):
         r = runs.copy()
-        for c in scols + ["steps"]:
+        for c in scols + ["max_steps"]:
             r[c] = pd.to_numeric(r[c], errors="coerce")
         summ = aggregate_seeds(r, GROUP_KEYS, scols)
         extra = r.groupby(GROUP_KEYS, dropna=False, sort=False).agg(
-            steps=("steps", "max"), complete=("complete", "all"), damaged=("damaged", "any"),
+            steps=("max_steps", "max"), complete=("complete", "all"), damaged=("damaged", "any"),
             n_runs=("run_id", "count"), n_flagged=("flagged", "sum"),
             seeds=("seed", lambda s: ",".join(str(int(x)) for x in pd.to_numeric(s, errors="coerce").dropna())),
         ).reset_index()

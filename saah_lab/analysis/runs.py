@@ -28,7 +28,7 @@ from saah_lib.rundir import layout
 from saah_lib.training.profiles import (
     IDENTITY_SETTINGS,
     PROFILE_STEPS,
-    RECORDED_SETTINGS,
+    RECORDED_FIELDS,
     default_run_id,
     setting_differences,
     variant_label,
@@ -91,12 +91,12 @@ def differences(cfg: dict, reference: dict) -> dict:
     profiles train SA-AH-GRPO longer): each at its profile's steps for its method is no difference, nor are the
     steps of two methods whose profile's steps are unknown."""
     found = {name: value for name, value in setting_differences(cfg, reference).items() if name not in NOT_A_VARIANT}
-    if "steps" in found:
+    if "max_steps" in found:
         own, theirs = _profile_steps(cfg), _profile_steps(reference)
-        at_profile = own is not None and cfg.get("steps") == own
-        if (at_profile and reference.get("steps") == theirs) or (
+        at_profile = own is not None and cfg.get("max_steps") == own
+        if (at_profile and reference.get("max_steps") == theirs) or (
                 cfg.get("method") != reference.get("method") and (at_profile or own is None or theirs is None)):
-            del found["steps"]
+            del found["max_steps"]
     return found
 
 
@@ -135,7 +135,7 @@ def _reference(configs: list[dict], model_configs: list[dict]) -> dict:
 def _settings_key(cfg: dict) -> str:
     """What :func:`differences` reads of a config, as text (values as they are: equal text, equal values), so
     that configs of one key differ from any other config alike."""
-    read = [name for name in RECORDED_SETTINGS if name not in IDENTITY_SETTINGS or name in ("method", "profile")]
+    read = [name for name in RECORDED_FIELDS if name not in IDENTITY_SETTINGS or name in ("method", "profile")]
     return json.dumps([[name, cfg.get(name)] for name in read], default=repr)
 
 
@@ -157,10 +157,10 @@ def run_variants(folders: list[RunFolder]) -> dict[str, str]:
 
 
 def _steps_off_profile(cfg: dict) -> dict:
-    """``{"steps": N}`` when a run of a known profile trained another number of steps than the profile's for its
+    """``{"max_steps": N}`` when a run of a known profile trained another number of steps than the profile's for its
     method: said even when its reference runs trained as many (runs of 1 step only are still ``steps=1``)."""
     own = _profile_steps(cfg)
-    return {"steps": cfg.get("steps")} if own is not None and cfg.get("steps") != own else {}
+    return {"max_steps": cfg.get("max_steps")} if own is not None and cfg.get("max_steps") != own else {}
 
 
 def variant_model_label(model_label, variant: str) -> str:

@@ -71,7 +71,7 @@ def study_column(runs: pd.DataFrame, root: Path) -> list[str]:
     trained = ("all (full fine-tuning)" if lora.empty else
                f"LoRA r{int(lora['lora_r'].iloc[0])}, $\\alpha$ {int(lora['lora_alpha'].iloc[0])}, "
                f"dropout {lora['lora_dropout'].iloc[0]:g}")
-    steps = runs.groupby("method")["steps"].agg(_ints).reindex(METHOD_ORDER).dropna()
+    steps = runs.groupby("method")["max_steps"].agg(_ints).reindex(METHOD_ORDER).dropna()
     top_k = runs["entropy_top_k"]
     estimates = (["exact"] if top_k.isna().any() else []) + ([f"top-{_ints(top_k)}"] if top_k.notna().any() else [])
     seeds = runs.groupby(["model_label", "method", "alpha", top_k.fillna(0)])["seed"].nunique()

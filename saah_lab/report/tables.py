@@ -471,7 +471,7 @@ def table_setup(rs: ResultSet, prefix: str = "ours") -> str:
                  + (FALLBACK_MARK if isinstance(r.get("compile_fallback"), str) else ""))
         body.append([r"\texttt{" + tex_escape(r["run_id"]) + "}" + marks, tex_escape(r.get("model_label")),
                      METHOD_LABELS.get(r.get("method"), tex_escape(r.get("method"))), fmt_alpha(r.get("alpha")),
-                     fmt(r.get("seed"), 0), fmt(r.get("steps"), 0), fmt(r.get("eval_every"), 0),
+                     fmt(r.get("seed"), 0), fmt(r.get("max_steps"), 0), fmt(r.get("eval_every"), 0),
                      str(int(r.get("n_steps_logged", 0))), str(int(r.get("n_evals", 0))),
                      fmt(r.get("final_pass_at_1"), decimals("pass_at_1"))])
     cap = (f"{_source_phrase(rs)}: the runs found, their configuration (\\texttt{{config.json}}) "

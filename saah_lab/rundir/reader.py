@@ -31,12 +31,13 @@ from saah_lib.models.compile_record import recorded_fallback
 from saah_lib.rundir import layout
 from saah_lib.rundir.folder import RunDir, trained_and_evaluated
 from saah_lib.rundir.layout import EVAL_KEYS, TRAIN_LOG_KEYS
+from saah_lib.training.profiles import RECORDED_AS, settings_of_record
 
 #: What every evaluation line must hold as a number (the others of EVAL_KEYS may be null).
 EVAL_REQUIRED = ("pass_at_1", "n", "n_correct")
 
 #: Run metadata merged into every long table.
-META_COLUMNS = ("run_id", "model_label", "method", "alpha", "seed", "steps", "eval_every", "profile")
+META_COLUMNS = ("run_id", "model_label", "method", "alpha", "seed", "max_steps", "eval_every", "profile")
 
 
 class DamagedResultsError(ValueError):
@@ -48,7 +49,7 @@ class RunFolder:
     """One ``runs/<run_id>/`` or ``baselines/<name>/`` folder as read from disk."""
 
     path: Path
-    config: dict | None  # flattened config.json; None when it cannot be read (the folder is excluded)
+    config: dict | None  # flattened config.json, settings by field name; None when it cannot be read (excluded)
     evals: list[dict] = field(default_factory=list)
     train_log: list[dict] = field(default_factory=list)
     token_entropies: list[dict] = field(default_factory=list)
@@ -93,10 +94,11 @@ def _is_number(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
-def checked_config(run: RunDir, required: Iterable[str] = ("method", "alpha", "steps")
+def checked_config(run: RunDir, required: Iterable[str] = ("method", "alpha", "max_steps")
                    ) -> tuple[dict | None, list[str]]:
     """A folder's ``config.json`` (:meth:`RunDir.read_config <saah_lib.rundir.folder.RunDir.read_config>`),
-    flattened, or None and the reason it cannot be used."""
+    flattened, its settings by field name (:func:`~saah_lib.training.profiles.settings_of_record`), or None
+    and the reason it cannot be used (naming the entry as the file does)."""
     path = run.config_path
     try:
         data = run.read_config()
@@ -106,16 +108,16 @@ def checked_config(run: RunDir, required: Iterable[str] = ("method", "alpha", "s
         return None, [f"{path}: missing"]
     if not isinstance(data, dict):
         return None, [f"{path}: not a JSON object"]
-    flat = flatten_config(data)
+    flat = flatten_config(settings_of_record(data))
     if flat.get("model_label") in (None, "") and flat.get("model_name"):
         flat["model_label"] = str(flat["model_name"]).split("/")[-1]
-    missing = [k for k in ("model_label", *required) if flat.get(k) in (None, "")]
+    missing = [RECORDED_AS.get(k, k) for k in ("model_label", *required) if flat.get(k) in (None, "")]
     if missing:
         return None, [f"{path}: no {', '.join(missing)}"]
     if "alpha" in required and not _is_number(flat["alpha"]):
         return None, [f"{path}: alpha is {flat['alpha']!r}, not a number"]
-    if "steps" in required and (not isinstance(flat["steps"], int) or isinstance(flat["steps"], bool)):
-        return None, [f"{path}: steps is {flat['steps']!r}, not an integer"]
+    if "max_steps" in required and (not isinstance(flat["max_steps"], int) or isinstance(flat["max_steps"], bool)):
+        return None, [f"{path}: {RECORDED_AS['max_steps']} is {flat['max_steps']!r}, not an integer"]
     return flat, []
 
 
@@ -196,7 +198,7 @@ def _token_entropy_lines(log: LogRead) -> tuple[list[dict], list[str]]:
 def _schedule(cfg: dict, damage: list[str], config_path: Path) -> set[int] | None:
     every = cfg.get("eval_every")
     if isinstance(every, int) and not isinstance(every, bool) and every >= 1:
-        return checks.eval_schedule(cfg["steps"], every)
+        return checks.eval_schedule(cfg["max_steps"], every)
     damage.append(f"{config_path}: eval_every is {every!r}, not a positive integer, so the evaluations "
                   "cannot be checked against their schedule")
     return None
@@ -298,7 +300,7 @@ def read_run_folder(run_dir: Path) -> RunFolder:
         cfg.setdefault(key, None)
     folder.config = cfg
     folder.damage += identity_problems(run.dir, cfg)
-    steps = cfg["steps"]
+    steps = cfg["max_steps"]
     train_read = read_log_once(run.train_log_path)
     train, bad_steps = read_lines(train_read.path, TRAIN_LOG_KEYS[1:],
                                   scanned=(train_read.records, train_read.bad_json))

@@ -63,6 +63,7 @@ from saah_lib.rundir import layout
 from saah_lib.rundir.folder import RunDir
 from saah_lib.tasks.synthetic import count_answer_kinds
 from saah_lib.training.config import make_config
+from saah_lib.training.profiles import settings_of_record
 
 SEEDS = (0, 1, 2)
 SWEEP_METHODS = ("ah", "sa")  # both swept at the same alphas and seed
@@ -320,7 +321,7 @@ def write_answer_kinds(root: Path) -> dict:
     summary, missing = {}, []
     for run_dir in layout.folders(root, layout.RUNS):
         run = RunDir(run_dir)
-        steps = (run.read_config() or {}).get("steps")
+        steps = settings_of_record(run.read_config() or {}).get("max_steps")
         if not isinstance(steps, int):
             missing.append(f"{run.config_path} (the run's steps)")
             continue

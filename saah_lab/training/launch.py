@@ -153,10 +153,6 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     return make_config(fields.pop("profile", "tiny"), overrides=fields)
 
 
-def config_from_argv(argv: list[str]) -> RunConfig:
-    return config_from_args(build_parser().parse_args(argv))
-
-
 def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(sys.argv[1:] if argv is None else list(argv))

@@ -10,8 +10,9 @@ check theirs, ``SAAHGRPOConfig`` the method's, ``RunConfig`` the run's, and :fun
 TRL's that TRL takes as given and a run would trip over mid-run; an error of ours starts by naming the field.
 
 A run folder's ``config.json`` records the settings under the names it has always used
-(``steps``, ``save_every``, ...): :data:`RECORDED_AS` is the one mapping from a field to its
-recorded name, applied by :meth:`RunConfig.run_settings` and nowhere else.
+(``steps``, ``save_every``, ...); code names each setting by its field only: :data:`RECORDED_AS` is the one
+mapping, applied when config.json is written (:meth:`RunConfig.run_settings`) and read
+(:func:`~saah_lib.training.profiles.settings_of_record`).
 """
 
 from __future__ import annotations
@@ -62,6 +63,8 @@ from saah_lib.training.profiles import (  # noqa: F401  (the light half of the c
     check_overrides,
     default_run_id,
     derived_warmup_steps,
+    field_of,
+    recorded_settings,
     setting_differences,
 )
 
@@ -267,18 +270,12 @@ class RunConfig:
         Left out: ``results_dir`` (where the folder lies, which changes when a root is moved or promoted),
         ``report_to`` and ``run_name`` (where else the logs are mirrored).
         """
-        named = _by_recorded_name(self.to_dict())
-        return {name: named[name] for name in RECORDED_SETTINGS}
+        return recorded_settings(self.to_dict())
 
 
 def _tiny_trainer_defaults() -> dict:
     """The trainer settings every study starts from, with the tiny profile's steps."""
     return dict(ARTIFACT_SETTINGS, max_steps=PROFILE_STEPS["tiny"]["sa"])
-
-
-def _by_recorded_name(fields: dict) -> dict:
-    """Config fields by their names in a run folder's config.json (:data:`RECORDED_AS`)."""
-    return {RECORDED_AS.get(name, name): value for name, value in fields.items()}
 
 
 def _plain(value):
@@ -287,15 +284,13 @@ def _plain(value):
 
 
 _RUN_FIELDS = tuple(f.name for f in dataclasses.fields(RunConfig) if f.name != "trainer")
-# A field given by its recorded name gets an error that names the field to use.
-_RECORDED_NAME_OF = {recorded: name for name, recorded in RECORDED_AS.items()}
 
 
 def _check_known(names) -> None:
     unknown = sorted(set(names) - set(_RUN_FIELDS) - set(TRAINER_FIELDS))
     if unknown:
-        hints = [f"{n} (config.json's name of {_RECORDED_NAME_OF[n]})" if n in _RECORDED_NAME_OF else n
-                 for n in unknown]
+        # a field given by its recorded name: the error names the field to use
+        hints = [f"{n} (config.json's name of {field_of(n)})" if field_of(n) else n for n in unknown]
         raise ValueError(f"unknown config field(s): {', '.join(hints)}")
 
 
@@ -348,7 +343,7 @@ def _differences_from_profile(profile: str, values: dict) -> dict:
     method = values.get("method", "sa")
     reference = {**RunConfig.defaults(), **PROFILES[profile], "max_steps": PROFILE_STEPS[profile].get(method, 60)}
     reference["warmup_steps"] = derived_warmup_steps(reference["max_steps"])
-    return setting_differences(_by_recorded_name({**reference, **values}), _by_recorded_name(reference))
+    return setting_differences({**reference, **values}, reference)
 
 
 def _machine_fields(dtype: str) -> dict:

@@ -124,13 +124,33 @@ def fields_with(role: str) -> tuple[str, ...]:
 
 #: The trainer fields a profile, a notebook or a command line may set.
 TRAINER_FIELDS = tuple(s.name for s in SETTINGS if s.owner == "trainer")
-#: A field's name in a run folder's config.json, where it differs (the one mapping at the run-folder boundary).
+#: A field's name in a run folder's config.json, where it differs (the one mapping at the run-folder boundary:
+#: :func:`recorded_settings` writes with it, :func:`settings_of_record` reads with it).
 RECORDED_AS = {s.name: s.recorded_as for s in SETTINGS if s.recorded_as not in (None, s.name)}
-#: config.json's settings, in their order on disk.
+_FIELD_OF = {recorded: name for name, recorded in RECORDED_AS.items()}
+#: The fields config.json records, in their order on disk.
+RECORDED_FIELDS = tuple(s.name for s in SETTINGS if s.recorded_as is not None)
+#: config.json's settings, under their names on disk, in their order.
 RECORDED_SETTINGS = tuple(s.recorded_as for s in SETTINGS if s.recorded_as is not None)
-#: Recorded settings that never make a variant: the run's identity (its id names them already, or the warm start's
+#: Recorded fields that never make a variant: the run's identity (its id names them already, or the warm start's
 #: ``-w<N>`` does) and ``model_label`` (a display name).
-IDENTITY_SETTINGS = tuple(s.recorded_as for s in SETTINGS if "names_run" in s.roles)
+IDENTITY_SETTINGS = fields_with("names_run")
+
+
+def recorded_settings(fields: Mapping) -> dict:
+    """What config.json records of a run's fields: each of :data:`RECORDED_FIELDS`, under its name on disk."""
+    return {RECORDED_AS.get(name, name): fields[name] for name in RECORDED_FIELDS}
+
+
+def settings_of_record(record: Mapping) -> dict:
+    """A config.json as read: its settings under their fields' names (``steps`` is ``max_steps``), every other
+    entry as it is.  Committed run folders keep the names they were written with; code reads them only so."""
+    return {_FIELD_OF.get(key, key): value for key, value in record.items()}
+
+
+def field_of(recorded: str) -> str | None:
+    """The field that config.json records as ``recorded`` under another name (None: no such name)."""
+    return _FIELD_OF.get(recorded)
 #: At most this many differing settings are spelled out in a run id; more give a short hash instead.
 SPELLED_OUT = 2
 _UNSAFE_IN_ID = re.compile(r"[^A-Za-z0-9_.+=-]+")
@@ -142,16 +162,16 @@ def derived_warmup_steps(steps) -> int | None:
 
 
 def setting_differences(settings: Mapping, reference: Mapping) -> dict:
-    """The recorded settings (config.json's names) in which ``settings`` differs from ``reference``, in
-    :data:`RECORDED_SETTINGS` order; identity settings never count, and a warm-up each derives from its own
+    """The recorded settings (by field name) in which ``settings`` differs from ``reference``, in
+    :data:`RECORDED_FIELDS` order; identity settings never count, and a warm-up each derives from its own
     steps is no difference of its own (the steps already are)."""
     differences = {}
-    for name in RECORDED_SETTINGS:
+    for name in RECORDED_FIELDS:
         if name in IDENTITY_SETTINGS:
             continue
         mine, theirs = _comparable(settings.get(name)), _comparable(reference.get(name))
-        if name == "warmup_steps" and mine == derived_warmup_steps(settings.get("steps")) \
-                and theirs == derived_warmup_steps(reference.get("steps")):
+        if name == "warmup_steps" and mine == derived_warmup_steps(settings.get("max_steps")) \
+                and theirs == derived_warmup_steps(reference.get("max_steps")):
             continue
         if mine != theirs:
             differences[name] = settings.get(name)
@@ -178,12 +198,19 @@ def setting_text(value) -> str:
     return str(value)
 
 
+def _as_recorded(differences: Mapping) -> dict:
+    """Settings by the names config.json gives them: run ids and labels are written with those, so that the
+    committed ones stay what they are (``-steps1``, ``steps=1``)."""
+    return {RECORDED_AS.get(name, name): value for name, value in differences.items()}
+
+
 def variant_suffix(differences: Mapping) -> str:
     """How a run id says that a run differs from its profile's defaults: ``""`` for none, ``-steps1`` or
     ``-steps1-generation_backend=hf`` for up to :data:`SPELLED_OUT` settings (a number follows the name as in
     ``a0.5``), else ``-v`` and six hex digits of a hash of the differing settings (stable across machines)."""
     if not differences:
         return ""
+    differences = _as_recorded(differences)
     if len(differences) <= SPELLED_OUT:
         parts = []
         for name, value in differences.items():
@@ -197,7 +224,7 @@ def variant_suffix(differences: Mapping) -> str:
 def variant_label(differences: Mapping, most: int = 3) -> str:
     """What differs, for tables and figures: ``steps=1, generation_backend=hf``; beyond ``most`` settings the
     first ones and ``+N more``."""
-    items = [f"{name}={setting_text(value)}" for name, value in differences.items()]
+    items = [f"{name}={setting_text(value)}" for name, value in _as_recorded(differences).items()]
     if len(items) > most:
         items = items[:most - 1] + [f"+{len(items) - most + 1} more"]
     return ", ".join(items)

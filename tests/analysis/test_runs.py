@@ -139,6 +139,6 @@ def test_the_variants_of_many_runs_take_comparisons_by_setting_not_by_run_pair(m
     monkeypatch.setattr(runs, "differences", lambda cfg, ref: calls.append(1) or compare(cfg, ref))
     folders = [RunFolder(Path(f"tiny-sa-a0.5-s{seed}"), {
         "run_id": f"tiny-sa-a0.5-s{seed}", "profile": "tiny", "method": "sa", "alpha": 0.5, "seed": seed,
-        "model_label": "tiny", "steps": 60, "learning_rate": 1e-5}) for seed in range(300)]
+        "model_label": "tiny", "max_steps": 60, "learning_rate": 1e-5}) for seed in range(300)]
     assert set(runs.run_variants(folders).values()) == {""}
     assert len(calls) < 1000

@@ -8,7 +8,7 @@ from saah_lib.paths import PAPER_REPORTED
 
 def _runs(**changed) -> pd.DataFrame:
     run = {"profile": "p", "model_label": "M", "model_name": "m", "method": "sa", "alpha": 0.5, "seed": 0,
-           "steps": 60, "use_lora": False, "lora_r": 16, "lora_alpha": 32, "lora_dropout": 0.05,
+           "max_steps": 60, "use_lora": False, "lora_r": 16, "lora_alpha": 32, "lora_dropout": 0.05,
            "learning_rate": 2e-4, "prompts_per_step": 4, "num_generations": 4, "gradient_accumulation_steps": 2,
            "max_completion_length": 96, "eval_max_new_tokens": 96, "temperature": 1.0, "entropy_top_k": None,
            "dataset": "synthetic", "n_train": 800, "n_eval": 200}

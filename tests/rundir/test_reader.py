@@ -34,7 +34,7 @@ def load_baselines(root, tolerate_problems=False):
 def test_load_runs(results_root):
     runs = load_runs(results_root, tolerate_problems=True).set_index("run_id")
     assert len(runs) == 7
-    for col in ("model_label", "method", "alpha", "steps", "seed", "final_pass_at_1", "final_ci95", "final_step",
+    for col in ("model_label", "method", "alpha", "max_steps", "seed", "final_pass_at_1", "final_ci95", "final_step",
                 "peak_pass_at_1", "peak_ci95", "peak_step", "train_var", "mean_kl", "n_steps_logged"):
         assert col in runs.columns
     r = runs.loc["tiny-grpo-s1"]

@@ -5,11 +5,18 @@ import re
 
 import pytest
 
+from saah_lab.rundir.reader import read_run_folder
 from saah_lib.models.names import TINY_WARMSTART, model_location
 from saah_lib.paths import CONFIRM_ROOT, EXTENDED_ROOT, MINI_ROOT, RESULTS, SHIPPED_WARM_STARTS, TINY_WARMSTART_DIR
 from saah_lib.training.config import PROFILES, RECORDED_SETTINGS, TRAINER_FIELDS, RunConfig, make_config
 from saah_lib.training.grpo_config import SAAHGRPOConfig, report_integrations
-from saah_lib.training.profiles import ARTIFACT_SETTINGS, FIXED_TRAINER_SETTINGS, RECORDED_AS
+from saah_lib.training.profiles import (
+    ARTIFACT_SETTINGS,
+    FIXED_TRAINER_SETTINGS,
+    RECORDED_AS,
+    RECORDED_FIELDS,
+    settings_of_record,
+)
 
 
 def test_paper_profile_holds_the_papers_hyperparameters():
@@ -157,6 +164,18 @@ def test_config_json_keeps_its_keys_through_one_mapping():
     assert set(RECORDED_AS.values()) <= set(RECORDED_SETTINGS)
 
 
+def test_code_reads_config_json_by_field_names_only(tmp_path):
+    """config.json keeps its names (steps, save_every, ...); reading it gives the fields' names, the same table
+    both ways, and run ids keep the recorded names (committed ids like -steps1)."""
+    cfg = make_config("tiny", method="sa", alpha=0.5, seed=0, max_steps=3, results_dir=str(tmp_path))
+    record = cfg.run_settings()
+    assert record["steps"] == 3 and "max_steps" not in record
+    assert settings_of_record(record) == {name: cfg.to_dict()[name] for name in RECORDED_FIELDS}
+    assert cfg.run_id == "tiny-sa-a0.5-s0-steps3"
+    folder = read_run_folder(RESULTS / "mini" / "runs" / "tiny-sa-a0.5-s0")
+    assert folder.config["max_steps"] == 60 and "steps" not in folder.config and "save_every" not in folder.config
+
+
 def test_the_trl_arguments_are_the_ones_the_studies_were_run_with():
     t = make_config("tiny", method="sa", seed=1, results_dir="results/mini").trainer
     assert (t.max_steps, t.save_steps, t.save_total_limit, t.save_strategy.value, t.logging_steps) == (60, 10, 2, "steps", 1)
@@ -286,8 +305,8 @@ def test_validation_happens_before_anything_is_written(tmp_path):
 
 def _recorded_fields(cfg: dict) -> dict:
     """A committed config.json's settings as make_config's fields (run id and profile left out)."""
-    back = {recorded: name for name, recorded in RECORDED_AS.items()}
-    return {back.get(k, k): cfg[k] for k in RECORDED_SETTINGS if k not in ("run_id", "profile")}
+    fields = settings_of_record(cfg)
+    return {k: fields[k] for k in RECORDED_FIELDS if k not in ("run_id", "profile")}
 
 
 def test_committed_runs_keep_their_ids():

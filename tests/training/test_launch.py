@@ -4,8 +4,12 @@ import json
 
 import pytest
 
-from saah_lab.training.launch import build_parser, config_from_argv, main, parse_overrides
+from saah_lab.training.launch import build_parser, config_from_args, main, parse_overrides
 from saah_lib.training.config import RunConfig
+
+
+def config_from_argv(argv: list[str]) -> RunConfig:
+    return config_from_args(build_parser().parse_args(argv))
 
 
 def _yaml(tmp_path, text: str):

@@ -82,7 +82,7 @@ def unreadable(folder: Path, baseline: bool = False) -> list[str]:
     other numbers are differences, for :func:`~saah_lab.studies.verify.bits.compare_run` to report.
     """
     files = RunDir(folder)
-    _, problems = checked_config(files, required=() if baseline else ("method", "alpha", "steps"))
+    _, problems = checked_config(files, required=() if baseline else ("method", "alpha", "max_steps"))
     for log in (files.train_log_path, files.eval_path, files.token_entropy_path):
         problems += read_lines(log, numeric=())[1]
     for samples in sorted(files.samples_dir.glob("step_*.jsonl")):
