@@ -14,7 +14,8 @@ import time
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from bench.models import device as bench_device, prompts_dataset
+from bench.models import device as bench_device
+from bench.models import prompts_dataset
 from bench.profiling import count_ops, kernel_summary
 from bench.trainers import sync
 from saah_lib.models.compile_health import CompileHealth

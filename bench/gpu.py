@@ -30,10 +30,16 @@ from peft import get_peft_model
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from bench.decode import decode_profile, prepare_cuda_graph_profiling
-from bench.models import (SMALL_QWEN2, build_model, device_name, filler_tokenizer, model_description, model_dtype,
-                          result_file)
-from bench.options import (LOCAL_BENCH, MIN_COMPILED_STEPS, PROFILES, VARIANTS, BenchOptions, profile_config,
-                           sa_variant)
+from bench.models import (
+    SMALL_QWEN2,
+    build_model,
+    device_name,
+    filler_tokenizer,
+    model_description,
+    model_dtype,
+    result_file,
+)
+from bench.options import LOCAL_BENCH, MIN_COMPILED_STEPS, PROFILES, VARIANTS, BenchOptions, profile_config, sa_variant
 from bench.trainers import StopBeforeDeadline, time_variant
 from saah_lab.rundir.provenance import package_versions
 from saah_lab.training.launch import parse_overrides

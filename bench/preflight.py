@@ -33,8 +33,16 @@ from huggingface_hub import try_to_load_from_cache
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from bench.files import out_folder_problem, scratch_folder, write_complete, write_partial
-from bench.models import (QWEN25_ARCHITECTURES, SMALL_QWEN2, build_model, device, device_name, filler_tokenizer,
-                          qwen25_config, result_file)
+from bench.models import (
+    QWEN25_ARCHITECTURES,
+    SMALL_QWEN2,
+    build_model,
+    device,
+    device_name,
+    filler_tokenizer,
+    qwen25_config,
+    result_file,
+)
 from bench.options import LOCAL_BENCH, BenchOptions, profile_config, sa_variant
 from bench.rollouts import eval_throughput
 from bench.trainers import time_variant

@@ -22,8 +22,15 @@ import sys
 import torch
 
 from bench.files import scratch_folder, write_complete, write_partial
-from bench.models import (QWEN25_ARCHITECTURES, build_model, device_name, model_description, model_dtype,
-                          qwen25_config, result_file)
+from bench.models import (
+    QWEN25_ARCHITECTURES,
+    build_model,
+    device_name,
+    model_description,
+    model_dtype,
+    qwen25_config,
+    result_file,
+)
 from bench.options import MIN_COMPILED_STEPS, VARIANTS, BenchOptions, parse_args, profile_config
 from bench.rollouts import eval_throughput, rollout_comparison, rollout_profile
 from bench.trainers import step_ratios, time_variant
