@@ -59,13 +59,16 @@ def bar(iterable=None, *, desc: str, progress: bool = True, **kwargs) -> tqdm:
     return tqdm(iterable, desc=desc, disable=not bars_shown(progress), **kwargs)
 
 
-def _duration(seconds: float) -> str:
-    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.1f} min"
+#: A progress line as tqdm formats it; while a job runs, the time left at its average pace follows the elapsed time.
+LINE_FORMAT = "{desc}: {n_fmt}/{total_fmt} {unit} ({percentage:.0f}%), {elapsed}"
 
 
 class ProgressLines:
-    """Throttled progress lines for a job of ``total`` units: ``what: 240/2400 steps (10%), 31 s, about 4.6 min
-    left; loss 0.412``.  The first line is printed by the constructor, the last by :meth:`finish`."""
+    """Throttled progress lines for a job of ``total`` units: ``what: 240/2400 steps (10%), 00:31, about 04:39
+    left, loss 0.412``.  The first line is printed by the constructor, the last by :meth:`finish`.
+
+    tqdm formats each line and estimates the time left (:meth:`tqdm.tqdm.format_meter`); the lines are printed
+    here, whole, because a tqdm bar redraws itself with carriage returns, which a log file keeps as one line."""
 
     def __init__(self, what: str, total: int, *, unit: str = "steps", progress: bool = True,
                  every_s: float = EVERY_S, stream: TextIO | None = None,
@@ -84,12 +87,9 @@ class ProgressLines:
             print(line, file=self.stream or sys.stdout, flush=True)
 
     def line(self, done: int, note: str = "") -> str:
-        elapsed = self.clock() - self.started
-        text = f"{self.what}: {done}/{self.total} {self.unit} ({100 * done / max(1, self.total):.0f}%), " \
-               f"{_duration(elapsed)}"
-        if 0 < done < self.total:
-            text += f", about {_duration(elapsed / done * (self.total - done))} left"
-        return text + (f"; {note}" if note else "")
+        left = ", about {remaining} left" if 0 < done < self.total else ""
+        return tqdm.format_meter(done, self.total, self.clock() - self.started, prefix=self.what, unit=self.unit,
+                                 bar_format=LINE_FORMAT + left + "{postfix}", postfix=note)
 
     def update(self, done: int, note: str = "") -> bool:
         """Print a line if ``every_s`` seconds passed since the last one; returns whether it printed."""

@@ -30,13 +30,14 @@ def test_lines_are_throttled_and_the_last_is_not_repeated(plain):
         clock.now = step * 1.0  # one second per step
         lines.update(step, f"loss {1 / step:.3f}")
     lines.finish(note="loss 0.010")
+    assert "\r" not in out.getvalue()  # whole lines, which a log file keeps apart (a tqdm bar redraws with \r)
     printed = out.getvalue().splitlines()
     assert printed[0] == "warm-start SFT: 0/100 steps"
     assert [line.split(":")[1].split()[0] for line in printed[1:]] == ["20/100", "40/100", "60/100", "80/100",
                                                                         "100/100"]
-    # 20 s for 20 steps: 80 steps left at one second each
-    assert printed[1] == "warm-start SFT: 20/100 steps (20%), 20 s, about 80 s left; loss 0.050"
-    assert printed[-1] == "warm-start SFT: 100/100 steps (100%), 1.7 min; loss 0.010"  # minutes past 90 s
+    # 20 s for 20 steps: 80 steps left at one second each (tqdm's format and estimate)
+    assert printed[1] == "warm-start SFT: 20/100 steps (20%), 00:20, about 01:20 left, loss 0.050"
+    assert printed[-1] == "warm-start SFT: 100/100 steps (100%), 01:40, loss 0.010"
 
 
 def test_finish_prints_when_the_last_update_was_earlier(plain):
@@ -45,14 +46,16 @@ def test_finish_prints_when_the_last_update_was_earlier(plain):
     clock.now = 5.0
     lines.update(3)
     lines.finish()
-    assert out.getvalue().splitlines() == ["training: 0/3 steps", "training: 3/3 steps (100%), 5 s"]
+    assert out.getvalue().splitlines() == ["training: 0/3 steps", "training: 3/3 steps (100%), 00:05"]
 
 
-def test_minutes_past_ninety_seconds(plain):
+def test_the_time_left_is_at_the_average_pace_and_hours_show(plain):
     clock = Clock()
     lines = ProgressLines("x", 10, stream=io.StringIO(), clock=clock)
     clock.now = 120.0
-    assert lines.line(5) == "x: 5/10 steps (50%), 2.0 min, about 2.0 min left"
+    assert lines.line(5) == "x: 5/10 steps (50%), 02:00, about 02:00 left"
+    clock.now = 4000.0
+    assert lines.line(4) == "x: 4/10 steps (40%), 1:06:40, about 1:40:00 left"
 
 
 def test_nothing_is_printed_without_progress_or_in_a_terminal(monkeypatch):
@@ -109,10 +112,10 @@ def test_follow_logs_prints_lines_of_jobs_that_run_elsewhere(plain, tmp_path):
     follow.poll()  # a finished job prints nothing more
     assert out.getvalue().splitlines() == [
         "training a: 0/4 steps",
-        "training a: 2/4 steps (50%), 20 s, about 20 s left",
-        "training a: 4/4 steps (100%), 30 s",
+        "training a: 2/4 steps (50%), 00:20, about 00:20 left",
+        "training a: 4/4 steps (100%), 00:30",
         "training b: 0/4 steps",
-        "training b: 4/4 steps (100%), 0 s",
+        "training b: 4/4 steps (100%), 00:00",
     ]
 
 

@@ -277,9 +277,28 @@ def plot_alpha_ablation(rs: ResultSet) -> Figure | None:
         return None
     fig, axes = _fig(w=5.6, h=3.6)
     ax = axes.flat[0]
-    x = pd.to_numeric(core["alpha"], errors="coerce").to_numpy(float)
-    peak = pd.to_numeric(core["peak_pass_at_1"], errors="coerce").to_numpy(float)
-    final = pd.to_numeric(core["final_pass_at_1"], errors="coerce").to_numpy(float)
+    x = _numbers(core, "alpha")
+    bars = _ah_points(ax, core, x)
+    sa = ab[ab["method"] == "sa"].sort_values("alpha")
+    bars |= _sa_points(ax, sa, x)
+    _draw_baseline(ax, rs, model)
+    _alpha_axis(ax, np.concatenate([x, _numbers(sa, "alpha")]))
+    ax.set_ylabel("Pass@1")
+    ax.grid(alpha=0.3)
+    _fig_legend(fig, axes, ncol=3, fontsize=7)
+    ax.set_title(f"{model}" + (f"; error bars: ±1 s.d. across seeds ({bars_note(ab)}; "
+                               "one seed elsewhere)" if bars else ""), fontsize=8 if bars else 9)
+    fig.suptitle(_suptitle(rs, "α ablation of AH-GRPO" + (" and SA-AH-GRPO" if len(sa) > 1 else "")), fontsize=10)
+    return fig
+
+
+def _numbers(rows: pd.DataFrame, column: str) -> np.ndarray:
+    return pd.to_numeric(rows[column], errors="coerce").to_numpy(float)
+
+
+def _ah_points(ax, core: pd.DataFrame, x) -> bool:
+    """AH-GRPO's (and GRPO's) peak and final Pass@1 at each alpha; returns whether error bars were drawn."""
+    peak, final = _numbers(core, "peak_pass_at_1"), _numbers(core, "final_pass_at_1")
     ax.plot(x, peak, color=METHOD_COLORS["ah"], lw=0.8, alpha=0.5)
     ax.plot(x, peak, "o", color=METHOD_COLORS["ah"], ms=7, label="AH-GRPO peak")
     ax.plot(x, final, "s", mfc="none", mec="k", ms=7, label="AH-GRPO final")
@@ -288,42 +307,43 @@ def plot_alpha_ablation(rs: ResultSet) -> Figure | None:
         if partial and not math.isnan(pi):
             ax.annotate("partial", (xi, pi), textcoords="offset points", xytext=(0, 8), ha="center", fontsize=7)
     _annotate_seeds(ax, x, peak, core, METHOD_COLORS["ah"], above=True)
-    sa = ab[ab["method"] == "sa"].sort_values("alpha")
+    return bars
+
+
+def _sa_points(ax, sa: pd.DataFrame, x) -> bool:
+    """SA-AH-GRPO's points: a series like AH-GRPO's for a sweep, else one star; returns whether error bars were
+    drawn."""
+    bars = False
     if len(sa):
-        _annotate_seeds(ax, pd.to_numeric(sa["alpha"], errors="coerce").to_numpy(float),
-                        pd.to_numeric(sa["peak_pass_at_1"], errors="coerce").to_numpy(float), sa,
-                        METHOD_COLORS["sa"], above=False)
+        _annotate_seeds(ax, _numbers(sa, "alpha"), _numbers(sa, "peak_pass_at_1"), sa, METHOD_COLORS["sa"],
+                        above=False)
     if len(sa) > 1:  # an SA-AH-GRPO sweep: drawn as a series like AH-GRPO's
-        sx = pd.to_numeric(sa["alpha"], errors="coerce").to_numpy(float)
-        ax.plot(sx, pd.to_numeric(sa["peak_pass_at_1"], errors="coerce").to_numpy(float), "*-",
+        sx = _numbers(sa, "alpha")
+        ax.plot(sx, _numbers(sa, "peak_pass_at_1"), "*-",
                 color=METHOD_COLORS["sa"], ms=11, lw=0.8, label="SA-AH-GRPO peak")
-        sfinal = pd.to_numeric(sa["final_pass_at_1"], errors="coerce").to_numpy(float)
+        sfinal = _numbers(sa, "final_pass_at_1")
         ax.plot(sx, sfinal, "s", ms=7, mfc="none", mec=METHOD_COLORS["sa"], label="SA-AH-GRPO final")
         # SA's bars a little to the right, so that they do not hide AH-GRPO's at the same alpha
         dodge = 0.012 * (np.nanmax(np.concatenate([x, sx])) - np.nanmin(np.concatenate([x, sx])))
-        bars |= _seed_error_bars(ax, sa, sx + dodge,
-                                 pd.to_numeric(sa["peak_pass_at_1"], errors="coerce").to_numpy(float),
-                                 sfinal, METHOD_COLORS["sa"], METHOD_COLORS["sa"])
+        bars = _seed_error_bars(ax, sa, sx + dodge, _numbers(sa, "peak_pass_at_1"), sfinal, METHOD_COLORS["sa"],
+                                METHOD_COLORS["sa"])
     for _, r in (sa.iterrows() if len(sa) == 1 else ()):
         a = number_or_nan(r["alpha"])
         ax.plot([a], [number_or_nan(r["peak_pass_at_1"])], marker="*", ms=12, color=METHOD_COLORS["sa"], ls="none",
                 label=f"SA-AH-GRPO peak ({int(number_or_nan(r['steps'])) if not math.isnan(number_or_nan(r['steps'])) else '?'} steps)")
         ax.plot([a], [number_or_nan(r["final_pass_at_1"])], marker="s", ms=7, mfc="none", mec=METHOD_COLORS["sa"], ls="none",
                 label="SA-AH-GRPO final")
-    _draw_baseline(ax, rs, model)
-    ticks = sorted(set(np.round(np.concatenate([x, pd.to_numeric(sa["alpha"], errors="coerce").to_numpy(float)]), 4)))
+    return bars
+
+
+def _alpha_axis(ax, alphas: np.ndarray) -> None:
+    """A tick at every alpha drawn; symlog where a paper-matched alpha lies far right of the sweep."""
+    ticks = sorted(set(np.round(alphas, 4)))
     if ticks and max(ticks) > SYMLOG_FROM:  # a paper-matched alpha far right of the sweep: keep the sweep readable
         ax.set_xscale("symlog", linthresh=1.0, linscale=2.0)
     ax.set_xticks(ticks)
     ax.set_xticklabels([f"{t:g}" for t in ticks])
     ax.set_xlabel("α (entropy discount strength; 0 = GRPO); n = seeds per point")
-    ax.set_ylabel("Pass@1")
-    ax.grid(alpha=0.3)
-    _fig_legend(fig, axes, ncol=3, fontsize=7)
-    ax.set_title(f"{model}" + (f"; error bars: ±1 s.d. across seeds ({bars_note(ab)}; "
-                               "one seed elsewhere)" if bars else ""), fontsize=8 if bars else 9)
-    fig.suptitle(_suptitle(rs, "α ablation of AH-GRPO" + (" and SA-AH-GRPO" if len(sa) > 1 else "")), fontsize=10)
-    return fig
 
 
 def _seed_error_bars(ax, rows: pd.DataFrame, x, peak, final, peak_color, final_color) -> bool:

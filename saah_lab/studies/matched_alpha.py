@@ -149,6 +149,26 @@ def weight_drift(root, alpha: float, window: int = DRIFT_WINDOW) -> dict:
     return out
 
 
+def _mean_length(rollouts: dict) -> float:
+    return float(sum(rollouts["lengths"]) / max(1, len(rollouts["lengths"])))
+
+
+def _rollout_counts(rollouts: dict, adv: torch.Tensor) -> dict:
+    """How many rollouts, negative ones and tokens were measured, their mean length and reward."""
+    return {"n_rollouts": len(rollouts["rewards"]),
+            "n_negative": int((adv < 0).sum()),
+            "n_tokens": int(sum(rollouts["lengths"])),
+            "mean_completion_length": _mean_length(rollouts),
+            "mean_reward": float(sum(rollouts["rewards"]) / max(1, len(rollouts["rewards"])))}
+
+
+def _at_other_warm_start(model_name: str, alpha: float, **sampling) -> dict:
+    """The mean negative weight at ``alpha`` and the main alpha on another warm start's rollouts."""
+    rollouts = scored_rollouts(model_name, **sampling)
+    return {"weight_neg_mean": _weights_summary(rollouts, {"at_alpha": alpha, "at_main_alpha": MAIN_ALPHA}),
+            "mean_completion_length": _mean_length(rollouts)}
+
+
 def measure_matched_alpha(model_name: str = TINY_WARMSTART, *, other_warm_starts=(), n_prompts: int = N_PROMPTS,
                           per_prompt: int = PER_PROMPT, profile: str = "tiny", seed: int = SAMPLING_SEED,
                           target: dict | None = None) -> dict:
@@ -193,11 +213,7 @@ def measure_matched_alpha(model_name: str = TINY_WARMSTART, *, other_warm_starts
         "n_prompts": n_prompts,
         "per_prompt": per_prompt,
         "sampling_seed": seed,
-        "n_rollouts": len(rollouts["rewards"]),
-        "n_negative": int((adv < 0).sum()),
-        "n_tokens": int(sum(rollouts["lengths"])),
-        "mean_completion_length": float(sum(rollouts["lengths"]) / max(1, len(rollouts["lengths"]))),
-        "mean_reward": float(sum(rollouts["rewards"]) / max(1, len(rollouts["rewards"]))),
+        **_rollout_counts(rollouts, adv),
         "solved_alpha": solved["alpha"],
         "alpha": alpha,
         "weight_neg_mean": _weights_summary(rollouts, {"at_alpha": alpha, "at_solved_alpha": solved["alpha"],
@@ -206,12 +222,8 @@ def measure_matched_alpha(model_name: str = TINY_WARMSTART, *, other_warm_starts
         "alpha_range": alpha_range(rollouts),
     }
     for other in other_warm_starts:
-        other_rollouts = scored_rollouts(other, n_prompts=n_prompts, per_prompt=per_prompt, profile=profile,
-                                         seed=seed)
-        record["other_warm_starts"][canonical_model_name(other)] = {
-            "weight_neg_mean": _weights_summary(other_rollouts, {"at_alpha": alpha, "at_main_alpha": MAIN_ALPHA}),
-            "mean_completion_length": float(sum(other_rollouts["lengths"]) / max(1, len(other_rollouts["lengths"]))),
-        }
+        record["other_warm_starts"][canonical_model_name(other)] = _at_other_warm_start(
+            other, alpha, n_prompts=n_prompts, per_prompt=per_prompt, profile=profile, seed=seed)
     record["wall_s"] = round(time.perf_counter() - started, 2)
     return record
 

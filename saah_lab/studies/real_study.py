@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
+from tqdm import tqdm
 from transformers import TrainerCallback
 
 from saah_lab.analysis.plan import Arm, StudyPlan, arms_pairs, write_plan
@@ -311,11 +312,13 @@ class Heartbeat:
         return sum(min(last_step(j.folder / layout.TRAIN_LOG_FILE), j.steps) for j in self.plan.runs)
 
     def line(self, elapsed_s: float, logged_at_start: int) -> str:
-        """The steps logged, and the time left at the pace of the steps logged since the heartbeat began."""
+        """The steps logged, and the time left at the pace of the steps logged since the heartbeat began (tqdm's
+        estimate, the steps logged before as its ``initial``)."""
         done = self.logged()
-        pace = elapsed_s / (done - logged_at_start) if done > logged_at_start else None
-        eta = f"ETA {pace * (self.total - done) / 60:.0f} min" if pace else "ETA after the first step"
-        return f"[{time.strftime('%H:%M')}] {done}/{self.total} steps trained in {elapsed_s / 60:.0f} min; {eta}"
+        eta = "ETA {remaining}" if done > logged_at_start else "ETA after the first step"
+        return f"[{time.strftime('%H:%M')}] " + tqdm.format_meter(
+            done, self.total, elapsed_s, initial=logged_at_start, bar_format="{n_fmt}/{total_fmt} steps trained in "
+            "{elapsed}; " + eta)
 
     def _beat(self) -> None:
         logged_at_start, started = self.logged(), time.perf_counter()

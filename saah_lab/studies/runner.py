@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
+from tqdm import tqdm
 
 from saah_lab.rundir.manifest import sha256_of
 from saah_lab.studies.engine import Task, run_tasks
@@ -355,13 +356,17 @@ def run_line(index: int, total: int, entry: dict, evals: list[dict], node: str |
     if node:
         text += f" (node {node})"
     if eta_s is not None:
-        text += f"; {total - index} pending, ETA {eta_s / 60:.1f} min"
+        text += f"; {total - index} pending, ETA {tqdm.format_interval(eta_s)}"  # as tqdm's lines write times
     return text
 
 
 def eta_seconds(work_s: list[float], slots: int) -> float:
     """Seconds until ``work_s`` (what each unfinished job has left, the running ones first) is done on ``slots``
-    slots, one job per slot, each next job on the slot that frees first."""
+    slots, one job per slot, each next job on the slot that frees first.
+
+    Not tqdm's estimate (the units left at the driver's average rate): with the warm-start build on one of two
+    slots it is 80% off a simulated make mini's truth by steps logged, and over 90% by runs finished
+    (tests/studies/test_eta.py asks for 10%); nor can it read a build's pace in another process."""
     free = [0.0] * max(1, slots)
     for work in work_s:
         heapq.heapreplace(free, free[0] + max(work, 0.0))
@@ -381,25 +386,35 @@ def run_plan(plan: Plan, timings: Timings, *, address: str | None = None, max_re
     progress lines.  Raises :class:`saah_lab.studies.engine.TaskFailed` naming the job, node and log file.
     """
     plan.root.mkdir(parents=True, exist_ok=True)
-    for job in plan.jobs:  # done before, in another study or root: recorded here unless it is already
-        if job.kind != "run" and job_state(job)[0] == "done" and job.id in plan.record:
-            plan.record[job.id](None)
-        if job.kind == "warmstart" and job_state(job)[0] == "done":  # cached: its build time, as a fresh clone's
-            info = read_build_info(job.folder) or {}
-            timings.add_stage(_stage_label(job), {"build_seconds": info.get("build_seconds"),
-                                                  "warm_start_pass_at_1_heldout": info.get("heldout_pass_at_1")})
+    _record_done_jobs(plan, timings)
     todo = submitted(plan)
     ids = {j.id for j in todo}
     tasks = [replace(j.task, deps=tuple(d for d in j.deps if d in ids)) for j in todo]  # the others are done
-    runs = [j for j in todo if j.kind == "run"]
-    by_id = {j.id: j for j in todo}
-    entries: list[dict] = []
-    finished: set[str] = set()
-    slots = max(1, slots or os.cpu_count() or 1)
-    started = time.perf_counter()
-    to_train = {j.id: steps_left(j) for j in runs}  # a resumed run trains only its remaining steps here
-    to_train_from = {j.id: j.steps - to_train[j.id] for j in runs}
-    trained: dict[str, tuple[float, int]] = {}  # task id: (wall seconds, steps trained) of the runs done
+    driver = _Driver(plan, timings, todo, max(1, slots or os.cpu_count() or 1), step_seconds)
+    _announce(plan, todo, driver.runs)
+    if tasks:
+        run_tasks(tasks, address=address, max_retries=max_retries, on_finish=driver.on_finish,
+                  env_vars={**_forwarded_env(), **(env_vars or {})})
+    if driver.runs:
+        timings.add_stage(f"train {len(driver.runs)} runs", {"wall_s": round(time.perf_counter() - driver.started, 2),
+                                                             "runs": sorted(driver.entries, key=lambda e: e["run_id"])})
+    return sorted(driver.entries, key=lambda e: e["run_id"])
+
+
+def _record_done_jobs(plan: Plan, timings: Timings) -> None:
+    """Jobs other than runs done before, in another study or root: recorded here unless they are already; a
+    cached warm start's build time goes into the timings, as a fresh clone's would."""
+    for job in plan.jobs:
+        if job.kind != "run" and job_state(job)[0] == "done" and job.id in plan.record:
+            plan.record[job.id](None)
+        if job.kind == "warmstart" and job_state(job)[0] == "done":
+            info = read_build_info(job.folder) or {}
+            timings.add_stage(_stage_label(job), {"build_seconds": info.get("build_seconds"),
+                                                  "warm_start_pass_at_1_heldout": info.get("heldout_pass_at_1")})
+
+
+def _announce(plan: Plan, todo: list[Job], runs: list[Job]) -> None:
+    """The first lines: each warm-start build (whether the runs wait for it) and the runs to train."""
     for job in todo:
         if job.kind == "warmstart":
             beside = "beside the runs, a check of the copy they load" if job.id not in {
@@ -409,7 +424,30 @@ def run_plan(plan: Plan, timings: Timings, *, address: str | None = None, max_re
         print(f"{len(runs)} runs to train ({len(plan.runs) - len(runs)} already complete); one line as each "
               "finishes", flush=True)
 
-    def left_s(job: Job, measured_per_step: float) -> tuple[float, bool]:
+
+def _forwarded_env() -> dict[str, str]:
+    """A cluster's workers do not inherit the driver's environment: what the runs read from it goes with them."""
+    return {k: os.environ[k] for k in ("PYTHONPATH", "HF_HUB_OFFLINE", "TOKENIZERS_PARALLELISM", "SAAH_GSM8K_DIR",
+                                       "HF_HUB_DISABLE_PROGRESS_BARS", "PYTHONWARNINGS")
+            if k in os.environ}
+
+
+class _Driver:
+    """What the driver knows while a plan's jobs run: the finished jobs, the runs' entries and how long the runs
+    took, from which it records each job as it finishes and prints the runs' lines with the ETA."""
+
+    def __init__(self, plan: Plan, timings: Timings, todo: list[Job], slots: int, step_seconds: StepSeconds):
+        self.plan, self.timings, self.todo, self.slots, self.step_seconds = plan, timings, todo, slots, step_seconds
+        self.runs = [j for j in todo if j.kind == "run"]
+        self.by_id = {j.id: j for j in todo}
+        self.entries: list[dict] = []
+        self.finished: set[str] = set()
+        self.started = time.perf_counter()
+        self.to_train = {j.id: steps_left(j) for j in self.runs}  # a resumed run trains only its remaining steps here
+        self.to_train_from = {j.id: j.steps - self.to_train[j.id] for j in self.runs}
+        self.trained: dict[str, tuple[float, int]] = {}  # task id: (wall seconds, steps trained) of the runs done
+
+    def left_s(self, job: Job, measured_per_step: float) -> tuple[float, bool]:
         """The seconds ``job`` has left and whether it has begun: a run's steps not yet logged at its seconds
         per step (the plan's, else what this study's runs took); a build's by its pace, else its expected
         seconds less the time since the start."""
@@ -418,41 +456,33 @@ def run_plan(plan: Plan, timings: Timings, *, address: str | None = None, max_re
             if by_pace is not None:
                 return by_pace, True
         if job.kind != "run":
-            return max((job.expected_s or 0.0) - (time.perf_counter() - started), 0.0), False
-        per_step = run_step_seconds(job, step_seconds) or measured_per_step
+            return max((job.expected_s or 0.0) - (time.perf_counter() - self.started), 0.0), False
+        per_step = run_step_seconds(job, self.step_seconds) or measured_per_step
         logged = last_step(job.folder / layout.TRAIN_LOG_FILE) if job.folder is not None else 0
-        return max(job.steps - logged, 0) * per_step, logged > to_train_from[job.id]
+        return max(job.steps - logged, 0) * per_step, logged > self.to_train_from[job.id]
 
-    def on_finish(task, result: dict, node: str) -> None:
-        job = by_id[task.id]
-        finished.add(task.id)  # a matched run's task id holds a placeholder, not its run id
+    def eta_s(self) -> float:
+        """The seconds until the unfinished jobs are done: the begun ones first, on the slots that free first."""
+        measured = sum(w for w, _ in self.trained.values()) / max(sum(n for _, n in self.trained.values()), 1)
+        left = [self.left_s(j, measured) for j in self.todo if j.id not in self.finished]
+        return eta_seconds([w for w, begun in left if begun] + [w for w, begun in left if not begun], self.slots)
+
+    def on_finish(self, task, result: dict, node: str) -> None:
+        job = self.by_id[task.id]
+        self.finished.add(task.id)  # a matched run's task id holds a placeholder, not its run id
         if job.kind != "run":
-            if job.id in plan.record:
-                plan.record[job.id](result)
-            timings.add_stage(_stage_label(job), result)
+            if job.id in self.plan.record:
+                self.plan.record[job.id](result)
+            self.timings.add_stage(_stage_label(job), result)
             if job.kind == "warmstart":
                 print(f"{_stage_label(job)}: built in {result.get('wall_s', 0) / 60:.1f} min", flush=True)
             return
-        entries.append(result)
+        self.entries.append(result)
         if not result.get("same_as_planned"):  # a matched run that another planned run already is: not trained
-            trained[task.id] = (result["wall_s"], to_train[task.id])
-        measured = sum(w for w, _ in trained.values()) / max(sum(n for _, n in trained.values()), 1)
-        left = [left_s(j, measured) for j in todo if j.id not in finished]
-        eta = eta_seconds([w for w, begun in left if begun] + [w for w, begun in left if not begun], slots)
-        evals = RunDir(layout.run_dir(plan.root, result["run_id"])).evals()
-        print(run_line(len(entries), len(runs), result, evals, node, eta), flush=True)
-
-    # a cluster's workers do not inherit the driver's environment: what the runs read from it goes with them
-    forwarded = {k: os.environ[k] for k in ("PYTHONPATH", "HF_HUB_OFFLINE", "TOKENIZERS_PARALLELISM", "SAAH_GSM8K_DIR",
-                                            "HF_HUB_DISABLE_PROGRESS_BARS", "PYTHONWARNINGS")
-                 if k in os.environ}
-    if tasks:
-        run_tasks(tasks, address=address, max_retries=max_retries, on_finish=on_finish,
-                  env_vars={**forwarded, **(env_vars or {})})
-    if runs:
-        timings.add_stage(f"train {len(runs)} runs", {"wall_s": round(time.perf_counter() - started, 2),
-                                                      "runs": sorted(entries, key=lambda e: e["run_id"])})
-    return sorted(entries, key=lambda e: e["run_id"])
+            self.trained[task.id] = (result["wall_s"], self.to_train[task.id])
+        eta = self.eta_s()
+        evals = RunDir(layout.run_dir(self.plan.root, result["run_id"])).evals()
+        print(run_line(len(self.entries), len(self.runs), result, evals, node, eta), flush=True)
 
 
 def _stage_label(job: Job) -> str:

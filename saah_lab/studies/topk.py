@@ -109,6 +109,67 @@ def _stats(values: torch.Tensor) -> dict:
     return {"mean": values.mean().item(), "max": values.max().item()}
 
 
+def _completion_tokens(xs, masks) -> torch.Tensor:
+    """The values at completion tokens, all batches in one tensor."""
+    return torch.cat([x[m > 0] for x, m in zip(xs, masks)])
+
+
+def _last_tokens(xs, masks) -> torch.Tensor:
+    """The value at each completion's last real token."""
+    out = []
+    for x, m in zip(xs, masks):
+        n = m.sum(1).long()
+        keep = n > 0
+        out.append(x[keep].gather(1, (n[keep] - 1).unsqueeze(1)).squeeze(1))
+    return torch.cat(out)
+
+
+def _entropies(batches, ks, vocab: int):
+    """Per batch: the exact normalised entropy, the mask, and per K the top-K estimate and the top-K mass."""
+    exact, masks, mass = [], [], {k: [] for k in ks}
+    per_k = {k: [] for k in ks}
+    for logits, mask in batches:
+        exact.append(normalised_entropy(logits, vocab, top_k=None))
+        masks.append(mask.float())
+        probs = torch.softmax(logits.float(), dim=-1)
+        for k in ks:
+            per_k[k].append(normalised_entropy(logits, vocab, top_k=k))
+            mass[k].append(torch.topk(probs, min(k, probs.size(-1)), dim=-1).values.sum(-1))
+    return exact, masks, per_k, mass
+
+
+def _weight_errors(exact, estimate, masks, alpha: float) -> dict:
+    """The horizon weights' errors at ``alpha`` of the estimated entropies against the exact ones."""
+    w_exact = [horizon_weights(h, m, alpha) for h, m in zip(exact, masks)]
+    w_k = [horizon_weights(h, m, alpha) for h, m in zip(estimate, masks)]
+    abs_err = [(a - b).abs() for a, b in zip(w_k, w_exact)]
+    rel_err = [e / b for e, b in zip(abs_err, w_exact)]
+    return {
+        "abs_err": _stats(_completion_tokens(abs_err, masks)),
+        "rel_err": _stats(_completion_tokens(rel_err, masks)),
+        "last_token_rel_err": _stats(_last_tokens(rel_err, masks)),
+        "last_token_weight_exact_mean": _last_tokens(w_exact, masks).double().mean().item(),
+    }
+
+
+def _k_row(k: int, vocab: int, exact, estimate, mass, masks, alphas) -> dict:
+    """The errors of the top-``k`` estimate: of the normalised entropy, its mass, and per alpha the weights'."""
+    h_exact = _completion_tokens(exact, masks)
+    diff = _completion_tokens(estimate, masks) - h_exact
+    return {
+        "k": int(k),
+        "frac_vocab": min(k, vocab) / vocab,
+        "exact": k >= vocab,
+        "entropy_abs_err": _stats(diff.abs()),
+        "entropy_signed_err_mean": diff.double().mean().item(),
+        "entropy_rel_err_of_total": (diff.double().sum() / h_exact.double().sum()).item()
+        if h_exact.sum() > 0 else float("nan"),
+        "topk_mass": {"mean": _completion_tokens(mass, masks).double().mean().item(),
+                      "min": _completion_tokens(mass, masks).min().item()},
+        "weights": {f"{alpha:g}": _weight_errors(exact, estimate, masks, alpha) for alpha in alphas},
+    }
+
+
 def topk_errors(batches, ks=DEFAULT_KS, alphas=DEFAULT_ALPHAS, vocab_size: int | None = None) -> dict:
     """Errors of the top-K estimate against the exact entropy, over every completion token of ``batches``.
 
@@ -121,63 +182,16 @@ def topk_errors(batches, ks=DEFAULT_KS, alphas=DEFAULT_ALPHAS, vocab_size: int |
     if not batches:
         raise ValueError("no rollouts to measure")
     vocab = vocab_size or batches[0][0].size(-1)
-    exact, masks, mass = [], [], {k: [] for k in ks}
-    per_k = {k: [] for k in ks}
-    for logits, mask in batches:
-        exact.append(normalised_entropy(logits, vocab, top_k=None))
-        masks.append(mask.float())
-        probs = torch.softmax(logits.float(), dim=-1)
-        for k in ks:
-            per_k[k].append(normalised_entropy(logits, vocab, top_k=k))
-            mass[k].append(torch.topk(probs, min(k, probs.size(-1)), dim=-1).values.sum(-1))
-
-    def tokens(xs):  # values at completion tokens, all batches
-        return torch.cat([x[m > 0] for x, m in zip(xs, masks)])
-
-    def last_tokens(xs):  # value at each completion's last real token
-        out = []
-        for x, m in zip(xs, masks):
-            n = m.sum(1).long()
-            keep = n > 0
-            out.append(x[keep].gather(1, (n[keep] - 1).unsqueeze(1)).squeeze(1))
-        return torch.cat(out)
-
-    h_exact = tokens(exact)
-    result = {
+    exact, masks, per_k, mass = _entropies(batches, ks, vocab)
+    h_exact = _completion_tokens(exact, masks)
+    return {
         "vocab_size": int(vocab),
         "n_rollouts": int(sum(m.size(0) for m in masks)),
         "n_tokens": int(h_exact.numel()),
         "exact_entropy_norm": {**_stats(h_exact), "median": h_exact.double().median().item()},
         "alphas": list(alphas),
-        "per_k": [],
+        "per_k": [_k_row(k, vocab, exact, per_k[k], mass[k], masks, alphas) for k in ks],
     }
-    for k in ks:
-        h_k = tokens(per_k[k])
-        diff = h_k - h_exact
-        row = {
-            "k": int(k),
-            "frac_vocab": min(k, vocab) / vocab,
-            "exact": k >= vocab,
-            "entropy_abs_err": _stats(diff.abs()),
-            "entropy_signed_err_mean": diff.double().mean().item(),
-            "entropy_rel_err_of_total": (diff.double().sum() / h_exact.double().sum()).item()
-            if h_exact.sum() > 0 else float("nan"),
-            "topk_mass": {"mean": tokens(mass[k]).double().mean().item(), "min": tokens(mass[k]).min().item()},
-            "weights": {},
-        }
-        for alpha in alphas:
-            w_exact = [horizon_weights(h, m, alpha) for h, m in zip(exact, masks)]
-            w_k = [horizon_weights(h, m, alpha) for h, m in zip(per_k[k], masks)]
-            abs_err = [(a - b).abs() for a, b in zip(w_k, w_exact)]
-            rel_err = [e / b for e, b in zip(abs_err, w_exact)]
-            row["weights"][f"{alpha:g}"] = {
-                "abs_err": _stats(tokens(abs_err)),
-                "rel_err": _stats(tokens(rel_err)),
-                "last_token_rel_err": _stats(last_tokens(rel_err)),
-                "last_token_weight_exact_mean": last_tokens(w_exact).double().mean().item(),
-            }
-        result["per_k"].append(row)
-    return result
 
 
 # ---------------------------------------------------------------------------

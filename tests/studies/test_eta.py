@@ -119,4 +119,4 @@ def test_run_plan_prints_the_eta_of_the_runs_left_and_the_build_beside_them(tmp_
     run_plan(Plan("fake", root, [build, *runs]), Timings(root / "timings.json"), slots=2)
     out = capsys.readouterr().out
     assert "warm start: building beside the runs, a check of the copy they load; a line when done" in out
-    assert "[1/4] r0: 20 s, 1 MB (node node); 3 pending, ETA 1.7 min" in out
+    assert "[1/4] r0: 20 s, 1 MB (node node); 3 pending, ETA 01:40" in out

@@ -61,12 +61,12 @@ def test_the_heartbeat_counts_logged_steps_and_gives_the_eta_at_the_pace_so_far(
             RunDir(job.folder).log_step({"step": step, "reward_mean": 1.0})
     beat = real_study.Heartbeat(plan, 0.02)
     assert (beat.logged(), beat.total) == (4, 24)
-    assert beat.line(60.0, 4).endswith("4/24 steps trained in 1 min; ETA after the first step")
+    assert beat.line(60.0, 4).endswith("4/24 steps trained in 01:00; ETA after the first step")
     RunDir(plan.runs[2].folder).log_step({"step": 1, "reward_mean": 1.0})
-    assert beat.line(120.0, 4).endswith("5/24 steps trained in 2 min; ETA 38 min")  # 2 min a step, 19 steps left
+    assert beat.line(120.0, 4).endswith("5/24 steps trained in 02:00; ETA 38:00")  # 2 min a step, 19 steps left
     with beat:
         time.sleep(0.2)
-    assert re.fullmatch(r"\[\d\d:\d\d\] 5/24 steps trained in 0 min; ETA after the first step",
+    assert re.fullmatch(r"\[\d\d:\d\d\] 5/24 steps trained in 00:00; ETA after the first step",
                         capsys.readouterr().out.strip().splitlines()[-1])
 
 
