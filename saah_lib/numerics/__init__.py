@@ -179,7 +179,7 @@ def mkl_kernels(cpu: dict) -> str:
     """Which of MKL's kernels this process runs: ``Intel`` or ``generic``.
 
     MKL asks its own ``mkl_serv_intel_cpu_true`` whether the CPU is an Intel one.  Where a preloaded library
-    answers in its place (the Intel emulation of ``bench/cpu_numerics_probe.py``), that answer decides;
+    answers in its place (the Intel emulation of ``bench/cpu_numerics_probe.py`` at commit 089c353), that answer decides;
     otherwise the CPU's vendor does, as it does for MKL.
     """
     try:
