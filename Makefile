@@ -110,7 +110,7 @@ mini: setup
 mini-timing: setup
 	-SAAH_CPU_NUMERICS=native $(MAKE) --no-print-directory mini MINI_ARGS="--rerun-root results/rerun/mini-native --rebuild-warm-start"
 	$(MAKE) --no-print-directory mini MINI_ARGS="--rebuild-warm-start"
-	$(PY) -m saah_lab.studies.timing results/rerun/mini-native results/rerun/mini
+	$(PY) -m saah_lab.studies.execution.timing results/rerun/mini-native results/rerun/mini
 
 # Explicit: replace the committed study by the last finished `make mini` rerun, then redraw its tables and figures.
 ## mini-promote: replace the committed results/mini by the last finished `make mini` rerun
@@ -130,10 +130,11 @@ extended: setup
 extended-plan: setup
 	$(PY) -m saah_lab.studies.extended --plan --root results/rerun/extended $(EXTENDED_ARGS)
 
-# GRID_ARGS: the study and its options, e.g. GRID_ARGS="paper --seeds 0 1 2" (python -m saah_lab.studies.grid --help)
+# GRID_ARGS: the study and its options, e.g. GRID_ARGS="paper --seeds 0 1 2"
+# (python -m saah_lab.studies.execution.grid --help)
 ## grid-plan: a study's runs, their state, resources, hours and GPU-hours (default: the paper's grid)
 grid-plan: setup
-	$(PY) -m saah_lab.studies.grid plan $(or $(GRID_ARGS),paper)
+	$(PY) -m saah_lab.studies.execution.grid plan $(or $(GRID_ARGS),paper)
 
 # The renderer (notebook 04) checks every source first: a missing root, or committed results that differ from
 # their MANIFEST.json (a hand-edited or damaged log), stop it, named, before any table or figure is written or

@@ -264,9 +264,9 @@ def grid_projection(bench_dir: Path, shown_dir: Path | None = None) -> dict:
     among them: each profile takes its own, and one not measured there is named), when this checkout has it.
     ``shown_dir``: the folder the command and output name instead of ``bench_dir`` (a staging copy of it)."""
     shown_dir = shown_dir or bench_dir
-    command = [sys.executable, "-m", "saah_lab.studies.grid", "plan", "paper", "--bench-dir", str(bench_dir)]
-    shown = f"python -m saah_lab.studies.grid plan paper --bench-dir {repo_relative(shown_dir)}"
-    if importlib.util.find_spec("saah_lab.studies.grid") is None:
+    command = [sys.executable, "-m", "saah_lab.studies.execution.grid", "plan", "paper", "--bench-dir", str(bench_dir)]
+    shown = f"python -m saah_lab.studies.execution.grid plan paper --bench-dir {repo_relative(shown_dir)}"
+    if importlib.util.find_spec("saah_lab.studies.execution.grid") is None:
         return {"ok": True, "command": shown, "output": None, "note": "no grid planner in this checkout"}
     done = subprocess.run(command, capture_output=True, text=True, timeout=120)
     output = (done.stdout + done.stderr).replace(repo_relative(bench_dir), repo_relative(shown_dir))

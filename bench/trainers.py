@@ -12,7 +12,7 @@ from trl import GRPOConfig, GRPOTrainer
 
 from bench.models import prompts_dataset
 from bench.options import BenchOptions
-from saah_lab.studies.timing import PeakMemory
+from saah_lab.studies.execution.timing import PeakMemory
 from saah_lab.training.run import lora_config, stock_grpo_kwargs
 from saah_lab.training.study_trainer import StudyTrainer
 from saah_lib.method.methods import MAIN_ALPHA, method_alpha

@@ -6,7 +6,7 @@ Its folders follow the data, each importing only from those before it (tests/tes
     training/    one whole run with its folder and command, the notebooks' parameters
     analysis/    summaries and statistics over runs
     report/      LaTeX tables, sentences and figures
-    studies/     the CPU studies, their Ray engine, reproduction checks
+    studies/     the CPU studies; their execution (runner, Ray engine, grid); reproduction checks
 
 The benchmarks and profiling are the top-level package ``bench``, above the lab (nothing here imports it).
 
@@ -26,9 +26,10 @@ COMMANDS = {
     "saah_lab.training.launch": "one training run (also under accelerate launch); --print-config shows the config",
     "saah_lab.studies.mini": "the CPU mini study: rerun and compare with the committed one (make mini), promote",
     "saah_lab.studies.extended": "the powered CPU study (make extended); --plan prints its runs and time estimate",
-    "saah_lab.studies.grid": "a study's whole grid on Ray, one machine or a cluster: plan (runs, GPU-hours), run",
+    "saah_lab.studies.execution.grid": ("a study's whole grid on Ray, one machine or a cluster: plan (runs, "
+                                        "GPU-hours), run"),
     "saah_lab.studies.matched_alpha": "measure the paper-matched alpha on a warm start (the studies do it first)",
-    "saah_lab.studies.timing": "each stage's wall time of finished studies, side by side (make mini-timing)",
+    "saah_lab.studies.execution.timing": "each stage's wall time of finished studies, side by side (make mini-timing)",
     "saah_lab.studies.verify": "compare one run with the matching committed run, number by number",
     "saah_lab.studies.verify.calibration": "the reproduction check's false-alarm rate and power, by simulation",
     "saah_lab.studies.topk": "the top-K entropy error of a model's rollouts",
@@ -50,7 +51,7 @@ _PUBLIC = {
     "plot_run": "saah_lab.report.plots",
     "plot_alpha_ablation": "saah_lab.report.plots",
     "render_report": "saah_lab.report.render",
-    "run_ablation": "saah_lab.studies.grid",
+    "run_ablation": "saah_lab.studies.execution.grid",
 }
 __all__ = sorted(_PUBLIC)
 

@@ -19,7 +19,9 @@ from saah_lib.numerics import apply_once  # noqa: E402
 apply_once()
 import bench  # noqa: E402
 import saah_lab  # noqa: E402
-import saah_lab.studies.engine  # noqa: E402, F401  (imports Ray with its loopback switch, before any test module does)
+
+# imports Ray with its loopback switch, before any test module does
+import saah_lab.studies.execution.engine  # noqa: E402, F401
 
 # isort: split
 import torch  # noqa: E402

@@ -33,7 +33,7 @@ def _modules_with_a_main(*packages: str) -> set[str]:
 
 
 #: Modules with a main that the package starts itself, never a user: not listed as commands.
-INTERNAL = {"saah_lab.studies.watchdog": "started by the Ray engine beside the local instance it watches"}
+INTERNAL = {"saah_lab.studies.execution.watchdog": "started by the Ray engine beside the local instance it watches"}
 
 
 def test_the_command_list_is_every_module_with_a_main():
@@ -69,7 +69,7 @@ def test_every_command_prints_help_with_defaults(command, command_help):
     assert stdout.startswith(f"usage: python -m {command}")
     # positional arguments and subcommands only: no default to show
     assert "(default:" in stdout or command in ("saah_lab.rundir.manifest", "saah_lib.numerics",
-                                                "saah_lab.studies.timing", "saah_lib.tasks.gsm8k",
+                                                "saah_lab.studies.execution.timing", "saah_lib.tasks.gsm8k",
                                                 "saah_lab.studies.verify", "saah_lab.analysis.crossed_simulation",
                                                 "saah_lab.report.paper_inputs")
     assert str(REPO_ROOT) not in stdout  # defaults are shown relative to the repository, as they are meant

@@ -9,7 +9,7 @@ from pathlib import Path
 import papermill
 import pytest
 
-from saah_lab.studies.grid import run_ablation
+from saah_lab.studies.execution.grid import run_ablation
 from saah_lab.training.notebook_params import declared_parameters
 from saah_lib.rundir.folder import RunDir
 from saah_lib.training.config import LOCAL_RESULTS_DIR

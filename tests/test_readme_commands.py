@@ -393,8 +393,8 @@ def test_the_readme_cpu_run_streams_its_progress_lines_as_printed(tiny_random_mo
 
 #: Commands cheap enough to run as written (seconds to a minute, offline, nothing trained).
 RUN_AS_WRITTEN = {"make help", "python -m saah_lib", "python -m saah_lab.report.render",
-                  "python -m saah_lab.studies.grid plan paper --seeds 123",
-                  "python -m saah_lab.studies.timing results/extended",
+                  "python -m saah_lab.studies.execution.grid plan paper --seeds 123",
+                  "python -m saah_lab.studies.execution.timing results/extended",
                   "python -m saah_lab.training.launch --method ah --alpha 0.25 --print-config"}
 #: Where documented commands write, each of which must be git-ignored (one file inside each, as a command names it).
 DOCUMENTED_OUTPUTS = ["out.ipynb", "results/local/runs/tiny-sa-a0.5-s0/train_log.jsonl",

@@ -8,7 +8,7 @@ problems, the test and the health rules.
 
 :func:`write_confirm_plan` writes ``study_plan.json`` into a root; :func:`projected_mde` is the design's minimum
 detectable effect if the variance components are those of the extended study's primary comparison;
-:func:`make_plan` is the grid's jobs (``python -m saah_lab.studies.grid run confirm``).
+:func:`make_plan` is the grid's jobs (``python -m saah_lab.studies.execution.grid run confirm``).
 """
 
 from __future__ import annotations
@@ -20,7 +20,14 @@ from saah_lab.analysis.health import RULES
 from saah_lab.analysis.plan import Arm, StudyPlan, write_plan
 from saah_lab.analysis.resultset import matched_alpha
 from saah_lab.analysis.significance import LEVEL, POWER, t_mde
-from saah_lab.studies.runner import Plan, baseline_job, record_warm_start, run_job, waits_for_warm_start, warm_start_job
+from saah_lab.studies.execution.runner import (
+    Plan,
+    baseline_job,
+    record_warm_start,
+    run_job,
+    waits_for_warm_start,
+    warm_start_job,
+)
 from saah_lab.studies.verify.conclusions import SAME_DESIGN, compare_conclusions
 from saah_lib.jsonio import atomic_write_text
 from saah_lib.method.methods import MAIN_ALPHA

@@ -7,7 +7,7 @@ SA-AH-GRPO at the paper-matched alpha (:mod:`saah_lab.studies.matched_alpha`) ag
 Pass@1 and training-reward variance, with :data:`SEEDS` training seeds from each of
 :data:`WARM_STARTS` independently seeded warm starts (a random factor), AH-GRPO at that alpha and
 SA-AH-GRPO at the main alpha beside them, and the top-K entropy runs and measurement (``topk``).
-``python -m saah_lab.studies.grid plan extended`` prints it with every job's state, a time estimate
+``python -m saah_lab.studies.execution.grid plan extended`` prints it with every job's state, a time estimate
 (:func:`estimate_seconds`) and the projected minimum detectable effect; ``--plan`` here the same
 without the job list. Runs already complete are skipped; the alpha is measured once per root.
 
@@ -31,9 +31,7 @@ from saah_lab.analysis.significance import LEVEL, projected_se_df, t_mde
 from saah_lab.rundir.lock import FolderLockedError, study_lock
 from saah_lab.rundir.manifest import write_manifest
 from saah_lab.rundir.roots import check_study_root
-from saah_lab.studies.matched_alpha import read_matched_alpha
-from saah_lab.studies.mini import NotARerunRoot, rerun_study
-from saah_lab.studies.runner import (
+from saah_lab.studies.execution.runner import (
     BASELINE_NAME,
     Plan,
     alpha_job,
@@ -46,7 +44,9 @@ from saah_lab.studies.runner import (
     waits_for_warm_start,
     warm_start_job,
 )
-from saah_lab.studies.timing import Timings
+from saah_lab.studies.execution.timing import Timings
+from saah_lab.studies.matched_alpha import read_matched_alpha
+from saah_lab.studies.mini import NotARerunRoot, rerun_study
 from saah_lab.studies.topk import RESULT_FILE, TRAINING_KS, measure_topk, topk_training_configs
 from saah_lab.studies.verify.bits import compare_studies
 from saah_lab.studies.verify.conclusions import SAME_DESIGN, compare_conclusions
@@ -179,7 +179,7 @@ def plan_summary(root: Path, configs, todo, jobs: int, warm_starts, seeds, measu
     Before: the primary comparison, the paper-matched alpha, the warm starts and the run counts.  After: the
     whole study's wall time (builds, baselines, the alpha and the top-K measurement included), folders in the
     root that the plan does not hold, and the projected minimum detectable effect.  Printed by ``--plan`` and by
-    ``python -m saah_lab.studies.grid plan extended``.
+    ``python -m saah_lab.studies.execution.grid plan extended``.
     """
     alpha = read_matched_alpha(root)
     missing = 0 if alpha is not None else n_matched_runs(warm_starts, seeds)

@@ -30,10 +30,10 @@ from saah_lab.analysis.resultset import matched_alpha
 from saah_lab.analysis.runs import read_runs
 from saah_lab.analysis.summaries import ordered_by_step
 from saah_lab.rundir.manifest import write_manifest
+from saah_lab.studies.discount import alphas_for_targets, group_advantages, mean_negative_weight, padded, solve_alpha
 from saah_lab.studies.real_model import paper_targets
 from saah_lab.studies.topk import completion_texts, sample_batch
 from saah_lib.jsonio import atomic_write_json, read_jsonl
-from saah_lib.method.discount import alphas_for_targets, group_advantages, mean_negative_weight, padded, solve_alpha
 from saah_lib.method.loss import normalised_entropy
 from saah_lib.method.methods import MAIN_ALPHA, check_alpha
 from saah_lib.method.reward import total_reward
@@ -186,7 +186,7 @@ def measure_matched_alpha(model_name: str = TINY_WARMSTART, *, other_warm_starts
        normalised within each prompt's group as the trainer does (groups below the reward-std threshold get 0);
     4. the profile's entropy estimate of every completion token (the tiny profile: exact), and alpha solved by
        bisection so that the mean weight over the tokens of negative-advantage rollouts equals the target
-       (:func:`saah_lib.method.discount.solve_alpha`; the mean falls as alpha grows);
+       (:func:`saah_lab.studies.discount.solve_alpha`; the mean falls as alpha grows);
     5. rounded to :data:`ALPHA_STEP`, so that run ids are short and a rerun on another CPU, whose sampled
        rollouts may differ in the last bits, lands on the same alpha. The mean weight at the rounded alpha is
        recorded too.

@@ -7,7 +7,7 @@ comparison, fixed before any run in ``<root>/study_plan.json`` (:func:`study_pla
 the main alpha against GRPO on final Pass@1 and training-reward variance. Three seeds cannot power
 it; the extended study (:mod:`saah_lab.studies.extended`) does, and the mini study's text defers to it.
 
-The plan (:func:`make_plan`, run by :func:`saah_lab.studies.runner.run_plan`): the warm start, its
+The plan (:func:`make_plan`, run by :func:`saah_lab.studies.execution.runner.run_plan`): the warm start, its
 baseline and the paper-matched alpha, then the runs, which wait for what they need; then the answer
 kinds, the manifest, the tables and figures. Each stage's wall time and peak memory go to
 ``<root>/timings.json``; finished runs are skipped and a recorded alpha is not measured again.
@@ -36,8 +36,7 @@ from saah_lab.rundir.roots import (  # noqa: F401 (NotARerunRoot: extended and t
     refuse_damaged,
     replace_folder,
 )
-from saah_lab.studies.matched_alpha import read_matched_alpha
-from saah_lab.studies.runner import (
+from saah_lab.studies.execution.runner import (
     BASELINE_NAME,
     Plan,
     alpha_job,
@@ -49,7 +48,8 @@ from saah_lab.studies.runner import (
     waits_for_warm_start,
     warm_start_job,
 )
-from saah_lab.studies.timing import Timings
+from saah_lab.studies.execution.timing import Timings
+from saah_lab.studies.matched_alpha import read_matched_alpha
 from saah_lab.studies.verify.bits import compare_studies, write_report
 from saah_lab.studies.verify.conclusions import SAME_DESIGN, compare_conclusions
 from saah_lab.studies.verify.verdict import closing_lines, committed_mkl_kernels, judge  # noqa: F401 (judge: mini's name for tests and users)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from saah_lab.studies import confirm, extended, mini
-from saah_lab.studies.runner import Plan, baseline_job, run_job, waits_for_warm_start, warm_start_job
+from saah_lab.studies.execution.runner import Plan, baseline_job, run_job, waits_for_warm_start, warm_start_job
 from saah_lib.method.methods import MAIN_ALPHAS, SWEEP_ALPHAS
 from saah_lib.models.names import tiny_warm_start_seed
 from saah_lib.paths import EXTENDED_ROOT, LOCAL_RESULTS, MINI_ROOT, RESULTS

@@ -25,9 +25,9 @@ from pathlib import Path
 import torch
 
 from saah_lab.analysis.reported import read_reported_csv
+from saah_lab.studies.discount import alphas_for_targets, group_advantages, mean_negative_weight, padded
 from saah_lab.studies.topk import completion_texts, sample_batch
 from saah_lib.jsonio import atomic_write_json, sha256_of
-from saah_lib.method.discount import alphas_for_targets, group_advantages, mean_negative_weight, padded
 from saah_lib.method.loss import horizon_weights, normalised_entropy
 from saah_lib.method.methods import MAIN_ALPHA, PAPER_ENTROPY_TOP_K
 from saah_lib.method.reward import total_reward

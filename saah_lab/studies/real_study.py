@@ -40,9 +40,9 @@ from saah_lab.rundir.roots import (
     refuse_damaged,
     replace_folder,
 )
+from saah_lab.studies.execution.runner import Plan, baseline_job, run_job, run_plan
+from saah_lab.studies.execution.timing import Timings
 from saah_lab.studies.real_model import discount_summary, load_smollm2, paper_targets, rollout_entropies
-from saah_lab.studies.runner import Plan, baseline_job, run_job, run_plan
-from saah_lab.studies.timing import Timings
 from saah_lab.studies.verify.bits import compare_run_start, compare_studies, write_report
 from saah_lab.training.run import run_training
 from saah_lib.jsonio import atomic_write_json, read_json, sha256_of
@@ -360,7 +360,7 @@ def check_run(run_id: str | None = None, steps: int = CHECK_STEPS, committed: Pa
     build_warm_start(settings=WarmUpSettings(**record["settings"]), committed=Path(committed) / WARMSTART_RECORD)
     shutil.rmtree(scratch, ignore_errors=True)
     cfg = RunConfig.from_dict({**configs[run_id].to_dict(), "results_dir": str(scratch)})
-    torch.set_num_threads(1)  # as the study's runs (saah_lab.studies.runner.train_task): the same bits
+    torch.set_num_threads(1)  # as the study's runs (saah_lab.studies.execution.runner.train_task): the same bits
     run_training(cfg, callbacks=[StopAfter(steps)], progress=True)
     report = compare_run_start(layout.run_dir(committed, run_id), layout.run_dir(scratch, run_id), steps)
     report.update(run_id=run_id, steps=steps, wall_s=round(time.perf_counter() - started, 1),

@@ -106,7 +106,7 @@ def test_the_ancestry_check_can_fail():
 
 def test_a_rerun_goes_to_its_own_root_with_the_committed_plan_byte_for_byte(tmp_path):
     from saah_lab.studies.confirm import CONFIRM_ROOT, carry_plan
-    from saah_lab.studies.grid import default_root
+    from saah_lab.studies.execution.grid import default_root
     from saah_lib.paths import RERUN_ROOT
 
     assert default_root("confirm", "run") == RERUN_ROOT / "confirm"  # never the committed root

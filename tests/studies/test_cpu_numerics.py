@@ -11,8 +11,8 @@ import nbformat
 import papermill
 import pytest
 
-from saah_lab.studies.runner import Plan, run_job, run_plan
-from saah_lab.studies.timing import Timings
+from saah_lab.studies.execution.runner import Plan, run_job, run_plan
+from saah_lab.studies.execution.timing import Timings
 from saah_lib.numerics import (
     MODE_VARIABLE,
     PINNED_CAPABILITY,

@@ -21,8 +21,8 @@ import pytest
 
 ray = pytest.importorskip("ray", reason="ray is not installed (pip install ray==2.60.0)")
 
-from saah_lab.studies import engine  # noqa: E402
-from saah_lab.studies.engine import LOOPBACK, Task, TaskFailed, check_tasks, run_tasks  # noqa: E402
+from saah_lab.studies.execution import engine  # noqa: E402
+from saah_lab.studies.execution.engine import LOOPBACK, Task, TaskFailed, check_tasks, run_tasks  # noqa: E402
 from saah_lib.numerics import PINNED_CAPABILITY, PINNED_SETTINGS  # noqa: E402
 from saah_lib.paths import REPO_ROOT  # noqa: E402
 
@@ -148,7 +148,7 @@ TWO_SESSIONS = """
 import json, os, sys
 if sys.argv[1] == "ray-first":
     import ray
-from saah_lab.studies.engine import CLUSTER_SWITCH, Task, run_tasks
+from saah_lab.studies.execution.engine import CLUSTER_SWITCH, Task, run_tasks
 import ray
 
 def noop():
@@ -185,7 +185,7 @@ def test_one_process_starts_two_instances_on_loopback_and_is_refused_one_where_r
     if ray_first["address"] == LOOPBACK:  # a host with no address beyond loopback: nothing to refuse
         assert ray_first["seen"] == [LOOPBACK, LOOPBACK]
     else:
-        assert "nodes" not in ray_first and "imported before saah_lab.studies.engine" in ray_first["refused"]
+        assert "nodes" not in ray_first and "imported before saah_lab.studies.execution.engine" in ray_first["refused"]
     assert not (Path.home() / ".ray" / "auth_token").exists()
 
 
@@ -202,7 +202,7 @@ import os, signal, sys, time
 signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C as in a terminal, though pytest runs in background
 from pathlib import Path
 import saah_lib
-from saah_lab.studies.engine import Task, run_tasks
+from saah_lab.studies.execution.engine import Task, run_tasks
 
 def noop():
     return {}
@@ -326,7 +326,7 @@ import json, os, signal, sys, threading, time
 from pathlib import Path
 import ray
 import saah_lib
-from saah_lab.studies.engine import Task, run_tasks
+from saah_lab.studies.execution.engine import Task, run_tasks
 
 SHARED = Path(sys.argv[1])
 report = {"temp_dir": os.environ["SAAH_SANDBOX_TEMP_DIR"], "isolation": os.environ["SAAH_SANDBOX_ISOLATION"],

@@ -6,9 +6,9 @@ import random
 
 import pytest
 
-from saah_lab.studies import runner
-from saah_lab.studies.runner import Job, Plan, build_seconds_left, eta_seconds, progress_writer, run_plan
-from saah_lab.studies.timing import Timings
+from saah_lab.studies.execution import runner
+from saah_lab.studies.execution.runner import Job, Plan, build_seconds_left, eta_seconds, progress_writer, run_plan
+from saah_lab.studies.execution.timing import Timings
 from saah_lib.rundir import layout
 
 

@@ -95,7 +95,7 @@ def test_projected_mde_uses_the_pilot_spread():
 
 
 def test_every_warm_start_is_a_job_and_the_matched_runs_wait_for_the_alpha(tmp_path, monkeypatch):
-    from saah_lab.studies import runner
+    from saah_lab.studies.execution import runner
 
     order = []
 

@@ -5,10 +5,11 @@ import json
 
 import pytest
 
-from saah_lab.studies import grid, mini
+from saah_lab.studies import mini
+from saah_lab.studies.execution import grid
+from saah_lab.studies.execution.runner import Plan, job_state, run_job, run_plan
+from saah_lab.studies.execution.timing import Timings
 from saah_lab.studies.plans import paper_plan
-from saah_lab.studies.runner import Plan, job_state, run_job, run_plan
-from saah_lab.studies.timing import Timings
 from saah_lab.studies.verify.bits import BITS_REPRODUCED
 from saah_lib.paths import MINI_ROOT
 from saah_lib.rundir.folder import RunDir
@@ -125,7 +126,7 @@ def test_verify_never_clears_a_rerun_root_it_did_not_create(tmp_path, holds, cap
 
 
 def test_a_mini_root_that_grid_run_creates_is_marked_as_a_rerun(tmp_path, monkeypatch):
-    from saah_lab.studies import runner
+    from saah_lab.studies.execution import runner
 
     monkeypatch.setattr(runner, "run_tasks", lambda tasks, **kw: {})  # nothing trains here
     plan = mini.make_plan(tmp_path / "fresh", seeds=(0,)).only(["tiny-grpo-a0-s0"])
@@ -163,7 +164,7 @@ def test_grid_commands_exit_non_zero_on_a_bad_plan(tmp_path, capsys):
 @pytest.mark.slow
 def test_a_gpu_style_run_takes_the_cpu_runs_path_and_a_second_run_trains_nothing(tiny_random_model_dir, tmp_path,
                                                                            monkeypatch):
-    from saah_lab.studies import engine
+    from saah_lab.studies.execution import engine
 
     cfg = make_config("tiny", model_name=str(tiny_random_model_dir), method="sa", alpha=0.5, seed=0, max_steps=2,
                       n_train=8, n_eval=2, max_completion_length=8, eval_max_new_tokens=8, eval_batch_size=2,
@@ -171,7 +172,7 @@ def test_a_gpu_style_run_takes_the_cpu_runs_path_and_a_second_run_trains_nothing
     plan = Plan("gpu-style", tmp_path, [run_job(cfg, gpu=True, cpus_per_gpu_run=1)])
     real = engine.run_tasks
     monkeypatch.setattr(engine, "run_tasks", lambda tasks, **kw: real(tasks, num_gpus=1, **kw))  # a declared GPU
-    monkeypatch.setattr("saah_lab.studies.runner.run_tasks", engine.run_tasks)
+    monkeypatch.setattr("saah_lab.studies.execution.runner.run_tasks", engine.run_tasks)
     [entry] = run_plan(plan, Timings(tmp_path / "timings.json"))
     assert RunDir(cfg.run_dir).is_complete(2)
     assert not (cfg.run_dir / "02_train.ipynb").exists()  # the run function, with the plan's config: no notebook
@@ -182,15 +183,15 @@ def test_a_gpu_style_run_takes_the_cpu_runs_path_and_a_second_run_trains_nothing
 
 
 def test_a_worker_that_cannot_see_the_results_root_says_so(tmp_path):
-    from saah_lab.studies.runner import warm_start_task
+    from saah_lab.studies.execution.runner import warm_start_task
 
     with pytest.raises(FileNotFoundError, match=r"results root .*elsewhere is not visible on node .*shared filesystem"):
         warm_start_task(0, str(tmp_path / "elsewhere"))
 
 
 def test_grid_run_exits_non_zero_naming_the_failed_run_its_node_and_log(tmp_path, monkeypatch, capsys):
-    from saah_lab.studies import runner
-    from saah_lab.studies.engine import TaskFailed
+    from saah_lab.studies.execution import runner
+    from saah_lab.studies.execution.engine import TaskFailed
 
     def failing(tasks, **kw):
         raise TaskFailed("run:tiny-sa-a0.5-s0", "10.0.0.7", "/tmp/ray/logs/worker-1.err", "RuntimeError: boom")
@@ -229,7 +230,7 @@ def test_plan_shows_a_complete_run_trained_with_other_settings_as_not_the_planne
 
 def test_run_refuses_a_plan_whose_run_folder_holds_another_run_before_writing_anything(tmp_path, monkeypatch,
                                                                                      capsys):
-    from saah_lab.studies import runner
+    from saah_lab.studies.execution import runner
 
     monkeypatch.setattr(runner, "run_tasks", lambda tasks, **kw: {})  # nothing may train here
     root, _ = _root_with_a_run_trained_otherwise(tmp_path)
@@ -270,7 +271,7 @@ def test_steps_reach_the_paper_study_for_a_smoke_test(tmp_path, capsys):
 ])
 def test_an_option_that_would_not_act_is_refused_before_anything_is_written(argv, error, tmp_path, monkeypatch,
                                                                              capsys):
-    from saah_lab.studies import runner
+    from saah_lab.studies.execution import runner
 
     def would_train(tasks, **kw):
         raise AssertionError("the grid started its tasks")
@@ -285,7 +286,7 @@ def test_an_option_that_would_not_act_is_refused_before_anything_is_written(argv
 
 
 def test_a_results_dir_that_is_a_file_is_an_error_saying_so(tmp_path, monkeypatch, capsys):
-    from saah_lab.studies import runner
+    from saah_lab.studies.execution import runner
 
     monkeypatch.setattr(runner, "run_tasks", lambda tasks, **kw: {})  # nothing may train here
     (tmp_path / "file").write_text("mine")

@@ -36,8 +36,8 @@ from pathlib import Path
 import psutil
 from saah_lib.rundir.folder import RunDir
 from saah_lib.rundir.layout import RUN_LOCK_FILE
-from saah_lab.studies.grid import run_study
-from saah_lab.studies.runner import Plan, run_job
+from saah_lab.studies.execution.grid import run_study
+from saah_lab.studies.execution.runner import Plan, run_job
 from saah_lib.training.config import RunConfig
 root, kill_after = Path(sys.argv[1]), int(sys.argv[3])
 configs = [RunConfig.from_dict(d) for d in json.loads(sys.argv[2])]
@@ -74,8 +74,8 @@ def sandbox(*command, timeout=300) -> subprocess.CompletedProcess:
 @pytest.mark.e2e
 def test_two_mini_runs_on_two_nodes_reproduce_the_committed_bits(tmp_path):
     runs = ["tiny-grpo-a0-s0", "tiny-sa-a0.5-s0"]
-    done = sandbox("-m", "saah_lab.studies.grid", "run", "mini", "--runs", *runs, "--results-dir", str(tmp_path),
-                   "--address", "auto", timeout=600)
+    done = sandbox("-m", "saah_lab.studies.execution.grid", "run", "mini", "--runs", *runs, "--results-dir",
+                   str(tmp_path), "--address", "auto", timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     for run_id in runs:
         result = compare_run(MINI_ROOT / "runs" / run_id, tmp_path / "runs" / run_id)

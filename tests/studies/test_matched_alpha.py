@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 import torch
 
+from saah_lab.studies.discount import group_advantages, mean_negative_weight
 from saah_lab.studies.matched_alpha import (
     ALPHA_RANGE_FILE,
     ALPHA_STEP,
@@ -21,7 +22,6 @@ from saah_lab.studies.matched_alpha import (
     warm_start_rollouts,
     weight_drift,
 )
-from saah_lib.method.discount import group_advantages, mean_negative_weight
 from saah_lib.paths import EXTENDED_ROOT
 from saah_lib.rundir.layout import MATCHED_ALPHA_FILE
 from saah_lib.training.config import make_config

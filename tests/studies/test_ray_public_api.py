@@ -4,7 +4,7 @@ Flagged: importing ``ray._private``, ``ray._raylet`` (any ``ray`` module path wi
 ``ray.experimental.internal_kv``; reading ``<ray name>._x`` or anything named ``global_worker``; assigning
 to an attribute of a name imported from ``ray`` (``ray_constants.X = ...``, ``setattr(ray_mod, ...)``).
 None is allowed: the two settings Ray reads once per process (the address lookup's switch and the auth mode)
-reach it through the environment (saah_lab/studies/engine.py).
+reach it through the environment (saah_lab/studies/execution/engine.py).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ import psutil
 import pytest
 
 from saah_lab.studies import mini
-from saah_lab.studies.runner import run_line
+from saah_lab.studies.execution.runner import run_line
 from saah_lab.studies.verify.bits import compare_run
 from saah_lib.paths import MINI_ROOT, REPO_ROOT
 from saah_lib.rundir.folder import RunDir
@@ -32,8 +32,8 @@ STUDY = """
 import json, signal, sys
 signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C as in a terminal, though pytest runs in background
 from pathlib import Path
-from saah_lab.studies.grid import run_study
-from saah_lab.studies.runner import Plan, run_job
+from saah_lab.studies.execution.grid import run_study
+from saah_lab.studies.execution.runner import Plan, run_job
 from saah_lib.training.config import RunConfig
 configs = [RunConfig.from_dict(d) for d in json.loads(sys.argv[2])]
 try:
@@ -117,8 +117,8 @@ def test_one_line_per_run_with_time_memory_and_pass_at_1():
 
 
 def test_a_job_holds_its_engine_task_and_its_id_is_the_tasks():
-    from saah_lab.studies.engine import Task
-    from saah_lab.studies.runner import Job
+    from saah_lab.studies.execution.engine import Task
+    from saah_lab.studies.execution.runner import Job
 
     job = Job.of("run", "r", dict, {"seconds": 0}, ("warmstart:w",), num_cpus=2, steps=5)
     assert job.task == Task("run:r", dict, {"seconds": 0}, ("warmstart:w",), 2.0, 0.0)

@@ -10,7 +10,7 @@ import time
 
 import psutil
 
-from saah_lab.studies.watchdog import MARKER_VARIABLE, instance_tree
+from saah_lab.studies.execution.watchdog import MARKER_VARIABLE, instance_tree
 
 # A chain of ``depth`` processes below the one started: each starts the next, then sleeps.
 CHAIN = """

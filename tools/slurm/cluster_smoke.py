@@ -1,5 +1,5 @@
 """Check a running Ray cluster the way the grid uses it: a task per CPU slot, each reporting its node and
-torch's CPU kernels (the pinned ones on every node), run through saah_lab.studies.engine.run_tasks.
+torch's CPU kernels (the pinned ones on every node), run through saah_lab.studies.execution.engine.run_tasks.
 
     python tools/slurm/cluster_smoke.py [--address auto] [--tasks N]
 
@@ -13,7 +13,7 @@ import os
 import sys
 
 import saah_lib  # noqa: F401  (the CPU-numerics pin, before torch loads in this process)
-from saah_lab.studies.engine import Task, run_tasks
+from saah_lab.studies.execution.engine import Task, run_tasks
 from saah_lib.numerics import PINNED_CAPABILITY, numerics_mode
 
 

@@ -252,7 +252,7 @@ def test_a_moved_run_folder_resumes_and_completes(tiny_random_model_dir, tmp_pat
 
 @pytest.mark.slow
 def test_the_warm_start_rebuilds_bit_identically(tmp_path):
-    from saah_lab.studies.runner import warm_start_record
+    from saah_lab.studies.execution.runner import warm_start_record
     from saah_lib.models.warmstart import WarmStartSettings, build_warm_start
 
     settings = WarmStartSettings(hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1, intermediate_size=64,

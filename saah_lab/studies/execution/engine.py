@@ -10,7 +10,7 @@ A task whose worker or node is lost runs again, up to ``max_retries`` times (Ray
 resume from their checkpoints); a task's own exception is not retried (it would recur).  :class:`TaskFailed`
 then names the task, its node and its worker's log, once the tasks independent of it have finished.  Ctrl-C
 or SIGTERM cancels every task and stops the instance; a driver killed outright leaves that to the watchdog
-(:mod:`saah_lab.studies.watchdog`).  Ray is used through its public API and environment variables only
+(:mod:`saah_lab.studies.execution.watchdog`).  Ray is used through its public API and environment variables only
 (tests/studies/test_ray_public_api.py).
 """
 
@@ -34,7 +34,7 @@ from typing import Callable, Iterator
 
 import psutil
 
-from saah_lab.studies.watchdog import STOP, SWEEP
+from saah_lab.studies.execution.watchdog import STOP, SWEEP
 from saah_lib.numerics import MODE_VARIABLE, apply_cpu_numerics, numerics_mode
 
 # Ray reads this switch from the environment once, when it is first imported. Off, its lookup of this host's
@@ -252,8 +252,9 @@ def _check_loopback() -> None:
     if address != LOOPBACK:
         raise RuntimeError(
             f"Ray would use {address} for this host, not {LOOPBACK}: it was imported before "
-            f"saah_lab.studies.engine with {CLUSTER_SWITCH} not 0. Import saah_lab.studies.engine (or any study "
-            f"command) before ray, or set {CLUSTER_SWITCH}=0 in the environment.")
+            f"saah_lab.studies.execution.engine with {CLUSTER_SWITCH} not 0. Import "
+            f"saah_lab.studies.execution.engine (or any study command) before ray, or set {CLUSTER_SWITCH}=0 in the "
+            "environment.")
 
 
 def _start_local(token: Path, **init_args) -> None:
@@ -291,7 +292,7 @@ def _kill_our_children(marker: str) -> None:
 
 @contextmanager
 def _watchdog(token: Path, temp_dir: Path) -> Iterator[None]:
-    """A watchdog (:mod:`saah_lab.studies.watchdog`) for the instance whose processes carry ``token``: told
+    """A watchdog (:mod:`saah_lab.studies.execution.watchdog`) for the instance whose processes carry ``token``: told
     ``stop`` when this context ends, it kills them and removes ``temp_dir`` only if this process dies first.
     Ended by an exception other than :class:`TaskFailed` (Ctrl-C, as the instance starts or stops: a Ctrl-C at
     the terminal also reaches the raylet, whose agents then outlive ``ray.shutdown``), it is told ``sweep``: it

@@ -118,7 +118,7 @@ def timings_file(path: Path) -> Path:
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m saah_lab.studies.timing",
+    parser = argparse.ArgumentParser(prog="python -m saah_lab.studies.execution.timing",
                                      description="wall time per stage of several studies, side by side")
     parser.add_argument("timings", nargs="+", type=in_repo,
                         help=f"timings files, or study roots holding one ({TIMINGS_FILE} or {EXTENDED_TIMINGS_FILE})")

@@ -1,7 +1,7 @@
 """A study's whole grid in one command, on one machine or a Ray cluster.
 
-    python -m saah_lab.studies.grid plan paper --seeds 0 1 2      # every run, its state, resources, hours, disk
-    python -m saah_lab.studies.grid run paper --seeds 0 1 2 --address auto
+    python -m saah_lab.studies.execution.grid plan paper --seeds 0 1 2   # every run, its state, resources, hours, disk
+    python -m saah_lab.studies.execution.grid run paper --seeds 0 1 2 --address auto
 
 ``plan`` trains nothing.  ``run`` holds the results root for the whole study, skips complete runs and resumes
 interrupted ones from their last intact checkpoint; a worker or node that dies is retried (``--max-retries``).
@@ -22,9 +22,8 @@ from pathlib import Path
 from saah_lab.rundir.lock import FolderLockedError, study_lock
 from saah_lab.rundir.manifest import write_manifest
 from saah_lab.studies import confirm, extended, mini
-from saah_lab.studies.engine import TaskFailed
-from saah_lab.studies.plans import PAPER_SEED, STUDIES, ablation_plan, study_plan
-from saah_lab.studies.runner import (
+from saah_lab.studies.execution.engine import TaskFailed
+from saah_lab.studies.execution.runner import (
     Job,
     Plan,
     StepSeconds,
@@ -35,7 +34,8 @@ from saah_lab.studies.runner import (
     pending,
     run_plan,
 )
-from saah_lab.studies.timing import Timings
+from saah_lab.studies.execution.timing import Timings
+from saah_lab.studies.plans import PAPER_SEED, STUDIES, ablation_plan, study_plan
 from saah_lab.studies.verify.bits import compare_studies, write_report
 from saah_lab.studies.verify.verdict import closing_lines, committed_mkl_kernels
 from saah_lib.jsonio import atomic_write_json
@@ -264,7 +264,7 @@ def run_study(plan: Plan, *, address: str | None, max_retries: int, step_seconds
               slots: int | None) -> list[dict]:
     """Hold the root, build what is missing and train what is pending; a finished CPU study gets its
     answer kinds and manifest.  A planned run's folder holding another run is an error before anything is
-    written (:func:`~saah_lab.studies.runner.check_no_foreign_runs`)."""
+    written (:func:`~saah_lab.studies.execution.runner.check_no_foreign_runs`)."""
     check_no_foreign_runs(plan)
     with study_lock(plan.root):
         check_no_foreign_runs(plan)  # again, now that no other driver writes the root
@@ -297,7 +297,8 @@ def run_ablation(alphas, *, profile: str = "tiny", method: str = "ah", seed: int
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m saah_lab.studies.grid", description=__doc__.splitlines()[0],
+    parser = argparse.ArgumentParser(prog="python -m saah_lab.studies.execution.grid",
+                                     description=__doc__.splitlines()[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("command", choices=("plan", "run"), help="plan: print it; run: build and train what is missing")
     parser.add_argument("study", choices=STUDIES)

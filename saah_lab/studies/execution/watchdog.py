@@ -1,11 +1,11 @@
 """Stops the local Ray instance of a driver that died without stopping it (``kill -9``, the OOM killer).
 
 The kernel kills an instance's GCS server and raylet with the driver (``PR_SET_PDEATHSIG``), but not what
-the raylet started: its agents and workers, which would run on.  :func:`saah_lab.studies.engine.ray_session`
+the raylet started: its agents and workers, which would run on.  :func:`saah_lab.studies.execution.engine.ray_session`
 starts this beside each instance it starts, as a script (it imports only psutil, so it is up at once), in a
 session of its own (a Ctrl-C at the terminal reaches the driver, which stops the instance and then this)::
 
-    python saah_lab/studies/watchdog.py DRIVER_PID MARKER TEMP_DIR     (stdin: a pipe from the driver)
+    python saah_lab/studies/execution/watchdog.py DRIVER_PID MARKER TEMP_DIR     (stdin: a pipe from the driver)
 
 A driver that ends normally writes ``stop`` into the pipe; one interrupted writes ``sweep``: the watchdog
 SIGKILLs the instance's processes (``TEMP_DIR`` is the driver's to remove).  The pipe closing without either,

@@ -1,7 +1,7 @@
 """A study is a plan: the warm starts, baselines and runs it needs, each a job with the jobs it waits for.
 
 :func:`run_plan` builds what is missing and trains what is pending, in dependency order, as tasks of the
-engine (:mod:`saah_lab.studies.engine`: Ray core tasks, on this machine or on a cluster).  One code path
+engine (:mod:`saah_lab.studies.execution.engine`: Ray core tasks, on this machine or on a cluster).  One code path
 serves both: a run calls the run function in its worker with the config the plan built (one torch thread on a
 CPU; on a GPU, the one the engine gave the task).
 
@@ -25,9 +25,9 @@ import torch
 from tqdm import tqdm
 
 from saah_lab.rundir.manifest import sha256_of
-from saah_lab.studies.engine import Task, run_tasks
+from saah_lab.studies.execution.engine import Task, run_tasks
+from saah_lab.studies.execution.timing import PeakMemory, Timings
 from saah_lab.studies.matched_alpha import ensure_matched_alpha, read_matched_alpha
-from saah_lab.studies.timing import PeakMemory, Timings
 from saah_lab.training.run import baseline_for, run_training
 from saah_lib.jsonio import atomic_write_json, read_json
 from saah_lib.models.names import tiny_warm_start_name
@@ -383,7 +383,7 @@ def run_plan(plan: Plan, timings: Timings, *, address: str | None = None, max_re
     """Build what is missing and train what is pending; returns the finished runs' entries (by run id).
 
     The caller holds the plan's root.  ``step_seconds`` and ``slots`` (runs at a time) give the ETA of the
-    progress lines.  Raises :class:`saah_lab.studies.engine.TaskFailed` naming the job, node and log file.
+    progress lines.  Raises :class:`saah_lab.studies.execution.engine.TaskFailed` naming the job, node and log file.
     """
     plan.root.mkdir(parents=True, exist_ok=True)
     _record_done_jobs(plan, timings)

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from saah_lib.method.discount import group_advantages, mean_negative_weight, solve_alpha
+from saah_lab.studies.discount import group_advantages, mean_negative_weight, solve_alpha
 from saah_lib.method.methods import ALPHA_RANGE
 
 
