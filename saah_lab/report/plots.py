@@ -1,18 +1,16 @@
-"""The report's figures (matplotlib, Agg): those of a :class:`~saah_lab.analysis.resultset.ResultSet`, of the
-paired evidence and of the top-K measurement.
+"""The report's figures (matplotlib, Agg): those of a :class:`~saah_lab.analysis.resultset.ResultSet`
+(:data:`RESULT_FIGURES`, beside :func:`plot_warm_start_effect`), of the paired evidence (:func:`plot_paired`) and
+of the top-K measurement (:func:`plot_topk`); :mod:`saah_lab.report.render` saves each as
+``<figures>/<prefix>_<name>.pdf`` and ``.png``.
 
-Figures are built with :class:`matplotlib.figure.Figure` directly (no pyplot state, nothing shown
-on screen), so they work the same in tests, scripts and notebooks; they are :class:`InlineFigure`,
-which Jupyter shows as a PNG. :mod:`saah_lab.report.render` saves each as
-``<figures>/<prefix>_<name>.pdf`` and ``.png``: those of a result set are :data:`RESULT_FIGURES`
-(each function says what it draws), beside :func:`plot_warm_start_effect` (which needs the study plan's
-primary comparison), :func:`plot_paired` and :func:`plot_topk`. Panels that are compared share their y axis. PDFs embed
-TrueType fonts (``pdf.fonttype`` 42), which journals ask for and which stay searchable.
+Figures are :class:`InlineFigure` built without pyplot state, so they work the same in tests, scripts and
+notebooks (Jupyter shows them as PNG). Panels that are compared share their y axis. PDFs embed TrueType fonts
+(``pdf.fonttype`` 42), which journals ask for and which stay searchable.
 
-Bands: a single run uses its logged ``ci95`` (for the paper's numbers, the binomial formula with
-N=500, since the paper tabulates no per-step CI). Several seeds: the line is the mean across seeds
-and the band +-1 sample standard deviation across seeds. A figure without data is not drawn (its
-function returns None), never drawn from invented values.
+Bands: a single run uses its logged ``ci95`` (for the paper's numbers, the binomial formula with N=500, since the
+paper tabulates no per-step CI). Several seeds: the line is the mean across seeds and the band +-1 sample standard
+deviation across seeds. A figure without data is not drawn (its function returns None), never drawn from
+invented values.
 """
 
 from __future__ import annotations
@@ -58,6 +56,10 @@ REWARD_WINDOW = 5  # steps in the reward's moving average
 INLINE_DPI = 100  # PNG shown in a notebook: sharp on screen, a few tens of KB
 #: TrueType (Type 42) fonts in PDFs instead of matplotlib's default Type 3
 PDF_FONTS = {"pdf.fonttype": 42, "ps.fonttype": 42}
+HEALTH_NAMED = 3  # flagged runs named in a figure's title (the tables name them all)
+SYMLOG_FROM = 2.0  # alphas beyond this (the CPU studies' paper-matched one) put the alpha axis on a symlog scale
+#: The most panels of one kind side by side; more wrap into further rows.
+PANELS_PER_ROW = 3
 
 
 class InlineFigure(Figure):
@@ -85,37 +87,39 @@ def save_figure(fig: Figure, path: Path, dpi: int = 150) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-HEALTH_NAMED = 3  # flagged runs named in a figure's title (the tables name them all)
-SYMLOG_FROM = 2.0  # alphas beyond this (the CPU studies' paper-matched one) put the alpha axis on a symlog scale
-
-
-#: The most panels of one kind side by side; more wrap into further rows.
-PANELS_PER_ROW = 3
 
 
 def _fig(ncols: int = 1, nrows: int = 1, w: float = 4.6, h: float = 3.2, min_width: float = 6.4,
-         **kw) -> tuple[Figure, np.ndarray]:
+         size: tuple | None = None, **kw) -> tuple[Figure, np.ndarray]:
     # at least min_width inches wide, so the shared legend and titles fit with a single panel
-    fig = InlineFigure(figsize=(max(w * ncols, min_width), h * nrows), layout="constrained")
+    fig = InlineFigure(figsize=size or (max(w * ncols, min_width), h * nrows), layout="constrained")
     FigureCanvasAgg(fig)  # render with Agg regardless of the session's pyplot backend
-    axes = np.atleast_1d(fig.subplots(nrows, ncols, squeeze=False, **kw))
-    return fig, axes
+    return fig, np.atleast_1d(fig.subplots(nrows, ncols, squeeze=False, **kw))
+
+
+def _wrapped(n: int, rows: int = 1, **kw) -> tuple[Figure, np.ndarray, int]:
+    """A figure for ``n`` warm starts, :data:`PANELS_PER_ROW` side by side (more wrap into further rows), each
+    ``rows`` panels tall; the spare panels hidden. Returns the figure, its axes and the columns."""
+    ncols = min(n, PANELS_PER_ROW)
+    fig, axes = _fig(ncols=ncols, nrows=rows * math.ceil(n / ncols), **kw)
+    for i in range(n, axes.shape[0] // rows * ncols):
+        for row in range(rows):
+            axes[rows * (i // ncols) + row, i % ncols].set_visible(False)
+    return fig, axes, ncols
 
 
 def _fig_legend(fig: Figure, axes, ncol: int = 4, fontsize: int = 8) -> None:
     """One legend below the panels, merging the entries of all axes (first occurrence wins)."""
-    handles, labels = [], []
+    entries = {}
     for ax in np.ravel(axes):
         for h, lab in zip(*ax.get_legend_handles_labels()):
-            if lab not in labels:
-                handles.append(h)
-                labels.append(lab)
-    if handles:
-        fig.legend(handles, labels, loc="outside lower center", ncol=min(ncol, len(labels)), fontsize=fontsize,
-                   frameon=False)
+            entries.setdefault(lab, h)
+    if entries:
+        fig.legend(list(entries.values()), list(entries), loc="outside lower center",
+                   ncol=min(ncol, len(entries)), fontsize=fontsize, frameon=False)
 
 
-def _steps_axis(ax) -> None:
+def _steps_axis(ax, grid: bool = True) -> None:
     """x axis of training steps: integer ticks, label, at least two steps wide; y axis without offset notation.
 
     Call after drawing: a single evaluated step would otherwise get an axis a fraction of a step wide.
@@ -126,36 +130,61 @@ def _steps_axis(ax) -> None:
     lo, hi = ax.dataLim.intervalx
     if np.isfinite(lo) and np.isfinite(hi) and hi - lo < 2:
         ax.set_xlim(max(0.0, lo - 1) if lo >= 0 else lo - 1, hi + 1)
+    if grid:
+        ax.grid(alpha=0.3)
 
 
-def _groups(df: pd.DataFrame, model, main_only: bool = True) -> list[tuple[str, float, pd.DataFrame]]:
+def _numbers(rows: pd.DataFrame, column: str, default: float = np.nan) -> np.ndarray:
+    """A column as floats (what is no number: NaN); ``default`` throughout where the column is missing."""
+    values = rows[column] if column in rows else pd.Series(default, index=rows.index, dtype=float)
+    return pd.to_numeric(values, errors="coerce").to_numpy(float)
+
+
+def _groups(df: pd.DataFrame, model, main: dict | None = None) -> list[tuple[str, float, pd.DataFrame]]:
+    """``(method, alpha, rows by step)`` of one model's main comparison, in method then alpha order: the rows
+    ``in_main`` where the frame has that column; of a method with an alpha that ``main`` names, only those."""
     sub = df[df["model_label"] == model]
-    if main_only and "in_main" in sub:
+    if "in_main" in sub:
         sub = sub[sub["in_main"].astype(bool)]
     out = []
     for method in METHODS:
         m = sub[sub["method"] == method]
-        for a in sorted(pd.to_numeric(m["alpha"], errors="coerce").dropna().unique()):
-            g = m[np.isclose(pd.to_numeric(m["alpha"], errors="coerce"), a)].sort_values("step")
-            if len(g):
-                out.append((method, a, g))
+        alphas = sorted(pd.to_numeric(m["alpha"], errors="coerce").dropna().unique())
+        if main and any(is_main_alpha(method, a, main) for a in alphas):
+            alphas = [a for a in alphas if is_main_alpha(method, a, main)]
+        out += [(method, a, m[np.isclose(pd.to_numeric(m["alpha"], errors="coerce"), a)].sort_values("step"))
+                for a in alphas]
     return out
+
+
+def _checkpoint_groups(rs: ResultSet, model) -> list[tuple[str, float, pd.DataFrame]]:
+    ck = rs.checkpoints
+    return _groups(ck, model) if ck is not None and len(ck) else []
+
+
+def _curve_groups(rs: ResultSet, model) -> list[tuple[str, float, pd.DataFrame]]:
+    return _groups(rs.curves, model, (rs.notes or {}).get("main_alphas"))
 
 
 def seeds_text(g: pd.DataFrame) -> str:
     """`` (n=3)``: how many seeds a plotted line or point averages (empty for the paper's single runs)."""
-    n = pd.to_numeric(g.get("n_seeds", pd.Series(dtype=float)), errors="coerce").max()
+    n = pd.Series(_numbers(g, "n_seeds")).max()
     return f" (n={int(n)})" if pd.notna(n) else ""
+
+
+def _line_kw(method: str, alpha: float, g: pd.DataFrame, ls: str, **kw) -> dict:
+    """A method's curve: its colour, markers where it is sparse, and a label that says how many seeds it averages."""
+    return dict(color=METHOD_COLORS.get(method, "k"), ls=ls, marker="o" if len(g) <= SPARSE else None,
+                label=method_label(method, alpha) + seeds_text(g), **kw)
 
 
 def _band(g: pd.DataFrame) -> tuple[np.ndarray, str]:
     """Half-width of the band and what it is."""
-    n = pd.to_numeric(g.get("n_seeds", pd.Series(1, index=g.index)), errors="coerce").fillna(1)
-    std = pd.to_numeric(g.get("pass_at_1_std", pd.Series(np.nan, index=g.index)), errors="coerce")
-    ci = pd.to_numeric(g.get("ci95", pd.Series(np.nan, index=g.index)), errors="coerce")
-    if (n > 1).any() and std.notna().any():
-        return np.where(n > 1, std, ci).astype(float), "±1 s.d. across seeds"
-    return ci.to_numpy(float), "95% CI"
+    n = np.nan_to_num(_numbers(g, "n_seeds", 1), nan=1)
+    std, ci = _numbers(g, "pass_at_1_std"), _numbers(g, "ci95")
+    if (n > 1).any() and not np.isnan(std).all():
+        return np.where(n > 1, std, ci), "±1 s.d. across seeds"
+    return ci, "95% CI"
 
 
 #: The legend entry of each kind of band (:func:`_band`), so that a panel mixing both says which is which.
@@ -163,59 +192,44 @@ BAND_LEGEND = {"±1 s.d. across seeds": "shaded: ±1 s.d. across seeds (lines wi
                "95% CI": "shaded: 95% binomial CI (single runs)"}
 
 
-def _band_legend(ax, kinds) -> None:
-    """One grey legend entry per kind of band drawn on this panel (empty fills: nothing drawn, no limits moved)."""
-    for kind in sorted(kinds):
-        ax.fill_between([], [], [], color="0.75", lw=0, label=BAND_LEGEND.get(kind, f"shaded: {kind}"))
-
-
-def _draw_baseline(ax, rs: ResultSet, model, with_label: bool = True) -> bool:
+def _draw_baseline(ax, rs: ResultSet, model) -> None:
     """The dashed baseline, its value written on this panel (the legend entry is shared by every panel)."""
-    b = rs.baseline_for(model)
-    if not b or math.isnan(number_or_nan(b.get("pass_at_1"))):
-        return False
-    p = number_or_nan(b["pass_at_1"])
-    if rs.source == "paper_reported":
-        text = "zero-shot baseline"
-    elif b.get("kind") == "baseline":
-        text = f"baseline {b.get('name')}"
-    else:
-        text = "step-0 evaluation"
-    ax.axhline(p, ls="--", color=METHOD_COLORS["base"], lw=1.1, label=text if with_label else None)
+    b = rs.baseline_for(model) or {}
+    p = number_or_nan(b.get("pass_at_1"))
+    if math.isnan(p):
+        return
+    text = ("zero-shot baseline" if rs.source == "paper_reported" else
+            f"baseline {b.get('name')}" if b.get("kind") == "baseline" else "step-0 evaluation")
+    ax.axhline(p, ls="--", color=METHOD_COLORS["base"], lw=1.1, label=text)
     ax.annotate(f"{p:.3f}", xy=(1, p), xycoords=("axes fraction", "data"), xytext=(-3, 2),
                 textcoords="offset points", ha="right", va="bottom", fontsize=7, color=METHOD_COLORS["base"])
-    return True
 
 
 def _trajectory_panel(ax, rs: ResultSet, model, note_band: bool = True, peak_in_label: bool = False) -> bool:
-    ck = rs.checkpoints
-    groups = _groups(ck, model) if ck is not None and len(ck) else []
+    groups = _checkpoint_groups(rs, model)
     if not groups:
         return False
     band_kinds, drawn = set(), set()
     for method, a, g in groups:
-        x = g["step"].to_numpy(float)
-        y = g["pass_at_1"].to_numpy(float)
+        x, y = g["step"].to_numpy(float), g["pass_at_1"].to_numpy(float)
         half, kind = _band(g)
         band_kinds.add(kind)
-        color = METHOD_COLORS.get(method, "k")
-        label = method_label(method, a) + seeds_text(g)
+        kw = _line_kw(method, a, g, _alpha_style(rs, method, a), ms=4, lw=1.5)
         if peak_in_label and np.isfinite(y).any():
             i = int(np.nanargmax(y))
-            label += f": peak {y[i]:.3f} at step {int(x[i])}, final {y[~np.isnan(y)][-1]:.3f}"
-        ax.plot(x, y, marker="o" if len(x) <= SPARSE else None, ms=4, color=color, lw=1.5, label=label,
-                ls=_alpha_style(rs, method, a))
+            kw["label"] += f": peak {y[i]:.3f} at step {int(x[i])}, final {y[~np.isnan(y)][-1]:.3f}"
+        ax.plot(x, y, **kw)
         ok = ~np.isnan(half)
         if ok.any():
-            ax.fill_between(x[ok], (y - half)[ok], (y + half)[ok], color=color, alpha=0.15, lw=0)
+            ax.fill_between(x[ok], (y - half)[ok], (y + half)[ok], color=kw["color"], alpha=0.15, lw=0)
             drawn.add(kind)
-    _band_legend(ax, drawn)
+    for kind in sorted(drawn):  # one grey legend entry per kind of band (empty fills: no limits moved)
+        ax.fill_between([], [], [], color="0.75", lw=0, label=BAND_LEGEND.get(kind, f"shaded: {kind}"))
     _draw_baseline(ax, rs, model)
     _steps_axis(ax)
     ax.set_ylabel("Pass@1")
     title = model_short(model) if model_short(model) != str(model) else str(model)
     ax.set_title(f"{title}  (bands: {', '.join(sorted(band_kinds))})" if note_band else title, fontsize=9)
-    ax.grid(alpha=0.3)
     return True
 
 
@@ -225,40 +239,32 @@ def plot_pass_at_1(rs: ResultSet) -> Figure | None:
     The baseline is dashed, its value written on its own panel, with one legend entry for all panels. The
     panels share one y axis, so that a difference of 0.01 looks the same size on every panel.
     """
-    models = [m for m in rs.models if rs.checkpoints is not None and len(rs.checkpoints)
-              and len(_groups(rs.checkpoints, m))]
+    models = [m for m in rs.models if _checkpoint_groups(rs, m)]
     if not models:
         return None
-    ncols = min(len(models), PANELS_PER_ROW)  # six warm starts wrap into two rows, not one strip
-    fig, axes = _fig(ncols=ncols, nrows=math.ceil(len(models) / ncols), sharey=True)
+    fig, axes, _ = _wrapped(len(models), sharey=True)  # six warm starts wrap into two rows, not one strip
     for ax, model in zip(axes.flat, models):
         _trajectory_panel(ax, rs, model)
     for ax in axes[:, 1:].flat:  # the shared axis is labelled once per row
         ax.set_ylabel("")
-    for ax in list(axes.flat)[len(models):]:
-        ax.set_visible(False)
     _fig_legend(fig, axes)
-    fig.suptitle(_suptitle(rs, "Pass@1 during training"), fontsize=10)
+    _suptitle(fig, rs, "Pass@1 during training")
     return fig
 
 
 def plot_method_overlay(rs: ResultSet, model=None) -> Figure | None:
     """GRPO, AH-GRPO and SA-AH-GRPO on one panel for one model (default: largest with >= 2 methods)."""
-    ck = rs.checkpoints
-    if ck is None or ck.empty:
-        return None
     if model is None:
-        cands = [m for m in rs.models if len({meth for meth, _, _ in _groups(ck, m)}) >= 2]
-        if not cands:
-            return None
-        model = cands[0]
+        model = next((m for m in rs.models if len({meth for meth, _, _ in _checkpoint_groups(rs, m)}) >= 2), None)
+    if model is None:
+        return None
     fig, axes = _fig(w=6.0, h=3.8)
     ax = axes.flat[0]
     if not _trajectory_panel(ax, rs, model, note_band=False, peak_in_label=True):
         return None
-    ax.set_title(f"{model}: all methods, bands {_band(_groups(ck, model)[0][2])[1]}", fontsize=9)
+    ax.set_title(f"{model}: all methods, bands {_band(_checkpoint_groups(rs, model)[0][2])[1]}", fontsize=9)
     _fig_legend(fig, axes, ncol=1)
-    fig.suptitle(_suptitle(rs, "Method overlay"), fontsize=10)
+    _suptitle(fig, rs, "Method overlay")
     return fig
 
 
@@ -269,12 +275,10 @@ def plot_alpha_ablation(rs: ResultSet) -> Figure | None:
     several) are explained in the figure.
     """
     ab = rs.ablation
-    if ab is None or ab.empty:
+    if ab is None or ab.empty or (ab["method"] == "sa").all():
         return None
     model = ab["model_label"].iloc[0]
     core = ab[ab["method"] != "sa"].sort_values("alpha")
-    if core.empty:
-        return None
     fig, axes = _fig(w=5.6, h=3.6)
     ax = axes.flat[0]
     x = _numbers(core, "alpha")
@@ -288,12 +292,8 @@ def plot_alpha_ablation(rs: ResultSet) -> Figure | None:
     _fig_legend(fig, axes, ncol=3, fontsize=7)
     ax.set_title(f"{model}" + (f"; error bars: ±1 s.d. across seeds ({bars_note(ab)}; "
                                "one seed elsewhere)" if bars else ""), fontsize=8 if bars else 9)
-    fig.suptitle(_suptitle(rs, "α ablation of AH-GRPO" + (" and SA-AH-GRPO" if len(sa) > 1 else "")), fontsize=10)
+    _suptitle(fig, rs, "α ablation of AH-GRPO" + (" and SA-AH-GRPO" if len(sa) > 1 else ""))
     return fig
-
-
-def _numbers(rows: pd.DataFrame, column: str) -> np.ndarray:
-    return pd.to_numeric(rows[column], errors="coerce").to_numpy(float)
 
 
 def _ah_points(ax, core: pd.DataFrame, x) -> bool:
@@ -313,27 +313,22 @@ def _ah_points(ax, core: pd.DataFrame, x) -> bool:
 def _sa_points(ax, sa: pd.DataFrame, x) -> bool:
     """SA-AH-GRPO's points: a series like AH-GRPO's for a sweep, else one star; returns whether error bars were
     drawn."""
-    bars = False
-    if len(sa):
-        _annotate_seeds(ax, _numbers(sa, "alpha"), _numbers(sa, "peak_pass_at_1"), sa, METHOD_COLORS["sa"],
-                        above=False)
-    if len(sa) > 1:  # an SA-AH-GRPO sweep: drawn as a series like AH-GRPO's
-        sx = _numbers(sa, "alpha")
-        ax.plot(sx, _numbers(sa, "peak_pass_at_1"), "*-",
-                color=METHOD_COLORS["sa"], ms=11, lw=0.8, label="SA-AH-GRPO peak")
-        sfinal = _numbers(sa, "final_pass_at_1")
-        ax.plot(sx, sfinal, "s", ms=7, mfc="none", mec=METHOD_COLORS["sa"], label="SA-AH-GRPO final")
-        # SA's bars a little to the right, so that they do not hide AH-GRPO's at the same alpha
-        dodge = 0.012 * (np.nanmax(np.concatenate([x, sx])) - np.nanmin(np.concatenate([x, sx])))
-        bars = _seed_error_bars(ax, sa, sx + dodge, _numbers(sa, "peak_pass_at_1"), sfinal, METHOD_COLORS["sa"],
-                                METHOD_COLORS["sa"])
-    for _, r in (sa.iterrows() if len(sa) == 1 else ()):
-        a = number_or_nan(r["alpha"])
-        ax.plot([a], [number_or_nan(r["peak_pass_at_1"])], marker="*", ms=12, color=METHOD_COLORS["sa"], ls="none",
-                label=f"SA-AH-GRPO peak ({int(number_or_nan(r['steps'])) if not math.isnan(number_or_nan(r['steps'])) else '?'} steps)")
-        ax.plot([a], [number_or_nan(r["final_pass_at_1"])], marker="s", ms=7, mfc="none", mec=METHOD_COLORS["sa"], ls="none",
-                label="SA-AH-GRPO final")
-    return bars
+    if sa.empty:
+        return False
+    color = METHOD_COLORS["sa"]
+    sx, speak, sfinal = (_numbers(sa, c) for c in ("alpha", "peak_pass_at_1", "final_pass_at_1"))
+    _annotate_seeds(ax, sx, speak, sa, color, above=False)
+    if len(sa) == 1:
+        steps = number_or_nan(sa["steps"].iloc[0])
+        ax.plot(sx, speak, marker="*", ms=12, color=color, ls="none",
+                label=f"SA-AH-GRPO peak ({'?' if math.isnan(steps) else int(steps)} steps)")
+        ax.plot(sx, sfinal, marker="s", ms=7, mfc="none", mec=color, ls="none", label="SA-AH-GRPO final")
+        return False
+    ax.plot(sx, speak, "*-", color=color, ms=11, lw=0.8, label="SA-AH-GRPO peak")
+    ax.plot(sx, sfinal, "s", ms=7, mfc="none", mec=color, label="SA-AH-GRPO final")
+    # SA's bars a little to the right, so that they do not hide AH-GRPO's at the same alpha
+    dodge = 0.012 * (np.nanmax(np.concatenate([x, sx])) - np.nanmin(np.concatenate([x, sx])))
+    return _seed_error_bars(ax, sa, sx + dodge, speak, sfinal, color, color)
 
 
 def _alpha_axis(ax, alphas: np.ndarray) -> None:
@@ -341,15 +336,13 @@ def _alpha_axis(ax, alphas: np.ndarray) -> None:
     ticks = sorted(set(np.round(alphas, 4)))
     if ticks and max(ticks) > SYMLOG_FROM:  # a paper-matched alpha far right of the sweep: keep the sweep readable
         ax.set_xscale("symlog", linthresh=1.0, linscale=2.0)
-    ax.set_xticks(ticks)
-    ax.set_xticklabels([f"{t:g}" for t in ticks])
+    ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
     ax.set_xlabel("α (entropy discount strength; 0 = GRPO); n = seeds per point")
 
 
 def _seed_error_bars(ax, rows: pd.DataFrame, x, peak, final, peak_color, final_color) -> bool:
     """±1 s.d. across seeds on points that have several seeds; returns whether any was drawn."""
-    pstd = pd.to_numeric(rows.get("peak_pass_at_1_std"), errors="coerce").to_numpy(float)
-    fstd = pd.to_numeric(rows.get("final_pass_at_1_std"), errors="coerce").to_numpy(float)
+    pstd, fstd = _numbers(rows, "peak_pass_at_1_std"), _numbers(rows, "final_pass_at_1_std")
     if np.isnan(pstd).all() and np.isnan(fstd).all():
         return False
     ax.errorbar(x, peak, yerr=np.nan_to_num(pstd), fmt="none", ecolor=peak_color, capsize=2)
@@ -359,18 +352,15 @@ def _seed_error_bars(ax, rows: pd.DataFrame, x, peak, final, peak_color, final_c
 
 def bars_note(ablation: pd.DataFrame) -> str:
     """Which points have error bars: ``3 seeds at α = 0, 0.5`` (from the ablation's ``n_seeds``)."""
-    n = pd.to_numeric(ablation.get("n_seeds", pd.Series(1, index=ablation.index)), errors="coerce").fillna(1)
-    several = ablation[n > 1]
-    counts = sorted({int(v) for v in n[n > 1]})
-    alphas = sorted({float(a) for a in pd.to_numeric(several["alpha"], errors="coerce").dropna()})
-    seeds = " or ".join(str(c) for c in counts)
+    n = np.nan_to_num(_numbers(ablation, "n_seeds", 1), nan=1)
+    seeds = " or ".join(str(c) for c in sorted({int(v) for v in n[n > 1]}))
+    alphas = sorted({float(a) for a in _numbers(ablation, "alpha")[n > 1] if not math.isnan(a)})
     return f"{seeds} seeds at α = {', '.join(f'{a:g}' for a in alphas)}"
 
 
 def _annotate_seeds(ax, x, y, rows: pd.DataFrame, color, above: bool) -> None:
     """``n=3`` beside each point: 1-seed points are drawn beside seed means, and the reader must see which."""
-    counts = pd.to_numeric(rows.get("n_seeds", pd.Series(np.nan, index=rows.index)), errors="coerce").to_numpy()
-    for xi, yi, n in zip(x, y, counts):
+    for xi, yi, n in zip(x, y, _numbers(rows, "n_seeds")):
         if np.isfinite(yi) and np.isfinite(n):
             ax.annotate(f"n={int(n)}", (xi, yi), textcoords="offset points", xytext=(0, 8 if above else -14),
                         ha="center", fontsize=6.5, color=color)
@@ -381,21 +371,6 @@ def _curve_models(rs: ResultSet, col: str) -> list:
     if c is None or c.empty or col not in c or c[col].notna().sum() == 0:
         return []
     return [m for m in model_order(c["model_label"]) if c.loc[c["model_label"] == m, col].notna().any()]
-
-
-def _curve_groups(rs: ResultSet, model) -> list[tuple[str, float, pd.DataFrame]]:
-    c = rs.curves[rs.curves["model_label"] == model].copy()
-    main = rs.notes.get("main_alphas") if rs.notes else None
-    out = []
-    for method in METHODS:
-        m = c[c["method"] == method]
-        alphas = sorted(pd.to_numeric(m["alpha"], errors="coerce").dropna().unique())
-        if main and any(is_main_alpha(method, a, main) for a in alphas):
-            alphas = [a for a in alphas if is_main_alpha(method, a, main)]
-        for a in alphas:
-            g = m[np.isclose(pd.to_numeric(m["alpha"], errors="coerce"), a)].sort_values("step")
-            out.append((method, a, g))
-    return out
 
 
 def moving_average(y: np.ndarray, window: int = REWARD_WINDOW) -> np.ndarray:
@@ -427,29 +402,25 @@ def plot_reward(rs: ResultSet) -> Figure | None:
     models = _curve_models(rs, "reward_mean")
     if not models:
         return None
-    with_std = any(pd.to_numeric(rs.curves.get("reward_std"), errors="coerce").notna())
+    columns = [("reward_mean", "mean reward of the step")]
+    if "reward_std" in rs.curves and not np.isnan(_numbers(rs.curves, "reward_std")).all():
+        columns.append(("reward_std", "reward s.d. within the step"))
     # sharey by column: one scale for every model's mean reward, one for every spread
-    fig, axes = _fig(ncols=2 if with_std else 1, nrows=len(models), w=4.4, h=3.0, sharey="col")
+    fig, axes = _fig(ncols=len(columns), nrows=len(models), w=4.4, h=3.0, sharey="col")
     for row, model in enumerate(models):
-        ax_mean, ax_std = axes[row, 0], axes[row, 1] if with_std else None
         for method, a, g in _curve_groups(rs, model):
-            x = g["step"].to_numpy(float)
-            color, label = METHOD_COLORS.get(method, "k"), method_label(method, a) + seeds_text(g)
-            _reward_lines(ax_mean, x, g["reward_mean"].to_numpy(float), color, label, _alpha_style(rs, method, a))
-            if ax_std is not None:
-                _reward_lines(ax_std, x, pd.to_numeric(g.get("reward_std"), errors="coerce").to_numpy(float),
-                              color, label, _alpha_style(rs, method, a))
-        ax_mean.set_ylabel("mean reward of the step")
-        if ax_std is not None:
-            ax_std.set_ylabel("reward s.d. within the step")
-        for ax in (ax_mean, ax_std) if ax_std is not None else (ax_mean,):
+            label = method_label(method, a) + seeds_text(g)
+            for col, (key, _) in enumerate(columns):
+                _reward_lines(axes[row, col], g["step"].to_numpy(float), _numbers(g, key),
+                              METHOD_COLORS.get(method, "k"), label, _alpha_style(rs, method, a))
+        for ax, (_, ylabel) in zip(axes[row], columns):
+            ax.set_ylabel(ylabel)
             ax.set_title(str(model), fontsize=9)
             _steps_axis(ax)
-            ax.grid(alpha=0.3)
     _fig_legend(fig, axes)
     smoothing = "" if all(len(g) <= SPARSE for m in models for _, _, g in _curve_groups(rs, m)) else \
         f"\nfaint: each step; bold: mean of the last {REWARD_WINDOW} steps"
-    fig.suptitle(_suptitle(rs, "Training reward") + smoothing + _curve_note(rs), fontsize=10)
+    _suptitle(fig, rs, "Training reward", smoothing + _curve_note(rs))
     return fig
 
 
@@ -468,30 +439,21 @@ def plot_entropy_weight(rs: ResultSet) -> Figure | None:
     fig, axes = _fig(ncols=3, nrows=len(models), w=3.4, h=2.8, sharey="col")  # one entropy scale for all models
     for row, model in enumerate(models):
         for method, a, g in _curve_groups(rs, model):
-            x = g["step"].to_numpy(float)
-            style = dict(color=METHOD_COLORS.get(method, "k"),
-                         ls=_alpha_style(rs, method, a, METHOD_LINESTYLES.get(method, "-")), lw=1.2,
-                         marker="o" if len(x) <= SPARSE else None, ms=4, label=method_label(method, a) + seeds_text(g))
+            kw = _line_kw(method, a, g, _alpha_style(rs, method, a, METHOD_LINESTYLES.get(method, "-")), lw=1.2, ms=4)
             for col, (key, _, _) in enumerate(columns):
-                y = pd.to_numeric(g.get(key), errors="coerce").to_numpy(float)
+                y = _numbers(g, key)
                 if (~np.isnan(y)).any():
-                    axes[row, col].plot(x, y, **style)
+                    axes[row, col].plot(g["step"].to_numpy(float), y, **kw)
         for col, (_, ylabel, what) in enumerate(columns):
-            ax = axes[row, col]
-            ax.set_ylabel(ylabel)
-            ax.set_title(f"{model}: {what}", fontsize=8)
-            _steps_axis(ax)
-            ax.grid(alpha=0.3)
-        for ax in axes[row, 1:]:
-            ax.set_ylim(0, 1.05)
+            axes[row, col].set_ylabel(ylabel)
+            axes[row, col].set_title(f"{model}: {what}", fontsize=8)
+            _steps_axis(axes[row, col])
+            if col:
+                axes[row, col].set_ylim(0, 1.05)
     _fig_legend(fig, axes, ncol=3, fontsize=8)
-    fig.suptitle(_suptitle(rs, "Entropy and adaptive weights") + _curve_note(rs), fontsize=10)
+    _suptitle(fig, rs, "Entropy and adaptive weights", _curve_note(rs))
     return fig
 
-
-# ---------------------------------------------------------------------------
-# per arm and warm start: the per-step diagnostics, the kinds of answers, the primary effect
-# ---------------------------------------------------------------------------
 
 def figure_arms(rs: ResultSet) -> list[tuple[str, float]]:
     """The arms ``(method, alpha)`` the per-arm figures draw, in method order: those of the main comparison, and
@@ -502,8 +464,7 @@ def figure_arms(rs: ResultSet) -> list[tuple[str, float]]:
     if runs is None or runs.empty:
         return []
     main = (rs.notes or {}).get("main_alphas") or {}
-    seeds = runs.assign(alpha=pd.to_numeric(runs["alpha"], errors="coerce")).groupby(["method", "alpha"])["seed"]
-    n = seeds.nunique()
+    n = runs.assign(alpha=pd.to_numeric(runs["alpha"], errors="coerce")).groupby(["method", "alpha"])["seed"].nunique()
     in_main = {arm: is_main_alpha(arm[0], float(arm[1]), main) for arm in n.index}
     least = max((n[arm] for arm in n.index if in_main[arm] and arm[0] != "grpo"), default=math.inf)
     keep = [(str(m), float(a)) for (m, a) in n.index if in_main[(m, a)] or n[(m, a)] >= least]
@@ -529,13 +490,6 @@ STEP_DIAGNOSTICS = (("weight_neg_mean", "mean token weight,\nnegative-advantage 
                     ("entropy_norm", "mean normalised entropy"))
 
 
-def _paper_band(ax, logged: dict | None) -> None:
-    if logged:
-        ax.axhspan(logged["low"], logged["high"], color="0.82", lw=0, zorder=0,
-                   label=f"the paper's logged range ({logged['model']} SA-AH-GRPO, "
-                         f"steps {logged['steps'][0]}–{logged['steps'][1]})")
-
-
 def plot_step_diagnostics(rs: ResultSet, paper_dir=PAPER_REPORTED) -> Figure | None:
     """Per step: the mean token weight on negative-advantage rollouts (upper row) and the mean normalised entropy
     (lower row) of each arm (:func:`figure_arms`; means over its seeds), one column per warm start, wrapping after
@@ -548,8 +502,7 @@ def plot_step_diagnostics(rs: ResultSet, paper_dir=PAPER_REPORTED) -> Figure | N
     if rs.source == "paper_reported" or not found or not arms:
         return None
     models = [m for m in model_order(rs.curves["model_label"]) if m in found]
-    ncols = min(len(models), PANELS_PER_ROW)
-    fig, axes = _fig(ncols=ncols, nrows=2 * math.ceil(len(models) / ncols), w=3.4, h=2.5)
+    fig, axes, ncols = _wrapped(len(models), rows=2, w=3.4, h=2.5)
     paper = {key: logged_range(paper_dir, key) for key, _ in STEP_DIAGNOSTICS}
     for i, model in enumerate(models):
         block, col = divmod(i, ncols)
@@ -557,26 +510,23 @@ def plot_step_diagnostics(rs: ResultSet, paper_dir=PAPER_REPORTED) -> Figure | N
             ax = axes[2 * block + row, col]
             if ax is not axes[row, 0]:
                 ax.sharey(axes[row, 0])
-            _paper_band(ax, paper[key])
+            if band := paper[key]:
+                ax.axhspan(band["low"], band["high"], color="0.82", lw=0, zorder=0,
+                           label=f"the paper's logged range ({band['model']} SA-AH-GRPO, "
+                                 f"steps {band['steps'][0]}–{band['steps'][1]})")
             for method, a in arms:
                 g = _arm_rows(rs.curves, model, method, a).sort_values("step")
-                y = pd.to_numeric(g.get(key), errors="coerce").to_numpy(float)
+                y = _numbers(g, key)
                 if len(g) and (~np.isnan(y)).any():
-                    ax.plot(g["step"].to_numpy(float), y, color=METHOD_COLORS.get(method, "k"), lw=1.1,
-                            ls=_arm_style(rs, method, a, arms), marker="o" if len(g) <= SPARSE else None, ms=2.5,
-                            label=method_label(method, a) + seeds_text(g))
+                    ax.plot(g["step"].to_numpy(float), y, **_line_kw(method, a, g, _arm_style(rs, method, a, arms),
+                                                                      lw=1.1, ms=2.5))
             ax.set_title(str(model), fontsize=8)
             ax.set_ylabel(ylabel if col == 0 else "", fontsize=8)
             _steps_axis(ax)
             if row == 0:
                 ax.set_xlabel("")
-            ax.grid(alpha=0.3)
-    for i in range(len(models), axes.shape[0] // 2 * ncols):
-        for row in (0, 1):
-            axes[2 * (i // ncols) + row, i % ncols].set_visible(False)
     _fig_legend(fig, axes, ncol=3, fontsize=8)
-    fig.suptitle(_suptitle(rs, "Weight on negative rollouts and entropy per step, per arm and warm start"),
-                 fontsize=10)
+    _suptitle(fig, rs, "Weight on negative rollouts and entropy per step, per arm and warm start")
     return fig
 
 
@@ -638,9 +588,7 @@ def plot_answer_kinds(rs: ResultSet) -> Figure | None:
     if kinds.empty:
         return None
     arms, models = figure_arms(rs), model_order(kinds["model_label"])
-    ncols = min(len(models), PANELS_PER_ROW)
-    fig, axes = _fig(ncols=ncols, nrows=math.ceil(len(models) / ncols), w=max(3.4, 1.6 * len(arms)), h=3.4,
-                     sharey=True)
+    fig, axes, _ = _wrapped(len(models), w=max(3.4, 1.6 * len(arms)), h=3.4, sharey=True)
     totals = sorted({int(t) for t in kinds[list(ANSWER_KINDS)].sum(axis=1)})
     for ax, model in zip(axes.flat, models):
         _answer_kind_panel(ax, kinds[kinds["model_label"] == model], arms)
@@ -648,10 +596,8 @@ def plot_answer_kinds(rs: ResultSet) -> Figure | None:
     for ax in axes[:, 0]:
         ax.set_ylabel("evaluation answers" + (f" (of {totals[0]})" if len(totals) == 1 else "")
                       + ",\nmean over seeds")
-    for ax in list(axes.flat)[len(models):]:
-        ax.set_visible(False)
     _fig_legend(fig, axes, ncol=3, fontsize=8)
-    fig.suptitle(_suptitle(rs, "Answers by kind at the first and the last evaluation"), fontsize=10)
+    _suptitle(fig, rs, "Answers by kind at the first and the last evaluation")
     return fig
 
 
@@ -705,7 +651,7 @@ def plot_warm_start_effect(rs: ResultSet, primary: dict | None = None) -> Figure
     ax.set_ylabel("SA-AH-GRPO − GRPO, final Pass@1\n(seed mean, 95% t interval over seeds)")
     ax.grid(alpha=0.3)
     _fig_legend(fig, axes, ncol=1, fontsize=8)
-    fig.suptitle(_suptitle(rs, "The effect per warm start against GRPO's own gain"), fontsize=10)
+    _suptitle(fig, rs, "The effect per warm start against GRPO's own gain")
     return fig
 
 
@@ -751,9 +697,10 @@ def _curve_note(rs: ResultSet) -> str:
     return ""
 
 
-def _suptitle(rs: ResultSet, what: str) -> str:
-    return (f"{what} — {'reported in the paper' if rs.source == 'paper_reported' else 'our runs'}" + problems_note(rs)
-            + health_line(rs))
+def _suptitle(fig: Figure, rs: ResultSet, what: str, extra: str = "") -> None:
+    """The figure's title: what it shows, whose numbers, what a tolerant reading flagged and the flagged runs."""
+    fig.suptitle(f"{what} — {'reported in the paper' if rs.source == 'paper_reported' else 'our runs'}"
+                 + problems_note(rs) + health_line(rs) + extra, fontsize=10)
 
 
 def health_line(rs: ResultSet) -> str:
@@ -777,10 +724,6 @@ def problems_note(rs: ResultSet) -> str:
             f"{excluded} run folder(s) left out (see ResultSet.warnings)")
 
 
-# ---------------------------------------------------------------------------
-# writing
-# ---------------------------------------------------------------------------
-
 def pick_rollout_pair(token_entropies: pd.DataFrame) -> dict | None:
     """Choose one positive- and one negative-advantage rollout logged at the same step.
 
@@ -799,13 +742,11 @@ def pick_rollout_pair(token_entropies: pd.DataFrame) -> dict | None:
         at_main = not math.isnan(alpha) and bool(np.isclose(alpha, MAIN_ALPHA))
         return (not at_main, pref.get(first["method"], 2), str(run_id))
 
-    runs = sorted(te["run_id"].unique(), key=order)
-    for rid in runs:
+    for rid in sorted(te["run_id"].unique(), key=order):
         sub = te[te.run_id == rid]
         for step in sorted(sub["step"].dropna().unique(), reverse=True):
             at = sub[sub.step == step]
-            pos = at[at.advantage > 0]
-            neg = at[at.advantage < 0]
+            pos, neg = at[at.advantage > 0], at[at.advantage < 0]
             if len(pos) and len(neg):
                 p, n = pos.iloc[0], neg.iloc[0]
                 return {"run_id": rid, "step": float(step), "alpha": number_or_nan(p["alpha"]),
@@ -843,16 +784,6 @@ RESULT_FIGURES = {
     "step_diagnostics": plot_step_diagnostics,
     "answer_kinds": plot_answer_kinds,
 }
-
-
-# ---------------------------------------------------------------------------
-# the paired evidence and the top-K measurement
-# ---------------------------------------------------------------------------
-
-def _figure(ncols: int, width: float, height: float):
-    fig = Figure(figsize=(width, height), layout="constrained")
-    FigureCanvasAgg(fig)
-    return fig, np.atleast_1d(fig.subplots(1, ncols, squeeze=False))[0]
 
 
 def _draw_quantity(ax, r: dict, y: float, color: str, level: float) -> None:
@@ -893,11 +824,10 @@ def plot_paired(rows: list[dict], level: float = LEVEL, warning: str = "", sourc
     pairs = list(dict.fromkeys((r["a"], r["b"]) for r in sorted(rows, key=lambda r: not r["primary"])))
     primary = {(r["a"], r["b"]) for r in rows if r["primary"]}
     heights = [len(pairs) * len(keys) for _, keys in PAIRED_PANELS]
-    fig = Figure(figsize=(7.5, 1.6 + 0.34 * sum(heights) + 0.45 * len(PAIRED_PANELS)), layout="constrained")
-    FigureCanvasAgg(fig)
-    axes = fig.subplots(len(PAIRED_PANELS), 1, gridspec_kw={"height_ratios": heights})
+    fig, axes = _fig(nrows=len(PAIRED_PANELS), size=(7.5, 1.6 + 0.34 * sum(heights) + 0.45 * len(PAIRED_PANELS)),
+                     gridspec_kw={"height_ratios": heights})
     colors = {"final": "#1f77b4", "peak": "#ff7f0e", "train_var": "#2ca02c", "mean_kl": "#9467bd"}
-    for ax, (title, keys) in zip(axes, PAIRED_PANELS):
+    for ax, (title, keys) in zip(axes[:, 0], PAIRED_PANELS):
         ticks, names, stats = [], [], []
         for i, (a, b) in enumerate(pairs):
             for j, key in enumerate(keys):
@@ -943,7 +873,8 @@ def plot_topk(result: dict, alpha: str = f"{MAIN_ALPHA:g}") -> Figure | None:
     if not rows or alpha not in rows[0]["weights"]:
         return None
     k = np.array([r["k"] for r in rows])
-    fig, (ax_h, ax_w) = _figure(2, 9.0, 3.3)
+    fig, axes = _fig(ncols=2, w=4.5, h=3.3)
+    ax_h, ax_w = axes[0]
     ax_h.plot(k, [r["entropy_abs_err"]["mean"] for r in rows], "o-", label="mean |ΔH|")
     ax_h.plot(k, [r["entropy_abs_err"]["max"] for r in rows], "s--", label="max |ΔH|")
     ax_h.plot(k, [1 - r["topk_mass"]["mean"] for r in rows], "^:", color="0.4",
@@ -984,6 +915,6 @@ def plot_run(run_dir: str | Path) -> Figure | None:
                           color="0.2", alpha=0.2, linewidth=0)
         ax_p.set_title("greedy Pass@1 (95% band)", fontsize=9)
     for ax in (ax_r, ax_p):
-        _steps_axis(ax)
+        _steps_axis(ax, grid=False)
     fig.suptitle(Path(run_dir).name, fontsize=10)
     return fig
