@@ -228,7 +228,7 @@ def _trajectory_panel(ax, rs: ResultSet, model, note_band: bool = True, peak_in_
     _draw_baseline(ax, rs, model)
     _steps_axis(ax)
     ax.set_ylabel("Pass@1")
-    title = model_short(model) if model_short(model) != str(model) else str(model)
+    title = model_short(model)
     ax.set_title(f"{title}  (bands: {', '.join(sorted(band_kinds))})" if note_band else title, fontsize=9)
     return True
 
@@ -366,11 +366,13 @@ def _annotate_seeds(ax, x, y, rows: pd.DataFrame, color, above: bool) -> None:
                         ha="center", fontsize=6.5, color=color)
 
 
-def _curve_models(rs: ResultSet, col: str) -> list:
+def _curve_models(rs: ResultSet, *cols: str) -> list:
+    """The models, in model order, with a value in any of these columns of the per-step curves."""
     c = rs.curves
-    if c is None or c.empty or col not in c or c[col].notna().sum() == 0:
+    if c is None or c.empty:
         return []
-    return [m for m in model_order(c["model_label"]) if c.loc[c["model_label"] == m, col].notna().any()]
+    return [m for m in model_order(c["model_label"])
+            if any(col in c and c.loc[c["model_label"] == m, col].notna().any() for col in cols)]
 
 
 def moving_average(y: np.ndarray, window: int = REWARD_WINDOW) -> np.ndarray:
@@ -378,19 +380,25 @@ def moving_average(y: np.ndarray, window: int = REWARD_WINDOW) -> np.ndarray:
     return pd.Series(y).rolling(window, min_periods=1).mean().to_numpy(float)
 
 
-def _reward_lines(ax, x, y, color, label, ls: str = "-") -> None:
-    """A dense curve: each step faint, its moving average bold; a sparse one (the paper's steps): points."""
-    if len(x) <= SPARSE:
-        ax.plot(x, y, color=color, lw=1.2, marker="o", ms=4, label=label, ls=ls)
-        return
-    ax.plot(x, y, color=color, lw=0.6, alpha=0.3, ls=ls)
-    ax.plot(x, moving_average(y), color=color, lw=1.6, label=label, ls=ls)
-
-
 def _alpha_style(rs: ResultSet, method: str, alpha: float, default: str = "-") -> str:
     """Dotted for the paper-matched alpha of a study, so its AH/SA lines differ from the main alpha's."""
     matched = (rs.notes or {}).get("matched_alpha")
     return ":" if matched is not None and method != "grpo" and np.isclose(alpha, matched) else default
+
+
+def _curve_rows(rs: ResultSet, models: list, columns, draw, title_size: int, **kw) -> tuple[Figure, np.ndarray]:
+    """One row of panels per model, one column per ``(logged column, y label, title)`` of ``columns``, each column
+    on one y scale; ``draw(ax, x, y, method, alpha, rows)`` draws an arm's curve (:func:`_groups`) on a panel."""
+    fig, axes = _fig(ncols=len(columns), nrows=len(models), sharey="col", **kw)
+    for row, model in enumerate(models):
+        for method, a, g in _curve_groups(rs, model):
+            for col, (key, _, _) in enumerate(columns):
+                draw(axes[row, col], g["step"].to_numpy(float), _numbers(g, key), method, a, g)
+        for ax, (_, ylabel, title) in zip(axes[row], columns):
+            ax.set_ylabel(ylabel)
+            ax.set_title(title.format(model=model), fontsize=title_size)
+            _steps_axis(ax)
+    return fig, axes
 
 
 def plot_reward(rs: ResultSet) -> Figure | None:
@@ -402,21 +410,19 @@ def plot_reward(rs: ResultSet) -> Figure | None:
     models = _curve_models(rs, "reward_mean")
     if not models:
         return None
-    columns = [("reward_mean", "mean reward of the step")]
+    columns = [("reward_mean", "mean reward of the step", "{model}")]
     if "reward_std" in rs.curves and not np.isnan(_numbers(rs.curves, "reward_std")).all():
-        columns.append(("reward_std", "reward s.d. within the step"))
-    # sharey by column: one scale for every model's mean reward, one for every spread
-    fig, axes = _fig(ncols=len(columns), nrows=len(models), w=4.4, h=3.0, sharey="col")
-    for row, model in enumerate(models):
-        for method, a, g in _curve_groups(rs, model):
-            label = method_label(method, a) + seeds_text(g)
-            for col, (key, _) in enumerate(columns):
-                _reward_lines(axes[row, col], g["step"].to_numpy(float), _numbers(g, key),
-                              METHOD_COLORS.get(method, "k"), label, _alpha_style(rs, method, a))
-        for ax, (_, ylabel) in zip(axes[row], columns):
-            ax.set_ylabel(ylabel)
-            ax.set_title(str(model), fontsize=9)
-            _steps_axis(ax)
+        columns.append(("reward_std", "reward s.d. within the step", "{model}"))
+
+    def draw(ax, x, y, method, a, g):
+        kw = _line_kw(method, a, g, _alpha_style(rs, method, a))
+        if kw["marker"]:
+            ax.plot(x, y, lw=1.2, ms=4, **kw)
+            return
+        ax.plot(x, y, color=kw["color"], lw=0.6, alpha=0.3, ls=kw["ls"])
+        ax.plot(x, moving_average(y), color=kw["color"], lw=1.6, label=kw["label"], ls=kw["ls"])
+
+    fig, axes = _curve_rows(rs, models, columns, draw, 9, w=4.4, h=3.0)
     _fig_legend(fig, axes)
     smoothing = "" if all(len(g) <= SPARSE for m in models for _, _, g in _curve_groups(rs, m)) else \
         f"\nfaint: each step; bold: mean of the last {REWARD_WINDOW} steps"
@@ -429,27 +435,21 @@ def plot_entropy_weight(rs: ResultSet) -> Figure | None:
 
     The weights are averaged over all tokens and over negative-advantage rollouts.
     """
-    models = sorted(set(_curve_models(rs, "entropy_norm")) | set(_curve_models(rs, "weight_mean")),
-                    key=lambda m: model_order(rs.curves["model_label"]).index(m))
+    models = _curve_models(rs, "entropy_norm", "weight_mean")
     if not models:
         return None
-    columns = (("entropy_norm", "mean normalised entropy", "entropy"),
-               ("weight_mean", "mean token weight", "weights, all tokens"),
-               ("weight_neg_mean", "mean token weight", "weights, negative-advantage rollouts"))
-    fig, axes = _fig(ncols=3, nrows=len(models), w=3.4, h=2.8, sharey="col")  # one entropy scale for all models
-    for row, model in enumerate(models):
-        for method, a, g in _curve_groups(rs, model):
-            kw = _line_kw(method, a, g, _alpha_style(rs, method, a, METHOD_LINESTYLES.get(method, "-")), lw=1.2, ms=4)
-            for col, (key, _, _) in enumerate(columns):
-                y = _numbers(g, key)
-                if (~np.isnan(y)).any():
-                    axes[row, col].plot(g["step"].to_numpy(float), y, **kw)
-        for col, (_, ylabel, what) in enumerate(columns):
-            axes[row, col].set_ylabel(ylabel)
-            axes[row, col].set_title(f"{model}: {what}", fontsize=8)
-            _steps_axis(axes[row, col])
-            if col:
-                axes[row, col].set_ylim(0, 1.05)
+    columns = (("entropy_norm", "mean normalised entropy", "{model}: entropy"),
+               ("weight_mean", "mean token weight", "{model}: weights, all tokens"),
+               ("weight_neg_mean", "mean token weight", "{model}: weights, negative-advantage rollouts"))
+
+    def draw(ax, x, y, method, a, g):
+        if (~np.isnan(y)).any():
+            ax.plot(x, y, **_line_kw(method, a, g, _alpha_style(rs, method, a, METHOD_LINESTYLES.get(method, "-")),
+                                     lw=1.2, ms=4))
+
+    fig, axes = _curve_rows(rs, models, columns, draw, 8, w=3.4, h=2.8)
+    for ax in axes[:, 1:].flat:
+        ax.set_ylim(0, 1.05)
     _fig_legend(fig, axes, ncol=3, fontsize=8)
     _suptitle(fig, rs, "Entropy and adaptive weights", _curve_note(rs))
     return fig
@@ -498,10 +498,9 @@ def plot_step_diagnostics(rs: ResultSet, paper_dir=PAPER_REPORTED) -> Figure | N
 
     None for the paper's own numbers: their log against their own range shows nothing new."""
     arms = figure_arms(rs)
-    found = {m for key, _ in STEP_DIAGNOSTICS for m in _curve_models(rs, key)}
-    if rs.source == "paper_reported" or not found or not arms:
+    models = _curve_models(rs, *(key for key, _ in STEP_DIAGNOSTICS))
+    if rs.source == "paper_reported" or not models or not arms:
         return None
-    models = [m for m in model_order(rs.curves["model_label"]) if m in found]
     fig, axes, ncols = _wrapped(len(models), rows=2, w=3.4, h=2.5)
     paper = {key: logged_range(paper_dir, key) for key, _ in STEP_DIAGNOSTICS}
     for i, model in enumerate(models):
@@ -664,21 +663,17 @@ def plot_token_weights(h_pos: Sequence[float], h_neg: Sequence[float], alpha: fl
     :func:`saah_lab.analysis.summaries.token_weights`: GRPO 1; AH ``exp(-alpha *
     cumsum(H))`` on both; SA that discount on the negative rollout only.
     """
-    h = {"positive": np.asarray(h_pos, float), "negative": np.asarray(h_neg, float)}
-    adv = {"positive": 1.0, "negative": -1.0}
+    hs = (np.asarray(h_pos, float), np.asarray(h_neg, float))
     fig, axes = _fig(ncols=2, nrows=4, w=4.6, h=1.35)
-    cmap = matplotlib.colormaps["viridis"]
-    for col, side in enumerate(("positive", "negative")):
-        hh = h[side]
+    for col, (side, hh, adv) in enumerate(zip(("positive", "negative"), hs, (1.0, -1.0))):
         t = np.arange(1, len(hh) + 1)
-        ax = axes[0, col]
-        ax.bar(t, hh, width=1.0, color="0.5")
-        ax.set_title(f"{side}-advantage rollout ({len(hh)} tokens)", fontsize=9)
-        ax.set_ylabel("$\\tilde H_t$", fontsize=8)
+        axes[0, col].bar(t, hh, width=1.0, color="0.5")
+        axes[0, col].set_title(f"{side}-advantage rollout ({len(hh)} tokens)", fontsize=9)
+        axes[0, col].set_ylabel("$\\tilde H_t$", fontsize=8)
         for row, method in enumerate(METHODS, start=1):
-            w = token_weights(hh, alpha, method, adv[side])
+            w = token_weights(hh, alpha, method, adv)
             ax = axes[row, col]
-            ax.bar(t, w, width=1.0, color=cmap(np.clip(w, 0, 1)))
+            ax.bar(t, w, width=1.0, color=matplotlib.colormaps["viridis"](np.clip(w, 0, 1)))
             ax.set_ylim(0, 1.08 if alpha >= 0 else max(1.08, float(np.nanmax(w)) * 1.05))
             ax.set_ylabel(METHOD_LABELS[method], fontsize=8)
             ax.text(0.99, 0.9, f"mean w = {np.mean(w):.3f}", transform=ax.transAxes, ha="right", va="top", fontsize=7)
@@ -686,15 +681,13 @@ def plot_token_weights(h_pos: Sequence[float], h_neg: Sequence[float], alpha: fl
     for ax in axes.flat:
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.tick_params(labelsize=7)
-        ax.set_xlim(0.5, max(len(h["positive"]), len(h["negative"])) + 0.5)
+        ax.set_xlim(0.5, max(map(len, hs)) + 0.5)
     fig.suptitle(title or f"Token weights from logged entropies (α={alpha:g})", fontsize=10)
     return fig
 
 
 def _curve_note(rs: ResultSet) -> str:
-    if rs.source == "paper_reported":
-        return "\n(the paper tabulates these only for SA-AH-GRPO, at the steps shown)"
-    return ""
+    return "\n(the paper tabulates these only for SA-AH-GRPO, at the steps shown)" * (rs.source == "paper_reported")
 
 
 def _suptitle(fig: Figure, rs: ResultSet, what: str, extra: str = "") -> None:
@@ -734,13 +727,11 @@ def pick_rollout_pair(token_entropies: pd.DataFrame) -> dict | None:
     te = token_entropies
     if te is None or te.empty:
         return None
-    pref = {"sa": 0, "ah": 1}
 
-    def order(run_id):
+    def order(run_id):  # np.isclose is False for a NaN alpha
         first = te.loc[te.run_id == run_id].iloc[0]
-        alpha = number_or_nan(first["alpha"])
-        at_main = not math.isnan(alpha) and bool(np.isclose(alpha, MAIN_ALPHA))
-        return (not at_main, pref.get(first["method"], 2), str(run_id))
+        return not np.isclose(number_or_nan(first["alpha"]), MAIN_ALPHA), {"sa": 0, "ah": 1}.get(first["method"], 2), \
+            str(run_id)
 
     for rid in sorted(te["run_id"].unique(), key=order):
         sub = te[te.run_id == rid]
@@ -801,11 +792,6 @@ def _draw_quantity(ax, r: dict, y: float, color: str, level: float) -> None:
     ax.scatter([r["diff"]], [y], s=40, zorder=4, color=color if filled else "white", edgecolor=color)
 
 
-def paired_row_stats(r: dict) -> str:
-    """The numbers printed beside a row of the paired figure, outside the plotting area."""
-    return f"n={r['n_units']}  p={r['p_value']:.2g}\nadj. {r['p_adjusted']:.2g}  MDE {r['mde']:.2g}"
-
-
 #: The paired figure's panels, top to bottom: title and the quantities of its rows.
 PAIRED_PANELS = (("Pass@1 (A − B)", CHECKPOINTS), ("training-reward variance (A − B)", ("train_var",)),
                  ("mean KL (A − B)", ("mean_kl",)))
@@ -839,7 +825,8 @@ def plot_paired(rows: list[dict], level: float = LEVEL, warning: str = "", sourc
                 name = f"{'PRIMARY: ' if (a, b) in primary else ''}{a}\nvs {b}" if j == 0 else ""
                 if len(keys) > 1:
                     name = f"{name}: {key}" if name else key
-                ticks.append(y), names.append(name), stats.append(paired_row_stats(match[0]))
+                ticks.append(y), names.append(name), stats.append(
+                    "n={n_units}  p={p_value:.2g}\nadj. {p_adjusted:.2g}  MDE {mde:.2g}".format(**match[0]))
             if i:
                 ax.axhline(-(i * len(keys)) + 0.5, color="0.8", lw=0.6)
         ax.axvline(0, color="0.5", lw=0.8, ls="--")
@@ -852,8 +839,8 @@ def plot_paired(rows: list[dict], level: float = LEVEL, warning: str = "", sourc
         ax.tick_params(axis="x", labelsize=8)
         ax.xaxis.set_major_locator(MaxNLocator(nbins=6))
         ax.ticklabel_format(axis="x", style="sci", scilimits=(-3, 3))
-    handles = [Line2D([], [], color=colors["final"], lw=2, marker="o", label="final checkpoint (family CI)"),
-               Line2D([], [], color=colors["peak"], lw=2, marker="o", label="peak checkpoint (family CI)"),
+    handles = [*(Line2D([], [], color=colors[k], lw=2, marker="o", label=f"{k} checkpoint (family CI)")
+                 for k in ("final", "peak")),
                Line2D([], [], color="0.4", ls="", marker="o", markersize=4, alpha=0.5, label="one seed pair"),
                Line2D([], [], color="k", ls="", marker="x", label="seed pair with a flagged run"),
                Line2D([], [], color="0.85", lw=6, label=f"±MDE ({POWER:.0%} power)"),
