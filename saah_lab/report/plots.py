@@ -72,11 +72,9 @@ class InlineFigure(Figure):
 
 
 def save_figure(fig: Figure, path: Path, dpi: int = 150) -> None:
-    """Save as PDF (TrueType fonts, no creation date: the same figure gives the same bytes) or PNG.
-
-    Written to a hidden temporary file beside ``path`` and renamed over it, so that a killed save leaves no
-    half-written figure; the next render removes such temporary files (:func:`saah_lib.jsonio.remove_temp_files`).
-    """
+    """Save as PDF (TrueType fonts, no creation date: the same figure gives the same bytes) or PNG, written to a
+    hidden temporary file beside ``path`` and renamed over it, so that a killed save leaves no half-written figure
+    (the next render removes such files: :func:`saah_lib.jsonio.remove_temp_files`)."""
     path = Path(path)
     tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
     try:
@@ -94,7 +92,7 @@ def _fig(ncols: int = 1, nrows: int = 1, w: float = 4.6, h: float = 3.2, min_wid
     # at least min_width inches wide, so the shared legend and titles fit with a single panel
     fig = InlineFigure(figsize=size or (max(w * ncols, min_width), h * nrows), layout="constrained")
     FigureCanvasAgg(fig)  # render with Agg regardless of the session's pyplot backend
-    return fig, np.atleast_1d(fig.subplots(nrows, ncols, squeeze=False, **kw))
+    return fig, fig.subplots(nrows, ncols, squeeze=False, **kw)
 
 
 def _wrapped(n: int, rows: int = 1, **kw) -> tuple[Figure, np.ndarray, int]:
@@ -120,10 +118,8 @@ def _fig_legend(fig: Figure, axes, ncol: int = 4, fontsize: int = 8) -> None:
 
 
 def _steps_axis(ax, grid: bool = True) -> None:
-    """x axis of training steps: integer ticks, label, at least two steps wide; y axis without offset notation.
-
-    Call after drawing: a single evaluated step would otherwise get an axis a fraction of a step wide.
-    """
+    """x axis of training steps: integer ticks, label, at least two steps wide (so call it after drawing: one
+    evaluated step would get an axis a fraction of a step wide); y axis without offset notation; a light grid."""
     ax.set_xlabel("training step")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.ticklabel_format(axis="y", useOffset=False)
@@ -234,11 +230,8 @@ def _trajectory_panel(ax, rs: ResultSet, model, note_band: bool = True, peak_in_
 
 
 def plot_pass_at_1(rs: ResultSet) -> Figure | None:
-    """Pass@1 trajectories: one panel per model, every main-comparison method with its band.
-
-    The baseline is dashed, its value written on its own panel, with one legend entry for all panels. The
-    panels share one y axis, so that a difference of 0.01 looks the same size on every panel.
-    """
+    """Pass@1 trajectories: one panel per model, every main-comparison method with its band; the baseline dashed,
+    its value written on its own panel. The panels share one y axis, so 0.01 looks the same size on every panel."""
     models = [m for m in rs.models if _checkpoint_groups(rs, m)]
     if not models:
         return None
@@ -252,10 +245,9 @@ def plot_pass_at_1(rs: ResultSet) -> Figure | None:
     return fig
 
 
-def plot_method_overlay(rs: ResultSet, model=None) -> Figure | None:
-    """GRPO, AH-GRPO and SA-AH-GRPO on one panel for one model (default: largest with >= 2 methods)."""
-    if model is None:
-        model = next((m for m in rs.models if len({meth for meth, _, _ in _checkpoint_groups(rs, m)}) >= 2), None)
+def plot_method_overlay(rs: ResultSet) -> Figure | None:
+    """GRPO, AH-GRPO and SA-AH-GRPO on one panel for the largest model with at least two methods."""
+    model = next((m for m in rs.models if len({meth for meth, _, _ in _checkpoint_groups(rs, m)}) >= 2), None)
     if model is None:
         return None
     fig, axes = _fig(w=6.0, h=3.8)
@@ -269,11 +261,8 @@ def plot_method_overlay(rs: ResultSet, model=None) -> Figure | None:
 
 
 def plot_alpha_ablation(rs: ResultSet) -> Figure | None:
-    """Peak (filled circles) and final (open squares) Pass@1 against alpha.
-
-    The baseline is dashed and SA-AH-GRPO's reference a star; error bars (+-1 s.d. across seeds, where there are
-    several) are explained in the figure.
-    """
+    """Peak (filled circles) and final (open squares) Pass@1 against alpha; the baseline dashed, SA-AH-GRPO's
+    reference a star; error bars (+-1 s.d. across seeds, where there are several) explained in the figure."""
     ab = rs.ablation
     if ab is None or ab.empty or (ab["method"] == "sa").all():
         return None
@@ -402,11 +391,9 @@ def _curve_rows(rs: ResultSet, models: list, columns, draw, title_size: int, **k
 
 
 def plot_reward(rs: ResultSet) -> Figure | None:
-    """Training reward per method: the step mean (left) and its spread over the step's completions (right).
-
-    Each step's value is drawn faint with a moving average over :data:`REWARD_WINDOW` steps on top, so the
-    methods' difference is not hidden under a band as wide as the reward's spread within a step.
-    """
+    """Training reward per method: the step mean (left) and its spread over the step's completions (right). Each
+    step's value is drawn faint with a moving average over :data:`REWARD_WINDOW` steps on top, so the methods'
+    difference is not hidden under a band as wide as the reward's spread within a step."""
     models = _curve_models(rs, "reward_mean")
     if not models:
         return None
@@ -431,10 +418,8 @@ def plot_reward(rs: ResultSet) -> Figure | None:
 
 
 def plot_entropy_weight(rs: ResultSet) -> Figure | None:
-    """Mean normalised entropy (left) and mean token weights (right) over steps; one row per model.
-
-    The weights are averaged over all tokens and over negative-advantage rollouts.
-    """
+    """Mean normalised entropy (left) and mean token weights, over all tokens and over negative-advantage rollouts
+    (right), per step; one row per model."""
     models = _curve_models(rs, "entropy_norm", "weight_mean")
     if not models:
         return None
@@ -490,19 +475,18 @@ STEP_DIAGNOSTICS = (("weight_neg_mean", "mean token weight,\nnegative-advantage 
                     ("entropy_norm", "mean normalised entropy"))
 
 
-def plot_step_diagnostics(rs: ResultSet, paper_dir=PAPER_REPORTED) -> Figure | None:
+def plot_step_diagnostics(rs: ResultSet) -> Figure | None:
     """Per step: the mean token weight on negative-advantage rollouts (upper row) and the mean normalised entropy
     (lower row) of each arm (:func:`figure_arms`; means over its seeds), one column per warm start, wrapping after
     :data:`PANELS_PER_ROW`; every panel of a quantity on one y scale, with the range the paper logged for it
-    (:func:`saah_lab.analysis.reported.logged_range`) as a grey band.
-
-    None for the paper's own numbers: their log against their own range shows nothing new."""
+    (:func:`saah_lab.analysis.reported.logged_range`) as a grey band. None for the paper's own numbers: their log
+    against their own range shows nothing new."""
     arms = figure_arms(rs)
     models = _curve_models(rs, *(key for key, _ in STEP_DIAGNOSTICS))
     if rs.source == "paper_reported" or not models or not arms:
         return None
     fig, axes, ncols = _wrapped(len(models), rows=2, w=3.4, h=2.5)
-    paper = {key: logged_range(paper_dir, key) for key, _ in STEP_DIAGNOSTICS}
+    paper = {key: logged_range(PAPER_REPORTED, key) for key, _ in STEP_DIAGNOSTICS}
     for i, model in enumerate(models):
         block, col = divmod(i, ncols)
         for row, (key, ylabel) in enumerate(STEP_DIAGNOSTICS):
@@ -656,13 +640,9 @@ def plot_warm_start_effect(rs: ResultSet, primary: dict | None = None) -> Figure
 
 def plot_token_weights(h_pos: Sequence[float], h_neg: Sequence[float], alpha: float,
                        title: str | None = None) -> Figure:
-    """Token weights of GRPO, AH-GRPO and SA-AH-GRPO on a positive and a negative rollout.
-
-    ``h_pos``/``h_neg`` are the per-token normalised entropies of one rollout
-    with positive and one with negative advantage.  Weights come from
-    :func:`saah_lab.analysis.summaries.token_weights`: GRPO 1; AH ``exp(-alpha *
-    cumsum(H))`` on both; SA that discount on the negative rollout only.
-    """
+    """Token weights of GRPO, AH-GRPO and SA-AH-GRPO on a rollout with positive and one with negative advantage,
+    from their per-token normalised entropies ``h_pos``/``h_neg`` (:func:`saah_lab.analysis.summaries.token_weights`:
+    GRPO 1; AH ``exp(-alpha * cumsum(H))`` on both; SA that discount on the negative rollout only)."""
     hs = (np.asarray(h_pos, float), np.asarray(h_neg, float))
     fig, axes = _fig(ncols=2, nrows=4, w=4.6, h=1.35)
     for col, (side, hh, adv) in enumerate(zip(("positive", "negative"), hs, (1.0, -1.0))):
@@ -718,12 +698,10 @@ def problems_note(rs: ResultSet) -> str:
 
 
 def pick_rollout_pair(token_entropies: pd.DataFrame) -> dict | None:
-    """Choose one positive- and one negative-advantage rollout logged at the same step.
-
-    Prefers a run at the main alpha (:data:`~saah_lib.method.methods.MAIN_ALPHA`, chosen by value, not by
-    the run id's spelling), SA-AH-GRPO before AH-GRPO before any, then the run id; within a run the latest
-    step that has both signs.  Returns ``{run_id, step, alpha, h_pos, h_neg, adv_pos, adv_neg}`` or None.
-    """
+    """Choose one positive- and one negative-advantage rollout logged at the same step: a run at the main alpha
+    (:data:`~saah_lib.method.methods.MAIN_ALPHA`, chosen by value, not by the run id's spelling) first, SA-AH-GRPO
+    before AH-GRPO before any, then by run id; within a run the latest step that has both signs. Returns
+    ``{run_id, step, alpha, h_pos, h_neg, adv_pos, adv_neg}`` or None."""
     te = token_entropies
     if te is None or te.empty:
         return None
@@ -747,15 +725,12 @@ def pick_rollout_pair(token_entropies: pd.DataFrame) -> dict | None:
 
 
 def plot_rollout_weights(rs: ResultSet) -> Figure | None:
-    """The token weights of one logged positive and one negative rollout (:func:`pick_rollout_pair`).
-
-    GRPO's, AH-GRPO's and SA-AH-GRPO's weights, computed from the rollout's logged per-token entropies.
-    """
+    """GRPO's, AH-GRPO's and SA-AH-GRPO's token weights on one logged positive and one negative rollout
+    (:func:`pick_rollout_pair`), from their logged per-token entropies."""
     pair = pick_rollout_pair(rs.token_entropies) if rs.token_entropies is not None else None
     if pair is None:
         return None
-    alpha = pair["alpha"]
-    note = ""
+    alpha, note = pair["alpha"], ""
     if math.isnan(alpha) or alpha == 0:
         alpha, note = MAIN_ALPHA, f" (run had α=0; weights drawn with α={MAIN_ALPHA:g})"
     return plot_token_weights(
@@ -890,18 +865,14 @@ def plot_run(run_dir: str | Path) -> Figure | None:
         log.info("no logged steps or evaluations in %s", run_dir)
         return None
     fig, axes = _fig(ncols=2)
-    ax_r, ax_p = axes[0]
-    if not steps.empty:
-        mean, std = steps["reward_mean"].astype(float), steps["reward_std"].astype(float)
-        ax_r.plot(steps["step"], mean, color="0.2")
-        ax_r.fill_between(steps["step"], mean - std, mean + std, color="0.2", alpha=0.2, linewidth=0)
-        ax_r.set_title("training reward (mean ± std)", fontsize=9)
-    if not evals.empty:
-        ax_p.plot(evals["step"], evals["pass_at_1"], marker="o", color="0.2")
-        ax_p.fill_between(evals["step"], evals["pass_at_1"] - evals["ci95"], evals["pass_at_1"] + evals["ci95"],
-                          color="0.2", alpha=0.2, linewidth=0)
-        ax_p.set_title("greedy Pass@1 (95% band)", fontsize=9)
-    for ax in (ax_r, ax_p):
+    for ax, rows, value, half, title, marker in (
+            (axes[0, 0], steps, "reward_mean", "reward_std", "training reward (mean ± std)", None),
+            (axes[0, 1], evals, "pass_at_1", "ci95", "greedy Pass@1 (95% band)", "o")):
+        if not rows.empty:
+            y, h = rows[value].astype(float), rows[half].astype(float)
+            ax.plot(rows["step"], y, marker=marker, color="0.2")
+            ax.fill_between(rows["step"], y - h, y + h, color="0.2", alpha=0.2, linewidth=0)
+            ax.set_title(title, fontsize=9)
         _steps_axis(ax, grid=False)
     fig.suptitle(Path(run_dir).name, fontsize=10)
     return fig
