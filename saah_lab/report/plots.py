@@ -139,6 +139,8 @@ def _numbers(rows: pd.DataFrame, column: str, default: float = np.nan) -> np.nda
 def _groups(df: pd.DataFrame, model, main: dict | None = None) -> list[tuple[str, float, pd.DataFrame]]:
     """``(method, alpha, rows by step)`` of one model's main comparison, in method then alpha order: the rows
     ``in_main`` where the frame has that column; of a method with an alpha that ``main`` names, only those."""
+    if df is None or df.empty:
+        return []
     sub = df[df["model_label"] == model]
     if "in_main" in sub:
         sub = sub[sub["in_main"].astype(bool)]
@@ -151,11 +153,6 @@ def _groups(df: pd.DataFrame, model, main: dict | None = None) -> list[tuple[str
         out += [(method, a, m[np.isclose(pd.to_numeric(m["alpha"], errors="coerce"), a)].sort_values("step"))
                 for a in alphas]
     return out
-
-
-def _checkpoint_groups(rs: ResultSet, model) -> list[tuple[str, float, pd.DataFrame]]:
-    ck = rs.checkpoints
-    return _groups(ck, model) if ck is not None and len(ck) else []
 
 
 def _curve_groups(rs: ResultSet, model) -> list[tuple[str, float, pd.DataFrame]]:
@@ -202,7 +199,7 @@ def _draw_baseline(ax, rs: ResultSet, model) -> None:
 
 
 def _trajectory_panel(ax, rs: ResultSet, model, note_band: bool = True, peak_in_label: bool = False) -> bool:
-    groups = _checkpoint_groups(rs, model)
+    groups = _groups(rs.checkpoints, model)
     if not groups:
         return False
     band_kinds, drawn = set(), set()
@@ -232,7 +229,7 @@ def _trajectory_panel(ax, rs: ResultSet, model, note_band: bool = True, peak_in_
 def plot_pass_at_1(rs: ResultSet) -> Figure | None:
     """Pass@1 trajectories: one panel per model, every main-comparison method with its band; the baseline dashed,
     its value written on its own panel. The panels share one y axis, so 0.01 looks the same size on every panel."""
-    models = [m for m in rs.models if _checkpoint_groups(rs, m)]
+    models = [m for m in rs.models if _groups(rs.checkpoints, m)]
     if not models:
         return None
     fig, axes, _ = _wrapped(len(models), sharey=True)  # six warm starts wrap into two rows, not one strip
@@ -247,14 +244,14 @@ def plot_pass_at_1(rs: ResultSet) -> Figure | None:
 
 def plot_method_overlay(rs: ResultSet) -> Figure | None:
     """GRPO, AH-GRPO and SA-AH-GRPO on one panel for the largest model with at least two methods."""
-    model = next((m for m in rs.models if len({meth for meth, _, _ in _checkpoint_groups(rs, m)}) >= 2), None)
+    model = next((m for m in rs.models if len({meth for meth, _, _ in _groups(rs.checkpoints, m)}) >= 2), None)
     if model is None:
         return None
     fig, axes = _fig(w=6.0, h=3.8)
     ax = axes.flat[0]
     if not _trajectory_panel(ax, rs, model, note_band=False, peak_in_label=True):
         return None
-    ax.set_title(f"{model}: all methods, bands {_band(_checkpoint_groups(rs, model)[0][2])[1]}", fontsize=9)
+    ax.set_title(f"{model}: all methods, bands {_band(_groups(rs.checkpoints, model)[0][2])[1]}", fontsize=9)
     _fig_legend(fig, axes, ncol=1)
     _suptitle(fig, rs, "Method overlay")
     return fig
@@ -275,7 +272,11 @@ def plot_alpha_ablation(rs: ResultSet) -> Figure | None:
     sa = ab[ab["method"] == "sa"].sort_values("alpha")
     bars |= _sa_points(ax, sa, x)
     _draw_baseline(ax, rs, model)
-    _alpha_axis(ax, np.concatenate([x, _numbers(sa, "alpha")]))
+    ticks = sorted(set(np.round(np.concatenate([x, _numbers(sa, "alpha")]), 4)))  # a tick at every alpha drawn
+    if ticks and max(ticks) > SYMLOG_FROM:  # a paper-matched alpha far right of the sweep: keep the sweep readable
+        ax.set_xscale("symlog", linthresh=1.0, linscale=2.0)
+    ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+    ax.set_xlabel("α (entropy discount strength; 0 = GRPO); n = seeds per point")
     ax.set_ylabel("Pass@1")
     ax.grid(alpha=0.3)
     _fig_legend(fig, axes, ncol=3, fontsize=7)
@@ -318,15 +319,6 @@ def _sa_points(ax, sa: pd.DataFrame, x) -> bool:
     # SA's bars a little to the right, so that they do not hide AH-GRPO's at the same alpha
     dodge = 0.012 * (np.nanmax(np.concatenate([x, sx])) - np.nanmin(np.concatenate([x, sx])))
     return _seed_error_bars(ax, sa, sx + dodge, speak, sfinal, color, color)
-
-
-def _alpha_axis(ax, alphas: np.ndarray) -> None:
-    """A tick at every alpha drawn; symlog where a paper-matched alpha lies far right of the sweep."""
-    ticks = sorted(set(np.round(alphas, 4)))
-    if ticks and max(ticks) > SYMLOG_FROM:  # a paper-matched alpha far right of the sweep: keep the sweep readable
-        ax.set_xscale("symlog", linthresh=1.0, linscale=2.0)
-    ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
-    ax.set_xlabel("α (entropy discount strength; 0 = GRPO); n = seeds per point")
 
 
 def _seed_error_bars(ax, rows: pd.DataFrame, x, peak, final, peak_color, final_color) -> bool:
