@@ -1,18 +1,16 @@
-"""The report's figures (matplotlib, Agg): those of a :class:`~saah_lab.analysis.resultset.ResultSet`, of the
-paired evidence and of the top-K measurement.
+"""The report's figures (matplotlib, Agg): those of a :class:`~saah_lab.analysis.resultset.ResultSet`
+(:data:`RESULT_FIGURES`, beside :func:`plot_warm_start_effect`), of the paired evidence (:func:`plot_paired`) and
+of the top-K measurement (:func:`plot_topk`); :mod:`saah_lab.report.render` saves each as
+``<figures>/<prefix>_<name>.pdf`` and ``.png``.
 
-Figures are built with :class:`matplotlib.figure.Figure` directly (no pyplot state, nothing shown
-on screen), so they work the same in tests, scripts and notebooks; they are :class:`InlineFigure`,
-which Jupyter shows as a PNG. :mod:`saah_lab.report.render` saves each as
-``<figures>/<prefix>_<name>.pdf`` and ``.png``: those of a result set are :data:`RESULT_FIGURES`
-(each function says what it draws), beside :func:`plot_warm_start_effect` (which needs the study plan's
-primary comparison), :func:`plot_paired` and :func:`plot_topk`. Panels that are compared share their y axis. PDFs embed
-TrueType fonts (``pdf.fonttype`` 42), which journals ask for and which stay searchable.
+Figures are :class:`InlineFigure` built without pyplot state, so they work the same in tests, scripts and
+notebooks (Jupyter shows them as PNG). Panels that are compared share their y axis. PDFs embed TrueType fonts
+(``pdf.fonttype`` 42), which journals ask for and which stay searchable.
 
-Bands: a single run uses its logged ``ci95`` (for the paper's numbers, the binomial formula with
-N=500, since the paper tabulates no per-step CI). Several seeds: the line is the mean across seeds
-and the band +-1 sample standard deviation across seeds. A figure without data is not drawn (its
-function returns None), never drawn from invented values.
+Bands: a single run uses its logged ``ci95`` (for the paper's numbers, the binomial formula with N=500, since the
+paper tabulates no per-step CI). Several seeds: the line is the mean across seeds and the band +-1 sample standard
+deviation across seeds. A figure without data is not drawn (its function returns None), never drawn from
+invented values.
 """
 
 from __future__ import annotations
@@ -58,6 +56,10 @@ REWARD_WINDOW = 5  # steps in the reward's moving average
 INLINE_DPI = 100  # PNG shown in a notebook: sharp on screen, a few tens of KB
 #: TrueType (Type 42) fonts in PDFs instead of matplotlib's default Type 3
 PDF_FONTS = {"pdf.fonttype": 42, "ps.fonttype": 42}
+HEALTH_NAMED = 3  # flagged runs named in a figure's title (the tables name them all)
+SYMLOG_FROM = 2.0  # alphas beyond this (the CPU studies' paper-matched one) put the alpha axis on a symlog scale
+#: The most panels of one kind side by side; more wrap into further rows.
+PANELS_PER_ROW = 3
 
 
 class InlineFigure(Figure):
@@ -70,11 +72,9 @@ class InlineFigure(Figure):
 
 
 def save_figure(fig: Figure, path: Path, dpi: int = 150) -> None:
-    """Save as PDF (TrueType fonts, no creation date: the same figure gives the same bytes) or PNG.
-
-    Written to a hidden temporary file beside ``path`` and renamed over it, so that a killed save leaves no
-    half-written figure; the next render removes such temporary files (:func:`saah_lib.jsonio.remove_temp_files`).
-    """
+    """Save as PDF (TrueType fonts, no creation date: the same figure gives the same bytes) or PNG, written to a
+    hidden temporary file beside ``path`` and renamed over it, so that a killed save leaves no half-written figure
+    (the next render removes such files: :func:`saah_lib.jsonio.remove_temp_files`)."""
     path = Path(path)
     tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
     try:
@@ -85,77 +85,99 @@ def save_figure(fig: Figure, path: Path, dpi: int = 150) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-HEALTH_NAMED = 3  # flagged runs named in a figure's title (the tables name them all)
-SYMLOG_FROM = 2.0  # alphas beyond this (the CPU studies' paper-matched one) put the alpha axis on a symlog scale
-
-
-#: The most panels of one kind side by side; more wrap into further rows.
-PANELS_PER_ROW = 3
 
 
 def _fig(ncols: int = 1, nrows: int = 1, w: float = 4.6, h: float = 3.2, min_width: float = 6.4,
-         **kw) -> tuple[Figure, np.ndarray]:
+         size: tuple | None = None, **kw) -> tuple[Figure, np.ndarray]:
     # at least min_width inches wide, so the shared legend and titles fit with a single panel
-    fig = InlineFigure(figsize=(max(w * ncols, min_width), h * nrows), layout="constrained")
+    fig = InlineFigure(figsize=size or (max(w * ncols, min_width), h * nrows), layout="constrained")
     FigureCanvasAgg(fig)  # render with Agg regardless of the session's pyplot backend
-    axes = np.atleast_1d(fig.subplots(nrows, ncols, squeeze=False, **kw))
-    return fig, axes
+    return fig, fig.subplots(nrows, ncols, squeeze=False, **kw)
+
+
+def _wrapped(n: int, rows: int = 1, **kw) -> tuple[Figure, np.ndarray, int]:
+    """A figure for ``n`` warm starts, :data:`PANELS_PER_ROW` side by side (more wrap into further rows), each
+    ``rows`` panels tall; the spare panels hidden. Returns the figure, its axes and the columns."""
+    ncols = min(n, PANELS_PER_ROW)
+    fig, axes = _fig(ncols=ncols, nrows=rows * math.ceil(n / ncols), **kw)
+    for i in range(n, axes.shape[0] // rows * ncols):
+        for row in range(rows):
+            axes[rows * (i // ncols) + row, i % ncols].set_visible(False)
+    return fig, axes, ncols
 
 
 def _fig_legend(fig: Figure, axes, ncol: int = 4, fontsize: int = 8) -> None:
     """One legend below the panels, merging the entries of all axes (first occurrence wins)."""
-    handles, labels = [], []
+    entries = {}
     for ax in np.ravel(axes):
         for h, lab in zip(*ax.get_legend_handles_labels()):
-            if lab not in labels:
-                handles.append(h)
-                labels.append(lab)
-    if handles:
-        fig.legend(handles, labels, loc="outside lower center", ncol=min(ncol, len(labels)), fontsize=fontsize,
-                   frameon=False)
+            entries.setdefault(lab, h)
+    if entries:
+        fig.legend(list(entries.values()), list(entries), loc="outside lower center",
+                   ncol=min(ncol, len(entries)), fontsize=fontsize, frameon=False)
 
 
-def _steps_axis(ax) -> None:
-    """x axis of training steps: integer ticks, label, at least two steps wide; y axis without offset notation.
-
-    Call after drawing: a single evaluated step would otherwise get an axis a fraction of a step wide.
-    """
+def _steps_axis(ax, grid: bool = True) -> None:
+    """x axis of training steps: integer ticks, label, at least two steps wide (so call it after drawing: one
+    evaluated step would get an axis a fraction of a step wide); y axis without offset notation; a light grid."""
     ax.set_xlabel("training step")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.ticklabel_format(axis="y", useOffset=False)
     lo, hi = ax.dataLim.intervalx
     if np.isfinite(lo) and np.isfinite(hi) and hi - lo < 2:
         ax.set_xlim(max(0.0, lo - 1) if lo >= 0 else lo - 1, hi + 1)
+    if grid:
+        ax.grid(alpha=0.3)
 
 
-def _groups(df: pd.DataFrame, model, main_only: bool = True) -> list[tuple[str, float, pd.DataFrame]]:
+def _numbers(rows: pd.DataFrame, column: str, default: float = np.nan) -> np.ndarray:
+    """A column as floats (what is no number: NaN); ``default`` throughout where the column is missing."""
+    values = rows[column] if column in rows else pd.Series(default, index=rows.index, dtype=float)
+    return pd.to_numeric(values, errors="coerce").to_numpy(float)
+
+
+def _groups(df: pd.DataFrame, model, main: dict | None = None) -> list[tuple[str, float, pd.DataFrame]]:
+    """``(method, alpha, rows by step)`` of one model's main comparison, in method then alpha order: the rows
+    ``in_main`` where the frame has that column; of a method with an alpha that ``main`` names, only those."""
+    if df is None or df.empty:
+        return []
     sub = df[df["model_label"] == model]
-    if main_only and "in_main" in sub:
+    if "in_main" in sub:
         sub = sub[sub["in_main"].astype(bool)]
     out = []
     for method in METHODS:
         m = sub[sub["method"] == method]
-        for a in sorted(pd.to_numeric(m["alpha"], errors="coerce").dropna().unique()):
-            g = m[np.isclose(pd.to_numeric(m["alpha"], errors="coerce"), a)].sort_values("step")
-            if len(g):
-                out.append((method, a, g))
+        alphas = sorted(pd.to_numeric(m["alpha"], errors="coerce").dropna().unique())
+        if main and any(is_main_alpha(method, a, main) for a in alphas):
+            alphas = [a for a in alphas if is_main_alpha(method, a, main)]
+        out += [(method, a, m[np.isclose(pd.to_numeric(m["alpha"], errors="coerce"), a)].sort_values("step"))
+                for a in alphas]
     return out
+
+
+def _curve_groups(rs: ResultSet, model) -> list[tuple[str, float, pd.DataFrame]]:
+    return _groups(rs.curves, model, (rs.notes or {}).get("main_alphas"))
 
 
 def seeds_text(g: pd.DataFrame) -> str:
     """`` (n=3)``: how many seeds a plotted line or point averages (empty for the paper's single runs)."""
-    n = pd.to_numeric(g.get("n_seeds", pd.Series(dtype=float)), errors="coerce").max()
+    n = pd.Series(_numbers(g, "n_seeds")).max()
     return f" (n={int(n)})" if pd.notna(n) else ""
+
+
+def _line_kw(method: str, alpha: float, g: pd.DataFrame, ls: str, **kw) -> dict:
+    """A method's curve: its colour, markers where it is sparse, and a label that says how many seeds it averages."""
+    return dict(color=METHOD_COLORS.get(method, "k"), ls=ls, marker="o" if len(g) <= SPARSE else None,
+                label=method_label(method, alpha) + seeds_text(g), **kw)
 
 
 def _band(g: pd.DataFrame) -> tuple[np.ndarray, str]:
     """Half-width of the band and what it is."""
-    n = pd.to_numeric(g.get("n_seeds", pd.Series(1, index=g.index)), errors="coerce").fillna(1)
-    std = pd.to_numeric(g.get("pass_at_1_std", pd.Series(np.nan, index=g.index)), errors="coerce")
-    ci = pd.to_numeric(g.get("ci95", pd.Series(np.nan, index=g.index)), errors="coerce")
-    if (n > 1).any() and std.notna().any():
-        return np.where(n > 1, std, ci).astype(float), "±1 s.d. across seeds"
-    return ci.to_numpy(float), "95% CI"
+    n = np.nan_to_num(_numbers(g, "n_seeds", 1), nan=1)
+    std, ci = _numbers(g, "pass_at_1_std"), _numbers(g, "ci95")
+    if (n > 1).any() and not np.isnan(std).all():
+        return np.where(n > 1, std, ci), "±1 s.d. across seeds"
+    return ci, "95% CI"
 
 
 #: The legend entry of each kind of band (:func:`_band`), so that a panel mixing both says which is which.
@@ -163,118 +185,86 @@ BAND_LEGEND = {"±1 s.d. across seeds": "shaded: ±1 s.d. across seeds (lines wi
                "95% CI": "shaded: 95% binomial CI (single runs)"}
 
 
-def _band_legend(ax, kinds) -> None:
-    """One grey legend entry per kind of band drawn on this panel (empty fills: nothing drawn, no limits moved)."""
-    for kind in sorted(kinds):
-        ax.fill_between([], [], [], color="0.75", lw=0, label=BAND_LEGEND.get(kind, f"shaded: {kind}"))
-
-
-def _draw_baseline(ax, rs: ResultSet, model, with_label: bool = True) -> bool:
+def _draw_baseline(ax, rs: ResultSet, model) -> None:
     """The dashed baseline, its value written on this panel (the legend entry is shared by every panel)."""
-    b = rs.baseline_for(model)
-    if not b or math.isnan(number_or_nan(b.get("pass_at_1"))):
-        return False
-    p = number_or_nan(b["pass_at_1"])
-    if rs.source == "paper_reported":
-        text = "zero-shot baseline"
-    elif b.get("kind") == "baseline":
-        text = f"baseline {b.get('name')}"
-    else:
-        text = "step-0 evaluation"
-    ax.axhline(p, ls="--", color=METHOD_COLORS["base"], lw=1.1, label=text if with_label else None)
+    b = rs.baseline_for(model) or {}
+    p = number_or_nan(b.get("pass_at_1"))
+    if math.isnan(p):
+        return
+    text = ("zero-shot baseline" if rs.source == "paper_reported" else
+            f"baseline {b.get('name')}" if b.get("kind") == "baseline" else "step-0 evaluation")
+    ax.axhline(p, ls="--", color=METHOD_COLORS["base"], lw=1.1, label=text)
     ax.annotate(f"{p:.3f}", xy=(1, p), xycoords=("axes fraction", "data"), xytext=(-3, 2),
                 textcoords="offset points", ha="right", va="bottom", fontsize=7, color=METHOD_COLORS["base"])
-    return True
 
 
 def _trajectory_panel(ax, rs: ResultSet, model, note_band: bool = True, peak_in_label: bool = False) -> bool:
-    ck = rs.checkpoints
-    groups = _groups(ck, model) if ck is not None and len(ck) else []
+    groups = _groups(rs.checkpoints, model)
     if not groups:
         return False
     band_kinds, drawn = set(), set()
     for method, a, g in groups:
-        x = g["step"].to_numpy(float)
-        y = g["pass_at_1"].to_numpy(float)
+        x, y = g["step"].to_numpy(float), g["pass_at_1"].to_numpy(float)
         half, kind = _band(g)
         band_kinds.add(kind)
-        color = METHOD_COLORS.get(method, "k")
-        label = method_label(method, a) + seeds_text(g)
+        kw = _line_kw(method, a, g, _alpha_style(rs, method, a), ms=4, lw=1.5)
         if peak_in_label and np.isfinite(y).any():
             i = int(np.nanargmax(y))
-            label += f": peak {y[i]:.3f} at step {int(x[i])}, final {y[~np.isnan(y)][-1]:.3f}"
-        ax.plot(x, y, marker="o" if len(x) <= SPARSE else None, ms=4, color=color, lw=1.5, label=label,
-                ls=_alpha_style(rs, method, a))
+            kw["label"] += f": peak {y[i]:.3f} at step {int(x[i])}, final {y[~np.isnan(y)][-1]:.3f}"
+        ax.plot(x, y, **kw)
         ok = ~np.isnan(half)
         if ok.any():
-            ax.fill_between(x[ok], (y - half)[ok], (y + half)[ok], color=color, alpha=0.15, lw=0)
+            ax.fill_between(x[ok], (y - half)[ok], (y + half)[ok], color=kw["color"], alpha=0.15, lw=0)
             drawn.add(kind)
-    _band_legend(ax, drawn)
+    for kind in sorted(drawn):  # one grey legend entry per kind of band (empty fills: no limits moved)
+        ax.fill_between([], [], [], color="0.75", lw=0, label=BAND_LEGEND.get(kind, f"shaded: {kind}"))
     _draw_baseline(ax, rs, model)
     _steps_axis(ax)
     ax.set_ylabel("Pass@1")
-    title = model_short(model) if model_short(model) != str(model) else str(model)
+    title = model_short(model)
     ax.set_title(f"{title}  (bands: {', '.join(sorted(band_kinds))})" if note_band else title, fontsize=9)
-    ax.grid(alpha=0.3)
     return True
 
 
 def plot_pass_at_1(rs: ResultSet) -> Figure | None:
-    """Pass@1 trajectories: one panel per model, every main-comparison method with its band.
-
-    The baseline is dashed, its value written on its own panel, with one legend entry for all panels. The
-    panels share one y axis, so that a difference of 0.01 looks the same size on every panel.
-    """
-    models = [m for m in rs.models if rs.checkpoints is not None and len(rs.checkpoints)
-              and len(_groups(rs.checkpoints, m))]
+    """Pass@1 trajectories: one panel per model, every main-comparison method with its band; the baseline dashed,
+    its value written on its own panel. The panels share one y axis, so 0.01 looks the same size on every panel."""
+    models = [m for m in rs.models if _groups(rs.checkpoints, m)]
     if not models:
         return None
-    ncols = min(len(models), PANELS_PER_ROW)  # six warm starts wrap into two rows, not one strip
-    fig, axes = _fig(ncols=ncols, nrows=math.ceil(len(models) / ncols), sharey=True)
+    fig, axes, _ = _wrapped(len(models), sharey=True)  # six warm starts wrap into two rows, not one strip
     for ax, model in zip(axes.flat, models):
         _trajectory_panel(ax, rs, model)
     for ax in axes[:, 1:].flat:  # the shared axis is labelled once per row
         ax.set_ylabel("")
-    for ax in list(axes.flat)[len(models):]:
-        ax.set_visible(False)
     _fig_legend(fig, axes)
-    fig.suptitle(_suptitle(rs, "Pass@1 during training"), fontsize=10)
+    _suptitle(fig, rs, "Pass@1 during training")
     return fig
 
 
-def plot_method_overlay(rs: ResultSet, model=None) -> Figure | None:
-    """GRPO, AH-GRPO and SA-AH-GRPO on one panel for one model (default: largest with >= 2 methods)."""
-    ck = rs.checkpoints
-    if ck is None or ck.empty:
-        return None
+def plot_method_overlay(rs: ResultSet) -> Figure | None:
+    """GRPO, AH-GRPO and SA-AH-GRPO on one panel for the largest model with at least two methods."""
+    model = next((m for m in rs.models if len({meth for meth, _, _ in _groups(rs.checkpoints, m)}) >= 2), None)
     if model is None:
-        cands = [m for m in rs.models if len({meth for meth, _, _ in _groups(ck, m)}) >= 2]
-        if not cands:
-            return None
-        model = cands[0]
+        return None
     fig, axes = _fig(w=6.0, h=3.8)
     ax = axes.flat[0]
     if not _trajectory_panel(ax, rs, model, note_band=False, peak_in_label=True):
         return None
-    ax.set_title(f"{model}: all methods, bands {_band(_groups(ck, model)[0][2])[1]}", fontsize=9)
+    ax.set_title(f"{model}: all methods, bands {_band(_groups(rs.checkpoints, model)[0][2])[1]}", fontsize=9)
     _fig_legend(fig, axes, ncol=1)
-    fig.suptitle(_suptitle(rs, "Method overlay"), fontsize=10)
+    _suptitle(fig, rs, "Method overlay")
     return fig
 
 
 def plot_alpha_ablation(rs: ResultSet) -> Figure | None:
-    """Peak (filled circles) and final (open squares) Pass@1 against alpha.
-
-    The baseline is dashed and SA-AH-GRPO's reference a star; error bars (+-1 s.d. across seeds, where there are
-    several) are explained in the figure.
-    """
+    """Peak (filled circles) and final (open squares) Pass@1 against alpha; the baseline dashed, SA-AH-GRPO's
+    reference a star; error bars (+-1 s.d. across seeds, where there are several) explained in the figure."""
     ab = rs.ablation
-    if ab is None or ab.empty:
+    if ab is None or ab.empty or (ab["method"] == "sa").all():
         return None
     model = ab["model_label"].iloc[0]
     core = ab[ab["method"] != "sa"].sort_values("alpha")
-    if core.empty:
-        return None
     fig, axes = _fig(w=5.6, h=3.6)
     ax = axes.flat[0]
     x = _numbers(core, "alpha")
@@ -282,18 +272,18 @@ def plot_alpha_ablation(rs: ResultSet) -> Figure | None:
     sa = ab[ab["method"] == "sa"].sort_values("alpha")
     bars |= _sa_points(ax, sa, x)
     _draw_baseline(ax, rs, model)
-    _alpha_axis(ax, np.concatenate([x, _numbers(sa, "alpha")]))
+    ticks = sorted(set(np.round(np.concatenate([x, _numbers(sa, "alpha")]), 4)))  # a tick at every alpha drawn
+    if ticks and max(ticks) > SYMLOG_FROM:  # a paper-matched alpha far right of the sweep: keep the sweep readable
+        ax.set_xscale("symlog", linthresh=1.0, linscale=2.0)
+    ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+    ax.set_xlabel("α (entropy discount strength; 0 = GRPO); n = seeds per point")
     ax.set_ylabel("Pass@1")
     ax.grid(alpha=0.3)
     _fig_legend(fig, axes, ncol=3, fontsize=7)
     ax.set_title(f"{model}" + (f"; error bars: ±1 s.d. across seeds ({bars_note(ab)}; "
                                "one seed elsewhere)" if bars else ""), fontsize=8 if bars else 9)
-    fig.suptitle(_suptitle(rs, "α ablation of AH-GRPO" + (" and SA-AH-GRPO" if len(sa) > 1 else "")), fontsize=10)
+    _suptitle(fig, rs, "α ablation of AH-GRPO" + (" and SA-AH-GRPO" if len(sa) > 1 else ""))
     return fig
-
-
-def _numbers(rows: pd.DataFrame, column: str) -> np.ndarray:
-    return pd.to_numeric(rows[column], errors="coerce").to_numpy(float)
 
 
 def _ah_points(ax, core: pd.DataFrame, x) -> bool:
@@ -313,43 +303,27 @@ def _ah_points(ax, core: pd.DataFrame, x) -> bool:
 def _sa_points(ax, sa: pd.DataFrame, x) -> bool:
     """SA-AH-GRPO's points: a series like AH-GRPO's for a sweep, else one star; returns whether error bars were
     drawn."""
-    bars = False
-    if len(sa):
-        _annotate_seeds(ax, _numbers(sa, "alpha"), _numbers(sa, "peak_pass_at_1"), sa, METHOD_COLORS["sa"],
-                        above=False)
-    if len(sa) > 1:  # an SA-AH-GRPO sweep: drawn as a series like AH-GRPO's
-        sx = _numbers(sa, "alpha")
-        ax.plot(sx, _numbers(sa, "peak_pass_at_1"), "*-",
-                color=METHOD_COLORS["sa"], ms=11, lw=0.8, label="SA-AH-GRPO peak")
-        sfinal = _numbers(sa, "final_pass_at_1")
-        ax.plot(sx, sfinal, "s", ms=7, mfc="none", mec=METHOD_COLORS["sa"], label="SA-AH-GRPO final")
-        # SA's bars a little to the right, so that they do not hide AH-GRPO's at the same alpha
-        dodge = 0.012 * (np.nanmax(np.concatenate([x, sx])) - np.nanmin(np.concatenate([x, sx])))
-        bars = _seed_error_bars(ax, sa, sx + dodge, _numbers(sa, "peak_pass_at_1"), sfinal, METHOD_COLORS["sa"],
-                                METHOD_COLORS["sa"])
-    for _, r in (sa.iterrows() if len(sa) == 1 else ()):
-        a = number_or_nan(r["alpha"])
-        ax.plot([a], [number_or_nan(r["peak_pass_at_1"])], marker="*", ms=12, color=METHOD_COLORS["sa"], ls="none",
-                label=f"SA-AH-GRPO peak ({int(number_or_nan(r['steps'])) if not math.isnan(number_or_nan(r['steps'])) else '?'} steps)")
-        ax.plot([a], [number_or_nan(r["final_pass_at_1"])], marker="s", ms=7, mfc="none", mec=METHOD_COLORS["sa"], ls="none",
-                label="SA-AH-GRPO final")
-    return bars
-
-
-def _alpha_axis(ax, alphas: np.ndarray) -> None:
-    """A tick at every alpha drawn; symlog where a paper-matched alpha lies far right of the sweep."""
-    ticks = sorted(set(np.round(alphas, 4)))
-    if ticks and max(ticks) > SYMLOG_FROM:  # a paper-matched alpha far right of the sweep: keep the sweep readable
-        ax.set_xscale("symlog", linthresh=1.0, linscale=2.0)
-    ax.set_xticks(ticks)
-    ax.set_xticklabels([f"{t:g}" for t in ticks])
-    ax.set_xlabel("α (entropy discount strength; 0 = GRPO); n = seeds per point")
+    if sa.empty:
+        return False
+    color = METHOD_COLORS["sa"]
+    sx, speak, sfinal = (_numbers(sa, c) for c in ("alpha", "peak_pass_at_1", "final_pass_at_1"))
+    _annotate_seeds(ax, sx, speak, sa, color, above=False)
+    if len(sa) == 1:
+        steps = number_or_nan(sa["steps"].iloc[0])
+        ax.plot(sx, speak, marker="*", ms=12, color=color, ls="none",
+                label=f"SA-AH-GRPO peak ({'?' if math.isnan(steps) else int(steps)} steps)")
+        ax.plot(sx, sfinal, marker="s", ms=7, mfc="none", mec=color, ls="none", label="SA-AH-GRPO final")
+        return False
+    ax.plot(sx, speak, "*-", color=color, ms=11, lw=0.8, label="SA-AH-GRPO peak")
+    ax.plot(sx, sfinal, "s", ms=7, mfc="none", mec=color, label="SA-AH-GRPO final")
+    # SA's bars a little to the right, so that they do not hide AH-GRPO's at the same alpha
+    dodge = 0.012 * (np.nanmax(np.concatenate([x, sx])) - np.nanmin(np.concatenate([x, sx])))
+    return _seed_error_bars(ax, sa, sx + dodge, speak, sfinal, color, color)
 
 
 def _seed_error_bars(ax, rows: pd.DataFrame, x, peak, final, peak_color, final_color) -> bool:
     """±1 s.d. across seeds on points that have several seeds; returns whether any was drawn."""
-    pstd = pd.to_numeric(rows.get("peak_pass_at_1_std"), errors="coerce").to_numpy(float)
-    fstd = pd.to_numeric(rows.get("final_pass_at_1_std"), errors="coerce").to_numpy(float)
+    pstd, fstd = _numbers(rows, "peak_pass_at_1_std"), _numbers(rows, "final_pass_at_1_std")
     if np.isnan(pstd).all() and np.isnan(fstd).all():
         return False
     ax.errorbar(x, peak, yerr=np.nan_to_num(pstd), fmt="none", ecolor=peak_color, capsize=2)
@@ -359,57 +333,32 @@ def _seed_error_bars(ax, rows: pd.DataFrame, x, peak, final, peak_color, final_c
 
 def bars_note(ablation: pd.DataFrame) -> str:
     """Which points have error bars: ``3 seeds at α = 0, 0.5`` (from the ablation's ``n_seeds``)."""
-    n = pd.to_numeric(ablation.get("n_seeds", pd.Series(1, index=ablation.index)), errors="coerce").fillna(1)
-    several = ablation[n > 1]
-    counts = sorted({int(v) for v in n[n > 1]})
-    alphas = sorted({float(a) for a in pd.to_numeric(several["alpha"], errors="coerce").dropna()})
-    seeds = " or ".join(str(c) for c in counts)
+    n = np.nan_to_num(_numbers(ablation, "n_seeds", 1), nan=1)
+    seeds = " or ".join(str(c) for c in sorted({int(v) for v in n[n > 1]}))
+    alphas = sorted({float(a) for a in _numbers(ablation, "alpha")[n > 1] if not math.isnan(a)})
     return f"{seeds} seeds at α = {', '.join(f'{a:g}' for a in alphas)}"
 
 
 def _annotate_seeds(ax, x, y, rows: pd.DataFrame, color, above: bool) -> None:
     """``n=3`` beside each point: 1-seed points are drawn beside seed means, and the reader must see which."""
-    counts = pd.to_numeric(rows.get("n_seeds", pd.Series(np.nan, index=rows.index)), errors="coerce").to_numpy()
-    for xi, yi, n in zip(x, y, counts):
+    for xi, yi, n in zip(x, y, _numbers(rows, "n_seeds")):
         if np.isfinite(yi) and np.isfinite(n):
             ax.annotate(f"n={int(n)}", (xi, yi), textcoords="offset points", xytext=(0, 8 if above else -14),
                         ha="center", fontsize=6.5, color=color)
 
 
-def _curve_models(rs: ResultSet, col: str) -> list:
+def _curve_models(rs: ResultSet, *cols: str) -> list:
+    """The models, in model order, with a value in any of these columns of the per-step curves."""
     c = rs.curves
-    if c is None or c.empty or col not in c or c[col].notna().sum() == 0:
+    if c is None or c.empty:
         return []
-    return [m for m in model_order(c["model_label"]) if c.loc[c["model_label"] == m, col].notna().any()]
-
-
-def _curve_groups(rs: ResultSet, model) -> list[tuple[str, float, pd.DataFrame]]:
-    c = rs.curves[rs.curves["model_label"] == model].copy()
-    main = rs.notes.get("main_alphas") if rs.notes else None
-    out = []
-    for method in METHODS:
-        m = c[c["method"] == method]
-        alphas = sorted(pd.to_numeric(m["alpha"], errors="coerce").dropna().unique())
-        if main and any(is_main_alpha(method, a, main) for a in alphas):
-            alphas = [a for a in alphas if is_main_alpha(method, a, main)]
-        for a in alphas:
-            g = m[np.isclose(pd.to_numeric(m["alpha"], errors="coerce"), a)].sort_values("step")
-            out.append((method, a, g))
-    return out
+    return [m for m in model_order(c["model_label"])
+            if any(col in c and c.loc[c["model_label"] == m, col].notna().any() for col in cols)]
 
 
 def moving_average(y: np.ndarray, window: int = REWARD_WINDOW) -> np.ndarray:
     """Trailing mean over up to ``window`` steps (fewer at the start), NaN steps skipped."""
     return pd.Series(y).rolling(window, min_periods=1).mean().to_numpy(float)
-
-
-def _reward_lines(ax, x, y, color, label, ls: str = "-") -> None:
-    """A dense curve: each step faint, its moving average bold; a sparse one (the paper's steps): points."""
-    if len(x) <= SPARSE:
-        ax.plot(x, y, color=color, lw=1.2, marker="o", ms=4, label=label, ls=ls)
-        return
-    ax.plot(x, y, color=color, lw=0.6, alpha=0.3, ls=ls)
-    ax.plot(x, moving_average(y), color=color, lw=1.6, label=label, ls=ls)
 
 
 def _alpha_style(rs: ResultSet, method: str, alpha: float, default: str = "-") -> str:
@@ -418,80 +367,70 @@ def _alpha_style(rs: ResultSet, method: str, alpha: float, default: str = "-") -
     return ":" if matched is not None and method != "grpo" and np.isclose(alpha, matched) else default
 
 
-def plot_reward(rs: ResultSet) -> Figure | None:
-    """Training reward per method: the step mean (left) and its spread over the step's completions (right).
+def _curve_rows(rs: ResultSet, models: list, columns, draw, title_size: int, **kw) -> tuple[Figure, np.ndarray]:
+    """One row of panels per model, one column per ``(logged column, y label, title)`` of ``columns``, each column
+    on one y scale; ``draw(ax, x, y, method, alpha, rows)`` draws an arm's curve (:func:`_groups`) on a panel."""
+    fig, axes = _fig(ncols=len(columns), nrows=len(models), sharey="col", **kw)
+    for row, model in enumerate(models):
+        for method, a, g in _curve_groups(rs, model):
+            for col, (key, _, _) in enumerate(columns):
+                draw(axes[row, col], g["step"].to_numpy(float), _numbers(g, key), method, a, g)
+        for ax, (_, ylabel, title) in zip(axes[row], columns):
+            ax.set_ylabel(ylabel)
+            ax.set_title(title.format(model=model), fontsize=title_size)
+            _steps_axis(ax)
+    return fig, axes
 
-    Each step's value is drawn faint with a moving average over :data:`REWARD_WINDOW` steps on top, so the
-    methods' difference is not hidden under a band as wide as the reward's spread within a step.
-    """
+
+def plot_reward(rs: ResultSet) -> Figure | None:
+    """Training reward per method: the step mean (left) and its spread over the step's completions (right). Each
+    step's value is drawn faint with a moving average over :data:`REWARD_WINDOW` steps on top, so the methods'
+    difference is not hidden under a band as wide as the reward's spread within a step."""
     models = _curve_models(rs, "reward_mean")
     if not models:
         return None
-    with_std = any(pd.to_numeric(rs.curves.get("reward_std"), errors="coerce").notna())
-    # sharey by column: one scale for every model's mean reward, one for every spread
-    fig, axes = _fig(ncols=2 if with_std else 1, nrows=len(models), w=4.4, h=3.0, sharey="col")
-    for row, model in enumerate(models):
-        ax_mean, ax_std = axes[row, 0], axes[row, 1] if with_std else None
-        for method, a, g in _curve_groups(rs, model):
-            x = g["step"].to_numpy(float)
-            color, label = METHOD_COLORS.get(method, "k"), method_label(method, a) + seeds_text(g)
-            _reward_lines(ax_mean, x, g["reward_mean"].to_numpy(float), color, label, _alpha_style(rs, method, a))
-            if ax_std is not None:
-                _reward_lines(ax_std, x, pd.to_numeric(g.get("reward_std"), errors="coerce").to_numpy(float),
-                              color, label, _alpha_style(rs, method, a))
-        ax_mean.set_ylabel("mean reward of the step")
-        if ax_std is not None:
-            ax_std.set_ylabel("reward s.d. within the step")
-        for ax in (ax_mean, ax_std) if ax_std is not None else (ax_mean,):
-            ax.set_title(str(model), fontsize=9)
-            _steps_axis(ax)
-            ax.grid(alpha=0.3)
+    columns = [("reward_mean", "mean reward of the step", "{model}")]
+    if "reward_std" in rs.curves and not np.isnan(_numbers(rs.curves, "reward_std")).all():
+        columns.append(("reward_std", "reward s.d. within the step", "{model}"))
+
+    def draw(ax, x, y, method, a, g):
+        kw = _line_kw(method, a, g, _alpha_style(rs, method, a))
+        if kw["marker"]:
+            ax.plot(x, y, lw=1.2, ms=4, **kw)
+            return
+        ax.plot(x, y, color=kw["color"], lw=0.6, alpha=0.3, ls=kw["ls"])
+        ax.plot(x, moving_average(y), color=kw["color"], lw=1.6, label=kw["label"], ls=kw["ls"])
+
+    fig, axes = _curve_rows(rs, models, columns, draw, 9, w=4.4, h=3.0)
     _fig_legend(fig, axes)
     smoothing = "" if all(len(g) <= SPARSE for m in models for _, _, g in _curve_groups(rs, m)) else \
         f"\nfaint: each step; bold: mean of the last {REWARD_WINDOW} steps"
-    fig.suptitle(_suptitle(rs, "Training reward") + smoothing + _curve_note(rs), fontsize=10)
+    _suptitle(fig, rs, "Training reward", smoothing + _curve_note(rs))
     return fig
 
 
 def plot_entropy_weight(rs: ResultSet) -> Figure | None:
-    """Mean normalised entropy (left) and mean token weights (right) over steps; one row per model.
-
-    The weights are averaged over all tokens and over negative-advantage rollouts.
-    """
-    models = sorted(set(_curve_models(rs, "entropy_norm")) | set(_curve_models(rs, "weight_mean")),
-                    key=lambda m: model_order(rs.curves["model_label"]).index(m))
+    """Mean normalised entropy (left) and mean token weights, over all tokens and over negative-advantage rollouts
+    (right), per step; one row per model."""
+    models = _curve_models(rs, "entropy_norm", "weight_mean")
     if not models:
         return None
-    columns = (("entropy_norm", "mean normalised entropy", "entropy"),
-               ("weight_mean", "mean token weight", "weights, all tokens"),
-               ("weight_neg_mean", "mean token weight", "weights, negative-advantage rollouts"))
-    fig, axes = _fig(ncols=3, nrows=len(models), w=3.4, h=2.8, sharey="col")  # one entropy scale for all models
-    for row, model in enumerate(models):
-        for method, a, g in _curve_groups(rs, model):
-            x = g["step"].to_numpy(float)
-            style = dict(color=METHOD_COLORS.get(method, "k"),
-                         ls=_alpha_style(rs, method, a, METHOD_LINESTYLES.get(method, "-")), lw=1.2,
-                         marker="o" if len(x) <= SPARSE else None, ms=4, label=method_label(method, a) + seeds_text(g))
-            for col, (key, _, _) in enumerate(columns):
-                y = pd.to_numeric(g.get(key), errors="coerce").to_numpy(float)
-                if (~np.isnan(y)).any():
-                    axes[row, col].plot(x, y, **style)
-        for col, (_, ylabel, what) in enumerate(columns):
-            ax = axes[row, col]
-            ax.set_ylabel(ylabel)
-            ax.set_title(f"{model}: {what}", fontsize=8)
-            _steps_axis(ax)
-            ax.grid(alpha=0.3)
-        for ax in axes[row, 1:]:
-            ax.set_ylim(0, 1.05)
+    columns = (("entropy_norm", "mean normalised entropy", "{model}: entropy"),
+               ("weight_mean", "mean token weight", "{model}: weights, all tokens"),
+               ("weight_neg_mean", "mean token weight", "{model}: weights, negative-advantage rollouts"))
+
+    def draw(ax, x, y, method, a, g):
+        if (~np.isnan(y)).any():
+            ax.plot(x, y, **_line_kw(method, a, g, _alpha_style(rs, method, a, METHOD_LINESTYLES.get(method, "-")),
+                                     lw=1.2, ms=4))
+
+    fig, axes = _curve_rows(rs, models, columns, draw, 8, w=3.4, h=2.8)
+    for ax in axes[:, 1:].flat:
+        ax.set_ylim(0, 1.05)
     _fig_legend(fig, axes, ncol=3, fontsize=8)
-    fig.suptitle(_suptitle(rs, "Entropy and adaptive weights") + _curve_note(rs), fontsize=10)
+    _suptitle(fig, rs, "Entropy and adaptive weights", _curve_note(rs))
     return fig
 
-
-# ---------------------------------------------------------------------------
-# per arm and warm start: the per-step diagnostics, the kinds of answers, the primary effect
-# ---------------------------------------------------------------------------
 
 def figure_arms(rs: ResultSet) -> list[tuple[str, float]]:
     """The arms ``(method, alpha)`` the per-arm figures draw, in method order: those of the main comparison, and
@@ -502,8 +441,7 @@ def figure_arms(rs: ResultSet) -> list[tuple[str, float]]:
     if runs is None or runs.empty:
         return []
     main = (rs.notes or {}).get("main_alphas") or {}
-    seeds = runs.assign(alpha=pd.to_numeric(runs["alpha"], errors="coerce")).groupby(["method", "alpha"])["seed"]
-    n = seeds.nunique()
+    n = runs.assign(alpha=pd.to_numeric(runs["alpha"], errors="coerce")).groupby(["method", "alpha"])["seed"].nunique()
     in_main = {arm: is_main_alpha(arm[0], float(arm[1]), main) for arm in n.index}
     least = max((n[arm] for arm in n.index if in_main[arm] and arm[0] != "grpo"), default=math.inf)
     keep = [(str(m), float(a)) for (m, a) in n.index if in_main[(m, a)] or n[(m, a)] >= least]
@@ -529,54 +467,41 @@ STEP_DIAGNOSTICS = (("weight_neg_mean", "mean token weight,\nnegative-advantage 
                     ("entropy_norm", "mean normalised entropy"))
 
 
-def _paper_band(ax, logged: dict | None) -> None:
-    if logged:
-        ax.axhspan(logged["low"], logged["high"], color="0.82", lw=0, zorder=0,
-                   label=f"the paper's logged range ({logged['model']} SA-AH-GRPO, "
-                         f"steps {logged['steps'][0]}–{logged['steps'][1]})")
-
-
-def plot_step_diagnostics(rs: ResultSet, paper_dir=PAPER_REPORTED) -> Figure | None:
+def plot_step_diagnostics(rs: ResultSet) -> Figure | None:
     """Per step: the mean token weight on negative-advantage rollouts (upper row) and the mean normalised entropy
     (lower row) of each arm (:func:`figure_arms`; means over its seeds), one column per warm start, wrapping after
     :data:`PANELS_PER_ROW`; every panel of a quantity on one y scale, with the range the paper logged for it
-    (:func:`saah_lab.analysis.reported.logged_range`) as a grey band.
-
-    None for the paper's own numbers: their log against their own range shows nothing new."""
+    (:func:`saah_lab.analysis.reported.logged_range`) as a grey band. None for the paper's own numbers: their log
+    against their own range shows nothing new."""
     arms = figure_arms(rs)
-    found = {m for key, _ in STEP_DIAGNOSTICS for m in _curve_models(rs, key)}
-    if rs.source == "paper_reported" or not found or not arms:
+    models = _curve_models(rs, *(key for key, _ in STEP_DIAGNOSTICS))
+    if rs.source == "paper_reported" or not models or not arms:
         return None
-    models = [m for m in model_order(rs.curves["model_label"]) if m in found]
-    ncols = min(len(models), PANELS_PER_ROW)
-    fig, axes = _fig(ncols=ncols, nrows=2 * math.ceil(len(models) / ncols), w=3.4, h=2.5)
-    paper = {key: logged_range(paper_dir, key) for key, _ in STEP_DIAGNOSTICS}
+    fig, axes, ncols = _wrapped(len(models), rows=2, w=3.4, h=2.5)
+    paper = {key: logged_range(PAPER_REPORTED, key) for key, _ in STEP_DIAGNOSTICS}
     for i, model in enumerate(models):
         block, col = divmod(i, ncols)
         for row, (key, ylabel) in enumerate(STEP_DIAGNOSTICS):
             ax = axes[2 * block + row, col]
             if ax is not axes[row, 0]:
                 ax.sharey(axes[row, 0])
-            _paper_band(ax, paper[key])
+            if band := paper[key]:
+                ax.axhspan(band["low"], band["high"], color="0.82", lw=0, zorder=0,
+                           label=f"the paper's logged range ({band['model']} SA-AH-GRPO, "
+                                 f"steps {band['steps'][0]}–{band['steps'][1]})")
             for method, a in arms:
                 g = _arm_rows(rs.curves, model, method, a).sort_values("step")
-                y = pd.to_numeric(g.get(key), errors="coerce").to_numpy(float)
+                y = _numbers(g, key)
                 if len(g) and (~np.isnan(y)).any():
-                    ax.plot(g["step"].to_numpy(float), y, color=METHOD_COLORS.get(method, "k"), lw=1.1,
-                            ls=_arm_style(rs, method, a, arms), marker="o" if len(g) <= SPARSE else None, ms=2.5,
-                            label=method_label(method, a) + seeds_text(g))
+                    ax.plot(g["step"].to_numpy(float), y, **_line_kw(method, a, g, _arm_style(rs, method, a, arms),
+                                                                      lw=1.1, ms=2.5))
             ax.set_title(str(model), fontsize=8)
             ax.set_ylabel(ylabel if col == 0 else "", fontsize=8)
             _steps_axis(ax)
             if row == 0:
                 ax.set_xlabel("")
-            ax.grid(alpha=0.3)
-    for i in range(len(models), axes.shape[0] // 2 * ncols):
-        for row in (0, 1):
-            axes[2 * (i // ncols) + row, i % ncols].set_visible(False)
     _fig_legend(fig, axes, ncol=3, fontsize=8)
-    fig.suptitle(_suptitle(rs, "Weight on negative rollouts and entropy per step, per arm and warm start"),
-                 fontsize=10)
+    _suptitle(fig, rs, "Weight on negative rollouts and entropy per step, per arm and warm start")
     return fig
 
 
@@ -638,9 +563,7 @@ def plot_answer_kinds(rs: ResultSet) -> Figure | None:
     if kinds.empty:
         return None
     arms, models = figure_arms(rs), model_order(kinds["model_label"])
-    ncols = min(len(models), PANELS_PER_ROW)
-    fig, axes = _fig(ncols=ncols, nrows=math.ceil(len(models) / ncols), w=max(3.4, 1.6 * len(arms)), h=3.4,
-                     sharey=True)
+    fig, axes, _ = _wrapped(len(models), w=max(3.4, 1.6 * len(arms)), h=3.4, sharey=True)
     totals = sorted({int(t) for t in kinds[list(ANSWER_KINDS)].sum(axis=1)})
     for ax, model in zip(axes.flat, models):
         _answer_kind_panel(ax, kinds[kinds["model_label"] == model], arms)
@@ -648,10 +571,8 @@ def plot_answer_kinds(rs: ResultSet) -> Figure | None:
     for ax in axes[:, 0]:
         ax.set_ylabel("evaluation answers" + (f" (of {totals[0]})" if len(totals) == 1 else "")
                       + ",\nmean over seeds")
-    for ax in list(axes.flat)[len(models):]:
-        ax.set_visible(False)
     _fig_legend(fig, axes, ncol=3, fontsize=8)
-    fig.suptitle(_suptitle(rs, "Answers by kind at the first and the last evaluation"), fontsize=10)
+    _suptitle(fig, rs, "Answers by kind at the first and the last evaluation")
     return fig
 
 
@@ -705,34 +626,26 @@ def plot_warm_start_effect(rs: ResultSet, primary: dict | None = None) -> Figure
     ax.set_ylabel("SA-AH-GRPO − GRPO, final Pass@1\n(seed mean, 95% t interval over seeds)")
     ax.grid(alpha=0.3)
     _fig_legend(fig, axes, ncol=1, fontsize=8)
-    fig.suptitle(_suptitle(rs, "The effect per warm start against GRPO's own gain"), fontsize=10)
+    _suptitle(fig, rs, "The effect per warm start against GRPO's own gain")
     return fig
 
 
 def plot_token_weights(h_pos: Sequence[float], h_neg: Sequence[float], alpha: float,
                        title: str | None = None) -> Figure:
-    """Token weights of GRPO, AH-GRPO and SA-AH-GRPO on a positive and a negative rollout.
-
-    ``h_pos``/``h_neg`` are the per-token normalised entropies of one rollout
-    with positive and one with negative advantage.  Weights come from
-    :func:`saah_lab.analysis.summaries.token_weights`: GRPO 1; AH ``exp(-alpha *
-    cumsum(H))`` on both; SA that discount on the negative rollout only.
-    """
-    h = {"positive": np.asarray(h_pos, float), "negative": np.asarray(h_neg, float)}
-    adv = {"positive": 1.0, "negative": -1.0}
+    """Token weights of GRPO, AH-GRPO and SA-AH-GRPO on a rollout with positive and one with negative advantage,
+    from their per-token normalised entropies ``h_pos``/``h_neg`` (:func:`saah_lab.analysis.summaries.token_weights`:
+    GRPO 1; AH ``exp(-alpha * cumsum(H))`` on both; SA that discount on the negative rollout only)."""
+    hs = (np.asarray(h_pos, float), np.asarray(h_neg, float))
     fig, axes = _fig(ncols=2, nrows=4, w=4.6, h=1.35)
-    cmap = matplotlib.colormaps["viridis"]
-    for col, side in enumerate(("positive", "negative")):
-        hh = h[side]
+    for col, (side, hh, adv) in enumerate(zip(("positive", "negative"), hs, (1.0, -1.0))):
         t = np.arange(1, len(hh) + 1)
-        ax = axes[0, col]
-        ax.bar(t, hh, width=1.0, color="0.5")
-        ax.set_title(f"{side}-advantage rollout ({len(hh)} tokens)", fontsize=9)
-        ax.set_ylabel("$\\tilde H_t$", fontsize=8)
+        axes[0, col].bar(t, hh, width=1.0, color="0.5")
+        axes[0, col].set_title(f"{side}-advantage rollout ({len(hh)} tokens)", fontsize=9)
+        axes[0, col].set_ylabel("$\\tilde H_t$", fontsize=8)
         for row, method in enumerate(METHODS, start=1):
-            w = token_weights(hh, alpha, method, adv[side])
+            w = token_weights(hh, alpha, method, adv)
             ax = axes[row, col]
-            ax.bar(t, w, width=1.0, color=cmap(np.clip(w, 0, 1)))
+            ax.bar(t, w, width=1.0, color=matplotlib.colormaps["viridis"](np.clip(w, 0, 1)))
             ax.set_ylim(0, 1.08 if alpha >= 0 else max(1.08, float(np.nanmax(w)) * 1.05))
             ax.set_ylabel(METHOD_LABELS[method], fontsize=8)
             ax.text(0.99, 0.9, f"mean w = {np.mean(w):.3f}", transform=ax.transAxes, ha="right", va="top", fontsize=7)
@@ -740,20 +653,19 @@ def plot_token_weights(h_pos: Sequence[float], h_neg: Sequence[float], alpha: fl
     for ax in axes.flat:
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.tick_params(labelsize=7)
-        ax.set_xlim(0.5, max(len(h["positive"]), len(h["negative"])) + 0.5)
+        ax.set_xlim(0.5, max(map(len, hs)) + 0.5)
     fig.suptitle(title or f"Token weights from logged entropies (α={alpha:g})", fontsize=10)
     return fig
 
 
 def _curve_note(rs: ResultSet) -> str:
-    if rs.source == "paper_reported":
-        return "\n(the paper tabulates these only for SA-AH-GRPO, at the steps shown)"
-    return ""
+    return "\n(the paper tabulates these only for SA-AH-GRPO, at the steps shown)" * (rs.source == "paper_reported")
 
 
-def _suptitle(rs: ResultSet, what: str) -> str:
-    return (f"{what} — {'reported in the paper' if rs.source == 'paper_reported' else 'our runs'}" + problems_note(rs)
-            + health_line(rs))
+def _suptitle(fig: Figure, rs: ResultSet, what: str, extra: str = "") -> None:
+    """The figure's title: what it shows, whose numbers, what a tolerant reading flagged and the flagged runs."""
+    fig.suptitle(f"{what} — {'reported in the paper' if rs.source == 'paper_reported' else 'our runs'}"
+                 + problems_note(rs) + health_line(rs) + extra, fontsize=10)
 
 
 def health_line(rs: ResultSet) -> str:
@@ -777,35 +689,25 @@ def problems_note(rs: ResultSet) -> str:
             f"{excluded} run folder(s) left out (see ResultSet.warnings)")
 
 
-# ---------------------------------------------------------------------------
-# writing
-# ---------------------------------------------------------------------------
-
 def pick_rollout_pair(token_entropies: pd.DataFrame) -> dict | None:
-    """Choose one positive- and one negative-advantage rollout logged at the same step.
-
-    Prefers a run at the main alpha (:data:`~saah_lib.method.methods.MAIN_ALPHA`, chosen by value, not by
-    the run id's spelling), SA-AH-GRPO before AH-GRPO before any, then the run id; within a run the latest
-    step that has both signs.  Returns ``{run_id, step, alpha, h_pos, h_neg, adv_pos, adv_neg}`` or None.
-    """
+    """Choose one positive- and one negative-advantage rollout logged at the same step: a run at the main alpha
+    (:data:`~saah_lib.method.methods.MAIN_ALPHA`, chosen by value, not by the run id's spelling) first, SA-AH-GRPO
+    before AH-GRPO before any, then by run id; within a run the latest step that has both signs. Returns
+    ``{run_id, step, alpha, h_pos, h_neg, adv_pos, adv_neg}`` or None."""
     te = token_entropies
     if te is None or te.empty:
         return None
-    pref = {"sa": 0, "ah": 1}
 
-    def order(run_id):
+    def order(run_id):  # np.isclose is False for a NaN alpha
         first = te.loc[te.run_id == run_id].iloc[0]
-        alpha = number_or_nan(first["alpha"])
-        at_main = not math.isnan(alpha) and bool(np.isclose(alpha, MAIN_ALPHA))
-        return (not at_main, pref.get(first["method"], 2), str(run_id))
+        return not np.isclose(number_or_nan(first["alpha"]), MAIN_ALPHA), {"sa": 0, "ah": 1}.get(first["method"], 2), \
+            str(run_id)
 
-    runs = sorted(te["run_id"].unique(), key=order)
-    for rid in runs:
+    for rid in sorted(te["run_id"].unique(), key=order):
         sub = te[te.run_id == rid]
         for step in sorted(sub["step"].dropna().unique(), reverse=True):
             at = sub[sub.step == step]
-            pos = at[at.advantage > 0]
-            neg = at[at.advantage < 0]
+            pos, neg = at[at.advantage > 0], at[at.advantage < 0]
             if len(pos) and len(neg):
                 p, n = pos.iloc[0], neg.iloc[0]
                 return {"run_id": rid, "step": float(step), "alpha": number_or_nan(p["alpha"]),
@@ -815,15 +717,12 @@ def pick_rollout_pair(token_entropies: pd.DataFrame) -> dict | None:
 
 
 def plot_rollout_weights(rs: ResultSet) -> Figure | None:
-    """The token weights of one logged positive and one negative rollout (:func:`pick_rollout_pair`).
-
-    GRPO's, AH-GRPO's and SA-AH-GRPO's weights, computed from the rollout's logged per-token entropies.
-    """
+    """GRPO's, AH-GRPO's and SA-AH-GRPO's token weights on one logged positive and one negative rollout
+    (:func:`pick_rollout_pair`), from their logged per-token entropies."""
     pair = pick_rollout_pair(rs.token_entropies) if rs.token_entropies is not None else None
     if pair is None:
         return None
-    alpha = pair["alpha"]
-    note = ""
+    alpha, note = pair["alpha"], ""
     if math.isnan(alpha) or alpha == 0:
         alpha, note = MAIN_ALPHA, f" (run had α=0; weights drawn with α={MAIN_ALPHA:g})"
     return plot_token_weights(
@@ -845,16 +744,6 @@ RESULT_FIGURES = {
 }
 
 
-# ---------------------------------------------------------------------------
-# the paired evidence and the top-K measurement
-# ---------------------------------------------------------------------------
-
-def _figure(ncols: int, width: float, height: float):
-    fig = Figure(figsize=(width, height), layout="constrained")
-    FigureCanvasAgg(fig)
-    return fig, np.atleast_1d(fig.subplots(1, ncols, squeeze=False))[0]
-
-
 def _draw_quantity(ax, r: dict, y: float, color: str, level: float) -> None:
     """One row: the per-seed differences (crosses for flagged seed pairs), the mean, the family interval and
     a band of +-MDE around 0 (differences inside it are below what these seeds detect with 80% power)."""
@@ -868,11 +757,6 @@ def _draw_quantity(ax, r: dict, y: float, color: str, level: float) -> None:
     ax.plot([r["ci_low"], r["ci_high"]], [y, y], color=color, lw=2, zorder=2)
     filled = established(r["p_adjusted"], r["ci_low"], r["ci_high"], level)
     ax.scatter([r["diff"]], [y], s=40, zorder=4, color=color if filled else "white", edgecolor=color)
-
-
-def paired_row_stats(r: dict) -> str:
-    """The numbers printed beside a row of the paired figure, outside the plotting area."""
-    return f"n={r['n_units']}  p={r['p_value']:.2g}\nadj. {r['p_adjusted']:.2g}  MDE {r['mde']:.2g}"
 
 
 #: The paired figure's panels, top to bottom: title and the quantities of its rows.
@@ -893,11 +777,10 @@ def plot_paired(rows: list[dict], level: float = LEVEL, warning: str = "", sourc
     pairs = list(dict.fromkeys((r["a"], r["b"]) for r in sorted(rows, key=lambda r: not r["primary"])))
     primary = {(r["a"], r["b"]) for r in rows if r["primary"]}
     heights = [len(pairs) * len(keys) for _, keys in PAIRED_PANELS]
-    fig = Figure(figsize=(7.5, 1.6 + 0.34 * sum(heights) + 0.45 * len(PAIRED_PANELS)), layout="constrained")
-    FigureCanvasAgg(fig)
-    axes = fig.subplots(len(PAIRED_PANELS), 1, gridspec_kw={"height_ratios": heights})
+    fig, axes = _fig(nrows=len(PAIRED_PANELS), size=(7.5, 1.6 + 0.34 * sum(heights) + 0.45 * len(PAIRED_PANELS)),
+                     gridspec_kw={"height_ratios": heights})
     colors = {"final": "#1f77b4", "peak": "#ff7f0e", "train_var": "#2ca02c", "mean_kl": "#9467bd"}
-    for ax, (title, keys) in zip(axes, PAIRED_PANELS):
+    for ax, (title, keys) in zip(axes[:, 0], PAIRED_PANELS):
         ticks, names, stats = [], [], []
         for i, (a, b) in enumerate(pairs):
             for j, key in enumerate(keys):
@@ -909,7 +792,8 @@ def plot_paired(rows: list[dict], level: float = LEVEL, warning: str = "", sourc
                 name = f"{'PRIMARY: ' if (a, b) in primary else ''}{a}\nvs {b}" if j == 0 else ""
                 if len(keys) > 1:
                     name = f"{name}: {key}" if name else key
-                ticks.append(y), names.append(name), stats.append(paired_row_stats(match[0]))
+                ticks.append(y), names.append(name), stats.append(
+                    "n={n_units}  p={p_value:.2g}\nadj. {p_adjusted:.2g}  MDE {mde:.2g}".format(**match[0]))
             if i:
                 ax.axhline(-(i * len(keys)) + 0.5, color="0.8", lw=0.6)
         ax.axvline(0, color="0.5", lw=0.8, ls="--")
@@ -922,8 +806,8 @@ def plot_paired(rows: list[dict], level: float = LEVEL, warning: str = "", sourc
         ax.tick_params(axis="x", labelsize=8)
         ax.xaxis.set_major_locator(MaxNLocator(nbins=6))
         ax.ticklabel_format(axis="x", style="sci", scilimits=(-3, 3))
-    handles = [Line2D([], [], color=colors["final"], lw=2, marker="o", label="final checkpoint (family CI)"),
-               Line2D([], [], color=colors["peak"], lw=2, marker="o", label="peak checkpoint (family CI)"),
+    handles = [*(Line2D([], [], color=colors[k], lw=2, marker="o", label=f"{k} checkpoint (family CI)")
+                 for k in ("final", "peak")),
                Line2D([], [], color="0.4", ls="", marker="o", markersize=4, alpha=0.5, label="one seed pair"),
                Line2D([], [], color="k", ls="", marker="x", label="seed pair with a flagged run"),
                Line2D([], [], color="0.85", lw=6, label=f"±MDE ({POWER:.0%} power)"),
@@ -943,7 +827,8 @@ def plot_topk(result: dict, alpha: str = f"{MAIN_ALPHA:g}") -> Figure | None:
     if not rows or alpha not in rows[0]["weights"]:
         return None
     k = np.array([r["k"] for r in rows])
-    fig, (ax_h, ax_w) = _figure(2, 9.0, 3.3)
+    fig, axes = _fig(ncols=2, w=4.5, h=3.3)
+    ax_h, ax_w = axes[0]
     ax_h.plot(k, [r["entropy_abs_err"]["mean"] for r in rows], "o-", label="mean |ΔH|")
     ax_h.plot(k, [r["entropy_abs_err"]["max"] for r in rows], "s--", label="max |ΔH|")
     ax_h.plot(k, [1 - r["topk_mass"]["mean"] for r in rows], "^:", color="0.4",
@@ -972,18 +857,14 @@ def plot_run(run_dir: str | Path) -> Figure | None:
         log.info("no logged steps or evaluations in %s", run_dir)
         return None
     fig, axes = _fig(ncols=2)
-    ax_r, ax_p = axes[0]
-    if not steps.empty:
-        mean, std = steps["reward_mean"].astype(float), steps["reward_std"].astype(float)
-        ax_r.plot(steps["step"], mean, color="0.2")
-        ax_r.fill_between(steps["step"], mean - std, mean + std, color="0.2", alpha=0.2, linewidth=0)
-        ax_r.set_title("training reward (mean ± std)", fontsize=9)
-    if not evals.empty:
-        ax_p.plot(evals["step"], evals["pass_at_1"], marker="o", color="0.2")
-        ax_p.fill_between(evals["step"], evals["pass_at_1"] - evals["ci95"], evals["pass_at_1"] + evals["ci95"],
-                          color="0.2", alpha=0.2, linewidth=0)
-        ax_p.set_title("greedy Pass@1 (95% band)", fontsize=9)
-    for ax in (ax_r, ax_p):
-        _steps_axis(ax)
+    for ax, rows, value, half, title, marker in (
+            (axes[0, 0], steps, "reward_mean", "reward_std", "training reward (mean ± std)", None),
+            (axes[0, 1], evals, "pass_at_1", "ci95", "greedy Pass@1 (95% band)", "o")):
+        if not rows.empty:
+            y, h = rows[value].astype(float), rows[half].astype(float)
+            ax.plot(rows["step"], y, marker=marker, color="0.2")
+            ax.fill_between(rows["step"], y - h, y + h, color="0.2", alpha=0.2, linewidth=0)
+            ax.set_title(title, fontsize=9)
+        _steps_axis(ax, grid=False)
     fig.suptitle(Path(run_dir).name, fontsize=10)
     return fig
