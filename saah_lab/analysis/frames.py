@@ -116,10 +116,8 @@ def baselines_frame(folders: list[RunFolder]) -> pd.DataFrame:
     rows = []
     for folder in folders:
         for rec in folder.evals:
-            row = {k: v for k, v in folder.config.items() if k not in EVAL_KEYS}
-            row["name"] = folder.path.name
-            for k in EVAL_KEYS:
-                row[k] = number_or_nan(rec.get(k))
+            row = {**{k: v for k, v in folder.config.items() if k not in EVAL_KEYS}, "name": folder.path.name,
+                   **{k: number_or_nan(rec.get(k)) for k in EVAL_KEYS}}
             if math.isnan(row["ci95"]) and not math.isnan(row["n"]):
                 row["ci95"] = pass_at_1_ci(row["pass_at_1"], row["n"])
             rows.append(row)
