@@ -1,12 +1,6 @@
-"""Simulated studies with a known truth for the crossed seed x problem test (size and power).
-
-``python -m saah_lab.analysis.crossed_simulation`` prints, for each design of
-:data:`NULL_CASES`, how often the rule of
-:func:`saah_lab.analysis.significance.crossed_p_values` rejects a true null at 5% and
-2.5%, and for each design of :data:`POWER_CASES` how often it detects a true difference
-equal to its stated minimum detectable effect.  ``tests/analysis/test_crossed_inference.py``
-asserts the same rates within Monte Carlo error.  Seeded: every run prints the same table.
-"""
+"""Simulated studies with a known truth for the crossed seed x problem test: how often it rejects a true null
+(:data:`NULL_CASES`) and detects its stated MDE (:data:`POWER_CASES`); seeded, and asserted by
+``tests/analysis/test_crossed_inference.py``."""
 
 from __future__ import annotations
 

@@ -1,17 +1,9 @@
-"""Paired comparisons of methods from run folders, with the training seed as the unit of inference.
+"""Paired comparisons of method arms over their common units (warm start, training seed).
 
-A method *arm* (:class:`saah_lab.analysis.plan.Arm`) is a (method, alpha, entropy_top_k) setting.
-Two arms are compared over the *units* both have: a unit is one (warm start, training seed), one
-run of each arm from the same starting model with the same seed. Per quantity (final and peak
-Pass@1 on the common evaluation problems, training-reward variance, mean KL: :func:`compare_arms`)
-the primary test is one model of the design as it is, seeds crossed with evaluation problems
-(:func:`saah_lab.analysis.significance.crossed_test`), beside its minimum detectable effect, the
-per-warm-start tests, an exact sign-flip test, and a problem-level McNemar test (a statement about
-these trained models only). Tests are Bonferroni-adjusted within families (:func:`assign_families`,
-:func:`adjust`); a difference is *established* exactly as
-:func:`saah_lab.analysis.significance.established` says. Every comparison is repeated without the
-units holding a flagged run (:mod:`saah_lab.analysis.health`). The report gathers a root's comparisons, their
-paragraph and what was left out (:func:`saah_lab.report.texts.evidence_summary`). The reasoning: docs/evidence.md.
+Per quantity (:func:`compare_arms`) the primary test is the crossed seed x problem test
+(:func:`saah_lab.analysis.significance.crossed_test`), beside its MDE, per-warm-start tests, a sign-flip
+test and a problem-level McNemar test; Bonferroni within families (:func:`assign_families`); every comparison
+is repeated without units holding a flagged run. The reasoning: docs/evidence.md.
 """
 
 from __future__ import annotations
@@ -55,10 +47,6 @@ TARGET_EFFECTS = (0.03, 0.02)
 PRIMARY_FAMILY = "primary"
 
 
-# ---------------------------------------------------------------------------
-# reading runs
-# ---------------------------------------------------------------------------
-
 @dataclass
 class RunEvidence:
     """What one run folder contributes: its setting, checkpoints, per-problem correctness, summaries, health."""
@@ -87,8 +75,6 @@ class RunEvidence:
         return (self.warm_start, self.seed)
 
     def at(self, checkpoint: str) -> dict[str, bool]:
-        if checkpoint not in CHECKPOINTS:
-            raise ValueError(f"checkpoint must be one of {CHECKPOINTS}, got {checkpoint!r}")
         return self.correct[self.final_step if checkpoint == "final" else self.peak_step]
 
 
@@ -110,8 +96,7 @@ def read_correctness(path: Path) -> dict[str, bool]:
 
 
 def load_run_evidence(folder: RunFolder, health: RunHealth) -> RunEvidence:
-    """One run as read by :func:`saah_lab.analysis.runs.read_runs`, with its per-problem correctness at the final
-    and peak checkpoints; raises ValueError naming the file when something needed is missing."""
+    """One run with its per-problem correctness at the final and peak checkpoints (ValueError naming the file)."""
     runlog = RunDir(folder.path)
     cfg = folder.config
     for key in ("method", "alpha", "seed"):
@@ -141,11 +126,8 @@ def load_run_evidence(folder: RunFolder, health: RunHealth) -> RunEvidence:
 
 def load_root_evidence(root: str | Path | StudyRuns, tolerate_problems: bool = False,
                        left_out: list[str] | None = None) -> list[RunEvidence]:
-    """Every run of a root (or of a root already read with :func:`saah_lab.analysis.runs.read_runs`).
-
-    A damaged or incomplete run (or one whose per-problem files are missing) stops the reading
-    (``ValueError`` naming it). With ``tolerate_problems`` those runs are left out and named in
-    ``left_out``, which the summary, table and sentence report."""
+    """Every run of a root (or of one already read); a damaged or incomplete run raises, or with
+    ``tolerate_problems`` is left out and named in ``left_out``."""
     study = root if isinstance(root, StudyRuns) else read_runs(root, tolerate_problems)
     unusable = list(study.unreadable)
     out = []
@@ -163,10 +145,6 @@ def load_root_evidence(root: str | Path | StudyRuns, tolerate_problems: bool = F
         left_out.extend(sorted(unusable))
     return out
 
-
-# ---------------------------------------------------------------------------
-# one comparison
-# ---------------------------------------------------------------------------
 
 @dataclass
 class EvidenceRow:
@@ -271,18 +249,8 @@ def _row(a: Arm, b: Arm, key: str, units: list, a_vals, b_vals, diffs: np.ndarra
 
 
 def compare_arms(a: Arm, b: Arm, runs: list[RunEvidence]) -> list[EvidenceRow]:
-    """Rows for final and peak Pass@1 and the per-run summaries of A vs B over their common units.
-
-    Per-unit values: final and peak Pass@1 on the common evaluation problems (``eval_samples/step_XXXX.jsonl``;
-    final and peak as in the tables, :func:`saah_lab.analysis.summaries.final_and_peak`), training-reward variance
-    over the second half and mean KL (one number per run). Each row holds the crossed test (two warm starts are
-    fixed strata, from three on the warm start is a random factor; a per-run summary reduces to the seed-level t
-    test within warm starts), once adjusted (:func:`adjust`) its minimum detectable effect at 80% power and the
-    family's level (for Pass@1 also the seeds it would need to detect :data:`TARGET_EFFECTS`), the descriptive
-    per-warm-start tests, the exact sign-flip
-    test over the per-unit values, and for Pass@1 the problem-level McNemar test, discordant problems pooled over
-    units, which takes the problems as the sampling unit with the trained models fixed.
-    """
+    """Rows for final and peak Pass@1 (on the common evaluation problems, with the McNemar test pooled over
+    units) and each per-run summary of :data:`TRAIN_LOG_SUMMARIES`, of A vs B over their common units."""
     a_runs, b_runs = a.runs_by_unit(runs), b.runs_by_unit(runs)
     units = sorted(set(a_runs) & set(b_runs))
     if not units:
@@ -312,10 +280,6 @@ def compare_arms(a: Arm, b: Arm, runs: list[RunEvidence]) -> list[EvidenceRow]:
     return rows
 
 
-# ---------------------------------------------------------------------------
-# families, flagged runs, all pairs
-# ---------------------------------------------------------------------------
-
 def assign_families(rows: list[EvidenceRow], plan: StudyPlan | None, level: float = LEVEL) -> list[EvidenceRow]:
     """The primary comparison's rows on its quantities form one family; every other row the family of its
     quantity.  Then each family is adjusted (:func:`adjust`)."""
@@ -327,9 +291,8 @@ def assign_families(rows: list[EvidenceRow], plan: StudyPlan | None, level: floa
 
 
 def adjust(rows: list[EvidenceRow], level: float = LEVEL) -> list[EvidenceRow]:
-    """Fill each row's family numbers (``family``, or the quantity when unset): with m tests in the family, the
-    Bonferroni p, the interval at confidence 1 - level/m, and the MDE and seeds needed at level/m; each
-    warm start's own test is marked significant at level/m or not."""
+    """Fill each row's family numbers (``family``, or the quantity when unset): with m tests, the Bonferroni p,
+    the interval at 1 - level/m, the MDE and seeds needed at level/m, each warm start significant at level/m."""
     for row in rows:
         row.family = row.family or row.key
     for name in dict.fromkeys(r.family for r in rows):
@@ -371,15 +334,9 @@ def testable(pair, runs, min_units: int = 2) -> bool:
 def compare_pairs(runs: list[RunEvidence], pairs, *, plan: StudyPlan | None = None, level: float = LEVEL,
                   skipped: list | None = None, min_units: int = 2,
                   left_out: list[str] | None = None) -> list[EvidenceRow]:
-    """All rows of the given pairs, in families (:func:`assign_families`).
-
-    Pairs with fewer than ``min_units`` common units have nothing to test and are named in ``skipped``:
-    two are needed for a test over seeds; with ``min_units=1`` a single seed pair is shown
-    descriptively (its McNemar test is about those two models).  A pair whose runs cannot be compared
-    (other evaluation problems, two runs of one seed) is an error, or, given a ``left_out`` list
-    (tolerant reading), named there as ``"<A> vs <B>: <why>"`` for the summary and sentence to report:
-    runs that exist never disappear from the tests silently.
-    """
+    """All rows of the given pairs, in families.  Pairs with fewer than ``min_units`` common units are named in
+    ``skipped``; a pair that cannot be compared raises, or given ``left_out`` is named there: runs that exist never
+    disappear from the tests silently."""
     rows = []
     for a, b in pairs:
         if not testable((a, b), runs, min_units):
@@ -410,14 +367,11 @@ def attach_without_flagged(runs: list[RunEvidence], rows: list[EvidenceRow], pai
         if not row.flagged_units:
             continue
         other = again.get((row.a, row.b, row.key))
-        row.without_flagged = None if other is None else {
-            k: getattr(other, k) for k in ("n_units", "a_value", "b_value", "diff", "se", "df", "confidence",
-                                           "ci_low", "ci_high", "p_value", "p_adjusted", "p_signflip", "sd_diff",
-                                           "mde", "units_needed")}
-        if row.without_flagged is not None:
-            row.without_flagged["established"] = other.is_established()
-        else:
-            row.without_flagged = {"n_units": row.n_units - len(row.flagged_units), "untestable": True}
+        row.without_flagged = {"n_units": row.n_units - len(row.flagged_units), "untestable": True} if other is None \
+            else {**{k: getattr(other, k) for k in ("n_units", "a_value", "b_value", "diff", "se", "df", "confidence",
+                                                    "ci_low", "ci_high", "p_value", "p_adjusted", "p_signflip",
+                                                    "sd_diff", "mde", "units_needed")},
+                  "established": other.is_established()}
 
 
 def topk_pairs(runs: list[RunEvidence], method: str = "sa", alpha: float = 0.5) -> list[tuple[Arm, Arm]]:
@@ -434,10 +388,6 @@ def health_summary(runs: list[RunEvidence]) -> dict:
             "flagged": [{"run_id": r.run_id, "flags": list(r.health), "description": r.health_text}
                         for r in sorted(flagged, key=lambda r: r.run_id)]}
 
-
-# ---------------------------------------------------------------------------
-# a root's evidence as one record
-# ---------------------------------------------------------------------------
 
 FAMILY_RULE = ("Bonferroni within each family (p times its size m, interval at confidence 1 - level/m): the "
                "study plan's primary comparison (its quantities) is one family; every other row is in the family "

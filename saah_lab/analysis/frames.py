@@ -1,8 +1,5 @@
-"""Run folders as tidy DataFrames: one row per run, per evaluation, per logged step.
-
-The folders come from the strict reader (:func:`saah_lab.rundir.reader.read_folders`);
-every summary column is one of :mod:`saah_lab.analysis.summaries`.
-"""
+"""Run folders (:func:`saah_lab.rundir.reader.read_folders`) as tidy DataFrames: one row per run, per evaluation,
+per logged step; every summary column is one of :mod:`saah_lab.analysis.summaries`."""
 
 from __future__ import annotations
 
@@ -72,11 +69,8 @@ def _long(folders: list[RunFolder], frame, keys) -> pd.DataFrame:
     frames = []
     for folder in folders:
         df = frame(folder)
-        if df.empty:
-            continue
-        for k, v in _meta(folder).items():
-            df[k] = v
-        frames.append(df)
+        if not df.empty:
+            frames.append(df.assign(**_meta(folder)))
     meta = list(META_COLUMNS)
     if not frames:
         return pd.DataFrame(columns=meta + list(keys))
@@ -85,36 +79,19 @@ def _long(folders: list[RunFolder], frame, keys) -> pd.DataFrame:
 
 
 def runs_frame(folders: list[RunFolder]) -> pd.DataFrame:
-    """One row per run folder.
-
-    Columns: every config field (flattened, see :func:`~saah_lab.rundir.reader.flatten_config`) plus the
-    summaries ``final_pass_at_1, final_ci95, final_step, peak_pass_at_1,
-    peak_ci95, peak_step`` (:func:`~saah_lab.analysis.summaries.final_and_peak`),
-    ``step0_pass_at_1`` (the evaluation before training, if any), ``train_var``
-    (:func:`~saah_lab.analysis.summaries.training_variance`), ``mean_kl``,
-    ``n_steps_logged``, ``last_logged_step``, ``n_evals``, ``complete``
-    (trained to ``steps`` and evaluated there), ``damaged`` (some line or value
-    could not be used), ``problems`` (the messages, ``; ``-separated) and
-    ``compile_fallback`` (why the compiled rollout fell back to ``hf``, else None).
-    """
+    """One row per run folder: its (flattened) config, :func:`~saah_lab.analysis.summaries.final_and_peak`,
+    the step-0 Pass@1, ``train_var``, ``mean_kl``, counts of logged steps and evaluations, ``complete``,
+    ``damaged``, ``problems`` and ``compile_fallback`` (why the compiled rollout fell back to ``hf``)."""
     rows = []
     for folder in folders:
         evals, tlog = evals_frame(folder), train_log_frame(folder)
-        row = dict(folder.config)
-        row["alpha"] = number_or_nan(row.get("alpha"))
-        row.update(final_and_peak(evals))
         step0 = evals.loc[evals["step"] == 0, "pass_at_1"]
-        row["step0_pass_at_1"] = float(step0.iloc[-1]) if len(step0) else float("nan")
-        row["train_var"] = training_variance(tlog)
-        row["mean_kl"] = mean_kl(tlog)
-        row["n_steps_logged"] = int(len(tlog))
-        row["last_logged_step"] = float(tlog["step"].max()) if len(tlog) else float("nan")
-        row["n_evals"] = int(len(evals))
-        row["complete"] = not folder.incomplete
-        row["damaged"] = bool(folder.damage)
-        row["problems"] = "; ".join(folder.problems)
-        row["compile_fallback"] = folder.compile_fallback
-        rows.append(row)
+        rows.append({**folder.config, "alpha": number_or_nan(folder.config.get("alpha")), **final_and_peak(evals),
+                     "step0_pass_at_1": float(step0.iloc[-1]) if len(step0) else float("nan"),
+                     "train_var": training_variance(tlog), "mean_kl": mean_kl(tlog), "n_steps_logged": int(len(tlog)),
+                     "last_logged_step": float(tlog["step"].max()) if len(tlog) else float("nan"),
+                     "n_evals": int(len(evals)), "complete": not folder.incomplete, "damaged": bool(folder.damage),
+                     "problems": "; ".join(folder.problems), "compile_fallback": folder.compile_fallback})
     cols = ["run_id", "model_label", "method", "alpha", "max_steps", "seed"]
     if not rows:
         return pd.DataFrame(columns=cols + ["final_pass_at_1", "final_ci95", "final_step", "peak_pass_at_1",
@@ -135,18 +112,12 @@ def train_logs_long(folders: list[RunFolder]) -> pd.DataFrame:
 
 
 def baselines_frame(folders: list[RunFolder]) -> pd.DataFrame:
-    """One row per evaluation in ``baselines/<name>/eval.jsonl``.
-
-    Columns: ``name``, ``model_label``, ``profile``, the eval keys and the
-    remaining (flattened) config fields.
-    """
+    """One row per evaluation in ``baselines/<name>/eval.jsonl``, with the folder's name and config fields."""
     rows = []
     for folder in folders:
         for rec in folder.evals:
-            row = {k: v for k, v in folder.config.items() if k not in EVAL_KEYS}
-            row["name"] = folder.path.name
-            for k in EVAL_KEYS:
-                row[k] = number_or_nan(rec.get(k))
+            row = {**{k: v for k, v in folder.config.items() if k not in EVAL_KEYS}, "name": folder.path.name,
+                   **{k: number_or_nan(rec.get(k)) for k in EVAL_KEYS}}
             if math.isnan(row["ci95"]) and not math.isnan(row["n"]):
                 row["ci95"] = pass_at_1_ci(row["pass_at_1"], row["n"])
             rows.append(row)
@@ -161,19 +132,9 @@ def baselines_frame(folders: list[RunFolder]) -> pd.DataFrame:
 
 
 def token_entropies_frame(folders: list[RunFolder]) -> pd.DataFrame:
-    """Rows of ``runs/<run_id>/token_entropies.jsonl`` (optional trainer output).
-
-    Columns ``run_id, model_label, method, alpha, step, advantage, entropy_norm``
-    (the last a list of per-token normalised entropies).  Empty if no run has
-    the file.
-    """
-    rows = []
-    for folder in folders:
-        if not folder.token_entropies:
-            continue
-        meta = _meta(folder)
-        for rec in folder.token_entropies:
-            rows.append({**meta, "step": float(rec["step"]), "advantage": float(rec["advantage"]),
-                         "entropy_norm": [float(x) for x in rec["entropy_norm"]]})
+    """Rows of the optional ``token_entropies.jsonl``: run metadata, ``step, advantage, entropy_norm`` (a list)."""
+    rows = [{**_meta(folder), "step": float(rec["step"]), "advantage": float(rec["advantage"]),
+             "entropy_norm": [float(x) for x in rec["entropy_norm"]]}
+            for folder in folders for rec in folder.token_entropies or ()]
     cols = ["run_id", "model_label", "method", "alpha", "step", "advantage", "entropy_norm"]
     return pd.DataFrame.from_records(rows) if rows else pd.DataFrame(columns=cols)

@@ -1,8 +1,5 @@
-"""The (model, method, alpha) group that seeds are averaged over: its names, display labels and order.
-
-Shared by the results readers, the tables and the figures so that every
-output orders and names runs the same way.
-"""
+"""The (model, method, alpha) group that seeds are averaged over: its names, display labels and order, shared so
+that every output orders and names runs the same way."""
 
 from __future__ import annotations
 
@@ -32,12 +29,8 @@ _PARAMETER_COUNT = re.compile(r"(\d+(?:\.\d+)?)\s*([BM])\b", flags=re.IGNORECASE
 
 def method_label(method: str, alpha=None, *, show_grpo_alpha: bool = True, alpha_text=None,
                  alpha_symbol: str = "α") -> str:
-    """The display name of a method at an alpha: ``AH-GRPO (α=0.5)``; ``Base (zero-shot)`` has no alpha.
-
-    ``show_grpo_alpha=False`` writes plain ``GRPO`` (its alpha is 0 by definition);
-    ``alpha_text`` formats the number (default ``f"{alpha:g}"``, empty when missing) and
-    ``alpha_symbol`` names it (``$\\alpha$`` in LaTeX).
-    """
+    """``AH-GRPO (α=0.5)``; ``Base (zero-shot)`` has no alpha, nor GRPO with ``show_grpo_alpha=False``.
+    ``alpha_text`` formats the number (default ``f"{alpha:g}"``, empty when missing)."""
     name = METHOD_LABELS.get(method, method)
     if method == "base" or (method == "grpo" and not show_grpo_alpha):
         return name
@@ -50,10 +43,7 @@ def method_label(method: str, alpha=None, *, show_grpo_alpha: bool = True, alpha
 
 
 def model_short(label: Any) -> str:
-    """Short model name for tables: ``Qwen2.5-1.5B-Instruct`` -> ``1.5B``.
-
-    Labels without a parameter count (``tiny``) are returned unchanged.
-    """
+    """``Qwen2.5-1.5B-Instruct`` -> ``1.5B``; a label without a parameter count (``tiny``) unchanged."""
     s = str(label)
     m = _PARAMETER_COUNT.search(s)
     return f"{m.group(1)}{m.group(2).upper()}" if m else s

@@ -1,18 +1,6 @@
-"""Run health: rules that flag a diverged or collapsed run, so that every table, figure and test shows it.
-
-A flagged run is never dropped silently: tables mark its rows, figures name it, and the paired
-evidence is computed with and without it. Each rule (:data:`RULES`) reads one run's own logs:
-
-``kl_diverged``
-    The per-step KL to the reference exceeds :data:`KL_BOUND` at some step: a policy that moved
-    far from the reference, not one that failed to learn.
-``fell_below_start``
-    The final checkpoint lies below the step-0 evaluation by more than its 95% half-width.
-``fell_back``
-    The final checkpoint lies below the peak by more than the peak's 95% half-width.
-
-A rule whose inputs are missing is not applied and says so in :attr:`RunHealth.unchecked`. Why
-these rules and thresholds, and what they can see: docs/evidence.md, "Run health".
+"""Run health: the rules (:data:`RULES`, each on one run's own logs) that flag a diverged or collapsed run, which
+is never dropped silently: tables mark it, figures name it, the evidence is computed with and without it.  A rule
+whose inputs are missing says so in :attr:`RunHealth.unchecked`.  Why these rules: docs/evidence.md, "Run health".
 """
 
 from __future__ import annotations
@@ -104,15 +92,10 @@ def run_health(run_id: str, evals: pd.DataFrame, train_log: pd.DataFrame) -> Run
             flags.append("kl_diverged")
     else:
         unchecked.append("kl_diverged")
-    if math.isfinite(start) and math.isfinite(final) and math.isfinite(n):
-        if start - final > _half_width(start, n):
-            flags.append("fell_below_start")
-    else:
-        unchecked.append("fell_below_start")
-    if math.isfinite(peak) and math.isfinite(final) and math.isfinite(n):
-        if peak - final > _half_width(peak, n):
-            flags.append("fell_back")
-    else:
-        unchecked.append("fell_back")
+    for rule, before in (("fell_below_start", start), ("fell_back", peak)):
+        if not (math.isfinite(before) and math.isfinite(final) and math.isfinite(n)):
+            unchecked.append(rule)
+        elif before - final > _half_width(before, n):
+            flags.append(rule)
     return RunHealth(run_id=run_id, flags=tuple(flags), kl_max=kl, start_pass_at_1=start, peak_pass_at_1=peak,
                      final_pass_at_1=final, n_eval=n, unchecked=tuple(unchecked))

@@ -1,11 +1,6 @@
-"""Which runs two study roots share: the same run, trained once and found in both.
-
-Two folders of one run id hold the *same run* when their settings (the config
-without where and when it ran), their evaluations (``eval.jsonl`` and every
-``eval_samples`` file, byte for byte) and their training logs (every logged
-value but the step's wall time) are equal.  A study whose runs overlap another's
-is not independent evidence for them, and the report says so.
-"""
+"""Which runs two study roots share (a study whose runs overlap another's is no independent evidence for them):
+two folders of one run id hold the same run when their settings (not where and when it ran), evaluations (byte for
+byte) and training logs (but the step's wall time) are equal."""
 
 from __future__ import annotations
 

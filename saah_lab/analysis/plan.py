@@ -1,17 +1,11 @@
-"""A study's plan as the analysis reads it: the primary comparison, fixed before any run, and the other pairs.
-
-A study writes ``<root>/study_plan.json`` (:data:`saah_lib.rundir.layout.STUDY_PLAN_FILE`)
-before it trains::
+"""A study's plan, ``<root>/study_plan.json``, written before it trains: the primary comparison and the other pairs::
 
     {"study": "extended",
      "primary": {"a": ARM, "b": ARM, "quantities": ["final", "train_var"]},
      "pairs": [[ARM, ARM], ...],            # every comparison the evidence tests, the primary first
      "warm_starts": ["tiny-warmstart", ...], "seeds": [0, 1, ...], "paper_matched_alpha": 5.9}
 
-with ``ARM = {"method": "sa", "alpha": 0.5, "entropy_top_k": null}``.  The primary
-comparison is the paper's claim: SA-AH-GRPO against GRPO on final Pass@1 and
-on training-reward variance.  A root without a plan (the committed mini study,
-a user's own runs) gets :func:`default_plan`, the mini study's plan.
+with ``ARM = {"method": "sa", "alpha": 0.5, "entropy_top_k": null}``.  A root without one gets :func:`default_plan`.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""The quantities the report prints: their names, their decimals, and reading a table cell as a number.
-
-:data:`DECIMALS` is the one rounding of every table, sentence and note, chosen so that the tables built
-from ``results/paper_reported`` print the paper's cells exactly (Pass@1 3 decimals, variance 4, KL 5).
-"""
+"""The quantities the report prints, their names and decimals: :data:`DECIMALS` is the one rounding of every table,
+sentence and note, so that the tables of ``results/paper_reported`` print the paper's cells exactly."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""The numbers the paper reports, read from their CSV transcription in ``results/paper_reported/``.
-
-:func:`read_paper_reported` turns the transcribed tables into the same
-:class:`~saah_lab.analysis.resultset.ResultSet` frames our runs give, so the report's
-tables regenerate the paper's cells exactly (the paper's own strings are kept
-in ``*_str`` columns).  Per-checkpoint CIs, which the paper does not tabulate,
-are computed with :func:`~saah_lib.tasks.scoring.pass_at_1_ci` and ``N = 500``.
-"""
+"""The paper's numbers, from their CSV transcription in ``results/paper_reported/``, as the same
+:class:`~saah_lab.analysis.resultset.ResultSet` frames our runs give (per-checkpoint CIs, which the paper does not
+tabulate, from :func:`~saah_lib.tasks.scoring.pass_at_1_ci` with ``N = 500``)."""
 
 from __future__ import annotations
 
@@ -56,7 +51,7 @@ def _numeric(df: pd.DataFrame, cols: Iterable[str]) -> pd.DataFrame:
     df = df.copy()
     for c in cols:
         if c in df:
-            df[c] = [number_or_nan(x) if str(x).strip() not in ("", "---") else np.nan for x in df[c]]
+            df[c] = [number_or_nan(x) for x in df[c]]  # "" and "---" are NaN
     return df
 
 
@@ -178,36 +173,23 @@ DISCOUNT_LOG_FILE = "tab_sa_log_1b.csv"
 
 
 def negative_weight_target(directory: Path, file: str = DISCOUNT_LOG_FILE) -> dict:
-    """The mean token weight on negative-advantage rollouts in the paper's SA-AH-GRPO log: the level that the
-    CPU studies' paper-matched alpha reproduces at the start of training.
-
-    Rule: the mean of ``weight_neg_mean`` over every row of the 1.5B log (``tab_sa_log_1b.csv``, steps 5 to
-    180) that has a weight; a row whose step had no negative rollout (``weight_neg_note`` set) has none.
-    All rows, not the first alone: each row is one step's handful of rollouts (0.14 at step 5, 0.81 at
-    step 30), and the log shows no trend over training, so the mean is the best estimate of the level the
-    paper trained at.  Returns ``{"target", "file", "column", "steps", "values"}``.
-    """
+    """The mean ``weight_neg_mean`` over every row of the paper's 1.5B SA-AH-GRPO log that has one (a step without
+    a negative rollout has none): the level the CPU studies' paper-matched alpha reproduces.  All rows, not the
+    first: each is one step's handful of rollouts (0.14 at step 5, 0.81 at step 30) and the log has no trend."""
     path = Path(directory) / file
     if not path.is_file():
         raise FileNotFoundError(f"{path}: the paper's diagnostic log is missing (results/paper_reported)")
-    log = _numeric(read_reported_csv(path), ["step", "weight_neg_mean"])
-    if "weight_neg_mean" not in log or "step" not in log:
-        raise ValueError(f"{path}: no 'step' or 'weight_neg_mean' column")
-    notes = log["weight_neg_note"].fillna("").astype(str) if "weight_neg_note" in log else ""
-    rows = log[log["weight_neg_mean"].notna() & (notes == "")]
-    if rows.empty:
-        raise ValueError(f"{path}: no row has a weight_neg_mean")
+    rows = _logged_rows(path, "weight_neg_mean")
+    if rows is None or rows.empty or "step" not in rows:
+        raise ValueError(f"{path}: no row has a weight_neg_mean and a step")
     values = [float(v) for v in rows["weight_neg_mean"]]
     return {"target": float(np.mean(values)), "file": repo_relative(path), "column": "weight_neg_mean",
             "steps": [int(s) for s in rows["step"]], "values": values}
 
 
-def logged_range(directory: Path, column: str, file: str = DISCOUNT_LOG_FILE) -> dict | None:
-    """The lowest and highest ``column`` of the paper's SA-AH-GRPO log (default: the 1.5B log, the one the CPU
-    studies' discount is matched to): ``{"low", "high", "model", "steps"}``, or None when the file or the column
-    is missing. A ``weight_neg_mean`` of a step without a negative rollout (``weight_neg_note`` set) is no weight
-    and is left out, as in :func:`negative_weight_target`."""
-    path = Path(directory) / file
+def _logged_rows(path: Path, column: str) -> pd.DataFrame | None:
+    """The rows of a paper log with a ``column`` value, None without the file or column; a ``weight_neg_mean`` at a
+    step without a negative rollout (``weight_neg_note`` set) is the paper's placeholder, no weight."""
     if not path.is_file():
         return None
     log = _numeric(read_reported_csv(path), ["step", column])
@@ -216,7 +198,14 @@ def logged_range(directory: Path, column: str, file: str = DISCOUNT_LOG_FILE) ->
     rows = log[log[column].notna()]
     if column == "weight_neg_mean" and "weight_neg_note" in rows:
         rows = rows[rows["weight_neg_note"].fillna("").astype(str) == ""]
-    if rows.empty:
+    return rows
+
+
+def logged_range(directory: Path, column: str, file: str = DISCOUNT_LOG_FILE) -> dict | None:
+    """The lowest and highest ``column`` of the paper's SA-AH-GRPO log, ``{"low", "high", "model", "steps"}``, or
+    None when the file or column is missing."""
+    rows = _logged_rows(Path(directory) / file, column)
+    if rows is None or rows.empty:
         return None
     return {"low": float(rows[column].min()), "high": float(rows[column].max()),
             "model": str(rows["model_label"].iloc[0]) if "model_label" in rows else "",

@@ -1,11 +1,6 @@
-"""The result set: everything the tables and figures need, from our runs or the paper's numbers.
-
-:meth:`ResultSet.from_runs` reads a results root written by our trainer
-(:mod:`saah_lab.rundir.reader`) and averages the seeds of each ``(model_label,
-method, alpha)`` into mean, sample standard deviation and seed count;
-:func:`saah_lab.analysis.reported.read_paper_reported` reads the CSV transcription of the
-paper's tables (:mod:`saah_lab.analysis.reported`).  Both give the same frames, so the
-tables and figures never need to know the source.
+"""The result set: everything the tables and figures need, from our runs (:meth:`ResultSet.from_runs`, seeds of
+each (model, method, alpha) averaged) or the paper's numbers (:func:`saah_lab.analysis.reported.read_paper_reported`):
+the same frames, so the tables and figures never need to know the source.
 """
 
 from __future__ import annotations
@@ -35,12 +30,8 @@ DIAGNOSTIC_COLUMNS = (
 
 
 def aggregate_seeds(df: pd.DataFrame, keys: list[str], cols: list[str]) -> pd.DataFrame:
-    """Mean, sample std (ddof=1) and count of each column across seeds.
-
-    For each ``c`` in ``cols`` the output has ``c`` (mean over non-null values),
-    ``c_std`` (NaN with one seed) and ``n_seeds`` (runs contributing to the
-    first column).
-    """
+    """Per group: each column's mean, its sample std ``c_std`` (NaN with one seed), and ``n_seeds`` (runs with
+    a value in the first column)."""
     if df.empty:
         return pd.DataFrame(columns=keys + cols + [c + "_std" for c in cols] + ["n_seeds"])
     g = df.groupby(keys, dropna=False, sort=False)
@@ -52,36 +43,10 @@ def aggregate_seeds(df: pd.DataFrame, keys: list[str], cols: list[str]) -> pd.Da
 
 @dataclass
 class ResultSet:
-    """Everything the tables and figures need, from either source.
-
-    DataFrames (all keyed by ``model_label, method, alpha``; ``method`` in
-    ``base/grpo/ah/sa``):
-
-    ``summary``
-        One row per (model, method, alpha) incl. one ``base`` row per model:
-        ``steps, final_pass_at_1, final_ci95, peak_pass_at_1, peak_ci95,
-        train_var, mean_kl`` (means across seeds), the ``*_std`` companions
-        (sample std across seeds, ``ddof=1``), ``n_seeds``, ``complete``,
-        ``in_main`` (the alpha of the main comparison), ``damaged`` (some run of
-        the group had lines or values that could not be used).
-    ``checkpoints``
-        Pass@1 per evaluated training step: ``step, pass_at_1, ci95,
-        pass_at_1_std, n_seeds, in_main``.
-    ``ablation``
-        One row per entry of the alpha ablation (AH-GRPO alphas on one model,
-        plus the SA-AH-GRPO reference): ``steps, peak_pass_at_1,
-        final_pass_at_1, partial, note``; per-step values are in ``checkpoints``.
-    ``diagnostics``
-        Per-step training diagnostics at the sampled steps: ``step, pass_at_1``
-        and :data:`DIAGNOSTIC_COLUMNS`; ``weight_neg_note`` marks steps where no
-        rollout had a negative advantage.
-    ``baselines``
-        One row per model: ``pass_at_1, ci95, n`` (and ``raw_pass_at_1`` for the
-        paper's adjusted zero-shot numbers).
-    ``curves``
-        Per-step training curves used by the figures (all logged steps for our
-        runs; the sampled diagnostic steps for the paper).
-    """
+    """Frames keyed by ``model_label, method, alpha``: ``summary`` (one row per group, seed means and ``*_std``,
+    plus a ``base`` row per model), ``checkpoints`` (Pass@1 per training step), ``ablation`` (the alpha ablation's
+    entries), ``diagnostics`` (sampled steps of :data:`DIAGNOSTIC_COLUMNS`), ``baselines`` (one per model),
+    ``curves`` (per-step training curves for the figures)."""
 
     source: str
     summary: pd.DataFrame
@@ -97,11 +62,9 @@ class ResultSet:
     hparams: pd.DataFrame | None = None
     root: Path | None = None
     notes: dict = field(default_factory=dict)
-    #: One message per run or baseline folder that was flagged (damaged or
-    #: incomplete) or excluded (unusable config); empty for results read strictly.
+    #: One message per folder flagged (damaged, incomplete) or excluded; empty when read strictly.
     warnings: list[str] = field(default_factory=list)
 
-    # -- convenience -------------------------------------------------------
     @property
     def models(self) -> list:
         labels = list(self.summary["model_label"]) if len(self.summary) else []
@@ -138,20 +101,12 @@ class ResultSet:
         """The warnings about folders left out entirely (``<folder>: excluded (<why>)``)."""
         return [w for w in self.warnings if ": excluded (" in w]
 
-    # -- builders ----------------------------------------------------------
     @classmethod
     def from_runs(cls, root: str | Path | StudyRuns, main_alphas: dict | None = None, diag_every: int | None = None,
                   ablation_model=None, tolerate_problems: bool = False) -> "ResultSet":
-        """Build from a results root written by our trainer, or from one already read
-        (:func:`saah_lab.analysis.runs.read_runs`).  A model without a baseline folder gets
-        the runs' own step-0 evaluations (the same untouched model) as its baseline,
-        and ``baselines.kind`` says so.
-
-        Runs are read strictly (:mod:`saah_lab.rundir.reader`): a damaged or incomplete
-        run raises, unless ``tolerate_problems``; then it is flagged
-        (``complete``/``damaged``), a folder without a usable config is left
-        out, and :attr:`warnings` lists each, for the tables and figures to show.
-        """
+        """From a results root (or one already read).  A model without a baseline folder gets its runs' step-0
+        evaluations (``baselines.kind`` says so).  A damaged or incomplete run raises unless ``tolerate_problems``;
+        then it is flagged and :attr:`warnings` lists it."""
         study = root if isinstance(root, StudyRuns) else read_runs(root, tolerate_problems)
         root = study.root
         matched = matched_alpha(root)
@@ -201,13 +156,8 @@ def _with_health(runs: pd.DataFrame, study: StudyRuns, folders: list) -> pd.Data
 
 
 def _split_by_entropy_estimate(folders: list) -> tuple[list, list[str]]:
-    """The runs that use their profile's entropy estimate, and the names of the others.
-
-    Runs trained with another top-K (the top-K ablation) are a different method
-    setting: averaging them into the method's rows would mix two estimators, so
-    they are kept out of these tables and figures and named in
-    ``notes["other_entropy_runs"]`` (the top-K ablation reports them).
-    """
+    """The runs that use their profile's entropy estimate, and the names of the others (the top-K ablation's:
+    averaging them in would mix two estimators)."""
     default = None  # the defaults (the tiny profile) use the exact entropy
     kept, others = [], []
     for folder in folders:
@@ -333,27 +283,26 @@ def _ablation_from_summary(summ: pd.DataFrame, main_alphas: dict, ablation_model
     return df.sort_values(["_sa", "alpha"], kind="stable").drop(columns="_sa").reset_index(drop=True)
 
 
+def _of_group(frame: pd.DataFrame, key: tuple) -> pd.Series:
+    """The rows of ``frame`` in the (model, method, alpha) group ``key``; a missing alpha matches a missing one."""
+    alpha = number_or_nan(key[2])
+    return (frame["model_label"] == key[0]) & (frame["method"] == key[1]) & np.isclose(
+        pd.to_numeric(frame["alpha"], errors="coerce").fillna(-9e9), -9e9 if math.isnan(alpha) else alpha)
+
+
 def _sample_diagnostics(curves: pd.DataFrame, runs: pd.DataFrame, ck: pd.DataFrame,
                         diag_every: int | None) -> pd.DataFrame:
-    """Rows of the diagnostic tables: the first logged step and every ``eval_every`` steps.
-
-    ``eval_every`` comes from the runs' config (``diag_every`` overrides it);
-    without one the evaluated steps are used.  Pass@1 is attached where an
-    evaluation exists at that step.
-    """
+    """Rows of the diagnostic tables: the first logged step and every ``eval_every`` steps (the runs' config, or
+    ``diag_every``; without either the evaluated steps), with Pass@1 where evaluated."""
     out = []
     for key, sub in curves.groupby(GROUP_KEYS, dropna=False, sort=False):
         sub = sub.sort_values("step")
         every = diag_every
         if every is None and runs is not None and len(runs):
-            m = (runs["model_label"] == key[0]) & (runs["method"] == key[1]) & np.isclose(
-                pd.to_numeric(runs["alpha"], errors="coerce").fillna(-9e9), number_or_nan(key[2]) if not math.isnan(number_or_nan(key[2])) else -9e9)
-            ee = pd.to_numeric(runs.loc[m, "eval_every"], errors="coerce").dropna()
+            ee = pd.to_numeric(runs.loc[_of_group(runs, key), "eval_every"], errors="coerce").dropna()
             every = int(ee.iloc[0]) if len(ee) and ee.iloc[0] > 0 else None
         steps = sub["step"].to_numpy()
-        ck_sub = ck[(ck["model_label"] == key[0]) & (ck["method"] == key[1]) &
-                    np.isclose(pd.to_numeric(ck["alpha"], errors="coerce").fillna(-9e9),
-                               number_or_nan(key[2]) if not math.isnan(number_or_nan(key[2])) else -9e9)] if len(ck) else ck
+        ck_sub = ck[_of_group(ck, key)] if len(ck) else ck
         if every:
             chosen = [s for s in steps if s % every == 0]
         elif len(ck_sub):

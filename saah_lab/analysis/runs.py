@@ -1,16 +1,8 @@
 """The one reading of a results root that the result set, the paired evidence and every output share.
 
-:func:`read_runs` reads a root's run and baseline folders once (strictly, through
-:func:`saah_lab.rundir.reader.read_folders`), applies the health rules to each run once
-(:mod:`saah_lab.analysis.health`), and refuses a root in which two folders hold the same run:
-a copied folder would otherwise count twice in every mean and every test.  Whether a run is
-*flagged* is :meth:`StudyRuns.flagged` (the health rules' verdict, ``RunHealth.flagged``), and nowhere else.
-
-Runs of one model whose settings differ (a run of 1 step beside the profile's 60, another backend) are never
-averaged together: :func:`run_variants` names what each differs in from its model's and method's reference runs
-(those at the profile's defaults, else the most common settings), and :func:`read_runs` gives such a run the model label
-``tiny (steps=1)``, so that every table and figure shows it beside the others under that name.  The top-K
-estimate is no variant here: the result set and the paired evidence already keep those runs apart.
+:func:`read_runs` reads the folders once, applies the health rules once, and refuses two folders holding one run
+(a copy would count twice in every mean and test).  Runs of one model whose settings differ from its reference
+runs are never averaged with them: they get their own model label, ``tiny (steps=1)`` (:func:`run_variants`).
 """
 
 from __future__ import annotations
@@ -74,8 +66,7 @@ def read_runs(root: str | Path, tolerate_problems: bool = False) -> StudyRuns:
 
 
 def _refuse_duplicates(folders: list[RunFolder]) -> None:
-    """A run id in two folders (a copied folder) is an error naming both, tolerated reading or not: neither copy
-    can be chosen silently.  The run-folder reader finds them (:func:`saah_lab.rundir.reader.duplicate_runs`)."""
+    """A run id in two folders is an error naming both, tolerated reading or not: neither copy can be chosen."""
     copies = duplicate_runs(folders)
     if copies:
         raise DuplicateRunError("; ".join(copies) + ". A run counts once in every mean and test, so remove the "
@@ -110,9 +101,8 @@ def _made_with_defaults(cfg: dict) -> bool:
 
 
 def _reference(configs: list[dict], model_configs: list[dict]) -> dict:
-    """The reference settings of one method's runs of one model: among the runs made with the profile's defaults
-    (the method's own, else the model's other methods'), else among its own runs, the settings that most of its
-    runs share; ties go to the first run id."""
+    """The reference settings of one method's runs of one model: of the runs at the profile's defaults (the
+    method's, else the model's), else of its own, the settings most of its runs share; ties to the first run id."""
     candidates = ([c for c in configs if _made_with_defaults(c)] or [c for c in model_configs if _made_with_defaults(c)]
                   or configs)
     candidates = sorted(candidates, key=lambda c: str(c.get("run_id")))
@@ -133,8 +123,7 @@ def _reference(configs: list[dict], model_configs: list[dict]) -> dict:
 
 
 def _settings_key(cfg: dict) -> str:
-    """What :func:`differences` reads of a config, as text (values as they are: equal text, equal values), so
-    that configs of one key differ from any other config alike."""
+    """What :func:`differences` reads of a config, as text: configs of one key differ from any other alike."""
     read = [name for name in RECORDED_FIELDS if name not in IDENTITY_SETTINGS or name in ("method", "profile")]
     return json.dumps([[name, cfg.get(name)] for name in read], default=repr)
 
@@ -163,15 +152,9 @@ def _steps_off_profile(cfg: dict) -> dict:
     return {"max_steps": cfg.get("max_steps")} if own is not None and cfg.get("max_steps") != own else {}
 
 
-def variant_model_label(model_label, variant: str) -> str:
-    """The model label a variant's runs are shown under: ``tiny (steps=1)``."""
-    return f"{model_label} ({variant})" if variant else str(model_label)
-
-
 def with_variant_labels(folders: list[RunFolder]) -> list[RunFolder]:
-    """The folders, each variant's config given its own model label and a ``variant`` entry (the reference
-    runs' folders unchanged)."""
+    """The folders, each variant's config given its own model label and a ``variant`` entry."""
     variants = run_variants(folders)
     return [f if not variants[f.path.name] else dataclasses.replace(f, config={
-        **f.config, "model_label": variant_model_label(f.config.get("model_label"), variants[f.path.name]),
+        **f.config, "model_label": f"{f.config.get('model_label')} ({variants[f.path.name]})",
         "variant": variants[f.path.name]}) for f in folders]

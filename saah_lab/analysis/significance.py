@@ -1,24 +1,19 @@
 """Paired significance tests for two methods run at matched seeds (numpy and scipy).
 
-* :func:`crossed_test`: the one test behind every "established": the mean paired difference over seeds crossed
-  with evaluation problems, its variance from the seed, problem and interaction components (method of moments),
-  a t reference on Satterthwaite df capped at the seeds' own, and the same t's interval. Two warm starts are fixed
-  strata, three or more a random factor. No library has it; :func:`crossed_p_values` runs it on many simulated
-  studies at once; :func:`t_power`, :func:`t_mde` and :func:`crossed_units_needed` give its power (noncentral t).
-* :func:`mcnemar_exact` / :func:`mcnemar_pooled`: problem-level and secondary: the discordant pairs, pooled over
-  seeds, in an exact binomial test; a statement about these trained models, held fixed.
-* :func:`sign_flip_test`: the exact paired sign-flip test of per-seed summaries, with its floor 2 / 2^n (five seeds
-  or fewer are never significant at 5%). Counted here: scipy's ``permutation_test`` lists all 2^n patterns (10^9
-  for the confirmatory study's 30 seeds), where two halves of 2^15 signed sums each give the same count.
-* :func:`bonferroni`, :func:`family_confidence`: a family of m tests; :func:`established`: the one decision.
+:func:`crossed_test` is the one test behind every "established": seeds crossed with evaluation problems, variance
+components by the method of moments, t on Satterthwaite df capped at the seeds' own (no library has it).  Secondary:
+the exact McNemar test (these trained models, held fixed) and the exact sign-flip test, counted from two halves
+because scipy's ``permutation_test`` would list all 2^n patterns (10^9 for 30 seeds).
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
+import pandas as pd
 from scipy import optimize, stats
 
 MAX_EXACT_SEEDS = 40  # counted exactly from two halves of 2^20 sums each (well under a second); beyond: random
@@ -30,10 +25,8 @@ MAX_UNITS_NEEDED = 10_000  # a seed count beyond this is reported as "more than"
 
 
 def established(p_adjusted: float, ci_low: float, ci_high: float, level: float = LEVEL) -> bool:
-    """Whether a difference is established: its family-adjusted p is below ``level``.  The interval is the
-    same test's, at the family's confidence (:func:`family_confidence`), so it excludes 0 exactly then; a
-    disagreement beyond rounding means the two were not computed together and is an error.  Every table,
-    figure and sentence asks this one function."""
+    """Whether the family-adjusted p is below ``level``; the interval (same test, family's confidence) must
+    agree, else the two were not computed together (an error).  Every table, figure and sentence asks this."""
     decided = bool(p_adjusted < level)
     if decided and not (math.isfinite(ci_low) and math.isfinite(ci_high)):
         raise ValueError(f"adjusted p {p_adjusted} without an interval: the test and its interval come together")
@@ -57,12 +50,8 @@ def _as_bool_array(x, name: str) -> np.ndarray:
 
 
 def binomial_two_sided_p(k: int, n: int) -> float:
-    """Exact two-sided p-value of ``k`` successes in ``n`` fair-coin trials: ``min(1, 2 P(X <= min(k, n - k)))``,
-    for p = 1/2 scipy's ``binomtest``; 1 for n = 0.
-
-    Counted in integers, so correctly rounded: scipy's floating-point value differs in the last digits, and the
-    committed ``paper/generated/*_paired_evidence.json`` record every digit.
-    """
+    """Exact two-sided p of ``k`` successes in ``n`` fair-coin trials (scipy's ``binomtest``; 1 for n = 0), counted
+    in integers: scipy differs in the last digits, which ``paper/generated/*_paired_evidence.json`` record."""
     if not (0 <= k <= n):
         raise ValueError(f"need 0 <= k <= n, got k={k}, n={n}")
     if n == 0:
@@ -136,12 +125,8 @@ class SignFlipResult:
 
 
 def _random_signed_sums(d: np.ndarray, seed: int):
-    """``s @ d`` for RANDOM_SIGN_PATTERNS seeded random sign patterns ``s``, in blocks.
-
-    A pattern is one random byte per 8 seeds (bit set: the seed's difference is negated).  The 256 sums a byte can
-    give over its 8 seeds are tabulated once, so each pattern costs one lookup per 8 seeds instead of a row of
-    +1/-1 floats per seed: the patterns are as random, and a test of hundreds of seeds takes a fraction of a second.
-    """
+    """``s @ d`` for RANDOM_SIGN_PATTERNS seeded random sign patterns ``s``, in blocks: one random byte per 8 seeds
+    (bit set: negated), its 256 sums tabulated once, so hundreds of seeds take a fraction of a second."""
     rng = np.random.default_rng(seed)
     groups = -(-d.size // 8)
     by_byte = np.zeros(groups * 8)
@@ -188,14 +173,9 @@ def _paired_values(x, y) -> tuple[np.ndarray, np.ndarray]:
 
 
 def sign_flip_test(x, y, *, seed: int = 0) -> SignFlipResult:
-    """Exact two-sided paired sign-flip (permutation) test of ``mean(x - y) = 0``.
-
-    ``x[i]`` and ``y[i]`` are the two methods' summaries at seed ``i``; under H0 each difference is as likely
-    to have either sign, and p is the share of the 2^n sign patterns whose ``|mean|`` reaches the observed one.
-    Up to :data:`MAX_EXACT_SEEDS` pairs every pattern is counted (exactly, from two halves); beyond that
-    :data:`RANDOM_SIGN_PATTERNS` random patterns (seeded) estimate the p-value, counting the observed pattern
-    itself ((hits + 1) / (draws + 1)).
-    """
+    """Exact two-sided paired sign-flip test of ``mean(x - y) = 0`` (``x[i]``, ``y[i]``: seed ``i``): the share of
+    the 2^n sign patterns whose ``|mean|`` reaches the observed one.  Beyond :data:`MAX_EXACT_SEEDS` pairs,
+    :data:`RANDOM_SIGN_PATTERNS` seeded random patterns estimate it as (hits + 1) / (draws + 1)."""
     x, y = _paired_values(x, y)
     n = x.size
     d = x - y
@@ -205,18 +185,11 @@ def sign_flip_test(x, y, *, seed: int = 0) -> SignFlipResult:
     if n <= MAX_EXACT_SEEDS:
         p = _count_signed_sums_at_least(d, n * (observed - tolerance)) / 2**n
     else:
-        hits = total = 0
-        for sums in _random_signed_sums(d, seed):
-            hits += int((np.abs(sums) / n >= observed - tolerance).sum())
-            total += len(sums)
-        p = (hits + 1) / (total + 1)
+        hits = sum(int((np.abs(sums) / n >= observed - tolerance).sum()) for sums in _random_signed_sums(d, seed))
+        p = (hits + 1) / (RANDOM_SIGN_PATTERNS + 1)
     return SignFlipResult(n=n, mean_diff=float(d.mean()), diffs=tuple(float(v) for v in d),
                           p_value=float(p), min_p=2.0 / 2**n if n else 1.0)
 
-
-# ---------------------------------------------------------------------------
-# the one inference: seeds and evaluation problems, crossed
-# ---------------------------------------------------------------------------
 
 #: With at least this many warm starts the warm start is a random factor; with fewer it is a fixed stratum
 #: (two warm starts carry one degree of freedom for their spread: too few to generalise over).
@@ -225,11 +198,8 @@ MIN_RANDOM_WARM_STARTS = 3
 
 @dataclass(frozen=True)
 class MeanSquares:
-    """The mean squares of a ``[rows, problems]`` matrix of paired differences, rows grouped in strata.
-
-    ``rows``: between rows within their stratum; ``problems``: between problem columns (means over all rows);
-    ``interaction``: what is left within strata after row and stratum-problem means.  With one problem
-    column there is no problem or interaction term (their df is 0)."""
+    """Mean squares of a ``[rows, problems]`` matrix of differences, rows in strata: rows within their stratum,
+    problem columns, and the interaction left within strata (no problem terms for one column: df 0)."""
 
     rows: float
     rows_df: int
@@ -265,11 +235,9 @@ def _batched_mean_squares(d: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray
 def _stratum_labels(groups, n_rows: int) -> np.ndarray:
     if groups is None:
         return np.zeros(n_rows, dtype=int)
-    labels = list(groups)
-    if len(labels) != n_rows:
-        raise ValueError(f"groups: one label per seed needed, got {len(labels)} for {n_rows} seeds")
-    order = {g: k for k, g in enumerate(dict.fromkeys(labels))}
-    return np.array([order[g] for g in labels], dtype=int)
+    if len(groups) != n_rows:
+        raise ValueError(f"groups: one label per seed needed, got {len(groups)} for {n_rows} seeds")
+    return pd.factorize(np.asarray(groups))[0]  # 0, 1, ... in the order of first appearance
 
 
 def _matrix(diffs) -> np.ndarray:
@@ -296,19 +264,12 @@ def mean_squares(diffs, groups=None) -> MeanSquares:
 
 def _variance_of_mean(ms_rows, ms_problems, ms_interaction, rows_df, problems_df, interaction_df,
                       n_rows: int, n_problems: int):
-    """Estimated variance of the grand mean and its Satterthwaite degrees of freedom (arrays in, arrays out).
+    """Variance of the grand mean, ``(MS_rows + MS_problems - MS_interaction)/(R P)`` by moments, and its df.
 
-    Moments: E[MS_rows] = s2_e + P s2_seed, E[MS_problems] = s2_e + R s2_problem, E[MS_interaction] = s2_e, so
-    ``Var(mean) = s2_seed/R + s2_problem/P + s2_e/(R P) = (MS_rows + MS_problems - MS_interaction)/(R P)``.
-    When MS_problems <= MS_interaction the problem component is estimated as 0 and the variance is
-    ``MS_rows / (R P)``: the seed-level t test on the per-seed means, with its ``rows_df``.  The seed term is
-    never dropped: a seed mean square that falls below MS_interaction by chance would otherwise hand the test
-    the interaction's many degrees of freedom where the seeds have few (the simulations in
-    tests/analysis/test_crossed_inference.py show that inflates false positives with 3 seeds).
-    The df are Satterthwaite's, capped at the seeds' own ``rows_df``: with 2 warm starts x 3 seeds the
-    uncapped df rejected a true null 5.4% of the time at 5% (3 x 50,000 simulated studies); capped, the
-    seed level, the least replicated one, bounds how much the variance estimate can be trusted.
-    One problem column: ``MS_rows / R`` on ``rows_df`` df, the seed-level t test."""
+    A problem component at or below 0 is set to 0 (the seed-level t test).  The seed term is never dropped:
+    a chance-low seed mean square would hand the test the interaction's many df (false positives with 3 seeds,
+    tests/analysis/test_crossed_inference.py).  Satterthwaite's df are capped at the seeds' ``rows_df``:
+    uncapped, 2 warm starts x 3 seeds rejected a true null 5.4% of the time at 5%."""
     if n_problems == 1:
         return ms_rows / n_rows, np.full(np.shape(ms_rows), float(rows_df))
     problems_on = ms_problems > ms_interaction
@@ -386,15 +347,9 @@ def crossed_p_values(diffs, groups=None) -> tuple[np.ndarray, np.ndarray, np.nda
 
 
 def crossed_test(diffs, groups=None, *, confidence: float = 0.95) -> CrossedResult:
-    """Test of ``mean difference = 0`` for seeds crossed with evaluation problems, and its t interval.
-
-    ``diffs``: ``[n_seeds, n_problems]`` per-problem differences A - B (column ``j`` the same problem for every
-    seed), or ``[n_seeds]`` per-run differences of a summary (no problem dimension: the seed-level t test).
-    ``groups``: the warm start of each seed.  Fewer than :data:`MIN_RANDOM_WARM_STARTS` warm starts: each is a
-    fixed stratum (seed spread measured within warm starts; the result holds for these warm starts).  More:
-    the warm start is random; the seeds of each are averaged first and the warm starts are the rows, so their
-    spread (seeds included) is the row term, with ``warm starts - 1`` df for it.
-    """
+    """Test of ``mean difference = 0`` and its t interval; ``diffs``: ``[n_seeds, n_problems]`` differences A - B
+    (or ``[n_seeds]`` per-run ones: the seed-level t test), ``groups``: each seed's warm start.  Fewer than
+    :data:`MIN_RANDOM_WARM_STARTS` warm starts are fixed strata; more are random, their seed means the rows."""
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
     d = _matrix(diffs)
@@ -424,8 +379,7 @@ def crossed_test(diffs, groups=None, *, confidence: float = 0.95) -> CrossedResu
 
 
 def t_power(effect: float, se: float, df: float, *, level: float = LEVEL) -> float:
-    """Power of a two-sided level-``level`` t test of a mean whose standard error is ``se`` on ``df`` df,
-    when the true mean is ``effect`` (noncentral t with noncentrality ``effect / se``)."""
+    """Power of the two-sided t test (``se``, ``df``) at true mean ``effect`` (noncentral t)."""
     critical = stats.t.ppf(1 - level / 2, df)
     nc = abs(effect) / se
     lower = float(np.nan_to_num(stats.nct.cdf(-critical, df, nc), nan=0.0))
@@ -433,9 +387,8 @@ def t_power(effect: float, se: float, df: float, *, level: float = LEVEL) -> flo
 
 
 def t_mde(se: float, df: float, *, power: float = POWER, level: float = LEVEL) -> float:
-    """The smallest true mean the two-sided level-``level`` t test (standard error ``se``, ``df`` df) detects
-    with probability ``power``; NaN without a finite se or df, and for se 0 (nothing varied: there is no
-    variance to say what the test would detect)."""
+    """The smallest true mean the t test (``se``, ``df``) detects with probability ``power``; NaN without a
+    finite se or df, and for se 0 (no variance to say what it would detect)."""
     if not (math.isfinite(se) and math.isfinite(df) and df > 0) or se == 0:
         return float("nan")
     if not level < power < 1:
@@ -447,8 +400,8 @@ def t_mde(se: float, df: float, *, power: float = POWER, level: float = LEVEL) -
 
 
 def projected_se_df(result: CrossedResult, n_units: int) -> tuple[float, float]:
-    """Standard error and df the same rule would have with ``n_units`` seeds (same warm starts, same problems,
-    the estimated components taken as true).  With a random warm start ``n_units`` counts warm starts."""
+    """Standard error and df of the same rule with ``n_units`` seeds (warm starts when random), the estimated
+    components taken as true."""
     c, n_p = result.components, result.n_problems
     strata = 1 if result.warm_start_factor == "random" else result.n_warm_starts
     row_var = max(c.get("seed", c.get("warm start", float("nan"))), 0.0)
@@ -464,9 +417,8 @@ def projected_se_df(result: CrossedResult, n_units: int) -> tuple[float, float]:
 
 def crossed_units_needed(result: CrossedResult, effect: float, *, power: float = POWER, level: float = LEVEL,
                          max_units: int = MAX_UNITS_NEEDED) -> int | None:
-    """The fewest seeds (over all warm starts; warm starts when they are a random factor) with which the rule
-    detects ``effect`` with probability ``power``; None when even ``max_units`` would not (the problem term does
-    not shrink with more seeds)."""
+    """The fewest seeds (warm starts when random) with which the rule detects ``effect`` with probability
+    ``power``; None when even ``max_units`` would not (the problem term does not shrink with more seeds)."""
     if not effect > 0:
         raise ValueError(f"need a positive effect, got {effect}")
     if not result.components:
@@ -477,17 +429,9 @@ def crossed_units_needed(result: CrossedResult, effect: float, *, power: float =
         se, df = projected_se_df(result, n)
         return se == 0 or t_power(effect, se, df, level=level) >= power
 
-    low = strata + 1
     if not enough(max_units):
         return None
-    high = max_units
-    while low < high:
-        mid = (low + high) // 2
-        if enough(mid):
-            high = mid
-        else:
-            low = mid + 1
-    return high
+    return bisect.bisect_left(range(max_units + 1), True, lo=strata + 1, key=enough)
 
 
 def bonferroni(p_value: float, family_size: int) -> float:
@@ -496,7 +440,6 @@ def bonferroni(p_value: float, family_size: int) -> float:
 
 
 def family_confidence(family_size: int, level: float = LEVEL) -> float:
-    """The confidence of a family member's interval: ``1 - level / family_size``, so that the intervals of a
-    family cover all their true values together with probability at least ``1 - level`` (Bonferroni), and an
-    interval excludes 0 exactly when the adjusted p is below ``level``."""
+    """``1 - level / family_size``: the family's intervals cover together (Bonferroni) and exclude 0 exactly when
+    the adjusted p is below ``level``."""
     return 1 - level / family_size

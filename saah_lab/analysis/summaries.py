@@ -1,14 +1,5 @@
-"""The per-run summaries behind every number in the tables and figures.
-
-Each summary is a small function of one run's logs, so a reader can check what a reported number
-means: :func:`final_and_peak` (Pass@1 over the training checkpoints, step 0 reported apart as the
-baseline), :func:`training_variance` (the paper's statistic: the step mean reward's sample variance
-over the second half), :func:`detrended_training_variance`, :func:`within_step_variance`,
-:func:`batch_noise_share` (how much of that variance a finite batch explains on its own),
-:func:`mean_kl`, and :func:`token_weights` (the trainer's per-token weights, for drawing).
-
-CIs are :func:`saah_lib.tasks.scoring.pass_at_1_ci`, the paper's binomial formula. Missing data
-stays missing (NaN); nothing here interpolates or fills values.
+"""The per-run summaries behind every number in the tables and figures, each a small function of one run's logs
+so that a reader can check what a reported number means.  Missing data stays missing (NaN).
 """
 
 from __future__ import annotations
@@ -23,21 +14,10 @@ from saah_lib.tasks.scoring import pass_at_1_ci
 
 
 def final_and_peak(evals: pd.DataFrame) -> dict[str, float]:
-    """Final and peak Pass@1 of one run.
+    """Final (largest step) and peak Pass@1 of one run, with CI (logged ``ci95``, else from ``n``) and step.
 
-    ``evals`` has columns ``step``, ``pass_at_1`` and optionally ``ci95``/``n``.
-    Only *training checkpoints* count (``step > 0``): step 0 is the model
-    before any update, i.e. the baseline, and is neither a final nor a peak
-    candidate.  Rows with a missing ``pass_at_1`` are ignored.
-
-    * final = the evaluation at the largest evaluated step;
-    * peak  = the maximum Pass@1 over those checkpoints; on ties the *earliest*
-      step is reported (the paper quotes SA-AH-GRPO 3B's peak 0.858 at step 30
-      although 0.858 recurs at step 90).
-
-    The CI of each is the logged ``ci95`` if present, else computed from ``n``.
-    Returns a dict with ``final_pass_at_1, final_ci95, final_step,
-    peak_pass_at_1, peak_ci95, peak_step`` (NaN when there is no checkpoint).
+    Only training checkpoints count: step 0 is the baseline.  A tied peak reports the earliest step (the paper
+    quotes SA-AH-GRPO 3B's peak 0.858 at step 30 although it recurs at step 90).  NaN without a checkpoint.
     """
     out = {k: float("nan") for k in (
         "final_pass_at_1", "final_ci95", "final_step", "peak_pass_at_1", "peak_ci95", "peak_step")}
@@ -91,8 +71,7 @@ def second_half(train_log: pd.DataFrame) -> pd.DataFrame:
 
 
 def logged_values(train_log: pd.DataFrame, column: str, second_half_only: bool = False) -> pd.Series:
-    """The numbers of one column of a training log in step order (of its second half only, if asked), nulls
-    dropped; empty when the log is empty or has no such column."""
+    """One column of a training log in step order (its second half only, if asked), nulls dropped."""
     if train_log is None or len(train_log) == 0 or column not in train_log:
         return pd.Series(dtype=float)
     rows = second_half(train_log) if second_half_only else ordered_by_step(train_log)
@@ -100,26 +79,15 @@ def logged_values(train_log: pd.DataFrame, column: str, second_half_only: bool =
 
 
 def training_variance(train_log: pd.DataFrame, column: str = "reward_mean") -> float:
-    """Training variance as in tab:main, made precise.
-
-    Sort the logged steps by ``step`` (a step logged twice keeps its last
-    line) and number them ``0..n-1``; the *second half* is the rows with index
-    ``>= n // 2`` (for 180 logged steps: steps 91..180; for 5 logged steps the
-    last 3).  Return the **sample variance** (``ddof=1``) of ``column``
-    (default ``reward_mean``) over those rows, ignoring nulls.  Fewer than two
-    non-null values give NaN.
-    """
+    """Training variance as in tab:main: the sample variance (``ddof=1``) of ``column`` over the rows
+    ``>= n // 2`` of the log in step order (180 steps: 91..180), nulls ignored; NaN for fewer than two values."""
     vals = logged_values(train_log, column, second_half_only=True)
     return float(vals.var(ddof=1)) if len(vals) >= 2 else float("nan")
 
 
 def detrended_training_variance(train_log: pd.DataFrame, column: str = "reward_mean") -> float:
-    """Variance of the second half's ``column`` around its least-squares line in ``step``.
-
-    Same rows as :func:`training_variance`; the residuals' sum of squares is divided by ``m - 2`` (two fitted
-    parameters), so that a series lying exactly on a line gives 0 and pure noise gives its variance whatever
-    the slope.  Fewer than three non-null values give NaN.
-    """
+    """Variance of the second half's ``column`` around its least-squares line in ``step`` (residual sum of squares
+    over ``m - 2``); NaN for fewer than three values."""
     if train_log is None or len(train_log) == 0 or column not in train_log:
         return float("nan")
     rows = second_half(train_log)
@@ -136,25 +104,16 @@ def detrended_training_variance(train_log: pd.DataFrame, column: str = "reward_m
 
 
 def within_step_variance(train_log: pd.DataFrame, column: str = "reward_std") -> float:
-    """Mean over the second half's steps of the within-step reward variance, ``column ** 2``.
-
-    ``reward_std`` is TRL's standard deviation (``ddof=1``) of the total reward over the step's completions
-    (every prompt and every completion of the step together), so its square is the within-step variance.
-    Same rows as :func:`training_variance`; nulls ignored; no value gives NaN.
-    """
+    """Mean over the second half of ``reward_std ** 2`` (TRL's std over all the step's completions): the
+    within-step reward variance; NaN without a value."""
     vals = logged_values(train_log, column, second_half_only=True)
     return float((vals ** 2).mean()) if len(vals) else float("nan")
 
 
 def batch_noise_share(train_log: pd.DataFrame, completions_per_step: int) -> float:
-    """How much of :func:`training_variance` one step's finite batch explains on its own.
-
-    If every step drew its ``completions_per_step`` rewards independently from one unchanging distribution,
-    the per-step mean would vary by ``within_step_variance / completions_per_step`` from batch to batch with
-    no change in the policy at all.  Returns that over the observed variance of the per-step mean (1: all of
-    it is batch noise).  Completions of one prompt are correlated, so the true batch noise is larger and this
-    share is a lower bound.
-    """
+    """How much of :func:`training_variance` a finite batch explains on its own: ``within_step_variance /
+    completions_per_step`` (independent draws from an unchanging policy) over it.  Completions of one prompt are
+    correlated, so this is a lower bound."""
     if completions_per_step < 1:
         raise ValueError(f"completions_per_step must be at least 1, got {completions_per_step}")
     between = training_variance(train_log)
@@ -181,13 +140,8 @@ TRAIN_LOG_SUMMARIES = {
 
 
 def token_weights(entropy_norm, alpha: float, method: str, advantage: float) -> np.ndarray:
-    """Per-token weights of one rollout under GRPO, AH-GRPO or SA-AH-GRPO, for drawing.
-
-    The trainer's rule (:func:`saah_lib.method.loss.method_weights`) in float64 numpy: the trainer's float32
-    ``torch.exp`` goes through MKL, whose kernels differ between Intel and other CPUs in the last bit, and a
-    figure's coordinates must not depend on the CPU that drew it (tests/analysis/test_summaries.py checks the
-    two agree to float32 precision).
-    """
+    """Per-token weights of one rollout, for drawing: the trainer's rule (:func:`saah_lib.method.loss.method_weights`)
+    in float64 numpy, since its float32 ``torch.exp`` differs by CPU in the last bit and a figure must not."""
     method = check_method(method)
     h = np.asarray(entropy_norm, dtype=np.float64).reshape(-1)
     alpha = check_alpha(alpha)
