@@ -124,40 +124,31 @@ def injected_names(history: list[str]) -> list[str]:
     return []
 
 
-def _type_parts(type_name: str) -> tuple[str, bool]:
-    """``"Optional[int]"`` -> ("int", True); ``"list[float]"`` -> ("list", False)."""
+def checked_value(name: str, value, type_name: str):
+    """``value`` checked against the type its parameter declares (``int``, ``Optional[int]``, ``list[float]``, ...);
+    a ``dict`` or ``list`` given as text (``-p``) is parsed as YAML first. Returns the value; else a ParameterError."""
     optional = type_name.startswith("Optional[") and type_name.endswith("]")
-    inner = type_name[len("Optional["):-1] if optional else type_name
-    return inner.split("[")[0].strip(), optional
-
-
-def parse_structured(name: str, value, kind: str):
-    """A ``dict`` or ``list`` parameter given as text (``-p``): parsed as YAML, else a clear error."""
-    if not isinstance(value, str):
-        return value
-    example = '\'{"n_eval": 100}\'' if kind == "dict" else "'[0.1, 0.5]'"
-    try:
-        parsed = safe_yaml(name, value)
-    except yaml.YAMLError as err:
-        reason = getattr(err, "problem", None) or str(err).splitlines()[0]  # one line, not YAML's drawing
-        raise ParameterError(f"notebook parameter {name!r}: {value!r} is not JSON or YAML ({reason}); "
-                             f"e.g. -p {name} {example}") from err
-    if not isinstance(parsed, _TYPES[kind]):
-        raise ParameterError(f"notebook parameter {name!r} must be a {kind}, e.g. -p {name} {example}; "
-                             f"got {value!r}")
-    return parsed
-
-
-def check_type(name: str, value, type_name: str) -> None:
-    kind, optional = _type_parts(type_name)
+    kind = (type_name[len("Optional["):-1] if optional else type_name).split("[")[0].strip()
     if kind not in _TYPES:
         raise ParameterError(f"notebook parameter {name!r} declares the type {type_name!r}, which is not one of "
                              f"{', '.join(_TYPES)} (optionally Optional[...])")
-    if value is None and optional:
-        return
-    if isinstance(value, bool) and kind != "bool" or not isinstance(value, _TYPES[kind]):
+    if kind in ("dict", "list") and isinstance(value, str):
+        example = '\'{"n_eval": 100}\'' if kind == "dict" else "'[0.1, 0.5]'"
+        try:
+            parsed = safe_yaml(name, value)
+        except yaml.YAMLError as err:
+            reason = getattr(err, "problem", None) or str(err).splitlines()[0]  # one line, not YAML's drawing
+            raise ParameterError(f"notebook parameter {name!r}: {value!r} is not JSON or YAML ({reason}); "
+                                 f"e.g. -p {name} {example}") from err
+        if not isinstance(parsed, _TYPES[kind]):
+            raise ParameterError(f"notebook parameter {name!r} must be a {kind}, e.g. -p {name} {example}; "
+                                 f"got {value!r}")
+        value = parsed
+    if (value is not None or not optional) and (isinstance(value, bool) and kind != "bool"
+                                                or not isinstance(value, _TYPES[kind])):
         raise ParameterError(f"notebook parameter {name!r} must be {type_name}, got {value!r} "
                              f"({type(value).__name__})")
+    return value
 
 
 def kernel_history() -> list[str]:
@@ -183,14 +174,8 @@ def read_parameters(notebook: str | Path, namespace: dict, history: list[str] | 
         raise ParameterError(f"unknown notebook parameter(s) {', '.join(map(repr, unknown))}: {Path(notebook).stem} "
                              f"declares {', '.join(declared)} (papermill --help-notebook lists them)")
     check_sizes({name: namespace[name] for name in declared})
-    values = {}
-    for name, info in declared.items():
-        kind, _ = _type_parts(info["inferred_type_name"])
-        value = namespace[name]
-        if kind in ("dict", "list"):
-            value = namespace[name] = parse_structured(name, value, kind)
-        check_type(name, value, info["inferred_type_name"])
-        values[name] = value
+    values = {name: checked_value(name, namespace[name], info["inferred_type_name"]) for name, info in declared.items()}
+    namespace.update(values)  # a dict or list given as text, parsed
     return values
 
 
