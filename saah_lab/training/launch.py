@@ -96,17 +96,10 @@ def config_flags() -> type:
     return dataclasses.make_dataclass("ConfigFields", flags, namespace={"_argument_group_name": "config fields"})
 
 
-@dataclasses.dataclass
-class LaunchOptions:
-    progress: bool = dataclasses.field(default=True, metadata={"help": "progress bars and lines (default: on)"})
-    print_config: bool = dataclasses.field(default=False, metadata={
-        "help": "print the resolved config as JSON and exit without training"})
-
-
 def build_parser() -> TrlParser:
-    """The command line: :class:`LaunchOptions`, ``--config`` and :func:`config_flags`. A config flag that was not
-    typed is :data:`NOT_TYPED` and leaves the file's or the profile's value; one typed ``null`` is None."""
-    p = TrlParser(dataclass_types=[LaunchOptions, config_flags()], prog="python -m saah_lab.training.launch",
+    """The command line: :func:`config_flags` and the options. A config flag that was not typed is
+    :data:`NOT_TYPED` and leaves the file's or the profile's value; one typed ``null`` is None."""
+    p = TrlParser(dataclass_types=[config_flags()], prog="python -m saah_lab.training.launch",
                   allow_abbrev=False, formatter_class=argparse.RawDescriptionHelpFormatter,
                   usage="%(prog)s [--config FILE.yaml] [--FIELD VALUE ...] [--print-config] [--no-progress]",
                   description="One SA-AH-GRPO training run (also under accelerate launch).\n"
@@ -115,17 +108,21 @@ def build_parser() -> TrlParser:
                               "TEXT is taken as typed; VALUE is read as JSON (2, 0.5, true, [\"a\"]), else as text;\n"
                               "null is None (a field that cannot be None says so).")
     p.add_argument("--config", metavar="FILE.yaml", help="a YAML mapping of config fields (default: none)")
+    p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars or lines")
+    p.add_argument("--print-config", action="store_true",
+                   help="print the resolved config as JSON and exit without training")
     return p
 
 
-def parse_command_line(parser: TrlParser, argv: list[str]) -> tuple[LaunchOptions, dict, str | None]:
-    """The options, the typed config fields by name, and ``--config``'s path; an unknown flag is an error."""
-    options, flags, rest, unknown = parser.parse_args_into_dataclasses(argv, return_remaining_strings=True,
+def parse_command_line(parser: TrlParser, argv: list[str]) -> tuple[argparse.Namespace, dict]:
+    """The options (``--config``, ``--no-progress``, ``--print-config``) and the typed config fields by name; an
+    unknown flag is an error."""
+    flags, options, unknown = parser.parse_args_into_dataclasses(argv, return_remaining_strings=True,
                                                                         look_for_args_file=False)
     if unknown:
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     typed = {name: value for name, value in vars(flags).items() if value is not NOT_TYPED}
-    return options, typed, rest.config
+    return options, typed
 
 
 def read_config_file(path: str) -> dict:
@@ -159,9 +156,9 @@ def config_from_args(typed: dict, config: str | None = None) -> RunConfig:
 
 def main(argv=None):
     parser = build_parser()
-    options, typed, config = parse_command_line(parser, sys.argv[1:] if argv is None else list(argv))
+    options, typed = parse_command_line(parser, sys.argv[1:] if argv is None else list(argv))
     try:
-        cfg = config_from_args(typed, config)
+        cfg = config_from_args(typed, options.config)
     except ValueError as err:
         parser.error(str(err))  # usage and the message on stderr, exit status 2
     if options.print_config:

@@ -9,8 +9,8 @@ from saah_lib.training.config import RunConfig
 
 
 def config_from_argv(argv: list[str]) -> RunConfig:
-    _, typed, config = parse_command_line(build_parser(), argv)
-    return config_from_args(typed, config)
+    options, typed = parse_command_line(build_parser(), argv)
+    return config_from_args(typed, options.config)
 
 
 def _yaml(tmp_path, text: str):
