@@ -114,15 +114,20 @@ def build_parser() -> TrlParser:
     return p
 
 
-def parse_command_line(parser: TrlParser, argv: list[str]) -> tuple[argparse.Namespace, dict]:
-    """The options (``--config``, ``--no-progress``, ``--print-config``) and the typed config fields by name; an
-    unknown flag is an error."""
+def parse_command_line(parser: TrlParser, argv: list[str]) -> tuple[argparse.Namespace, RunConfig]:
+    """The options (``--config``, ``--no-progress``, ``--print-config``) and the run's config: the typed config
+    fields over ``--config``'s over the profile's defaults (a None among them, from ``null``, is None: make_config's
+    ``overrides``). An unknown flag or a bad value: the parser's error, naming it (exit status 2)."""
     flags, options, unknown = parser.parse_args_into_dataclasses(argv, return_remaining_strings=True,
-                                                                        look_for_args_file=False)
+                                                                 look_for_args_file=False)
     if unknown:
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     typed = {name: value for name, value in vars(flags).items() if value is not NOT_TYPED}
-    return options, typed
+    try:
+        fields = {**(read_config_file(options.config) if options.config else {}), **typed}
+        return options, make_config(fields.pop("profile", "tiny"), overrides=fields)
+    except ValueError as err:
+        parser.error(str(err))  # usage and the message on stderr
 
 
 def read_config_file(path: str) -> dict:
@@ -147,20 +152,9 @@ def read_config_file(path: str) -> dict:
     return fields
 
 
-def config_from_args(typed: dict, config: str | None = None) -> RunConfig:
-    """The run's config: the typed config fields over ``config``'s (a YAML file) over the profile's defaults
-    (a None among them, from ``null``, is None: make_config's ``overrides``)."""
-    fields = {**(read_config_file(config) if config else {}), **typed}
-    return make_config(fields.pop("profile", "tiny"), overrides=fields)
-
-
 def main(argv=None):
     parser = build_parser()
-    options, typed = parse_command_line(parser, sys.argv[1:] if argv is None else list(argv))
-    try:
-        cfg = config_from_args(typed, options.config)
-    except ValueError as err:
-        parser.error(str(err))  # usage and the message on stderr, exit status 2
+    options, cfg = parse_command_line(parser, sys.argv[1:] if argv is None else list(argv))
     if options.print_config:
         print(json.dumps(cfg.to_dict(), indent=1))
         return cfg

@@ -161,12 +161,9 @@ def kernel_history() -> list[str]:
 
 
 def read_parameters(notebook: str | Path, namespace: dict, history: list[str] | None = None) -> dict:
-    """Check (and where given as text, parse) a notebook's parameters in ``namespace`` (its ``globals()``).
-
-    Every name the papermill-injected cell of ``history`` (default: the kernel's own) assigns must be
-    declared; names of the kernel's namespace (``In``, ``Out``, ...) are no parameters either.
-    Returns the parameters by name; parsed ``dict``/``list`` values are written back into ``namespace``.
-    """
+    """A notebook's parameters in ``namespace`` (its ``globals()``), checked (:func:`checked_value`, parsed values
+    written back) and returned by name. Every name the papermill-injected cell of ``history`` (default: the
+    kernel's) assigns must be declared; the kernel's own names (``In``, ``Out``, ...) are no parameters."""
     declared = declared_parameters(notebook)
     history = kernel_history() if history is None else history
     unknown = [n for n in injected_names(history) if n not in declared]
@@ -180,12 +177,9 @@ def read_parameters(notebook: str | Path, namespace: dict, history: list[str] | 
 
 
 def config_fields(parameters: dict, overrides: dict, own: tuple[str, ...]) -> dict:
-    """:func:`~saah_lib.training.config.make_config`'s arguments in a notebook: its parameters named in ``own``
-    (None: the profile's), and ``overrides`` as given (``null`` there is None).
-
-    A field has one place: ``overrides`` may not name a field that has its own parameter (no
-    precedence rule to remember); that is an error naming the parameter to use instead.
-    """
+    """make_config's arguments in a notebook: its parameters named in ``own`` (None: the profile's), and
+    ``overrides`` as given (``null`` there is None). A field has one place (no precedence rule to remember):
+    ``overrides`` naming a field with its own parameter is an error naming the parameter to use."""
     both = sorted(set(overrides) & set(own))
     if both:
         raise ParameterError(f"overrides sets {', '.join(map(repr, both))}, which the notebook takes as its own "

@@ -4,13 +4,12 @@ import json
 
 import pytest
 
-from saah_lab.training.launch import build_parser, config_from_args, main, parse_command_line, parse_overrides
+from saah_lab.training.launch import build_parser, main, parse_command_line, parse_overrides
 from saah_lib.training.config import RunConfig
 
 
 def config_from_argv(argv: list[str]) -> RunConfig:
-    options, typed = parse_command_line(build_parser(), argv)
-    return config_from_args(typed, options.config)
+    return parse_command_line(build_parser(), argv)[1]
 
 
 def _yaml(tmp_path, text: str):
