@@ -35,7 +35,7 @@ from packaging.version import Version
 from papermill.cli import _resolve_type
 
 import saah_lab
-from saah_lab.training.notebook_params import _type_parts, check_type, declared_parameters, parse_structured
+from saah_lab.training.notebook_params import checked_value, declared_parameters
 from saah_lib.paths import REPO_ROOT
 from saah_lib.rundir.folder import RunDir
 from tests.test_environment import read_lock
@@ -219,10 +219,7 @@ def check_papermill(args: list[str]) -> None:
         elif options[i] == "-p":
             name, value = options[i + 1], _resolve_type(options[i + 2])  # as papermill's command line reads it
             assert name in declared, f"{notebook} has no parameter {name}"
-            kind, _ = _type_parts(declared[name]["inferred_type_name"])
-            if kind in ("dict", "list"):
-                value = parse_structured(name, value, kind)
-            check_type(name, value, declared[name]["inferred_type_name"])
+            checked_value(name, value, declared[name]["inferred_type_name"])
             i += 3
         else:
             i += 1

@@ -1,23 +1,19 @@
 """The notebooks' parameters: what papermill injected, checked against what the notebook declares.
 
-papermill only warns about a parameter that a notebook does not declare, and hands every ``-p``
-value that does not read as a number, a boolean or None to the notebook as a string. Each
-notebook's first code cell therefore calls :func:`read_parameters`, which
+papermill only warns about a parameter that a notebook does not declare, and hands every ``-p`` value that does
+not read as a number, a boolean or None to the notebook as a string. Each notebook's first code cell therefore
+calls :func:`read_parameters`, which makes an unknown name an error naming the declared ones, parses a string
+given for a ``dict`` or ``list`` parameter as YAML (JSON is YAML), and checks every value against the type its
+line declares (``name: type = default  # help``), read with papermill's own parser (``--help-notebook``'s).
 
-* makes an unknown name an error naming it and the declared ones;
-* parses a string given for a ``dict`` or ``list`` parameter as YAML (JSON is YAML), so
-  ``-p overrides '{"n_eval": 100}'`` works like ``-y '{overrides: {n_eval: 100}}'``;
-* checks every value against the type its line declares (``name: type = default  # help``).
-
-Values are bounded (:func:`check_sizes`, :func:`safe_yaml`) against huge values and YAML bombs,
-found before the YAML is built, here, in the studies' runner, and in papermill's own translator
-(:mod:`saah_lab.training.papermill_bounds`). Declared parameters are read with papermill's own
-parser (the one behind ``papermill --help-notebook``), so what the help lists is what is accepted.
+Values are bounded (:func:`check_sizes`, :func:`safe_yaml`) against huge values and YAML bombs: here, in
+``launch --config`` and in papermill's own translator (:mod:`saah_lab.training.papermill_bounds`).
 """
 
 from __future__ import annotations
 
 import ast
+import json
 import re
 from pathlib import Path
 
@@ -28,38 +24,18 @@ from saah_lib.paths import NOTEBOOKS
 #: the first line of the cell papermill injects after the parameters cell (its translator's comment)
 INJECTED_CELL_HEADER = "# Parameters"
 _TYPES = {"str": (str,), "int": (int,), "float": (int, float), "bool": (bool,), "dict": (dict,), "list": (list,)}
-
-
-#: The most characters one parameter value may hold (a dict of overrides is a few hundred).
+#: The most characters one parameter value may hold written out (a dict of overrides is a few hundred).
 MAX_VALUE_CHARS = 100_000
-#: The most aliases (``*name``) in one parameter's YAML, and the most nodes it may expand to.
-MAX_YAML_ALIASES = 100
-MAX_YAML_NODES = 10_000
 
 
 class ParameterError(ValueError):
     """A notebook parameter that is unknown, unparsable, too large or of the wrong type."""
 
 
-class _BoundedLoader(yaml.SafeLoader):
-    """PyYAML's safe loader, counting the aliases it meets as it composes (before anything is built), refusing a
-    key given twice in one mapping (PyYAML keeps the second without a word), and reading ``1e-5`` as a number.
-
-    YAML 1.1, which PyYAML follows, reads an exponent without a dot or a sign (``1e-5``, ``2e3``) as a string;
-    JSON and YAML 1.2 read it as a number, and so does TRL's parser, which passes the text to a float field's
-    type. A quoted ``"1e-5"`` stays a string.
-    """
-
-    def __init__(self, stream):
-        super().__init__(stream)
-        self.aliases = 0
-
-    def compose_node(self, parent, index):
-        if self.check_event(yaml.AliasEvent):
-            self.aliases += 1
-            if self.aliases > MAX_YAML_ALIASES:
-                raise yaml.YAMLError(f"more than {MAX_YAML_ALIASES} aliases")
-        return super().compose_node(parent, index)
+class _Loader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a key given twice in one mapping (PyYAML keeps the second without a word) and
+    reading ``1e-5`` as a number, as JSON, YAML 1.2 and TRL's parser do (YAML 1.1 reads an exponent without a dot
+    or a sign as a string; a quoted ``"1e-5"`` stays one)."""
 
     def compose_mapping_node(self, anchor):
         node = super().compose_mapping_node(anchor)
@@ -74,76 +50,52 @@ class _BoundedLoader(yaml.SafeLoader):
         return node
 
 
-_BoundedLoader.add_implicit_resolver(
+_Loader.add_implicit_resolver(
     "tag:yaml.org,2002:float", re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
     list("-+0123456789."))
 
 
-def _expanded_nodes(node, sizes: dict) -> int:
-    """The nodes ``node`` stands for with every alias written out, counted once per shared node (linear time)."""
-    if id(node) not in sizes:
-        sizes[id(node)] = 0  # a node that contains itself counts once: no endless count
-        children = node.value if isinstance(node, (yaml.SequenceNode, yaml.MappingNode)) else []
-        parts = [part for child in children for part in (child if isinstance(child, tuple) else (child,))]
-        sizes[id(node)] = 1 + sum(_expanded_nodes(part, sizes) for part in parts)
-        if sizes[id(node)] > MAX_YAML_NODES:
-            raise yaml.YAMLError(f"it expands to more than {MAX_YAML_NODES} nodes")
-    return sizes[id(node)]
+def written_chars(value) -> int:
+    """The characters of ``value`` written out as JSON, a shared part at every appearance as papermill writes it,
+    counted lazily and only to just past :data:`MAX_VALUE_CHARS`: a YAML bomb stops the count, not the machine.
+    ValueError for a value that contains itself, TypeError for a key JSON cannot write."""
+    chars = 0
+    for chunk in json.JSONEncoder(ensure_ascii=False, default=str).iterencode(value):
+        chars += len(chunk)
+        if chars > MAX_VALUE_CHARS:
+            break
+    return chars
 
 
 def safe_yaml(name: str, text: str):
-    """``text`` parsed as YAML by PyYAML's safe loader, within :data:`MAX_VALUE_CHARS` characters,
-    :data:`MAX_YAML_ALIASES` aliases and :data:`MAX_YAML_NODES` nodes once expanded; yaml.YAMLError otherwise."""
+    """``text`` parsed as YAML by PyYAML's safe loader, within :data:`MAX_VALUE_CHARS` characters as written and
+    once its aliases are written out; yaml.YAMLError otherwise (ParameterError naming ``name`` for a long text).
+    PyYAML builds an alias as a shared object, so building a bomb is quick: only writing it out is not."""
     check_sizes({name: text})
-    loader = _BoundedLoader(text)
     try:
-        node = loader.get_single_node()
-        if node is None:
-            return None
-        _expanded_nodes(node, {})
-        return loader.construct_document(node)
+        value = yaml.load(text, Loader=_Loader)  # noqa: S506 (a safe loader)
+        too_long = written_chars(value) > MAX_VALUE_CHARS
     except RecursionError:
         raise yaml.YAMLError("it is nested too deeply") from None
-    finally:
-        loader.dispose()
-
-
-def _chars(value, seen: set) -> int:
-    """The characters of a value as papermill would write it out, roughly (strings by length, numbers as 8)
-    and with a shared part counted each time it appears: papermill writes each appearance out."""
-    if isinstance(value, str):
-        return len(value)
-    if isinstance(value, dict):
-        items = [part for pair in value.items() for part in pair]
-    elif isinstance(value, (list, tuple)):
-        items = list(value)
-    else:
-        return 8
-    if id(value) in seen:  # a value inside itself: papermill could not write it out at all
-        raise ParameterError("a value that contains itself")
-    seen.add(id(value))
-    total = 0
-    for item in items:
-        total += _chars(item, seen)
-        if total > MAX_VALUE_CHARS:
-            break  # enough to refuse: a shared part counted again and again would take for ever
-    seen.discard(id(value))
-    return total
+    except (TypeError, ValueError) as err:
+        raise yaml.YAMLError(str(err)) from None
+    if too_long:
+        raise yaml.YAMLError(f"its aliases expand to more than {MAX_VALUE_CHARS:,} characters")
+    return value
 
 
 def check_sizes(parameters: dict) -> None:
-    """Every parameter value within :data:`MAX_VALUE_CHARS` characters; else a ParameterError naming it.
+    """Every parameter value within :data:`MAX_VALUE_CHARS` characters written out; else a ParameterError naming it.
 
-    The studies' runner checks its parameters so before papermill writes them into a notebook. papermill's own
-    command line parses ``-y``/``-f`` YAML itself and writes every value into the notebook's injected cell before
-    any notebook code runs (a YAML bomb would hang there, a huge value would be written out), so its translator
-    for Python calls this first (:mod:`saah_lab.training.papermill_bounds`, which papermill loads as it starts).
+    papermill's command line parses ``-y``/``-f`` YAML itself and writes every value into the notebook's injected
+    cell before any notebook code runs, so its translator for Python calls this first
+    (:mod:`saah_lab.training.papermill_bounds`, which papermill loads as it starts).
     """
     for name, value in parameters.items():
         try:
-            chars = _chars(value, set())
-        except ParameterError as error:
-            raise ParameterError(f"notebook parameter {name!r}: {error}") from None
+            chars = written_chars(value)
+        except (RecursionError, TypeError, ValueError) as error:
+            raise ParameterError(f"notebook parameter {name!r} cannot be written out ({error})") from None
         if chars > MAX_VALUE_CHARS:
             raise ParameterError(f"notebook parameter {name!r} holds more than {MAX_VALUE_CHARS:,} characters "
                                  f"(at least {chars:,}); notebook parameters are settings, not data: pass a file's "
@@ -172,40 +124,31 @@ def injected_names(history: list[str]) -> list[str]:
     return []
 
 
-def _type_parts(type_name: str) -> tuple[str, bool]:
-    """``"Optional[int]"`` -> ("int", True); ``"list[float]"`` -> ("list", False)."""
+def checked_value(name: str, value, type_name: str):
+    """``value`` checked against the type its parameter declares (``int``, ``Optional[int]``, ``list[float]``, ...);
+    a ``dict`` or ``list`` given as text (``-p``) is parsed as YAML first. Returns the value; else a ParameterError."""
     optional = type_name.startswith("Optional[") and type_name.endswith("]")
-    inner = type_name[len("Optional["):-1] if optional else type_name
-    return inner.split("[")[0].strip(), optional
-
-
-def parse_structured(name: str, value, kind: str):
-    """A ``dict`` or ``list`` parameter given as text (``-p``): parsed as YAML, else a clear error."""
-    if not isinstance(value, str):
-        return value
-    example = '\'{"n_eval": 100}\'' if kind == "dict" else "'[0.1, 0.5]'"
-    try:
-        parsed = safe_yaml(name, value)
-    except yaml.YAMLError as err:
-        reason = getattr(err, "problem", None) or str(err).splitlines()[0]  # one line, not YAML's drawing
-        raise ParameterError(f"notebook parameter {name!r}: {value!r} is not JSON or YAML ({reason}); "
-                             f"e.g. -p {name} {example}") from err
-    if not isinstance(parsed, _TYPES[kind]):
-        raise ParameterError(f"notebook parameter {name!r} must be a {kind}, e.g. -p {name} {example}; "
-                             f"got {value!r}")
-    return parsed
-
-
-def check_type(name: str, value, type_name: str) -> None:
-    kind, optional = _type_parts(type_name)
+    kind = (type_name[len("Optional["):-1] if optional else type_name).split("[")[0].strip()
     if kind not in _TYPES:
         raise ParameterError(f"notebook parameter {name!r} declares the type {type_name!r}, which is not one of "
                              f"{', '.join(_TYPES)} (optionally Optional[...])")
-    if value is None and optional:
-        return
-    if isinstance(value, bool) and kind != "bool" or not isinstance(value, _TYPES[kind]):
+    if kind in ("dict", "list") and isinstance(value, str):
+        example = '\'{"n_eval": 100}\'' if kind == "dict" else "'[0.1, 0.5]'"
+        try:
+            parsed = safe_yaml(name, value)
+        except yaml.YAMLError as err:
+            reason = getattr(err, "problem", None) or str(err).splitlines()[0]  # one line, not YAML's drawing
+            raise ParameterError(f"notebook parameter {name!r}: {value!r} is not JSON or YAML ({reason}); "
+                                 f"e.g. -p {name} {example}") from err
+        if not isinstance(parsed, _TYPES[kind]):
+            raise ParameterError(f"notebook parameter {name!r} must be a {kind}, e.g. -p {name} {example}; "
+                                 f"got {value!r}")
+        value = parsed
+    if (value is not None or not optional) and (isinstance(value, bool) and kind != "bool"
+                                                or not isinstance(value, _TYPES[kind])):
         raise ParameterError(f"notebook parameter {name!r} must be {type_name}, got {value!r} "
                              f"({type(value).__name__})")
+    return value
 
 
 def kernel_history() -> list[str]:
@@ -218,12 +161,9 @@ def kernel_history() -> list[str]:
 
 
 def read_parameters(notebook: str | Path, namespace: dict, history: list[str] | None = None) -> dict:
-    """Check (and where given as text, parse) a notebook's parameters in ``namespace`` (its ``globals()``).
-
-    Every name the papermill-injected cell of ``history`` (default: the kernel's own) assigns must be
-    declared; names of the kernel's namespace (``In``, ``Out``, ...) are no parameters either.
-    Returns the parameters by name; parsed ``dict``/``list`` values are written back into ``namespace``.
-    """
+    """A notebook's parameters in ``namespace`` (its ``globals()``), checked (:func:`checked_value`, parsed values
+    written back) and returned by name. Every name the papermill-injected cell of ``history`` (default: the
+    kernel's) assigns must be declared; the kernel's own names (``In``, ``Out``, ...) are no parameters."""
     declared = declared_parameters(notebook)
     history = kernel_history() if history is None else history
     unknown = [n for n in injected_names(history) if n not in declared]
@@ -231,24 +171,15 @@ def read_parameters(notebook: str | Path, namespace: dict, history: list[str] | 
         raise ParameterError(f"unknown notebook parameter(s) {', '.join(map(repr, unknown))}: {Path(notebook).stem} "
                              f"declares {', '.join(declared)} (papermill --help-notebook lists them)")
     check_sizes({name: namespace[name] for name in declared})
-    values = {}
-    for name, info in declared.items():
-        kind, _ = _type_parts(info["inferred_type_name"])
-        value = namespace[name]
-        if kind in ("dict", "list"):
-            value = namespace[name] = parse_structured(name, value, kind)
-        check_type(name, value, info["inferred_type_name"])
-        values[name] = value
+    values = {name: checked_value(name, namespace[name], info["inferred_type_name"]) for name, info in declared.items()}
+    namespace.update(values)  # a dict or list given as text, parsed
     return values
 
 
 def config_fields(parameters: dict, overrides: dict, own: tuple[str, ...]) -> dict:
-    """:func:`~saah_lib.training.config.make_config`'s arguments in a notebook: its parameters named in ``own``
-    (None: the profile's), and ``overrides`` as given (``null`` there is None).
-
-    A field has one place: ``overrides`` may not name a field that has its own parameter (no
-    precedence rule to remember); that is an error naming the parameter to use instead.
-    """
+    """make_config's arguments in a notebook: its parameters named in ``own`` (None: the profile's), and
+    ``overrides`` as given (``null`` there is None). A field has one place (no precedence rule to remember):
+    ``overrides`` naming a field with its own parameter is an error naming the parameter to use."""
     both = sorted(set(overrides) & set(own))
     if both:
         raise ParameterError(f"overrides sets {', '.join(map(repr, both))}, which the notebook takes as its own "

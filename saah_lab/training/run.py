@@ -1,14 +1,10 @@
 """One training run, start to finish: ``run_training(make_config(...))``.
 
-Reading order: check the chosen backend's packages, the data, model and results paths ->
-load data -> load model (and check what needs its vocabulary) -> lock the run folder ->
-stop if complete -> resume point (the newest intact checkpoint) -> write config.json with
-this segment's provenance -> build trainer (TRL + our loss) -> train, logging every step and evaluating
-every ``eval_every`` steps into ``<results>/runs/<run_id>/``.  Nothing is
-written (not even the run folder) until the inputs have been checked and loaded.
-The run folder is locked (:func:`saah_lab.rundir.lock.run_lock`) from the first write to the
-end, so a second process training the same run id stops with an error naming the first.
-:func:`baseline_for` evaluates a config's untrained model the same way, once.
+Check the inputs -> load data and model -> lock the run folder (a second process training the same run id stops
+with an error naming the first) -> stop if complete -> resume from the newest intact checkpoint -> write config.json
+with this segment's provenance -> train, logging every step and evaluating every ``eval_every`` steps into
+``<results>/runs/<run_id>/``. Nothing is written until the inputs are checked and loaded. :func:`baseline_for`
+evaluates a config's untrained model the same way, once.
 """
 
 from __future__ import annotations
@@ -60,10 +56,8 @@ def load_split(cfg: RunConfig):
 
 
 def check_inputs(cfg: RunConfig) -> None:
-    """Fail fast, before anything loads or is written: the packages of the chosen generation backend,
-    the GSM8K folder, a local model folder (or, offline, a cached hub model), the results folder and
-    the reporting integrations (the fields themselves were checked when the config was made).  The
-    tiny warm start is built on first use."""
+    """Fail fast, before anything loads or is written: what the fields name (the backend's packages, the GSM8K
+    folder, a model, the results folder, the reporting integrations); the fields were checked by make_config."""
     if cfg.trainer.generation_backend == "vllm":
         require_vllm()
     problem = offline_hub_problem(cfg.model_name)
@@ -76,9 +70,8 @@ def check_inputs(cfg: RunConfig) -> None:
 
 
 def check_results_dir(folder: Path, folder_field: str = "run_id") -> None:
-    """A run or baseline ``folder`` can be made or written: no file stands where it or a folder above it
-    should be, and the nearest existing folder on the way is writable.  The error names the config
-    field at fault: ``folder_field`` for the folder itself, ``results_dir`` for anything above it."""
+    """No file stands where ``folder`` or a folder above it should be, and the nearest existing folder is writable;
+    else an error naming ``folder_field`` (the folder itself) or ``results_dir`` (anything above it)."""
     for path in [folder, *folder.parents]:
         if path.exists() and not path.is_dir():
             name = folder_field if path == folder else "results_dir"
@@ -119,9 +112,7 @@ _STOCK_FIELDS = ("output_dir", "max_steps", "seed", "learning_rate", "lr_schedul
 def stock_grpo_kwargs(cfg: RunConfig, output_dir: Path, progress: bool) -> dict:
     """The run's trainer settings as arguments of stock TRL's ``GRPOConfig`` (the benchmark's baseline)."""
     args = trainer_args(cfg, progress)
-    kwargs = {name: getattr(args, name) for name in _STOCK_FIELDS}
-    kwargs["lr_scheduler_type"] = getattr(args.lr_scheduler_type, "value", args.lr_scheduler_type)
-    kwargs["save_strategy"] = getattr(args.save_strategy, "value", args.save_strategy)
+    kwargs = {name: getattr(getattr(args, name), "value", getattr(args, name)) for name in _STOCK_FIELDS}  # no enums
     return {**kwargs, "output_dir": str(output_dir)}
 
 
@@ -152,14 +143,8 @@ def baseline_for(cfg: RunConfig, name: str | None = None, progress: bool = True)
 def run_baseline(model_path: str, problems: list[Problem], out_dir: Path, *, config: dict,
                  dtype: str = "float32", max_new_tokens: int = 512, batch_size: int = 64,
                  progress: bool = True, generation_backend: str = "hf") -> dict:
-    """Evaluate an untrained model once, in the run layout (step 0), under ``out_dir``.
-
-    ``generation_backend`` is the config's, so that the baseline and the trained runs' evaluations
-    decode on the same backend (``auto``: compiled).
-
-    ``config`` (model_label, profile, data info, ...) is stored beside the result.
-    An existing result is returned as is, so a finished baseline is never recomputed.
-    """
+    """Evaluate an untrained model once, in the run layout (step 0), under ``out_dir``, with ``config`` beside it;
+    decoded on the trained runs' ``generation_backend``. An existing result is returned as is, never recomputed."""
     log = RunDir(out_dir)
     done = [r for r in log.evals() if r["step"] == 0]
     if done:
@@ -179,9 +164,8 @@ def run_baseline(model_path: str, problems: list[Problem], out_dir: Path, *, con
 
 @contextlib.contextmanager
 def writer_of(run: RunDir):
-    """Be the one writer of ``run``'s folder: hold its lock (the main process only, as only it writes its
-    logs; the others of an ``accelerate launch`` share the folder), and remove the temporary files that
-    an interrupted atomic write left behind."""
+    """Be the one writer of ``run``'s folder (the main process: only it writes logs) and remove the temporary files
+    an interrupted atomic write left."""
     lock = run_lock(run.dir) if is_main_process() else contextlib.nullcontext()
     with lock:
         if is_main_process():
@@ -192,11 +176,8 @@ def writer_of(run: RunDir):
 
 
 def run_training(cfg: RunConfig, callbacks=(), progress: bool = True) -> Path:
-    """Train (or resume, or skip if complete) the run described by ``cfg``; returns its folder.
-
-    A complete run is left as it is, byte for byte (its settings are still compared with ``cfg``);
-    otherwise config.json gains this segment's provenance (:func:`saah_lab.rundir.provenance.with_segment`).
-    """
+    """Train (or resume, or skip if complete: left byte for byte, its settings still compared) the run described
+    by ``cfg``; returns its folder. config.json gains this segment's provenance."""
     check_inputs(cfg)
     quiet_libraries()  # no library bars or known deprecation warnings between our progress lines
     steps = cfg.trainer.max_steps
@@ -226,9 +207,8 @@ def run_training(cfg: RunConfig, callbacks=(), progress: bool = True) -> Path:
 
 
 def segment_settings(run: RunDir, cfg: RunConfig, segment: dict, resume_step: int) -> dict:
-    """config.json's settings once this segment starts. A resume may change some settings (the generation backend:
-    :attr:`~saah_lib.rundir.folder.RunDir.RESUMABLE_DIFFERENCES`); config.json keeps the values it recorded for the
-    run, and this segment's entry in ``segment``'s list records those it changes, as stdout says."""
+    """config.json's settings once this segment starts: a resume may change some (RunDir.RESUMABLE_DIFFERENCES);
+    config.json keeps the recorded values, and this segment's entry records the changes, as stdout says."""
     settings = cfg.run_settings()
     changed = run.resumed_changes(settings)
     if changed:
@@ -240,9 +220,8 @@ def segment_settings(run: RunDir, cfg: RunConfig, segment: dict, resume_step: in
 
 
 def checkpoint_identity(cfg: RunConfig, model_config) -> dict[str, dict]:
-    """What a checkpoint of this run records, by file: the trainer fields that shape training
-    (:data:`~saah_lab.rundir.checkpoints.IDENTITY_FIELDS`), the steps of its trainer state, and the model's
-    shape (full fine-tuning) or the adapter's settings (LoRA)."""
+    """What a checkpoint of this run records, by file: the trainer fields that shape training, the steps, and the
+    model's shape (full fine-tuning) or the adapter's settings (LoRA)."""
     trainer = {name: getattr(getattr(cfg.trainer, name), "value", getattr(cfg.trainer, name))
                for name in IDENTITY_FIELDS}
     expected = {"training_args.bin": trainer, "trainer_state.json": {"max_steps": cfg.trainer.max_steps}}
@@ -261,7 +240,6 @@ def _train(cfg: RunConfig, run: RunDir, model, tokenizer, split, callbacks, prog
     run.truncate_after(resume_step)  # anything logged after the checkpoint is redone
     if checkpoint:
         print(f"resuming {cfg.run_id} from step {resume_step}")
-
     trainer = StudyTrainer(
         model=model,
         reward_funcs=list(TRL_REWARD_FUNCS),
@@ -277,8 +255,8 @@ def _train(cfg: RunConfig, run: RunDir, model, tokenizer, split, callbacks, prog
         batch_size=cfg.eval_batch_size, progress=progress, generation_backend=cfg.trainer.generation_backend,
         trainer=trainer,  # evaluation shares the trainer's compile settings and health record
     ))
-    for cb in callbacks:
-        trainer.add_callback(cb)
+    for callback in callbacks:
+        trainer.add_callback(callback)
     trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
 
 

@@ -1,10 +1,7 @@
-"""The trainer of the artifact's runs: ``SAAHGRPOTrainer`` with every opt-in layer, plus two of the lab's own.
-
-The layers: compiled rollouts and one sampling policy (:mod:`saah_lib.models.rollout_trainer`) and the
-paper's flat-group rule (:mod:`saah_lib.training.flat_groups`). The lab's own: a prompt sampler that resumes
-within an epoch (:mod:`saah_lib.training.sampler`; TRL's ``_get_train_sampler`` is the only place that
-chooses the sampler) and a full disk at a checkpoint reported as such (TRL's ``_save_checkpoint`` is where
-the save happens). tests/training/test_trl_surface.py checks the signatures of every method overridden here.
+"""The trainer of the artifact's runs: ``SAAHGRPOTrainer`` with every opt-in layer (compiled rollouts, the
+paper's flat-group rule) plus the lab's own: a prompt sampler that resumes within an epoch (TRL's
+``_get_train_sampler`` alone chooses it) and a full disk at a checkpoint reported as such.
+tests/training/test_trl_surface.py checks the signatures of every method overridden here.
 """
 
 from __future__ import annotations

@@ -4,12 +4,12 @@ import json
 
 import pytest
 
-from saah_lab.training.launch import build_parser, config_from_args, main, parse_overrides
+from saah_lab.training.launch import build_parser, main, parse_command_line, parse_overrides
 from saah_lib.training.config import RunConfig
 
 
 def config_from_argv(argv: list[str]) -> RunConfig:
-    return config_from_args(build_parser().parse_args(argv))
+    return parse_command_line(build_parser(), argv)[1]
 
 
 def _yaml(tmp_path, text: str):
@@ -18,8 +18,8 @@ def _yaml(tmp_path, text: str):
 
 
 def test_every_config_field_has_a_flag_of_its_name():
-    parser = build_parser()
-    assert set(RunConfig.help()) <= set(vars(parser.parse_args([])))
+    flags = {flag for action in build_parser()._actions for flag in action.option_strings}
+    assert {flag for name in RunConfig.help() for flag in (f"--{name}", f"--{name.replace('_', '-')}")} <= flags
     typed = ["--profile", "qwen2.5-3b", "--method", "ah", "--alpha", "0.25", "--max-steps", "3", "--seed", "7",
              "--run-id", "r", "--results-dir", "elsewhere", "--model-name", "tiny-warmstart", "--generation-backend",
              "hf", "--report-to", "tensorboard", "--beta", "0.1", "--use_lora", "false", "--eval-every", "5"]
@@ -68,9 +68,10 @@ def test_a_yaml_file_sets_fields_and_flags_override_it(tmp_path, capsys):
 @pytest.mark.parametrize("text,message", [
     ("steps: 3\n", "unknown config field(s): steps (config.json's name of max_steps)"),
     ("seed: [1\n", "not YAML within bounds"),
-    ("a: &a [x, x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
-     "c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\n",
-     "not YAML within bounds (it expands to more than 10000 nodes)"),
+    ("a: &a [xxxxxxxxxx, xxxxxxxxxx, xxxxxxxxxx, xxxxxxxxxx, xxxxxxxxxx, xxxxxxxxxx, xxxxxxxxxx, xxxxxxxxxx]\n"
+     "b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\n"
+     "d: [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\n",
+     "not YAML within bounds (its aliases expand to more than 100,000 characters)"),
     ("model_label: " + "x" * 100_001 + "\n", "more than 100,000 characters"),
     ("- seed\n", "must hold a YAML mapping of config fields (name: value), got list"),
     ("env:\n  HF_TOKEN: x\n", "'env' is not read"),
@@ -144,8 +145,8 @@ def test_print_config_resolves_without_training(capsys):
 def test_help_lists_choices_and_each_fields_default():
     text = " ".join(build_parser().format_help().split())
     for expected in ("{qwen2.5-1.5b,qwen2.5-3b,tiny,smollm2-135m}", "{grpo,ah,sa}", "{auto,hf,compiled,vllm}", "(default: tiny)",
-                     "(default: sa)", "--learning-rate VALUE, --learning_rate VALUE", "--max-steps VALUE, "
-                     "--max_steps VALUE, --steps VALUE", "(default: the profile's: qwen2.5-1.5b 123, qwen2.5-3b 123, "
+                     "(default: sa)", "--learning_rate VALUE, --learning-rate VALUE", "--max_steps VALUE, "
+                     "--max-steps VALUE, --steps VALUE", "(default: the profile's: qwen2.5-1.5b 123, qwen2.5-3b 123, "
                      "tiny 0, smollm2-135m 0)", "--report-to VALUE", "(default: none)", "--config FILE.yaml"):
         assert expected in text, expected
 
@@ -161,8 +162,8 @@ def test_the_command_line_is_parsed_once(monkeypatch):
     import argparse
 
     calls = []
-    parse = argparse.ArgumentParser.parse_args
-    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", lambda self, *a, **k: calls.append(1) or
+    parse = argparse.ArgumentParser.parse_known_args
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_known_args", lambda self, *a, **k: calls.append(1) or
                         parse(self, *a, **k))
     main(["--seed", "3", "--print-config"])
     assert calls == [1]
