@@ -58,22 +58,21 @@ class RunDir:
         self.check_settings(config)
         atomic_write_json(self.config_path, {**config, **extra})
 
-    def _changes(self, config: dict) -> dict[str, tuple]:
+    def _changes(self, config: dict, resumable: bool) -> dict[str, tuple]:
         existing = self.read_config()
         if existing is None:
             return {}
-        return {k: (existing.get(k), v) for k, v in sorted(json_safe(config).items()) if existing.get(k) != v}
+        return {k: (existing.get(k), v) for k, v in sorted(json_safe(config).items()) if existing.get(k) != v
+                and (k in self.RESUMABLE_DIFFERENCES) == resumable and (k in existing or not resumable)}
 
     def setting_changes(self, config: dict) -> dict[str, tuple]:
-        """``{field: (recorded, given)}`` for every setting of ``config`` that config.json records otherwise
-        (beyond those a resume may change); {} when there is no config.json."""
-        return {k: c for k, c in self._changes(config).items() if k not in self.RESUMABLE_DIFFERENCES}
+        """``{field: (recorded, given)}`` for each setting a resume may not change that config.json records
+        otherwise; {} when there is no config.json."""
+        return self._changes(config, resumable=False)
 
     def resumed_changes(self, config: dict) -> dict[str, tuple]:
-        """``{field: (recorded, given)}`` for the settings of ``config`` that a resume may change and config.json
-        records otherwise (one it does not record, in a run from before the setting existed, is no change)."""
-        recorded = self.read_config() or {}
-        return {k: c for k, c in self._changes(config).items() if k in self.RESUMABLE_DIFFERENCES and k in recorded}
+        """The same for the settings a resume may change (one a run from before it existed lacks is no change)."""
+        return self._changes(config, resumable=True)
 
     def check_settings(self, config: dict) -> None:
         """Raise if config.json records other settings than ``config`` (beyond those a resume may change)."""
@@ -85,8 +84,8 @@ class RunDir:
             )
 
     def check_identified(self) -> None:
-        """Raise when the folder holds logs or checkpoints but no ``config.json``: nothing says which run they
-        belong to, so neither resuming them nor writing a new ``config.json`` over them can be right."""
+        """Raise when the folder holds logs or checkpoints but no ``config.json``: nothing says whose they are,
+        so neither resuming them nor writing a new ``config.json`` over them can be right."""
         if self.config_path.exists():
             return
         found = [p for p in (self.train_log_path, self.eval_path, self.token_entropy_path) if p.exists()]
