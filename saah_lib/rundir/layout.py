@@ -5,10 +5,7 @@ Every other module asks here where a run's files are; none spells a file name it
     <root>/runs/<run_id>/       config.json, train_log.jsonl, eval.jsonl, eval_samples/step_XXXX.jsonl,
                                 token_entropies.jsonl, compile_health.json, checkpoints/checkpoint-N/
     <root>/baselines/<name>/    config.json, eval.jsonl, eval_samples/step_0000.jsonl
-    <root>/MANIFEST.json        sha256 of every results file (committed roots)
-    <root>/warmstart_build.json, answer_kinds.json, timings.json, topk_entropy_error.json   (studies)
-    <root>/paper_matched_alpha.json, study_plan.json, warmstart_builds.json                 (studies)
-    <root>/.study.lock, <root>/runs/<run_id>/.run.lock     held by the process writing there (rundir.lock)
+    <root>/MANIFEST.json, .study.lock, and a study's records (below)
 
 What is *not* a result, for every reader and the manifest alike: :func:`is_ignored`.
 """
