@@ -1,8 +1,7 @@
-"""Trainer checkpoints of a run folder: which one a run resumes from, and what to do with damaged ones.
+"""Trainer checkpoints of a run folder (``<run>/checkpoints/checkpoint-N/``): which one a run resumes from.
 
-A checkpoint is ``<run>/checkpoints/checkpoint-N/`` as the trainer writes it.
-Resuming takes the newest *intact* one (:func:`checkpoint_problem`); newer
-damaged ones are moved to ``checkpoints/damaged/``, never deleted.
+Resuming takes the newest *intact* one (:func:`checkpoint_problem`); newer damaged ones are moved to
+``checkpoints/damaged/``, never deleted.
 """
 
 from __future__ import annotations
@@ -21,49 +20,37 @@ from saah_lib.rundir.layout import DAMAGED_CHECKPOINTS
 from saah_lib.training.profiles import fields_with
 
 TRAINER_STATE = "trainer_state.json"  # written last: a checkpoint without it is an interrupted save
-#: What transformers' ``Trainer._save_checkpoint`` writes into every checkpoint of our runs (transformers
-#: 5.x, full fine-tuning and LoRA alike; checked against a real 2-step run in tests/training/test_run.py):
-#: the trainer state, the optimizer and scheduler states, the training arguments, and the tokenizer
-#: (``processing_class.save_pretrained``; each tokenizer writes ``tokenizer_config.json``).
-#: The RNG state is :func:`rng_files`; the weights are :data:`WEIGHTS`.
+#: What transformers' ``Trainer._save_checkpoint`` writes into every checkpoint of our runs (5.x, full
+#: fine-tuning and LoRA alike; checked against a real run in tests/training/test_run.py), besides the RNG
+#: state (one file per process) and the weights (:data:`WEIGHTS`).
 ALWAYS_WRITTEN = (TRAINER_STATE, "optimizer.pt", "scheduler.pt", "training_args.bin", "tokenizer_config.json")
 #: Model weights, one set of which every checkpoint holds: (config file, weight files it may come with).
 WEIGHTS = {
     "full model": ("config.json", ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")),
     "LoRA adapter": ("adapter_config.json", ("adapter_model.safetensors", "adapter_model.bin")),
 }
-# Files torch.load reads on resume (transformers loads each with weights_only=True; the RNG state
-# needs numpy's types allowed).  scaler.pt exists only with fp16 mixed precision.
+# Files torch.load reads on resume (weights_only=True; scaler.pt exists only with fp16 mixed precision).
 TORCH_STATE_FILES = ("optimizer.pt", "scheduler.pt", "scaler.pt", "pytorch_model.bin", "adapter_model.bin")
-
-
-def rng_files(world_size: int = 1) -> tuple[str, ...]:
-    """The RNG state files of a checkpoint saved by ``world_size`` processes (one per process when several)."""
-    return ("rng_state.pth",) if world_size <= 1 else tuple(f"rng_state_{i}.pth" for i in range(world_size))
 
 
 def missing_files(folder: Path, world_size: int = 1) -> list[str]:
     """The files of a complete save that ``folder`` lacks (weights: one complete set of either kind)."""
-    missing = [name for name in (*ALWAYS_WRITTEN, *rng_files(world_size)) if not (folder / name).is_file()]
+    rng = ["rng_state.pth"] if world_size <= 1 else [f"rng_state_{i}.pth" for i in range(world_size)]
+    missing = [name for name in (*ALWAYS_WRITTEN, *rng) if not (folder / name).is_file()]
     weight_sets = []
     for kind, (config, weights) in WEIGHTS.items():
         present = [w for w in weights if (folder / w).is_file()]
         if (folder / config).is_file() and present:
-            return missing + _missing_shards(folder, present)
+            index = folder / "model.safetensors.index.json"
+            if index.name not in present:
+                return missing
+            try:  # a sharded model: every shard its index names
+                shards = set(json.loads(index.read_text())["weight_map"].values())
+            except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+                return [*missing, f"{index.name} does not list its shards ({error})"]
+            return missing + sorted(shard for shard in shards if not (folder / shard).is_file())
         weight_sets.append(f"{config} with {' or '.join(weights)} ({kind})")
     return missing + ["model or adapter weights: " + "; or ".join(weight_sets)]
-
-
-def _missing_shards(folder: Path, present: list[str]) -> list[str]:
-    """The shard files a sharded model's index names that are not there."""
-    index = folder / "model.safetensors.index.json"
-    if index.name not in present:
-        return []
-    try:
-        shards = set(json.loads(index.read_text())["weight_map"].values())
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
-        return [f"{index.name} does not list its shards ({error})"]
-    return sorted(shard for shard in shards if not (folder / shard).is_file())
 
 
 def unreadable_file(folder: Path) -> str | None:
@@ -81,8 +68,15 @@ def unreadable_file(folder: Path) -> str | None:
                 handle.keys()
         except Exception as error:  # safetensors raises its own error types for torn files
             return f"{path.name} does not load ({type(error).__name__}: {error})"
+    # training_args.bin is a pickle that transformers never loads on resume and unpickling would run code:
+    # its archive's CRCs are checked instead
     args = folder / "training_args.bin"
-    if args.is_file() and not _whole_zip(args):
+    try:
+        with zipfile.ZipFile(args) as archive:
+            whole = archive.testzip() is None
+    except (OSError, zipfile.BadZipFile, EOFError):
+        whole = not args.is_file()
+    if not whole:
         return f"{args.name} does not load (not a whole torch archive)"
     import torch
     from transformers.trainer_pt_utils import safe_globals
@@ -98,32 +92,13 @@ def unreadable_file(folder: Path) -> str | None:
     return None
 
 
-def _whole_zip(path: Path) -> bool:
-    """A torch archive (a zip) whose every member passes its CRC check.
-
-    ``training_args.bin`` is a pickled ``TrainingArguments``: transformers never loads it on resume, and
-    unpickling it would run code, so its archive is checked instead of its content.
-    """
-    try:
-        with zipfile.ZipFile(path) as archive:
-            return archive.testzip() is None
-    except (OSError, zipfile.BadZipFile, EOFError):
-        return False
-
-
 def checkpoint_problem(folder: Path, step: int | None = None, world_size: int = 1) -> str | None:
-    """What stops the trainer from resuming exactly from ``folder``, or None when the checkpoint is intact.
+    """What stops the trainer from resuming exactly from ``folder``, or None when it is complete and readable.
 
-    Intact means complete and readable.  Complete: ``trainer_state.json`` (given ``step``, recording
-    that step), every file of :data:`ALWAYS_WRITTEN`, the RNG state of each of ``world_size``
-    processes, and one set of model or adapter weights (:data:`WEIGHTS`, shards included).  Readable:
-    every JSON file parses, every ``.safetensors`` file's header and data extent are intact, the
-    optimizer, scheduler, scaler and RNG states load with ``torch.load(weights_only=True)`` as the
-    trainer will load them, and ``training_args.bin`` is a whole archive.  A missing optimizer,
-    scheduler or RNG state would not stop transformers (it warns, or starts them afresh), but the run
-    would no longer retrace the uninterrupted one.  This catches files torn by a crash during saving,
-    truncated or partial copies and edited JSON; it cannot catch bytes changed inside tensor data
-    (safetensors has no checksums).
+    Complete: every file of :data:`ALWAYS_WRITTEN` (its trainer state recording ``step``), the RNG state of each
+    of ``world_size`` processes, one set of :data:`WEIGHTS`. Without an optimizer, scheduler or RNG state
+    transformers would go on, but the run would no longer retrace the uninterrupted one. Readable: as
+    :func:`unreadable_file`; bytes changed inside tensor data are not caught (safetensors has no checksums).
     """
     folder = Path(folder)
     state_path = folder / TRAINER_STATE
@@ -144,25 +119,14 @@ def checkpoint_problem(folder: Path, step: int | None = None, world_size: int = 
 
 def checkpoints(checkpoints_dir: Path) -> dict[int, Path]:
     """Every ``checkpoint-N`` folder of ``checkpoints_dir``, by step, oldest first (intact or not)."""
-    checkpoints_dir = Path(checkpoints_dir)
-    if not checkpoints_dir.is_dir():
-        return {}
-    found = {}
-    for p in checkpoints_dir.iterdir():
-        m = re.fullmatch(r"checkpoint-(\d+)", p.name)
-        if m and p.is_dir():
-            found[int(m.group(1))] = p
+    found = {int(m[1]): p for p in Path(checkpoints_dir).glob("checkpoint-*")
+             if (m := re.fullmatch(r"checkpoint-(\d+)", p.name)) and p.is_dir()}
     return dict(sorted(found.items()))
 
 
 def resume_point(checkpoints_dir: Path, world_size: int = 1) -> tuple[Path | None, dict[Path, str]]:
-    """The newest checkpoint whose files all load, and the newer ones that do not.
-
-    Checkpoints are tried newest first (see :func:`checkpoint_problem`); the
-    first intact one is returned (None when there is none) together with
-    ``{damaged folder: what is wrong}`` for every newer one.  Older
-    checkpoints are not opened.
-    """
+    """The newest intact checkpoint (None if none), and ``{damaged folder: what is wrong}`` for every newer one.
+    Older checkpoints are not opened."""
     damaged = {}
     for step, path in reversed(checkpoints(checkpoints_dir).items()):
         problem = checkpoint_problem(path, step, world_size)
@@ -173,13 +137,9 @@ def resume_point(checkpoints_dir: Path, world_size: int = 1) -> tuple[Path | Non
 
 
 def set_aside(checkpoint: Path) -> Path:
-    """Move a damaged checkpoint to ``checkpoints/damaged/<name>`` and return its new path.
-
-    Nothing is deleted: out of ``checkpoint-*`` the folder is neither
-    overwritten when the resumed run saves that step again nor counted (and
-    possibly removed, or counted instead of an intact one) by the trainer's
-    checkpoint rotation (``save_total_limit``).
-    """
+    """Move a damaged checkpoint to ``checkpoints/damaged/<name>`` and return its new path: out of
+    ``checkpoint-*``, it is neither overwritten when the resumed run saves that step again nor counted (or
+    removed) by the trainer's checkpoint rotation."""
     target_dir = checkpoint.parent / DAMAGED_CHECKPOINTS
     target_dir.mkdir(parents=True, exist_ok=True)
     target, n = target_dir / checkpoint.name, 1
@@ -190,9 +150,8 @@ def set_aside(checkpoint: Path) -> Path:
     return target
 
 
-#: The trainer fields that shape what a run computes: a checkpoint saved under other values of any of them is
-#: not this run's (its weights and optimiser state would continue another training).  The batch fields
-#: per process are left out: they change with the number of processes, ``prompts_per_step`` does not.
+#: The trainer fields that shape what a run computes: a checkpoint saved under other values is another run's.
+#: The per-process batch fields are left out: they change with the number of processes.
 IDENTITY_FIELDS = (*fields_with("checkpoint"), "loss_type")
 #: A full model's shape in its ``config.json``: a checkpoint of another model differs in one of them.
 MODEL_SHAPE_FIELDS = ("model_type", "vocab_size", "hidden_size", "num_hidden_layers", "intermediate_size",
@@ -225,12 +184,10 @@ class _RecordingUnpickler(pickle.Unpickler):
 
 
 def saved_training_args(checkpoint: Path) -> dict:
-    """The fields of the training arguments saved in ``checkpoint``'s ``training_args.bin``, as plain values.
+    """The fields of ``checkpoint``'s ``training_args.bin`` (a pickled config in a torch archive), as plain values.
 
-    The file is a pickled ``SAAHGRPOConfig`` in a torch archive; it is read by a pickle reader that
-    turns every class it names into a record of its arguments and state, so no code of the file runs
-    (an enum such as ``SchedulerType('cosine')`` reads as ``'cosine'``).  A ValueError names the file
-    when it holds no such fields.
+    Every class the pickle names becomes a record of its arguments, so no code of the file runs (an enum such
+    as ``SchedulerType('cosine')`` reads as ``'cosine'``). A ValueError names the file when it holds no fields.
     """
     path = Path(checkpoint) / "training_args.bin"
     try:
@@ -245,19 +202,13 @@ def saved_training_args(checkpoint: Path) -> dict:
     state = getattr(args, "state", None)
     if not isinstance(state, dict):
         raise ValueError(f"{path}: holds no training arguments")
-    return {name: _plain_value(value) for name, value in state.items()}
-
-
-def _plain_value(value):
-    if isinstance(value, _Recorded):
-        return value.args[0] if len(value.args) == 1 else value.args
-    return value
+    return {name: (v.args[0] if len(v.args) == 1 else v.args) if isinstance(v, _Recorded) else v
+            for name, v in state.items()}
 
 
 def saved_settings(checkpoint: Path, file: str) -> dict | None:
-    """The settings one file of ``checkpoint`` records (training arguments, trainer state, model or adapter
-    config), as plain values; None when the checkpoint has no such file (a LoRA checkpoint has no model
-    ``config.json``).  Lists of names are sorted (``target_modules`` is saved in any order)."""
+    """The settings one file of ``checkpoint`` records, as plain values (lists of names sorted:
+    ``target_modules`` is saved in any order); None without that file (a LoRA checkpoint has no model config)."""
     path = Path(checkpoint) / file
     if not path.is_file():
         return None
@@ -270,19 +221,6 @@ def saved_settings(checkpoint: Path, file: str) -> dict | None:
             for k, v in record.items()}
 
 
-def identity_differences(checkpoint: Path, expected: Mapping[str, Mapping]) -> dict[str, tuple]:
-    """``{"file: field": (the checkpoint's value, the expected one)}`` for every field of ``expected`` (by the
-    checkpoint file that records it) that ``checkpoint`` records otherwise.  A file or field the checkpoint
-    does not hold is not compared: a checkpoint saved before the field existed says nothing about it."""
-    differences = {}
-    for file, fields in expected.items():
-        saved = saved_settings(checkpoint, file)
-        for name, value in fields.items():
-            if saved is not None and name in saved and not _same_setting(saved[name], value):
-                differences[f"{file}: {name}"] = (saved[name], value)
-    return differences
-
-
 def _same_setting(a, b) -> bool:
     if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool) \
             and not isinstance(b, bool):
@@ -290,12 +228,17 @@ def _same_setting(a, b) -> bool:
     return a == b
 
 
-def check_checkpoint_identity(run, checkpoint: Path, expected: Mapping) -> None:
-    """Raise naming the folder and the fields when ``checkpoint`` was saved by a training with other settings
-    than ``expected`` (``{file: {field: value}}``, see :func:`identity_differences`): it is another run's, and
-    resuming from it would continue that run's training under this run's name."""
+def check_checkpoint_identity(run, checkpoint: Path, expected: Mapping[str, Mapping]) -> None:
+    """Raise naming the folder and the fields when ``checkpoint`` records any field of ``expected`` (``{file:
+    {field: value}}``) otherwise: it is another run's. A file or field it does not hold is not compared (a
+    checkpoint saved before the field existed says nothing about it)."""
+    differences = {}
     try:
-        differences = identity_differences(checkpoint, expected)
+        for file, fields in expected.items():
+            saved = saved_settings(checkpoint, file)
+            for name, value in fields.items():
+                if saved is not None and name in saved and not _same_setting(saved[name], value):
+                    differences[f"{file}: {name}"] = (saved[name], value)
     except (OSError, ValueError) as error:
         raise RunFolderError(f"run {run.dir.name!r} cannot resume from {checkpoint}: {error}. Nothing was "
                              "changed.") from None
@@ -309,19 +252,13 @@ def check_checkpoint_identity(run, checkpoint: Path, expected: Mapping) -> None:
             "it belongs to.")
 
 
-def checkpoint_step(checkpoint: Path) -> int:
-    return int(checkpoint.name.split("-")[1])
-
-
 def check_logs_reach(run, checkpoint: Path) -> None:
     """Raise :class:`RunFolderError` when ``run``'s training log ends before ``checkpoint``'s step.
 
-    The trainer logs a step before it saves it, so a checkpoint is never newer than the log it was
-    saved with.  A log that ends earlier was restored or edited apart from the checkpoints (which
-    git does not keep): resuming would leave a gap (steps 1, 2, 5, ...), and cutting the checkpoint
-    back to the log is not possible, so it is an error naming both, and nothing is changed.
+    The trainer logs a step before it saves it, so such a log was restored or edited apart from the
+    checkpoints (which git does not keep): resuming would leave a gap, and nothing cuts a checkpoint back.
     """
-    step = checkpoint_step(checkpoint)
+    step = int(checkpoint.name.split("-")[1])
     logged = [r["step"] for r in run.train_log() if isinstance(r, dict) and isinstance(r.get("step"), int)]
     last = max(logged, default=0)
     if step > last:
@@ -335,26 +272,13 @@ def check_logs_reach(run, checkpoint: Path) -> None:
 
 def resume_checkpoint(run, world_size: int = 1, check: Callable[[Path], None] | None = None) -> Path | None:
     """The newest intact checkpoint of ``run`` (a :class:`~saah_lib.rundir.folder.RunDir`); newer damaged
-    ones are set aside, never deleted.
+    ones are set aside with a message, as after a crash just before the damaged save.
 
-    A damaged checkpoint (a file that does not load, see
-    ``checkpoint_problem``) is moved to ``checkpoints/damaged/`` with a
-    message naming it, and the run resumes from the previous intact one, as
-    it would after a crash just before the damaged save.
-
-    The run's training log must reach the checkpoint's step (:func:`check_logs_reach`): logs that
-    end later are cut back to it by the caller, logs that end earlier are an error.
-
-    With no intact checkpoint left, what happens depends on the damage.  If
-    every folder is an interrupted save (no ``trainer_state.json``, which the
-    trainer writes last), the run starts over from step 0, as it always has
-    after a crash during its first save.  If a finished save was damaged
-    later, starting over would throw away the whole run's training, so it is
-    an error naming the folders, and nothing is changed: they may be
-    repairable, or the user moves them away to start over.
-
-    ``check`` (e.g. :func:`check_checkpoint_identity`) is called with the checkpoint to resume from
-    before anything is moved: what it raises leaves the folder as it was.
+    Its training log must reach it (:func:`check_logs_reach`; the caller cuts later lines back). With no
+    intact checkpoint left: if every folder is an interrupted save (no trainer state, written last), the run
+    starts over from step 0; if a finished save was damaged later, starting over would throw away the whole
+    run, so it is an error naming the folders. ``check`` (e.g. :func:`check_checkpoint_identity`) is called
+    with the checkpoint before anything is moved: what it raises leaves the folder as it was.
     """
     checkpoint, damaged = resume_point(run.checkpoints_dir, world_size)
     if checkpoint is not None:

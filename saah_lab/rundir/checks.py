@@ -1,18 +1,11 @@
 """What a finished log must *mean*, beyond being valid JSON: the checks behind :mod:`saah_lab.rundir.reader`.
 
-Each check takes the parsed lines of one file as ``[(line number, record)]`` and gives back the lines
-that may be used and one message per breach, naming the file and line. A line whose values are
-out of range, or whose step breaks the sequence, is left out (its numbers never reach a table);
-every breach is reported, so strict reading stops and tolerant reading flags the run.
-
-* ``train_log.jsonl``: steps 1, 2, 3, ... once each, in order, within the run's ``steps``; every
-  value in its range (:data:`TRAIN_LOG_RANGES`).
-* ``eval.jsonl``: each step once, in order, on the schedule, none missing up to the last trained
-  step; ``pass_at_1`` equal to ``n_correct / n``; ``ci95`` null or :func:`saah_lib.tasks.scoring.pass_at_1_ci`.
-* ``eval_samples/step_XXXX.jsonl``: one file per evaluation, ``n`` records with distinct ids and
-  ``n_correct`` of them correct, each ``correct`` what its ``extracted`` answer against its ``gold`` gives.
-
-Every rule in full: docs/results_layout.md, "Reading a finished root".
+Each check takes the parsed lines of one file as ``[(line number, record)]`` and gives back the lines that may
+be used (a line out of range or out of sequence never reaches a table) and one message per breach, naming the
+file and line. ``train_log.jsonl``: steps 1, 2, 3, ... once each, in order, values in :data:`TRAIN_LOG_RANGES`.
+``eval.jsonl``: each step once, in order, on the schedule, none missing, ``pass_at_1 = n_correct / n``.
+``eval_samples/step_XXXX.jsonl``: ``n`` records with distinct ids, ``n_correct`` of them correct, each
+``correct`` as its ``extracted`` answer scores against its ``gold``. In full: docs/results_layout.md.
 """
 
 from __future__ import annotations
@@ -34,10 +27,9 @@ TOLERANCE = 1e-6
 #: ``pass_at_1`` and ``ci95`` are written from the same integers: they must agree to rounding only.
 EVAL_TOLERANCE = 1e-9
 
-_INF = math.inf
 _FRACTION = (0.0, 1.0, True)
-_NOT_NEGATIVE = (0.0, _INF, True)
-_POSITIVE = (0.0, _INF, False)
+_NOT_NEGATIVE = (0.0, math.inf, True)
+_POSITIVE = (0.0, math.inf, False)
 #: (lowest, highest, lowest allowed?) of each training-log value (``train_log.jsonl``; null is always allowed).
 TRAIN_LOG_RANGES: dict[str, tuple[float, float, bool]] = {
     "reward_mean": (MIN_TOTAL, MAX_TOTAL, True),
@@ -64,33 +56,19 @@ def _is_int(x: Any) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
 
 
-def _slack(bound: float) -> float:
-    return TOLERANCE * max(1.0, abs(bound))
-
-
-def _out_of_range(value: float, lo: float, hi: float, lo_allowed: bool) -> str | None:
-    if value < lo - _slack(lo) or (not lo_allowed and value <= lo):
-        return f"below {lo:g}" if lo_allowed else f"not above {lo:g}"
-    if value > hi + _slack(hi):
-        return f"above {hi:g}"
-    return None
-
-
 def value_problems(record: dict, ranges: dict[str, tuple[float, float, bool]]) -> list[str]:
     """``"<key> is <value>, <why>"`` for each value of ``record`` outside its range (null is skipped)."""
     out = []
-    for key, bounds in ranges.items():
+    for key, (lo, hi, lo_allowed) in ranges.items():
         value = record.get(key)
-        if value is not None:
-            why = _out_of_range(value, *bounds)
-            if why:
-                out.append(f"{key} is {value!r}, {why}")
+        if value is None:
+            continue
+        if value < lo - TOLERANCE * max(1.0, abs(lo)) or (not lo_allowed and value <= lo):
+            out.append(f"{key} is {value!r}, " + (f"below {lo:g}" if lo_allowed else f"not above {lo:g}"))
+        elif value > hi + TOLERANCE * max(1.0, abs(hi)):
+            out.append(f"{key} is {value!r}, above {hi:g}")
     return out
 
-
-# ---------------------------------------------------------------------------
-# train_log.jsonl
-# ---------------------------------------------------------------------------
 
 def check_train_log(path: Path, lines: Lines, steps: int, max_completion_length: Any = None) -> tuple[Lines, list[str]]:
     """The usable lines of a training log and one message per breach (see the module docstring)."""
@@ -119,10 +97,6 @@ def check_train_log(path: Path, lines: Lines, steps: int, max_completion_length:
     return kept, messages
 
 
-# ---------------------------------------------------------------------------
-# eval.jsonl
-# ---------------------------------------------------------------------------
-
 def eval_schedule(steps: int, eval_every: int) -> set[int]:
     """The steps a run evaluates: 0, every ``eval_every`` steps, and the last one (``PassAtOneCallback``)."""
     return {0, steps, *range(eval_every, steps + 1, eval_every)}
@@ -147,12 +121,9 @@ def eval_line_problems(rec: dict) -> list[str]:
 
 def check_evals(path: Path, lines: Lines, schedule: set[int] | None, trained_to: int | None = None,
                 named: Iterable = ()) -> tuple[Lines, list[str]]:
-    """The usable lines of ``eval.jsonl`` and one message per breach (see the module docstring).
-
-    ``schedule``: the steps that may be evaluated (None: not checked); with ``trained_to`` (the last
-    logged training step), every scheduled step up to it must have been evaluated.  ``named``: steps
-    of lines already reported as unreadable (their step is not reported missing as well).
-    """
+    """The usable lines of ``eval.jsonl`` and one message per breach. ``schedule``: the steps that may be
+    evaluated (None: not checked), each up to ``trained_to`` (the last step trained) evaluated, unless a line
+    already reported as unreadable names it (``named``)."""
     kept, messages, seen = [], [], {}
     for i, rec in lines:
         step = rec["step"]
@@ -182,13 +153,9 @@ def _describe(schedule: set[int]) -> str:
     return ", ".join(map(str, steps)) if len(steps) <= 8 else f"{', '.join(map(str, steps[:6]))}, ..., {steps[-1]}"
 
 
-# ---------------------------------------------------------------------------
-# eval_samples/step_XXXX.jsonl
-# ---------------------------------------------------------------------------
-
 def rescoring_problems(record: dict) -> list[str]:
-    """Whether a per-problem record's ``correct`` flag is what scoring its ``extracted`` answer against its
-    ``gold`` answer gives (:func:`saah_lib.method.reward.answers_match`, the evaluation's own rule)."""
+    """Whether a per-problem record's ``correct`` is what its ``extracted`` answer scores against its ``gold``
+    (:func:`~saah_lib.method.reward.answers_match`, the evaluation's own rule)."""
     gold, extracted = record.get("gold"), record.get("extracted")
     if not isinstance(gold, str) or not (extracted is None or isinstance(extracted, str)):
         return [f"gold is {gold!r} and extracted is {extracted!r}: a gold answer and an extracted answer "
@@ -232,11 +199,8 @@ def sample_file_problems(path: Path, line_ref: str, n: int, n_correct: int) -> l
 
 def check_samples(samples_dir: Path, eval_path: Path, lines: Lines, on_disk: Iterable[int],
                   evaluated: Iterable[int]) -> list[str]:
-    """One message per breach between the evaluation lines and their per-problem files.
-
-    ``on_disk``: the steps whose file exists; ``evaluated``: every step that some line of
-    ``eval.jsonl`` names (a file is an orphan only when no line names its step at all).
-    """
+    """One message per breach between the evaluation lines and their per-problem files (``on_disk``: the steps
+    with a file; a file is an orphan only when no line of ``eval.jsonl`` names its step: ``evaluated``)."""
     messages = []
     for i, rec in lines:
         path = samples_dir / samples_file(rec["step"])

@@ -1,13 +1,10 @@
 """One writer per folder: an operating-system lock on a run folder (:func:`run_lock`), a study root
 (:func:`study_lock`) or the report's output folders.
 
-The lock is :class:`filelock.FileLock` (``flock`` on Linux and macOS) on a hidden file in the folder (its name
-in :mod:`saah_lib.rundir.layout`); a second writer is refused, not kept waiting. The kernel releases the lock
-when its holder ends, however it ends, so a file left by a killed process is never an obstacle: only a held lock
-is. The holder writes its pid into the file, so a second writer's error says who holds the folder, and removes
-the file when it releases the lock (it is not a result). A study root's lock is re-entrant within its process (a
-study's ``verify`` holds the root and calls the ``run`` stage, which holds it too); a run's is not. On a network
-file system ``flock`` may not be honoured between machines.
+:class:`filelock.FileLock` (``flock``) on a hidden file in the folder; a second writer is refused, not kept
+waiting. The kernel releases the lock when its holder ends, however it ends, so a file a killed process left
+is no obstacle. The holder writes its pid into the file (named in a second writer's error) and removes it on
+release (it is not a result). On a network file system ``flock`` may not be honoured between machines.
 """
 
 from __future__ import annotations
@@ -33,7 +30,8 @@ def _write_pid(fd: int) -> None:
 class FolderLock:
     """An exclusive lock on ``<folder>/<name>`` that refuses rather than waits; ``what`` names the folder in
     errors. With ``reentrant``, every FolderLock of that path in this process shares one hold (filelock's
-    singleton), released when the last of them releases."""
+    singleton), released when the last of them releases: a study's ``verify`` holds its root and calls the
+    ``run`` stage, which holds it too."""
 
     def __init__(self, folder: str | os.PathLike, name: str, what: str, *, reentrant: bool = False):
         self.folder = Path(folder)

@@ -1,12 +1,9 @@
 """An integrity manifest for committed results: the sha256 of every results file under a root.
 
-A study writes ``<root>/MANIFEST.json`` when it finishes (:func:`write_manifest`); ``make figures``,
-``make paper`` and the figures notebook check it first (:func:`check_manifest`), so a log edited by
-hand or damaged on disk is caught before it reaches a table, with a message naming each changed,
-missing and extra file. A manifest is ``{"algorithm": "sha256", "files": {relative path: hex
-digest}}`` (POSIX paths relative to the root); anything else is a :class:`ManifestError`. It lists
-every file but what every reader also ignores (:func:`saah_lib.rundir.layout.is_ignored`), so a
-run folder the tables read is always covered (docs/results_layout.md, "MANIFEST.json").
+``<root>/MANIFEST.json`` is ``{"algorithm": "sha256", "files": {POSIX path relative to the root: hex digest}}``,
+written when a study finishes and checked before figures, the paper or the figures notebook read the root, so a
+log edited or damaged on disk is caught, naming each changed, missing and extra file. It lists every file but
+what the reader ignores too (:func:`saah_lib.rundir.layout.is_ignored`).
 
 Command line::
 
@@ -37,10 +34,8 @@ class ManifestError(RuntimeError):
 
 
 def results_files(root: str | Path) -> dict[str, str]:
-    """``{relative path: sha256}`` of every results file under ``root``, sorted by path.
-
-    A symbolic link under the root is a :class:`ManifestError` naming it (the reader refuses it too).
-    """
+    """``{relative path: sha256}`` of every results file under ``root``, sorted by path; a symbolic link under
+    it is a :class:`ManifestError` naming it (the reader refuses it too)."""
     root = Path(root)
     links = symlinks(root)
     if links:
@@ -55,11 +50,8 @@ def results_files(root: str | Path) -> dict[str, str]:
 
 
 def write_manifest(root: str | Path) -> Path:
-    """Write ``<root>/MANIFEST.json`` listing every results file under ``root``.
-
-    The root is held (:func:`~saah_lab.rundir.lock.study_lock`) while it is written, so the temporary
-    files that killed writes left in it (a manifest's among them) can be removed first.
-    """
+    """Write ``<root>/MANIFEST.json`` listing every results file under ``root``, holding the root
+    (:func:`~saah_lab.rundir.lock.study_lock`) so that temporary files killed writes left can be removed first."""
     root = Path(root)
     if not root.is_dir():
         raise FileNotFoundError(f"results root {root} does not exist")
@@ -92,29 +84,20 @@ def read_manifest(path: Path) -> dict[str, str]:
     return files
 
 
-def manifest_differences(root: str | Path) -> dict[str, list[str]]:
-    """``{"changed": [...], "missing": [...], "extra": [...]}`` relative to ``<root>/MANIFEST.json``."""
-    root = Path(root)
-    path = root / MANIFEST_FILE
+def check_manifest(root: str | Path) -> None:
+    """Raise :class:`ManifestError` naming every file under ``root`` that differs from its manifest."""
+    path = Path(root) / MANIFEST_FILE
     if not path.is_file():
         raise ManifestError(f"{path} not found: {root} has no integrity manifest "
                             f"(write one with `python -m saah_lab.rundir.manifest write {root}`)")
-    listed = read_manifest(path)
-    actual = results_files(root)
-    return {
-        "changed": sorted(p for p in listed if p in actual and actual[p] != listed[p]),
-        "missing": sorted(p for p in listed if p not in actual),
-        "extra": sorted(p for p in actual if p not in listed),
-    }
-
-
-def check_manifest(root: str | Path) -> None:
-    """Raise :class:`ManifestError` naming every file under ``root`` that differs from its manifest."""
-    diff = manifest_differences(root)
+    listed, actual = read_manifest(path), results_files(root)
+    diff = {"changed": sorted(p for p in listed if p in actual and actual[p] != listed[p]),
+            "missing": sorted(p for p in listed if p not in actual),
+            "extra": sorted(p for p in actual if p not in listed)}
     if any(diff.values()):
         lines = [f"  {kind}: {Path(root) / rel}" for kind, rels in diff.items() for rel in rels]
         raise ManifestError(
-            f"the results under {root} do not match {Path(root) / MANIFEST_FILE} "
+            f"the results under {root} do not match {path} "
             f"({', '.join(f'{len(v)} {k}' for k, v in diff.items() if v)}):\n" + "\n".join(lines)
             + f"\nRestore the files (e.g. `git checkout -- {root}`), or if the change is intended, rerun the "
               f"study or run `python -m saah_lab.rundir.manifest write {root}`.")

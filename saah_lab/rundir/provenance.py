@@ -1,9 +1,6 @@
 """Provenance: what produced a result (git commit, whether the tree was clean, package versions, CPU numerics),
-recorded in every config.
-
-A run can be trained in several segments (interrupted, then resumed, maybe on another machine or
-commit).  Its config keeps the first segment's provenance at the top level, as written then, and
-lists every segment under ``segments``: a resumed run never loses what produced its first steps.
+recorded in every config. A run trained in several segments (resumed, maybe on another machine or commit) keeps
+the first's at the top level and lists every segment under ``segments``.
 """
 
 from __future__ import annotations
@@ -55,12 +52,9 @@ def provenance(repo: Path = REPO_ROOT) -> dict:
 
 
 def with_segment(previous: dict | None, current: dict, from_step: int, to_step: int) -> dict:
-    """The provenance fields of a run's config once a segment trains it from ``from_step`` towards ``to_step``.
-
-    ``previous`` is the config on disk (None for a new run), ``current`` this process's
-    :func:`provenance`.  The top-level fields stay those of the first segment; a config written
-    before segments were recorded counts as one segment from step 0 to ``from_step``.
-    """
+    """The provenance fields of a run's config (``previous``: on disk, None for a new run) once a segment
+    trains it from ``from_step`` towards ``to_step`` under ``current`` (:func:`provenance`); a config written
+    before segments were recorded counts as one segment from step 0 to ``from_step``."""
     segment = {"from_step": from_step, "to_step": to_step, **current}
     if not previous or not any(k in previous for k in PROVENANCE_KEYS):
         return {**current, SEGMENTS_KEY: [segment]}

@@ -1,18 +1,15 @@
 """Reading a results root strictly (layout in ``docs/results_layout.md``): :func:`read_folders`.
 
-Finished runs are read strictly: every problem in a run or baseline folder becomes one message
-naming the file (and line, for logs): an unreadable or incomplete ``config.json``, a log line that
-is not a JSON object with an integer ``step``, a metric that is not a number (``null`` is allowed
-in the training log), a well-formed line that breaks a check of :mod:`saah_lab.rundir.checks`, or
-an incomplete run (:func:`saah_lib.rundir.folder.trained_and_evaluated`, the one definition).
-A run still being written is read as one: what the trainer's writes leave for a moment is damage
-only in a complete run or one damaged otherwise (:class:`LogRead`).
+Every problem in a run or baseline folder becomes one message naming the file (and line, for logs): an
+unreadable or incomplete ``config.json``, a log line that is not a JSON object with an integer ``step``, a
+metric that is not a number (``null`` is allowed in the training log), a line that breaks a check of
+:mod:`saah_lab.rundir.checks`, or an incomplete run (:func:`saah_lib.rundir.folder.trained_and_evaluated`).
+A run still being written is read as one: what the trainer's writes leave for a moment is damage only in
+a complete run or one damaged otherwise (:func:`_read_log`).
 
-By default a problem raises :class:`DamagedResultsError` listing every problem found. With
-``tolerate_problems=True`` a folder whose config cannot be read is *excluded*; any other run is
-kept with its valid lines and *flagged* (``damaged`` / ``complete`` columns), and
-:attr:`RunFolder.problems` says why. Ignored folders (:func:`saah_lib.rundir.layout.is_ignored`)
-are not runs. The whole list of checks: docs/results_layout.md, "Reading a finished root".
+By default a problem raises :class:`DamagedResultsError` listing them all. With ``tolerate_problems=True``
+a folder whose config cannot be read is *excluded*; any other run is kept with its valid lines and
+*flagged*, and :attr:`RunFolder.problems` says why. The checks in full: docs/results_layout.md.
 """
 
 from __future__ import annotations
@@ -68,16 +65,9 @@ class RunFolder:
         return self.config is None
 
 
-# ---------------------------------------------------------------------------
-# one file
-# ---------------------------------------------------------------------------
-
 def flatten_config(cfg: dict, prefix: str = "") -> dict[str, Any]:
-    """Flatten nested dicts with dotted keys (``data.train_sha256``).
-
-    List-valued fields (e.g. ``data.train_ids``) are replaced by their length
-    under ``<key>.len`` so that a run is one flat row.
-    """
+    """Nested dicts flattened to dotted keys (``data.train_sha256``); a list becomes its length under
+    ``<key>.len``, so that a run is one flat row."""
     out: dict[str, Any] = {}
     for key, value in cfg.items():
         name = f"{prefix}{key}"
@@ -96,8 +86,7 @@ def _is_number(x: Any) -> bool:
 
 def checked_config(run: RunDir, required: Iterable[str] = ("method", "alpha", "max_steps")
                    ) -> tuple[dict | None, list[str]]:
-    """A folder's ``config.json`` (:meth:`RunDir.read_config <saah_lib.rundir.folder.RunDir.read_config>`),
-    flattened, its settings by field name (:func:`~saah_lib.training.profiles.settings_of_record`), or None
+    """A folder's ``config.json``, flattened, its settings by field name (:func:`settings_of_record`), or None
     and the reason it cannot be used (naming the entry as the file does)."""
     path = run.config_path
     try:
@@ -123,12 +112,9 @@ def checked_config(run: RunDir, required: Iterable[str] = ("method", "alpha", "m
 
 def read_lines(path: Path, numeric: Iterable[str], required: Iterable[str] = (),
                scanned: tuple[list, list] | None = None) -> tuple[checks.Lines, list[str]]:
-    """The valid lines of a finished log, as ``[(line number, record)]``, and one message per bad line.
-
-    A valid line is a JSON object with an integer ``step`` whose ``numeric``
-    keys hold numbers or null, and whose ``required`` keys hold numbers.
-    ``scanned``: the file's :func:`~saah_lib.jsonio.scan_jsonl` already made (default: read it now).
-    """
+    """The valid lines of a finished log, as ``[(line number, record)]``, and one message per bad line: a valid
+    line is a JSON object with an integer ``step``, its ``numeric`` keys numbers or null, its ``required`` keys
+    numbers. ``scanned``: the file's :func:`~saah_lib.jsonio.scan_jsonl` already made (default: read it now)."""
     records, bad_json = scan_jsonl(path) if scanned is None else scanned
     messages = [f"{path}: line {i}: {problem}" for i, problem in bad_json]
     good = []
@@ -148,70 +134,34 @@ def read_lines(path: Path, numeric: Iterable[str], required: Iterable[str] = (),
     return good, messages
 
 
-@dataclass
-class LogRead:
-    """One read of a log that may be growing: every fact checked about it comes from this one read.
+def _read_log(path: Path, numeric: Iterable[str], required: Iterable[str] = ()
+              ) -> tuple[checks.Lines, list[str], list[str], list]:
+    """One read of a log that may be growing (every fact checked about it comes from it): :func:`read_lines`'
+    lines and messages, the line being appended, and every parsed record.
 
-    ``appending``: a last line without its newline that does not parse, i.e. a line the writer is
-    appending (:func:`~saah_lib.jsonio.append_jsonl` writes a whole line at once, but a reader may see
-    part of it); a fault only in a run that is otherwise complete, which no writer appends to.
+    A last line without its newline that does not parse is one the writer is appending (a reader may see part
+    of it): a fault only in a run that is otherwise complete, which no writer appends to.
     """
-
-    path: Path
-    records: list[tuple[int, Any]]
-    bad_json: list[tuple[int, str]]
-    appending: list[str]
-
-
-def read_log_once(path: Path) -> LogRead:
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         data = b""
     records, bad_json = parse_jsonl(data)
-    last_line = len(data.splitlines())
     appending = []
-    if bad_json and bad_json[-1][0] == last_line and not data.endswith((b"\n", b"\r")):
+    if bad_json and bad_json[-1][0] == len(data.splitlines()) and not data.endswith((b"\n", b"\r")):
         i, problem = bad_json.pop()
         appending.append(f"{path}: line {i}: {problem}; the last line, without its newline (torn)")
-    return LogRead(path, records, bad_json, appending)
-
-
-def _token_entropy_lines(log: LogRead) -> tuple[list[dict], list[str]]:
-    lines, messages = read_lines(log.path, numeric=(), required=("advantage",), scanned=(log.records, log.bad_json))
-    records = [rec for _, rec in lines]
-    path = log.path
-    good = []
-    for rec in records:
-        h = rec.get("entropy_norm")
-        if isinstance(h, list) and h and all(_is_number(x) for x in h):
-            good.append(rec)
-        else:
-            messages.append(f"{path}: step {rec['step']}: entropy_norm is not a list of numbers")
-    return good, messages
-
-
-# ---------------------------------------------------------------------------
-# one folder, one root
-# ---------------------------------------------------------------------------
-
-def _schedule(cfg: dict, damage: list[str], config_path: Path) -> set[int] | None:
-    every = cfg.get("eval_every")
-    if isinstance(every, int) and not isinstance(every, bool) and every >= 1:
-        return checks.eval_schedule(cfg["max_steps"], every)
-    damage.append(f"{config_path}: eval_every is {every!r}, not a positive integer, so the evaluations "
-                  "cannot be checked against their schedule")
-    return None
+    return *read_lines(path, numeric, required, scanned=(records, bad_json)), appending, records
 
 
 def _read_evals(files: RunDir, schedule: set[int] | None,
                 trained_to: int | None) -> tuple[list[dict], list[str], list[str]]:
-    """The usable evaluation lines of a folder, with every syntactic, meaning and per-problem-file problem,
-    and the problems that are a moment of a run being written (see :class:`LogRead`).
+    """The usable evaluation lines of a folder, every problem with them and their per-problem files, and the
+    problems that are a moment of a run being written.
 
     The writer writes a step's per-problem file, then its line (``RunDir.log_eval``): the files are listed
-    first and ``eval.jsonl`` read once after, so that every line read names a file already listed.  A file
-    newer than every line is then one whose line is being written: a fault only in a complete run.
+    first and ``eval.jsonl`` read once after, so every line read names a file already listed. A file newer
+    than every line is one whose line is being written: a fault only in a complete run.
     """
     wrong = []
     try:
@@ -219,15 +169,15 @@ def _read_evals(files: RunDir, schedule: set[int] | None,
     except ValueError as error:  # two names for one step's file
         on_disk = {}
         wrong.append(str(error))
-    log = read_log_once(files.eval_path)
-    lines, messages = read_lines(log.path, EVAL_KEYS[1:], required=EVAL_REQUIRED, scanned=(log.records, log.bad_json))
+    path = files.eval_path
+    lines, messages, appending, records = _read_log(path, EVAL_KEYS[1:], required=EVAL_REQUIRED)
     # every step some line names, even a line left out above: that step is reported, not also missing
-    named = [r.get("step") for _, r in log.records if isinstance(r, dict)]
-    lines, checked = checks.check_evals(log.path, lines, schedule, trained_to, named)
+    named = [r.get("step") for _, r in records if isinstance(r, dict)]
+    lines, checked = checks.check_evals(path, lines, schedule, trained_to, named)
     newest = [s for s in on_disk if s > max((s for s in named if isinstance(s, int)), default=-1)][-1:]
     settled = {s: p for s, p in on_disk.items() if s not in newest}
-    messages += wrong + checked + checks.check_samples(files.samples_dir, log.path, lines, settled, named)
-    unfinished = log.appending + checks.check_samples(files.samples_dir, log.path, [], newest, named)
+    messages += wrong + checked + checks.check_samples(files.samples_dir, path, lines, settled, named)
+    unfinished = appending + checks.check_samples(files.samples_dir, path, [], newest, named)
     return [rec for _, rec in lines], messages, unfinished
 
 
@@ -237,30 +187,22 @@ _DEFAULT_RUN_ID = re.compile(rf"(?P<profile>.+)-(?P<method>{'|'.join(METHODS)})-
 
 
 def identity_problems(run_dir: Path, cfg: dict) -> list[str]:
-    """Where a run's config contradicts its own run id or its folder's name.
-
-    A folder is named after its config's run id.  A run id in the default form names the method,
-    alpha and seed, which must be the config's; a custom run id names nothing to compare.
-    """
+    """Where a run's config contradicts its folder's name (its run id) or a run id in the default form (which
+    names the method, alpha and seed; a custom run id names nothing to compare)."""
     config_path = run_dir / layout.CONFIG_FILE
     messages = []
     if cfg.get("run_id") != run_dir.name:
         messages.append(f"{run_dir}: the folder's name is not its config's run id {cfg.get('run_id')!r} "
                         f"({config_path}); a run folder is named after its run")
+    alpha = cfg.get("alpha")
+    has = {"method": str(cfg.get("method")), "alpha": f"{alpha:g}" if _is_number(alpha) else str(alpha),
+           "seed": str(cfg.get("seed"))}
     for what, name in (("run id", cfg.get("run_id")), ("folder name", run_dir.name)):
         m = _DEFAULT_RUN_ID.fullmatch(str(name))
-        if not m:
-            continue
-        named = {"method": m["method"], "alpha": m["alpha"], "seed": m["seed"]}
-        has = {"method": str(cfg.get("method")), "alpha": _alpha_text(cfg.get("alpha")), "seed": str(cfg.get("seed"))}
-        wrong = [f"{k} {has[k]} (the {what} says {v})" for k, v in named.items() if has[k] != v]
+        wrong = [f"{k} {has[k]} (the {what} says {m[k]})" for k in has if m and has[k] != m[k]]
         if wrong:
             messages.append(f"{run_dir}: {config_path.name} contradicts the {what} {name!r}: " + ", ".join(wrong))
     return messages
-
-
-def _alpha_text(alpha: Any) -> str:
-    return f"{alpha:g}" if _is_number(alpha) else str(alpha)
 
 
 def duplicate_runs(folders: list[RunFolder]) -> list[str]:
@@ -269,17 +211,12 @@ def duplicate_runs(folders: list[RunFolder]) -> list[str]:
     for folder in folders:
         if folder.config is not None:
             by_id.setdefault(folder.config["run_id"], []).append(folder.path)
-    messages = []
-    for run_id, paths in by_id.items():
-        for path in paths if len(paths) > 1 else []:
-            others = ", ".join(str(p) for p in paths if p != path)
-            messages.append(f"{path}: holds run {run_id!r}, as does {others}; a run is in one folder")
-    return messages
+    return [f"{path}: holds run {run_id!r}, as does {', '.join(str(p) for p in paths if p != path)}; a run is "
+            "in one folder" for run_id, paths in by_id.items() if len(paths) > 1 for path in paths]
 
 
 def _compile_fallback(path: Path) -> tuple[str | None, list[str]]:
-    """The fallback line of a run's ``compile_health.json`` (:func:`~saah_lib.models.compile_record.recorded_fallback`),
-    and the problem if the file cannot be read."""
+    """The fallback line of a run's ``compile_health.json`` (:func:`recorded_fallback`), or the problem."""
     if not path.is_file():
         return None, []
     try:
@@ -300,26 +237,32 @@ def read_run_folder(run_dir: Path) -> RunFolder:
         cfg.setdefault(key, None)
     folder.config = cfg
     folder.damage += identity_problems(run.dir, cfg)
-    steps = cfg["max_steps"]
-    train_read = read_log_once(run.train_log_path)
-    train, bad_steps = read_lines(train_read.path, TRAIN_LOG_KEYS[1:],
-                                  scanned=(train_read.records, train_read.bad_json))
+    steps, every = cfg["max_steps"], cfg.get("eval_every")
+    train, bad_steps, unfinished, _ = _read_log(run.train_log_path, TRAIN_LOG_KEYS[1:])
     train, wrong_steps = checks.check_train_log(run.train_log_path, train, steps, cfg.get("max_completion_length"))
     folder.train_log = [rec for _, rec in train]
     logged = [r["step"] for r in folder.train_log]
-    schedule = _schedule(cfg, folder.damage, run.config_path)
-    # the training log before the evaluations: the trainer writes a step's evaluation before its log line
-    # nothing trained yet: the evaluation of step 0 may be running (check_evals asks for none)
-    folder.evals, bad_evals, unfinished = _read_evals(run, schedule, max(logged, default=None))
-    entropy_read = read_log_once(run.token_entropy_path)
-    folder.token_entropies, bad_h = _token_entropy_lines(entropy_read)
+    schedule = None
+    if isinstance(every, int) and not isinstance(every, bool) and every >= 1:
+        schedule = checks.eval_schedule(steps, every)
+    else:
+        folder.damage.append(f"{run.config_path}: eval_every is {every!r}, not a positive integer, so the "
+                             "evaluations cannot be checked against their schedule")
+    # the training log read before the evaluations: the trainer writes a step's evaluation before its log line
+    folder.evals, bad_evals, unfinished_evals = _read_evals(run, schedule, max(logged, default=None))
+    entropies, bad_h, unfinished_h, _ = _read_log(run.token_entropy_path, (), required=("advantage",))
+    for _, rec in entropies:
+        h = rec.get("entropy_norm")
+        if isinstance(h, list) and h and all(_is_number(x) for x in h):
+            folder.token_entropies.append(rec)
+        else:
+            bad_h.append(f"{run.token_entropy_path}: step {rec['step']}: entropy_norm is not a list of numbers")
     folder.compile_fallback, bad_health = _compile_fallback(run.compile_health_path)
     folder.damage += bad_evals + bad_steps + wrong_steps + bad_h + bad_health
-    unfinished += train_read.appending + entropy_read.appending
     evaluated = [r["step"] for r in folder.evals]
     complete = trained_and_evaluated(logged, evaluated, steps)
     if complete or folder.damage:  # nothing writes to a complete run, and a damaged one is no healthy moment
-        folder.damage += unfinished
+        folder.damage += unfinished_evals + unfinished + unfinished_h
     if not complete:
         reached = f"trained to step {max(logged)}" if logged else "no training step logged"
         evaluated_last = "evaluated" if steps in evaluated else "not evaluated"
@@ -349,24 +292,18 @@ def _read_real_folder(reader, root: str | Path, kind: str, folder: Path) -> RunF
     return read
 
 
-def _per_folder(folders: list[RunFolder], messages: list[str]) -> list[list[str]]:
-    """``messages`` (each starting with a folder's path) shared out to their folders, in order."""
-    return [[m for m in messages if m.startswith(f"{folder.path}: ")] for folder in folders]
-
-
 def read_folders(root: str | Path, kind: str = layout.RUNS,
                  tolerate_problems: bool = False) -> tuple[list[RunFolder], list[str]]:
     """The folders under ``<root>/runs`` (``kind="runs"``) or ``<root>/baselines``, and every problem.
 
-    Raises :class:`DamagedResultsError` listing every problem, unless
-    ``tolerate_problems``: then the usable folders (flagged where damaged or
-    incomplete) come back with one message per problem, excluded folders included.
+    Raises :class:`DamagedResultsError` listing every problem, unless ``tolerate_problems``: then the usable
+    folders (flagged where damaged or incomplete) come back with one message per problem, excluded ones too.
     """
     reader = read_run_folder if kind == layout.RUNS else read_baseline_folder
     everything = [_read_real_folder(reader, root, kind, p) for p in layout.folders(root, kind)]
-    if kind == layout.RUNS:
-        for folder, message in zip(everything, _per_folder(everything, duplicate_runs(everything))):
-            folder.damage += message
+    duplicates = duplicate_runs(everything) if kind == layout.RUNS else []
+    for folder in everything:
+        folder.damage += [m for m in duplicates if m.startswith(f"{folder.path}: ")]
     problems = [m for f in everything for m in f.problems]
     if problems and not tolerate_problems:
         listing = "\n".join(f"  - {m}" for m in problems)

@@ -1,10 +1,6 @@
-"""Which folders a study command may read, write or replace, checked before it does anything.
-
-A rerun never writes into a committed study (:func:`refuse_committed`); a root given as a study's is that
-study's (:func:`check_study_root`, by the records it holds: :func:`study_in`); ``manifest write`` takes only a
-results root (:func:`check_results_root`); a rerun is promoted only when every JSON file of it reads
-(:func:`unreadable_files`); and a promote swaps the committed folder so that at every moment one of two names
-holds the whole study (:func:`replace_folder`). Each refusal is a :class:`Refused` naming the path.
+"""Which folders a study command may read, write or replace, checked before it does anything; each refusal is
+a :class:`Refused` naming the path. A promote swaps the committed folder so that at every moment one of two names
+holds the whole study (:func:`replace_folder`).
 """
 
 from __future__ import annotations
@@ -69,9 +65,9 @@ def study_in(root: str | os.PathLike) -> str | None:
 
 
 def check_study_root(root: str | os.PathLike, study: str, *, new: bool = False) -> Path:
-    """``root``, or a :class:`Refused` naming it and what it lacks: a ``study`` root holds a ``runs/`` folder and
-    the study's records (:data:`SIGNS`).  With ``new`` (a root a study runs or resumes into), any folder, or
-    none yet, that holds no other study's records will do."""
+    """``root``, or a :class:`Refused` naming what it lacks: a ``study`` root holds ``runs/`` and the study's
+    records (:data:`SIGNS`). With ``new`` (a root to run or resume into), any folder without another study's
+    records, or none yet, will do."""
     root = Path(root)
     found = study_in(root) if root.is_dir() else None
     if found not in (None, study):
@@ -88,9 +84,8 @@ def check_study_root(root: str | os.PathLike, study: str, *, new: bool = False) 
 
 
 def check_results_root(root: str | os.PathLike) -> Path:
-    """``root``, or a :class:`Refused` naming it: a manifest lists a study root (its ``runs/`` folder or study
-    plan), or a root that has one already (``results/paper_reported``); a manifest anywhere else would be an
-    extra file of the root around it."""
+    """``root``, or a :class:`Refused` naming it: a manifest lists a study root (with ``runs/`` or a study plan)
+    or a root that has one (``results/paper_reported``); anywhere else it would be an extra file of a root."""
     root = Path(root)
     if not any(p.exists() for p in (root / layout.RUNS, root / layout.STUDY_PLAN_FILE, root / layout.MANIFEST_FILE)):
         raise Refused(f"{root} is not a study root (no {layout.RUNS}/ folder, {layout.STUDY_PLAN_FILE} or "
@@ -98,38 +93,31 @@ def check_results_root(root: str | os.PathLike) -> Path:
     return root
 
 
-def unreadable_files(root: str | os.PathLike, names: Iterable[str]) -> list[str]:
-    """``<file>: why`` for each of ``names`` under ``root`` that is missing, and each ``.json`` file that does not
-    parse or ``.jsonl`` line that does not, in them (what no reader reads, :func:`layout.is_ignored`, aside)."""
-    root, problems = Path(root), []
+def refuse_damaged(rerun: Path, names: Iterable[str]) -> None:
+    """A :class:`Refused` naming each of ``names`` under ``rerun`` that is missing, and each ``.json`` file or
+    ``.jsonl`` line in them that does not parse (what no reader reads, :func:`layout.is_ignored`, aside)."""
+    damaged = []
     for name in names:
-        top = root / name
+        top = rerun / name
         if not top.exists():
-            problems.append(f"{top}: missing")
+            damaged.append(f"{top}: missing")
         files = [top] if top.is_file() else sorted(p for p in top.rglob("*") if p.is_file())
-        for path in (p for p in files if not layout.is_ignored(p.relative_to(root))):
+        for path in (p for p in files if not layout.is_ignored(p.relative_to(rerun))):
             if path.suffix == ".jsonl":
-                problems += [f"{path}: line {i}: {why}" for i, why in scan_jsonl(path)[1]]
+                damaged += [f"{path}: line {i}: {why}" for i, why in scan_jsonl(path)[1]]
             elif path.suffix == ".json":
                 try:
                     json.loads(read_text(path))
                 except ValueError as err:
-                    problems.append(f"{path}: not valid JSON ({err})")
-    return problems
-
-
-def refuse_damaged(rerun: Path, names: Iterable[str]) -> None:
-    """A :class:`Refused` listing :func:`unreadable_files` of ``names`` under ``rerun``, if any."""
-    damaged = unreadable_files(rerun, names)
+                    damaged.append(f"{path}: not valid JSON ({err})")
     if damaged:
         raise Refused(f"{rerun} is damaged, so nothing was promoted:\n" + "\n".join(f"  {d}" for d in damaged))
 
 
 def replace_folder(committed: str | os.PathLike, fill: Callable[[Path], None]) -> None:
-    """Replace ``committed`` by a folder that ``fill(staging)`` fills beside it: the old folder is renamed away,
-    the staged one renamed in, then the old one deleted.  Interrupted anywhere, the whole old study is under its
-    own name or under ``.<name>.replaced`` beside it, which the next call puts back first
-    (:func:`restore_replaced`)."""
+    """Replace ``committed`` by a folder ``fill(staging)`` fills beside it: old renamed away, staged renamed in,
+    old deleted. Interrupted anywhere, the old study is under its name or ``.<name>.replaced``, which the next
+    call puts back first (:func:`restore_replaced`)."""
     committed = Path(committed)
     staging, old = (committed.with_name(f".{committed.name}.{s}") for s in ("promoting", "replaced"))
     restore_replaced(committed)

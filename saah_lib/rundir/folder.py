@@ -1,10 +1,8 @@
 """One run (or baseline) folder as the trainer writes it: :class:`RunDir`.
 
-Writing follows :mod:`saah_lib.jsonio`: ``config.json`` is replaced
-atomically, logs grow one complete line at a time, and an evaluation's
-per-problem file is complete before its summary line points at it.  On resume,
-lines logged after the checkpoint being resumed are dropped
-(:meth:`RunDir.truncate_after`), so a step is neither lost nor duplicated.
+``config.json`` is replaced atomically, logs grow one complete line at a time (:mod:`saah_lib.jsonio`), an
+evaluation's per-problem file is complete before its line points at it, and on resume the lines logged after
+the checkpoint are dropped (:meth:`RunDir.truncate_after`), so a step is neither lost nor duplicated.
 """
 
 from __future__ import annotations
@@ -24,10 +22,8 @@ def trained_and_evaluated(logged_steps: Iterable[int], evaluated_steps: Iterable
 
 
 class RunFolderError(ValueError):
-    """A run folder that cannot be trained as asked: it holds another run (other settings, another run's
-    checkpoint) or records that nothing identifies (logs or checkpoints without ``config.json``).  The
-    message names the folder and what differs, and nothing was changed; commands print it without a
-    traceback."""
+    """A run folder that holds another run, or records without ``config.json``; the message names the folder and
+    what differs, nothing was changed, and commands print it without a traceback."""
 
 
 def changes_text(changed: dict[str, tuple]) -> str:
@@ -38,10 +34,8 @@ def changes_text(changed: dict[str, tuple]) -> str:
 class RunDir:
     """Reads and writes one run folder (``<root>/runs/<run_id>/``) or baseline folder."""
 
-    # Fields that may differ when a run is resumed (they don't change what is computed).
-    # The generation backend changes speed and, compiled, which tokens a seed draws, not the distribution
-    # sampled from (tests/models/test_rollout.py), so a run may resume under another one; runs from before
-    # those fields existed resume too.
+    # Fields a resume may change: they change speed (and, compiled, which tokens a seed draws), not the
+    # distribution sampled from (tests/models/test_rollout.py) nor what is computed.
     RESUMABLE_DIFFERENCES = {"results_dir", "eval_batch_size", "generation_backend", "vllm_mode",
                              "vllm_server_base_url", "vllm_gpu_memory_utilization"}
 
@@ -64,22 +58,21 @@ class RunDir:
         self.check_settings(config)
         atomic_write_json(self.config_path, {**config, **extra})
 
-    def _changes(self, config: dict) -> dict[str, tuple]:
+    def _changes(self, config: dict, resumable: bool) -> dict[str, tuple]:
         existing = self.read_config()
         if existing is None:
             return {}
-        return {k: (existing.get(k), v) for k, v in sorted(json_safe(config).items()) if existing.get(k) != v}
+        return {k: (existing.get(k), v) for k, v in sorted(json_safe(config).items()) if existing.get(k) != v
+                and (k in self.RESUMABLE_DIFFERENCES) == resumable and (k in existing or not resumable)}
 
     def setting_changes(self, config: dict) -> dict[str, tuple]:
-        """``{field: (recorded, given)}`` for every setting of ``config`` that config.json records otherwise
-        (beyond those a resume may change); {} when there is no config.json."""
-        return {k: c for k, c in self._changes(config).items() if k not in self.RESUMABLE_DIFFERENCES}
+        """``{field: (recorded, given)}`` for each setting a resume may not change that config.json records
+        otherwise; {} when there is no config.json."""
+        return self._changes(config, resumable=False)
 
     def resumed_changes(self, config: dict) -> dict[str, tuple]:
-        """``{field: (recorded, given)}`` for the settings of ``config`` that a resume may change and config.json
-        records otherwise (one it does not record, in a run from before the setting existed, is no change)."""
-        recorded = self.read_config() or {}
-        return {k: c for k, c in self._changes(config).items() if k in self.RESUMABLE_DIFFERENCES and k in recorded}
+        """The same for the settings a resume may change (one a run from before it existed lacks is no change)."""
+        return self._changes(config, resumable=True)
 
     def check_settings(self, config: dict) -> None:
         """Raise if config.json records other settings than ``config`` (beyond those a resume may change)."""
@@ -91,8 +84,8 @@ class RunDir:
             )
 
     def check_identified(self) -> None:
-        """Raise when the folder holds logs or checkpoints but no ``config.json``: nothing says which run they
-        belong to, so neither resuming them nor writing a new ``config.json`` over them can be right."""
+        """Raise when the folder holds logs or checkpoints but no ``config.json``: nothing says whose they are,
+        so neither resuming them nor writing a new ``config.json`` over them can be right."""
         if self.config_path.exists():
             return
         found = [p for p in (self.train_log_path, self.eval_path, self.token_entropy_path) if p.exists()]
@@ -116,14 +109,9 @@ class RunDir:
         return self.samples_dir / layout.samples_file(step)
 
     def sample_files(self) -> dict[int, Path]:
-        """The per-problem evaluation files on disk, by step, in step order.
-
-        Each step has one name (:func:`saah_lib.rundir.layout.samples_file`); a file named for a
-        step in any other way (``step_0000060.jsonl``, ``step_60.jsonl``) is a ValueError naming it
-        and the step's file, so that no reader picks one of two files for a step.
-        """
-        if not self.samples_dir.is_dir():
-            return {}
+        """The per-problem evaluation files on disk, by step, in step order; a file named for a step otherwise
+        than :func:`~saah_lib.rundir.layout.samples_file` (``step_60.jsonl``) is a ValueError naming it and the
+        step's file, so that no reader picks one of two files for a step."""
         found, aliases = {}, []
         for p in sorted(self.samples_dir.glob("step_*.jsonl")):
             m = re.fullmatch(r"step_(\d+)\.jsonl", p.name)
@@ -147,11 +135,8 @@ class RunDir:
             append_jsonl(self.token_entropy_path, r)
 
     def write_compile_health(self, record: dict) -> None:
-        """Replace this training process's record in compile_health.json, keeping earlier processes'.
-
-        ``record["from_step"]`` is the step the process started from; a resumed run adds a record,
-        and records of processes that started later (their steps are being redone) are dropped.
-        """
+        """Replace this training process's record in compile_health.json, keeping those of processes that
+        started before ``record["from_step"]`` (a later one's steps are being redone)."""
         existing = read_json(self.compile_health_path) or {"processes": []}
         earlier = [p for p in existing["processes"] if p["from_step"] < record["from_step"]]
         atomic_write_json(self.compile_health_path, {"processes": [*earlier, record]})

@@ -5,14 +5,9 @@ Every other module asks here where a run's files are; none spells a file name it
     <root>/runs/<run_id>/       config.json, train_log.jsonl, eval.jsonl, eval_samples/step_XXXX.jsonl,
                                 token_entropies.jsonl, compile_health.json, checkpoints/checkpoint-N/
     <root>/baselines/<name>/    config.json, eval.jsonl, eval_samples/step_0000.jsonl
-    <root>/MANIFEST.json        sha256 of every results file (committed roots)
-    <root>/warmstart_build.json, answer_kinds.json, timings.json, topk_entropy_error.json   (studies)
-    <root>/paper_matched_alpha.json, study_plan.json, warmstart_builds.json                 (studies)
-    <root>/.study.lock, <root>/runs/<run_id>/.run.lock     held by the process writing there (rundir.lock)
+    <root>/MANIFEST.json, .study.lock, and a study's records (below)
 
-What is *not* a result, for every reader and for the manifest alike (:func:`is_ignored`): hidden
-files and folders (locks, the temporary files of atomic writes, editor and notebook checkpoints),
-``__pycache__`` folders, and the trainer checkpoints inside a run or baseline folder.
+What is *not* a result, for every reader and the manifest alike: :func:`is_ignored`.
 """
 
 from __future__ import annotations
@@ -92,14 +87,10 @@ def samples_file(step: int) -> str:
 
 
 def is_ignored(relative: str | os.PathLike) -> bool:
-    """True for a path (relative to a results root) that holds no result: the one rule that both
-    the reader (:func:`folders`) and the manifest (:func:`saah_lab.rundir.manifest.results_files`) follow.
-
-    Ignored: the manifest itself, any hidden part (``.x``: locks, atomic writes' temporary files,
-    ``.ipynb_checkpoints``), any ``__pycache__`` part, and ``checkpoints/`` directly inside a run or
-    baseline folder (``runs/<id>/checkpoints/``: git-ignored trainer state).  A run folder copied
-    to ``runs/checkpoints/`` is therefore a run for both, never a result for one and not the other.
-    """
+    """True for a path (relative to a results root) that holds no result, the one rule of the reader and the
+    manifest alike: the manifest, any hidden part (locks, atomic writes' temporary files, notebook checkpoints),
+    any ``__pycache__``, and ``checkpoints/`` directly in a run or baseline folder (git-ignored trainer state;
+    a run copied to ``runs/checkpoints/`` is a run for both)."""
     parts = PurePath(relative).parts
     if parts == (MANIFEST_FILE,):
         return True
@@ -120,8 +111,8 @@ def folders(root: str | os.PathLike, kind: str = RUNS) -> list[Path]:
 
 def symlinks(root: str | os.PathLike, under: str | os.PathLike = "") -> list[Path]:
     """Every symbolic link under ``root / under`` (that folder included) that :func:`is_ignored` does not skip,
-    without following any: results are real files, and the manifest and the reader refuse links alike
-    (a linked folder would be read by one and not listed by the other)."""
+    without following any: the manifest and the reader refuse links alike (one would read a linked folder that
+    the other does not list)."""
     root = Path(root)
     start = root / under
     found = [start] if start != root and start.is_symlink() else []
