@@ -1,9 +1,5 @@
-"""LaTeX cells and table floats: number formats that reproduce the paper's rounding.
-
-Missing values print as ``---``.  Decimals per quantity are
-:data:`saah_lab.analysis.quantities.DECIMALS` (the paper's), so that the tables built from
-``results/paper_reported`` reproduce the paper's cells exactly.
-"""
+"""LaTeX cells and table floats, in the paper's number formats (decimals per quantity:
+:data:`saah_lab.analysis.quantities.DECIMALS`), so tables of ``results/paper_reported`` reproduce its cells."""
 
 from __future__ import annotations
 
@@ -33,13 +29,8 @@ def tex_path(path: Any) -> str:
 
 
 def fmt(x, dp: int, sci: bool = False) -> str:
-    """Fixed-point number with ``dp`` decimals, ``---`` if missing.
-
-    A non-zero value that would print as zero switches to scientific notation
-    (``$3.0\\times10^{-7}$``); with ``sci=True`` so does one that would keep
-    fewer than two significant digits (used for variances and KL, which are
-    tiny in short CPU runs).
-    """
+    """Fixed-point number with ``dp`` decimals, ``---`` if missing; scientific notation for a non-zero value that
+    would print as zero, or with ``sci`` keep under two significant digits (tiny variances and KL of CPU runs)."""
     x = number_or_nan(x)
     if math.isnan(x):
         return MISSING

@@ -183,7 +183,7 @@ def test_the_next_render_removes_temporary_files_and_git_ignores_them(tmp_path, 
 def test_a_second_render_into_the_same_folders_stops_named(tmp_path, run_maker, outputs):
     tables, figures = outputs
     root = _study(tmp_path / "root", run_maker, seeds=(0,))
-    with render._OutputFolders(tables, figures):
+    with render._output_folders(tables, figures):
         with pytest.raises(RuntimeError, match="being written by another process"):
             render_source(root, tables, figures, prefix="mini")
 
