@@ -48,15 +48,10 @@ def pm_cell(value: str, err: str) -> str:
 
 def fmt_pm(x, err, dp: int, bold: bool = False) -> str:
     """``$x \\pm err$`` (``---`` if x is missing; just x if err is missing)."""
-    xs = fmt(x, dp)
+    xs, es = fmt(x, dp), fmt(err, dp)
     if xs == MISSING:
         return MISSING
-    es = fmt(err, dp)
-    inner = xs if es == MISSING else f"{xs} \\pm {es}"
-    inner = inner.replace("$", "")
-    if bold:
-        inner = f"\\mathbf{{{inner}}}"
-    return f"${inner}$"
+    return bold_cell(f"${xs.strip('$')}$" if es == MISSING else pm_cell(xs, es), bold)
 
 
 def fmt_alpha(a, min_dp: int = 1, phantom: bool = False) -> str:

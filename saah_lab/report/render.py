@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import re
 import sys
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -358,13 +357,6 @@ def _provenance(source: Source | None) -> str:
     return texts.provenance_text((source.paired or {}).get("plan"), commits, source.root / STUDY_PLAN_FILE)
 
 
-def plain_text(doc: str) -> str:
-    """A docstring's reST as a terminal shows it: ``:func:`~a.b``` -> ``b``, double backquotes dropped."""
-    doc = re.sub(r":[a-z]+:`~[\w.]*?(\w+)`", r"\1", doc)
-    doc = re.sub(r":[a-z]+:`([^`]+)`", r"\1", doc)
-    return doc.replace("``", "")
-
-
 #: What --help says under the options: where each source comes from and what the two reports hold.
 HELP_EPILOG = ("Sources: the paper's numbers (results/paper_reported, prefix reported), the mini study (results/mini, "
                "mini), the extended study (results/extended, extended), the confirmatory study (results/confirm, "
@@ -375,7 +367,7 @@ HELP_EPILOG = ("Sources: the paper's numbers (results/paper_reported, prefix rep
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m saah_lab.report.render",
-                                     description=plain_text(__doc__.splitlines()[0]), epilog=HELP_EPILOG,
+                                     description=__doc__.splitlines()[0], epilog=HELP_EPILOG,
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     for prefix, root in RUN_SOURCES.items():
         parser.add_argument(f"--{prefix}-root", default=repo_relative(root), help=f"results root drawn as '{prefix}'")

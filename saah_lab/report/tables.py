@@ -31,7 +31,7 @@ from saah_lab.report.latex import (
     tex_escape,
     tex_path,
 )
-from saah_lab.report.texts import left_out_warning, tex_text
+from saah_lab.report.texts import left_out_warning, say, tex_text
 from saah_lib.method.methods import MAIN_ALPHA
 from saah_lib.paths import repo_relative
 
@@ -402,13 +402,8 @@ def table_diagnostics(rs: ResultSet, model, method: str, alpha, prefix: str) -> 
                      fmt(r.get("weight_mean"), decimals("weight")), wneg, fmt(r.get("neg_frac"), decimals("neg_frac")),
                      fmt(r.get("completion_length"), decimals("completion_length"))])
     name = METHOD_LABELS.get(method, method)
-    cap = (f"{_source_phrase(rs)}: {name} ($\\alpha$={fmt_alpha(alpha)}) training diagnostics, "
-           f"\\textbf{{{tex_escape(model)}}}, at the first logged step and every evaluation interval. "
-           "$\\bar{r}$: mean total reward $\\pm$ its standard deviation over the step's completions; "
-           "KL: mean per-token KL to the reference; $\\bar{H}$: mean normalised entropy; "
-           "$\\bar{w}$: mean token weight; $\\bar{w}_-$: mean weight on tokens of negative-advantage "
-           "rollouts; $f_-$: fraction of rollouts with negative advantage; len: mean completion length (tokens). "
-           "Pass@1 is shown where an evaluation exists at that step.")
+    cap = say("caption_diagnostics", source=_source_phrase(rs), method=name, alpha=fmt_alpha(alpha),
+              model=tex_escape(model))
     n = pd.to_numeric(sub.get("n_seeds", pd.Series([1])), errors="coerce").max()
     if not math.isnan(n) and n > 1:
         cap += f" Values are means over {int(n)} seeds."
@@ -581,13 +576,8 @@ def table_paired(rows: list[dict], summary: dict, prefix: str = "mini", name: st
         return ""
     head = ["Quantity", "A", "B", r"$\Delta$ (A$-$B)", "CI", r"$p_{\mathrm{adj}}$", "MDE",
             stacked("Seeds", "(A/B ahead)")]
-    caption = (
-        f"{what} (\\texttt{{{tex_path(summary['root'])}}}); the unit is the training seed{_design(rows)}. "
-        "$\\Delta$: mean over seed pairs of A$-$B; CI: its interval at confidence 1$-$"
-        f"{summary['level']:g}/$m$ for a family of $m$ tests; $p_{{\\mathrm{{adj}}}}$: the family-adjusted $p$; "
-        f"MDE: the smallest true difference detected with {100 * POWER:g}\\% power. $^{{*}}$: established at the "
-        f"{100 * summary['level']:g}\\% level."
-    )
+    caption = say("caption_paired", what=what, root=tex_path(summary["root"]), design=_design(rows),
+                  level=f"{summary['level']:g}", power=f"{100 * POWER:g}", percent=f"{100 * summary['level']:g}")
     warning = left_out_warning(summary)
     if warning:
         caption += r" \textbf{Warning:} " + tex_escape(warning)
@@ -605,19 +595,8 @@ def table_paired_details(rows: list[dict], summary: dict, prefix: str = "mini") 
               else "")
     head = ["Quantity", "$p$", r"$p_{\mathrm{flip}}$", stacked("Seeds for", "0.03 / 0.02"),
             stacked("McNemar", "$p$")]
-    caption = (
-        f"The statistics of Table~\\ref{{{prefix}:paired}} not shown there "
-        f"(\\texttt{{{tex_path(summary['root'])}}}). "
-        "$p$: two-sided $t$ test of the mean difference with seeds crossed with the evaluation problems"
-        f"{strata}, its variance from the seed, problem and seed $\\times$ problem components and its df "
-        "Satterthwaite's capped at the seeds' (a per-run summary: the $t$ test over seed pairs). "
-        "$p_{\\mathrm{flip}}$: exact sign-flip test over seed pairs (problems held fixed). Seeds for 0.03 / 0.02: "
-        "the seed pairs that would detect a Pass@1 difference of that size on the same problems. McNemar $p$: "
-        "problems as the unit, pooled over seed pairs, with these trained models fixed (a statement about these "
-        f"models, not about another seed). $p_{{\\mathrm{{adj}}}}$ there: {tex_escape(summary['family_rule'])}. "
-        "Peak rows compare each run's best checkpoint, chosen on these same problems; (= final): the peak is the "
-        "final checkpoint in every run, so the row repeats the final one."
-    )
+    caption = say("caption_paired_details", prefix=prefix, root=tex_path(summary["root"]), strata=strata,
+                  rule=tex_escape(summary["family_rule"]))
     return table_float(colspec="lcccc", caption=caption, label=f"{prefix}:paired_details",
                        **_paired_body(rows, head, _detail_cells))
 
@@ -639,17 +618,11 @@ def table_topk(result: dict, prefix: str = "mini", alpha: str = f"{MAIN_ALPHA:g}
              f"{e(1 - r['topk_mass']['mean'])} ({e(1 - r['topk_mass']['min'])})", e(w["rel_err"]["mean"]),
              e(w["rel_err"]["max"]), f"{e(w['last_token_rel_err']['mean'])} / {e(w['last_token_rel_err']['max'])}"]
             for r in rows for w in [r["weights"][alpha]]]
-    caption = (
-        f"Top-$K$ entropy estimate against the exact entropy on {result['n_rollouts']} sampled rollouts "
-        f"({result['n_tokens']:,} completion tokens; {result['n_prompts']} training prompts $\\times$ "
-        f"{result['per_prompt']}, temperature {result['temperature']:g}) of the model "
-        f"\\texttt{{{tex_escape(result['model'])}}}, vocabulary $V={result['vocab_size']}$. "
-        "$H$ is the normalised entropy $H_t/\\log V$ (exact mean "
-        f"{result['exact_entropy_norm']['mean']:.4f}, max {result['exact_entropy_norm']['max']:.4f}); "
-        "$\\Delta H$ = estimate $-$ exact; tail mass: probability outside the $K$ largest logits. "
-        f"Weights: $w_t=\\exp(-\\alpha\\sum_{{s\\le t}}H_s)$ at $\\alpha={alpha}$; rel.\\ $\\Delta w = |w^{{(K)}}_t-w_t|/w_t$, "
-        "over all tokens and at each completion's last token (where the error has accumulated)."
-    )
+    caption = say("caption_topk", n_rollouts=result["n_rollouts"], n_tokens=f"{result['n_tokens']:,}",
+                  n_prompts=result["n_prompts"], per_prompt=result["per_prompt"],
+                  temperature=f"{result['temperature']:g}", model=tex_escape(result["model"]),
+                  vocab=result["vocab_size"], mean=f"{result['exact_entropy_norm']['mean']:.4f}",
+                  max=f"{result['exact_entropy_norm']['max']:.4f}", alpha=alpha)
     return table_float(pd.DataFrame(body, columns=head), "rrccccccc", caption, f"{prefix}:topk")
 
 

@@ -256,8 +256,6 @@ def test_the_help_is_plain_text(command_help):
     code, out, _ = command_help("saah_lab.report.render")
     assert code == 0
     assert ":func:" not in out and "``" not in out and "paper/local.tex" in out
-    assert render.plain_text("see :func:`~saah_lib.a.render_report` and ``make figures``") == \
-        "see render_report and make figures"
 
 
 def test_a_root_without_runs_says_there_is_nothing_to_report(tmp_path, capsys):
