@@ -668,7 +668,8 @@ def other_entropy_note(rs: ResultSet, pointer: str | None = None) -> str:
     if not names:
         return ""
     if pointer:
-        return _footnote(f"Not in this table: {len(names)} run(s) with another top-$K$ estimate, named under {pointer}.")
+        return _footnote(f"Not in this table: {len(names)} run(s) with another top-$K$ estimate, named under "
+                         f"{pointer}.")
     return _footnote(f"Not in this table: {len(names)} run(s) trained with another top-$K$ entropy estimate than "
                      f"their profile's ({tex_escape(', '.join(names))}); the top-$K$ ablation reports them.")
 
