@@ -1,9 +1,5 @@
-"""LaTeX cells and table floats: number formats that reproduce the paper's rounding.
-
-Missing values print as ``---``.  Decimals per quantity are
-:data:`saah_lab.analysis.quantities.DECIMALS` (the paper's), so that the tables built from
-``results/paper_reported`` reproduce the paper's cells exactly.
-"""
+"""LaTeX cells and table floats, in the paper's number formats (decimals per quantity:
+:data:`saah_lab.analysis.quantities.DECIMALS`), so tables of ``results/paper_reported`` reproduce its cells."""
 
 from __future__ import annotations
 
@@ -33,13 +29,8 @@ def tex_path(path: Any) -> str:
 
 
 def fmt(x, dp: int, sci: bool = False) -> str:
-    """Fixed-point number with ``dp`` decimals, ``---`` if missing.
-
-    A non-zero value that would print as zero switches to scientific notation
-    (``$3.0\\times10^{-7}$``); with ``sci=True`` so does one that would keep
-    fewer than two significant digits (used for variances and KL, which are
-    tiny in short CPU runs).
-    """
+    """Fixed-point number with ``dp`` decimals, ``---`` if missing; scientific notation for a non-zero value that
+    would print as zero, or with ``sci`` keep under two significant digits (tiny variances and KL of CPU runs)."""
     x = number_or_nan(x)
     if math.isnan(x):
         return MISSING
@@ -57,15 +48,10 @@ def pm_cell(value: str, err: str) -> str:
 
 def fmt_pm(x, err, dp: int, bold: bool = False) -> str:
     """``$x \\pm err$`` (``---`` if x is missing; just x if err is missing)."""
-    xs = fmt(x, dp)
+    xs, es = fmt(x, dp), fmt(err, dp)
     if xs == MISSING:
         return MISSING
-    es = fmt(err, dp)
-    inner = xs if es == MISSING else f"{xs} \\pm {es}"
-    inner = inner.replace("$", "")
-    if bold:
-        inner = f"\\mathbf{{{inner}}}"
-    return f"${inner}$"
+    return bold_cell(f"${xs.strip('$')}$" if es == MISSING else pm_cell(xs, es), bold)
 
 
 def fmt_alpha(a, min_dp: int = 1, phantom: bool = False) -> str:

@@ -1,26 +1,17 @@
 """Every table, figure and text of the report, drawn from whichever result sources exist.
 
-:func:`render_report` does it all; the figures notebook (``notebooks/04_figures.ipynb``, run by
-``make figures``) is a call to it, and so is a study that draws its own outputs. The sources, by
-prefix: the paper's transcribed numbers (``results/paper_reported``, ``reported``) and
-:data:`RUN_SOURCES` (the committed studies, and your own runs in the git-ignored ``results/local``,
-``ours``). ``paper/main.tex`` reports the committed sources only, so your own runs never change the
-committed report; they have their own, ``paper/local.tex``.
-
-Rendering has three steps, so that a bad input never costs an output: **check** every named source
-folder exists (your own runs may be absent) and committed results match their ``MANIFEST.json``;
-**read and make**: each root is read once, strictly unless ``tolerate_problems``
-(:func:`saah_lab.analysis.runs.read_runs`), and every output of :data:`OUTPUTS` is made in memory;
-**write**: only then, each output by :func:`write_or_remove`, which removes the older copy of an
-output without data this time, so the report never shows stale numbers.
+:func:`render_report` (``make figures``) draws the paper's numbers (``reported``) and :data:`RUN_SOURCES`; your
+own runs (``ours``) go to ``paper/local.tex`` only, never the committed report. Three steps, so a bad input never
+costs an output: **check** the sources (committed ones against their manifest), **read and make** every output
+of :data:`OUTPUTS` in memory, then **write**, removing an older copy of an output without data this time.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import re
 import sys
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -79,10 +70,6 @@ class Source:
     topk: dict = field(default_factory=dict)
 
 
-def _rows(summary: dict | None) -> list:
-    return summary["rows"] if summary else []
-
-
 @dataclass(frozen=True)
 class Output:
     """One output of a source: its kind (where and how it is written) and the function that makes it from the
@@ -121,17 +108,17 @@ OUTPUTS: dict[str, Output] = {
     **{name: _figure(name) for name in plots.RESULT_FIGURES},
     "warm_start_effect": Output("figure", lambda s: plots.plot_warm_start_effect(
         s.results, ((s.paired or {}).get("plan") or {}).get("primary"))),
-    "paired_evidence": Output("data", lambda s: s.paired if _rows(s.paired) else None),
+    "paired_evidence": Output("data", lambda s: s.paired if s.paired and s.paired["rows"] else None),
     "paired": Output("table", lambda s: _paired_table(s.paired, s, "paired", "Paired comparisons")),
     "paired_details": Output("table", lambda s: tables.table_paired_details(s.paired["rows"], s.paired, s.prefix)
                              if tables.testable(s.paired) else ""),
-    "primary_sentence": Output("text", lambda s: texts.primary_sentence(s.paired) if s.paired else ""),
-    "paired_sentence": Output("text", lambda s: texts.secondary_sentence(s.paired) if s.paired else ""),
+    "primary_sentence": Output("text", lambda s: texts.sentence_file(s.paired, "primary")),
+    "paired_sentence": Output("text", lambda s: texts.sentence_file(s.paired, "secondary")),
     "paired_figure": Output("figure", lambda s: _paired_figure(s.paired)),
-    "topk_runs_evidence": Output("data", lambda s: s.topk_runs if _rows(s.topk_runs) else None),
+    "topk_runs_evidence": Output("data", lambda s: s.topk_runs if s.topk_runs and s.topk_runs["rows"] else None),
     "topk_runs": Output("table", lambda s: _paired_table(
         s.topk_runs, s, "topk_runs", "Top-$K$ training runs against the exact entropy, paired by seed")),
-    "topk_runs_sentence": Output("text", lambda s: texts.whole_sentence(s.topk_runs) if s.topk_runs else ""),
+    "topk_runs_sentence": Output("text", lambda s: texts.sentence_file(s.topk_runs, "whole")),
     "topk_runs_figure": Output("figure", lambda s: _paired_figure(s.topk_runs)),
     "matched_alpha": Output("text", lambda s: texts.matched_alpha_text(s.matched_alpha)),
     "topk": Output("table", lambda s: tables.table_topk(s.topk, s.prefix) if s.topk else ""),
@@ -165,10 +152,9 @@ def header(origin: str) -> str:
 # ---------------------------------------------------------------------------
 
 def check_sources(sources: dict, paper_reported_dir=PAPER_REPORTED, *, committed: bool = True) -> None:
-    """Raise before anything is written: a named source folder that does not exist (:class:`MissingSourceError`),
-    or committed results that differ from their manifest.  Only your own runs may be absent, and only from
-    their default folder.  Every root but your own runs is committed (``committed``): it is checked against its
-    manifest, and a root without one is an error; other roots are checked only when they have one."""
+    """Raise before anything is written: a missing source folder (:class:`MissingSourceError`; only your own runs'
+    default folder may be absent) or results that differ from their manifest (a ``committed`` root, every one but
+    ``ours``, must have one)."""
     named = {"reported": paper_reported_dir, **sources} if paper_reported_dir else dict(sources)
     for prefix, root in named.items():
         path = in_repo(root)
@@ -188,10 +174,8 @@ def check_sources(sources: dict, paper_reported_dir=PAPER_REPORTED, *, committed
 # ---------------------------------------------------------------------------
 
 def read_source(prefix: str, root, *, tolerate_problems: bool = False) -> Source:
-    """A results root read once (:func:`saah_lab.analysis.runs.read_runs`) for its result set and its evidence.
-
-    The paired comparisons and the top-K runs are separate families: adding top-K runs never changes the
-    main comparison's p-values."""
+    """A results root read once for its result set and its evidence (the paired comparisons and the top-K runs are
+    separate families: top-K runs never change the main comparison's p-values)."""
     study = read_runs(root, tolerate_problems)
     left_out: list[str] = []
     loaded = (paired_within_variants(study, load_root_evidence(study, tolerate_problems, left_out)), left_out)
@@ -256,27 +240,14 @@ def write_outputs(source: Source, made: dict[str, object], tables_dir: Path, fig
                                         made[name], source.origin)]
 
 
-class _OutputFolders:
+@contextmanager
+def _output_folders(*folders: Path):
     """Hold the output folders for one render and clear what an interrupted render left there."""
-
-    def __init__(self, *folders: Path):
-        self.locks = [FolderLock(f, RENDER_LOCK_FILE, f"the report's output folder {f}")
-                      for f in dict.fromkeys(folders)]
-
-    def __enter__(self):
-        for i, lock in enumerate(self.locks):
-            try:
-                lock.acquire()
-            except BaseException:
-                for held in self.locks[:i]:
-                    held.release()
-                raise
-            remove_temp_files(lock.folder)
-        return self
-
-    def __exit__(self, *exc):
-        for lock in self.locks:
-            lock.release()
+    with ExitStack() as held:
+        for folder in dict.fromkeys(folders):
+            held.enter_context(FolderLock(folder, RENDER_LOCK_FILE, f"the report's output folder {folder}"))
+            remove_temp_files(folder)
+        yield
 
 
 # ---------------------------------------------------------------------------
@@ -287,11 +258,8 @@ def render_report(sources: dict | None = None, *, paper_reported_dir=PAPER_REPOR
                   tables_dir=PAPER_TABLES, figures_dir=FIGURES, tolerate_problems: bool = False,
                   verbose: bool = False) -> dict:
     """Write every output of every source; returns ``{"result_sets": ..., "written": {prefix: [paths]}}``.
-
-    ``sources`` maps a prefix to a results root (default :data:`RUN_SOURCES`, with
-    ``mini_root`` for the mini study); a root given as "" or None leaves that source out (its outputs are
-    neither drawn nor removed), as ``paper_reported_dir=None`` leaves out the paper's numbers.
-    """
+    ``sources``: prefix -> results root (default :data:`RUN_SOURCES`); a root "" or None (or
+    ``paper_reported_dir=None``) leaves that source out, its outputs neither drawn nor removed."""
     if sources is None:
         sources = {**RUN_SOURCES, "mini": mini_root}
     sources = {prefix: root for prefix, root in sources.items() if root not in ("", None)}
@@ -307,7 +275,7 @@ def render_report(sources: dict | None = None, *, paper_reported_dir=PAPER_REPOR
     result_sets = {s.prefix: s.results for s in read}
     reported = in_repo(paper_reported_dir) if "reported" in result_sets else None
     cross = cross_study_texts([s for s in read if s.prefix in STUDY_PREFIXES], made, reported)
-    with _OutputFolders(tables_dir, figures_dir):
+    with _output_folders(tables_dir, figures_dir):
         written = {}
         for source in read:
             if verbose:
@@ -335,7 +303,7 @@ def render_source(root, tables_dir=PAPER_TABLES, figures_dir=FIGURES, prefix: st
     source = read_source(prefix, root, tolerate_problems=tolerate_problems)
     made = make_outputs(source)
     tables_dir, figures_dir = in_repo(tables_dir), in_repo(figures_dir)
-    with _OutputFolders(tables_dir, figures_dir):
+    with _output_folders(tables_dir, figures_dir):
         written = write_outputs(source, made, tables_dir, figures_dir)
         if prefix == "ours":
             written.append(write_local_sources(source, made, tables_dir))
@@ -389,13 +357,6 @@ def _provenance(source: Source | None) -> str:
     return texts.provenance_text((source.paired or {}).get("plan"), commits, source.root / STUDY_PLAN_FILE)
 
 
-def plain_text(doc: str) -> str:
-    """A docstring's reST as a terminal shows it: ``:func:`~a.b``` -> ``b``, double backquotes dropped."""
-    doc = re.sub(r":[a-z]+:`~[\w.]*?(\w+)`", r"\1", doc)
-    doc = re.sub(r":[a-z]+:`([^`]+)`", r"\1", doc)
-    return doc.replace("``", "")
-
-
 #: What --help says under the options: where each source comes from and what the two reports hold.
 HELP_EPILOG = ("Sources: the paper's numbers (results/paper_reported, prefix reported), the mini study (results/mini, "
                "mini), the extended study (results/extended, extended), the confirmatory study (results/confirm, "
@@ -406,7 +367,7 @@ HELP_EPILOG = ("Sources: the paper's numbers (results/paper_reported, prefix rep
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m saah_lab.report.render",
-                                     description=plain_text(__doc__.splitlines()[0]), epilog=HELP_EPILOG,
+                                     description=__doc__.splitlines()[0], epilog=HELP_EPILOG,
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     for prefix, root in RUN_SOURCES.items():
         parser.add_argument(f"--{prefix}-root", default=repo_relative(root), help=f"results root drawn as '{prefix}'")

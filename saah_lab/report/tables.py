@@ -1,14 +1,8 @@
-"""The report's booktabs LaTeX tables: those of a :class:`~saah_lab.analysis.resultset.ResultSet`, of the
-paired evidence and of the top-K measurement.
+"""The report's booktabs LaTeX tables: a result set's (:data:`RESULT_TABLES`), the paired evidence's and the
+top-K measurement's, each a complete ``table`` float written as ``<prefix>_<name>.tex``.
 
-Every table is a complete ``table`` float that ``paper/main.tex`` can ``\\input``;
-:mod:`saah_lab.report.render` writes each as ``<prefix>_<name>.tex``, a name fixed per source so
-the report can refer to it: those of a result set are :data:`RESULT_TABLES` (main, checkpoints,
-ablation, diagnostics, hparams, setup: each function says what it tabulates), beside the paired
-comparisons (``paired``) and the top-K tables (``topk_runs``, ``topk``).
-
-Cells use the paper's number formats (:mod:`saah_lab.report.latex`). Where a (model, method, alpha)
-has several seeds, cells show ``mean +- sample std`` across seeds and the seed count is printed.
+Cells use the paper's number formats (:mod:`saah_lab.report.latex`); a (model, method, alpha) with several seeds
+shows ``mean +- sample std`` across them and its seed count.
 """
 
 from __future__ import annotations
@@ -37,7 +31,7 @@ from saah_lab.report.latex import (
     tex_escape,
     tex_path,
 )
-from saah_lab.report.texts import left_out_warning, tex_text
+from saah_lab.report.texts import left_out_warning, say, tex_text
 from saah_lib.method.methods import MAIN_ALPHA
 from saah_lib.paths import repo_relative
 
@@ -268,16 +262,6 @@ def _spread(length: int, n: int) -> np.ndarray:
     return np.unique(np.round(np.linspace(0, length - 1, min(n, length))).astype(int))
 
 
-def checkpoint_steps(rs: ResultSet, model, max_columns: int = 10) -> list[int]:
-    """Evaluated training steps shown for ``model`` (evenly thinned to ``max_columns``, last kept)."""
-    ck = rs.checkpoints
-    if ck is None or ck.empty:
-        return []
-    sub = ck[(ck["model_label"] == model) & ck["in_main"].astype(bool)]
-    steps = sorted({int(s) for s in sub["step"].dropna()})
-    return [steps[i] for i in _spread(len(steps), max_columns)]
-
-
 def _step_head(first: str, title: str, steps: list[int], after: tuple = ()) -> pd.MultiIndex:
     """Two head rows: ``title`` over the steps, the other labels spanning both rows."""
     return pd.MultiIndex.from_tuples([(first, "")] + [(title, str(s)) for s in steps] + [(a, "") for a in after])
@@ -297,13 +281,16 @@ def _step_cells(ck: pd.DataFrame, model, method: str, alpha, steps: list[int], w
     return cells
 
 
-def table_checkpoints(rs: ResultSet, model, prefix: str = "reported", max_columns: int = 10) -> str:
-    """Pass@1 at each evaluated training step for one model (main-comparison runs)."""
+def table_checkpoints(rs: ResultSet, model, prefix: str = "reported") -> str:
+    """Pass@1 of one model's main-comparison runs at their evaluated steps (evenly thinned to 10, last kept)."""
     ck = rs.checkpoints
-    steps = checkpoint_steps(rs, model, max_columns)
-    if not steps:
+    if ck is None or ck.empty:
         return ""
     sub = ck[(ck["model_label"] == model) & ck["in_main"].astype(bool)]
+    all_steps = sorted({int(s) for s in sub["step"].dropna()})
+    steps = [all_steps[i] for i in _spread(len(all_steps), 10)]
+    if not steps:
+        return ""
     multi = _multi_seed(sub)
     body = [[_method_cell(method, a)] + _step_cells(sub, model, method, a, steps, multi)
             for method in ("grpo", "ah", "sa")
@@ -314,13 +301,12 @@ def table_checkpoints(rs: ResultSet, model, prefix: str = "reported", max_column
            f"\\textbf{{{tex_escape(model)}}}{n_eval}. ``---'': no evaluation at that step (run shorter or incomplete).")
     if multi:
         cap += " Cells with several seeds show mean $\\pm$ sample standard deviation across seeds."
-    all_steps = sorted({int(s) for s in sub["step"].dropna()})
     if len(all_steps) > len(steps):
         cap += f" {len(all_steps)} evaluated steps, {len(steps)} shown (evenly spaced, last included)."
     return table_float(cells, "l" + "c" * len(steps), cap, f"{prefix}:checkpoints:{slug(model)}")
 
 
-def table_ablation(rs: ResultSet, prefix: str = "reported", max_columns: int = 8) -> str:
+def table_ablation(rs: ResultSet, prefix: str = "reported") -> str:
     """Alpha ablation: per-step Pass@1, peak and final per alpha, plus the SA-AH-GRPO reference."""
     ab = rs.ablation
     if ab is None or ab.empty:
@@ -329,7 +315,7 @@ def table_ablation(rs: ResultSet, prefix: str = "reported", max_columns: int = 8
     core, sa = ab[ab["method"] != "sa"], ab[ab["method"] == "sa"]
     steps = sorted({int(s) for _, r in core.iterrows()
                     for s in _match(ck, model, r["method"], r["alpha"])["step"].dropna()})
-    steps = [steps[i] for i in _spread(len(steps), max_columns)]
+    steps = [steps[i] for i in _spread(len(steps), 8)]
     phantom = bool((pd.to_numeric(ab["alpha"], errors="coerce") < 0).any())
     body, notes = _ablation_rows(ck, model, core, steps, phantom)
     sa_body, sa_notes = _ablation_sa_rows(ck, model, sa, steps)
@@ -387,31 +373,22 @@ def _ablation_sa_rows(ck: pd.DataFrame, model, sa: pd.DataFrame, steps: list[int
     return rows, notes
 
 
-def diagnostic_groups(rs: ResultSet, methods=("sa",)) -> list[tuple]:
-    """(model, method, alpha) groups that get a diagnostic table."""
-    d = rs.diagnostics
-    if d is None or d.empty:
-        return []
-    return [(model, method, a) for model in model_order(d["model_label"]) for method in methods
-            for a in sorted(pd.to_numeric(d.loc[(d["model_label"] == model) & (d["method"] == method), "alpha"],
-                                          errors="coerce").dropna().unique())]
-
-
-def table_diagnostics(rs: ResultSet, model, method: str = "sa", alpha=None, prefix: str = "reported",
-                      max_rows: int = 14) -> str:
-    """Per-step training diagnostics of one (model, method, alpha) at the sampled steps."""
+def table_diagnostics_per_group(rs: ResultSet, prefix: str = "reported") -> str:
+    """One diagnostics table per SA-AH-GRPO (model, alpha) group, in one file."""
     d = rs.diagnostics
     if d is None or d.empty:
         return ""
-    if alpha is None:
-        alphas = pd.to_numeric(d.loc[(d.model_label == model) & (d.method == method), "alpha"], errors="coerce").dropna()
-        if alphas.empty:
-            return ""
-        alpha = alphas.iloc[0]
-    sub = _match(d, model, method, alpha).sort_values("step")
-    if sub.empty:
-        return ""
-    sub = sub.iloc[_spread(len(sub), max_rows)]
+    sa = d[d["method"] == "sa"]
+    return "\n".join(filter(None, (table_diagnostics(rs, model, "sa", a, prefix)
+                                   for model in model_order(d["model_label"])
+                                   for a in sorted(pd.to_numeric(sa.loc[sa["model_label"] == model, "alpha"],
+                                                                 errors="coerce").dropna().unique()))))
+
+
+def table_diagnostics(rs: ResultSet, model, method: str, alpha, prefix: str) -> str:
+    """Per-step training diagnostics of one (model, method, alpha) at 14 evenly spaced logged steps."""
+    sub = _match(rs.diagnostics, model, method, alpha).sort_values("step")
+    sub = sub.iloc[_spread(len(sub), 14)]
     head = ["Step", "Pass@1", r"$\bar{r}$", "KL", r"$\bar{H}$", r"$\bar{w}$", r"$\bar{w}_-$", r"$f_-$", "len"]
     body, dagger = [], False
     for _, r in sub.iterrows():
@@ -425,13 +402,8 @@ def table_diagnostics(rs: ResultSet, model, method: str = "sa", alpha=None, pref
                      fmt(r.get("weight_mean"), decimals("weight")), wneg, fmt(r.get("neg_frac"), decimals("neg_frac")),
                      fmt(r.get("completion_length"), decimals("completion_length"))])
     name = METHOD_LABELS.get(method, method)
-    cap = (f"{_source_phrase(rs)}: {name} ($\\alpha$={fmt_alpha(alpha)}) training diagnostics, "
-           f"\\textbf{{{tex_escape(model)}}}, at the first logged step and every evaluation interval. "
-           "$\\bar{r}$: mean total reward $\\pm$ its standard deviation over the step's completions; "
-           "KL: mean per-token KL to the reference; $\\bar{H}$: mean normalised entropy; "
-           "$\\bar{w}$: mean token weight; $\\bar{w}_-$: mean weight on tokens of negative-advantage "
-           "rollouts; $f_-$: fraction of rollouts with negative advantage; len: mean completion length (tokens). "
-           "Pass@1 is shown where an evaluation exists at that step.")
+    cap = say("caption_diagnostics", source=_source_phrase(rs), method=name, alpha=fmt_alpha(alpha),
+              model=tex_escape(model))
     n = pd.to_numeric(sub.get("n_seeds", pd.Series([1])), errors="coerce").max()
     if not math.isnan(n) and n > 1:
         cap += f" Values are means over {int(n)} seeds."
@@ -480,6 +452,11 @@ def table_setup(rs: ResultSet, prefix: str = "ours") -> str:
                         fontsize=r"\scriptsize") + fallback_note(runs))
 
 
+def _footnote(text: str) -> str:
+    """A note set under a table float's body, in small type."""
+    return r"\par\smallskip{\footnotesize " + text + r"\par}" + "\n"
+
+
 def fallback_note(runs) -> str:
     """Names the runs whose compiled rollout fell back to ``hf`` (the same policy and settings, sampled at
     generate's speed), with why."""
@@ -487,8 +464,8 @@ def fallback_note(runs) -> str:
     if not fell:
         return ""
     listed = "; ".join(f"\\texttt{{{tex_escape(r['run_id'])}}}: {tex_escape(r['compile_fallback'])}" for r in fell)
-    return (r"\par\smallskip{\footnotesize " + FALLBACK_MARK + f" {len(fell)} of {len(runs)} runs fell back from the "
-            f"compiled rollout to TRL's generate (the same policy and settings, slower): {listed}.\\par}}" + "\n")
+    return _footnote(FALLBACK_MARK + f" {len(fell)} of {len(runs)} runs fell back from the compiled rollout to TRL's "
+                     f"generate (the same policy and settings, slower): {listed}.")
 
 
 # ---------------------------------------------------------------------------
@@ -572,7 +549,7 @@ def _flag_notes(rows: list[dict]) -> str:
 
 def testable(summary: dict | None) -> bool:
     """Whether any comparison rests on two or more seed pairs: without one, every test is n/a and the sentence
-    (:func:`saah_lab.report.texts.whole_sentence`) says all there is."""
+    (:func:`saah_lab.report.texts.sentence_file`) says all there is."""
     return any(r["n_units"] >= 2 for r in (summary or {}).get("rows", []))
 
 
@@ -599,13 +576,8 @@ def table_paired(rows: list[dict], summary: dict, prefix: str = "mini", name: st
         return ""
     head = ["Quantity", "A", "B", r"$\Delta$ (A$-$B)", "CI", r"$p_{\mathrm{adj}}$", "MDE",
             stacked("Seeds", "(A/B ahead)")]
-    caption = (
-        f"{what} (\\texttt{{{tex_path(summary['root'])}}}); the unit is the training seed{_design(rows)}. "
-        "$\\Delta$: mean over seed pairs of A$-$B; CI: its interval at confidence 1$-$"
-        f"{summary['level']:g}/$m$ for a family of $m$ tests; $p_{{\\mathrm{{adj}}}}$: the family-adjusted $p$; "
-        f"MDE: the smallest true difference detected with {100 * POWER:g}\\% power. $^{{*}}$: established at the "
-        f"{100 * summary['level']:g}\\% level."
-    )
+    caption = say("caption_paired", what=what, root=tex_path(summary["root"]), design=_design(rows),
+                  level=f"{summary['level']:g}", power=f"{100 * POWER:g}", percent=f"{100 * summary['level']:g}")
     warning = left_out_warning(summary)
     if warning:
         caption += r" \textbf{Warning:} " + tex_escape(warning)
@@ -613,7 +585,7 @@ def table_paired(rows: list[dict], summary: dict, prefix: str = "mini", name: st
                        **_paired_body(rows, head, lambda r: _row_cells(r, summary["level"])))
 
 
-def table_paired_details(rows: list[dict], summary: dict, prefix: str = "mini", name: str = "paired_details") -> str:
+def table_paired_details(rows: list[dict], summary: dict, prefix: str = "mini") -> str:
     """The paired comparisons' other statistics, for the appendix: the unadjusted and sign-flip tests, the seed
     pairs a smaller difference would need, and McNemar's test over problems."""
     if not rows:
@@ -623,20 +595,9 @@ def table_paired_details(rows: list[dict], summary: dict, prefix: str = "mini", 
               else "")
     head = ["Quantity", "$p$", r"$p_{\mathrm{flip}}$", stacked("Seeds for", "0.03 / 0.02"),
             stacked("McNemar", "$p$")]
-    caption = (
-        f"The statistics of Table~\\ref{{{prefix}:paired}} not shown there "
-        f"(\\texttt{{{tex_path(summary['root'])}}}). "
-        "$p$: two-sided $t$ test of the mean difference with seeds crossed with the evaluation problems"
-        f"{strata}, its variance from the seed, problem and seed $\\times$ problem components and its df "
-        "Satterthwaite's capped at the seeds' (a per-run summary: the $t$ test over seed pairs). "
-        "$p_{\\mathrm{flip}}$: exact sign-flip test over seed pairs (problems held fixed). Seeds for 0.03 / 0.02: "
-        "the seed pairs that would detect a Pass@1 difference of that size on the same problems. McNemar $p$: "
-        "problems as the unit, pooled over seed pairs, with these trained models fixed (a statement about these "
-        f"models, not about another seed). $p_{{\\mathrm{{adj}}}}$ there: {tex_escape(summary['family_rule'])}. "
-        "Peak rows compare each run's best checkpoint, chosen on these same problems; (= final): the peak is the "
-        "final checkpoint in every run, so the row repeats the final one."
-    )
-    return table_float(colspec="lcccc", caption=caption, label=f"{prefix}:{name}",
+    caption = say("caption_paired_details", prefix=prefix, root=tex_path(summary["root"]), strata=strata,
+                  rule=tex_escape(summary["family_rule"]))
+    return table_float(colspec="lcccc", caption=caption, label=f"{prefix}:paired_details",
                        **_paired_body(rows, head, _detail_cells))
 
 
@@ -657,17 +618,11 @@ def table_topk(result: dict, prefix: str = "mini", alpha: str = f"{MAIN_ALPHA:g}
              f"{e(1 - r['topk_mass']['mean'])} ({e(1 - r['topk_mass']['min'])})", e(w["rel_err"]["mean"]),
              e(w["rel_err"]["max"]), f"{e(w['last_token_rel_err']['mean'])} / {e(w['last_token_rel_err']['max'])}"]
             for r in rows for w in [r["weights"][alpha]]]
-    caption = (
-        f"Top-$K$ entropy estimate against the exact entropy on {result['n_rollouts']} sampled rollouts "
-        f"({result['n_tokens']:,} completion tokens; {result['n_prompts']} training prompts $\\times$ "
-        f"{result['per_prompt']}, temperature {result['temperature']:g}) of the model "
-        f"\\texttt{{{tex_escape(result['model'])}}}, vocabulary $V={result['vocab_size']}$. "
-        "$H$ is the normalised entropy $H_t/\\log V$ (exact mean "
-        f"{result['exact_entropy_norm']['mean']:.4f}, max {result['exact_entropy_norm']['max']:.4f}); "
-        "$\\Delta H$ = estimate $-$ exact; tail mass: probability outside the $K$ largest logits. "
-        f"Weights: $w_t=\\exp(-\\alpha\\sum_{{s\\le t}}H_s)$ at $\\alpha={alpha}$; rel.\\ $\\Delta w = |w^{{(K)}}_t-w_t|/w_t$, "
-        "over all tokens and at each completion's last token (where the error has accumulated)."
-    )
+    caption = say("caption_topk", n_rollouts=result["n_rollouts"], n_tokens=f"{result['n_tokens']:,}",
+                  n_prompts=result["n_prompts"], per_prompt=result["per_prompt"],
+                  temperature=f"{result['temperature']:g}", model=tex_escape(result["model"]),
+                  vocab=result["vocab_size"], mean=f"{result['exact_entropy_norm']['mean']:.4f}",
+                  max=f"{result['exact_entropy_norm']['max']:.4f}", alpha=alpha)
     return table_float(pd.DataFrame(body, columns=head), "rrccccccc", caption, f"{prefix}:topk")
 
 
@@ -686,20 +641,10 @@ def _sci(x: float) -> str:
 # writing
 # ---------------------------------------------------------------------------
 
-def table_checkpoints_per_model(rs: ResultSet, prefix: str = "reported") -> str:
-    """One checkpoint table per model, in one file."""
-    return "\n".join(filter(None, (table_checkpoints(rs, m, prefix) for m in rs.models)))
-
-
-def table_diagnostics_per_group(rs: ResultSet, prefix: str = "reported") -> str:
-    """One diagnostics table per (model, method, alpha) group, in one file."""
-    return "\n".join(filter(None, (table_diagnostics(rs, m, meth, a, prefix) for m, meth, a in diagnostic_groups(rs))))
-
-
-#: The tables of a result set, by name: ``<tables>/<prefix>_<name>.tex``.
+#: The tables of a result set, by name: ``<tables>/<prefix>_<name>.tex`` (checkpoints: one table per model).
 RESULT_TABLES = {
     "main": table_main,
-    "checkpoints": table_checkpoints_per_model,
+    "checkpoints": lambda rs, prefix: "\n".join(filter(None, (table_checkpoints(rs, m, prefix) for m in rs.models))),
     "ablation": table_ablation,
     "diagnostics": table_diagnostics_per_group,
     "hparams": table_hparams,
@@ -723,11 +668,10 @@ def other_entropy_note(rs: ResultSet, pointer: str | None = None) -> str:
     if not names:
         return ""
     if pointer:
-        return (r"\par\smallskip{\footnotesize Not in this table: " + f"{len(names)} run(s) with another top-$K$ "
-                f"estimate, named under {pointer}.\\par}}" + "\n")
-    return (r"\par\smallskip{\footnotesize Not in this table: " + f"{len(names)} run(s) trained with another "
-            r"top-$K$ entropy estimate than their profile's (" + tex_escape(", ".join(names))
-            + r"); the top-$K$ ablation reports them.\par}" + "\n")
+        return _footnote(f"Not in this table: {len(names)} run(s) with another top-$K$ estimate, named under "
+                         f"{pointer}.")
+    return _footnote(f"Not in this table: {len(names)} run(s) trained with another top-$K$ entropy estimate than "
+                     f"their profile's ({tex_escape(', '.join(names))}); the top-$K$ ablation reports them.")
 
 
 def health_note(rs: ResultSet, pointer: str | None = None) -> str:
@@ -738,15 +682,15 @@ def health_note(rs: ResultSet, pointer: str | None = None) -> str:
     if flagged.empty:
         return ""
     if pointer:
-        return (r"\par\smallskip{\footnotesize " + FLAG_MARK + f" {len(flagged)} of {len(rs.runs)} runs flagged by "
-                f"the health rules (named under {pointer}), included in every number of this table.\\par}}" + "\n")
+        return _footnote(FLAG_MARK + f" {len(flagged)} of {len(rs.runs)} runs flagged by the health rules (named under "
+                         f"{pointer}), included in every number of this table.")
     listed = "; ".join(f"\\texttt{{{tex_escape(r.run_id)}}} ({tex_escape(r.health)})" for r in flagged.itertuples())
     rules = "; ".join(tex_escape(v) for v in RULES.values())
     runs = rs.runs[rs.runs["method"] != "grpo"]
     paired = not runs.empty and runs.groupby(["model_label", "method", "alpha"])["seed"].nunique().max() >= 2
-    return (r"\par\smallskip{\footnotesize " + FLAG_MARK + f" Run health ({rules}): {len(flagged)} of "
-            f"{rs.runs_counted()} flagged: {listed}. Flagged runs are included in every number of this table"
-            + ("; the paired evidence repeats each comparison without them" if paired else "") + r".\par}" + "\n")
+    return _footnote(FLAG_MARK + f" Run health ({rules}): {len(flagged)} of {rs.runs_counted()} flagged: {listed}. "
+                     "Flagged runs are included in every number of this table"
+                     + ("; the paired evidence repeats each comparison without them" if paired else "") + ".")
 
 
 def problems_note(rs: ResultSet) -> str:

@@ -1,13 +1,8 @@
-"""Every generated text, in one place: a study's evidence summary with its paragraph on the paired comparisons,
-the evidence's paragraphs for LaTeX, the paper-matched alpha in words, the texts that read several studies at once
-(which runs they share, the mini study's pointer to the powered study, the headline, the closing note, the
-confirmatory study's provenance and its verdict on the earlier claims), the real-model paragraph, and the
-switches that tell ``paper/main.tex`` which outputs exist.
+"""Every generated text: a study's evidence summary and its paragraphs, the paper-matched alpha, the texts that
+read several studies at once, the real-model paragraph, and the switches of ``paper/main.tex``.
 
-Every number comes from the paired comparisons (:mod:`saah_lab.analysis.evidence`), the study roots and their
-records; nothing is typed in. The words are Jinja2 macros in ``templates/words.jinja``: each function computes
-the values and picks the macro for its case, returning "" when there is nothing to say;
-:mod:`saah_lab.report.render` writes them.
+Every number comes from the evidence (:mod:`saah_lab.analysis.evidence`) and the study roots' records; the words
+are Jinja2 macros in ``templates/words.jinja``. Each function picks the macro for its case ("" for nothing to say).
 """
 
 from __future__ import annotations
@@ -59,11 +54,9 @@ class TemplateError(ValueError):
 class Words:
     """The macros of one Jinja2 file, filled by name: ``say("name", field=value, ...)``.
 
-    Filling is strict both ways, so that a renamed field or a typo fails loudly instead of printing a blank: every
-    argument needs a value (a str or an int; a float is formatted by the caller, to its quantity's decimals) and
-    every value an argument. A damaged file is refused when read, naming it: it must parse (a file cut inside a
-    macro does not), no macro may be empty, and its macros' names, arguments and placeholder counts must give the
-    digest ``structure`` (None: not checked), so that a lost, renamed or added macro or placeholder is caught.
+    Strict both ways, so a typo fails loudly instead of printing a blank: every argument needs a value (str or int;
+    the caller formats floats) and every value an argument. A file that does not parse, has an empty macro, or
+    whose macros' names, arguments and placeholder counts do not give the digest ``structure`` is refused, named.
     """
 
     def __init__(self, path: str | Path, structure: str | None = None):
@@ -103,18 +96,15 @@ class Words:
 
 # the digest of words.jinja's macro names, arguments and placeholder counts (Words): a damaged file is refused;
 # a template or placeholder added or removed on purpose gives its new value here
-say = Words(Path(__file__).with_name("templates") / "words.jinja", structure="e4cdd0b3830bbb38")
+say = Words(Path(__file__).with_name("templates") / "words.jinja", structure="720c6bfc4fced8bb")
 
 
 # ---------------------------------------------------------------------------
 # the paired evidence in words
 # ---------------------------------------------------------------------------
-# The paragraph says what the paired evidence shows, and no more, from its rows alone. Order: the primary
-# comparison first, each result with the test that decided it (the crossed t test, its df and family-adjusted p),
-# the interval at the family's confidence and the minimum detectable effect (a "not established" always says how
-# large a difference could have gone unseen); then the secondary comparisons, each counted once; then what the
-# problem-level McNemar tests can and cannot say; then run health. Per warm start the text never calls a
-# difference established: one warm start says nothing about another.
+# What the rows show, no more: the primary comparison, each result with its deciding test, interval and MDE (a
+# "not established" says how large a difference could go unseen); the secondary ones, each counted once; McNemar;
+# run health. Per warm start nothing is called established: one warm start says nothing about another.
 
 def fmt_p(p: float) -> str:
     if p is None or (isinstance(p, float) and math.isnan(p)):
@@ -343,15 +333,11 @@ def warning_paragraph(left_out: list[str], pairs_left_out: list[str] | None, not
 def evidence_summary(root: str | Path | StudyRuns, pairs="plan", *, level: float = LEVEL,
                      tolerate_problems: bool = False,
                      loaded: tuple[list, list[str]] | None = None) -> dict:
-    """Everything about a results root as one dict: plan, rows, families, health, paragraph.
+    """Everything about a results root as one dict: plan, rows, families, health, paragraphs.
 
-    ``pairs="plan"``: the root's study plan (its primary comparison a family of its own);
-    ``pairs="topk"``: every top-K training setting against the exact-entropy runs (no primary comparison).
-    ``root`` may be a root already read (:func:`saah_lab.analysis.runs.read_runs`); ``loaded``: its runs and
-    left-out names as :func:`saah_lab.analysis.evidence.load_root_evidence` already gave them (read with the same
-    ``tolerate_problems``), so that several summaries of one root read its runs once. It lives with the words: the
-    analysis layer below computes the numbers and writes no text.
-    """
+    ``pairs``: "plan" (the study plan's pairs) or "topk" (each top-K setting against the exact entropy, no primary).
+    ``loaded``: the root's evidence and left-out names already read (same ``tolerate_problems``), so several
+    summaries of one root read its runs once."""
     if pairs not in ("plan", "topk"):
         raise ValueError(f"pairs must be 'plan' or 'topk', got {pairs!r}")
     folder = root.root if isinstance(root, StudyRuns) else root
@@ -415,9 +401,8 @@ LEVELS = {"1.5b_low": "level_low", "1.5b_mean": "level_mean", "1.5b_high": "leve
 
 
 def matched_alpha_text(record: dict) -> str:
-    """The paper-matched alpha of a study root in words: rule, target, measurement, choice ("" without one),
-    the other warm starts at that alpha and, when the measurement recorded ``alpha_range``, the alphas matching
-    the paper's other levels."""
+    """The paper-matched alpha of a study root in words, with the other warm starts at it and the alphas matching
+    the paper's other levels where recorded ("" without one)."""
     if not record:
         return ""
     t, w = record["target"], record["weight_neg_mean"]
@@ -441,29 +426,17 @@ def matched_alpha_text(record: dict) -> str:
     return " ".join(parts) + "\n"
 
 
-def _sentence_file(text: str) -> str:
+#: The paragraphs of each sentence file: the primary comparison with its run health (leading a study's results),
+#: the others, and all of them (the top-K runs, which have no primary comparison).
+SENTENCES = {"primary": ("primary", "health"), "secondary": ("secondary", "mcnemar", "floors", "warning"),
+             "whole": ("primary", "secondary", "mcnemar", "floors", "health", "warning")}
+
+
+def sentence_file(summary: dict | None, which: str) -> str:
+    """The paragraphs ``SENTENCES[which]`` of a summary for LaTeX ("" without rows or words)."""
+    parts = summary.get("paragraphs", {}) if summary and summary["rows"] else {}
+    text = " ".join(parts[k] for k in SENTENCES[which] if parts.get(k))
     return tex_text(text) + "\n" if text else ""
-
-
-def primary_sentence(summary: dict) -> str:
-    """The primary comparison with its run health: the paragraph that leads a study's results."""
-    if not summary["rows"]:
-        return ""
-    parts = summary.get("paragraphs", {})
-    return _sentence_file(" ".join(p for p in (parts.get("primary", ""), parts.get("health", "")) if p))
-
-
-def secondary_sentence(summary: dict) -> str:
-    """The secondary comparisons, what McNemar can say, the sign-flip floors and any warning."""
-    if not summary["rows"]:
-        return ""
-    parts = summary.get("paragraphs", {})
-    return _sentence_file(" ".join(parts[k] for k in ("secondary", "mcnemar", "floors", "warning") if parts.get(k)))
-
-
-def whole_sentence(summary: dict) -> str:
-    """Every paragraph of a summary without a primary comparison (the top-K runs)."""
-    return _sentence_file(summary["sentence"]) if summary["rows"] else ""
 
 
 # ---------------------------------------------------------------------------
@@ -558,8 +531,8 @@ def _design(row: dict, warm_starts: str) -> str:
 
 
 def closing_text(summaries: dict[str, dict], roots: dict[str, Path], train_logs: dict | None = None) -> str:
-    """Two sentences: what the leading study's primary comparison on final Pass@1 supports, and what it cannot
-    (``train_logs``: each study's logged training steps, by prefix, for the discount its runs ran at)."""
+    """What the leading study's primary final Pass@1 comparison supports, and what it cannot (``train_logs``:
+    each study's logged steps, for the discount its runs ran at)."""
     study = _headline_study(summaries)
     if study is None:
         return ""
@@ -621,11 +594,9 @@ def provenance_text(plan: dict | None, commits: list, plan_path: Path) -> str:
 # ---------------------------------------------------------------------------
 
 def claim_status(earlier: dict | None, later: dict | None, level: float) -> str:
-    """What the later study's row says of the earlier study's claim on the same comparison and quantity.
-
-    confirmed: both established, same sign; overturned: both established, opposite signs; not confirmed: the
-    earlier one established, the later one not; newly established: only the later one; still not established:
-    neither; not tested: the later study has no such row."""
+    """What the later study's row says of the earlier study's claim on the same comparison and quantity: confirmed
+    or overturned (both established, same or opposite sign), not confirmed, newly established, still not
+    established, or not tested (no such later row)."""
     if later is None:
         return "not tested"
     was = earlier is not None and established(earlier["p_adjusted"], earlier["ci_low"], earlier["ci_high"], level)
@@ -681,9 +652,8 @@ def earlier_claims_table(later: dict | None, earlier: dict | None) -> str:
 
 
 def sources_tex(present: dict[str, bool], names: list[str]) -> str:
-    """``\\newif`` switches saying which sources have results (``present``: prefix -> any), and one
-    ``generated@<name>`` mark per table or figure written, so the report includes exactly what exists
-    (``\\ifgenerated`` in ``paper/main.tex``)."""
+    """``\\newif`` switches saying which sources have results and a ``generated@<name>`` mark per output written,
+    so ``paper/main.tex`` includes exactly what exists."""
     lines = []
     for prefix, have in present.items():
         lines += [f"\\newif\\ifhave{prefix}", f"\\have{prefix}{'true' if have else 'false'}"]
@@ -692,9 +662,7 @@ def sources_tex(present: dict[str, bool], names: list[str]) -> str:
 
 
 def real_model_text(record: dict | None) -> str:
-    """The discount measured on a real pretrained instruct model (``saah_lab.studies.real_model``): its entropy
-    along the completions, the weight at the paper's alpha, the alphas matching the paper's logs and the top-K
-    error, with the command that measured it ("" without the record)."""
+    """The discount measured on a real instruct model (``saah_lab.studies.real_model``) ("" without its record)."""
     if not record:
         return ""
     first, last = record["entropy_profile"][0], record["entropy_profile"][-1]
@@ -721,9 +689,8 @@ def real_model_text(record: dict | None) -> str:
 
 
 def real_study_text(root: Path | None) -> str:
-    """Where each run of the SmolLM2 study (``saah_lab.studies.real_study``) ended against the warmed-up model's
-    Pass@1 and its 95% interval, and the smallest difference between two runs that evaluation noise alone lets one
-    see ("" without runs)."""
+    """Where each SmolLM2 run ended against the warmed-up model's Pass@1 and its 95% interval, and the smallest
+    difference evaluation noise lets one see between two runs ("" without runs)."""
     runs = [RunDir(folder) for folder in layout.folders(root, layout.RUNS)] if root else []
     evaluated = [(r.read_config() or {}, r.evals()) for r in runs]
     evaluated = [(c, e) for c, e in evaluated if len(e) > 1 and e[0]["step"] == 0]

@@ -183,7 +183,7 @@ def test_the_next_render_removes_temporary_files_and_git_ignores_them(tmp_path, 
 def test_a_second_render_into_the_same_folders_stops_named(tmp_path, run_maker, outputs):
     tables, figures = outputs
     root = _study(tmp_path / "root", run_maker, seeds=(0,))
-    with render._OutputFolders(tables, figures):
+    with render._output_folders(tables, figures):
         with pytest.raises(RuntimeError, match="being written by another process"):
             render_source(root, tables, figures, prefix="mini")
 
@@ -256,8 +256,6 @@ def test_the_help_is_plain_text(command_help):
     code, out, _ = command_help("saah_lab.report.render")
     assert code == 0
     assert ":func:" not in out and "``" not in out and "paper/local.tex" in out
-    assert render.plain_text("see :func:`~saah_lib.a.render_report` and ``make figures``") == \
-        "see render_report and make figures"
 
 
 def test_a_root_without_runs_says_there_is_nothing_to_report(tmp_path, capsys):

@@ -16,9 +16,8 @@ from saah_lab.report.texts import (
     headline_text,
     left_out_warning,
     overlap_text,
-    primary_sentence,
     provenance_text,
-    secondary_sentence,
+    sentence_file,
     sources_tex,
     tex_text,
 )
@@ -119,9 +118,11 @@ def test_a_nan_interval_beside_a_significant_p_is_an_error_in_the_closing_note(t
 def test_the_evidence_sentences_split_the_paragraphs_and_say_nothing_without_rows():
     summary = {"rows": [{}], "paragraphs": {"primary": "P < 1.", "health": "H.", "secondary": "S.", "mcnemar": "",
                                             "floors": "F 2/2^3.", "warning": "W."}}
-    assert primary_sentence(summary) == "P $<$ 1. H.\n"
-    assert secondary_sentence(summary) == "S. F $2/2^{3}$. W.\n"
-    assert primary_sentence({"rows": [], "paragraphs": summary["paragraphs"]}) == ""
+    assert sentence_file(summary, "primary") == "P $<$ 1. H.\n"
+    assert sentence_file(summary, "secondary") == "S. F $2/2^{3}$. W.\n"
+    assert sentence_file(summary, "whole") == "P $<$ 1. S. F $2/2^{3}$. H. W.\n"
+    assert sentence_file({"rows": [], "paragraphs": summary["paragraphs"]}, "primary") == ""
+    assert sentence_file(None, "whole") == ""
     assert left_out_warning({"left_out": ["r1"], "pairs_left_out": []}) == \
         "1 damaged or incomplete run(s) left out: r1."
 
