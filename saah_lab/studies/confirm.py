@@ -1,14 +1,9 @@
 """The confirmatory study: its pre-registration, written before any of its runs, and the grid's jobs for it.
 
-The extended study could not establish its primary comparison (SA-AH-GRPO at the paper-matched alpha vs GRPO,
-final Pass@1), and its two warm starts carry no degree of freedom to generalise over warm starts. This plan
-(:func:`confirm_plan`) fixes before the runs the units (:data:`WARM_STARTS` new warm starts x :data:`SEEDS`, the
-warm start a random factor), the arms, the primary comparison (a family of one at :data:`LEVEL`), the evaluation
-problems, the test and the health rules.
-
-:func:`write_confirm_plan` writes ``study_plan.json`` into a root; :func:`projected_mde` is the design's minimum
-detectable effect if the variance components are those of the extended study's primary comparison;
-:func:`make_plan` is the grid's jobs (``python -m saah_lab.studies.execution.grid run confirm``).
+The extended study could not establish its primary comparison, and two warm starts cannot generalise over warm
+starts. This plan (:func:`confirm_plan`) fixes before the runs the units (new warm starts x seeds, the warm start
+a random factor), arms, primary comparison, evaluation problems, test and health rules; :func:`make_plan` is the
+grid's jobs (``python -m saah_lab.studies.execution.grid run confirm``).
 """
 
 from __future__ import annotations
@@ -49,8 +44,7 @@ TEST = ("saah_lib.analysis.significance.crossed_test: mean paired difference ove
 
 
 def recorded_alpha(root: Path) -> float:
-    """The paper-matched alpha recorded in ``root``: the extended study's measurement, which the confirm plan
-    fixes (its ``paper_matched_alpha``); an error naming the files where there is none."""
+    """The paper-matched alpha recorded in ``root``; an error naming the files where there is none."""
     alpha = matched_alpha(root)
     if alpha is None:
         raise ValueError(f"{repo_relative(Path(root))} records no paper-matched alpha (neither "
@@ -66,22 +60,10 @@ def study_conclusions(committed_root: Path, rerun_root: Path) -> dict:
 
 
 def confirm_plan(alpha: float | None = None) -> StudyPlan:
-    """The pre-registered plan: its primary comparison, pairs, units, evaluation, test and health rules.
-
-    * **units**: :data:`WARM_STARTS` (warm starts never used by the committed studies) x :data:`SEEDS`; with 3 or
-      more warm starts the evidence's test treats the warm start as a random factor, so the result is about warm
-      starts built the same way, not about these;
-    * **arms**: SA-AH-GRPO at the alpha the extended study measured on its first warm start (fixed, so the arm is
-      the same in every warm start), GRPO, and SA-AH-GRPO at the paper's alpha 0.5;
-    * **primary**: SA-AH-GRPO (paper-matched alpha) vs GRPO on final Pass@1 only: a family of one, tested at
-      :data:`LEVEL` with a 95% interval; the other pair and every other quantity are secondary;
-    * **evaluation**: :data:`N_EVAL` problems from the evaluation partition drawn with a data seed no committed
-      study used (:data:`DATA_SEED`), the same problems for every run;
-    * **the test**: :func:`saah_lab.analysis.significance.crossed_test` (seeds crossed with problems, warm starts
-      random, Satterthwaite df capped at warm starts - 1); established = p below the level;
-    * **health**: the rules of :mod:`saah_lab.analysis.health`, unchanged; flagged runs stay in the primary test
-      and the comparison without them is reported beside it.
-    """
+    """The pre-registered plan: :data:`WARM_STARTS` new warm starts (a random factor) x :data:`SEEDS`; SA-AH-GRPO
+    at the extended study's matched alpha, GRPO and SA-AH-GRPO at 0.5; primary SA-AH-GRPO (matched) vs GRPO on final
+    Pass@1 alone, at :data:`LEVEL`; :data:`N_EVAL` problems drawn with a data seed no committed study used; the
+    crossed test; the health rules unchanged, flagged runs kept in the primary test (the text says it all)."""
     alpha = recorded_alpha(EXTENDED_ROOT) if alpha is None else alpha
     sa, sa_main, grpo = Arm("sa", alpha), Arm("sa", MAIN_ALPHA), Arm("grpo", 0.0)
     return StudyPlan(STUDY, (sa, grpo), ((sa, grpo), (sa_main, grpo)), quantities=("final",), extra={
@@ -104,11 +86,8 @@ def confirm_plan(alpha: float | None = None) -> StudyPlan:
 def projected_mde(s2_warm_start: float, s2_seed: float, s2_problem: float, s2_interaction: float,
                   n_warm_starts: int = len(WARM_STARTS), seeds_per_warm_start: int = len(SEEDS),
                   n_problems: int = N_EVAL, level: float = LEVEL) -> float:
-    """The primary test's minimum detectable effect (80% power) for this design, given variance components.
-
-    With the warm start random, Var(mean) = s2_ws/W + s2_seed/(W n) + s2_problem/P + s2_interaction/(W n P)
-    (a warm start x problem interaction, unknown from two warm starts, is taken into s2_interaction), on
-    W - 1 df (the cap of the rule)."""
+    """The primary test's minimum detectable effect (80% power) given variance components: Var(mean) = s2_ws/W +
+    s2_seed/(W n) + s2_problem/P + s2_interaction/(W n P), on W - 1 df."""
     n = n_warm_starts * seeds_per_warm_start
     var = (s2_warm_start / n_warm_starts + s2_seed / n + s2_problem / n_problems
            + s2_interaction / (n * n_problems))
@@ -121,8 +100,7 @@ def write_confirm_plan(root: str | Path, alpha: float | None = None) -> Path:
 
 
 def carry_plan(root: str | Path) -> Path:
-    """``<root>/study_plan.json``, copied byte for byte from the committed pre-registration when ``root`` is
-    another root (a rerun) without one; a plan already there must be those bytes."""
+    """``<root>/study_plan.json``: the committed pre-registration's bytes, copied into a rerun root without one."""
     committed = CONFIRM_ROOT / layout.STUDY_PLAN_FILE
     target = Path(root) / layout.STUDY_PLAN_FILE
     if target.resolve() == committed.resolve():
@@ -136,9 +114,7 @@ def carry_plan(root: str | Path) -> Path:
 
 
 def run_config(root: Path, method: str, alpha: float, seed: int, warm_start: int, steps: int | None = None):
-    """One run of the plan: the tiny profile on a new warm start, evaluated on the plan's problems.  Named
-    ``confirm-...`` (the evaluation set differs from the profile's, which a default id would spell out);
-    ``steps`` only for a trial of the machinery, never for the study."""
+    """One run: the tiny profile, a new warm start, the plan's problems; ``steps`` only to try the machinery."""
     return make_config("tiny", method=method, alpha=alpha, seed=seed, model_name=tiny_warm_start_name(warm_start),
                        n_eval=N_EVAL, data_seed=DATA_SEED, results_dir=str(root),
                        run_id=f"confirm-{method}-a{alpha:g}-s{seed}-w{warm_start}",
@@ -146,8 +122,7 @@ def run_config(root: Path, method: str, alpha: float, seed: int, warm_start: int
 
 
 def make_plan(root: Path = CONFIRM_ROOT, seeds=SEEDS, steps: int | None = None) -> Plan:
-    """The grid's jobs for the plan: each warm start and its baseline on the plan's problems, then every arm at
-    every seed, waiting for its warm start.  Nothing here writes ``study_plan.json``: it is committed already."""
+    """Each warm start and its baseline on the plan's problems, then every arm at every seed."""
     root = Path(root)
     warm = {ws: warm_start_job(root, ws) for ws in WARM_STARTS}
     loads = {ws: waits_for_warm_start(job, ws) for ws, job in warm.items()}
@@ -155,11 +130,8 @@ def make_plan(root: Path = CONFIRM_ROOT, seeds=SEEDS, steps: int | None = None) 
                                       data_seed=DATA_SEED, results_dir=str(root)),
                           tiny_warm_start_name(ws), loads[ws]) for ws in WARM_STARTS]
     arms = [("sa", recorded_alpha(CONFIRM_ROOT)), ("grpo", 0.0), ("sa", MAIN_ALPHA)]
-    runs = []
-    for ws in WARM_STARTS:
-        for seed in seeds:
-            for method, alpha in arms:
-                runs.append(run_job(run_config(root, method, alpha, seed, ws, steps), loads[ws]))
+    runs = [run_job(run_config(root, method, alpha, seed, ws, steps), loads[ws])
+            for ws in WARM_STARTS for seed in seeds for method, alpha in arms]
     record = {j.id: record_warm_start(root, ws, layout.WARMSTART_RECORDS_FILE) for ws, j in warm.items()}
     return Plan(STUDY, root, [*warm.values(), *bases, *runs], "tiny", record)
 

@@ -1,14 +1,9 @@
 """How strongly a discount acts: the mean token weight on negative-advantage rollouts, and the alpha that
 gives a chosen mean weight (pure functions of per-token entropies and rewards, no model).
 
-The trainer logs ``weight_neg_mean``, the mean weight over the tokens of the
-step's rollouts with negative advantage.  :func:`mean_negative_weight` computes
-the same quantity for a set of scored rollouts at any alpha, with the trainer's
-own weight function (:func:`saah_lib.method.loss.horizon_weights`), so the alpha
-that gives a wanted level can be solved for before training
-(:func:`solve_alpha`).  For alpha >= 0 every weight ``exp(-alpha * cumsum H)``
-falls as alpha grows, so the mean does too and bisection finds the one alpha
-that gives the target.
+:func:`mean_negative_weight` is the trainer's ``weight_neg_mean`` at any alpha, with its weight function, so the
+alpha giving a wanted level can be solved for before training (:func:`solve_alpha`): every weight
+``exp(-alpha * cumsum H)`` falls as alpha grows, so bisection finds the one alpha.
 """
 
 from __future__ import annotations
@@ -23,11 +18,8 @@ STD_EPSILON = 1e-4
 
 
 def group_advantages(rewards, group_size: int, std_threshold: float = 0.0) -> torch.Tensor:
-    """The training advantages of rewards in consecutive groups of ``group_size`` completions of one prompt.
-
-    ``(r - group mean) / (group std + 1e-4)`` with the unbiased std, as TRL computes them, and 0 for a
-    group whose reward std is below ``std_threshold`` (the trainer's ``reward_std_threshold``).
-    """
+    """TRL's advantages of rewards in consecutive groups of ``group_size``: ``(r - mean) / (std + 1e-4)``, unbiased
+    std; 0 for a group whose std is below ``std_threshold`` (the trainer's ``reward_std_threshold``)."""
     r = torch.as_tensor(rewards, dtype=torch.float64).reshape(-1)
     if group_size < 2 or r.numel() % group_size:
         raise ValueError(f"{r.numel()} rewards do not split into groups of {group_size} (need group_size >= 2)")
@@ -50,11 +42,8 @@ def padded(entropies) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def mean_negative_weight(entropies, advantages, alpha: float) -> float:
-    """Mean horizon weight over every token of the rollouts with negative advantage (NaN when none has one).
-
-    ``entropies``: per rollout, the normalised entropy of each completion token; ``advantages``: one per
-    rollout.  Tokens are pooled over rollouts, as the trainer's ``weight_neg_mean`` pools them.
-    """
+    """Mean horizon weight over every token of the negative-advantage rollouts, pooled as the trainer pools them
+    (NaN when none); ``entropies``: per rollout, each token's normalised entropy; ``advantages``: one per rollout."""
     values, mask = entropies if isinstance(entropies, tuple) else padded(entropies)
     adv = torch.as_tensor(advantages, dtype=torch.float64).reshape(-1)
     if adv.numel() != values.shape[0]:
@@ -67,11 +56,8 @@ def mean_negative_weight(entropies, advantages, alpha: float) -> float:
 
 
 def solve_alpha(entropies, advantages, target: float, *, tolerance: float = 1e-6) -> dict:
-    """The alpha in ``[0, ALPHA_RANGE[1]]`` at which :func:`mean_negative_weight` equals ``target``, by bisection.
-
-    Returns ``{"alpha", "weight", "iterations", "bracket"}``.  A ValueError says why there is no such alpha:
-    no negative rollout, a target outside (0, 1), or one below the mean weight at the largest allowed alpha.
-    """
+    """``{"alpha", "weight", "iterations", "bracket"}``: the alpha in ``[0, ALPHA_RANGE[1]]`` at which
+    :func:`mean_negative_weight` equals ``target``, by bisection; a ValueError says why there is none."""
     if not 0 < target < 1:
         raise ValueError(f"a target mean weight must lie in (0, 1), got {target}")
     data = padded(entropies)
@@ -96,9 +82,7 @@ def solve_alpha(entropies, advantages, target: float, *, tolerance: float = 1e-6
 
 
 def alphas_for_targets(entropies, advantages, targets: dict[str, float]) -> dict:
-    """For each named target mean negative weight, the alpha that gives it on these rollouts (rounded to 3
-    decimals) and the weight reached; ``alpha`` None with the reason when no alpha in range does.  The
-    paper-matched alpha range of a study and the SmolLM2 measurement both use it."""
+    """Per named target mean negative weight: the alpha giving it (3 decimals, or None and why) and its weight."""
     matched = {}
     for name, target in targets.items():
         try:

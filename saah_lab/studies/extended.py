@@ -1,23 +1,16 @@
 """The powered CPU study behind ``make extended``: the primary comparison with many seeds from two warm starts.
 
-The mini study's three seeds cannot detect a Pass@1 difference of the size the paper's claim is
-about, and its alpha 0.5 barely discounts the tiny model's short completions; this study is built
-for the claim. Its plan (:func:`study_plan`, written to ``<root>/study_plan.json`` before any run):
-SA-AH-GRPO at the paper-matched alpha (:mod:`saah_lab.studies.matched_alpha`) against GRPO on final
-Pass@1 and training-reward variance, with :data:`SEEDS` training seeds from each of
-:data:`WARM_STARTS` independently seeded warm starts (a random factor), AH-GRPO at that alpha and
-SA-AH-GRPO at the main alpha beside them, and the top-K entropy runs and measurement (``topk``).
-``python -m saah_lab.studies.execution.grid plan extended`` prints it with every job's state, a time estimate
-(:func:`estimate_seconds`) and the projected minimum detectable effect; ``--plan`` here the same
-without the job list. Runs already complete are skipped; the alpha is measured once per root.
-
-``make extended`` reruns the whole study into the git-ignored ``results/rerun/extended`` and checks it
-against the committed ``results/extended`` as ``make mini`` checks the mini study (:func:`rerun_and_verify`).
+The mini study's three seeds cannot detect a difference of the size the paper claims, and its alpha 0.5 barely
+discounts the tiny model; this study is built for the claim. Its plan (:func:`study_plan`, written before any
+run): SA-AH-GRPO at the paper-matched alpha (:mod:`saah_lab.studies.matched_alpha`) against GRPO, :data:`SEEDS`
+seeds from each of :data:`WARM_STARTS` warm starts (a random factor), AH-GRPO at that alpha and SA-AH-GRPO at the
+main alpha beside them, and the top-K entropy runs and measurement. ``--plan`` prints it with a time estimate and
+the projected minimum detectable effect. ``make extended`` reruns it into ``results/rerun/extended`` and checks it
+as ``make mini`` does (:func:`rerun_and_verify`).
 """
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 import time
@@ -46,7 +39,7 @@ from saah_lab.studies.execution.runner import (
 )
 from saah_lab.studies.execution.timing import Timings
 from saah_lab.studies.matched_alpha import read_matched_alpha
-from saah_lab.studies.mini import NotARerunRoot, rerun_study
+from saah_lab.studies.mini import NotARerunRoot, rerun_study, study_parser
 from saah_lab.studies.topk import RESULT_FILE, TRAINING_KS, measure_topk, topk_training_configs
 from saah_lab.studies.verify.bits import compare_studies
 from saah_lab.studies.verify.conclusions import SAME_DESIGN, compare_conclusions
@@ -77,9 +70,8 @@ def arms(matched_alpha: float, main_alpha_sa: bool = True) -> dict[str, Arm]:
 
 
 def study_plan(matched_alpha: float, warm_starts=WARM_STARTS, seeds=SEEDS, main_alpha_sa: bool = True) -> StudyPlan:
-    """The plan, fixed before any run: the primary comparison SA-AH-GRPO against GRPO at the paper-matched alpha;
-    the secondary ones SA vs AH and AH vs GRPO at that alpha, and SA at the main alpha vs GRPO (so the mini
-    study's primary comparison is powered too)."""
+    """Primary: SA-AH-GRPO vs GRPO at the paper-matched alpha; then SA vs AH and AH vs GRPO there, and SA at the
+    main alpha vs GRPO (the mini study's primary, powered)."""
     a = arms(matched_alpha, main_alpha_sa)
     pairs = [(a["sa_matched"], a["grpo"]), (a["sa_matched"], a["ah_matched"]), (a["ah_matched"], a["grpo"])]
     if main_alpha_sa:
@@ -92,15 +84,9 @@ def study_plan(matched_alpha: float, warm_starts=WARM_STARTS, seeds=SEEDS, main_
 def planned_configs(root: Path, warm_starts=WARM_STARTS, seeds=SEEDS, steps: int | None = None,
                     topk_ks=TRAINING_KS, topk_seeds=(0,), main_alpha_sa: bool = True,
                     matched_alpha: float | None = None) -> list:
-    """Every run, in training order (seed by seed, so an interrupted study has balanced seed pairs).
-
-    The runs of warm start 0 at the seeds the mini study also plans are the same configurations: on the same CPU
-    they reproduce the mini runs bit for bit, and the report says which runs the two studies share. The top-K
-    entropy training runs (:func:`saah_lab.studies.topk.topk_training_configs`) come last.
-
-    The paper-matched runs need the alpha: ``matched_alpha`` or the one recorded in ``root``; without
-    either they are left out (:func:`describe_plan` shows them as placeholders).
-    """
+    """Every run, seed by seed (an interrupted study has balanced seed pairs), then the top-K runs; warm start 0's
+    are the mini study's configurations. The paper-matched runs only with ``matched_alpha`` or one recorded in
+    ``root``."""
     root = Path(root)
     alpha = matched_alpha if matched_alpha is not None else read_matched_alpha(root)
     configs = []
@@ -119,18 +105,8 @@ def planned_configs(root: Path, warm_starts=WARM_STARTS, seeds=SEEDS, steps: int
     return configs
 
 
-def n_matched_runs(warm_starts, seeds) -> int:
-    return 2 * len(warm_starts) * len(seeds)
-
-
-def _warm_start_built(seed: int) -> bool:
-    info = read_build_info(tiny_warmstart_dir(seed))
-    return info is not None and info.get("seed") == seed
-
-
 def measured_seconds(path: Path = MEASURED_TIMINGS) -> dict[str, float]:
-    """Seconds per stage in a study's timings file: the median 60-step run, the longest warm-start build and
-    baseline, the alpha measurement (every warm start at once) and the top-K measurement."""
+    """Seconds per stage in a timings file: the median 60-step run, the longest build, baseline, alpha and top-K."""
     try:
         stages = read_json(path)["stages"]
         runs = sorted(r["wall_s"] for s in stages for r in s.get("runs", []))
@@ -144,8 +120,7 @@ def measured_seconds(path: Path = MEASURED_TIMINGS) -> dict[str, float]:
 
 def estimate_seconds(n_runs: int, jobs: int, steps: int = 60, *, builds: int = 0, warm_starts: int = 1,
                      alpha_measured: bool = True, measure: bool = True, timings_file: Path = MEASURED_TIMINGS) -> float:
-    """Wall time from the committed study's stage times: warm-start builds (one at a time), baselines, the alpha
-    measurement, then rounds of ``jobs`` parallel runs scaled from the 60-step run time, then the top-K one."""
+    """Wall time from the committed stage times: builds, baselines, alpha, rounds of ``jobs`` runs, top-K."""
     t = measured_seconds(timings_file)
     rounds = math.ceil(n_runs / max(jobs, 1))
     return (builds * t["build"] + warm_starts * t["baseline"] + (0 if alpha_measured else t["alpha"])
@@ -153,10 +128,8 @@ def estimate_seconds(n_runs: int, jobs: int, steps: int = 60, *, builds: int = 0
 
 
 def projected_mde(n_units: int, pilot_root: Path | None) -> tuple[float, float, str] | None:
-    """(MDE, se, source): the final Pass@1 MDE of ``n_units`` seed pairs under the evidence's crossed test at the
-    primary family's per-test level, if the seed, problem and interaction variances are those of SA-AH-GRPO
-    (main alpha) vs GRPO in ``pilot_root`` (flagged runs left out; the same problems); None without a usable
-    pilot."""
+    """(MDE, se, source) of final Pass@1 over ``n_units`` seed pairs at the primary family's per-test level, with
+    the variances of SA-AH-GRPO (main alpha) vs GRPO in ``pilot_root`` (healthy runs); None without a pilot."""
     if pilot_root is None or not (Path(pilot_root) / layout.RUNS).is_dir():
         return None
     runs = [r for r in load_root_evidence(pilot_root) if not r.flagged]
@@ -174,17 +147,12 @@ def projected_mde(n_units: int, pilot_root: Path | None) -> tuple[float, float, 
 
 def plan_summary(root: Path, configs, todo, jobs: int, warm_starts, seeds, measure: bool,
                  pilot_root: Path | None = None) -> tuple[list[str], list[str]]:
-    """What the plan says beside its list of runs: (lines before the list, lines after it).
-
-    Before: the primary comparison, the paper-matched alpha, the warm starts and the run counts.  After: the
-    whole study's wall time (builds, baselines, the alpha and the top-K measurement included), folders in the
-    root that the plan does not hold, and the projected minimum detectable effect.  Printed by ``--plan`` and by
-    ``python -m saah_lab.studies.execution.grid plan extended``.
-    """
+    """(lines before the list of runs, lines after it): the comparison, alpha, warm starts and counts; the wall
+    time, run folders the plan does not hold and the projected MDE (``--plan``, ``grid plan extended``)."""
     alpha = read_matched_alpha(root)
-    missing = 0 if alpha is not None else n_matched_runs(warm_starts, seeds)
+    missing = 0 if alpha is not None else 2 * len(warm_starts) * len(seeds)
     steps = todo[0].trainer.max_steps if todo else 60
-    builds = sum(not _warm_start_built(w) for w in warm_starts)
+    builds = sum((read_build_info(tiny_warmstart_dir(w)) or {}).get("seed") != w for w in warm_starts)
     est = estimate_seconds(len(todo) + missing, jobs, steps, builds=builds, warm_starts=len(warm_starts),
                            alpha_measured=alpha is not None, measure=measure)
     n_units = len(warm_starts) * len(seeds)
@@ -232,8 +200,7 @@ def describe_plan(root: Path, configs, todo, jobs: int, warm_starts, seeds, meas
 
 def make_plan(root: Path, warm_starts=WARM_STARTS, seeds=SEEDS, steps: int | None = None, topk_ks=TRAINING_KS,
               topk_seeds=(0,), main_alpha_sa: bool = True) -> Plan:
-    """Every warm start and its baseline, the paper-matched alpha (measured on warm start 0, which waits for all
-    of them), then every run, waiting for its warm start (and the alpha, for the matched runs while unmeasured)."""
+    """Every warm start and baseline, the alpha (after all builds), then every run, each when its inputs exist."""
     root = Path(root)
     if 0 not in warm_starts:
         raise ValueError("the warm starts must include seed 0 (tiny-warmstart): the alpha is measured on it")
@@ -259,14 +226,9 @@ def make_plan(root: Path, warm_starts=WARM_STARTS, seeds=SEEDS, steps: int | Non
         write_plan(root, study_plan(read_matched_alpha(root), warm_starts, seeds, main_alpha_sa))
 
     record = {j.id: record_warm_start(root, ws, layout.WARMSTART_RECORDS_FILE) for ws, j in warm.items()}
-    record[alpha.id] = record_alpha
-    record_first = record[warm[0].id]
-
-    def record_warm_start_0(result):  # warm start 0 also has the single-record file every study has
-        record_warm_start(root, 0)(result)
-        record_first(result)
-
-    record[warm[0].id] = record_warm_start_0
+    record_first, record[alpha.id] = record[warm[0].id], record_alpha
+    # warm start 0 also has the single-record file every study has
+    record[warm[0].id] = lambda result: (record_warm_start(root, 0)(result), record_first(result))
     return Plan("extended", root, [*warm.values(), *bases, alpha, *runs], "tiny", record)
 
 
@@ -288,8 +250,7 @@ def run_extended_study(root: Path, warm_starts=WARM_STARTS, seeds=SEEDS, steps: 
 
 
 def study_conclusions(committed_root: Path, rerun_root: Path) -> dict:
-    """Level 2 of the check for this study: every run against its committed twin, and the primary comparison
-    (SA-AH-GRPO at the committed paper-matched alpha vs GRPO) (:func:`compare_conclusions`)."""
+    """Level 2: every run against its committed twin, and the primary comparison at the committed alpha."""
     alpha = read_matched_alpha(Path(committed_root))
     if alpha is None:
         return {"reproduced": None, "line": f"conclusions not checked: {committed_root} records no paper-matched alpha"}
@@ -300,12 +261,7 @@ def study_conclusions(committed_root: Path, rerun_root: Path) -> dict:
 
 def rerun_and_verify(committed: Path = EXTENDED_ROOT, rerun: Path = RERUN_EXTENDED, *, resume: bool = False,
                      conclusions=study_conclusions, **study) -> dict:
-    """``make extended``: the whole study into ``rerun`` (never over ``committed``), then compared with the
-    committed study, run by run; the report goes to ``<rerun>/reproduction.{json,md}`` and is returned.
-
-    ``study``: the options of :func:`run_extended_study`.  ``rerun`` is cleared first unless ``resume``, and only
-    when it is empty or an earlier rerun of this study (:func:`saah_lab.studies.mini.check_rerun_root`).
-    """
+    """``make extended``: :func:`saah_lab.studies.mini.rerun_study` with this study's runs and options."""
     options = {k: study[k] for k in ("warm_starts", "seeds", "steps", "topk_ks", "topk_seeds", "main_alpha_sa")
                if k in study}
 
@@ -318,24 +274,15 @@ def rerun_and_verify(committed: Path = EXTENDED_ROOT, rerun: Path = RERUN_EXTEND
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m saah_lab.studies.extended", description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument("--root", type=in_repo, default=repo_relative(EXTENDED_ROOT),
-                        help="the study's results root (--verify: the committed study it is compared with)")
+    parser = study_parser("saah_lab.studies.extended", __doc__, EXTENDED_ROOT, RERUN_EXTENDED)
     parser.add_argument("--verify", action="store_true",
                         help="(make extended) rerun the whole study into --rerun-root and compare it with --root, "
                              "bits first, then conclusions; exit status 1 unless it reproduces")
-    parser.add_argument("--rerun-root", type=in_repo, default=repo_relative(RERUN_EXTENDED),
-                        help="--verify: where the study reruns, cleared first: a new or empty folder, or an earlier "
-                             "rerun (nothing else is ever deleted)")
-    parser.add_argument("--resume", action="store_true", help="--verify: continue an interrupted rerun")
     parser.add_argument("--warm-starts", type=int, nargs="+", default=list(WARM_STARTS),
                         help="warm-start build seeds (0 = tiny-warmstart, N = tiny-warmstart-sN)")
     parser.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS), help="training seeds per warm start")
     parser.add_argument("--steps", type=int, default=None, help="override the tiny profile's steps")
     parser.add_argument("--jobs", type=int, default=2, help="--plan: runs at a time in the time estimate")
-    parser.add_argument("--address", default=None, help="a Ray cluster (auto or host:port); default: a local one")
-    parser.add_argument("--max-retries", type=int, default=1, help="retries of a run whose worker or node died")
     parser.add_argument("--topk-ks", type=int, nargs="*", default=list(TRAINING_KS), help="K of the top-K training runs")
     parser.add_argument("--topk-seeds", type=int, nargs="*", default=[0], help="seeds of the top-K training runs")
     parser.add_argument("--no-main-alpha", action="store_true", help="leave out SA-AH-GRPO at the main alpha")
@@ -360,8 +307,7 @@ def main(argv=None):
     try:
         if args.verify:
             report = rerun_and_verify(args.root, args.rerun_root, resume=args.resume, **study)
-            kernels = committed_mkl_kernels(args.root)
-            status, closing = closing_lines(report, cpu_numerics_record(), kernels)
+            status, closing = closing_lines(report, cpu_numerics_record(), committed_mkl_kernels(args.root))
             print("\n".join(closing), flush=True)
         else:
             status = 0

@@ -1,18 +1,11 @@
 """The paper-matched alpha: the discount at which the CPU model's negative rollouts get the paper's weights.
 
-At the paper's alpha = 0.5 the tiny model's completions (short, low entropy) are discounted far
-less than the paper's 1.5B rollouts (both weights: docs/evidence.md, "The paper-matched alpha"). A
-study that should say something about the paper's claim therefore also runs at the alpha that gives
-the paper's level, by a rule fixed before any run (:func:`measure_matched_alpha`): the alpha at
-which the warm start's own rollouts, scored and normalised as the trainer does, have the paper's
-mean weight on the tokens of negative-advantage rollouts, rounded to :data:`ALPHA_STEP`.
-
-The measurement is made on the study's reference warm start and recorded in
-``<root>/paper_matched_alpha.json`` (:data:`saah_lib.rundir.layout.MATCHED_ALPHA_FILE`), with the
-range of alphas the paper's loosely pinned level allows (``alpha_range``) and the mean weight the
-chosen alpha gives on every other warm start and at the main alpha. The match holds at the start of
-training only; after a study's runs, ``--range <root>`` writes how the discount drifted
-(:func:`write_alpha_range`). ``python -m saah_lab.studies.matched_alpha`` prints the measurement.
+At alpha = 0.5 the tiny model's short, low-entropy completions are discounted far less than the paper's 1.5B
+rollouts (docs/evidence.md), so the studies also run at the alpha at which the warm start's own rollouts, scored
+as the trainer does, have the paper's mean weight on negative-advantage tokens (:func:`measure_matched_alpha`, a
+rule fixed before any run), recorded in ``<root>/paper_matched_alpha.json`` with the range the paper's loose level
+allows and the weight on the other warm starts. The match holds at the start of training; ``--range <root>``
+writes how the discount drifted (:func:`write_alpha_range`).
 """
 
 from __future__ import annotations
@@ -57,11 +50,8 @@ DRIFT_WINDOW = 10  # steps at each end of a run for the drift of its mean negati
 @torch.no_grad()
 def scored_rollouts(model_name: str, *, n_prompts: int = N_PROMPTS, per_prompt: int = PER_PROMPT,
                     profile: str = "tiny", seed: int = SAMPLING_SEED, batch_size: int = 32) -> dict:
-    """Sample ``per_prompt`` completions of each of the profile's first ``n_prompts`` training prompts.
-
-    Returns ``{"entropies": [per rollout: normalised entropy per token], "rewards": [...],
-    "lengths": [...], "group_size": per_prompt}``.  The caller's random state is left as it was.
-    """
+    """``per_prompt`` completions of each of the profile's first ``n_prompts`` training prompts: per rollout its
+    normalised entropy per token, reward and length (the caller's random state is left as it was)."""
     cfg = make_config(profile)
     if cfg.dataset != "synthetic":
         raise ValueError(f"profile {profile!r} trains on {cfg.dataset}; the measurement needs the synthetic task")
@@ -153,49 +143,13 @@ def _mean_length(rollouts: dict) -> float:
     return float(sum(rollouts["lengths"]) / max(1, len(rollouts["lengths"])))
 
 
-def _rollout_counts(rollouts: dict, adv: torch.Tensor) -> dict:
-    """How many rollouts, negative ones and tokens were measured, their mean length and reward."""
-    return {"n_rollouts": len(rollouts["rewards"]),
-            "n_negative": int((adv < 0).sum()),
-            "n_tokens": int(sum(rollouts["lengths"])),
-            "mean_completion_length": _mean_length(rollouts),
-            "mean_reward": float(sum(rollouts["rewards"]) / max(1, len(rollouts["rewards"])))}
-
-
-def _at_other_warm_start(model_name: str, alpha: float, **sampling) -> dict:
-    """The mean negative weight at ``alpha`` and the main alpha on another warm start's rollouts."""
-    rollouts = scored_rollouts(model_name, **sampling)
-    return {"weight_neg_mean": _weights_summary(rollouts, {"at_alpha": alpha, "at_main_alpha": MAIN_ALPHA}),
-            "mean_completion_length": _mean_length(rollouts)}
-
-
 def measure_matched_alpha(model_name: str = TINY_WARMSTART, *, other_warm_starts=(), n_prompts: int = N_PROMPTS,
                           per_prompt: int = PER_PROMPT, profile: str = "tiny", seed: int = SAMPLING_SEED,
                           target: dict | None = None) -> dict:
-    """Measure on ``model_name`` and solve for the paper-matched alpha; the mean negative weight of that alpha
-    is also measured on each of ``other_warm_starts`` (model names).
-
-    The rule, fixed before any run:
-
-    1. target: the paper's mean ``weight_neg_mean`` (:func:`saah_lab.analysis.reported.negative_weight_target`:
-       every row of ``tab_sa_log_1b.csv``);
-    2. rollouts of the warm start as at the start of training: the profile's first ``n_prompts`` training
-       prompts, ``per_prompt`` completions each (the training group size), temperature and completion length
-       of the profile;
-    3. each completion scored with the training reward (the sum of the four components), advantages
-       normalised within each prompt's group as the trainer does (groups below the reward-std threshold get 0);
-    4. the profile's entropy estimate of every completion token (the tiny profile: exact), and alpha solved by
-       bisection so that the mean weight over the tokens of negative-advantage rollouts equals the target
-       (:func:`saah_lab.studies.discount.solve_alpha`; the mean falls as alpha grows);
-    5. rounded to :data:`ALPHA_STEP`, so that run ids are short and a rerun on another CPU, whose sampled
-       rollouts may differ in the last bits, lands on the same alpha. The mean weight at the rounded alpha is
-       recorded too.
-
-    The paper's target is the mean of a few snapshots of one step's rollouts each, which range widely; so the
-    record also holds ``alpha_range``: the alphas matching the lowest, mean and highest 1.5B snapshot and the 3B
-    mean, on the same rollouts, with the real-model module's targets
-    (:func:`saah_lab.studies.real_model.paper_targets`) and rule (:func:`alphas_for_targets`).
-    """
+    """The paper-matched alpha of ``model_name`` (and its weight on ``other_warm_starts``), by the rule fixed
+    before any run: the alpha at which the warm start's rollouts on the profile's first training prompts, scored as
+    the trainer does, have the paper's mean ``weight_neg_mean``, by bisection, rounded to :data:`ALPHA_STEP` (a CPU
+    whose rollouts differ in the last bits lands on the same alpha); ``alpha_range``: the paper's other levels'."""
     started = time.perf_counter()
     target = target or negative_weight_target(PAPER_REPORTED)
     rollouts = scored_rollouts(model_name, n_prompts=n_prompts, per_prompt=per_prompt, profile=profile, seed=seed)
@@ -213,7 +167,11 @@ def measure_matched_alpha(model_name: str = TINY_WARMSTART, *, other_warm_starts
         "n_prompts": n_prompts,
         "per_prompt": per_prompt,
         "sampling_seed": seed,
-        **_rollout_counts(rollouts, adv),
+        "n_rollouts": len(rollouts["rewards"]),
+        "n_negative": int((adv < 0).sum()),
+        "n_tokens": int(sum(rollouts["lengths"])),
+        "mean_completion_length": _mean_length(rollouts),
+        "mean_reward": float(sum(rollouts["rewards"]) / max(1, len(rollouts["rewards"]))),
         "solved_alpha": solved["alpha"],
         "alpha": alpha,
         "weight_neg_mean": _weights_summary(rollouts, {"at_alpha": alpha, "at_solved_alpha": solved["alpha"],
@@ -222,8 +180,10 @@ def measure_matched_alpha(model_name: str = TINY_WARMSTART, *, other_warm_starts
         "alpha_range": alpha_range(rollouts),
     }
     for other in other_warm_starts:
-        record["other_warm_starts"][canonical_model_name(other)] = _at_other_warm_start(
-            other, alpha, n_prompts=n_prompts, per_prompt=per_prompt, profile=profile, seed=seed)
+        theirs = scored_rollouts(other, n_prompts=n_prompts, per_prompt=per_prompt, profile=profile, seed=seed)
+        record["other_warm_starts"][canonical_model_name(other)] = {
+            "weight_neg_mean": _weights_summary(theirs, {"at_alpha": alpha, "at_main_alpha": MAIN_ALPHA}),
+            "mean_completion_length": _mean_length(theirs)}
     record["wall_s"] = round(time.perf_counter() - started, 2)
     return record
 
@@ -246,12 +206,7 @@ def ensure_matched_alpha(root, *, other_warm_starts=(), n_prompts: int = N_PROMP
 
 
 def warm_start_rollouts(train_log: list[dict], token_entropies: list[dict]) -> list[dict]:
-    """The logged rollouts (``token_entropies.jsonl`` lines) that the unchanged warm start drew.
-
-    Step ``k``'s rollouts come from the policy after the updates of steps ``1 .. k-1``; an update at learning
-    rate 0 (the first step of the warm-up) changes nothing, so these are the lines of step 1 and of every later
-    step that only such updates precede.
-    """
+    """The logged rollouts the unchanged warm start drew: those before any update at a learning rate above 0."""
     lr = {int(r["step"]): float(r["learning_rate"]) for r in train_log if "learning_rate" in r}
     last = 1
     while lr.get(last) == 0.0:
@@ -260,9 +215,8 @@ def warm_start_rollouts(train_log: list[dict], token_entropies: list[dict]) -> l
 
 
 def logged_alpha_range(root, alpha: float) -> dict:
-    """The alphas matching the paper's levels (:func:`alphas_for_targets`) on the warm-start rollouts that a
-    study's runs logged (:func:`warm_start_rollouts`), one warm start at a time.  Only runs with the exact
-    entropy; a seed's rollouts are the same in every method, so each is counted once."""
+    """The alphas matching the paper's levels on the warm-start rollouts a study's runs logged, per warm start
+    (exact-entropy runs; each seed's rollouts once: they are the same in every method)."""
     by_warm_start: dict[str, dict] = {}
     for folder in read_runs(root).runs:
         cfg = folder.config
@@ -292,16 +246,9 @@ def logged_alpha_range(root, alpha: float) -> dict:
 
 
 def write_alpha_range(root) -> dict:
-    """Write ``<root>/alpha_range.json`` (:data:`ALPHA_RANGE_FILE`) from the root's runs: the range of alphas
-    matching the paper's logged levels and the drift of the discount during training, at the root's recorded
-    paper-matched alpha; then rewrite the root's manifest.
-
-    The range is solved on the rollouts the runs logged from the unchanged warm start (:func:`warm_start_rollouts`:
-    no model needed, so it also serves roots whose measurement has no ``alpha_range`` and machines whose CPU cannot
-    redraw the measured rollouts bit for bit); ``weight_drift`` is the logged mean weight on negative rollouts over
-    the first and last :data:`DRIFT_WINDOW` steps and over all steps of each run at the matched alpha
-    (:func:`weight_drift`).
-    """
+    """Write ``<root>/alpha_range.json`` from the root's runs, then its manifest: the alphas matching the paper's
+    levels on the logged warm-start rollouts (no model needed, so any CPU serves) and the discount's drift
+    during training at the recorded alpha (:func:`weight_drift`)."""
     root = Path(root)
     alpha = read_matched_alpha(root)
     if alpha is None:
@@ -314,7 +261,7 @@ def write_alpha_range(root) -> dict:
     return record
 
 
-def _print_range(record: dict) -> None:
+def _print_range(record: dict) -> None:  # what --range wrote
     for ws, m in record["alpha_range"]["warm_starts"].items():
         print(f"  {ws} ({m['n_rollouts']} logged warm-start rollouts, {m['n_negative']} negative): " + "; ".join(
             f"{name} {a['target']:.3f} -> " + (f"alpha {a['alpha']:g}" if a["alpha"] is not None else "no alpha <= 10")

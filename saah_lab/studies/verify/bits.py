@@ -1,12 +1,7 @@
 """Level 1 of the check: is every run of the rerun the committed run, bit for bit?
 
-``compare_studies`` compares each logged per-step metric, each evaluation and every problem's correctness
-and completion text; the report gives the largest difference of each metric and where it occurs, and one
-verdict line that also carries level 2 (:mod:`saah_lab.studies.verify.conclusions`) where bits differ.
-
-Timing fields and the CPU numerics a result was computed under are not compared: they describe the machine,
-not the computation; the report prints both sides' numerics wherever they differ, since they explain
-differing bits.
+``compare_studies``: every logged metric, evaluation and completion; each metric's largest difference and one
+verdict line. Timings and CPU numerics describe the machine: not compared, printed where they differ.
 """
 
 from __future__ import annotations
@@ -43,18 +38,13 @@ def _difference(a, b) -> float:
 
 
 def format_difference(difference: float) -> str:
-    """A difference for a report: ``inf`` (a value on one side only, such as ``weight_neg_mean`` at a step where
-    one run had no negative rollout) is said in words."""
+    """A difference for a report; ``inf`` (a value logged on one side only) in words."""
     return "logged on one side only" if math.isinf(difference) else f"{difference:.3g}"
-
-
-def _by_step(records: list[dict]) -> dict[int, dict]:
-    return {r["step"]: r for r in records}
 
 
 def _compare_step_logs(committed: list[dict], rerun: list[dict], skip=NOT_COMPARED_METRICS) -> dict:
     """Largest difference of each metric over the steps both logs hold, plus steps only one holds."""
-    a, b = _by_step(committed), _by_step(rerun)
+    a, b = ({r["step"]: r for r in log} for log in (committed, rerun))
     largest: dict[str, dict] = {}
     for step in sorted(a.keys() & b.keys()):
         for key in (a[step].keys() | b[step].keys()) - skip - {"step"}:
@@ -92,10 +82,7 @@ def _meaning(config: dict | None) -> dict:
 
 
 def numerics_difference(committed: dict | None, rerun: dict | None) -> dict | None:
-    """Both sides' CPU numerics records, summed up, when they differ (None when they do not).
-
-    A side that holds no record (results made before they were recorded) reads "not recorded".
-    """
+    """Both sides' CPU numerics records, summed up, where they differ (a side without one: "not recorded")."""
     committed, rerun = committed or {}, rerun or {}
     fields = sorted(k for k in committed.keys() | rerun.keys() if committed.get(k) != rerun.get(k))
     if not fields:
@@ -116,11 +103,7 @@ def compare_run(committed_dir: Path, rerun_dir: Path) -> dict:
     evals = _compare_step_logs(a.evals(), b.evals())
     entropies = _compare_step_logs(_flatten_entropies(a), _flatten_entropies(b))
     samples = _compare_samples(a.sample_files(), b.sample_files())
-    results_identical = (  # every logged number and evaluation completion, whatever the configs say
-        all(not log["missing_steps"] and not log["extra_steps"] for log in (train, evals, entropies))
-        and all(m["difference"] == 0 for log in (train, evals, entropies) for m in log["largest"].values())
-        and not samples["missing_steps"] and not samples["correctness_differs"] and not samples["completion_differs"]
-    )
+    results_identical = _identical((train, evals, entropies), samples)  # whatever the configs say
     return {"identical": results_identical and not config_differs, "results_identical": results_identical,
             "missing": False, "config_differs": config_differs, "train_log": train,
             "eval": evals, "token_entropies": entropies, "eval_samples": samples,
@@ -128,10 +111,8 @@ def compare_run(committed_dir: Path, rerun_dir: Path) -> dict:
 
 
 def compare_run_start(committed_dir: Path, rerun_dir: Path, steps: int) -> dict:
-    """A rerun of a run's first ``steps`` steps against the committed run: level 1, every number logged up to
-    ``steps`` and every evaluation completion, bit for bit; where bits differ, level 2 asks only that the step-0
-    Pass@1 (the same model, evaluated greedily) agrees within its 95% interval, since after the first differing
-    rounding a sampled rollout, and all that follows it, may differ."""
+    """A rerun of a run's first ``steps`` steps against the committed run, bit for bit; where bits differ, only
+    the step-0 Pass@1 (the same model, greedy) must agree within its 95% interval (later rollouts may differ)."""
     a, b = RunDir(committed_dir), RunDir(rerun_dir)
     early = lambda records: [r for r in records if r["step"] <= steps]  # noqa: E731
     entropies = [[e for e in _flatten_entropies(r) if e["logged_step"] <= steps] for r in (a, b)]
@@ -139,9 +120,7 @@ def compare_run_start(committed_dir: Path, rerun_dir: Path, steps: int) -> dict:
             "token_entropies": tuple(entropies)}
     compared = {name: _compare_step_logs(*pair) for name, pair in logs.items()}
     samples = _compare_samples({k: v for k, v in a.sample_files().items() if k <= steps}, b.sample_files())
-    identical = (all(not c["missing_steps"] and not c["extra_steps"] for c in compared.values())
-                 and all(m["difference"] == 0 for c in compared.values() for m in c["largest"].values())
-                 and not any(samples[k] for k in ("missing_steps", "correctness_differs", "completion_differs")))
+    identical = _identical(compared.values(), samples)
     first = [side[0] if side and side[0]["step"] == 0 else None for side in logs["eval"]]
     gap = abs(first[0]["pass_at_1"] - first[1]["pass_at_1"]) if all(first) else None
     close = gap is not None and gap <= first[0]["ci95"]
@@ -152,6 +131,14 @@ def compare_run_start(committed_dir: Path, rerun_dir: Path, steps: int) -> dict:
             **compared, "eval_samples": samples,
             "cpu_numerics": numerics_difference((a.read_config() or {}).get(RECORD_KEY),
                                                 (b.read_config() or {}).get(RECORD_KEY))}
+
+
+def _identical(logs, samples: dict) -> bool:
+    """Every step on both sides, every number equal, every evaluation completion the same."""
+    logs = list(logs)
+    return (all(not log["missing_steps"] and not log["extra_steps"] for log in logs)
+            and all(m["difference"] == 0 for log in logs for m in log["largest"].values())
+            and not any(samples[k] for k in ("missing_steps", "correctness_differs", "completion_differs")))
 
 
 def _flatten_entropies(log: RunDir) -> list[dict]:
@@ -192,12 +179,8 @@ def compare_study_numerics(committed_root: Path, rerun_root: Path, runs: dict, b
 
 
 def compare_files(pairs: dict[str, tuple[Path, Path]], renamed: tuple[str, str] | None = None) -> dict[str, bool]:
-    """Name -> whether the two files exist and hold the same bytes.
-
-    ``renamed = (rerun_name, committed_name)``: the rerun's results folder is named in the
-    tables' headers and captions (there as LaTeX text that may break after each ``/``); it is
-    replaced by the committed one, in both forms, before comparing.
-    """
+    """Name -> whether the two files exist and hold the same bytes; ``renamed = (rerun_name, committed_name)``:
+    the rerun's folder, named in the tables (also as LaTeX text), is read as the committed one."""
     forms = [(tex_path(renamed[0]), tex_path(renamed[1])), renamed] if renamed else []
 
     def rerun_bytes(path: Path) -> bytes:
@@ -212,12 +195,9 @@ def compare_files(pairs: dict[str, tuple[Path, Path]], renamed: tuple[str, str] 
 def compare_studies(committed_root: Path, rerun_root: Path, tables: dict[str, tuple[Path, Path]] | None = None,
                     run_ids: list[str] | None = None, conclusions=compare_conclusions,
                     study_files: tuple[str, ...] = (ANSWER_KINDS_FILE,)) -> dict:
-    """Compare ``run_ids`` (default: every committed run) and the study-level files of two roots
-    (``study_files``: those the study writes; the mini study's answer kinds by default).
-
-    ``conclusions(committed_root, rerun_root)`` is level 2, asked whenever a run differs; it
-    returns a dict with ``reproduced`` (True, False or None: not checked) and ``line``.
-    """
+    """Compare ``run_ids`` (default: every committed run) and ``study_files`` of two roots; level 2,
+    ``conclusions(committed_root, rerun_root)`` (``reproduced`` True, False or None, and ``line``), is asked
+    whenever a run differs."""
     committed_root, rerun_root = Path(committed_root), Path(rerun_root)
     committed_ids = [d.name for d in layout.folders(committed_root, layout.RUNS)]
     run_ids = committed_ids if run_ids is None else sorted(run_ids)

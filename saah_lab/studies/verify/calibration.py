@@ -2,13 +2,8 @@
 
     python -m saah_lab.studies.verify.calibration            # writes results/calibration/level2.json
 
-For each committed study (mini, extended, confirm) the simulation (:func:`calibrate_study`) keeps the
-study's design, its runs and the committed per-seed standard deviation of final Pass@1 of each arm
-and warm start, and draws reruns in which only rounding differs, each as different as another seed
-(the worst case). Problem and warm-start variance play no part, since both sides evaluate the same
-problems from the shipped warm start; the ``rebuilt warm start`` rows show what the latter would do,
-which is why the warm start ships. Power: planted shifts at the study's stated minimum detectable
-effect and twice it. Seeded: every run writes the same file.
+Per committed study, :func:`calibrate_study` (seeded: the same file every time) draws reruns that differ only in
+rounding, as much as another seed would (the worst case), and plants shifts to measure power.
 """
 
 from __future__ import annotations
@@ -43,9 +38,7 @@ POWER_STUDIES = 400
 
 
 def design(study: str) -> dict:
-    """The committed runs of ``study`` and of the studies its yardstick pools: each run's (root index, key), whether
-    the tests see it (the study's own), its cell, the cell's mean, the standard deviation of every cell that five
-    seeds or more measure, and those cells' ratios to the pooled standard deviation."""
+    """The committed runs of ``study`` and those its yardstick pools, their cells' means and spreads."""
     finals = [final_pass_at_1(root)[0] for root in SAME_DESIGN[study]]
     runs = [(i, k) for i, f in enumerate(finals)
             for k in sorted(f, key=lambda k: (k[0].method, k[0].alpha, k[0].entropy_top_k or 0, k[1]))]
@@ -59,8 +52,7 @@ def design(study: str) -> dict:
 
 
 def _draw_truth(d: dict, rng) -> np.ndarray:
-    """Each run's true per-seed standard deviation: its cell's, where five seeds or more measure it; else the
-    pooled times a ratio drawn from the well-measured cells' (the heterogeneity the committed studies show)."""
+    """Each run's true per-seed spread: its cell's if well measured, else the pooled times a drawn measured ratio."""
     cells = list(dict.fromkeys(d["cell_of"]))
     sd = {c: d["measured_sd"].get(c, d["pooled"] * float(rng.choice(d["ratios"])) if len(d["ratios"]) else d["pooled"])
           for c in cells}
@@ -114,25 +106,17 @@ def stated_mde(study: str) -> float | None:
 
 def _planted(d: dict, group: str, size: float) -> np.ndarray:
     """A shift of ``size`` in the rerun of every tested run of ``group`` (all runs, a method or an arm)."""
-    def hit(key) -> bool:
-        arm = key[0]
-        return (group == "all runs" or group == f"method {arm.method}" or group == arm.label)
-    return np.array([size if tested and hit(k) else 0.0 for (_, k), tested in zip(d["runs"], d["tested"])])
+    return np.array([size if tested and group in ("all runs", f"method {k[0].method}", k[0].label) else 0.0
+                     for (_, k), tested in zip(d["runs"], d["tested"])])
 
 
 def calibrate_study(study: str, n: int = SIMULATED_STUDIES, n_power: int = POWER_STUDIES) -> dict:
     """False alarms and power of the level-2 rule on ``n`` (``n_power``) simulated reruns of one study.
 
-    The simulation keeps the study's design, its runs (arm, warm start, seed) and the committed per-seed standard
-    deviation of final Pass@1 of each arm and warm start (an arm with one seed takes the largest of the study's:
-    the cautious choice), and draws reruns in which only rounding differs: each run's rerun an independent draw
-    around the same arm mean (a rerun as different as another seed: the worst case; a rerun that stays closer to
-    its twin only lowers the false alarms). Problem variance plays no part: both sides evaluate the same problems.
-    Warm-start variance plays none either, since both sides train from the shipped warm start; the ``rebuilt warm
-    start`` rows show what it would do (each warm start moved by the spread between the shipped builds). The
-    rebuilt warm start's own check is drawn from the shipped builds' spread. Power: a planted shift of a given size
-    in every run, in every run of one method, or in one arm, at the study's stated minimum detectable effect (its
-    primary comparison, from its evidence file) and at twice it.
+    Each run's rerun is an independent draw around its arm mean with the committed per-seed spread of its cell (a
+    rerun as different as another seed: the worst case). Problems and the shipped warm start are the same on both
+    sides; the ``rebuilt warm start`` rows move each warm start by the shipped builds' spread. Power: a shift planted
+    in every run, one method or one arm, at the study's stated MDE and twice it.
     """
     d = design(study)
     rng = np.random.default_rng(sum(map(ord, study)))
@@ -158,8 +142,7 @@ def calibrate_study(study: str, n: int = SIMULATED_STUDIES, n_power: int = POWER
 
 
 def planted_defects_table(record: dict, study: str = "mini") -> list[str]:
-    """Markdown rows: per planted defect (``tools/plant_defects.py``'s record), each method's mean shift of final
-    Pass@1 against the committed runs, and what level 2 flags (the rule as ``make mini`` applies it)."""
+    """Markdown rows per planted defect: each method's mean shift of final Pass@1 and what level 2 flags."""
     committed_root, *others = SAME_DESIGN[study]
     committed = final_pass_at_1(committed_root)[0]
     pooled = [final_pass_at_1(root)[0] for root in others]

@@ -1,9 +1,6 @@
 """One run against the matching committed run: ``python -m saah_lab.studies.verify compare RUN_DIR``.
 
-The study check (:mod:`~saah_lab.studies.verify.bits`) compares whole studies; this asks the same of a single
-run folder, say one trained with ``saah_lab.training.launch`` or notebook 02: is it the committed run of the same
-name, bit for bit, and if not, what differs and by how much.  The committed run is the folder of the same name
-(under ``runs/`` or ``baselines/``) in ``--against``, or by default in the first committed study that holds one.
+Is a run folder (say notebook 02's) the committed run of the same name in ``--against``, bit for bit?
 """
 
 from __future__ import annotations
@@ -74,13 +71,9 @@ def _steps(steps: list[int]) -> str:
 
 
 def unreadable(folder: Path, baseline: bool = False) -> list[str]:
-    """Why ``folder`` cannot be read as a finished run (or baseline), one message per file and line; [] when it can.
-
-    A finished folder is read as the report reads it: its ``config.json`` must parse and place the run,
-    and every line of its logs and per-problem files must parse, the last one too (a torn last line is
-    what an interrupted write leaves, so the run is not the one that finished).  Lines that parse but hold
-    other numbers are differences, for :func:`~saah_lab.studies.verify.bits.compare_run` to report.
-    """
+    """Why ``folder`` cannot be read as a finished run (or baseline), one message per file and line; [] when it
+    can: its config must place the run and every line of its logs and samples parse, the last too (a torn one is
+    an interrupted write)."""
     files = RunDir(folder)
     _, problems = checked_config(files, required=() if baseline else ("method", "alpha", "max_steps"))
     for log in (files.train_log_path, files.eval_path, files.token_entropy_path):

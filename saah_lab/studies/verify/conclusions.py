@@ -1,18 +1,10 @@
 """Level 2 of the check: where the bits of a rerun differ, do its runs still say what the committed runs say?
 
-Like with like: both sides train from the same shipped warm start (:data:`saah_lib.paths.SHIPPED_WARM_STARTS`),
-with the same seeds, on the same problems, so a committed run and its rerun differ only where the CPU
-rounds differently, which makes a run at most as different as another training seed would. A warm
-start rebuilt on another CPU moves every run as much as another warm start does, which is why runs
-grown from rebuilt warm starts are not compared by their levels.
-
-For every run both sides hold, ``d`` = rerun final Pass@1 - committed final Pass@1, held to the
-committed per-seed spread (:func:`yardstick`, fixed before the rerun, so a defect cannot widen it) by
-one t test per group where a defect shows (:func:`shift_tests`); the primary comparison's direction
-must agree where both sides find it significant (:func:`primary_comparison`); a rebuilt warm start
-whose bits differ is held to the shipped builds' spread (:func:`warm_start_checks`). The family's
-false alarms, at most :data:`SHIFT_LEVEL` + :data:`WARM_START_LEVEL` by construction, and its power
-are measured by simulation (:mod:`saah_lab.studies.verify.calibration`; docs/reproducibility.md).
+A run and its rerun share warm start, seed and problems, so differ only in rounding: at most as another seed.
+``d`` = rerun - committed final Pass@1 is held to the committed per-seed spread (:func:`yardstick`) by t tests
+(:func:`shift_tests`); the primary comparison's direction must hold; a rebuilt warm start is held to the shipped
+builds' spread. False alarms (at most :data:`SHIFT_LEVEL` + :data:`WARM_START_LEVEL`) are simulated
+(:mod:`.calibration`).
 """
 
 from __future__ import annotations
@@ -86,16 +78,9 @@ def cell_values(finals: dict) -> dict[tuple[Arm, str], list[float]]:
 
 
 def yardstick(*studies: dict) -> dict:
-    """``sigma`` from the committed runs of one or more studies of one design, with the pooled ``df``, the
-    ``pooled`` standard deviation and the ``heterogeneity`` factor; sigma nan and df 0 when no cell has two seeds.
-
-    ``sigma``: the committed per-seed standard deviation of final Pass@1 within an arm (method, alpha, top-K) and
-    warm start, pooled over every cell of two or more seeds in the committed studies of the same design
-    (``spread_from``: the mini study borrows the extended study's ten seeds per arm, which ran the same profile on
-    the same problems), times the largest ratio of one well-measured cell's (five seeds or more) standard
-    deviation to the pooled one, so that the noisiest arm does not raise the false alarms above their budget. Two
-    runs that differ only in rounding have ``Var(d) <= 2 sigma^2``.
-    """
+    """``sigma`` (with ``df``, ``pooled``, ``heterogeneity``) from the committed runs of one design: the per-seed
+    standard deviation of final Pass@1 within an arm and warm start, pooled, times the largest ratio of a
+    well-measured cell's to it (so the noisiest arm keeps the false alarms in budget); nan without two seeds."""
     cells = [v for finals in studies for v in cell_values(finals).values() if len(v) > 1]
     df = sum(len(v) - 1 for v in cells)
     if not df:
@@ -123,14 +108,9 @@ def _groups(keys) -> dict[str, list]:
 
 def shift_tests(committed: dict, rerun: dict, sigma: float, df: int, level: float = SHIFT_LEVEL,
                 detectable: bool = True) -> list[dict]:
-    """One t test per group of common runs; ``flagged`` where the shift exceeds its limit; ``detectable``: also
-    the shift each test detects with 80% power (the simulations leave it out: it is slow).
-
-    The groups: all runs, each method (every alpha), and each arm with two or more runs, the places a defect shows
-    (a broken reward or evaluation moves every run, a broken method every run of one method, a broken alpha its
-    arms). Each tests ``t = mean(d) / (sigma * sqrt(2 / n))`` over its ``n`` runs against the t distribution with
-    the pooled ``df``, two-sided, at ``level`` divided by the number of tests (Bonferroni).
-    """
+    """One t test per group of common runs (all, each method, each arm: where a broken reward, method or alpha
+    shows), ``t = mean(d) / (sigma sqrt(2 / n))`` on ``df``, two-sided at ``level`` / tests; ``flagged`` beyond
+    the limit; ``detectable``: the shift found with 80% power (slow: the simulations leave it out)."""
     keys = sorted(committed.keys() & rerun.keys(), key=lambda k: (k[0].method, k[0].alpha, k[1]))
     groups = _groups(keys)
     per_test = level / len(groups)
@@ -155,13 +135,7 @@ def paired_summary(a: dict, b: dict, units: list) -> dict:
 
 
 def primary_comparison(committed: dict, rerun: dict, primary=PRIMARY) -> dict:
-    """The primary comparison on each side over the units both arms ran on both sides; its direction judged
-    only where both sides find it significant.
-
-    Significant: the exact sign-flip test over units at 5%; then the directions must agree. A difference that is
-    not significant on either side has no direction to keep; with three seeds the sign-flip test cannot reach 5%
-    (its smallest p-value is 0.25), and the line says so.
-    """
+    """The primary comparison on both sides; its direction judged only where both sides' sign-flip tests reach 5%."""
     a, b = primary
     per_side = {}
     for side, finals in (("committed", committed), ("rerun", rerun)):
@@ -202,8 +176,8 @@ def _warm_start_records(root: Path) -> dict[str, dict]:
 
 
 def warm_start_checks(committed_root: Path, rerun_root: Path, level: float = WARM_START_LEVEL) -> list[dict]:
-    """Each warm start the rerun rebuilt with other weights than the committed build: its held-out Pass@1 against
-    the committed one, ``|diff| / (s sqrt 2)`` against t with the shipped builds' df, at ``level`` over them."""
+    """Each warm start rebuilt with other weights: its held-out Pass@1 against the committed one, ``|diff| /
+    (s sqrt 2)`` against t with the shipped builds' df, at ``level`` over them."""
     committed, rerun = _warm_start_records(committed_root), _warm_start_records(rerun_root)
     differing = [name for name in sorted(committed.keys() & rerun.keys())
                  if committed[name].get("weights_sha256") != rerun[name].get("weights_sha256")]
@@ -223,12 +197,8 @@ def warm_start_checks(committed_root: Path, rerun_root: Path, level: float = WAR
 
 def compare_conclusions(committed_root: Path, rerun_root: Path, primary=PRIMARY, study: str | None = None,
                         spread_from: tuple[Path, ...] = ()) -> dict:
-    """Level 2 for two study roots (see the module docstring); ``line`` sums it up in one clause.
-
-    ``primary`` is the study's primary comparison (default: SA-AH-GRPO at the main alpha against GRPO);
-    ``study`` names the design whose measured false-alarm rate the line quotes; ``spread_from``: other committed
-    roots of the same design whose runs the yardstick pools.
-    """
+    """Level 2 for two study roots, summed up in ``line``; ``study``: the design whose measured false-alarm rate
+    the line quotes; ``spread_from``: committed roots of the same design the yardstick pools."""
     try:
         committed, left_committed = final_pass_at_1(Path(committed_root))
         rerun, left_rerun = final_pass_at_1(Path(rerun_root))
@@ -243,9 +213,7 @@ def compare_conclusions(committed_root: Path, rerun_root: Path, primary=PRIMARY,
 
 def conclusions_of(committed: dict, rerun: dict, others=(), primary=PRIMARY, warm_starts=(),
                    false_alarm: float | None = None) -> dict:
-    """Level 2 from the final Pass@1 of each run (``{(arm, unit): value}``) on both sides; ``others``: committed
-    runs of other studies of the same design, pooled into the yardstick; ``warm_starts``: the rebuilt warm starts'
-    checks (:func:`warm_start_checks`)."""
+    """Level 2 from ``{(arm, unit): final Pass@1}`` per side; ``others`` pooled into the yardstick."""
     common = committed.keys() & rerun.keys()
     spread = yardstick(committed, *others)
     sigma, df = spread["sigma"], spread["df"]
@@ -266,8 +234,7 @@ def conclusions_of(committed: dict, rerun: dict, others=(), primary=PRIMARY, war
 
 
 def read_calibration(path: Path = CALIBRATION_FILE) -> dict:
-    """The committed calibration's entry per study (:mod:`saah_lab.studies.verify.calibration`; empty where none
-    is committed)."""
+    """The committed calibration's entry per study (empty where none is committed)."""
     return (read_json(path, default={}) or {}).get("studies", {})
 
 

@@ -1,8 +1,5 @@
-"""The verdict a user reads at the end of ``make mini``, ``make extended`` and ``grid run confirm``.
-
-:func:`judge` gives the exit status and its reason; :func:`closing_lines` that status and the last lines: which CPU
-and kernels ran, whether the bits matched the committed study's and, where not, why (vendor, vector
-instruction set, unpinned), and level 2's verdict with its measured false-alarm rate.
+"""The verdict a user reads at the end of ``make mini``, ``make extended`` and ``grid run confirm``: the exit
+status (:func:`judge`), the CPU and kernels, the bits and why they may differ, and level 2's verdict.
 """
 
 from __future__ import annotations
@@ -18,8 +15,7 @@ GENERIC = "generic"
 
 
 def committed_mkl_kernels(root: Path) -> str:
-    """Which of MKL's kernels the committed study ran (``generic`` or ``Intel``), from its warm-start records; a
-    study that recorded none was made with the generic ones (the CPU numerics were recorded from then on)."""
+    """Which of MKL's kernels the committed study ran, from its warm-start records (none recorded: generic)."""
     records = read_json(Path(root) / layout.WARMSTART_RECORDS_FILE, default=None) or {}
     single = read_json(Path(root) / layout.WARMSTART_RECORD_FILE, default=None)
     for record in [*records.values(), *([single] if single else [])]:
@@ -43,14 +39,9 @@ def why_bits_may_differ(numerics: dict, committed_kernels: str = GENERIC) -> str
 
 
 def judge(report: dict, numerics: dict, committed_kernels: str = GENERIC) -> tuple[int, str]:
-    """The exit status and the sentence that explains it, from the report and this process's CPU numerics
-    (:func:`saah_lib.numerics.cpu_numerics_record`).
-
-    0 when the bits reproduce, or when they differ where they may (native numerics, a CPU where the pin cannot
-    hold, MKL's other kernels) and the conclusions reproduce.  1 otherwise: the conclusions changed or could not
-    be checked, a study file differs between identical runs, or the bits differ where they should not, which the
-    CPU cannot explain.
-    """
+    """The exit status and its reason, from the report and this process's CPU numerics: 0 when the bits
+    reproduce, or differ where they may (native numerics, no pin, MKL's other kernels) and the conclusions
+    reproduce; else 1."""
     found = report["outcome"]
     if found == BITS_REPRODUCED:
         return 0, "bits reproduced"
@@ -66,8 +57,7 @@ def judge(report: dict, numerics: dict, committed_kernels: str = GENERIC) -> tup
 
 
 def closing_lines(report: dict, numerics: dict, committed_kernels: str = GENERIC) -> tuple[int, list[str]]:
-    """The exit status (:func:`judge`) and the last lines of a verification: CPU and kernels, bits, conclusions,
-    and the verdict."""
+    """The exit status (:func:`judge`) and the last lines: CPU and kernels, bits, conclusions, the verdict."""
     status, reason = judge(report, numerics, committed_kernels)
     cpu = (f"CPU: {summary(numerics)}; MKL's {numerics.get('mkl_kernels')} kernels (the committed study: "
            f"{committed_kernels})")
