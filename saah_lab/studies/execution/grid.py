@@ -60,7 +60,6 @@ LOG_MB_PER_STEP = 0.008  # a tiny run's logs per step, as results/mini/runs/*/ h
 COMMITTED_STUDIES = ("mini", "extended", "confirm")
 #: Seconds ``run --address host:port`` waits for the cluster's head to answer before it says it cannot reach it.
 CONNECT_TIMEOUT_S = 10.0
-#: Options that only the ablation study reads.
 ABLATION_OPTIONS = ("alphas", "profile", "method")
 
 
@@ -74,11 +73,7 @@ def default_root(study: str, command: str) -> Path | None:
     return None
 
 
-# ---- the estimate's per-step figure
-
-
-#: The longest step a benchmark file may give (a day): beyond it the figure is no step time but a damaged file.
-MAX_STEP_SECONDS = 86_400.0
+MAX_STEP_SECONDS = 86_400.0  # a longer step in a benchmark file is a damaged file
 
 
 def step_seconds_problem(value) -> str | None:
@@ -122,10 +117,6 @@ def bench_step_seconds(path: Path) -> float | None:
     return max(ours) if ours else None
 
 
-def _recorded_profile(path: Path) -> str | None:
-    return _bench_record(path).get("profile")
-
-
 def step_seconds_source(profile: str, gpu: bool, given: float | None, device: str | None,
                         bench_dir: Path = BENCH_RESULTS) -> tuple[float | None, str]:
     """(seconds per step, where the figure comes from): ``--step-seconds``, a benchmark of this profile on
@@ -138,7 +129,7 @@ def step_seconds_source(profile: str, gpu: bool, given: float | None, device: st
         p.name for p in bench_dir.glob(f"*-{profile}.json") if not p.name.startswith("cpu-"))
     # `make gpu-check` writes <device>-preflight.json, naming the profile it measured inside
     names += [p.name for p in sorted(bench_dir.glob(f"{device or '*'}-preflight.json"))
-              if (device or not p.name.startswith("cpu-")) and _recorded_profile(p) == profile]
+              if (device or not p.name.startswith("cpu-")) and _bench_record(p).get("profile") == profile]
     measured = [(s, n) for n in names if (bench_dir / n).is_file()
                 for s in [bench_step_seconds(bench_dir / n)] if s is not None]
     if not measured:
@@ -245,26 +236,13 @@ def describe(plan: Plan, figures: dict[str, tuple[float | None, str]], slots: in
     return "\n".join(lines)
 
 
-def extended_summary(plan: Plan, seeds, steps: int | None, slots: int,
-                     pilot_root: Path | None = MINI_ROOT) -> tuple[list[str], list[str]]:
-    """The extended study's own lines around the job list (:func:`saah_lab.studies.extended.plan_summary`): its
-    primary comparison, the alpha, the whole study's wall time, strangers in the root and the projected MDE."""
-    seeds = tuple(seeds or extended.SEEDS)
-    configs = extended.planned_configs(plan.root, extended.WARM_STARTS, seeds, steps)
-    wanted = {j.name for j in plan.runs}  # all, or those --runs names
-    todo = [c for c in pending(configs) if c.run_id in wanted]
-    return extended.plan_summary(plan.root, configs, todo, slots, extended.WARM_STARTS, seeds, measure=True,
-                                 pilot_root=pilot_root)
-
-
 # ---- run
 
 
 def run_study(plan: Plan, *, address: str | None, max_retries: int, step_seconds: StepSeconds,
               slots: int | None) -> list[dict]:
-    """Hold the root, build what is missing and train what is pending; a finished CPU study gets its
-    answer kinds and manifest.  A planned run's folder holding another run is an error before anything is
-    written (:func:`~saah_lab.studies.execution.runner.check_no_foreign_runs`)."""
+    """Hold the root, build what is missing and train what is pending; a finished committed study gets its
+    manifest (mini: answer kinds too).  A run folder holding another run is an error before anything is written."""
     check_no_foreign_runs(plan)
     with study_lock(plan.root):
         check_no_foreign_runs(plan)  # again, now that no other driver writes the root
@@ -328,8 +306,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def check_options(args) -> None:
-    """Every option either acts on this study or is refused, with a ValueError naming it, before anything is
-    read from the results root or written to it (the lock, the rerun marker, the timings files)."""
+    """Every option acts on this study or is refused (a ValueError naming it) before the root is read or written."""
     ignored = [f"--{name}" for name in ABLATION_OPTIONS if getattr(args, name) is not None and args.study != "ablation"]
     if ignored:
         raise ValueError(f"{', '.join(ignored)}: options of the ablation study only; the {args.study} study's runs "
@@ -370,9 +347,8 @@ _HTTP2_SETTINGS = 4  # the frame type a gRPC server answers the preface with
 
 
 def check_address(address: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
-    """``auto``, or a ``host:port`` (``ray://`` allowed) where a gRPC server (a Ray head) answers within
-    ``timeout`` seconds; Ray's own connection would retry for minutes before failing.  A port that accepts
-    the connection but does not answer the HTTP/2 preface is no Ray head."""
+    """``auto``, or a ``host:port`` (``ray://`` allowed) where a gRPC server (a Ray head) answers the HTTP/2
+    preface within ``timeout`` seconds: Ray's own connection would retry for minutes before failing."""
     if address == "auto":
         return
     host, sep, port = address.removeprefix("ray://").rpartition(":")
@@ -397,10 +373,7 @@ def check_address(address: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
 
 
 def make_plan(args) -> Plan:
-    options = {}
-    if args.study == "ablation":
-        options = {k: v for k, v in (("alphas", args.alphas), ("profile", args.profile), ("method", args.method))
-                   if v is not None}
+    options = {k: getattr(args, k) for k in ABLATION_OPTIONS if getattr(args, k) is not None}
     root = args.results_dir or default_root(args.study, args.command)
     plan = study_plan(args.study, root=root, seeds=args.seeds, steps=args.steps, **options)
     return plan.only(args.runs) if args.runs else plan
@@ -418,7 +391,13 @@ def main(argv=None) -> int:
     seconds = {p: s for p, (s, _) in figures.items()}
     slots = args.slots or (8 if plan.gpu else len(os.sched_getaffinity(0)))
     if args.command == "plan":
-        head, tail = extended_summary(plan, args.seeds, args.steps, slots) if plan.study == "extended" else ([], [])
+        head = tail = []
+        if plan.study == "extended":  # its primary comparison, alpha, wall time, strangers in the root, MDE
+            seeds = tuple(args.seeds or extended.SEEDS)
+            configs = extended.planned_configs(plan.root, extended.WARM_STARTS, seeds, args.steps)
+            todo = [c for c in pending(configs) if c.run_id in {j.name for j in plan.runs}]  # --runs, or all
+            head, tail = extended.plan_summary(plan.root, configs, todo, slots, extended.WARM_STARTS, seeds,
+                                               measure=True, pilot_root=MINI_ROOT)
         print("\n".join([*head, describe(plan, figures, slots), *tail]))
         return 0
     if plan.study == "confirm":
@@ -445,8 +424,8 @@ def main(argv=None) -> int:
 
 
 def verify_rerun(plan: Plan, committed: Path, conclusions) -> int:
-    """A finished rerun of a committed study against it, bits then conclusions, into ``<rerun>/reproduction.*``;
-    the closing lines printed, the exit status returned."""
+    """A finished rerun against its committed study, bits then conclusions, into ``<rerun>/reproduction.*``; the
+    closing lines printed, the exit status returned."""
     report = compare_studies(committed, plan.root, run_ids=[j.name for j in plan.runs], conclusions=conclusions,
                              study_files=())
     json_path, _ = write_report(report, plan.root)
