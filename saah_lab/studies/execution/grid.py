@@ -98,33 +98,27 @@ def _bench_record(path: Path) -> dict:
 
 
 def bench_step_seconds(path: Path) -> float | None:
-    """The per-step seconds a benchmark file gives: a top-level key, else the slowest of our trainer's variants.
-
-    A figure that is not a step time (NaN, negative, a boolean, ...) is a ValueError naming the file and key."""
+    """The per-step seconds a benchmark file gives: a top-level key, else the slowest of our trainer's variants; a
+    figure that is not a step time (NaN, negative, a boolean, ...) is a ValueError naming the file and key."""
     record = _bench_record(path)
-    for key in STEP_SECONDS_KEYS:
-        if record.get(key) is not None:
-            problem = step_seconds_problem(record[key])
-            if problem:
-                raise ValueError(f"benchmark file {path}: {key} {problem}")
-            return float(record[key])
-    variants = record.get("variants") or []
-    ours = [v.get("median_step_s") for v in variants if isinstance(v, dict) and v.get("trainer") == "ours"]
-    for value in ours:
+    key = next((k for k in STEP_SECONDS_KEYS if record.get(k) is not None), None)
+    figures = [(key, record[key])] if key else [("a variant's median_step_s", v.get("median_step_s"))
+                                                for v in record.get("variants") or []
+                                                if isinstance(v, dict) and v.get("trainer") == "ours"]
+    for name, value in figures:
         problem = step_seconds_problem(value)
         if problem:
-            raise ValueError(f"benchmark file {path}: a variant's median_step_s {problem}")
-    return max(ours) if ours else None
+            raise ValueError(f"benchmark file {path}: {name} {problem}")
+    return max((float(v) for _, v in figures), default=None)
 
 
-def step_seconds_source(profile: str, gpu: bool, given: float | None, device: str | None,
+def step_seconds_source(profile: str, gpu: bool, given: float | None,
                         bench_dir: Path = BENCH_RESULTS) -> tuple[float | None, str]:
     """(seconds per step, where the figure comes from): ``--step-seconds``, a benchmark of this profile on
     the device in ``results/bench/``, or none measured."""
     if given is not None:
         return given, "--step-seconds"
-    if device is None and not gpu:
-        device = f"cpu-{platform.machine()}"
+    device = None if gpu else f"cpu-{platform.machine()}"  # a GPU plan: any GPU device's benchmark
     names = [f"{device}-{profile}.json"] if device else sorted(
         p.name for p in bench_dir.glob(f"*-{profile}.json") if not p.name.startswith("cpu-"))
     # `make gpu-check` writes <device>-preflight.json, naming the profile it measured inside
@@ -172,11 +166,11 @@ def trainable_parameters(cfg) -> int | None:
 # ---- plan
 
 
-def step_figures(plan: Plan, given: float | None, device: str | None,
+def step_figures(plan: Plan, given: float | None,
                  bench_dir: Path = BENCH_RESULTS) -> dict[str, tuple[float | None, str]]:
     """{profile: (seconds per step, source)} for every profile the plan's runs train."""
     profiles = dict.fromkeys(j.profile for j in plan.runs) or {plan.profile: None}
-    return {p: step_seconds_source(p, plan.gpu, given, device, bench_dir) for p in profiles}
+    return {p: step_seconds_source(p, plan.gpu, given, bench_dir) for p in profiles}
 
 
 def _rate_text(figures: dict[str, tuple[float | None, str]], steps_left: dict[str, int]) -> tuple[str, str]:
@@ -225,7 +219,7 @@ def describe(plan: Plan, figures: dict[str, tuple[float | None, str]], slots: in
         rate, sources = _rate_text(figures, total["steps_left_by_profile"])
         text = f"{head}{rate} = {total['run_hours']:.2f} h of {'GPU' if plan.gpu else 'CPU run'} time"
         if plan.gpu:
-            text += f" = {total['gpu_hours']:.2f} GPU-hours"
+            text += f" = {total['run_hours']:.2f} GPU-hours"
         text += (f"; {total['hours']:.2f} h wall at {slots} runs at a time (the longest run alone "
                  f"{total['wall_lower_bound_hours']:.2f} h); {sources}; optimiser steps only: evaluations, compiles, "
                  "baselines and warm starts not included")
@@ -296,7 +290,6 @@ def build_parser() -> argparse.ArgumentParser:
                         f"{CONNECT_TIMEOUT_S:g} s is an error")
     parser.add_argument("--max-retries", type=int, default=1, help="retries of a job whose worker or node died")
     parser.add_argument("--step-seconds", type=float, default=None, help="seconds per optimiser step for the estimate")
-    parser.add_argument("--device", default=None, help="the benchmark device name in results/bench/<device>-<profile>")
     parser.add_argument("--bench-dir", type=in_repo, default=None,
                         help="folder of the benchmark files (<device>-<profile>.json, <device>-preflight.json) whose "
                              "steady step times the estimate takes, per profile (None: results/bench)")
@@ -385,7 +378,7 @@ def main(argv=None) -> int:
     try:
         check_options(args)
         plan = make_plan(args)
-        figures = step_figures(plan, args.step_seconds, args.device, args.bench_dir or BENCH_RESULTS)
+        figures = step_figures(plan, args.step_seconds, args.bench_dir or BENCH_RESULTS)
     except ValueError as err:
         parser.exit(2, f"error: {err}\n")
     seconds = {p: s for p, (s, _) in figures.items()}

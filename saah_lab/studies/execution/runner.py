@@ -490,7 +490,7 @@ def steps_left(job: Job) -> int:
 
 
 def estimate(plan: Plan, step_seconds: StepSeconds, slots: int) -> dict:
-    """Runs x steps x their profile's seconds per step in hours, wall at ``slots`` runs at a time (and GPU-hours);
+    """Runs x steps x their profile's seconds per step in hours, wall at ``slots`` runs at a time;
     the steps only without a figure for every pending run's profile."""
     pending = [j for j in plan.runs if job_state(j)[0] != "done"]
     left = {j.id: steps_left(j) for j in pending}
@@ -507,6 +507,4 @@ def estimate(plan: Plan, step_seconds: StepSeconds, slots: int) -> dict:
     total["wall_lower_bound_hours"] = max((j.steps * seconds[j.id] for j in pending), default=0) / 3600
     # spread over the slots, but never shorter than the longest run alone
     total["hours"] = max(run_seconds / 3600 / max(1, min(slots, len(pending) or 1)), total["wall_lower_bound_hours"])
-    if plan.gpu:
-        total["gpu_hours"] = run_seconds / 3600
     return total
