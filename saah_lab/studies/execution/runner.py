@@ -50,10 +50,6 @@ class Job:
     folder: Path | None = None
     expected_s: float | None = None  # a job other than a run: its seconds as last recorded (for the ETA)
 
-    def __post_init__(self):
-        if self.task.id != f"{self.kind}:{self.name}":
-            raise ValueError(f"job {self.kind}:{self.name} holds a task with id {self.task.id!r}")
-
     @classmethod
     def of(cls, kind: str, name: str, fn: Callable[..., dict], kwargs: dict, deps: tuple[str, ...] = (), *,
            num_cpus: float = 1.0, num_gpus: float = 0.0, steps: int = 0, folder: Path | None = None,
@@ -120,16 +116,16 @@ def job_state(job: Job) -> tuple[str, int | None]:
             return "done", None
         logged = run.train_log() if run.dir.is_dir() else []
         return ("partial", logged[-1]["step"]) if logged else ("pending", None)
-    if job.kind == "warmstart":
+    if job.kind == "warmstart":  # a build with other kernels is built again
         info = read_build_info(job.folder)
-        built = info is not None and info.get("seed") == job.kwargs["seed"] and not built_with_other_kernels(info)
-        return ("done", None) if built else ("pending", None)  # a build with other kernels is built again
-    if job.kind == "baseline":
+        done = info is not None and info.get("seed") == job.kwargs["seed"] and not built_with_other_kernels(info)
+    elif job.kind == "baseline":
         done = job.folder.is_dir() and any(r["step"] == 0 for r in RunDir(job.folder).evals())
-        return ("done", None) if done else ("pending", None)
-    if job.kind == "alpha":
-        return ("done", None) if (Path(job.kwargs["root"]) / layout.MATCHED_ALPHA_FILE).is_file() else ("pending", None)
-    raise ValueError(f"unknown job kind {job.kind!r} ({job.id})")
+    elif job.kind == "alpha":
+        done = (Path(job.kwargs["root"]) / layout.MATCHED_ALPHA_FILE).is_file()
+    else:
+        raise ValueError(f"unknown job kind {job.kind!r} ({job.id})")
+    return ("done" if done else "pending"), None
 
 
 def foreign_runs(plan: Plan) -> dict[str, str]:
@@ -211,6 +207,11 @@ def build_seconds_left(path: Path) -> float | None:
     return elapsed / done * (total - done) if done > 0 else None
 
 
+def _build_summary(folder: Path) -> dict:
+    info = read_build_info(folder) or {}
+    return {"build_seconds": info.get("build_seconds"), "warm_start_pass_at_1_heldout": info.get("heldout_pass_at_1")}
+
+
 def warm_start_task(seed: int, root: str) -> dict:
     """Build the tiny warm start of this seed into the cache (where a committed copy ships, runs train from that
     and this build is a check of its own)."""
@@ -224,9 +225,7 @@ def warm_start_task(seed: int, root: str) -> dict:
                              on_step=progress_writer(progress_file))
         finally:
             progress_file.unlink(missing_ok=True)
-        info = read_build_info(tiny_warmstart_dir(seed)) or {}
-        return {"build_seconds": info.get("build_seconds"),
-                "warm_start_pass_at_1_heldout": info.get("heldout_pass_at_1")}
+        return _build_summary(tiny_warmstart_dir(seed))
 
     return _timed(build)
 
@@ -371,9 +370,7 @@ def _record_done_jobs(plan: Plan, timings: Timings) -> None:
         if job.kind != "run" and job_state(job)[0] == "done" and job.id in plan.record:
             plan.record[job.id](None)
         if job.kind == "warmstart" and job_state(job)[0] == "done":
-            info = read_build_info(job.folder) or {}
-            timings.add_stage(_stage_label(job), {"build_seconds": info.get("build_seconds"),
-                                                  "warm_start_pass_at_1_heldout": info.get("heldout_pass_at_1")})
+            timings.add_stage(_stage_label(job), _build_summary(job.folder))
 
 
 def _announce(plan: Plan, todo: list[Job], runs: list[Job]) -> None:
@@ -406,7 +403,6 @@ class _Driver:
         self.finished: set[str] = set()
         self.started = time.perf_counter()
         self.to_train = {j.id: steps_left(j) for j in self.runs}  # a resumed run trains only its remaining steps here
-        self.to_train_from = {j.id: j.steps - self.to_train[j.id] for j in self.runs}
         self.trained: dict[str, tuple[float, int]] = {}  # task id: (wall seconds, steps trained) of the runs done
 
     def left_s(self, job: Job, measured_per_step: float) -> tuple[float, bool]:
@@ -420,7 +416,7 @@ class _Driver:
             return max((job.expected_s or 0.0) - (time.perf_counter() - self.started), 0.0), False
         per_step = run_step_seconds(job, self.step_seconds) or measured_per_step
         logged = last_step(job.folder / layout.TRAIN_LOG_FILE) if job.folder is not None else 0
-        return max(job.steps - logged, 0) * per_step, logged > self.to_train_from[job.id]
+        return max(job.steps - logged, 0) * per_step, logged > job.steps - self.to_train[job.id]
 
     def eta_s(self) -> float:
         """The seconds until the unfinished jobs are done: the begun ones first, on the slots that free first."""
