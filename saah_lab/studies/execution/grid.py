@@ -51,15 +51,12 @@ from saah_lib.training.config import RunConfig, make_config
 STEP_SECONDS_KEYS = ("steady_step_seconds", "step_seconds", "median_step_s")
 UNMEASURED = "unmeasured: run `make gpu-check` first"
 ADAM_BYTES_PER_PARAMETER = 12  # a float32 weight and Adam's two float32 moments, in every checkpoint
-#: (hidden, layers, intermediate, key/value width) from each model's config.json on the hub: the size of its
-#: LoRA adapters, which is what a paper-profile checkpoint holds
+#: (hidden, layers, intermediate, key/value width) from config.json on the hub: the size of a paper checkpoint's LoRA
 ARCHITECTURES = {"Qwen/Qwen2.5-1.5B-Instruct": (1536, 28, 8960, 256),
                  "Qwen/Qwen2.5-3B-Instruct": (2048, 36, 11008, 256)}
 LOG_MB_PER_STEP = 0.008  # a tiny run's logs per step, as results/mini/runs/*/ hold them
-#: Studies committed with the repository: rerun into results/rerun/<study>, closed with a manifest when complete.
-COMMITTED_STUDIES = ("mini", "extended", "confirm")
-#: Seconds ``run --address host:port`` waits for the cluster's head to answer before it says it cannot reach it.
-CONNECT_TIMEOUT_S = 10.0
+COMMITTED_STUDIES = ("mini", "extended", "confirm")  # rerun into results/rerun/<study>, with a manifest when done
+CONNECT_TIMEOUT_S = 10.0  # how long ``run --address host:port`` waits for the cluster's head to answer
 ABLATION_OPTIONS = ("alphas", "profile", "method")
 
 
@@ -132,9 +129,6 @@ def step_seconds_source(profile: str, gpu: bool, given: float | None,
     return seconds, f"measured: {repo_relative(bench_dir / name)}"
 
 
-# ---- disk
-
-
 def disk_mb(job: Job) -> float | None:
     """A run's folder when complete: its logs and the checkpoints it keeps (weights and Adam state)."""
     if job.kind != "run":
@@ -163,9 +157,6 @@ def trainable_parameters(cfg) -> int | None:
     return info.get("parameters") if info else None
 
 
-# ---- plan
-
-
 def step_figures(plan: Plan, given: float | None,
                  bench_dir: Path = BENCH_RESULTS) -> dict[str, tuple[float | None, str]]:
     """{profile: (seconds per step, source)} for every profile the plan's runs train."""
@@ -174,8 +165,7 @@ def step_figures(plan: Plan, given: float | None,
 
 
 def _rate_text(figures: dict[str, tuple[float | None, str]], steps_left: dict[str, int]) -> tuple[str, str]:
-    """(' x 10 s per step' or ' (930 of qwen2.5-1.5b x 3.47 s, ...)', the figures' sources); ``steps_left``: the
-    estimate's steps still to train per profile."""
+    """(' x 10 s per step' or ' (930 of qwen2.5-1.5b x 3.47 s, ...)', the figures' sources)."""
     if len({s for s, _ in figures.values()}) == 1:
         (seconds, _), *_ = figures.values()
         sources = dict.fromkeys(source for _, source in figures.values())
@@ -228,9 +218,6 @@ def describe(plan: Plan, figures: dict[str, tuple[float | None, str]], slots: in
     if sizes:
         lines.append(f"disk: {sum(sizes) / 1024:.2f} GB for {len(sizes)} runs (checkpoints kept and logs)")
     return "\n".join(lines)
-
-
-# ---- run
 
 
 def run_study(plan: Plan, *, address: str | None, max_retries: int, step_seconds: StepSeconds,

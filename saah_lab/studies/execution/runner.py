@@ -98,9 +98,6 @@ class Plan:
         return Plan(self.study, self.root, jobs, self.profile, self.record)
 
 
-# ---- the state of a job on disk
-
-
 def pending(configs) -> list:
     """The configs whose run folder is not complete yet."""
     return [c for c in configs if not RunDir(c.run_dir).is_complete(c.trainer.max_steps)]
@@ -265,9 +262,6 @@ def train_task(config: dict, matched_alpha_from: str | None = None, planned_ids:
             "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
 
 
-# ---- the jobs of a plan
-
-
 def warm_start_job(root: Path, seed: int) -> Job:
     """The build of the warm start of ``seed``; its expected seconds are those its committed copy records."""
     shipped = read_build_info(shipped_warm_start_dir(seed)) or {}
@@ -315,9 +309,6 @@ def warm_start_record(model_dir: Path) -> dict:
         if path.is_file():
             record[key] = sha256_of(path)
     return record
-
-
-# ---- running a plan
 
 
 def run_line(index: int, total: int, entry: dict, evals: list[dict], node: str | None = None,
