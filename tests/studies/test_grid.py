@@ -41,18 +41,17 @@ def test_plan_paper_lists_two_baselines_and_nine_runs_per_seed_with_the_papers_s
 
 
 def test_plan_without_a_measured_step_time_says_how_to_measure_it(tmp_path):
-    seconds, source = grid.step_seconds_source("qwen2.5-3b", True, None, None, bench_dir=tmp_path)
+    seconds, source = grid.step_seconds_source("qwen2.5-3b", True, None, bench_dir=tmp_path)
     assert (seconds, source) == (None, grid.UNMEASURED)
     (tmp_path / "h100-qwen2.5-3b.json").write_text(json.dumps({"steady_step_seconds": 7.5}))
-    seconds, source = grid.step_seconds_source("qwen2.5-3b", True, None, None, bench_dir=tmp_path)
+    seconds, source = grid.step_seconds_source("qwen2.5-3b", True, None, bench_dir=tmp_path)
     assert seconds == 7.5 and source.endswith("h100-qwen2.5-3b.json")
 
 
 def test_plan_reads_the_step_time_that_make_gpu_check_wrote_for_the_same_profile(tmp_path):
     (tmp_path / "h100-preflight.json").write_text(json.dumps({"profile": "qwen2.5-1.5b", "steady_step_seconds": 3.2}))
-    assert grid.step_seconds_source("qwen2.5-1.5b", True, None, None, bench_dir=tmp_path)[0] == 3.2
-    assert grid.step_seconds_source("qwen2.5-3b", True, None, None, bench_dir=tmp_path)[0] is None  # other profile
-    assert grid.step_seconds_source("qwen2.5-1.5b", True, None, "h100", bench_dir=tmp_path)[0] == 3.2
+    assert grid.step_seconds_source("qwen2.5-1.5b", True, None, bench_dir=tmp_path)[0] == 3.2
+    assert grid.step_seconds_source("qwen2.5-3b", True, None, bench_dir=tmp_path)[0] is None  # other profile
 
 
 def test_plan_paper_takes_each_models_own_step_time_and_names_a_model_not_measured(tmp_path, capsys):

@@ -1,17 +1,13 @@
 """The scheduler of every study: Ray core tasks, on one machine or a cluster, with one code path.
 
-:func:`run_tasks` runs a list of :class:`Task` (a module-level function, its keyword arguments, the tasks
-it waits for, its CPUs and GPUs) in Ray workers.  All are submitted at once, each taking the ObjectRefs of
-its dependencies as arguments: Ray starts it once they are done, and fails it with them.  ``address=None``
-starts a Ray instance of our own (loopback only, a bounded object store, its own temp dir and auth token:
-see :func:`ray_session`) and stops it; ``"auto"`` or ``"host:port"`` joins a cluster (docs/cluster.md).
-The pinned CPU numerics (:mod:`saah_lib.numerics`) reach every worker through the job's ``runtime_env``.
-A task whose worker or node is lost runs again, up to ``max_retries`` times (Ray's own retries; tasks
-resume from their checkpoints); a task's own exception is not retried (it would recur).  :class:`TaskFailed`
-then names the task, its node and its worker's log, once the tasks independent of it have finished.  Ctrl-C
-or SIGTERM cancels every task and stops the instance; a driver killed outright leaves that to the watchdog
-(:mod:`saah_lab.studies.execution.watchdog`).  Ray is used through its public API and environment variables only
-(tests/studies/test_ray_public_api.py).
+Ray does the scheduling: each :class:`Task` takes its dependencies' ObjectRefs as arguments (Ray starts it once
+they are done and fails it with them), and a task whose worker or node is lost runs again up to ``max_retries``
+times (tasks resume from their checkpoints; a task's own exception is not retried: it would recur).  What Ray
+does not do is here: the CPU-numerics pin in every worker (:mod:`saah_lib.numerics`, through the job's
+``runtime_env``), :class:`TaskFailed` naming a failed task's node and worker log, a local instance on loopback
+with its own temp dir and auth token (:func:`ray_session`), and Ctrl-C or SIGTERM cancelling every task (a
+driver killed outright leaves that to :mod:`.watchdog`).  ``address`` "auto" or "host:port" joins a cluster
+(docs/cluster.md).  Ray's public API and environment variables only (tests/studies/test_ray_public_api.py).
 """
 
 from __future__ import annotations
@@ -34,14 +30,13 @@ from typing import Callable, Iterator
 
 import psutil
 
-from saah_lab.studies.execution.watchdog import STOP, SWEEP
+from saah_lab.studies.execution.watchdog import STOP, SWEEP, kill_instance
 from saah_lib.numerics import MODE_VARIABLE, apply_cpu_numerics, numerics_mode
 
-# Ray reads this switch from the environment once, when it is first imported. Off, its lookup of this host's
-# address answers 127.0.0.1 instead of the external address it guesses from a socket towards a public DNS
-# server, so the local instance and a loopback address to join stay on loopback. It is given to Ray's import
-# only (a `ray start --address` run later by this process would refuse to join with it off); ray_session
-# refuses a local instance where Ray was imported before this module without it.
+# Ray reads this switch once, when first imported. Off, its lookup of this host's address answers 127.0.0.1
+# instead of the external address it guesses from a socket towards a public DNS server, so a local instance
+# stays on loopback. Given to Ray's import only (a later `ray start --address` would refuse to join with it
+# off); ray_session refuses a local instance where Ray was imported before this module without it.
 CLUSTER_SWITCH = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 _SWITCH_BEFORE = os.environ.get(CLUSTER_SWITCH)
 os.environ[CLUSTER_SWITCH] = "0"
@@ -54,17 +49,11 @@ else:
     os.environ[CLUSTER_SWITCH] = _SWITCH_BEFORE
 
 LOOPBACK = "127.0.0.1"
-#: Object store of the instance we start. Results and arguments are small (dicts, configs); Ray's own
-#: default is 30% of the machine's memory per node.
-LOCAL_OBJECT_STORE_BYTES = 256 * 2**20
-#: How often the local instance is started before giving up (see _start_local).
-LOCAL_START_ATTEMPTS = 3
-#: How often the driver wakes while it waits for tasks, so that Ctrl-C is handled at once.
-WAIT_SLICE_S = 0.5
-#: The process that stops the local instance if the driver dies without stopping it.
+LOCAL_OBJECT_STORE_BYTES = 256 * 2**20  # results and arguments are small; Ray's default is 30% of memory
+LOCAL_START_ATTEMPTS = 3  # see _start_local
+WAIT_SLICE_S = 0.5  # how often the driver wakes while it waits, so that Ctrl-C is handled at once
 WATCHDOG = Path(__file__).with_name("watchdog.py")
-#: The token of every local instance this process starts: Ray reads the first token it is given and keeps it
-#: for the rest of the process, so each instance's token file holds this one.
+# Ray keeps the first auth token it reads for the rest of the process: every local instance gets this one.
 _TOKEN = secrets.token_hex(32)
 
 
@@ -89,18 +78,15 @@ class TaskFailed(RuntimeError):
     def __init__(self, task_id: str, node: str | None, log_path: str | None, error: str,
                  others: tuple[str, ...] = (), results: dict | None = None):
         self.task_id, self.node, self.log_path, self.error, self.others = task_id, node, log_path, error, others
-        self.results = results or {}  # what the tasks that did finish returned
+        self.results = results or {}
         where = f"on node {node or 'unknown'}, worker log {log_path or 'unknown'}"
         also = f"\n(also not completed: {', '.join(others)})" if others else ""
         super().__init__(f"task {task_id} failed {where}:\n{error}{also}")
 
 
 def pin_env_vars(environ=os.environ) -> dict[str, str]:
-    """The environment a worker needs for this process's CPU-numerics mode (from :mod:`saah_lib.numerics`).
-
-    Pinned: the pinned settings and the record of what the pin set.  Native: only the mode, so that
-    the worker's own ``import saah_lib`` drops settings a pinned node passes on.
-    """
+    """A worker's environment for this process's CPU-numerics mode: pinned, the pinned settings and their
+    record; native, only the mode, so that the worker's own ``import saah_lib`` drops a pinned node's settings."""
     env = {MODE_VARIABLE: numerics_mode(environ)}
     apply_cpu_numerics(env)
     return env
@@ -128,9 +114,8 @@ def check_tasks(tasks: list[Task]) -> list[Task]:
 
 @ray.remote(num_cpus=0)
 class _Attempts:
-    """Where each task's latest attempt runs, told by the worker as it starts: a worker that dies cannot say it
-    afterwards, and Ray's error for a lost worker names neither node nor log.  One per run_tasks call, it ends
-    with the driver's job."""
+    """Where each task's latest attempt runs, told by the worker as it starts: a dead worker cannot say it, and
+    Ray's error for a lost worker names neither node nor log.  One per run_tasks call."""
 
     def __init__(self):
         self.where: dict[str, dict] = {}
@@ -142,51 +127,29 @@ class _Attempts:
         return self.where.get(task_id, {})
 
 
-def _this_worker() -> dict:
-    """Node address and id, process id and log file of the worker running this code."""
-    # Ray points a worker's file descriptor 2 at its log file, worker-*.err in its node's temp dir.
-    log = next((f.path for f in psutil.Process().open_files() if f.fd == 2), None)
-    # ray.util.get_node_ip_address in a worker: the address its node was started with.
-    return {"node_ip": ray.util.get_node_ip_address(), "node_id": ray.get_runtime_context().get_node_id(),
-            "pid": os.getpid(), "log": log}
-
-
 @ray.remote
 def _execute(attempts, task_id: str, fn: Callable[..., dict], kwargs: dict, *_dependencies) -> dict:
-    """``fn(**kwargs)``.  ``_dependencies``: the outputs of the tasks it waits for, unused: passed as ObjectRefs,
-    they make Ray start this task once they are ready, and fail it with theirs where one failed."""
-    where = _this_worker()
-    # Sent before the work, so that a later crash finds it recorded.  Not awaited: no task waits for the actor to
-    # start (a worker lost before the actor is up goes unrecorded, and TaskFailed says "unknown").
+    """``fn(**kwargs)``; ``_dependencies`` (unused) are the ObjectRefs Ray waits for before it starts this."""
+    # Ray points a worker's file descriptor 2 at its log file, worker-*.err in its node's temp dir.
+    log = next((f.path for f in psutil.Process().open_files() if f.fd == 2), None)
+    where = {"node_ip": ray.util.get_node_ip_address(), "node_id": ray.get_runtime_context().get_node_id(),
+             "pid": os.getpid(), "log": log}
+    # Sent before the work, not awaited (a worker lost before the actor is up goes unrecorded: "unknown").
     attempts.started.remote(task_id, where)
     try:
         return {"result": fn(**kwargs), "where": where}
     except Exception:
-        # The driver asks where as soon as the error reaches it; an actor runs one caller's calls in order, so
-        # awaiting this one means the record above is in before then (an actor gone with its driver: nobody asks).
+        # An actor runs one caller's calls in order: awaiting this one puts the record in before the driver asks.
         with contextlib.suppress(ray.exceptions.RayError):
             ray.get(attempts.started.remote(task_id, where))
         raise
-
-
-def _submit(tasks: list[Task], attempts, max_retries: int) -> dict:
-    """Every task at once, each after its dependencies, which it takes as ObjectRef arguments; ``{ref: task}``.
-    Ray runs a task again where its worker or node was lost, not where it raised (that would recur)."""
-    refs: dict[str, ray.ObjectRef] = {}
-    for task in tasks:
-        refs[task.id] = _execute.options(name=task.id, num_cpus=task.num_cpus, num_gpus=task.num_gpus,
-                                         max_retries=max_retries, retry_exceptions=False).remote(
-            attempts, task.id, task.fn, task.kwargs, *(refs[d] for d in task.deps))
-    by_id = {t.id: t for t in tasks}
-    return {ref: by_id[task_id] for task_id, ref in refs.items()}
 
 
 def _collect(refs: dict, on_finish) -> tuple[dict[str, dict], dict[str, Exception]]:
     """Results and errors by task id, in the order the tasks end; ``on_finish`` as each succeeds."""
     results, errors = {}, {}
     waiting = list(refs)
-    while waiting:
-        # in slices, so that Ctrl-C and SIGTERM are handled at once
+    while waiting:  # in slices, so that Ctrl-C and SIGTERM are handled at once
         done, waiting = ray.wait(waiting, num_returns=1, timeout=WAIT_SLICE_S)
         for ref in done:
             task = refs[ref]
@@ -202,8 +165,7 @@ def _collect(refs: dict, on_finish) -> tuple[dict[str, dict], dict[str, Exceptio
 
 
 def _failure(tasks: list[Task], results: dict, errors: dict, attempts, max_retries: int) -> TaskFailed:
-    """The first task to fail of itself (its dependencies done), with its node and log; the others (those
-    behind a failure did not run) by name."""
+    """The first task to fail of itself (its dependencies done), with its node and log; the others by name."""
     deps = {t.id: t.deps for t in tasks}
     first = next(i for i in errors if not any(d in errors for d in deps[i]))
     error = errors[first]
@@ -217,32 +179,23 @@ def _failure(tasks: list[Task], results: dict, errors: dict, attempts, max_retri
     return TaskFailed(first, where.get("node_ip"), where.get("log"), text, others, results)
 
 
-@contextmanager
-def _environment(**values: str | None) -> Iterator[None]:
-    """Set (None: unset) environment variables for the duration (the processes Ray starts inherit them), then
-    restore them."""
-    saved = {k: os.environ.get(k) for k in values}
+def _set_environment(values: dict[str, str | None]) -> None:
     for key, value in values.items():
         if value is None:
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
+
+
+@contextmanager
+def _environment(**values: str | None) -> Iterator[None]:
+    """Environment variables set (None: unset) for the duration (the processes Ray starts inherit them)."""
+    saved = {k: os.environ.get(k) for k in values}
+    _set_environment(values)
     try:
         yield
     finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-
-
-def _auth(token: Path) -> dict[str, str | None]:
-    """The environment in which ``ray.init`` starts a local instance with token auth from ``token``: with
-    ``RAY_AUTH_MODE`` unset and a token at hand, Ray turns token auth on for this process and the processes it
-    starts (a bare ``ray.init()`` would write ``~/.ray/auth_token``). Ray keeps the mode and the token for the
-    rest of the process: joining a cluster with another token takes a new process."""
-    return {"RAY_AUTH_MODE": None, "RAY_AUTH_TOKEN": None, "RAY_AUTH_TOKEN_PATH": str(token)}
+        _set_environment(saved)
 
 
 def _check_loopback() -> None:
@@ -259,9 +212,8 @@ def _check_loopback() -> None:
 
 def _start_local(token: Path, **init_args) -> None:
     """``ray.init`` a local instance, up to :data:`LOCAL_START_ATTEMPTS` times: Ray gives a new node a fixed 30 s
-    to register, which an overloaded machine can exceed; the processes of a failed start are stopped first (they
-    carry our token). A start that fails otherwise or is interrupted (Ctrl-C) is shut down too, and its processes
-    that Ray does not know of are left to the watchdog's sweep (:func:`_watchdog`)."""
+    to register, which an overloaded machine can exceed; a failed start's processes (they carry our token) are
+    killed first. A start that fails otherwise or is interrupted is shut down and left to the watchdog's sweep."""
     for attempt in range(1, LOCAL_START_ATTEMPTS + 1):
         try:
             ray.init(**init_args)
@@ -270,33 +222,15 @@ def _start_local(token: Path, **init_args) -> None:
             ray.shutdown()
             if "timed out during startup" not in str(error) or attempt == LOCAL_START_ATTEMPTS:
                 raise
-        _kill_our_children(str(token))
-
-
-def _kill_our_children(marker: str) -> None:
-    """SIGKILL this process's descendants whose environment names ``marker`` (what a failed start left)."""
-    victims = []
-    for child in psutil.Process().children(recursive=True):
-        try:
-            if marker in child.environ().get("RAY_AUTH_TOKEN_PATH", ""):
-                victims.append(child)
-        except psutil.Error:
-            continue
-    for child in victims:
-        try:
-            child.kill()
-        except psutil.Error:
-            pass
-    psutil.wait_procs(victims, timeout=10)
+        kill_instance(str(token))
 
 
 @contextmanager
 def _watchdog(token: Path, temp_dir: Path) -> Iterator[None]:
-    """A watchdog (:mod:`saah_lab.studies.execution.watchdog`) for the instance whose processes carry ``token``: told
-    ``stop`` when this context ends, it kills them and removes ``temp_dir`` only if this process dies first.
-    Ended by an exception other than :class:`TaskFailed` (Ctrl-C, as the instance starts or stops: a Ctrl-C at
-    the terminal also reaches the raylet, whose agents then outlive ``ray.shutdown``), it is told ``sweep``: it
-    kills what it saw of the instance, and this process waits for it."""
+    """A watchdog (:mod:`.watchdog`) for the instance whose processes carry ``token``: told ``stop`` as this
+    context ends, it acts only if this process dies first.  Ended by an exception other than :class:`TaskFailed`
+    (Ctrl-C as the instance starts or stops: one at the terminal also reaches the raylet, whose agents then
+    outlive ``ray.shutdown``), it is told ``sweep``: it kills what it saw of the instance, and this process waits."""
     watchdog = subprocess.Popen([sys.executable, str(WATCHDOG), str(os.getpid()), str(token), str(temp_dir)],
                                 stdin=subprocess.PIPE, start_new_session=True)
     word = STOP
@@ -320,15 +254,14 @@ def _watchdog(token: Path, temp_dir: Path) -> Iterator[None]:
 @contextmanager
 def ray_session(address: str | None = None, num_cpus: float | None = None, num_gpus: float | None = None,
                 env_vars: dict | None = None) -> Iterator[None]:
-    """Connect to Ray for the duration: start a local instance (``address=None``) or join one.
+    """Connect to Ray for the duration: start a local instance (``address=None``) or join one (left running).
 
-    The local instance listens on 127.0.0.1 only, bounds its object store (Ray's default is 30% of the
-    machine's memory; our results are small dicts), keeps its files in a temp dir of its own (several
-    instances on one host do not collide), and uses token auth from a token file in that dir, holding this
-    process's one token (:func:`_auth`: a bare ``ray.init()`` would write ``~/.ray/auth_token``; after a local
-    instance, joining a cluster with another token takes a new process).  Whatever it started it stops, and
-    it removes its temp dir, unless a task failed: the worker log that :class:`TaskFailed` names is in there.
-    A joined cluster keeps running.
+    The local instance listens on 127.0.0.1 only, bounds its object store, keeps its files in a temp dir of its
+    own (several instances on one host do not collide) and uses token auth from a file there: with
+    ``RAY_AUTH_MODE`` unset and a token path given, Ray turns auth on for this process and those it starts (a
+    bare ``ray.init()`` would write ``~/.ray/auth_token``; Ray keeps mode and token for the rest of the process,
+    so joining a cluster after it takes a new process).  Whatever it started it stops, and it removes its temp
+    dir, unless a task failed: the worker log that :class:`TaskFailed` names is in there.
     """
     if ray.is_initialized():
         raise RuntimeError("Ray is already initialised in this process; run_tasks connects and disconnects itself")
@@ -349,11 +282,11 @@ def ray_session(address: str | None = None, num_cpus: float | None = None, num_g
     token = temp_dir / "auth_token"
     token.write_text(_TOKEN)
     token.chmod(0o600)
+    # Ray nices its workers to 15 by default: here they are the study's work, not a background load.
+    env = {"RAY_AUTH_MODE": None, "RAY_AUTH_TOKEN": None, "RAY_AUTH_TOKEN_PATH": str(token), CLUSTER_SWITCH: "0",
+           "RAY_USAGE_STATS_ENABLED": "0", "RAY_worker_niceness": os.environ.get("RAY_worker_niceness", "0")}
     try:
-        # Ray nices its workers to 15 by default: here they are the study's work, not a background load.
-        niceness = os.environ.get("RAY_worker_niceness", "0")
-        with _watchdog(token, temp_dir), _environment(**_auth(token), **{CLUSTER_SWITCH: "0"},
-                                                      RAY_USAGE_STATS_ENABLED="0", RAY_worker_niceness=niceness):
+        with _watchdog(token, temp_dir), _environment(**env):
             _start_local(token, num_cpus=num_cpus, num_gpus=num_gpus, _node_ip_address=LOOPBACK,
                          include_dashboard=False, object_store_memory=LOCAL_OBJECT_STORE_BYTES,
                          _temp_dir=str(temp_dir), runtime_env=runtime_env, **quiet)
@@ -361,8 +294,7 @@ def ray_session(address: str | None = None, num_cpus: float | None = None, num_g
                 yield
             finally:
                 ray.shutdown()
-    except TaskFailed:
-        # The failure names a worker log in this folder: keep it for the user to read.
+    except TaskFailed:  # the failure names a worker log in this folder: kept for the user to read
         raise
     except BaseException:
         shutil.rmtree(temp_dir, ignore_errors=True)
@@ -371,64 +303,56 @@ def ray_session(address: str | None = None, num_cpus: float | None = None, num_g
 
 
 @contextmanager
-def _sigterm_handler_kept() -> Iterator[None]:
-    """The SIGTERM handler of this process as it was before, afterwards: ``ray.init`` installs one of its own,
-    which ``ray.shutdown`` leaves in place (a notebook kernel would then exit through Ray's handler)."""
+def _sigterm_as_ctrl_c() -> Iterator[None]:
+    """SIGTERM (a scheduler's preemption or time limit, a plain ``kill``) ends the study as Ctrl-C does (tasks
+    cancelled, the instance stopped) instead of the process vanishing mid-way, once Ray is up; afterwards the
+    handler from before: ``ray.init`` installs its own, which ``ray.shutdown`` leaves (a notebook kernel would
+    then exit through it)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     before = signal.getsignal(signal.SIGTERM)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, before)
-
-
-@contextmanager
-def _sigterm_as_ctrl_c() -> Iterator[None]:
-    """SIGTERM (a scheduler's preemption or time limit, a plain ``kill``) ends the study the way Ctrl-C does:
-    tasks cancelled, the instance stopped, its temp dir removed, instead of the process vanishing mid-way."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
 
     def interrupt(signum, frame):
         raise KeyboardInterrupt(f"signal {signum}")
 
-    previous = signal.signal(signal.SIGTERM, interrupt)
     try:
-        yield
+        yield lambda: signal.signal(signal.SIGTERM, interrupt)
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGTERM, before)
 
 
 def run_tasks(tasks, *, address: str | None = None, max_retries: int = 1, num_cpus: float | None = None,
               num_gpus: float | None = None, on_finish=None, env_vars: dict | None = None) -> dict[str, dict]:
     """Run every task once its dependencies are done; returns ``{task id: fn's result}``.
 
-    ``address``: None starts a local Ray instance sized to the machine, or to ``num_cpus`` /
-    ``num_gpus`` (GPUs declared beyond the real ones are scheduling labels only); ``"auto"`` or
-    ``"host:port"`` joins a cluster.  ``max_retries``: how often a task is run again after its
-    worker or node was lost (its own exceptions are not retried).  ``on_finish(task, result,
-    node_ip)`` is called in this process as each task finishes.  ``env_vars`` are set in every
-    worker, beside the CPU-numerics pin.  Raises :class:`TaskFailed` once every task that could
-    run has run, if any failed.
+    ``address``: None starts a local Ray instance sized to the machine, or to ``num_cpus`` / ``num_gpus`` (GPUs
+    beyond the real ones are scheduling labels only); "auto" or "host:port" joins a cluster.  ``max_retries``:
+    Ray's reruns of a task whose worker or node was lost.  ``on_finish(task, result, node_ip)`` is called here as
+    each task finishes; ``env_vars`` are set in every worker beside the pin.  Raises :class:`TaskFailed` once
+    every task that could run has run, if any failed.
     """
     tasks = check_tasks(list(tasks))
     if max_retries < 0:
         raise ValueError(f"max_retries must be >= 0, got {max_retries}")
     if not tasks:
         return {}
-    # After ray.init: Ray installs a SIGTERM handler of its own in the driver, which would exit at once.
-    with _sigterm_handler_kept(), ray_session(address, num_cpus, num_gpus, env_vars), _sigterm_as_ctrl_c():
+    with _sigterm_as_ctrl_c() as on_sigterm, ray_session(address, num_cpus, num_gpus, env_vars):
+        if on_sigterm:
+            on_sigterm()  # after ray.init, whose own handler would exit at once
         # On the driver's node, which outlives any other node lost meanwhile.
         here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
         attempts = _Attempts.options(scheduling_strategy=here).remote()
-        refs = _submit(tasks, attempts, max_retries)
+        refs = {}
+        for task in tasks:  # each after its dependencies, which it takes as ObjectRef arguments
+            refs[task.id] = _execute.options(name=task.id, num_cpus=task.num_cpus, num_gpus=task.num_gpus,
+                                             max_retries=max_retries, retry_exceptions=False).remote(
+                attempts, task.id, task.fn, task.kwargs, *(refs[d] for d in task.deps))
+        by_ref = {ref: task for task, ref in zip(tasks, refs.values(), strict=True)}
         try:
-            results, errors = _collect(refs, on_finish)
+            results, errors = _collect(by_ref, on_finish)
         except BaseException:  # Ctrl-C, or an on_finish that raised: nothing may go on running
-            for ref in refs:
+            for ref in by_ref:
                 with contextlib.suppress(Exception):  # a task that ended cannot be cancelled; nothing to do
                     ray.cancel(ref, force=True)
             raise

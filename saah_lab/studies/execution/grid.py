@@ -51,16 +51,12 @@ from saah_lib.training.config import RunConfig, make_config
 STEP_SECONDS_KEYS = ("steady_step_seconds", "step_seconds", "median_step_s")
 UNMEASURED = "unmeasured: run `make gpu-check` first"
 ADAM_BYTES_PER_PARAMETER = 12  # a float32 weight and Adam's two float32 moments, in every checkpoint
-#: (hidden, layers, intermediate, key/value width) from each model's config.json on the hub: the size of its
-#: LoRA adapters, which is what a paper-profile checkpoint holds
+#: (hidden, layers, intermediate, key/value width) from config.json on the hub: the size of a paper checkpoint's LoRA
 ARCHITECTURES = {"Qwen/Qwen2.5-1.5B-Instruct": (1536, 28, 8960, 256),
                  "Qwen/Qwen2.5-3B-Instruct": (2048, 36, 11008, 256)}
 LOG_MB_PER_STEP = 0.008  # a tiny run's logs per step, as results/mini/runs/*/ hold them
-#: Studies committed with the repository: rerun into results/rerun/<study>, closed with a manifest when complete.
-COMMITTED_STUDIES = ("mini", "extended", "confirm")
-#: Seconds ``run --address host:port`` waits for the cluster's head to answer before it says it cannot reach it.
-CONNECT_TIMEOUT_S = 10.0
-#: Options that only the ablation study reads.
+COMMITTED_STUDIES = ("mini", "extended", "confirm")  # rerun into results/rerun/<study>, with a manifest when done
+CONNECT_TIMEOUT_S = 10.0  # how long ``run --address host:port`` waits for the cluster's head to answer
 ABLATION_OPTIONS = ("alphas", "profile", "method")
 
 
@@ -74,11 +70,7 @@ def default_root(study: str, command: str) -> Path | None:
     return None
 
 
-# ---- the estimate's per-step figure
-
-
-#: The longest step a benchmark file may give (a day): beyond it the figure is no step time but a damaged file.
-MAX_STEP_SECONDS = 86_400.0
+MAX_STEP_SECONDS = 86_400.0  # a longer step in a benchmark file is a damaged file
 
 
 def step_seconds_problem(value) -> str | None:
@@ -103,51 +95,38 @@ def _bench_record(path: Path) -> dict:
 
 
 def bench_step_seconds(path: Path) -> float | None:
-    """The per-step seconds a benchmark file gives: a top-level key, else the slowest of our trainer's variants.
-
-    A figure that is not a step time (NaN, negative, a boolean, ...) is a ValueError naming the file and key."""
+    """The per-step seconds a benchmark file gives: a top-level key, else the slowest of our trainer's variants; a
+    figure that is not a step time (NaN, negative, a boolean, ...) is a ValueError naming the file and key."""
     record = _bench_record(path)
-    for key in STEP_SECONDS_KEYS:
-        if record.get(key) is not None:
-            problem = step_seconds_problem(record[key])
-            if problem:
-                raise ValueError(f"benchmark file {path}: {key} {problem}")
-            return float(record[key])
-    variants = record.get("variants") or []
-    ours = [v.get("median_step_s") for v in variants if isinstance(v, dict) and v.get("trainer") == "ours"]
-    for value in ours:
+    key = next((k for k in STEP_SECONDS_KEYS if record.get(k) is not None), None)
+    figures = [(key, record[key])] if key else [("a variant's median_step_s", v.get("median_step_s"))
+                                                for v in record.get("variants") or []
+                                                if isinstance(v, dict) and v.get("trainer") == "ours"]
+    for name, value in figures:
         problem = step_seconds_problem(value)
         if problem:
-            raise ValueError(f"benchmark file {path}: a variant's median_step_s {problem}")
-    return max(ours) if ours else None
+            raise ValueError(f"benchmark file {path}: {name} {problem}")
+    return max((float(v) for _, v in figures), default=None)
 
 
-def _recorded_profile(path: Path) -> str | None:
-    return _bench_record(path).get("profile")
-
-
-def step_seconds_source(profile: str, gpu: bool, given: float | None, device: str | None,
+def step_seconds_source(profile: str, gpu: bool, given: float | None,
                         bench_dir: Path = BENCH_RESULTS) -> tuple[float | None, str]:
     """(seconds per step, where the figure comes from): ``--step-seconds``, a benchmark of this profile on
     the device in ``results/bench/``, or none measured."""
     if given is not None:
         return given, "--step-seconds"
-    if device is None and not gpu:
-        device = f"cpu-{platform.machine()}"
+    device = None if gpu else f"cpu-{platform.machine()}"  # a GPU plan: any GPU device's benchmark
     names = [f"{device}-{profile}.json"] if device else sorted(
         p.name for p in bench_dir.glob(f"*-{profile}.json") if not p.name.startswith("cpu-"))
     # `make gpu-check` writes <device>-preflight.json, naming the profile it measured inside
     names += [p.name for p in sorted(bench_dir.glob(f"{device or '*'}-preflight.json"))
-              if (device or not p.name.startswith("cpu-")) and _recorded_profile(p) == profile]
+              if (device or not p.name.startswith("cpu-")) and _bench_record(p).get("profile") == profile]
     measured = [(s, n) for n in names if (bench_dir / n).is_file()
                 for s in [bench_step_seconds(bench_dir / n)] if s is not None]
     if not measured:
         return None, UNMEASURED
     seconds, name = max(measured)  # several devices measured: the slowest, so that the estimate is not short
     return seconds, f"measured: {repo_relative(bench_dir / name)}"
-
-
-# ---- disk
 
 
 def disk_mb(job: Job) -> float | None:
@@ -178,19 +157,15 @@ def trainable_parameters(cfg) -> int | None:
     return info.get("parameters") if info else None
 
 
-# ---- plan
-
-
-def step_figures(plan: Plan, given: float | None, device: str | None,
+def step_figures(plan: Plan, given: float | None,
                  bench_dir: Path = BENCH_RESULTS) -> dict[str, tuple[float | None, str]]:
     """{profile: (seconds per step, source)} for every profile the plan's runs train."""
     profiles = dict.fromkeys(j.profile for j in plan.runs) or {plan.profile: None}
-    return {p: step_seconds_source(p, plan.gpu, given, device, bench_dir) for p in profiles}
+    return {p: step_seconds_source(p, plan.gpu, given, bench_dir) for p in profiles}
 
 
 def _rate_text(figures: dict[str, tuple[float | None, str]], steps_left: dict[str, int]) -> tuple[str, str]:
-    """(' x 10 s per step' or ' (930 of qwen2.5-1.5b x 3.47 s, ...)', the figures' sources); ``steps_left``: the
-    estimate's steps still to train per profile."""
+    """(' x 10 s per step' or ' (930 of qwen2.5-1.5b x 3.47 s, ...)', the figures' sources)."""
     if len({s for s, _ in figures.values()}) == 1:
         (seconds, _), *_ = figures.values()
         sources = dict.fromkeys(source for _, source in figures.values())
@@ -234,7 +209,7 @@ def describe(plan: Plan, figures: dict[str, tuple[float | None, str]], slots: in
         rate, sources = _rate_text(figures, total["steps_left_by_profile"])
         text = f"{head}{rate} = {total['run_hours']:.2f} h of {'GPU' if plan.gpu else 'CPU run'} time"
         if plan.gpu:
-            text += f" = {total['gpu_hours']:.2f} GPU-hours"
+            text += f" = {total['run_hours']:.2f} GPU-hours"
         text += (f"; {total['hours']:.2f} h wall at {slots} runs at a time (the longest run alone "
                  f"{total['wall_lower_bound_hours']:.2f} h); {sources}; optimiser steps only: evaluations, compiles, "
                  "baselines and warm starts not included")
@@ -245,26 +220,10 @@ def describe(plan: Plan, figures: dict[str, tuple[float | None, str]], slots: in
     return "\n".join(lines)
 
 
-def extended_summary(plan: Plan, seeds, steps: int | None, slots: int,
-                     pilot_root: Path | None = MINI_ROOT) -> tuple[list[str], list[str]]:
-    """The extended study's own lines around the job list (:func:`saah_lab.studies.extended.plan_summary`): its
-    primary comparison, the alpha, the whole study's wall time, strangers in the root and the projected MDE."""
-    seeds = tuple(seeds or extended.SEEDS)
-    configs = extended.planned_configs(plan.root, extended.WARM_STARTS, seeds, steps)
-    wanted = {j.name for j in plan.runs}  # all, or those --runs names
-    todo = [c for c in pending(configs) if c.run_id in wanted]
-    return extended.plan_summary(plan.root, configs, todo, slots, extended.WARM_STARTS, seeds, measure=True,
-                                 pilot_root=pilot_root)
-
-
-# ---- run
-
-
 def run_study(plan: Plan, *, address: str | None, max_retries: int, step_seconds: StepSeconds,
               slots: int | None) -> list[dict]:
-    """Hold the root, build what is missing and train what is pending; a finished CPU study gets its
-    answer kinds and manifest.  A planned run's folder holding another run is an error before anything is
-    written (:func:`~saah_lab.studies.execution.runner.check_no_foreign_runs`)."""
+    """Hold the root, build what is missing and train what is pending; a finished committed study gets its
+    manifest (mini: answer kinds too).  A run folder holding another run is an error before anything is written."""
     check_no_foreign_runs(plan)
     with study_lock(plan.root):
         check_no_foreign_runs(plan)  # again, now that no other driver writes the root
@@ -318,7 +277,6 @@ def build_parser() -> argparse.ArgumentParser:
                         f"{CONNECT_TIMEOUT_S:g} s is an error")
     parser.add_argument("--max-retries", type=int, default=1, help="retries of a job whose worker or node died")
     parser.add_argument("--step-seconds", type=float, default=None, help="seconds per optimiser step for the estimate")
-    parser.add_argument("--device", default=None, help="the benchmark device name in results/bench/<device>-<profile>")
     parser.add_argument("--bench-dir", type=in_repo, default=None,
                         help="folder of the benchmark files (<device>-<profile>.json, <device>-preflight.json) whose "
                              "steady step times the estimate takes, per profile (None: results/bench)")
@@ -328,8 +286,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def check_options(args) -> None:
-    """Every option either acts on this study or is refused, with a ValueError naming it, before anything is
-    read from the results root or written to it (the lock, the rerun marker, the timings files)."""
+    """Every option acts on this study or is refused (a ValueError naming it) before the root is read or written."""
     ignored = [f"--{name}" for name in ABLATION_OPTIONS if getattr(args, name) is not None and args.study != "ablation"]
     if ignored:
         raise ValueError(f"{', '.join(ignored)}: options of the ablation study only; the {args.study} study's runs "
@@ -370,9 +327,8 @@ _HTTP2_SETTINGS = 4  # the frame type a gRPC server answers the preface with
 
 
 def check_address(address: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
-    """``auto``, or a ``host:port`` (``ray://`` allowed) where a gRPC server (a Ray head) answers within
-    ``timeout`` seconds; Ray's own connection would retry for minutes before failing.  A port that accepts
-    the connection but does not answer the HTTP/2 preface is no Ray head."""
+    """``auto``, or a ``host:port`` (``ray://`` allowed) where a gRPC server (a Ray head) answers the HTTP/2
+    preface within ``timeout`` seconds: Ray's own connection would retry for minutes before failing."""
     if address == "auto":
         return
     host, sep, port = address.removeprefix("ray://").rpartition(":")
@@ -397,10 +353,7 @@ def check_address(address: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
 
 
 def make_plan(args) -> Plan:
-    options = {}
-    if args.study == "ablation":
-        options = {k: v for k, v in (("alphas", args.alphas), ("profile", args.profile), ("method", args.method))
-                   if v is not None}
+    options = {k: getattr(args, k) for k in ABLATION_OPTIONS if getattr(args, k) is not None}
     root = args.results_dir or default_root(args.study, args.command)
     plan = study_plan(args.study, root=root, seeds=args.seeds, steps=args.steps, **options)
     return plan.only(args.runs) if args.runs else plan
@@ -412,13 +365,19 @@ def main(argv=None) -> int:
     try:
         check_options(args)
         plan = make_plan(args)
-        figures = step_figures(plan, args.step_seconds, args.device, args.bench_dir or BENCH_RESULTS)
+        figures = step_figures(plan, args.step_seconds, args.bench_dir or BENCH_RESULTS)
     except ValueError as err:
         parser.exit(2, f"error: {err}\n")
     seconds = {p: s for p, (s, _) in figures.items()}
     slots = args.slots or (8 if plan.gpu else len(os.sched_getaffinity(0)))
     if args.command == "plan":
-        head, tail = extended_summary(plan, args.seeds, args.steps, slots) if plan.study == "extended" else ([], [])
+        head = tail = []
+        if plan.study == "extended":  # its primary comparison, alpha, wall time, strangers in the root, MDE
+            seeds = tuple(args.seeds or extended.SEEDS)
+            configs = extended.planned_configs(plan.root, extended.WARM_STARTS, seeds, args.steps)
+            todo = [c for c in pending(configs) if c.run_id in {j.name for j in plan.runs}]  # --runs, or all
+            head, tail = extended.plan_summary(plan.root, configs, todo, slots, extended.WARM_STARTS, seeds,
+                                               measure=True, pilot_root=MINI_ROOT)
         print("\n".join([*head, describe(plan, figures, slots), *tail]))
         return 0
     if plan.study == "confirm":
@@ -445,8 +404,8 @@ def main(argv=None) -> int:
 
 
 def verify_rerun(plan: Plan, committed: Path, conclusions) -> int:
-    """A finished rerun of a committed study against it, bits then conclusions, into ``<rerun>/reproduction.*``;
-    the closing lines printed, the exit status returned."""
+    """A finished rerun against its committed study, bits then conclusions, into ``<rerun>/reproduction.*``; the
+    closing lines printed, the exit status returned."""
     report = compare_studies(committed, plan.root, run_ids=[j.name for j in plan.runs], conclusions=conclusions,
                              study_files=())
     json_path, _ = write_report(report, plan.root)

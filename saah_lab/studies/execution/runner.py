@@ -1,14 +1,10 @@
 """A study is a plan: the warm starts, baselines and runs it needs, each a job with the jobs it waits for.
 
-:func:`run_plan` builds what is missing and trains what is pending, in dependency order, as tasks of the
-engine (:mod:`saah_lab.studies.execution.engine`: Ray core tasks, on this machine or on a cluster).  One code path
-serves both: a run calls the run function in its worker with the config the plan built (one torch thread on a
-CPU; on a GPU, the one the engine gave the task).
-
-Everything a job writes lies under the study's results root, which every worker must see (a shared
-filesystem on a cluster).  A complete run is skipped; an interrupted one resumes from its last intact
-checkpoint, whether the engine retries it or the study is run again.  The caller holds the root
-(:func:`saah_lab.rundir.lock.study_lock`) for the whole study: one writer per root.
+:func:`run_plan` builds what is missing and trains what is pending as tasks of :mod:`.engine` (Ray, on this
+machine or a cluster, one code path).  Everything a job writes lies under the study's results root, which every
+worker must see (a shared filesystem on a cluster).  A complete run is skipped; an interrupted one resumes from
+its last intact checkpoint, whether Ray retries it or the study is run again.  The caller holds the root
+(:func:`saah_lab.rundir.lock.study_lock`): one writer per root.
 """
 
 from __future__ import annotations
@@ -26,7 +22,7 @@ from tqdm import tqdm
 
 from saah_lab.rundir.manifest import sha256_of
 from saah_lab.studies.execution.engine import Task, run_tasks
-from saah_lab.studies.execution.timing import PeakMemory, Timings
+from saah_lab.studies.execution.timing import Timings, measured
 from saah_lab.studies.matched_alpha import ensure_matched_alpha, read_matched_alpha
 from saah_lab.training.run import baseline_for, run_training
 from saah_lib.jsonio import atomic_write_json, read_json
@@ -44,11 +40,8 @@ BASELINE_NAME = "tiny-warmstart"  # the baseline folder of every tiny study: the
 
 @dataclass(frozen=True)
 class Job:
-    """One unit of a study: the engine task it runs, and what the plan knows of it beyond that.
-
-    ``kind`` is warmstart, baseline, alpha or run; the task's id is ``kind:name``.  ``steps``: a run's optimiser
-    steps (0 for the other kinds); ``folder``: where its output lies (run, baseline or warm-start folder).
-    """
+    """One unit of a study: its engine task (id ``kind:name``; kind warmstart, baseline, alpha or run), a run's
+    optimiser steps, and the folder its output lies in."""
 
     kind: str
     name: str
@@ -57,10 +50,6 @@ class Job:
     folder: Path | None = None
     expected_s: float | None = None  # a job other than a run: its seconds as last recorded (for the ETA)
 
-    def __post_init__(self):
-        if self.task.id != f"{self.kind}:{self.name}":
-            raise ValueError(f"job {self.kind}:{self.name} holds a task with id {self.task.id!r}")
-
     @classmethod
     def of(cls, kind: str, name: str, fn: Callable[..., dict], kwargs: dict, deps: tuple[str, ...] = (), *,
            num_cpus: float = 1.0, num_gpus: float = 0.0, steps: int = 0, folder: Path | None = None,
@@ -68,9 +57,7 @@ class Job:
         return cls(kind, name, Task(f"{kind}:{name}", fn, kwargs, tuple(deps), num_cpus, num_gpus), steps, folder,
                    expected_s)
 
-    # the task's fields, as the plan reads them
     id = property(lambda self: self.task.id)
-    fn = property(lambda self: self.task.fn)
     kwargs = property(lambda self: self.task.kwargs)
     deps = property(lambda self: self.task.deps)
     num_cpus = property(lambda self: self.task.num_cpus)
@@ -111,9 +98,6 @@ class Plan:
         return Plan(self.study, self.root, jobs, self.profile, self.record)
 
 
-# ---- the state of a job on disk
-
-
 def pending(configs) -> list:
     """The configs whose run folder is not complete yet."""
     return [c for c in configs if not RunDir(c.run_dir).is_complete(c.trainer.max_steps)]
@@ -129,37 +113,28 @@ def job_state(job: Job) -> tuple[str, int | None]:
             return "done", None
         logged = run.train_log() if run.dir.is_dir() else []
         return ("partial", logged[-1]["step"]) if logged else ("pending", None)
-    if job.kind == "warmstart":
+    if job.kind == "warmstart":  # a build with other kernels is built again
         info = read_build_info(job.folder)
-        built = info is not None and info.get("seed") == job.kwargs["seed"] and not built_with_other_kernels(info)
-        return ("done", None) if built else ("pending", None)  # a build with other kernels is built again
-    if job.kind == "baseline":
+        done = info is not None and info.get("seed") == job.kwargs["seed"] and not built_with_other_kernels(info)
+    elif job.kind == "baseline":
         done = job.folder.is_dir() and any(r["step"] == 0 for r in RunDir(job.folder).evals())
-        return ("done", None) if done else ("pending", None)
-    if job.kind == "alpha":
-        return ("done", None) if (Path(job.kwargs["root"]) / layout.MATCHED_ALPHA_FILE).is_file() else ("pending", None)
-    raise ValueError(f"unknown job kind {job.kind!r} ({job.id})")
-
-
-def foreign_settings(job: Job) -> dict[str, tuple]:
-    """``{field: (recorded, planned)}`` where the config.json in a run job's folder records other settings than
-    the plan's (a run under a planned id, trained otherwise); {} for a run without one, or for another kind.
-
-    A run's state is read from its steps and evaluations (:func:`job_state`); this says whether it is the
-    planned run at all.  A run whose alpha is measured first has no folder yet, so nothing to compare.
-    """
-    if job.kind != "run" or job.folder is None or "matched_alpha_from" in job.kwargs:
-        return {}
-    return RunDir(job.folder).setting_changes(RunConfig.from_dict(job.kwargs["config"]).run_settings())
+    elif job.kind == "alpha":
+        done = (Path(job.kwargs["root"]) / layout.MATCHED_ALPHA_FILE).is_file()
+    else:
+        raise ValueError(f"unknown job kind {job.kind!r} ({job.id})")
+    return ("done" if done else "pending"), None
 
 
 def foreign_runs(plan: Plan) -> dict[str, str]:
-    """``{run id: what its folder records otherwise}`` for each planned run whose folder holds another run; a
-    config.json that cannot be read is named as such."""
+    """``{run id: what its folder records otherwise}`` for each planned run whose folder's config.json records
+    other settings (a run under a planned id, trained otherwise), or cannot be read.  A run whose alpha is
+    measured first has no folder yet."""
     found = {}
     for job in plan.runs:
+        if job.folder is None or "matched_alpha_from" in job.kwargs:
+            continue
         try:
-            changed = foreign_settings(job)
+            changed = RunDir(job.folder).setting_changes(RunConfig.from_dict(job.kwargs["config"]).run_settings())
         except ValueError as error:  # not valid JSON or not UTF-8: the message names the file
             found[job.name] = str(error)
             continue
@@ -169,8 +144,8 @@ def foreign_runs(plan: Plan) -> dict[str, str]:
 
 
 def check_no_foreign_runs(plan: Plan) -> None:
-    """Raise naming each planned run whose folder holds a run trained with other settings: counting it as done
-    (or resuming it) would put another run in the study under a planned id."""
+    """Raise naming each planned run whose folder holds a run trained otherwise (counted as done or resumed, it
+    would be another run in the study under a planned id)."""
     foreign = foreign_runs(plan)
     if foreign:
         listing = "\n".join(f"  {name}: {text}" for name, text in foreign.items())
@@ -194,11 +169,9 @@ def _visible_root(root: str) -> Path:
 
 
 def _timed(fn, *args, **kwargs) -> dict:
-    start = time.perf_counter()
-    with PeakMemory() as memory:
+    with measured() as cost:
         out = fn(*args, **kwargs)
-    out = out if isinstance(out, dict) else {}
-    return {**out, "wall_s": round(time.perf_counter() - start, 2), "peak_rss_mb": round(memory.peak / 2**20, 1)}
+    return {**(out if isinstance(out, dict) else {}), **cost}
 
 
 def build_progress_file(seed: int) -> Path:
@@ -231,9 +204,14 @@ def build_seconds_left(path: Path) -> float | None:
     return elapsed / done * (total - done) if done > 0 else None
 
 
+def _build_summary(folder: Path) -> dict:
+    info = read_build_info(folder) or {}
+    return {"build_seconds": info.get("build_seconds"), "warm_start_pass_at_1_heldout": info.get("heldout_pass_at_1")}
+
+
 def warm_start_task(seed: int, root: str) -> dict:
-    """Build the tiny warm start of this seed into the cache unless built there already (it fixes its own thread
-    count).  Where a committed copy ships, runs train from that copy and this build is a check of its own."""
+    """Build the tiny warm start of this seed into the cache (where a committed copy ships, runs train from that
+    and this build is a check of its own)."""
     _visible_root(root)
     progress_file = build_progress_file(seed)
 
@@ -244,9 +222,7 @@ def warm_start_task(seed: int, root: str) -> dict:
                              on_step=progress_writer(progress_file))
         finally:
             progress_file.unlink(missing_ok=True)
-        info = read_build_info(tiny_warmstart_dir(seed)) or {}
-        return {"build_seconds": info.get("build_seconds"),
-                "warm_start_pass_at_1_heldout": info.get("heldout_pass_at_1")}
+        return _build_summary(tiny_warmstart_dir(seed))
 
     return _timed(build)
 
@@ -267,12 +243,9 @@ def matched_alpha_task(root: str, other_warm_starts: tuple[str, ...] = ()) -> di
 
 
 def train_task(config: dict, matched_alpha_from: str | None = None, planned_ids: tuple[str, ...] = ()) -> dict:
-    """One run in this worker, silent (the driver prints one line per finished run): on a CPU with one torch
-    thread, on a GPU with the device the engine gave the task (``CUDA_VISIBLE_DEVICES``).
-
-    ``matched_alpha_from``: the run's alpha is the one recorded in that root (measured by an earlier job);
-    if that makes it a run the plan already holds, it is not trained twice.
-    """
+    """One run in this worker, silent: on a CPU with one torch thread, on a GPU with the one Ray gave the task.
+    ``matched_alpha_from``: the root whose recorded alpha the run takes (a run the plan holds already is not
+    trained twice)."""
     if not torch.cuda.is_available():
         torch.set_num_threads(1)
     if matched_alpha_from is not None:
@@ -289,9 +262,6 @@ def train_task(config: dict, matched_alpha_from: str | None = None, planned_ids:
             "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
 
 
-# ---- the jobs of a plan
-
-
 def warm_start_job(root: Path, seed: int) -> Job:
     """The build of the warm start of ``seed``; its expected seconds are those its committed copy records."""
     shipped = read_build_info(shipped_warm_start_dir(seed)) or {}
@@ -300,14 +270,12 @@ def warm_start_job(root: Path, seed: int) -> Job:
 
 
 def waits_for_warm_start(warm: Job, seed: int) -> tuple[str, ...]:
-    """What a job that loads the warm start of ``seed`` waits for: nothing where its committed copy ships (the job
-    loads that copy; the build beside it is a check of its own), else that build."""
+    """Nothing where the committed copy of the warm start ships (jobs load that), else its build."""
     return () if shipped_warm_start_dir(seed).is_dir() else (warm.id,)
 
 
 def baseline_job(cfg, name: str, deps: tuple[str, ...] = (), gpu: bool | None = None) -> Job:
-    """The untrained model's evaluation: on a GPU if ``gpu``, on a CPU if not; by default a float32 model on a CPU and
-    any other on a GPU."""
+    """The untrained model's evaluation: on a GPU if ``gpu`` (by default: a model not in float32)."""
     gpus = float(cfg.dtype != "float32" if gpu is None else gpu)
     return Job.of("baseline", name, baseline_task, {"config": cfg.to_dict(), "name": name}, deps, num_gpus=gpus,
                   folder=layout.baseline_dir(Path(cfg.results_dir), name))
@@ -343,13 +311,9 @@ def warm_start_record(model_dir: Path) -> dict:
     return record
 
 
-# ---- running a plan
-
-
 def run_line(index: int, total: int, entry: dict, evals: list[dict], node: str | None = None,
              eta_s: float | None = None) -> str:
-    """``[3/15] tiny-sa-a0.5-s0: 52 s, 590 MB, Pass@1 0.270 -> 0.420`` (first and last evaluation), then where
-    it ran and the time left."""
+    """``[3/15] tiny-sa-a0.5-s0: 52 s, 590 MB, Pass@1 0.270 -> 0.420`` (first and last evaluation), node, ETA."""
     text = f"[{index}/{total}] {entry['run_id']}: {entry['wall_s']:.0f} s, {entry['peak_rss_mb']:.0f} MB"
     if evals:
         text += f", Pass@1 {evals[0]['pass_at_1']:.3f} -> {evals[-1]['pass_at_1']:.3f}"
@@ -361,33 +325,22 @@ def run_line(index: int, total: int, entry: dict, evals: list[dict], node: str |
 
 
 def eta_seconds(work_s: list[float], slots: int) -> float:
-    """Seconds until ``work_s`` (what each unfinished job has left, the running ones first) is done on ``slots``
-    slots, one job per slot, each next job on the slot that frees first.
-
-    Not tqdm's estimate (the units left at the driver's average rate): with the warm-start build on one of two
-    slots it is 80% off a simulated make mini's truth by steps logged, and over 90% by runs finished
-    (tests/studies/test_eta.py asks for 10%); nor can it read a build's pace in another process."""
+    """Seconds until ``work_s`` (each unfinished job's, the running ones first) is done on ``slots`` slots, each
+    next job on the slot that frees first.  Not tqdm's estimate (units left at the average rate): that is 80-90%
+    off a simulated make mini (tests/studies/test_eta.py asks for 10%), and cannot read a build's pace."""
     free = [0.0] * max(1, slots)
     for work in work_s:
         heapq.heapreplace(free, free[0] + max(work, 0.0))
     return max(free)
 
 
-def submitted(plan: Plan) -> list[Job]:
-    """The jobs that still have work: runs not complete, other jobs not done."""
-    return [j for j in plan.jobs if job_state(j)[0] != "done"]
-
-
 def run_plan(plan: Plan, timings: Timings, *, address: str | None = None, max_retries: int = 1,
              step_seconds: StepSeconds = None, slots: int | None = None, env_vars: dict | None = None) -> list[dict]:
-    """Build what is missing and train what is pending; returns the finished runs' entries (by run id).
-
-    The caller holds the plan's root.  ``step_seconds`` and ``slots`` (runs at a time) give the ETA of the
-    progress lines.  Raises :class:`saah_lab.studies.execution.engine.TaskFailed` naming the job, node and log file.
-    """
+    """Build what is missing and train what is pending; the finished runs' entries (by run id).  ``step_seconds``
+    and ``slots`` (runs at a time) give the progress lines' ETA.  Raises :class:`.engine.TaskFailed`."""
     plan.root.mkdir(parents=True, exist_ok=True)
     _record_done_jobs(plan, timings)
-    todo = submitted(plan)
+    todo = [j for j in plan.jobs if job_state(j)[0] != "done"]
     ids = {j.id for j in todo}
     tasks = [replace(j.task, deps=tuple(d for d in j.deps if d in ids)) for j in todo]  # the others are done
     driver = _Driver(plan, timings, todo, max(1, slots or os.cpu_count() or 1), step_seconds)
@@ -402,15 +355,13 @@ def run_plan(plan: Plan, timings: Timings, *, address: str | None = None, max_re
 
 
 def _record_done_jobs(plan: Plan, timings: Timings) -> None:
-    """Jobs other than runs done before, in another study or root: recorded here unless they are already; a
-    cached warm start's build time goes into the timings, as a fresh clone's would."""
+    """Jobs other than runs done before (another study or root) recorded here; a cached warm start's build time
+    goes into the timings, as a fresh clone's would."""
     for job in plan.jobs:
         if job.kind != "run" and job_state(job)[0] == "done" and job.id in plan.record:
             plan.record[job.id](None)
         if job.kind == "warmstart" and job_state(job)[0] == "done":
-            info = read_build_info(job.folder) or {}
-            timings.add_stage(_stage_label(job), {"build_seconds": info.get("build_seconds"),
-                                                  "warm_start_pass_at_1_heldout": info.get("heldout_pass_at_1")})
+            timings.add_stage(_stage_label(job), _build_summary(job.folder))
 
 
 def _announce(plan: Plan, todo: list[Job], runs: list[Job]) -> None:
@@ -433,8 +384,7 @@ def _forwarded_env() -> dict[str, str]:
 
 
 class _Driver:
-    """What the driver knows while a plan's jobs run: the finished jobs, the runs' entries and how long the runs
-    took, from which it records each job as it finishes and prints the runs' lines with the ETA."""
+    """Records each job as it finishes and prints the runs' lines with the ETA."""
 
     def __init__(self, plan: Plan, timings: Timings, todo: list[Job], slots: int, step_seconds: StepSeconds):
         self.plan, self.timings, self.todo, self.slots, self.step_seconds = plan, timings, todo, slots, step_seconds
@@ -444,13 +394,11 @@ class _Driver:
         self.finished: set[str] = set()
         self.started = time.perf_counter()
         self.to_train = {j.id: steps_left(j) for j in self.runs}  # a resumed run trains only its remaining steps here
-        self.to_train_from = {j.id: j.steps - self.to_train[j.id] for j in self.runs}
         self.trained: dict[str, tuple[float, int]] = {}  # task id: (wall seconds, steps trained) of the runs done
 
     def left_s(self, job: Job, measured_per_step: float) -> tuple[float, bool]:
-        """The seconds ``job`` has left and whether it has begun: a run's steps not yet logged at its seconds
-        per step (the plan's, else what this study's runs took); a build's by its pace, else its expected
-        seconds less the time since the start."""
+        """The seconds ``job`` has left and whether it has begun: a run's steps not logged at its seconds per step
+        (the plan's, else this study's runs'); a build's by its pace, else its expected seconds less those gone."""
         if job.kind == "warmstart":
             by_pace = build_seconds_left(build_progress_file(job.kwargs["seed"]))
             if by_pace is not None:
@@ -459,7 +407,7 @@ class _Driver:
             return max((job.expected_s or 0.0) - (time.perf_counter() - self.started), 0.0), False
         per_step = run_step_seconds(job, self.step_seconds) or measured_per_step
         logged = last_step(job.folder / layout.TRAIN_LOG_FILE) if job.folder is not None else 0
-        return max(job.steps - logged, 0) * per_step, logged > self.to_train_from[job.id]
+        return max(job.steps - logged, 0) * per_step, logged > job.steps - self.to_train[job.id]
 
     def eta_s(self) -> float:
         """The seconds until the unfinished jobs are done: the begun ones first, on the slots that free first."""
@@ -495,9 +443,8 @@ def _stage_label(job: Job) -> str:
 
 
 def record_warm_start(root: Path, seed: int, records_file: str = layout.WARMSTART_RECORD_FILE):
-    """The driver's record of a warm start: its build record in the study root (the model is a git-ignored
-    cache; its record is committed with the study).  With ``WARMSTART_RECORDS_FILE`` one entry per warm start.
-    Called with None for a warm start built earlier: a record already in the root is kept as it is."""
+    """The driver's record of a warm start in the study root (the model is a git-ignored cache; its record is
+    committed); ``WARMSTART_RECORDS_FILE`` holds one per warm start.  None (built earlier): a record there stands."""
     def record(result) -> None:
         path = Path(root) / records_file
         records = read_json(path, default={}) if path.is_file() else {}
@@ -530,8 +477,8 @@ def steps_left(job: Job) -> int:
 
 
 def estimate(plan: Plan, step_seconds: StepSeconds, slots: int) -> dict:
-    """Runs x steps x their profile's seconds per step, in hours of wall time at ``slots`` runs at a time (and
-    GPU-hours); without a figure for every pending run's profile, the steps only."""
+    """Runs x steps x their profile's seconds per step in hours, wall at ``slots`` runs at a time;
+    the steps only without a figure for every pending run's profile."""
     pending = [j for j in plan.runs if job_state(j)[0] != "done"]
     left = {j.id: steps_left(j) for j in pending}
     by_profile: dict[str | None, int] = {}
@@ -547,6 +494,4 @@ def estimate(plan: Plan, step_seconds: StepSeconds, slots: int) -> dict:
     total["wall_lower_bound_hours"] = max((j.steps * seconds[j.id] for j in pending), default=0) / 3600
     # spread over the slots, but never shorter than the longest run alone
     total["hours"] = max(run_seconds / 3600 / max(1, min(slots, len(pending) or 1)), total["wall_lower_bound_hours"])
-    if plan.gpu:
-        total["gpu_hours"] = run_seconds / 3600
     return total

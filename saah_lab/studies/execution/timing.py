@@ -1,9 +1,5 @@
-"""Wall time and peak memory of a study's stages, written to ``<root>/timings.json`` as they finish.
-
-The file also says what ran them: the machine (CPU model, cores, memory) and the CPU numerics
-of the study's process (:func:`saah_lib.numerics.cpu_numerics_record`: pinned or not, torch's CPU
-capability and thread count); each training run's entry adds its worker's capability and threads.
-"""
+"""Wall time and peak memory of a study's stages, written to ``<root>/timings.json`` as they finish, with the
+machine and the CPU numerics of the study's process (each run's entry adds its worker's)."""
 
 from __future__ import annotations
 
@@ -46,6 +42,15 @@ class PeakMemory:
         self._thread.join()
 
 
+@contextmanager
+def measured():
+    """``{"wall_s", "peak_rss_mb"}`` of the block, filled in as it ends."""
+    cost, start = {}, time.perf_counter()
+    with PeakMemory() as memory:
+        yield cost
+    cost.update(wall_s=round(time.perf_counter() - start, 2), peak_rss_mb=round(memory.peak / 2**20, 1))
+
+
 class Timings:
     def __init__(self, path: Path):
         self.path = path
@@ -59,18 +64,15 @@ class Timings:
     @contextmanager
     def stage(self, name: str, **info):
         print(f"\n=== {name}", flush=True)
-        start = time.perf_counter()
-        with PeakMemory() as memory:
+        with measured() as cost:
             yield info
-        entry = {"stage": name, "wall_s": round(time.perf_counter() - start, 2),
-                 "peak_rss_mb": round(memory.peak / 2**20, 1), **info}
+        entry = {"stage": name, **cost, **info}
         self._append(entry)
         print(f"--- {name}: {entry['wall_s']:.1f} s, peak RSS {entry['peak_rss_mb']:.0f} MB", flush=True)
 
     def add_stage(self, name: str, measured: dict | None) -> None:
         """A stage that ran elsewhere (an engine task, which measured its own wall time and memory)."""
-        entry = {"stage": name, "wall_s": 0.0, **(measured or {})}
-        self._append(entry)
+        self._append({"stage": name, "wall_s": 0.0, **(measured or {})})
 
     def _append(self, entry: dict) -> None:
         self.record["stages"].append(entry)

@@ -1,18 +1,15 @@
-"""Stops the local Ray instance of a driver that died without stopping it (``kill -9``, the OOM killer).
-
-The kernel kills an instance's GCS server and raylet with the driver (``PR_SET_PDEATHSIG``), but not what
-the raylet started: its agents and workers, which would run on.  :func:`saah_lab.studies.execution.engine.ray_session`
-starts this beside each instance it starts, as a script (it imports only psutil, so it is up at once), in a
-session of its own (a Ctrl-C at the terminal reaches the driver, which stops the instance and then this)::
+"""Stops the local Ray instance of a driver that died without stopping it (``kill -9``, the OOM killer): the
+kernel kills its GCS server and raylet with the driver, but not the raylet's agents and workers.
+:func:`.engine.ray_session` starts this script (it imports only psutil, so it is up at once) in a session of
+its own beside each instance it starts::
 
     python saah_lab/studies/execution/watchdog.py DRIVER_PID MARKER TEMP_DIR     (stdin: a pipe from the driver)
 
-A driver that ends normally writes ``stop`` into the pipe; one interrupted writes ``sweep``: the watchdog
-SIGKILLs the instance's processes (``TEMP_DIR`` is the driver's to remove).  The pipe closing without either,
-or the watchdog's parent changing, means the driver died: it SIGKILLs them and removes ``TEMP_DIR``.  Those
-are the processes whose ``RAY_AUTH_TOKEN_PATH`` is ``MARKER`` (a token file in the instance's own temp dir)
-and all their descendants as seen while the driver lived: the agents rename themselves, which hides their
-environment, and once the raylet is dead they are no one's children.
+The driver writes ``stop`` into the pipe when it ends normally, ``sweep`` when interrupted (kill the instance,
+``TEMP_DIR`` is the driver's to remove); the pipe closing without either, or the parent changing, means the
+driver died: kill and remove ``TEMP_DIR``.  The instance: the processes whose ``RAY_AUTH_TOKEN_PATH`` is
+``MARKER`` and their descendants as seen while the driver lived (agents rename themselves, hiding their
+environment, and outlive the raylet as no one's children).
 """
 
 from __future__ import annotations
@@ -28,11 +25,8 @@ import psutil
 STOP = b"stop"
 SWEEP = b"sweep"
 MARKER_VARIABLE = "RAY_AUTH_TOKEN_PATH"
-#: How often the watchdog notes the instance's processes and checks that its parent is still the driver (a fork
-#: of the driver may hold the pipe open after the driver died).
-LOOK_S = 0.5
-#: How long it keeps looking for processes of the instance after the driver died: a worker may be starting.
-SWEEP_S = 2.0
+LOOK_S = 0.5  # how often it notes the instance and checks its parent (a fork of a dead driver may hold the pipe)
+SWEEP_S = 2.0  # how long it looks for the instance's processes after the driver died: a worker may be starting
 
 
 def watch(pipe: int, driver_pid: int, marker: str) -> tuple[bytes, list[psutil.Process]]:
@@ -62,10 +56,8 @@ def carries(proc: psutil.Process, marker: str) -> bool:
 
 
 def instance_tree(driver_pid: int, marker: str) -> list[psutil.Process]:
-    """The processes the driver started for the instance (they carry the marker), and all their descendants.
-
-    The process table is read once per call, for the driver's descendants: asking each of the instance's
-    processes for its own would read it once per process asked, twice a second, for as long as a study runs."""
+    """The processes the driver started for the instance (they carry the marker), and all their descendants (the
+    process table read once per call, not once per process asked, twice a second for a whole study)."""
     try:
         below = psutil.Process(driver_pid).children(recursive=True)
     except psutil.Error:
@@ -84,11 +76,7 @@ def instance_tree(driver_pid: int, marker: str) -> list[psutil.Process]:
 
 def instance_processes(marker: str) -> list[psutil.Process]:
     """Live processes of the instance (their environment names its token file), this one excepted."""
-    found = []
-    for proc in psutil.process_iter(["pid"]):
-        if proc.pid != os.getpid() and carries(proc, marker):
-            found.append(proc)
-    return found
+    return [p for p in psutil.process_iter(["pid"]) if p.pid != os.getpid() and carries(p, marker)]
 
 
 def alive(proc: psutil.Process) -> bool:
