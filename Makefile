@@ -87,9 +87,7 @@ test: setup latex
 
 # The tests marked e2e: reruns held to the committed results or to an uninterrupted rerun (two mini runs on two
 # Ray nodes, a node lost mid-run), the committed tables, figures and PDF rebuilt, the README's commands on a fresh
-# copy, the notebooks run whole, the SLURM template on a local SLURM, and processes side by side (Ray instances
-# stopped by Ctrl-C, kill -9 or SIGTERM, a two-node cluster, two launches of one run, two gloo trainers).
-# Minutes each; CI runs them after make test.
+# copy, the notebooks run whole, the SLURM template on a local SLURM. Minutes each; CI runs them after make test.
 ## test-e2e: the end-to-end tests: committed results rebuilt, documents run as written, notebooks, SLURM
 # One worker: on a 2-core Intel Xeon, a Ray instance a test starts while the other worker trains missed Ray's
 # fixed 30 s registration three times in a row (3 full runs, 1 or 2 such failures each); TEST_ARGS="--maxprocesses 2"

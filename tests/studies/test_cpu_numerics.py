@@ -40,7 +40,6 @@ def unpinned_parent(monkeypatch):
     monkeypatch.setenv("PYTHONPATH", str(REPO_ROOT))  # the children import this tree's saah_lib
 
 
-@pytest.mark.e2e
 @pytest.mark.slow
 def test_an_engine_worker_pins_itself_and_records_it(unpinned_parent, tiny_random_model_dir, tmp_path):
     cfg = make_config("tiny", model_name=str(tiny_random_model_dir), method="sa", alpha=0.5, seed=0, max_steps=1,

@@ -165,7 +165,6 @@ print(json.dumps(out))
 """
 
 
-@pytest.mark.e2e
 @pytest.mark.slow
 def test_one_process_starts_two_instances_on_loopback_and_is_refused_one_where_ray_came_first():
     """Ray reads its address switch at import and keeps the first token it is given: the engine imports Ray with
@@ -241,7 +240,6 @@ def alive(procs: list[psutil.Process], timeout: float) -> list[str]:
         time.sleep(0.2)
 
 
-@pytest.mark.e2e
 @pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "kill-9"])
 def test_ctrl_c_or_kill_9_cancels_the_tasks_stops_the_instance_and_leaves_no_process(signum, tmp_path):
@@ -289,7 +287,6 @@ def _sleep_noting_pid(path: str) -> dict:
     return {}
 
 
-@pytest.mark.e2e
 @pytest.mark.slow
 def test_sigterm_ends_run_tasks_as_ctrl_c_does_though_ray_handles_sigterm_itself(tmp_path):
     """In this process: SIGTERM while run_tasks waits raises KeyboardInterrupt (Ray's own handler, installed by
@@ -381,7 +378,6 @@ sys.exit(7)  # the sandbox's own exit status is this one
 """
 
 
-@pytest.mark.e2e
 @pytest.mark.slow
 @needs_namespace
 def test_a_two_node_cluster_gpus_pin_and_a_lost_node(tmp_path):

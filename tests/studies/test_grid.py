@@ -159,7 +159,6 @@ def test_grid_commands_exit_non_zero_on_a_bad_plan(tmp_path, capsys):
     assert stop.value.code == 2 and "no-such-run, not in the paper plan" in capsys.readouterr().err
 
 
-@pytest.mark.e2e
 @pytest.mark.slow
 def test_a_gpu_style_run_takes_the_cpu_runs_path_and_a_second_run_trains_nothing(tiny_random_model_dir, tmp_path,
                                                                            monkeypatch):

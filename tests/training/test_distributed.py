@@ -46,7 +46,6 @@ def test_the_trainer_config_follows_the_launchers_world_size(monkeypatch):
         make_config("qwen2.5-1.5b")
 
 
-@pytest.mark.e2e
 @pytest.mark.slow
 def test_accelerate_launch_with_two_cpu_processes_trains_and_logs_once(tiny_random_model_dir, tmp_path):
     repo = REPO_ROOT
@@ -108,7 +107,6 @@ def objective_worker(model_dir, out_dir) -> None:
     torch.save(_objective_gradients(model_dir, out_dir, 2, rank), Path(out_dir) / f"grads{rank}.pt")
 
 
-@pytest.mark.e2e
 @pytest.mark.slow  # two processes that each build trainers
 def test_two_processes_optimise_one_process_objective_only_where_the_normaliser_spans_them(
         tiny_random_model_dir, tmp_path):

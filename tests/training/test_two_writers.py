@@ -16,7 +16,7 @@ from saah_lib.rundir.folder import RunDir
 from saah_lib.rundir.layout import RUN_LOCK_FILE
 from saah_lib.training.config import make_config
 
-pytestmark = [pytest.mark.slow, pytest.mark.e2e]  # processes side by side: the multi-process tier
+pytestmark = pytest.mark.slow
 
 STEPS = 40
 SETTINGS = dict(method="sa", alpha=0.5, max_steps=STEPS, seed=0, run_id="shared", n_train=32, n_eval=6,

@@ -197,7 +197,6 @@ run_training(RunConfig.from_dict(json.loads(sys.argv[1])), progress=False)
 """
 
 
-@pytest.mark.e2e
 @pytest.mark.slow
 def test_a_run_killed_at_a_random_step_resumes_to_identical_logs(tiny_random_model_dir, tmp_path):
     """SIGKILL (no clean-up at all) in the middle of a step, then resume: same logs as never killed."""
