@@ -17,7 +17,7 @@ from torch.profiler import ProfilerActivity, profile
 from bench.models import device as bench_device
 from bench.models import prompts_dataset
 from bench.profiling import count_ops, kernel_summary
-from bench.trainers import sync
+from bench.trainers import sync, timed
 from saah_lib.models.compile_health import CompileHealth
 from saah_lib.models.rollout import build_engine
 from saah_lib.models.sampling import SamplingSettings
@@ -96,14 +96,6 @@ def window_of(calls: int, tokens: int) -> tuple[int, int]:
     return (calls - count) // 2, count
 
 
-def _timed(fn) -> float:
-    sync()
-    start = time.perf_counter()
-    fn()
-    sync()
-    return time.perf_counter() - start
-
-
 def decode_profile(model, tokenizer, cfg: RunConfig, *, prompt_tokens: int, compile_backend: str,
                    window_tokens: int) -> dict:
     """Compile, time and profile the decode step of ``model`` at the config's rollout shape (see the module)."""
@@ -121,8 +113,8 @@ def decode_profile(model, tokenizer, cfg: RunConfig, *, prompt_tokens: int, comp
     sampling = SamplingSettings(do_sample=True, temperature=cfg.trainer.temperature, min_new_tokens=n_new)
     first, count = window_of(n_new - 1, window_tokens)  # the prefill samples token 0; each call one more
     with torch.no_grad():
-        first_rollout_s = _timed(lambda: engine.generate(model, ids, sampling))
-        rollout_s = _timed(lambda: engine.generate(model, ids, sampling))
+        first_rollout_s = timed(lambda: engine.generate(model, ids, sampling))
+        rollout_s = timed(lambda: engine.generate(model, ids, sampling))
         health.arm(first, count)
         engine.generate(model, ids, sampling)
         health.finish()

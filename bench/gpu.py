@@ -27,16 +27,16 @@ from pathlib import Path
 
 import torch
 from peft import get_peft_model
-from transformers import Qwen2Config, Qwen2ForCausalLM
+from transformers import Qwen2Config
 
 from bench.decode import decode_profile, prepare_cuda_graph_profiling
 from bench.models import (
     SMALL_QWEN2,
     build_model,
     device_name,
-    filler_tokenizer,
     model_description,
     model_dtype,
+    random_qwen2,
     result_file,
 )
 from bench.options import LOCAL_BENCH, MIN_COMPILED_STEPS, PROFILES, VARIANTS, BenchOptions, profile_config, sa_variant
@@ -125,9 +125,7 @@ def profile_model(options: GpuBenchOptions, cfg: RunConfig, dtype: torch.dtype):
         model, tokenizer = build_model(options.profile, dtype, None, model_dir=options.model_dir)
         description = model_description(options.profile, options.model_dir)
     else:
-        torch.manual_seed(0)
-        config = Qwen2Config(**SMALL_QWEN2)
-        model, tokenizer = Qwen2ForCausalLM(config).to(dtype), filler_tokenizer(config.vocab_size)
+        model, tokenizer = random_qwen2(Qwen2Config(**SMALL_QWEN2), dtype)
         description = "random 2-layer Qwen2"
     if cfg.use_lora:
         model = get_peft_model(model, lora_config(cfg))
@@ -347,15 +345,13 @@ def parse_args(argv: list[str]) -> GpuBenchOptions:
     p.add_argument("--out", default=None,
                    help=f"folder of the JSON (default: {LOCAL_BENCH.relative_to(LOCAL_BENCH.parents[2])}, "
                         "git-ignored)")
-    a = p.parse_args(argv)
-    return GpuBenchOptions(
-        profile=a.profile or ("qwen2.5-1.5b" if on_cuda else "tiny"), trl_steps=a.trl_steps,
-        ours_steps=a.ours_steps, warmup=a.warmup, completion_tokens=a.completion_tokens,
-        prompt_tokens=a.prompt_tokens, time_budget_s=a.time_budget_s, rollout_compile=a.rollout_compile == "on",
-        compile_backend=a.compile_backend or ("inductor" if on_cuda else "aot_eager"),
-        window_tokens=a.window_tokens, model_dir=a.model_dir, overrides=parse_overrides(a.overrides),
-        out=None if a.out is None else Path(a.out),
-        command=" ".join(["python -m bench.gpu", *argv]))
+    a = vars(p.parse_args(argv))  # each option's dest is its GpuBenchOptions field
+    return GpuBenchOptions(**{
+        **a, "profile": a["profile"] or ("qwen2.5-1.5b" if on_cuda else "tiny"),
+        "rollout_compile": a["rollout_compile"] == "on",
+        "compile_backend": a["compile_backend"] or ("inductor" if on_cuda else "aot_eager"),
+        "overrides": parse_overrides(a["overrides"]), "out": None if a["out"] is None else Path(a["out"]),
+        "command": " ".join(["python -m bench.gpu", *argv])})
 
 
 def main(argv=None) -> dict:

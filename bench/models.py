@@ -87,11 +87,15 @@ def build_model(profile: str, dtype: torch.dtype, num_layers: int | None, seed: 
         return load_model_and_tokenizer(model_dir)
     if profile == "tiny":
         return load_model_and_tokenizer(resolve_model(TINY_WARMSTART, progress=False))
-    config = qwen25_config(profile, num_layers)
-    torch.manual_seed(seed)
-    model = Qwen2ForCausalLM(config).to(dtype)
+    model, tokenizer = random_qwen2(qwen25_config(profile, num_layers), dtype, seed)
     model.generation_config.eos_token_id = None  # never stop early: full-length completions
-    return model, filler_tokenizer(config.vocab_size)
+    return model, tokenizer
+
+
+def random_qwen2(config: Qwen2Config, dtype: torch.dtype, seed: int = 0):
+    """(model, tokenizer): a Qwen2 of ``config`` with seeded random weights, and a tokenizer that decodes any id."""
+    torch.manual_seed(seed)
+    return Qwen2ForCausalLM(config).to(dtype), filler_tokenizer(config.vocab_size)
 
 
 def prompts_dataset(n: int, tokenizer, prompt_tokens: int) -> Dataset:

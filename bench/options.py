@@ -107,7 +107,7 @@ def parse_args(argv: list[str]) -> BenchOptions:
     p.add_argument("--no-full-length", dest="full_length", action="store_false",
                    help="let completions stop at EOS; without it they are forced to the full length")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads, CPU runs only (default: 1)")
-    p.add_argument("--generation-backend", nargs="+", default=["auto"], choices=["auto", "hf", "compiled"],
+    p.add_argument("--generation-backend", dest="generation_backends", nargs="+", default=["auto"], choices=["auto", "hf", "compiled"],
                    help="rollout backends for our variants, each timed in this run (auto: compiled); stock TRL is "
                         "always timed with its own generate")
     p.add_argument("--rollout-repeats", type=int, default=0,
@@ -124,15 +124,9 @@ def parse_args(argv: list[str]) -> BenchOptions:
     p.add_argument("--out", "--out-dir", dest="out", default=None,
                    help=f"folder of the JSON (default: {LOCAL_BENCH.relative_to(LOCAL_BENCH.parents[2])}, "
                         "git-ignored; give results/bench to update a committed measurement)")
-    a = p.parse_args(argv)
-    return BenchOptions(
-        profile=a.profile, steps=a.steps, warmup=a.warmup, variants=tuple(a.variants), model_dir=a.model_dir,
-        num_layers=a.num_layers, max_completion_length=a.max_completion_length, prompt_tokens=a.prompt_tokens,
-        eval_problems=a.eval_problems, full_length=a.full_length, threads=a.threads,
-        generation_backends=tuple(a.generation_backend), rollout_repeats=a.rollout_repeats,
-        rollout_compile=_COMPILE[a.rollout_compile], compile_backend=a.compile_backend,
-        overrides=parse_overrides(a.overrides), rollout_profile=a.rollout_profile,
-        out=None if a.out is None else Path(a.out),
-        command=" ".join(["python -m bench.step", *argv]),
-    )
+    a = vars(p.parse_args(argv))  # each option's dest is its BenchOptions field
+    return BenchOptions(**{
+        **a, "variants": tuple(a["variants"]), "generation_backends": tuple(a["generation_backends"]),
+        "rollout_compile": _COMPILE[a["rollout_compile"]], "overrides": parse_overrides(a["overrides"]),
+        "out": None if a["out"] is None else Path(a["out"]), "command": " ".join(["python -m bench.step", *argv])})
 

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import torch
 from huggingface_hub import try_to_load_from_cache
-from transformers import Qwen2Config, Qwen2ForCausalLM
+from transformers import Qwen2Config
 
 from bench.files import out_folder_problem, scratch_folder, write_complete, write_partial
 from bench.models import (
@@ -39,8 +39,8 @@ from bench.models import (
     build_model,
     device,
     device_name,
-    filler_tokenizer,
     qwen25_config,
+    random_qwen2,
     result_file,
 )
 from bench.options import LOCAL_BENCH, BenchOptions, profile_config, sa_variant
@@ -106,13 +106,13 @@ def small_random_qwen2(options: PreflightOptions, seed: int = 0):
         config = qwen25_config(options.profile, num_layers=2)
     else:
         config = Qwen2Config(**SMALL_QWEN2)
-    torch.manual_seed(seed)
-    model = Qwen2ForCausalLM(config).to(device(), _dtype(options)).eval()
+    model, tokenizer = random_qwen2(config, _dtype(options), seed)
+    model = model.to(device()).eval()
     with torch.no_grad():  # wider than the initialisation, so that greedy decoding is not one token forever
         for p in model.parameters():
             if p.dim() == 2:
                 p.normal_(0, 0.3 if not options.on_cuda else 0.02)
-    return model, filler_tokenizer(config.vocab_size)
+    return model, tokenizer
 
 
 def agreement_model(options: PreflightOptions):
@@ -374,15 +374,11 @@ def parse_args(argv: list[str]) -> PreflightOptions:
     p.add_argument("--model-dir", default=None, help="check this model folder instead of the profile's model")
     p.add_argument("--out", default=None, help="folder of the JSON (default: results/bench on CUDA, "
                                                "results/local/bench on CPU)")
-    a = p.parse_args(argv)
-    problem = out_folder_problem(Path(a.out)) if a.out is not None else None
-    if problem:  # before any check runs: one that took minutes would fail only when writing its report
-        p.error(problem)
-    profile = a.profile or ("qwen2.5-1.5b" if on_cuda else "tiny")
-    return PreflightOptions(profile=profile, prompts=a.prompts, eval_problems=a.eval_problems,
-                            step_steps=a.step_steps, completion_tokens=a.completion_tokens,
-                            compile_backend=a.compile_backend, model_dir=a.model_dir,
-                            out=None if a.out is None else Path(a.out))
+    a = vars(p.parse_args(argv))  # each option's dest is its PreflightOptions field
+    out = None if a["out"] is None else Path(a["out"])
+    if out is not None and (problem := out_folder_problem(out)):
+        p.error(problem)  # before any check runs: one that took minutes would fail only when writing its report
+    return PreflightOptions(**{**a, "profile": a["profile"] or ("qwen2.5-1.5b" if on_cuda else "tiny"), "out": out})
 
 
 def main(argv=None) -> int:

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import statistics
-import time
 
 import torch
 
 from bench.models import device, prompts_dataset
 from bench.options import BenchOptions
 from bench.profiling import count_ops, profile_rollout
-from bench.trainers import sync
+from bench.trainers import timed
 from saah_lib.models.evaluate import greedy_completions
 from saah_lib.models.rollout import build_engine
 from saah_lib.models.sampling import SamplingSettings
@@ -36,12 +35,9 @@ def eval_throughput(model_factory, cfg: RunConfig, options: BenchOptions, backen
         engine = engine_for(tokenizer, cfg.eval_max_new_tokens, tokenizer.eos_token_id, options, "evaluation")
 
     def evaluate(texts):
-        sync()
-        start = time.perf_counter()
-        greedy_completions(model, tokenizer, texts, max_new_tokens=cfg.eval_max_new_tokens,
-                           batch_size=cfg.eval_batch_size, progress=False, generation_backend=backend, engine=engine)
-        sync()
-        return time.perf_counter() - start
+        return timed(lambda: greedy_completions(model, tokenizer, texts, max_new_tokens=cfg.eval_max_new_tokens,
+                                                batch_size=cfg.eval_batch_size, progress=False,
+                                                generation_backend=backend, engine=engine))
 
     warmup_s = evaluate(prompts[: cfg.eval_batch_size]) if engine is not None and engine.compile else None
     seconds = evaluate(prompts)
@@ -83,12 +79,8 @@ def rollout_comparison(model_factory, cfg: RunConfig, options: BenchOptions) -> 
     times = {"hf": [], "compiled": []}
     for _ in range(options.rollout_repeats + 1):  # the first round is warm-up (and compilation on CUDA)
         for name, fn in runs.items():
-            sync()
-            start = time.perf_counter()
             with torch.no_grad():
-                fn()
-            sync()
-            times[name].append(time.perf_counter() - start)
+                times[name].append(timed(fn))
     out = {"completions": len(ids), "new_tokens": cfg.trainer.max_completion_length, "repeats": options.rollout_repeats}
     for name, ts in times.items():
         out[name] = {"first_s": ts[0], "median_s": statistics.median(ts[1:]), "times_s": [round(t, 4) for t in ts]}

@@ -26,6 +26,15 @@ def sync() -> None:
         torch.cuda.synchronize()
 
 
+def timed(fn) -> float:
+    """Wall seconds of ``fn()``, the device synchronised before and after (its queued work counted, no other)."""
+    sync()
+    start = time.perf_counter()
+    fn()
+    sync()
+    return time.perf_counter() - start
+
+
 class GenerationTimer:
     """Mixin: accumulates the wall time of TRL's generation method (``generation_seconds``)."""
 
