@@ -30,7 +30,7 @@ from saah_lib.method.reward import COMPONENT_BOUNDS, MAX_TOTAL, MIN_TOTAL, answe
 from saah_lib.models.compile_record import recorded_fallback
 from saah_lib.rundir import layout
 from saah_lib.rundir.folder import RunDir, trained_and_evaluated
-from saah_lib.rundir.layout import EVAL_KEYS, TRAIN_LOG_KEYS, samples_file
+from saah_lib.rundir.layout import EVAL_KEYS, TRAIN_LOG_KEYS
 from saah_lib.tasks.scoring import pass_at_1_ci
 from saah_lib.training.profiles import RECORDED_AS, settings_of_record
 
@@ -334,20 +334,6 @@ def sample_file_problems(path: Path, line_ref: str, n: int, n_correct: int) -> l
     return messages
 
 
-def check_samples(samples_dir: Path, eval_path: Path, lines: Lines, on_disk: Iterable[int],
-                  evaluated: Iterable[int]) -> list[str]:
-    """One message per breach between the evaluation lines and their per-problem files (``on_disk``: the steps
-    with a file; a file is an orphan only when no line of ``eval.jsonl`` names its step: ``evaluated``)."""
-    messages = []
-    for i, rec in lines:
-        path = samples_dir / samples_file(rec["step"])
-        messages += sample_file_problems(path, f"{eval_path} line {i}", rec["n"], rec["n_correct"])
-    named = set(evaluated)
-    for step in sorted(set(on_disk) - named):
-        messages.append(f"{samples_dir / samples_file(step)}: no line of {eval_path.name} evaluates step {step}")
-    return messages
-
-
 def _read_evals(files: RunDir, schedule: set[int] | None,
                 trained_to: int | None) -> tuple[list[dict], list[str], list[str]]:
     """The usable evaluation lines of a folder, every problem with them and their per-problem files, and the
@@ -368,10 +354,15 @@ def _read_evals(files: RunDir, schedule: set[int] | None,
     # every step some line names, even a line left out above: that step is reported, not also missing
     named = [r.get("step") for _, r in records if isinstance(r, dict)]
     lines, checked = check_evals(path, lines, schedule, trained_to, named)
+    messages += wrong + checked
+    for i, rec in lines:
+        messages += sample_file_problems(files.samples_path(rec["step"]), f"{path} line {i}", rec["n"],
+                                         rec["n_correct"])
+    # a file is an orphan only when no line names its step, even one left out above
+    orphans = {s: f"{p}: no line of {path.name} evaluates step {s}" for s, p in on_disk.items() if s not in set(named)}
     newest = [s for s in on_disk if s > max((s for s in named if isinstance(s, int)), default=-1)][-1:]
-    settled = {s: p for s, p in on_disk.items() if s not in newest}
-    messages += wrong + checked + check_samples(files.samples_dir, path, lines, settled, named)
-    unfinished = appending + check_samples(files.samples_dir, path, [], newest, named)
+    messages += [m for s, m in orphans.items() if s not in newest]
+    unfinished = appending + [orphans[s] for s in newest if s in orphans]
     return [rec for _, rec in lines], messages, unfinished
 
 
