@@ -221,13 +221,6 @@ def saved_settings(checkpoint: Path, file: str) -> dict | None:
             for k, v in record.items()}
 
 
-def _same_setting(a, b) -> bool:
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool) \
-            and not isinstance(b, bool):
-        return float(a) == float(b)
-    return a == b
-
-
 def check_checkpoint_identity(run, checkpoint: Path, expected: Mapping[str, Mapping]) -> None:
     """Raise naming the folder and the fields when ``checkpoint`` records any field of ``expected`` (``{file:
     {field: value}}``) otherwise: it is another run's. A file or field it does not hold is not compared (a
@@ -237,7 +230,7 @@ def check_checkpoint_identity(run, checkpoint: Path, expected: Mapping[str, Mapp
         for file, fields in expected.items():
             saved = saved_settings(checkpoint, file)
             for name, value in fields.items():
-                if saved is not None and name in saved and not _same_setting(saved[name], value):
+                if saved is not None and name in saved and saved[name] != value:  # 1 == 1.0 too
                     differences[f"{file}: {name}"] = (saved[name], value)
     except (OSError, ValueError) as error:
         raise RunFolderError(f"run {run.dir.name!r} cannot resume from {checkpoint}: {error}. Nothing was "

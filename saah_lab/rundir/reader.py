@@ -1,15 +1,18 @@
-"""Reading a results root strictly (layout in ``docs/results_layout.md``): :func:`read_folders`.
+"""Reading a results root strictly (layout and checks in full: ``docs/results_layout.md``): :func:`read_folders`.
 
 Every problem in a run or baseline folder becomes one message naming the file (and line, for logs): an
 unreadable or incomplete ``config.json``, a log line that is not a JSON object with an integer ``step``, a
-metric that is not a number (``null`` is allowed in the training log), a line that breaks a check of
-:mod:`saah_lab.rundir.checks`, or an incomplete run (:func:`saah_lib.rundir.folder.trained_and_evaluated`).
-A run still being written is read as one: what the trainer's writes leave for a moment is damage only in
-a complete run or one damaged otherwise (:func:`_read_log`).
+metric that is not a number (``null`` is allowed in the training log), an incomplete run
+(:func:`saah_lib.rundir.folder.trained_and_evaluated`), or a line that breaks what a log must *mean*:
+``train_log.jsonl`` steps 1, 2, 3, ... once each, in order, values in :data:`TRAIN_LOG_RANGES`; ``eval.jsonl``
+each step once, in order, on the schedule, none missing, ``pass_at_1 = n_correct / n``; each
+``eval_samples/step_XXXX.jsonl`` ``n`` records with distinct ids, ``n_correct`` of them correct, each
+``correct`` as its ``extracted`` answer scores against its ``gold``. A run still being written is read as one:
+what the trainer's writes leave for a moment is damage only in a complete run or one damaged otherwise.
 
 By default a problem raises :class:`DamagedResultsError` listing them all. With ``tolerate_problems=True``
 a folder whose config cannot be read is *excluded*; any other run is kept with its valid lines and
-*flagged*, and :attr:`RunFolder.problems` says why. The checks in full: docs/results_layout.md.
+*flagged*, and :attr:`RunFolder.problems` says why.
 """
 
 from __future__ import annotations
@@ -21,13 +24,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from saah_lab.rundir import checks
 from saah_lib.jsonio import parse_jsonl, read_text, scan_jsonl
 from saah_lib.method.methods import METHODS
+from saah_lib.method.reward import COMPONENT_BOUNDS, MAX_TOTAL, MIN_TOTAL, answers_match
 from saah_lib.models.compile_record import recorded_fallback
 from saah_lib.rundir import layout
 from saah_lib.rundir.folder import RunDir, trained_and_evaluated
 from saah_lib.rundir.layout import EVAL_KEYS, TRAIN_LOG_KEYS
+from saah_lib.tasks.scoring import pass_at_1_ci
 from saah_lib.training.profiles import RECORDED_AS, settings_of_record
 
 #: What every evaluation line must hold as a number (the others of EVAL_KEYS may be null).
@@ -35,6 +39,37 @@ EVAL_REQUIRED = ("pass_at_1", "n", "n_correct")
 
 #: Run metadata merged into every long table.
 META_COLUMNS = ("run_id", "model_label", "method", "alpha", "seed", "max_steps", "eval_every", "profile")
+
+Lines = list[tuple[int, dict]]
+
+#: Logged values are float32 means: a bound is kept within this (relative, at least absolute) slack.
+TOLERANCE = 1e-6
+#: ``pass_at_1`` and ``ci95`` are written from the same integers: they must agree to rounding only.
+EVAL_TOLERANCE = 1e-9
+
+_FRACTION = (0.0, 1.0, True)
+_NOT_NEGATIVE = (0.0, math.inf, True)
+_POSITIVE = (0.0, math.inf, False)
+#: (lowest, highest, lowest allowed?) of each training-log value (``train_log.jsonl``; null is always allowed).
+TRAIN_LOG_RANGES: dict[str, tuple[float, float, bool]] = {
+    "reward_mean": (MIN_TOTAL, MAX_TOTAL, True),
+    # a sample standard deviation of values in [MIN_TOTAL, MAX_TOTAL] is at most their span
+    "reward_std": (0.0, MAX_TOTAL - MIN_TOTAL, True),
+    **{f"reward_{name}": (lo, hi, True) for name, (lo, hi) in COMPONENT_BOUNDS.items()},
+    "kl": _NOT_NEGATIVE,  # TRL's k3 estimate exp(d) - d - 1 is never negative
+    "entropy_norm": _FRACTION,  # H / log V
+    "weight_mean": _POSITIVE,
+    "weight_neg_mean": _POSITIVE,
+    "neg_frac": _FRACTION,
+    "completion_length": _NOT_NEGATIVE,
+    "learning_rate": _NOT_NEGATIVE,
+    "grad_norm": _NOT_NEGATIVE,
+    "entropy_nats": _NOT_NEGATIVE,
+    "clip_frac": _FRACTION,
+    "frac_groups_below_threshold": _FRACTION,
+    "frac_truncated": _FRACTION,
+    "step_time": _NOT_NEGATIVE,
+}
 
 
 class DamagedResultsError(ValueError):
@@ -80,6 +115,10 @@ def flatten_config(cfg: dict, prefix: str = "") -> dict[str, Any]:
     return out
 
 
+def _is_int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
 def _is_number(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
@@ -105,13 +144,13 @@ def checked_config(run: RunDir, required: Iterable[str] = ("method", "alpha", "m
         return None, [f"{path}: no {', '.join(missing)}"]
     if "alpha" in required and not _is_number(flat["alpha"]):
         return None, [f"{path}: alpha is {flat['alpha']!r}, not a number"]
-    if "max_steps" in required and (not isinstance(flat["max_steps"], int) or isinstance(flat["max_steps"], bool)):
+    if "max_steps" in required and not _is_int(flat["max_steps"]):
         return None, [f"{path}: {RECORDED_AS['max_steps']} is {flat['max_steps']!r}, not an integer"]
     return flat, []
 
 
 def read_lines(path: Path, numeric: Iterable[str], required: Iterable[str] = (),
-               scanned: tuple[list, list] | None = None) -> tuple[checks.Lines, list[str]]:
+               scanned: tuple[list, list] | None = None) -> tuple[Lines, list[str]]:
     """The valid lines of a finished log, as ``[(line number, record)]``, and one message per bad line: a valid
     line is a JSON object with an integer ``step``, its ``numeric`` keys numbers or null, its ``required`` keys
     numbers. ``scanned``: the file's :func:`~saah_lib.jsonio.scan_jsonl` already made (default: read it now)."""
@@ -122,7 +161,7 @@ def read_lines(path: Path, numeric: Iterable[str], required: Iterable[str] = (),
         if not isinstance(rec, dict):
             messages.append(f"{path}: line {i}: not a JSON object")
             continue
-        if not isinstance(rec.get("step"), int) or isinstance(rec.get("step"), bool):
+        if not _is_int(rec.get("step")):
             messages.append(f"{path}: line {i}: step is {rec.get('step')!r}, not an integer")
             continue
         bad = [k for k in numeric if k in rec and rec[k] is not None and not _is_number(rec[k])]
@@ -135,7 +174,7 @@ def read_lines(path: Path, numeric: Iterable[str], required: Iterable[str] = (),
 
 
 def _read_log(path: Path, numeric: Iterable[str], required: Iterable[str] = ()
-              ) -> tuple[checks.Lines, list[str], list[str], list]:
+              ) -> tuple[Lines, list[str], list[str], list]:
     """One read of a log that may be growing (every fact checked about it comes from it): :func:`read_lines`'
     lines and messages, the line being appended, and every parsed record.
 
@@ -152,6 +191,147 @@ def _read_log(path: Path, numeric: Iterable[str], required: Iterable[str] = ()
         i, problem = bad_json.pop()
         appending.append(f"{path}: line {i}: {problem}; the last line, without its newline (torn)")
     return *read_lines(path, numeric, required, scanned=(records, bad_json)), appending, records
+
+
+def value_problems(record: dict, ranges: dict[str, tuple[float, float, bool]]) -> list[str]:
+    """``"<key> is <value>, <why>"`` for each value of ``record`` outside its range (null is skipped)."""
+    out = []
+    for key, (lo, hi, lo_allowed) in ranges.items():
+        value = record.get(key)
+        if value is None:
+            continue
+        if value < lo - TOLERANCE * max(1.0, abs(lo)) or (not lo_allowed and value <= lo):
+            out.append(f"{key} is {value!r}, " + (f"below {lo:g}" if lo_allowed else f"not above {lo:g}"))
+        elif value > hi + TOLERANCE * max(1.0, abs(hi)):
+            out.append(f"{key} is {value!r}, above {hi:g}")
+    return out
+
+
+def check_train_log(path: Path, lines: Lines, steps: int, max_completion_length: Any = None) -> tuple[Lines, list[str]]:
+    """The usable lines of a training log and one message per breach (see the module docstring)."""
+    ranges = dict(TRAIN_LOG_RANGES)
+    if _is_int(max_completion_length) and max_completion_length > 0:
+        ranges["completion_length"] = (0.0, float(max_completion_length), True)
+    kept, messages, seen = [], [], {}
+    expected = 1
+    for i, rec in lines:
+        step = rec["step"]
+        problems = value_problems(rec, ranges)
+        # after a gap the sequence goes on from the step found (the gap itself is reported)
+        usable = not problems and expected <= step <= steps
+        if step != expected:
+            again = f"; step {step} is also on line {seen[step]}" if step in seen else ""
+            problems.insert(0, f"step {step} where step {expected} was expected (steps run 1, 2, 3, ... "
+                               f"once each, in order{again})")
+        if step > steps:
+            problems.append(f"step {step} is beyond the run's {steps} steps")
+        if problems:
+            messages.append(f"{path}: line {i}: " + "; ".join(problems))
+        if usable:
+            kept.append((i, rec))
+            expected = step + 1
+        seen.setdefault(step, i)
+    return kept, messages
+
+
+def eval_schedule(steps: int, eval_every: int) -> set[int]:
+    """The steps a run evaluates: 0, every ``eval_every`` steps, and the last one (``PassAtOneCallback``)."""
+    return {0, steps, *range(eval_every, steps + 1, eval_every)}
+
+
+def eval_line_problems(rec: dict) -> list[str]:
+    """What is wrong with the numbers of one evaluation line (their types are checked by the reader)."""
+    p, n, k, ci = rec.get("pass_at_1"), rec.get("n"), rec.get("n_correct"), rec.get("ci95")
+    if not _is_int(n) or n < 1:
+        return [f"n is {n!r}, not a positive integer"]
+    if not _is_int(k) or not 0 <= k <= n:
+        return [f"n_correct is {k!r}, not an integer from 0 to n = {n}"]
+    out = []
+    if not 0.0 <= p <= 1.0:
+        out.append(f"pass_at_1 is {p!r}, outside [0, 1]")
+    elif abs(k / n - p) > EVAL_TOLERANCE:
+        out.append(f"pass_at_1 is {p!r}, but n_correct / n = {k}/{n} = {k / n!r}")
+    elif ci is not None and abs(ci - pass_at_1_ci(p, n)) > EVAL_TOLERANCE:
+        out.append(f"ci95 is {ci!r}, but 1.96 * sqrt(p * (1 - p) / n) = {pass_at_1_ci(p, n)!r}")
+    return out
+
+
+def check_evals(path: Path, lines: Lines, schedule: set[int] | None, trained_to: int | None = None,
+                named: Iterable = ()) -> tuple[Lines, list[str]]:
+    """The usable lines of ``eval.jsonl`` and one message per breach. ``schedule``: the steps that may be
+    evaluated (None: not checked), each up to ``trained_to`` (the last step trained) evaluated, unless a line
+    already reported as unreadable names it (``named``)."""
+    kept, messages, seen = [], [], {}
+    for i, rec in lines:
+        step = rec["step"]
+        problems = eval_line_problems(rec)
+        if step in seen:
+            problems.insert(0, f"step {step} evaluated again (line {seen[step]} has it); each step is "
+                               "evaluated once")
+        elif kept and step < kept[-1][1]["step"]:
+            problems.insert(0, f"step {step} after step {kept[-1][1]['step']} (evaluations are in step order)")
+        if schedule is not None and step not in schedule:
+            problems.append(f"step {step} is not on the evaluation schedule ({_describe(schedule)})")
+        seen.setdefault(step, i)
+        if problems:
+            messages.append(f"{path}: line {i}: " + "; ".join(problems))
+        else:
+            kept.append((i, rec))
+    if schedule is not None and trained_to is not None:
+        missing = sorted(s for s in schedule if s <= trained_to and s not in seen and s not in set(named))
+        if missing:
+            messages.append(f"{path}: no evaluation at step {', '.join(map(str, missing))} (scheduled: "
+                            f"{_describe(schedule)}; training reached step {trained_to})")
+    return kept, messages
+
+
+def _describe(schedule: set[int]) -> str:
+    steps = sorted(schedule)
+    return ", ".join(map(str, steps)) if len(steps) <= 8 else f"{', '.join(map(str, steps[:6]))}, ..., {steps[-1]}"
+
+
+def rescoring_problems(record: dict) -> list[str]:
+    """Whether a per-problem record's ``correct`` is what its ``extracted`` answer scores against its ``gold``
+    (:func:`~saah_lib.method.reward.answers_match`, the evaluation's own rule)."""
+    gold, extracted = record.get("gold"), record.get("extracted")
+    if not isinstance(gold, str) or not (extracted is None or isinstance(extracted, str)):
+        return [f"gold is {gold!r} and extracted is {extracted!r}: a gold answer and an extracted answer "
+                "(or null) are text"]
+    scored = answers_match(extracted, gold)
+    if record["correct"] != scored:
+        return [f"correct is {record['correct']}, but the extracted answer {extracted!r} scored against the gold "
+                f"answer {gold!r} is {'right' if scored else 'wrong'}"]
+    return []
+
+
+def sample_file_problems(path: Path, line_ref: str, n: int, n_correct: int) -> list[str]:
+    """What is wrong with one per-problem file, compared with its evaluation line (``line_ref`` names it)."""
+    if not path.is_file():
+        return [f"{path}: missing ({line_ref} evaluated this step)"]
+    records, bad = scan_jsonl(path)
+    messages = [f"{path}: line {i}: {problem}" for i, problem in bad]
+    ids: dict[str | int, int] = {}
+    correct = 0
+    for i, rec in records:
+        if not isinstance(rec, dict) or not isinstance(rec.get("correct"), bool):
+            got = rec.get("correct") if isinstance(rec, dict) else rec
+            messages.append(f"{path}: line {i}: correct is {got!r}, not true or false")
+            continue
+        if "gold" in rec or "extracted" in rec:
+            messages += [f"{path}: line {i}: {m}" for m in rescoring_problems(rec)]
+        problem_id = rec.get("id")
+        if not isinstance(problem_id, (str, int)) or isinstance(problem_id, bool):
+            messages.append(f"{path}: line {i}: problem id is {problem_id!r}, not a string")
+        elif problem_id in ids:
+            messages.append(f"{path}: line {i}: problem id {problem_id!r} is also on line {ids[problem_id]}")
+        else:
+            ids[problem_id] = i
+        correct += rec["correct"]
+    if len(records) + len(bad) != n:
+        messages.append(f"{path}: {len(records) + len(bad)} records, but {line_ref} says n = {n}")
+    elif not messages and correct != n_correct:
+        messages.append(f"{path}: {correct} correct, but {line_ref} says n_correct = {n_correct}")
+    return messages
 
 
 def _read_evals(files: RunDir, schedule: set[int] | None,
@@ -173,11 +353,16 @@ def _read_evals(files: RunDir, schedule: set[int] | None,
     lines, messages, appending, records = _read_log(path, EVAL_KEYS[1:], required=EVAL_REQUIRED)
     # every step some line names, even a line left out above: that step is reported, not also missing
     named = [r.get("step") for _, r in records if isinstance(r, dict)]
-    lines, checked = checks.check_evals(path, lines, schedule, trained_to, named)
+    lines, checked = check_evals(path, lines, schedule, trained_to, named)
+    messages += wrong + checked
+    for i, rec in lines:
+        messages += sample_file_problems(files.samples_path(rec["step"]), f"{path} line {i}", rec["n"],
+                                         rec["n_correct"])
+    # a file is an orphan only when no line names its step, even one left out above
+    orphans = {s: f"{p}: no line of {path.name} evaluates step {s}" for s, p in on_disk.items() if s not in set(named)}
     newest = [s for s in on_disk if s > max((s for s in named if isinstance(s, int)), default=-1)][-1:]
-    settled = {s: p for s, p in on_disk.items() if s not in newest}
-    messages += wrong + checked + checks.check_samples(files.samples_dir, path, lines, settled, named)
-    unfinished = appending + checks.check_samples(files.samples_dir, path, [], newest, named)
+    messages += [m for s, m in orphans.items() if s not in newest]
+    unfinished = appending + [orphans[s] for s in newest if s in orphans]
     return [rec for _, rec in lines], messages, unfinished
 
 
@@ -239,12 +424,12 @@ def read_run_folder(run_dir: Path) -> RunFolder:
     folder.damage += identity_problems(run.dir, cfg)
     steps, every = cfg["max_steps"], cfg.get("eval_every")
     train, bad_steps, unfinished, _ = _read_log(run.train_log_path, TRAIN_LOG_KEYS[1:])
-    train, wrong_steps = checks.check_train_log(run.train_log_path, train, steps, cfg.get("max_completion_length"))
+    train, wrong_steps = check_train_log(run.train_log_path, train, steps, cfg.get("max_completion_length"))
     folder.train_log = [rec for _, rec in train]
     logged = [r["step"] for r in folder.train_log]
     schedule = None
-    if isinstance(every, int) and not isinstance(every, bool) and every >= 1:
-        schedule = checks.eval_schedule(steps, every)
+    if _is_int(every) and every >= 1:
+        schedule = eval_schedule(steps, every)
     else:
         folder.damage.append(f"{run.config_path}: eval_every is {every!r}, not a positive integer, so the "
                              "evaluations cannot be checked against their schedule")

@@ -115,19 +115,15 @@ class RunDir:
         found, aliases = {}, []
         for p in sorted(self.samples_dir.glob("step_*.jsonl")):
             m = re.fullmatch(r"step_(\d+)\.jsonl", p.name)
-            if not m:
-                continue
-            step = int(m.group(1))
-            if p.name == layout.samples_file(step):
-                found[step] = p
-            else:
-                aliases.append(p)
+            if m and p == self.samples_path(int(m[1])):
+                found[int(m[1])] = p
+            elif m:
+                aliases.append((int(m[1]), p))
         if aliases:
             raise ValueError("; ".join(
-                f"{p}: another name for the samples of step {int(p.stem[5:])}, whose file is "
-                f"{self.samples_dir / layout.samples_file(int(p.stem[5:]))}"
-                f"{' (also present)' if int(p.stem[5:]) in found else ''}; keep one file per step, so named"
-                for p in aliases))
+                f"{p}: another name for the samples of step {step}, whose file is {self.samples_path(step)}"
+                f"{' (also present)' if step in found else ''}; keep one file per step, so named"
+                for step, p in aliases))
         return dict(sorted(found.items()))
 
     def log_token_entropies(self, records: list[dict]) -> None:

@@ -1,8 +1,8 @@
-"""The meaning checks of saah_lab.rundir.checks on hand-made lines (expected values worked out by hand)."""
+"""The meaning checks of saah_lab.rundir.reader on hand-made lines (expected values worked out by hand)."""
 
 from pathlib import Path
 
-from saah_lab.rundir.checks import check_evals, check_train_log, eval_line_problems, eval_schedule
+from saah_lab.rundir.reader import check_evals, check_train_log, eval_line_problems, eval_schedule
 
 LOG = Path("train_log.jsonl")
 
