@@ -77,10 +77,10 @@ def save_figure(fig: Figure, path: Path, dpi: int = 150) -> None:
         raise
 
 
-def _fig(ncols: int = 1, nrows: int = 1, w: float = 4.6, h: float = 3.2, min_width: float = 6.4,
-         size: tuple | None = None, **kw) -> tuple[Figure, np.ndarray]:
-    # at least min_width inches wide, so the shared legend and titles fit with a single panel
-    fig = InlineFigure(figsize=size or (max(w * ncols, min_width), h * nrows), layout="constrained")
+def _fig(ncols: int = 1, nrows: int = 1, w: float = 4.6, h: float = 3.2, size: tuple | None = None,
+         **kw) -> tuple[Figure, np.ndarray]:
+    # at least 6.4 inches wide, so the shared legend and titles fit with a single panel
+    fig = InlineFigure(figsize=size or (max(w * ncols, 6.4), h * nrows), layout="constrained")
     FigureCanvasAgg(fig)  # render with Agg regardless of the session's pyplot backend
     return fig, fig.subplots(nrows, ncols, squeeze=False, **kw)
 
@@ -172,12 +172,10 @@ def _draw_baseline(ax, rs: ResultSet, model) -> None:
                 textcoords="offset points", ha="right", va="bottom", fontsize=7, color=METHOD_COLORS["base"])
 
 
-def _trajectory_panel(ax, rs: ResultSet, model, note_band: bool = True, peak_in_label: bool = False) -> bool:
-    groups = _groups(rs.checkpoints, model)
-    if not groups:
-        return False
+def _trajectory_panel(ax, rs: ResultSet, model, peak_in_label: bool = False) -> None:
+    """One model's Pass@1 curves, their bands and its baseline, titled with the kinds of band."""
     band_kinds, drawn = set(), set()
-    for method, a, g in groups:
+    for method, a, g in _groups(rs.checkpoints, model):
         x, y = g["step"].to_numpy(float), g["pass_at_1"].to_numpy(float)
         half, kind = _band(g)
         band_kinds.add(kind)
@@ -195,9 +193,7 @@ def _trajectory_panel(ax, rs: ResultSet, model, note_band: bool = True, peak_in_
     _draw_baseline(ax, rs, model)
     _steps_axis(ax)
     ax.set_ylabel("Pass@1")
-    title = model_short(model)
-    ax.set_title(f"{title}  (bands: {', '.join(sorted(band_kinds))})" if note_band else title, fontsize=9)
-    return True
+    ax.set_title(f"{model_short(model)}  (bands: {', '.join(sorted(band_kinds))})", fontsize=9)
 
 
 def plot_pass_at_1(rs: ResultSet) -> Figure | None:
@@ -221,8 +217,7 @@ def plot_method_overlay(rs: ResultSet) -> Figure | None:
         return None
     fig, axes = _fig(w=6.0, h=3.8)
     ax = axes.flat[0]
-    if not _trajectory_panel(ax, rs, model, note_band=False, peak_in_label=True):
-        return None
+    _trajectory_panel(ax, rs, model, peak_in_label=True)
     ax.set_title(f"{model}: all methods, bands {_band(_groups(rs.checkpoints, model)[0][2])[1]}", fontsize=9)
     return _finish(fig, axes, rs, "Method overlay", ncol=1)
 
