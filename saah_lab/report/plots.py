@@ -1,18 +1,13 @@
-"""The report's figures (matplotlib, Agg): those of a :class:`~saah_lab.analysis.resultset.ResultSet`
-(:data:`RESULT_FIGURES`, beside :func:`plot_warm_start_effect`), of the paired evidence (:func:`plot_paired`) and
-of the top-K measurement (:func:`plot_topk`); :mod:`saah_lab.report.render` saves each as
-``<figures>/<prefix>_<name>.pdf`` and ``.png``.
+"""The report's figures (matplotlib Agg, no pyplot state): those of a :class:`~saah_lab.analysis.resultset.ResultSet`
+(:data:`RESULT_FIGURES`, beside :func:`plot_warm_start_effect`), of the paired evidence (:func:`plot_paired`) and of
+the top-K measurement (:func:`plot_topk`); :mod:`saah_lab.report.render` saves each as ``<figures>/<prefix>_<name>``
+``.pdf`` and ``.png``. Panels that are compared share their y axis; PDFs embed TrueType fonts (``pdf.fonttype`` 42),
+which journals ask for and which stay searchable.
 
-Figures are :class:`InlineFigure` built without pyplot state, so they work the same in tests, scripts and
-notebooks (Jupyter shows them as PNG). Panels that are compared share their y axis. PDFs embed TrueType fonts
-(``pdf.fonttype`` 42), which journals ask for and which stay searchable.
-
-Bands: a single run uses its logged ``ci95`` (for the paper's numbers, the binomial formula with N=500, since the
-paper tabulates no per-step CI). Several seeds: the line is the mean across seeds and the band +-1 sample standard
-deviation across seeds. A figure without data is not drawn (its function returns None), never drawn from
-invented values.
+Bands: a single run uses its logged ``ci95`` (the paper's numbers: the binomial formula with N=500). Several seeds:
+the line is the mean across seeds, the band +-1 sample s.d. across seeds. A figure without data is not drawn (its
+function returns None), never drawn from invented values.
 """
-
 from __future__ import annotations
 
 import io
@@ -49,17 +44,13 @@ from saah_lib.tasks.synthetic import ANSWER_KINDS, count_answer_kinds
 log = logging.getLogger(__name__)
 
 METHOD_COLORS = {"grpo": "#1f77b4", "ah": "#d62728", "sa": "#2ca02c", "base": "0.35"}
+METHOD_LINESTYLES = {"grpo": "-", "ah": "--", "sa": "-."}  # where curves lie on top of each other
 SPARSE = 25  # draw markers when a curve has at most this many points
-#: line style per method where curves lie on top of each other (weights of AH and SA on negative rollouts)
-METHOD_LINESTYLES = {"grpo": "-", "ah": "--", "sa": "-."}
 REWARD_WINDOW = 5  # steps in the reward's moving average
 INLINE_DPI = 100  # PNG shown in a notebook: sharp on screen, a few tens of KB
-#: TrueType (Type 42) fonts in PDFs instead of matplotlib's default Type 3
-PDF_FONTS = {"pdf.fonttype": 42, "ps.fonttype": 42}
 HEALTH_NAMED = 3  # flagged runs named in a figure's title (the tables name them all)
 SYMLOG_FROM = 2.0  # alphas beyond this (the CPU studies' paper-matched one) put the alpha axis on a symlog scale
-#: The most panels of one kind side by side; more wrap into further rows.
-PANELS_PER_ROW = 3
+PANELS_PER_ROW = 3  # the most panels of one kind side by side; more wrap into further rows
 
 
 class InlineFigure(Figure):
@@ -72,13 +63,12 @@ class InlineFigure(Figure):
 
 
 def save_figure(fig: Figure, path: Path, dpi: int = 150) -> None:
-    """Save as PDF (TrueType fonts, no creation date: the same figure gives the same bytes) or PNG, written to a
-    hidden temporary file beside ``path`` and renamed over it, so that a killed save leaves no half-written figure
-    (the next render removes such files: :func:`saah_lib.jsonio.remove_temp_files`)."""
+    """Save as PDF (TrueType fonts, no creation date: the same figure gives the same bytes) or PNG, through a hidden
+    temporary file renamed over ``path``: a killed save leaves no half-written figure (the next render removes it)."""
     path = Path(path)
     tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
-    try:
-        with matplotlib.rc_context(PDF_FONTS):
+    try:  # TrueType (Type 42) fonts in PDFs instead of matplotlib's default Type 3
+        with matplotlib.rc_context({"pdf.fonttype": 42, "ps.fonttype": 42}):
             fig.savefig(tmp, format=path.suffix.lstrip("."), dpi=dpi, bbox_inches="tight", pad_inches=0.05,
                         metadata={"CreationDate": None} if path.suffix == ".pdf" else None)
         os.replace(tmp, path)
@@ -87,34 +77,22 @@ def save_figure(fig: Figure, path: Path, dpi: int = 150) -> None:
         raise
 
 
-def _fig(ncols: int = 1, nrows: int = 1, w: float = 4.6, h: float = 3.2, min_width: float = 6.4,
-         size: tuple | None = None, **kw) -> tuple[Figure, np.ndarray]:
-    # at least min_width inches wide, so the shared legend and titles fit with a single panel
-    fig = InlineFigure(figsize=size or (max(w * ncols, min_width), h * nrows), layout="constrained")
+def _fig(ncols: int = 1, nrows: int = 1, w: float = 4.6, h: float = 3.2, size: tuple | None = None,
+         **kw) -> tuple[Figure, np.ndarray]:
+    # at least 6.4 inches wide, so the shared legend and titles fit with a single panel
+    fig = InlineFigure(figsize=size or (max(w * ncols, 6.4), h * nrows), layout="constrained")
     FigureCanvasAgg(fig)  # render with Agg regardless of the session's pyplot backend
     return fig, fig.subplots(nrows, ncols, squeeze=False, **kw)
 
 
 def _wrapped(n: int, rows: int = 1, **kw) -> tuple[Figure, np.ndarray, int]:
-    """A figure for ``n`` warm starts, :data:`PANELS_PER_ROW` side by side (more wrap into further rows), each
-    ``rows`` panels tall; the spare panels hidden. Returns the figure, its axes and the columns."""
+    """A figure, its axes and columns for ``n`` warm starts, each ``rows`` panels tall, wrapped (spare ones hidden)."""
     ncols = min(n, PANELS_PER_ROW)
     fig, axes = _fig(ncols=ncols, nrows=rows * math.ceil(n / ncols), **kw)
     for i in range(n, axes.shape[0] // rows * ncols):
         for row in range(rows):
             axes[rows * (i // ncols) + row, i % ncols].set_visible(False)
     return fig, axes, ncols
-
-
-def _fig_legend(fig: Figure, axes, ncol: int = 4, fontsize: int = 8) -> None:
-    """One legend below the panels, merging the entries of all axes (first occurrence wins)."""
-    entries = {}
-    for ax in np.ravel(axes):
-        for h, lab in zip(*ax.get_legend_handles_labels()):
-            entries.setdefault(lab, h)
-    if entries:
-        fig.legend(list(entries.values()), list(entries), loc="outside lower center",
-                   ncol=min(ncol, len(entries)), fontsize=fontsize, frameon=False)
 
 
 def _steps_axis(ax, grid: bool = True) -> None:
@@ -159,16 +137,12 @@ def _curve_groups(rs: ResultSet, model) -> list[tuple[str, float, pd.DataFrame]]
     return _groups(rs.curves, model, (rs.notes or {}).get("main_alphas"))
 
 
-def seeds_text(g: pd.DataFrame) -> str:
-    """`` (n=3)``: how many seeds a plotted line or point averages (empty for the paper's single runs)."""
-    n = pd.Series(_numbers(g, "n_seeds")).max()
-    return f" (n={int(n)})" if pd.notna(n) else ""
-
-
 def _line_kw(method: str, alpha: float, g: pd.DataFrame, ls: str, **kw) -> dict:
-    """A method's curve: its colour, markers where it is sparse, and a label that says how many seeds it averages."""
+    """A method's curve: its colour, markers where it is sparse, and a label that says how many seeds it averages
+    (`` (n=3)``; nothing for the paper's single runs)."""
+    n = pd.Series(_numbers(g, "n_seeds")).max()
     return dict(color=METHOD_COLORS.get(method, "k"), ls=ls, marker="o" if len(g) <= SPARSE else None,
-                label=method_label(method, alpha) + seeds_text(g), **kw)
+                label=method_label(method, alpha) + (f" (n={int(n)})" if pd.notna(n) else ""), **kw)
 
 
 def _band(g: pd.DataFrame) -> tuple[np.ndarray, str]:
@@ -198,12 +172,10 @@ def _draw_baseline(ax, rs: ResultSet, model) -> None:
                 textcoords="offset points", ha="right", va="bottom", fontsize=7, color=METHOD_COLORS["base"])
 
 
-def _trajectory_panel(ax, rs: ResultSet, model, note_band: bool = True, peak_in_label: bool = False) -> bool:
-    groups = _groups(rs.checkpoints, model)
-    if not groups:
-        return False
+def _trajectory_panel(ax, rs: ResultSet, model, peak_in_label: bool = False) -> None:
+    """One model's Pass@1 curves, their bands and its baseline, titled with the kinds of band."""
     band_kinds, drawn = set(), set()
-    for method, a, g in groups:
+    for method, a, g in _groups(rs.checkpoints, model):
         x, y = g["step"].to_numpy(float), g["pass_at_1"].to_numpy(float)
         half, kind = _band(g)
         band_kinds.add(kind)
@@ -221,9 +193,7 @@ def _trajectory_panel(ax, rs: ResultSet, model, note_band: bool = True, peak_in_
     _draw_baseline(ax, rs, model)
     _steps_axis(ax)
     ax.set_ylabel("Pass@1")
-    title = model_short(model)
-    ax.set_title(f"{title}  (bands: {', '.join(sorted(band_kinds))})" if note_band else title, fontsize=9)
-    return True
+    ax.set_title(f"{model_short(model)}  (bands: {', '.join(sorted(band_kinds))})", fontsize=9)
 
 
 def plot_pass_at_1(rs: ResultSet) -> Figure | None:
@@ -237,9 +207,7 @@ def plot_pass_at_1(rs: ResultSet) -> Figure | None:
         _trajectory_panel(ax, rs, model)
     for ax in axes[:, 1:].flat:  # the shared axis is labelled once per row
         ax.set_ylabel("")
-    _fig_legend(fig, axes)
-    _suptitle(fig, rs, "Pass@1 during training")
-    return fig
+    return _finish(fig, axes, rs, "Pass@1 during training")
 
 
 def plot_method_overlay(rs: ResultSet) -> Figure | None:
@@ -249,12 +217,9 @@ def plot_method_overlay(rs: ResultSet) -> Figure | None:
         return None
     fig, axes = _fig(w=6.0, h=3.8)
     ax = axes.flat[0]
-    if not _trajectory_panel(ax, rs, model, note_band=False, peak_in_label=True):
-        return None
+    _trajectory_panel(ax, rs, model, peak_in_label=True)
     ax.set_title(f"{model}: all methods, bands {_band(_groups(rs.checkpoints, model)[0][2])[1]}", fontsize=9)
-    _fig_legend(fig, axes, ncol=1)
-    _suptitle(fig, rs, "Method overlay")
-    return fig
+    return _finish(fig, axes, rs, "Method overlay", ncol=1)
 
 
 def plot_alpha_ablation(rs: ResultSet) -> Figure | None:
@@ -279,11 +244,10 @@ def plot_alpha_ablation(rs: ResultSet) -> Figure | None:
     ax.set_xlabel("α (entropy discount strength; 0 = GRPO); n = seeds per point")
     ax.set_ylabel("Pass@1")
     ax.grid(alpha=0.3)
-    _fig_legend(fig, axes, ncol=3, fontsize=7)
     ax.set_title(f"{model}" + (f"; error bars: ±1 s.d. across seeds ({bars_note(ab)}; "
                                "one seed elsewhere)" if bars else ""), fontsize=8 if bars else 9)
-    _suptitle(fig, rs, "α ablation of AH-GRPO" + (" and SA-AH-GRPO" if len(sa) > 1 else ""))
-    return fig
+    return _finish(fig, axes, rs, "α ablation of AH-GRPO" + (" and SA-AH-GRPO" if len(sa) > 1 else ""), ncol=3,
+                   fontsize=7)
 
 
 def _ah_points(ax, core: pd.DataFrame, x) -> bool:
@@ -301,8 +265,7 @@ def _ah_points(ax, core: pd.DataFrame, x) -> bool:
 
 
 def _sa_points(ax, sa: pd.DataFrame, x) -> bool:
-    """SA-AH-GRPO's points: a series like AH-GRPO's for a sweep, else one star; returns whether error bars were
-    drawn."""
+    """SA-AH-GRPO's points: a series like AH-GRPO's for a sweep, else one star; returns whether it drew error bars."""
     if sa.empty:
         return False
     color = METHOD_COLORS["sa"]
@@ -402,11 +365,9 @@ def plot_reward(rs: ResultSet) -> Figure | None:
         ax.plot(x, moving_average(y), color=kw["color"], lw=1.6, label=kw["label"], ls=kw["ls"])
 
     fig, axes = _curve_rows(rs, models, columns, draw, 9, w=4.4, h=3.0)
-    _fig_legend(fig, axes)
     smoothing = "" if all(len(g) <= SPARSE for m in models for _, _, g in _curve_groups(rs, m)) else \
         f"\nfaint: each step; bold: mean of the last {REWARD_WINDOW} steps"
-    _suptitle(fig, rs, "Training reward", smoothing + _curve_note(rs))
-    return fig
+    return _finish(fig, axes, rs, "Training reward", smoothing + _curve_note(rs))
 
 
 def plot_entropy_weight(rs: ResultSet) -> Figure | None:
@@ -427,16 +388,13 @@ def plot_entropy_weight(rs: ResultSet) -> Figure | None:
     fig, axes = _curve_rows(rs, models, columns, draw, 8, w=3.4, h=2.8)
     for ax in axes[:, 1:].flat:
         ax.set_ylim(0, 1.05)
-    _fig_legend(fig, axes, ncol=3, fontsize=8)
-    _suptitle(fig, rs, "Entropy and adaptive weights", _curve_note(rs))
-    return fig
+    return _finish(fig, axes, rs, "Entropy and adaptive weights", _curve_note(rs), ncol=3)
 
 
 def figure_arms(rs: ResultSet) -> list[tuple[str, float]]:
-    """The arms ``(method, alpha)`` the per-arm figures draw, in method order: those of the main comparison, and
-    any other run with as many seeds as the main comparison's weighted arms (the SmolLM2 study's second alpha,
-    which its result set does not name as paper-matched). A one-seed alpha sweep beside three-seed arms is left
-    to the ablation figure."""
+    """The arms ``(method, alpha)`` the per-arm figures draw, in method order: the main comparison's, and any other
+    with as many seeds as its weighted arms (the SmolLM2 study's second alpha, not named paper-matched); a one-seed
+    alpha sweep beside three-seed arms is left to the ablation figure."""
     runs = rs.runs
     if runs is None or runs.empty:
         return []
@@ -468,11 +426,10 @@ STEP_DIAGNOSTICS = (("weight_neg_mean", "mean token weight,\nnegative-advantage 
 
 
 def plot_step_diagnostics(rs: ResultSet) -> Figure | None:
-    """Per step: the mean token weight on negative-advantage rollouts (upper row) and the mean normalised entropy
-    (lower row) of each arm (:func:`figure_arms`; means over its seeds), one column per warm start, wrapping after
-    :data:`PANELS_PER_ROW`; every panel of a quantity on one y scale, with the range the paper logged for it
-    (:func:`saah_lab.analysis.reported.logged_range`) as a grey band. None for the paper's own numbers: their log
-    against their own range shows nothing new."""
+    """Per step and arm (:func:`figure_arms`, seed means): the mean token weight on negative-advantage rollouts
+    (upper row) and the mean normalised entropy (lower row), one column per warm start; each quantity on one y
+    scale with the range the paper logged (:func:`~saah_lab.analysis.reported.logged_range`) as a grey band. None
+    for the paper's own numbers (their log against their own range shows nothing new)."""
     arms = figure_arms(rs)
     models = _curve_models(rs, *(key for key, _ in STEP_DIAGNOSTICS))
     if rs.source == "paper_reported" or not models or not arms:
@@ -500,9 +457,8 @@ def plot_step_diagnostics(rs: ResultSet) -> Figure | None:
             _steps_axis(ax)
             if row == 0:
                 ax.set_xlabel("")
-    _fig_legend(fig, axes, ncol=3, fontsize=8)
-    _suptitle(fig, rs, "Weight on negative rollouts and entropy per step, per arm and warm start")
-    return fig
+    return _finish(fig, axes, rs, "Weight on negative rollouts and entropy per step, per arm and warm start",
+                   ncol=3)
 
 
 #: The colour and legend name of each answer kind (:func:`saah_lib.tasks.synthetic.answer_kind`).
@@ -512,10 +468,9 @@ ANSWER_KIND_STYLE = {"correct": ("#2ca02c", "correct"),
 
 
 def answer_kinds(rs: ResultSet) -> pd.DataFrame:
-    """Per run of :func:`figure_arms` and evaluation (its first and its last): the answers by kind
-    (:func:`saah_lib.tasks.synthetic.count_answer_kinds`) read from the run folder's per-problem files, as
-    ``saah_lab.studies.mini.write_answer_kinds`` counts them. Empty when no run has such files. A run the
-    tolerant reader found damaged is left out (its files may not read; the figure's title warns of it)."""
+    """Per run of :func:`figure_arms` and its first and last evaluation: the answers by kind in its per-problem
+    files (:func:`~saah_lib.tasks.synthetic.count_answer_kinds`). Empty without such files. A run the tolerant
+    reader found damaged is left out (its files may not read; the figure's title warns of it)."""
     arms, rows = figure_arms(rs), []
     for r in (rs.runs.itertuples() if arms and rs.root is not None else ()):
         alpha = number_or_nan(r.alpha)
@@ -571,9 +526,7 @@ def plot_answer_kinds(rs: ResultSet) -> Figure | None:
     for ax in axes[:, 0]:
         ax.set_ylabel("evaluation answers" + (f" (of {totals[0]})" if len(totals) == 1 else "")
                       + ",\nmean over seeds")
-    _fig_legend(fig, axes, ncol=3, fontsize=8)
-    _suptitle(fig, rs, "Answers by kind at the first and the last evaluation")
-    return fig
+    return _finish(fig, axes, rs, "Answers by kind at the first and the last evaluation", ncol=3)
 
 
 def warm_start_effects(rs: ResultSet, a: tuple[str, float], b: tuple[str, float] = ("grpo", 0.0)) -> pd.DataFrame:
@@ -595,10 +548,9 @@ def warm_start_effects(rs: ResultSet, a: tuple[str, float], b: tuple[str, float]
 
 
 def plot_warm_start_effect(rs: ResultSet, primary: dict | None = None) -> Figure | None:
-    """One point per warm start: GRPO's own gain over the warm start (x) against SA-AH-GRPO − GRPO on final
-    Pass@1 (y; mean over seeds with its 95% t interval over seeds), for each SA-AH-GRPO arm of
-    :func:`figure_arms`; the plan's primary arm (``primary``: the study plan's ``{"a": {method, alpha}, ...}``)
-    filled and named. Zero lines on both axes. None with fewer than two warm starts."""
+    """Per warm start and SA-AH-GRPO arm of :func:`figure_arms`: GRPO's own gain over the warm start (x) against
+    SA-AH-GRPO − GRPO on final Pass@1 (y; seed mean, 95% t interval), the plan's ``primary`` arm (``{"a": {method,
+    alpha}, ...}``) filled and named; zero lines on both axes. None with fewer than two warm starts."""
     primary_a = (primary or {}).get("a") or {}
     series = [(a, warm_start_effects(rs, ("sa", a))) for m, a in figure_arms(rs) if m == "sa"]
     series = [(a, e) for a, e in series if len(e) >= 2]
@@ -625,9 +577,7 @@ def plot_warm_start_effect(rs: ResultSet, primary: dict | None = None) -> Figure
     ax.set_xlabel("GRPO's gain over its warm start: final Pass@1 − the warm start's Pass@1\n(mean over seeds)")
     ax.set_ylabel("SA-AH-GRPO − GRPO, final Pass@1\n(seed mean, 95% t interval over seeds)")
     ax.grid(alpha=0.3)
-    _fig_legend(fig, axes, ncol=1, fontsize=8)
-    _suptitle(fig, rs, "The effect per warm start against GRPO's own gain")
-    return fig
+    return _finish(fig, axes, rs, "The effect per warm start against GRPO's own gain", ncol=1)
 
 
 def plot_token_weights(h_pos: Sequence[float], h_neg: Sequence[float], alpha: float,
@@ -662,10 +612,19 @@ def _curve_note(rs: ResultSet) -> str:
     return "\n(the paper tabulates these only for SA-AH-GRPO, at the steps shown)" * (rs.source == "paper_reported")
 
 
-def _suptitle(fig: Figure, rs: ResultSet, what: str, extra: str = "") -> None:
-    """The figure's title: what it shows, whose numbers, what a tolerant reading flagged and the flagged runs."""
+def _finish(fig: Figure, axes, rs: ResultSet, what: str, extra: str = "", ncol: int = 4, fontsize: int = 8) -> Figure:
+    """One legend below the panels, merging the entries of all axes (first occurrence wins), and the title: what
+    the figure shows, whose numbers, what a tolerant reading flagged and the flagged runs."""
+    entries = {}
+    for ax in np.ravel(axes):
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            entries.setdefault(lab, h)
+    if entries:
+        fig.legend(list(entries.values()), list(entries), loc="outside lower center",
+                   ncol=min(ncol, len(entries)), fontsize=fontsize, frameon=False)
     fig.suptitle(f"{what} — {'reported in the paper' if rs.source == 'paper_reported' else 'our runs'}"
                  + problems_note(rs) + health_line(rs) + extra, fontsize=10)
+    return fig
 
 
 def health_line(rs: ResultSet) -> str:
@@ -704,9 +663,7 @@ def pick_rollout_pair(token_entropies: pd.DataFrame) -> dict | None:
             str(run_id)
 
     for rid in sorted(te["run_id"].unique(), key=order):
-        sub = te[te.run_id == rid]
-        for step in sorted(sub["step"].dropna().unique(), reverse=True):
-            at = sub[sub.step == step]
+        for step, at in reversed(list(te[te.run_id == rid].groupby("step"))):  # the latest step first
             pos, neg = at[at.advantage > 0], at[at.advantage < 0]
             if len(pos) and len(neg):
                 p, n = pos.iloc[0], neg.iloc[0]
@@ -719,7 +676,7 @@ def pick_rollout_pair(token_entropies: pd.DataFrame) -> dict | None:
 def plot_rollout_weights(rs: ResultSet) -> Figure | None:
     """GRPO's, AH-GRPO's and SA-AH-GRPO's token weights on one logged positive and one negative rollout
     (:func:`pick_rollout_pair`), from their logged per-token entropies."""
-    pair = pick_rollout_pair(rs.token_entropies) if rs.token_entropies is not None else None
+    pair = pick_rollout_pair(rs.token_entropies)
     if pair is None:
         return None
     alpha, note = pair["alpha"], ""
@@ -765,13 +722,11 @@ PAIRED_PANELS = (("Pass@1 (A − B)", CHECKPOINTS), ("training-reward variance (
 
 
 def plot_paired(rows: list[dict], level: float = LEVEL, warning: str = "", source: str = "") -> Figure | None:
-    """Per pair of methods: Pass@1 (final, peak), training-reward variance and mean KL differences, seed by
-    seed, with their mean, family interval and a grey band of +-MDE; the primary comparison on top.
-
-    One full-width panel per quantity, one row per pair (and checkpoint), the pair named on the left and its
-    statistics on the right, both outside the data so that no label covers a point.  ``warning`` (what a
-    tolerant reading left out) is printed under the title; ``source`` (the results root) is named in it, so
-    that two studies' figures never read the same."""
+    """Per pair of methods, seed by seed: Pass@1 (final, peak), training-reward variance and mean KL differences
+    with their mean, family interval and a grey band of +-MDE; one panel per quantity, one row per pair (and
+    checkpoint), the primary pair on top, named on the left and its statistics on the right (outside the data).
+    ``warning`` (what a tolerant reading left out) and ``source`` (the results root: two studies' titles differ)
+    go into the title."""
     if not rows:
         return None
     pairs = list(dict.fromkeys((r["a"], r["b"]) for r in sorted(rows, key=lambda r: not r["primary"])))
