@@ -115,11 +115,6 @@ _SOLUTION_BLOCK_RE = re.compile(
 )
 
 
-# --------------------------------------------------------------------------
-# numbers
-# --------------------------------------------------------------------------
-
-
 def normalize_number(text: str) -> str | None:
     """Canonical string for one number, or None if ``text`` is not a number.
 
@@ -231,11 +226,6 @@ def _within_tolerance(pred: Decimal, gold: Decimal) -> bool:
         # exponent range (Emax 999999).
         context.Emax, context.Emin = MAX_EMAX, MIN_EMIN
         return abs(pred - gold) <= CLOSE_RELATIVE_TOLERANCE * abs(gold)
-
-
-# --------------------------------------------------------------------------
-# the four components
-# --------------------------------------------------------------------------
 
 
 def r_correct(completion: str, gold: str) -> float:
@@ -381,11 +371,6 @@ def total_reward(completion: str, gold: str) -> float:
     every component is a multiple of 0.1, so nothing real is lost.
     """
     return round(sum(reward_components(completion, gold).values()), 6)
-
-
-# --------------------------------------------------------------------------
-# TRL adapters
-# --------------------------------------------------------------------------
 
 
 def _as_text(value) -> str:

@@ -45,11 +45,6 @@ CHAT_TEMPLATE = (
 CHAT_ROLES = ("system", "user", "assistant")
 
 
-# --------------------------------------------------------------------------
-# tokenizer
-# --------------------------------------------------------------------------
-
-
 def _pre_tokenizer():
     """Qwen2's pre-tokenisation: the split pattern, then the byte-to-unicode map."""
     return pre_tokenizers.Sequence([
@@ -104,11 +99,6 @@ def build_tokenizer(texts: list[str], min_word_count: int = 2):
     tokenizer.add_tokens([AddedToken(tag, special=False, normalized=False) for tag in TAGS])
     tokenizer.chat_template = CHAT_TEMPLATE
     return tokenizer
-
-
-# --------------------------------------------------------------------------
-# model
-# --------------------------------------------------------------------------
 
 
 def init_tiny_model(tokenizer, settings):

@@ -118,10 +118,6 @@ def tokenizer_corpus(settings: WarmStartSettings, seed: int) -> list[str]:
     return texts + fixed * settings.min_word_count
 
 
-# --------------------------------------------------------------------------
-# supervised warm start
-# --------------------------------------------------------------------------
-
 def encode_sft_examples(tokenizer, problems: list[Problem]) -> list[tuple[list[int], int]]:
     """Per problem: token ids of prompt + reference completion + eos, and the prompt length."""
     prompts = tokenizer([make_prompt(p.question, tokenizer) for p in problems],
@@ -223,11 +219,6 @@ def supervised_finetune(model, tokenizer, problems, settings: WarmStartSettings,
     lines.finish(note=f"loss {losses[-1]:.3f}")
     model.eval()
     return losses
-
-
-# --------------------------------------------------------------------------
-# the cached, atomic build
-# --------------------------------------------------------------------------
 
 
 @contextmanager

@@ -33,11 +33,6 @@ SPLITS = ("train", "test")
 GOLD_MARKER = "####"
 
 
-# --------------------------------------------------------------------------
-# parsing and loading
-# --------------------------------------------------------------------------
-
-
 def parse_gold_answer(answer_text: str) -> str:
     """The normalised number after ``####`` in a GSM8K answer ("#### 1,234" -> "1234")."""
     if not isinstance(answer_text, str) or GOLD_MARKER not in answer_text:
@@ -70,11 +65,6 @@ def _problem(split: str, index: int, record, where: str) -> Problem:
         raise ValueError(f"{where}: {error}") from None
     return Problem(id=f"{split}-{index:05d}", question=record["question"], answer=answer,
                    solution=gsm8k_reasoning(record["answer"]))
-
-
-def _check_split(split: str) -> None:
-    if split not in SPLITS:
-        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
 
 
 def _read_gsm8k_file(path: Path) -> list[tuple[str, object]]:
@@ -156,18 +146,14 @@ def describe_source(data_dir: str | os.PathLike | None = None) -> str:
 
 def load_gsm8k(split: str, data_dir: str | os.PathLike | None = None) -> list[Problem]:
     """All problems of one official split ("train" or "test"), in file order."""
-    _check_split(split)
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
     folder = resolve_gsm8k_dir(data_dir)
     if folder is not None:
         records = _read_gsm8k_file(folder / f"{split}.jsonl")
     else:
         records = [(f"GSM8K {split} from the hub: row {i}", r) for i, r in enumerate(_load_from_hub(split))]
     return [_problem(split, index, record, where) for index, (where, record) in enumerate(records)]
-
-
-# --------------------------------------------------------------------------
-# sampling
-# --------------------------------------------------------------------------
 
 
 def _sample(pool: list[Problem], n: int, seed: int, name: str) -> list[Problem]:
@@ -216,19 +202,7 @@ def paper_split(
     train, test = load_gsm8k("train", data_dir), load_gsm8k("test", data_dir)
     _check_pool_size(train, n_train, "train", "n_train", data_dir)
     _check_pool_size(test, n_eval, "test", "n_eval", data_dir)
-    return sample_split(
-        train,
-        test,
-        n_train=n_train,
-        n_eval=n_eval,
-        seed=seed,
-        source=describe_source(data_dir),
-    )
-
-
-# --------------------------------------------------------------------------
-# a local folder for offline machines
-# --------------------------------------------------------------------------
+    return sample_split(train, test, n_train=n_train, n_eval=n_eval, seed=seed, source=describe_source(data_dir))
 
 
 class OutFolderError(ValueError):
@@ -290,12 +264,10 @@ def main(argv=None) -> int:
     prep.add_argument("--force", action="store_true",
                       help="write into a folder that holds files, replacing its train.jsonl and test.jsonl")
     args = parser.parse_args(argv)
-    try:  # before the hub is asked: a refused folder is said as such, not as a hub error
-        check_out_folder(in_repo(args.out), args.force)
-    except OutFolderError as error:
-        parser.exit(2, f"error: {error}\n")
     try:
         counts = prepare(args.out, force=args.force)
+    except OutFolderError as error:  # checked before the hub is asked: said as such, not as a hub error
+        parser.exit(2, f"error: {error}\n")
     except Exception as error:  # noqa: BLE001  (offline, no datasets cache: say what to do, without a traceback)
         parser.exit(1, f"error: could not load {HUB_DATASET[0]} ({HUB_DATASET[1]}) from the hub: "
                        f"{type(error).__name__}: {error}\n(run it where the hub is reachable, without HF_HUB_OFFLINE=1)\n")

@@ -119,16 +119,8 @@ class _Story:
         return self.rng.choice(options)
 
 
-# --------------------------------------------------------------------------
-# templates: each returns a Draft with exactly n_ops calculations, or None
-# when it cannot make n_ops (the caller then tries another template)
-# --------------------------------------------------------------------------
-
-
 def _shopping(story: _Story, n_ops: int) -> Draft | None:
     """quantity * price (+ extra item) (bill - total)."""
-    if n_ops > 3:
-        return None
     items, thing = story.pick(ITEMS), story.pick(THINGS)
     quantity, price = story.factor(), story.number()
     he = story.pronoun
@@ -152,8 +144,6 @@ def _shopping(story: _Story, n_ops: int) -> Draft | None:
 
 def _boxes(story: _Story, n_ops: int) -> Draft | None:
     """boxes * per box (+ found) (/ friends)."""
-    if n_ops > 3:
-        return None
     items, he = story.pick(ITEMS), story.pronoun
     boxes, per_box = story.factor(), story.number()
     sentences = [f"{story.name} has {boxes} boxes with {per_box} {items} in each box."]
@@ -187,8 +177,6 @@ def _boxes(story: _Story, n_ops: int) -> Draft | None:
 
 def _travel(story: _Story, n_ops: int) -> Draft | None:
     """speed * hours, then either (+ more miles) or (+ speed2 * hours2)."""
-    if n_ops > 3:
-        return None
     vehicle = story.pick(VEHICLES)
     speed, hours = story.number(), story.factor()
     sentences = [f"A {vehicle} goes {speed} miles per hour for {hours} hours."]
@@ -212,8 +200,6 @@ def _travel(story: _Story, n_ops: int) -> Draft | None:
 
 def _ages(story: _Story, n_ops: int) -> Draft | None:
     """age +/- gap (* factor) (+ years later)."""
-    if n_ops > 3:
-        return None
     third = story.pick([n for n in sorted(NAMES) if n not in (story.name, story.other)])
     age, gap = story.number(), story.number(1)
     older = story.rng.random() < 0.5 or gap >= age
@@ -241,8 +227,6 @@ def _ages(story: _Story, n_ops: int) -> Draft | None:
 
 def _wages(story: _Story, n_ops: int) -> Draft | None:
     """(hours + hours2) * rate (- spent)."""
-    if n_ops > 3:
-        return None
     he, rate = story.pronoun, story.number()
     sentences = [f"{story.name} earns {rate} dollars per hour."]
     facts = [(rate, "dollars per hour")]
@@ -287,6 +271,8 @@ def _collection(story: _Story, n_ops: int) -> Draft:
     return Draft(" ".join(sentences), tuple(facts), tuple(calcs))
 
 
+#: Each template makes a Draft with exactly n_ops calculations, or None when its numbers do not fit; only the
+#: gain/loss chain (``collection``) makes more than 3 (:data:`CHAIN_TEMPLATE`).
 TEMPLATES: dict[str, Callable[[_Story, int], Draft | None]] = {
     "shopping": _shopping,
     "boxes": _boxes,
@@ -295,11 +281,7 @@ TEMPLATES: dict[str, Callable[[_Story, int], Draft | None]] = {
     "wages": _wages,
     "collection": _collection,
 }
-
-
-# --------------------------------------------------------------------------
-# solutions, partitions, problem lists
-# --------------------------------------------------------------------------
+CHAIN_TEMPLATE = "collection"
 
 
 def tagged_solution(draft: Draft) -> str:
@@ -332,12 +314,6 @@ def partition_of(question: str) -> str:
     return "eval" if bucket == 0 else "train"
 
 
-def chain_partition_of(chain: str) -> str:
-    """:func:`partition_of` on a calculation chain (:func:`calculation_chain`) rather than a question: every
-    problem with that chain, whatever its story, names or wording, falls into the same partition."""
-    return partition_of(chain)
-
-
 def draft_chain(draft: Draft) -> str:
     """The calculation chain of ``draft``, as :func:`calculation_chain` reads it from its reference."""
     return "; ".join(calc.text() for calc in draft.calcs)
@@ -353,7 +329,8 @@ def draw_draft(rng: random.Random, n_ops: int, max_value: int, max_result: int) 
     rng.shuffle(names)
     for name in names:
         for _ in range(_TRIES_PER_TEMPLATE):
-            draft = TEMPLATES[name](_Story(rng, max_value), n_ops)
+            story = _Story(rng, max_value)  # drawn even for a template that cannot make n_ops: the committed draws
+            draft = TEMPLATES[name](story, n_ops) if n_ops <= 3 or name == CHAIN_TEMPLATE else None
             if draft is None:
                 break  # this template cannot make n_ops operations
             if draft.is_valid(max_result):
@@ -393,7 +370,7 @@ def generate_problems(
     ("train" or "eval") keeps only problems of that hash partition; None
     keeps all.  ``held_out_by`` says what the partition hashes: the question
     (:func:`partition_of`, what the committed studies drew) or the calculation
-    chain (:func:`chain_partition_of`, held out by content).  Ids are
+    chain (:func:`partition_of` of :func:`draft_chain`, held out by content).  Ids are
     ``{id_prefix}-00000``, ``{id_prefix}-00001``, ...
     """
     _check_settings(min_steps, max_steps, max_value, max_result)
@@ -404,7 +381,7 @@ def generate_problems(
     # A string seed names an independent stream per partition.
     rng = random.Random(f"{GENERATOR_VERSION}:{seed}:{partition}")
     key = (lambda draft: partition_of(draft.question)) if held_out_by == "question" else \
-        (lambda draft: chain_partition_of(draft_chain(draft)))
+        (lambda draft: partition_of(draft_chain(draft)))
     problems: list[Problem] = []
     seen: set[str] = set()
     while len(problems) < n:
@@ -445,10 +422,6 @@ def synthetic_split(
     source += "" if held_out_by == "question" else f",held_out_by={held_out_by}"
     return DataSplit.with_provenance(train, evaluation, source=source, seed=seed)
 
-
-# --------------------------------------------------------------------------
-# what kind of answer a completion gives
-# --------------------------------------------------------------------------
 
 _CALCULATION = re.compile(r"(-?\d+) ([-+*/]) (-?\d+) = (-?\d+)")
 ANSWER_KINDS = ("correct", "intermediate", "other")
