@@ -72,9 +72,6 @@ def reserved_capacity(longest_prompt: int, buckets: tuple[int, ...] = PROMPT_BUC
     return min(prompt_bucket(longest_prompt, buckets), -(-longest_prompt // RESERVE_MULTIPLE) * RESERVE_MULTIPLE)
 
 
-# ---------------------------------------------------------------------- the model during a rollout
-
-
 @contextmanager
 def eval_mode(model):
     """Every module in eval mode inside; each module's own mode restored on exit."""
@@ -123,10 +120,6 @@ def _input_embeddings(model):
         return None
 
 
-def _is_input_grad_hook(hook) -> bool:
-    return getattr(getattr(hook, "__code__", None), "co_name", None) in INPUT_GRAD_HOOKS
-
-
 @contextmanager
 def decoding_state(model):
     """The model as every decode call sees it, whoever calls and whatever TRL toggled before.
@@ -144,7 +137,7 @@ def decoding_state(model):
     hooks = dict(embeddings._forward_hooks) if embeddings is not None else {}
     try:
         for hook_id, hook in hooks.items():
-            if _is_input_grad_hook(hook):
+            if getattr(getattr(hook, "__code__", None), "co_name", None) in INPUT_GRAD_HOOKS:
                 del embeddings._forward_hooks[hook_id]
         for module, _ in checkpointing:
             module.gradient_checkpointing = False
@@ -187,9 +180,6 @@ def module_state(model) -> dict:
                        getattr(m, "disable_adapters", None) if isinstance(m, LoraLayer) else None,
                        tuple(adapters or ()), getattr(m, "merged", None) if isinstance(m, LoraLayer) else None)
     return state
-
-
-# ---------------------------------------------------------------------- one decode step
 
 
 @dataclass
@@ -282,8 +272,6 @@ def _decode_step(model, cache, buf: DecodeBuffers, sampling: SamplingSettings, p
     logits = _forward(model, buf.last, buf.start + buf.t - 1, buf.mask, cache)
     _advance(buf, logits, sampling, pad_token_id)
 
-
-# ---------------------------------------------------------------------- engine
 
 #: Bits per vector register of the ATen capabilities that ATEN_CPU_CAPABILITY can name.
 _CAPABILITY_BITS = {"avx2": 256, "avx512": 512}
@@ -385,7 +373,6 @@ class StaticRollout:
         if prompt_capacity is not None:
             self.reserve(prompt_capacity)
 
-    # -------------------------------------------------------------- static state
     @property
     def cache_len(self) -> int | None:
         """Slots of every KV cache of this engine: the prompt capacity plus ``max_new_tokens``."""
@@ -458,7 +445,6 @@ class StaticRollout:
             self._states[key] = state = (cache, buffers)
         return state
 
-    # -------------------------------------------------------------- generation
     @torch.no_grad()
     def generate(self, model, prompt_ids: list[list[int]], sampling: SamplingSettings):
         """Completions for ``prompt_ids`` (lists of token ids, unpadded).

@@ -81,9 +81,9 @@ def _check_seed(name: str, value) -> None:
         _fail(name, f"must be an integer in [0, {MAX_SEED}], got {value!r}")
 
 
-def _check_name(name: str, value) -> None:
-    if not isinstance(value, str) or not value.strip():
-        _fail(name, f"must be a non-empty string, got {value!r}")
+def _check_text(name: str, value, optional: bool = False) -> None:
+    if not (optional and value is None) and not (isinstance(value, str) and value.strip()):
+        _fail(name, f"must be a non-empty string{' or None' if optional else ''}, got {value!r}")
 
 
 def _check_folder(name: str, value, optional: bool = False) -> None:
@@ -111,11 +111,6 @@ def _check_warmup(name: str, warmup) -> None:
                     f"steps in [0, 1); got {warmup!r}")
 
 
-def _check_optional_text(name: str, value) -> None:
-    if value is not None and not (isinstance(value, str) and value.strip()):
-        _fail(name, f"must be a non-empty string or None, got {value!r}")
-
-
 #: The TRL fields a run sets whose bad values TRL and transformers accept, so that they would fail mid-run if at
 #: all (tests/training/test_config.py holds each to that), or refuse without naming the field: checked by
 #: :func:`check_trl_fields`.  ``max_steps`` is the run's to check (:class:`RunConfig`), ``num_generations`` and
@@ -133,8 +128,8 @@ _TRL_FIELD_CHECKS = {
     "temperature": lambda name, value: _check_real(name, value, 0.0, math.inf, False, False),
     "vllm_gpu_memory_utilization": lambda name, value: _check_real(name, value, 0.0, 1.0, False, True),
     "activation_checkpointing": lambda name, value: value is None or _check_bool(name, value),  # "no" is True
-    "run_name": _check_optional_text,
-    "vllm_server_base_url": _check_optional_text,
+    "run_name": lambda name, value: _check_text(name, value, optional=True),
+    "vllm_server_base_url": lambda name, value: _check_text(name, value, optional=True),
     "vllm_mode": lambda name, value: _check_choice(name, value, VLLM_MODES),
     "warmup_steps": _check_warmup,
 }
@@ -210,7 +205,7 @@ class RunConfig:
         _check_real("lora_dropout", self.lora_dropout, 0.0, 1.0, True, False)
         _check_bool("use_lora", self.use_lora)
         for name in ("model_name", "model_label"):
-            _check_name(name, getattr(self, name))
+            _check_text(name, getattr(self, name))
         _check_folder("results_dir", self.results_dir)
         if not self.lora_target_modules or not all(isinstance(m, str) and m for m in self.lora_target_modules):
             _fail("lora_target_modules", f"must be non-empty module names, got {self.lora_target_modules!r}")
