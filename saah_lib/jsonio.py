@@ -159,14 +159,6 @@ def append_jsonl(path: Path, record: dict) -> None:
         raise
 
 
-def _decode_problem(path: Path, data: bytes, error: UnicodeDecodeError) -> str:
-    """``<file>: line N: ...`` for bytes of ``data`` that are not UTF-8."""
-    line = data.count(b"\n", 0, error.start) + 1
-    column = error.start - (data.rfind(b"\n", 0, error.start) + 1) + 1
-    return (f"{path}: line {line}: not UTF-8 text (byte 0x{data[error.start]:02x} at column {column}: "
-            f"{error.reason})")
-
-
 def read_text(path: str | os.PathLike) -> str:
     """The text of a UTF-8 file; bytes that are not UTF-8 raise a ValueError naming the file and line."""
     path = Path(path)
@@ -174,7 +166,10 @@ def read_text(path: str | os.PathLike) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise ValueError(_decode_problem(path, data, error)) from None
+        line = data.count(b"\n", 0, error.start) + 1
+        column = error.start - (data.rfind(b"\n", 0, error.start) + 1) + 1
+        raise ValueError(f"{path}: line {line}: not UTF-8 text (byte 0x{data[error.start]:02x} at column {column}: "
+                         f"{error.reason})") from None
 
 
 def scan_jsonl(path: Path) -> tuple[list[tuple[int, Any]], list[tuple[int, str]]]:

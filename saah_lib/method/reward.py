@@ -209,9 +209,7 @@ def _to_decimal(number: str | None) -> Decimal | None:
 def answers_match(pred: str | None, gold: str) -> bool:
     """Exact numeric equality (18 == 18.0 == 18.00); False if either is not a number."""
     pred_value, gold_value = _to_decimal(pred), _to_decimal(gold)
-    if pred_value is None or gold_value is None:
-        return False
-    return pred_value == gold_value  # Decimal comparison is exact
+    return pred_value is not None and gold_value is not None and pred_value == gold_value  # Decimals: exact
 
 
 def _within_tolerance(pred: Decimal, gold: Decimal) -> bool:

@@ -8,6 +8,7 @@ penalty there, which ``generate`` would otherwise apply to ``hf`` and not to ``c
 from __future__ import annotations
 
 from contextlib import contextmanager
+from itertools import takewhile
 
 import torch
 from transformers import GenerationConfig
@@ -27,11 +28,7 @@ GREEDY = SamplingSettings(do_sample=False)
 def _completion_text(ids: list[int], tokenizer) -> str:
     """Decode generated ids up to the first end-of-sequence, keeping tag tokens."""
     stop = {tokenizer.eos_token_id, tokenizer.pad_token_id} - {None}
-    for i, t in enumerate(ids):
-        if t in stop:
-            ids = ids[:i]
-            break
-    return tokenizer.decode(ids, skip_special_tokens=False)
+    return tokenizer.decode(list(takewhile(lambda t: t not in stop, ids)), skip_special_tokens=False)
 
 
 @contextmanager
