@@ -1,16 +1,14 @@
 """Reading and writing JSON and JSON-lines files, the one way the project does it.
 
-Two write disciplines keep files readable at every instant: a whole file is
-written to a temporary file in the same folder and renamed over the target
-(:func:`atomic_write_text`, :func:`atomic_write_json`, :func:`write_jsonl`);
-a log grows by appending one complete line per call (:func:`append_jsonl`).
-Readers report every bad line by number (:func:`scan_jsonl`); a log still being
-written may end in a torn line, which :func:`read_jsonl` drops unless the file
-is finished.  Values are written JSON-safe: NaN and infinities become null.
+Two write disciplines keep files readable at every instant: a whole file is written to a temporary file in the
+same folder and renamed over the target (:func:`atomic_write_text`, :func:`atomic_write_json`,
+:func:`write_jsonl`); a log grows by appending one complete line per call (:func:`append_jsonl`). Readers report
+every bad line by number (:func:`scan_jsonl`); a log still being written may end in a torn line, which
+:func:`read_jsonl` drops unless the file is finished.  Values are written JSON-safe: NaN and infinities become
+null.
 
-A whole-file write killed before its rename leaves a hidden temporary file
-(``.<name>.<random>.tmp``) beside the target; the next writer of that folder
-removes it (:func:`remove_temp_files`).  Written files get the ordinary
+A whole-file write killed before its rename leaves a hidden temporary file (``.<name>.<random>.tmp``) beside the
+target; the next writer of that folder removes it (:func:`remove_temp_files`).  Written files get the ordinary
 permissions of a new file (``0666`` less the umask), as ``open()`` gives.
 """
 
@@ -204,11 +202,9 @@ def parse_jsonl(data: bytes) -> tuple[list[tuple[int, Any]], list[tuple[int, str
 def read_jsonl(path: Path, strict: bool = True, finished: bool = False) -> list:
     """All records of a JSON-lines file.
 
-    A log that may still be appended to (``finished=False``) may end in a torn
-    line (a writer killed mid-write); that last line is ignored.  In a
-    finished file (``finished=True``) it is an error like any other.  A bad
-    line raises a ValueError naming the file and line with ``strict``;
-    otherwise it is skipped with a warning.
+    A log that may still be appended to (``finished=False``) may end in a torn line (a writer killed mid-write);
+    that last line is ignored.  In a finished file (``finished=True``) it is an error like any other.  A bad
+    line raises a ValueError naming the file and line with ``strict``; otherwise it is skipped with a warning.
     """
     path = Path(path)
     records, problems = scan_jsonl(path)
@@ -235,9 +231,6 @@ def read_json(path: str | os.PathLike, default: Any = None) -> Any:
 
 
 def sha256_of(path: Path) -> str:
-    """The file's sha256, read in 1 MiB blocks (weights and logs of any size)."""
-    digest = hashlib.sha256()
+    """The file's sha256, read in blocks (weights and logs of any size)."""
     with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(fh, "sha256").hexdigest()

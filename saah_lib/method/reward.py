@@ -118,12 +118,10 @@ _SOLUTION_BLOCK_RE = re.compile(
 def normalize_number(text: str) -> str | None:
     """Canonical string for one number, or None if ``text`` is not a number.
 
-    "$1,234" -> "1234", "18.00" -> "18", "-0.50" -> "-0.5", "18." -> "18",
-    "-0" -> "0", ".5" -> "0.5", "\u22125" -> "-5", "2.5e3" -> "2500",
-    "1e-3" -> "0.001".  Commas must group thousands ("1,2" is None).  An
-    exponent beyond +-MAX_EXPONENT, "inf" and "nan" are None.  Done on the
-    digits directly (not via Decimal.normalize) so arbitrarily long numbers
-    stay exact and never turn into exponent form.
+    "$1,234" -> "1234", "18.00" -> "18", "-0.50" -> "-0.5", "18." -> "18", "-0" -> "0", ".5" -> "0.5",
+    "\u22125" -> "-5", "2.5e3" -> "2500", "1e-3" -> "0.001".  Commas must group thousands ("1,2" is None).  An
+    exponent beyond +-MAX_EXPONENT, "inf" and "nan" are None.  Done on the digits directly (not via
+    Decimal.normalize) so arbitrarily long numbers stay exact and never turn into exponent form.
     """
     if not isinstance(text, str):
         return None
@@ -190,11 +188,10 @@ def _solution_block(text: str) -> str | None:
 def extract_answer(completion: str) -> str | None:
     """The completion's final answer as a normalised number string, or None.
 
-    With a ``<SOLUTION>`` tag the answer is the last number inside the first
-    SOLUTION block; if that block holds no number the answer is None (the model
-    committed to an answer slot and left it empty; numbers elsewhere are
-    working, not an answer).  Without any ``<SOLUTION>`` tag the answer is the
-    last number anywhere in the completion.
+    With a ``<SOLUTION>`` tag the answer is the last number inside the first SOLUTION block; if that block holds
+    no number the answer is None (the model committed to an answer slot and left it empty; numbers elsewhere are
+    working, not an answer).  Without any ``<SOLUTION>`` tag the answer is the last number anywhere in the
+    completion.
     """
     text = _as_text(completion)
     block = _solution_block(text)
@@ -258,12 +255,10 @@ def _between(text: str, open_tag: str, close_tag: str) -> str:
 def r_format(completion: str) -> float:
     """Tag discipline: -0.5 any tag repeated; 1.5 well-formed; else partial credit.
 
-    Well-formed means each tag exactly once, in the order of ``TAGS``, with
-    non-blank text in both the working-out and the solution block.  Otherwise
-    each tag that is present earns its partial score (0.2 / 0.3 / 0.2 / 0.3),
-    so e.g. all four tags out of order, or with an empty block, earn 1.0.
-    ``str.count`` is safe here: no tag is a substring of another (the closing
-    tags differ from the opening ones at the "/").
+    Well-formed means each tag exactly once, in the order of ``TAGS``, with non-blank text in both the
+    working-out and the solution block.  Otherwise each tag that is present earns its partial score (0.2 / 0.3 /
+    0.2 / 0.3), so e.g. all four tags out of order, or with an empty block, earn 1.0. ``str.count`` is safe
+    here: no tag is a substring of another (the closing tags differ from the opening ones at the "/").
     """
     text = _as_text(completion)
     counts = {tag: text.count(tag) for tag in TAGS}
@@ -291,10 +286,9 @@ def r_present(completion: str) -> float:
 def reasoning_text(completion: str) -> str:
     """The part of a completion that r_steps inspects.
 
-    The working-out block when an opening tag is later closed; otherwise the
-    whole completion minus its SOLUTION block(s) (an unclosed one runs to the
-    end), with any stray tags replaced by line breaks so that a tag glued to
-    the start of a line does not hide an enumerator.
+    The working-out block when an opening tag is later closed; otherwise the whole completion minus its SOLUTION
+    block(s) (an unclosed one runs to the end), with any stray tags replaced by line breaks so that a tag glued
+    to the start of a line does not hide an enumerator.
     """
     text = _as_text(completion)
     start = text.find(WORKING_OPEN)
@@ -379,9 +373,8 @@ def _as_text(value) -> str:
 def completion_text(completion) -> str:
     """Text of one completion as TRL passes it.
 
-    Accepts a plain string, a chat-message list (the content of the last
-    message is used), a single message dict, or message content given as a
-    list of parts ({"type": "text", "text": ...}).  Anything else is "".
+    Accepts a plain string, a chat-message list (the content of the last message is used), a single message
+    dict, or message content given as a list of parts ({"type": "text", "text": ...}).  Anything else is "".
     """
     if isinstance(completion, str):
         return completion

@@ -280,12 +280,11 @@ _CAPABILITY_BITS = {"avx2": 256, "avx512": 512}
 def align_inductor_cpu_isa() -> None:
     """Tell inductor the vector width of the pinned CPU capability explicitly (``cpp.simdlen``).
 
-    Why: with ``ATEN_CPU_CAPABILITY=avx2`` on an AVX-512 CPU (the pinned numerics of
-    :mod:`saah_lib.numerics`) and ``cpp.simdlen`` left unset, torch 2.13's inductor compiled
-    ``exponential_`` into a kernel that left half of a small output unwritten (uninitialised
-    values, so the race sampler drew a wrong distribution; ``tests/models/test_sampling.py``).
-    Naming the same 256-bit width through ``cpp.simdlen`` gives correct draws.  A width the user
-    set is left alone.
+    Why: with ``ATEN_CPU_CAPABILITY=avx2`` on an AVX-512 CPU (the pinned numerics of :mod:`saah_lib.numerics`)
+    and ``cpp.simdlen`` left unset, torch 2.13's inductor compiled ``exponential_`` into a kernel that left half
+    of a small output unwritten (uninitialised values, so the race sampler drew a wrong distribution;
+    ``tests/models/test_sampling.py``). Naming the same 256-bit width through ``cpp.simdlen`` gives correct
+    draws.  A width the user set is left alone.
     """
     capability = os.environ.get("ATEN_CPU_CAPABILITY", "").strip().lower()
     if inductor_config.cpp.simdlen is None and capability in _CAPABILITY_BITS:
@@ -334,13 +333,12 @@ def static_state_bytes(cache: StaticCache, buffers: "DecodeBuffers") -> int:
 class StaticRollout:
     """Static-shape batched decoding for one causal LM.
 
-    ``compile=True`` wraps the one-token decode step in ``torch.compile`` (``fullgraph=True``;
-    inductor with CUDA graphs, ``mode="reduce-overhead"``, on CUDA); the prefill stays eager.
-    The cache has one length for the engine (``cache_len``: the prompt capacity plus
-    ``max_new_tokens``), so each batch size has one graph. The prompt capacity is set up front by
-    ``reserve`` (or ``prompt_capacity``); a longer prompt than reserved grows it, at the price of
-    one more graph per batch size. ``release`` frees the static states; the next call allocates
-    them again. ``health`` counts what compilation did and is shared with the run's other engine;
+    ``compile=True`` wraps the one-token decode step in ``torch.compile`` (``fullgraph=True``; inductor with
+    CUDA graphs, ``mode="reduce-overhead"``, on CUDA); the prefill stays eager. The cache has one length for the
+    engine (``cache_len``: the prompt capacity plus ``max_new_tokens``), so each batch size has one graph. The
+    prompt capacity is set up front by ``reserve`` (or ``prompt_capacity``); a longer prompt than reserved grows
+    it, at the price of one more graph per batch size. ``release`` frees the static states; the next call
+    allocates them again. ``health`` counts what compilation did and is shared with the run's other engine;
     ``name`` keys this engine's graphs in it.
     """
 
@@ -449,9 +447,8 @@ class StaticRollout:
     def generate(self, model, prompt_ids: list[list[int]], sampling: SamplingSettings):
         """Completions for ``prompt_ids`` (lists of token ids, unpadded).
 
-        Returns ``(completion_ids, logprobs)``: per row, the tokens up to and
-        including the first EOS (TRL's completion mask), and the matching
-        per-token log-probabilities under ``temperature`` only.
+        Returns ``(completion_ids, logprobs)``: per row, the tokens up to and including the first EOS (TRL's
+        completion mask), and the matching per-token log-probabilities under ``temperature`` only.
         """
         device = next(model.parameters()).device
         dtype = next(model.parameters()).dtype

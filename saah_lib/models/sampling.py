@@ -32,9 +32,8 @@ NEUTRAL_VALUES = (None, 1, 1.0, 0, 0.0, False, [], ())
 class SamplingSettings:
     """Every sampling setting the static engine implements; anything else is refused by name.
 
-    ``repetition_penalty`` follows ``generate``'s processor: a logit of a token already in the row
-    (prompt or completion, not the left padding) is divided by the penalty when positive, multiplied when
-    negative.
+    ``repetition_penalty`` follows ``generate``'s processor: a logit of a token already in the row (prompt or
+    completion, not the left padding) is divided by the penalty when positive, multiplied when negative.
     """
 
     do_sample: bool = True

@@ -160,9 +160,8 @@ def shared_prefix_length(examples: list[tuple[list[int], int]]) -> int:
 def sft_loss(model, prefix_ids: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
     """Mean completion-token loss with the shared prefix computed once per batch.
 
-    The system prompt is a third of every sequence; running it once and
-    repeating its key/value cache across the batch gives the same loss and
-    gradients as full sequences for about two thirds of the compute.
+    The system prompt is a third of every sequence; running it once and repeating its key/value cache across the
+    batch gives the same loss and gradients as full sequences for about two thirds of the compute.
     """
     size = batch["input_ids"].shape[0]
     cache = None
@@ -296,10 +295,9 @@ def recorded_files_problem(folder: Path) -> str | None:
 def loadable_problem(folder: Path) -> str | None:
     """What stops ``folder`` from loading as a model whose tokenizer fits it, or None.
 
-    Checks what needs no record: the files loading needs exist, the JSON files and the
-    safetensors header and data extent are whole, and the tokenizer has as many tokens as
-    the model has embedding rows (a tokenizer that lost tokens would encode prompts to
-    nothing, or to ids the model does not have).
+    Checks what needs no record: the files loading needs exist, the JSON files and the safetensors header and
+    data extent are whole, and the tokenizer has as many tokens as the model has embedding rows (a tokenizer
+    that lost tokens would encode prompts to nothing, or to ids the model does not have).
     """
     missing = [name for name in REQUIRED_FILES if not (folder / name).is_file()]
     if missing:
@@ -445,9 +443,8 @@ def build_warm_start(
 ) -> Path:
     """Build (or reuse) the warm-started tiny model in ``out_dir``; returns its path.
 
-    A folder whose build.json records the same seed, settings and recipe
-    version is returned as is unless ``force``.  The build happens in a
-    hidden sibling folder that is renamed into place only when complete, so
+    A folder whose build.json records the same seed, settings and recipe version is returned as is unless
+    ``force``.  The build happens in a hidden sibling folder that is renamed into place only when complete, so
     an interrupted build never leaves a folder that looks finished.  ``on_step(done, total)`` follows its
     supervised steps.
     """

@@ -1,15 +1,13 @@
 """GSM8K: loading (a local folder or the hub) and the paper's 800/500 split.
 
-Where the data comes from, first match wins: the ``data_dir`` argument, the ``SAAH_GSM8K_DIR``
-environment variable, then the Hugging Face hub (``openai/gsm8k``, config ``main``).
+Where the data comes from, first match wins: the ``data_dir`` argument, the ``SAAH_GSM8K_DIR`` environment
+variable, then the Hugging Face hub (``openai/gsm8k``, config ``main``).
 
-A local folder holds ``train.jsonl`` and ``test.jsonl`` in the official GSM8K layout: one JSON
-object per line with ``question`` and ``answer``, the answer ending in ``#### <number>``. Row
-order is the official file order, and ids (``train-00042``) are positions in that order, so the
-same folder or the hub give the same ids.
+A local folder holds ``train.jsonl`` and ``test.jsonl`` in the official GSM8K layout: one JSON object per line
+with ``question`` and ``answer``, the answer ending in ``#### <number>``. Row order is the official file order,
+and ids (``train-00042``) are positions in that order, so the same folder or the hub give the same ids.
 
-Such a folder, for machines without the hub, is written once where the hub is reachable
-(:func:`prepare`)::
+Such a folder, for machines without the hub, is written once where the hub is reachable (:func:`prepare`)::
 
     python -m saah_lib.tasks.gsm8k prepare --out DIR    # then SAAH_GSM8K_DIR=DIR on the offline machine
 """
@@ -175,9 +173,8 @@ def sample_split(
 ) -> DataSplit:
     """Draw n_train and n_eval problems without replacement, deterministically.
 
-    Each pool gets its own generator seeded with ``seed``, so the evaluation
-    set does not change when only n_train changes.  Problems keep the order
-    in which they were drawn.
+    Each pool gets its own generator seeded with ``seed``, so the evaluation set does not change when only
+    n_train changes.  Problems keep the order in which they were drawn.
     """
     train = _sample(list(train_pool), n_train, seed, "train")
     evaluation = _sample(list(eval_pool), n_eval, seed, "eval")

@@ -362,16 +362,13 @@ def generate_problems(
 ) -> list[Problem]:
     """``n`` distinct problems, the same list for the same arguments.
 
-    ``min_steps``/``max_steps`` bound the number of operations per problem.
-    ``max_value`` bounds the numbers a story starts from (multipliers and
-    divisors stay in 2..9 whatever it is); numbers derived from earlier ones,
-    such as a bill or an amount given away, may be larger.  ``max_result``
-    bounds every intermediate result and so the answer.  ``partition``
-    ("train" or "eval") keeps only problems of that hash partition; None
-    keeps all.  ``held_out_by`` says what the partition hashes: the question
-    (:func:`partition_of`, what the committed studies drew) or the calculation
-    chain (:func:`partition_of` of :func:`draft_chain`, held out by content).  Ids are
-    ``{id_prefix}-00000``, ``{id_prefix}-00001``, ...
+    ``min_steps``/``max_steps`` bound the number of operations per problem. ``max_value`` bounds the numbers a
+    story starts from (multipliers and divisors stay in 2..9 whatever it is); numbers derived from earlier ones,
+    such as a bill or an amount given away, may be larger.  ``max_result`` bounds every intermediate result and
+    so the answer.  ``partition`` ("train" or "eval") keeps only problems of that hash partition; None keeps
+    all.  ``held_out_by`` says what the partition hashes: the question (:func:`partition_of`, what the committed
+    studies drew) or the calculation chain (:func:`partition_of` of :func:`draft_chain`, held out by content).
+    Ids are ``{id_prefix}-00000``, ``{id_prefix}-00001``, ...
     """
     _check_settings(min_steps, max_steps, max_value, max_result)
     if partition not in (None, *PARTITIONS):
