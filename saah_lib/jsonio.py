@@ -1,11 +1,10 @@
 """Reading and writing JSON and JSON-lines files, the one way the project does it.
 
-Two write disciplines keep files readable at every instant: a whole file is written to a temporary file in the
-same folder and renamed over the target (:func:`atomic_write_text`, :func:`atomic_write_json`,
-:func:`write_jsonl`); a log grows by appending one complete line per call (:func:`append_jsonl`). Readers report
-every bad line by number (:func:`scan_jsonl`); a log still being written may end in a torn line, which
-:func:`read_jsonl` drops unless the file is finished.  Values are written JSON-safe: NaN and infinities become
-null.
+Two write disciplines keep files readable at every instant: a whole file is written to a temporary file in the same
+folder and renamed over the target (:func:`atomic_write_text`, :func:`atomic_write_json`, :func:`write_jsonl`); a log
+grows by appending one complete line per call (:func:`append_jsonl`). Readers report every bad line by number
+(:func:`scan_jsonl`); a log still being written may end in a torn line, which :func:`read_jsonl` drops unless the file
+is finished.  Values are written JSON-safe: NaN and infinities become null.
 
 A whole-file write killed before its rename leaves a hidden temporary file (``.<name>.<random>.tmp``) beside the
 target; the next writer of that folder removes it (:func:`remove_temp_files`).  Written files get the ordinary

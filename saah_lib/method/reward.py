@@ -40,8 +40,7 @@ FORMAT_PARTIAL_TENTHS = {WORKING_OPEN: 2, WORKING_CLOSE: 3, SOLUTION_OPEN: 2, SO
 PRESENT_CLOSED = 1.0
 PRESENT_OPEN_ONLY = 0.3
 
-# r_steps values: blank reasoning, then (most step lines in the bin, reward);
-# 5 or more step lines earn STEPS_MANY.
+# r_steps values: blank reasoning, then (most step lines in the bin, reward); 5 or more step lines earn STEPS_MANY.
 STEPS_EMPTY = 0.0
 STEP_BINS = ((0, 0.1), (2, 0.4), (4, 0.7))
 STEPS_MANY = 1.0
@@ -56,18 +55,15 @@ COMPONENT_BOUNDS = {
 MAX_TOTAL = CORRECT_EXACT + FORMAT_FULL + PRESENT_CLOSED + STEPS_MANY  # 7.5
 MIN_TOTAL = CORRECT_MISSING + FORMAT_DUPLICATE + 0.0 + STEPS_EMPTY  # -1.0: no number, a repeated tag, nothing else
 
-# Characters typeset text uses for a minus sign: U+2212 MINUS SIGN, U+2012
-# FIGURE DASH, U+2013 EN DASH, U+FE63 SMALL HYPHEN-MINUS, U+FF0D FULLWIDTH
-# HYPHEN-MINUS.  They are read exactly like "-" (so "\u22125" is -5, and
-# "3\u20134" is a range or subtraction like "3-4").  Each maps to one character,
-# so positions in the text do not move.  Hyphens (U+2010/2011) and the em dash
-# are punctuation, not minus signs, and are left alone.
+# Characters typeset text uses for a minus sign: U+2212 MINUS SIGN, U+2012 FIGURE DASH, U+2013 EN DASH, U+FE63 SMALL
+# HYPHEN-MINUS, U+FF0D FULLWIDTH HYPHEN-MINUS.  They are read exactly like "-" (so "\u22125" is -5, and "3\u20134"
+# is a range or subtraction like "3-4").  Each maps to one character, so positions in the text do not move.  Hyphens
+# (U+2010/2011) and the em dash are punctuation, not minus signs, and are left alone.
 MINUS_SIGNS = "\u2212\u2012\u2013\ufe63\uff0d"
 _MINUS_TO_ASCII = str.maketrans({c: "-" for c in MINUS_SIGNS})
 
-# Exponent notation ("2.5e3", "1e-4") is read as the number it denotes, exactly.
-# Exponents beyond this size make the number unparseable (None) rather than
-# letting a few characters expand into millions of digits.
+# Exponent notation ("2.5e3", "1e-4") is read as the number it denotes, exactly. Exponents beyond this size make the
+# number unparseable (None) rather than letting a few characters expand into millions of digits.
 MAX_EXPONENT = 1000
 
 # A number as it appears in model text (after minus signs are mapped to "-").
@@ -90,21 +86,18 @@ _NUMBER_RE = re.compile(
     r"(?:[eE][+-]?\d+)?",
     re.ASCII,  # ASCII digits only, so normalised answers are plain "0-9" strings
 )
-# What normalize_number accepts once "$" is removed, minus signs mapped to "-",
-# the ends stripped and one trailing period dropped: sign, integer part (plain
-# or properly grouped thousands), fraction, exponent.
+# What normalize_number accepts once "$" is removed, minus signs mapped to "-", the ends stripped and one trailing
+# period dropped: sign, integer part (plain or properly grouped thousands), fraction, exponent.
 _PLAIN_NUMBER_RE = re.compile(
     r"(-?)(\d{1,3}(?:,\d{3})+|\d*)(?:\.(\d*))?(?:[eE]([+-]?\d+))?", re.ASCII
 )
 
-# A step line either holds a calculation or starts with an enumerator
-# ("Step 3", "step 3:", "3.", "3)"; the dot must not start a decimal, so a line
-# opening with "3.5 kg ..." is not an enumerator).  A calculation is what the
-# regex  \d[^=\n]*=[ \t$-]*\d  finds: a digit, later on the same line an "="
-# with no other "=" in between, then optionally spaces / "$" / "-", then a
-# digit ("16 - 3 - 4 = 9", "9 * 2 = $18", "x = 2 + 3 = 5").  is_calculation
-# evaluates that pattern by splitting on "=", which is linear in the line
-# length (the regex itself is quadratic on long digit runs).
+# A step line either holds a calculation or starts with an enumerator ("Step 3", "step 3:", "3.", "3)"; the dot must
+# not start a decimal, so a line opening with "3.5 kg ..." is not an enumerator).  A calculation is what the regex
+# \d[^=\n]*=[ \t$-]*\d  finds: a digit, later on the same line an "=" with no other "=" in between, then optionally
+# spaces / "$" / "-", then a digit ("16 - 3 - 4 = 9", "9 * 2 = $18", "x = 2 + 3 = 5").  is_calculation evaluates
+# that pattern by splitting on "=", which is linear in the line length (the regex itself is quadratic on long digit
+# runs).
 _DIGIT_RE = re.compile(r"[0-9]")
 _RESULT_START_RE = re.compile(r"[ \t$-]*[0-9]")
 _ENUMERATOR_RE = re.compile(r"^\s*(?:step\s*\d+|\d+[.)](?!\d))", re.IGNORECASE | re.ASCII)
@@ -188,10 +181,9 @@ def _solution_block(text: str) -> str | None:
 def extract_answer(completion: str) -> str | None:
     """The completion's final answer as a normalised number string, or None.
 
-    With a ``<SOLUTION>`` tag the answer is the last number inside the first SOLUTION block; if that block holds
-    no number the answer is None (the model committed to an answer slot and left it empty; numbers elsewhere are
-    working, not an answer).  Without any ``<SOLUTION>`` tag the answer is the last number anywhere in the
-    completion.
+    With a ``<SOLUTION>`` tag the answer is the last number inside the first SOLUTION block; if that block holds no
+    number the answer is None (the model committed to an answer slot and left it empty; numbers elsewhere are working,
+    not an answer).  Without any ``<SOLUTION>`` tag the answer is the last number anywhere in the completion.
     """
     text = _as_text(completion)
     block = _solution_block(text)
@@ -217,8 +209,7 @@ def _within_tolerance(pred: Decimal, gold: Decimal) -> bool:
         # Enough digits that neither the subtraction nor the product can round,
         # however long the numbers (Decimal's default is 28 digits).
         context.prec = len(str(pred)) + len(str(gold)) + 8
-        # ... and a number of a million digits must not overflow the default
-        # exponent range (Emax 999999).
+        # ... and a number of a million digits must not overflow the default exponent range (Emax 999999).
         context.Emax, context.Emin = MAX_EMAX, MIN_EMIN
         return abs(pred - gold) <= CLOSE_RELATIVE_TOLERANCE * abs(gold)
 
@@ -226,8 +217,7 @@ def _within_tolerance(pred: Decimal, gold: Decimal) -> bool:
 def r_correct(completion: str, gold: str) -> float:
     """4.0 exact, 1.5 within 10% of a non-zero gold, 0.0 another number, -0.5 no number.
 
-    A gold that is not a number (e.g. missing) can never be matched, so any
-    extracted number scores 0.0 against it.
+    A gold that is not a number (e.g. missing) can never be matched, so any extracted number scores 0.0 against it.
     """
     pred = extract_answer(completion)
     if pred is None:

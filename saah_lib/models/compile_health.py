@@ -1,18 +1,17 @@
 """What the compiled decode step did over a run: graphs, recompiles, graph breaks, syncs, and a fallback.
 
-One :class:`CompileHealth` is shared by the engines of a run (rollouts and greedy evaluation).
-Graphs are counted per engine key, ``(engine, batch, cache length)``: the rollout engine samples and
-the evaluation engine decodes greedily, so they are different graphs even at the same shape. Each
-engine has one cache length, so a run compiles one graph per engine and batch size. Whether a graph
-came from inductor's on-disk caches (an earlier run of the grid) is counted too.
-Compiles, graph breaks and CUDA-graph skips are read from ``torch._dynamo``'s counters around
-each compiled call, so they count what torch did, not what we expected it to do.
+One :class:`CompileHealth` is shared by the engines of a run (rollouts and greedy evaluation). Graphs are counted per
+engine key, ``(engine, batch, cache length)``: the rollout engine samples and the evaluation engine decodes greedily,
+so they are different graphs even at the same shape. Each engine has one cache length, so a run compiles one graph per
+engine and batch size. Whether a graph came from inductor's on-disk caches (an earlier run of the grid) is counted
+too. Compiles, graph breaks and CUDA-graph skips are read from ``torch._dynamo``'s counters around each compiled call,
+so they count what torch did, not what we expected it to do.
 
 Only a failure to compile falls back to ``hf`` (``run_or_fall_back``): a second compile of a key
-(:class:`RecompileError`, e.g. something changed the model's hooks), dynamo or inductor refusing
-the step, and a CUDA-graph skip (inductor's ``cudagraph_or_error`` turns it into a compile error).
-Out-of-memory, NaN probabilities and every other error propagate: they would fail on ``hf`` too,
-or hide a bug. A fallback is loud: a warning, a progress line, and the record.
+(:class:`RecompileError`, e.g. something changed the model's hooks), dynamo or inductor refusing the step, and a
+CUDA-graph skip (inductor's ``cudagraph_or_error`` turns it into a compile error). Out-of-memory, NaN probabilities
+and every other error propagate: they would fail on ``hf`` too, or hide a bug. A fallback is loud: a warning, a
+progress line, and the record.
 """
 
 from __future__ import annotations

@@ -63,12 +63,11 @@ def greedy_completions(model, tokenizer, prompts: list[str], *, max_new_tokens: 
                        generation_backend: str = "hf", engine=None) -> list[str]:
     """Greedy completions for ``prompts``, batched with left padding, in input order.
 
-    Prompts are batched by length (less padding). ``generation_backend``: ``hf`` (``model.generate``),
-    ``compiled`` (:mod:`saah_lib.models.rollout`) or ``auto`` (compiled); ``vllm``
-    evaluates like ``auto`` since evaluation runs on the trainer's own model. ``engine`` reuses a
-    ``StaticRollout`` (and its compiled graphs) across calls: its cache is sized once for the longest of
-    ``prompts`` and freed when the call returns (``release``). If the compiled step fails to compile,
-    ``engine.health`` records it loudly and this and every later call sharing it decode with ``hf``.
+    Prompts are batched by length (less padding). ``generation_backend``: ``hf`` (``model.generate``), ``compiled``
+    (:mod:`saah_lib.models.rollout`) or ``auto`` (compiled); ``vllm`` evaluates like ``auto`` since evaluation runs on
+    the trainer's own model. ``engine`` reuses a ``StaticRollout`` (and its compiled graphs) across calls: its cache
+    is sized once for the longest of ``prompts`` and freed when the call returns (``release``). If the compiled step
+    fails to compile, ``engine.health`` records it loudly and this and every later call sharing it decode with ``hf``.
     """
     if tokenizer.pad_token_id is None:
         raise ValueError("the tokenizer needs a pad token for batched generation")

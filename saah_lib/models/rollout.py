@@ -1,16 +1,15 @@
 """Fast rollouts: a static-shape decode loop that ``torch.compile`` captures once per shape.
 
-Why: ``model.generate`` with a dynamic cache spends most of a GPU step launching kernels, and TRL
-builds its generation config with ``disable_compile=True`` (the per-token times of both, measured
-on one H100: ``results/bench/NVIDIA_H100_80GB_HBM3-gpu-bench-qwen2.5-1.5b.json``). The engine
-(:class:`StaticRollout`) keeps one cache length and one static state per batch size, runs one
-compiled call per token (model, sampling, log-prob, finished flags), and decodes in eval mode on every
-backend. Compiled, LoRA stays unmerged (the policy the training forward scores, exactly); eager (CPU), it
-is merged for the rollout (:func:`merged_lora`: the same policy, rounded once more in low precision).
-Sampling follows ``generate``'s order (:mod:`saah_lib.models.sampling`); the returned
-log-probabilities are ``log_softmax(logits / temperature)`` at the sampled token, TRL's training
-forward's quantity, so the importance ratio at the start of a step is 1 up to the dtype's rounding.
-The design, its guarantees and the tests that hold them: docs/gpu.md, "The compiled rollout backend".
+Why: ``model.generate`` with a dynamic cache spends most of a GPU step launching kernels, and TRL builds its
+generation config with ``disable_compile=True`` (the per-token times of both, measured on one H100:
+``results/bench/NVIDIA_H100_80GB_HBM3-gpu-bench-qwen2.5-1.5b.json``). The engine (:class:`StaticRollout`) keeps one
+cache length and one static state per batch size, runs one compiled call per token (model, sampling, log-prob,
+finished flags), and decodes in eval mode on every backend. Compiled, LoRA stays unmerged (the policy the training
+forward scores, exactly); eager (CPU), it is merged for the rollout (:func:`merged_lora`: the same policy, rounded
+once more in low precision). Sampling follows ``generate``'s order (:mod:`saah_lib.models.sampling`); the returned
+log-probabilities are ``log_softmax(logits / temperature)`` at the sampled token, TRL's training forward's quantity,
+so the importance ratio at the start of a step is 1 up to the dtype's rounding. The design, its guarantees and the
+tests that hold them: docs/gpu.md, "The compiled rollout backend".
 """
 
 from __future__ import annotations
@@ -55,11 +54,8 @@ __all__ = ["PROMPT_BUCKETS", "EARLY_EXIT_EVERY", "SamplingSettings", "StaticRoll
 
 def prompt_bucket(length: int, buckets: tuple[int, ...] = PROMPT_BUCKETS) -> int:
     """The static padded length for a prompt batch whose longest prompt has ``length`` tokens."""
-    for b in buckets:
-        if length <= b:
-            return b
     step = buckets[-1]
-    return -(-length // step) * step
+    return next((b for b in buckets if length <= b), -(-length // step) * step)
 
 
 def reserved_capacity(longest_prompt: int, buckets: tuple[int, ...] = PROMPT_BUCKETS) -> int:

@@ -1,11 +1,10 @@
 """A CPU-sized stand-in for Qwen2.5: its tokenizer and its (untrained) model.
 
-* a ``Qwen2Tokenizer`` (the class Qwen2.5 itself loads as): byte-level BPE with Qwen's pre-tokenisation, so
-  every digit is its own token, and merges fitted to a corpus
-  (:func:`saah_lib.models.warmstart.tokenizer_corpus`: the synthetic problems and the system prompt), so their
-  words are single tokens and prompts stay short; any other text still round-trips through the 256 byte tokens.
-  The four reward tags and the ChatML markers are atomic tokens and the chat template is ChatML, so
-  :func:`saah_lib.tasks.prompts.make_prompt` renders prompts as it does for Qwen;
+* a ``Qwen2Tokenizer`` (the class Qwen2.5 itself loads as): byte-level BPE with Qwen's pre-tokenisation, so every
+  digit is its own token, and merges fitted to a corpus (:func:`saah_lib.models.warmstart.tokenizer_corpus`: the
+  synthetic problems and the system prompt), so their words are single tokens and prompts stay short; any other text
+  still round-trips through the 256 byte tokens. The four reward tags and the ChatML markers are atomic tokens and the
+  chat template is ChatML, so :func:`saah_lib.tasks.prompts.make_prompt` renders prompts as it does for Qwen;
 * a ``Qwen2ForCausalLM`` sized by :class:`saah_lib.models.warmstart.WarmStartSettings` (two layers, about 0.6M
   parameters by default).
 
@@ -27,8 +26,7 @@ PAD_TOKEN = "<|endoftext|>"
 IM_START = "<|im_start|>"
 IM_END = "<|im_end|>"
 SPECIAL_TOKENS = (PAD_TOKEN, IM_START, IM_END)
-# Qwen2's pre-tokenisation pattern: single digits, words with their leading
-# space, punctuation runs, newlines.
+# Qwen2's pre-tokenisation pattern: single digits, words with their leading space, punctuation runs, newlines.
 PRETOKENIZE_PATTERN = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
     r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"

@@ -1,18 +1,16 @@
 """The tiny model's supervised warm start, built once and cached: :func:`build_warm_start`.
 
 On one CPU core it builds (its time is ``build_seconds`` in the record beside it,
-``results/warm_starts/tiny-warmstart/build.json``), into the git-ignored
-:data:`saah_lib.paths.TINY_WARMSTART_DIR`, a model folder that GRPO can train on
-:mod:`saah_lib.tasks.synthetic` problems: the tokenizer and model of :mod:`saah_lib.models.tiny`,
-fine-tuned on reference solutions with two planted habits that the reward penalises and GRPO can
-unlearn (:func:`saah_lib.models.warmstart_targets.sft_targets`), which leaves Pass@1 headroom
+``results/warm_starts/tiny-warmstart/build.json``), into the git-ignored :data:`saah_lib.paths.TINY_WARMSTART_DIR`, a
+model folder that GRPO can train on :mod:`saah_lib.tasks.synthetic` problems: the tokenizer and model of
+:mod:`saah_lib.models.tiny`, fine-tuned on reference solutions with two planted habits that the reward penalises and
+GRPO can unlearn (:func:`saah_lib.models.warmstart_targets.sft_targets`), which leaves Pass@1 headroom
 (``heldout_pass_at_1`` in the same record).
 
-The folder is cached (``build.json`` records seed, settings and recipe version) and built
-atomically. ``files.json`` records the size and sha256 of every file the build wrote; each use
-checks them (:func:`cache_problem`), so a damaged cache, or one without ``files.json``, is rebuilt with a
-message saying what was wrong, never used. Staging folders that killed builds left behind are removed by the next
-call (:func:`remove_dead_staging`).
+The folder is cached (``build.json`` records seed, settings and recipe version) and built atomically. ``files.json``
+records the size and sha256 of every file the build wrote; each use checks them (:func:`cache_problem`), so a damaged
+cache, or one without ``files.json``, is rebuilt with a message saying what was wrong, never used. Staging folders
+that killed builds left behind are removed by the next call (:func:`remove_dead_staging`).
 """
 
 from __future__ import annotations
@@ -57,13 +55,12 @@ REQUIRED_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokeniz
 EMBEDDINGS = "model.embed_tokens.weight"
 # Bump when the build recipe changes in a way the settings do not capture.
 WARMSTART_VERSION = 2
-# Separate seed streams, so the warm start never trains on the problems
-# that synthetic_split(seed) hands to GRPO, and measures on fresh ones.
-# The build runs on one thread: for a model this small a second thread gains
-# little, costs a many-fold slowdown whenever another process holds the
-# other core (threads spin waiting for each other), and one thread makes the
+# The build runs on one thread: for a model this small a second thread gains little, costs a many-fold slowdown
+# whenever another process holds the other core (threads spin waiting for each other), and one thread makes the
 # floating-point results, hence the saved weights, reproducible.
 BUILD_THREADS = 1
+# Separate seed streams, so the warm start never trains on the problems that synthetic_split(seed) hands to GRPO,
+# and measures on fresh ones.
 SFT_SEED_OFFSET = 10_000
 HELDOUT_SEED_OFFSET = 20_000
 TOKENIZER_SEED_OFFSET = 30_000
@@ -73,8 +70,7 @@ TOKENIZER_SEED_OFFSET = 30_000
 class WarmStartSettings:
     """Everything that determines a warm-start build besides the seed."""
 
-    # model (Qwen2 layout, grouped-query attention: 8 query heads of width 16
-    # share 4 key/value heads)
+    # model (Qwen2 layout, grouped-query attention: 8 query heads of width 16 share 4 key/value heads)
     hidden_size: int = 128
     num_layers: int = 2
     num_heads: int = 8
@@ -443,10 +439,9 @@ def build_warm_start(
 ) -> Path:
     """Build (or reuse) the warm-started tiny model in ``out_dir``; returns its path.
 
-    A folder whose build.json records the same seed, settings and recipe version is returned as is unless
-    ``force``.  The build happens in a hidden sibling folder that is renamed into place only when complete, so
-    an interrupted build never leaves a folder that looks finished.  ``on_step(done, total)`` follows its
-    supervised steps.
+    A folder whose build.json records the same seed, settings and recipe version is returned as is unless ``force``.
+    The build happens in a hidden sibling folder that is renamed into place only when complete, so an interrupted
+    build never leaves a folder that looks finished.  ``on_step(done, total)`` follows its supervised steps.
     """
     settings = settings or WarmStartSettings()
     out_dir = Path(out_dir)

@@ -18,10 +18,9 @@ from saah_lib.method.reward import SOLUTION_CLOSE, SOLUTION_OPEN, WORKING_CLOSE,
 from saah_lib.tasks.problems import Problem
 from saah_lib.tasks.synthetic import calculation_results
 
-# Layouts that keep the reasoning and the answer but drop tags, so a warm
-# model sometimes answers the way an instruct model that half-follows the
-# system prompt does.  Total reward of a correct answer in each layout:
-# tagged 7.5, no working tags 6.5, no solution tags 5.5, plain 5.0.
+# Layouts that keep the reasoning and the answer but drop tags, so a warm model sometimes answers the way an
+# instruct model that half-follows the system prompt does.  Total reward of a correct answer in each layout: tagged
+# 7.5, no working tags 6.5, no solution tags 5.5, plain 5.0.
 LOOSE_LAYOUTS = ("no_working_tags", "no_solution_tags", "plain")
 PLAIN_ANSWER = "The answer is {answer}."
 

@@ -1,18 +1,17 @@
 """Synthetic GSM8K-like word problems for CPU-sized experiments.
 
-Each problem is a short story ("Mia buys 3 pens for 4 dollars each ...") whose answer takes a few
-integer operations (+, -, *, exact /). Six templates (shopping, boxes, travel, ages, wages, a
-gain/loss chain) vary names, items and numbers. Difficulty knobs: ``min_steps``/``max_steps``
-(operations per problem; above 3 only the chain template applies), ``max_value`` (numbers a story
-starts from) and ``max_result`` (cap on every intermediate result). The defaults (2-3 operations,
-numbers up to 9, results up to 20) are sized for a two-layer model that learns them on a CPU: with
-larger results the warm start's arithmetic slips would bury any gain GRPO made elsewhere.
+Each problem is a short story ("Mia buys 3 pens for 4 dollars each ...") whose answer takes a few integer operations
+(+, -, *, exact /). Six templates (shopping, boxes, travel, ages, wages, a gain/loss chain) vary names, items and
+numbers. Difficulty knobs: ``min_steps``/``max_steps`` (operations per problem; above 3 only the chain template
+applies), ``max_value`` (numbers a story starts from) and ``max_result`` (cap on every intermediate result). The
+defaults (2-3 operations, numbers up to 9, results up to 20) are sized for a two-layer model that learns them on a
+CPU: with larger results the warm start's arithmetic slips would bury any gain GRPO made elsewhere.
 
-A reference solution (:func:`tagged_solution`) lists the numbers given in the question, then one
-calculation per line, in the project's tagged format; with ``min_steps >= 2`` every reference earns
-the maximum reward. Train and evaluation problems never share a question: every question text
-falls, by its hash, into exactly one of the two partitions (:func:`partition_of`), whatever the seed;
-``held_out_by="chain"`` hashes the calculations instead, held out by content (:mod:`saah_lib.tasks.held_out`).
+A reference solution (:func:`tagged_solution`) lists the numbers given in the question, then one calculation per line,
+in the project's tagged format; with ``min_steps >= 2`` every reference earns the maximum reward. Train and evaluation
+problems never share a question: every question text falls, by its hash, into exactly one of the two partitions
+(:func:`partition_of`), whatever the seed; ``held_out_by="chain"`` hashes the calculations instead, held out by
+content (:mod:`saah_lib.tasks.held_out`).
 """
 
 from __future__ import annotations
@@ -438,10 +437,9 @@ def calculation_chain(text: str) -> str:
 def answer_kind(completion: str, gold: str) -> str:
     """One of ANSWER_KINDS for a completion.
 
-    "intermediate": the stated answer is wrong and equals the completion's own
-    first calculation result rather than its last (the habit the tiny warm
-    start is taught, see ``saah_lib.models.warmstart_targets.sft_targets``); "other": any
-    other wrong or missing answer (arithmetic slips, wrong plan, no number).
+    "intermediate": the stated answer is wrong and equals the completion's own first calculation result rather than
+    its last (the habit the tiny warm start is taught, see ``saah_lib.models.warmstart_targets.sft_targets``);
+    "other": any other wrong or missing answer (arithmetic slips, wrong plan, no number).
     """
     stated = extract_answer(completion)
     if answers_match(stated, gold):

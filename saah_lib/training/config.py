@@ -1,18 +1,17 @@
 """A run's settings: :class:`RunConfig`, with the trainer's :class:`SAAHGRPOConfig` in it, and named profiles.
 
-``RunConfig`` holds what TRL does not own: the model and LoRA, the data, the greedy evaluation, the run id and
-the results root, plus the trainer config (:mod:`saah_lib.training.grpo_config`).  A profile is a dict of field
-overrides, the studies' settings included (:mod:`saah_lib.training.profiles`); ``make_config("qwen2.5-1.5b",
-method="sa")`` applies one.
+``RunConfig`` holds what TRL does not own: the model and LoRA, the data, the greedy evaluation, the run id and the
+results root, plus the trainer config (:mod:`saah_lib.training.grpo_config`).  A profile is a dict of field overrides,
+the studies' settings included (:mod:`saah_lib.training.profiles`); ``make_config("qwen2.5-1.5b", method="sa")``
+applies one.
 
-Each field is checked once, by its owner, before anything is written to disk: TRL and transformers
-check theirs, ``SAAHGRPOConfig`` the method's, ``RunConfig`` the run's, and :func:`make_config` those of
-TRL's that TRL takes as given and a run would trip over mid-run; an error of ours starts by naming the field.
+Each field is checked once, by its owner, before anything is written to disk: TRL and transformers check theirs,
+``SAAHGRPOConfig`` the method's, ``RunConfig`` the run's, and :func:`make_config` those of TRL's that TRL takes as
+given and a run would trip over mid-run; an error of ours starts by naming the field.
 
-A run folder's ``config.json`` records the settings under the names it has always used
-(``steps``, ``save_every``, ...); code names each setting by its field only: :data:`RECORDED_AS` is the one
-mapping, applied when config.json is written (:meth:`RunConfig.run_settings`) and read
-(:func:`~saah_lib.training.profiles.settings_of_record`).
+A run folder's ``config.json`` records the settings under the names it has always used (``steps``, ``save_every``,
+...); code names each setting by its field only: :data:`RECORDED_AS` is the one mapping, applied when config.json is
+written (:meth:`RunConfig.run_settings`) and read (:func:`~saah_lib.training.profiles.settings_of_record`).
 """
 
 from __future__ import annotations
