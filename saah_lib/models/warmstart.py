@@ -103,11 +103,9 @@ class WarmStartSettings:
 
 def tokenizer_corpus(settings: WarmStartSettings, seed: int) -> list[str]:
     """Texts whose frequent words become tokens: problems, solutions, system prompt."""
-    problems = generate_problems(
-        settings.tokenizer_problems, TOKENIZER_SEED_OFFSET + seed,
-        min_steps=1, max_steps=max(4, settings.max_steps), max_value=settings.max_value,
-        max_result=settings.max_result,
-    )
+    problems = generate_problems(settings.tokenizer_problems, TOKENIZER_SEED_OFFSET + seed, min_steps=1,
+                                 max_steps=max(4, settings.max_steps), max_value=settings.max_value,
+                                 max_result=settings.max_result)
     texts = [p.question for p in problems] + [p.solution for p in problems]
     fixed = [SYSTEM_PROMPT, "\n".join(CHAT_ROLES), PLAIN_ANSWER.format(answer=0)]
     # Repeated so that every word of these texts passes min_word_count.
@@ -428,15 +426,9 @@ def build_atomically(out_dir: Path, build_into) -> dict:
     return info
 
 
-def build_warm_start(
-    out_dir: str | os.PathLike = TINY_WARMSTART_DIR,
-    seed: int = 0,
-    *,
-    settings: WarmStartSettings | None = None,
-    force: bool = False,
-    progress: bool = True,
-    on_step=None,
-) -> Path:
+def build_warm_start(out_dir: str | os.PathLike = TINY_WARMSTART_DIR, seed: int = 0, *,
+                     settings: WarmStartSettings | None = None, force: bool = False, progress: bool = True,
+                     on_step=None) -> Path:
     """Build (or reuse) the warm-started tiny model in ``out_dir``; returns its path.
 
     A folder whose build.json records the same seed, settings and recipe version is returned as is unless ``force``.

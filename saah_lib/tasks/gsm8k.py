@@ -163,14 +163,8 @@ def _sample(pool: list[Problem], n: int, seed: int, name: str) -> list[Problem]:
     return [pool[i] for i in indices]
 
 
-def sample_split(
-    train_pool: list[Problem],
-    eval_pool: list[Problem],
-    n_train: int = 800,
-    n_eval: int = 500,
-    seed: int = 123,
-    source: str = "",
-) -> DataSplit:
+def sample_split(train_pool: list[Problem], eval_pool: list[Problem], n_train: int = 800, n_eval: int = 500,
+                 seed: int = 123, source: str = "") -> DataSplit:
     """Draw n_train and n_eval problems without replacement, deterministically.
 
     Each pool gets its own generator seeded with ``seed``, so the evaluation set does not change when only
@@ -189,12 +183,8 @@ def _check_pool_size(pool: list[Problem], n: int, split: str, field: str, data_d
         raise ValueError(f"{source} holds {len(pool)} problems, fewer than the {n} asked for ({field}={n})")
 
 
-def paper_split(
-    data_dir: str | os.PathLike | None = None,
-    n_train: int = 800,
-    n_eval: int = 500,
-    seed: int = 123,
-) -> DataSplit:
+def paper_split(data_dir: str | os.PathLike | None = None, n_train: int = 800, n_eval: int = 500,
+                seed: int = 123) -> DataSplit:
     """The paper's split: n_train from the official train split, n_eval from test."""
     train, test = load_gsm8k("train", data_dir), load_gsm8k("test", data_dir)
     _check_pool_size(train, n_train, "train", "n_train", data_dir)

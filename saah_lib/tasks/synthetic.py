@@ -347,18 +347,9 @@ def _check_settings(min_steps: int, max_steps: int, max_value: int, max_result: 
         raise ValueError(f"max_result must be at least 2 * max_value, got {max_result}")
 
 
-def generate_problems(
-    n: int,
-    seed: int,
-    *,
-    min_steps: int = DEFAULT_MIN_STEPS,
-    max_steps: int = DEFAULT_MAX_STEPS,
-    max_value: int = DEFAULT_MAX_VALUE,
-    max_result: int = DEFAULT_MAX_RESULT,
-    id_prefix: str = "syn",
-    partition: str | None = None,
-    held_out_by: str = "question",
-) -> list[Problem]:
+def generate_problems(n: int, seed: int, *, min_steps: int = DEFAULT_MIN_STEPS, max_steps: int = DEFAULT_MAX_STEPS,
+                      max_value: int = DEFAULT_MAX_VALUE, max_result: int = DEFAULT_MAX_RESULT, id_prefix: str = "syn",
+                      partition: str | None = None, held_out_by: str = "question") -> list[Problem]:
     """``n`` distinct problems, the same list for the same arguments.
 
     ``min_steps``/``max_steps`` bound the number of operations per problem. ``max_value`` bounds the numbers a
@@ -387,26 +378,14 @@ def generate_problems(
         if partition is not None and key(draft) != partition:
             continue
         seen.add(draft.question)
-        problems.append(Problem(
-            id=f"{id_prefix}-{len(problems):05d}",
-            question=draft.question,
-            answer=str(draft.answer),
-            solution=tagged_solution(draft),
-        ))
+        problems.append(Problem(id=f"{id_prefix}-{len(problems):05d}", question=draft.question,
+                                answer=str(draft.answer), solution=tagged_solution(draft)))
     return problems
 
 
-def synthetic_split(
-    n_train: int,
-    n_eval: int,
-    seed: int = 0,
-    *,
-    min_steps: int = DEFAULT_MIN_STEPS,
-    max_steps: int = DEFAULT_MAX_STEPS,
-    max_value: int = DEFAULT_MAX_VALUE,
-    max_result: int = DEFAULT_MAX_RESULT,
-    held_out_by: str = "question",
-) -> DataSplit:
+def synthetic_split(n_train: int, n_eval: int, seed: int = 0, *, min_steps: int = DEFAULT_MIN_STEPS,
+                    max_steps: int = DEFAULT_MAX_STEPS, max_value: int = DEFAULT_MAX_VALUE,
+                    max_result: int = DEFAULT_MAX_RESULT, held_out_by: str = "question") -> DataSplit:
     """Train and eval problems from disjoint hash partitions (of ``held_out_by``), with provenance in ``info``."""
     settings = dict(min_steps=min_steps, max_steps=max_steps, max_value=max_value,
                     max_result=max_result, held_out_by=held_out_by)
