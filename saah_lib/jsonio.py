@@ -1,16 +1,13 @@
 """Reading and writing JSON and JSON-lines files, the one way the project does it.
 
-Two write disciplines keep files readable at every instant: a whole file is
-written to a temporary file in the same folder and renamed over the target
-(:func:`atomic_write_text`, :func:`atomic_write_json`, :func:`write_jsonl`);
-a log grows by appending one complete line per call (:func:`append_jsonl`).
-Readers report every bad line by number (:func:`scan_jsonl`); a log still being
-written may end in a torn line, which :func:`read_jsonl` drops unless the file
+Two write disciplines keep files readable at every instant: a whole file is written to a temporary file in the same
+folder and renamed over the target (:func:`atomic_write_text`, :func:`atomic_write_json`, :func:`write_jsonl`); a log
+grows by appending one complete line per call (:func:`append_jsonl`). Readers report every bad line by number
+(:func:`scan_jsonl`); a log still being written may end in a torn line, which :func:`read_jsonl` drops unless the file
 is finished.  Values are written JSON-safe: NaN and infinities become null.
 
-A whole-file write killed before its rename leaves a hidden temporary file
-(``.<name>.<random>.tmp``) beside the target; the next writer of that folder
-removes it (:func:`remove_temp_files`).  Written files get the ordinary
+A whole-file write killed before its rename leaves a hidden temporary file (``.<name>.<random>.tmp``) beside the
+target; the next writer of that folder removes it (:func:`remove_temp_files`).  Written files get the ordinary
 permissions of a new file (``0666`` less the umask), as ``open()`` gives.
 """
 
@@ -159,14 +156,6 @@ def append_jsonl(path: Path, record: dict) -> None:
         raise
 
 
-def _decode_problem(path: Path, data: bytes, error: UnicodeDecodeError) -> str:
-    """``<file>: line N: ...`` for bytes of ``data`` that are not UTF-8."""
-    line = data.count(b"\n", 0, error.start) + 1
-    column = error.start - (data.rfind(b"\n", 0, error.start) + 1) + 1
-    return (f"{path}: line {line}: not UTF-8 text (byte 0x{data[error.start]:02x} at column {column}: "
-            f"{error.reason})")
-
-
 def read_text(path: str | os.PathLike) -> str:
     """The text of a UTF-8 file; bytes that are not UTF-8 raise a ValueError naming the file and line."""
     path = Path(path)
@@ -174,7 +163,10 @@ def read_text(path: str | os.PathLike) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise ValueError(_decode_problem(path, data, error)) from None
+        line = data.count(b"\n", 0, error.start) + 1
+        column = error.start - (data.rfind(b"\n", 0, error.start) + 1) + 1
+        raise ValueError(f"{path}: line {line}: not UTF-8 text (byte 0x{data[error.start]:02x} at column {column}: "
+                         f"{error.reason})") from None
 
 
 def scan_jsonl(path: Path) -> tuple[list[tuple[int, Any]], list[tuple[int, str]]]:
@@ -209,11 +201,9 @@ def parse_jsonl(data: bytes) -> tuple[list[tuple[int, Any]], list[tuple[int, str
 def read_jsonl(path: Path, strict: bool = True, finished: bool = False) -> list:
     """All records of a JSON-lines file.
 
-    A log that may still be appended to (``finished=False``) may end in a torn
-    line (a writer killed mid-write); that last line is ignored.  In a
-    finished file (``finished=True``) it is an error like any other.  A bad
-    line raises a ValueError naming the file and line with ``strict``;
-    otherwise it is skipped with a warning.
+    A log that may still be appended to (``finished=False``) may end in a torn line (a writer killed mid-write);
+    that last line is ignored.  In a finished file (``finished=True``) it is an error like any other.  A bad
+    line raises a ValueError naming the file and line with ``strict``; otherwise it is skipped with a warning.
     """
     path = Path(path)
     records, problems = scan_jsonl(path)
@@ -240,9 +230,6 @@ def read_json(path: str | os.PathLike, default: Any = None) -> Any:
 
 
 def sha256_of(path: Path) -> str:
-    """The file's sha256, read in 1 MiB blocks (weights and logs of any size)."""
-    digest = hashlib.sha256()
+    """The file's sha256, read in blocks (weights and logs of any size)."""
     with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(fh, "sha256").hexdigest()

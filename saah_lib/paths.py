@@ -1,17 +1,16 @@
 """Where things live: the repository root and every folder the project reads or writes.
 
-One convention for the whole package: a *relative* path (a config's ``results_dir``, a notebook
-parameter, a command-line flag) means relative to the repository root, whatever the working
-directory is, so a notebook opened in JupyterLab (working directory ``notebooks/``) and the same
-notebook run by papermill from the root use the same folders. :func:`in_repo` applies the
-convention; :func:`repo_relative` is its inverse, used for every path a result records (a
-committed file never holds a path of the machine that wrote it).
+One convention for the whole package: a *relative* path (a config's ``results_dir``, a notebook parameter, a
+command-line flag) means relative to the repository root, whatever the working directory is, so a notebook
+opened in JupyterLab (working directory ``notebooks/``) and the same notebook run by papermill from the root use
+the same folders. :func:`in_repo` applies the convention; :func:`repo_relative` is its inverse, used for every
+path a result records (a committed file never holds a path of the machine that wrote it).
 
 The tiny warm starts (:mod:`saah_lib.models.warmstart`) the committed studies trained from ship in
-:data:`SHIPPED_WARM_STARTS` (every file's sha256 in its ``files.json``), so that a rerun on any CPU
-trains from the same starting model. A build, itself a check, goes to the git-ignored
-:data:`TINY_WARMSTART_DIR` (another seed's to :func:`tiny_warmstart_dir`); each study root records
-the build it used (``warmstart_build.json``: settings, sha256 of the weights).
+:data:`SHIPPED_WARM_STARTS` (every file's sha256 in its ``files.json``), so that a rerun on any CPU trains from
+the same starting model. A build, itself a check, goes to the git-ignored :data:`TINY_WARMSTART_DIR` (another
+seed's to :func:`tiny_warmstart_dir`); each study root records the build it used (``warmstart_build.json``:
+settings, sha256 of the weights).
 """
 
 from __future__ import annotations

@@ -46,9 +46,8 @@ def normalised_entropy(
 ) -> torch.Tensor:
     """Shannon entropy of each next-token distribution divided by ``log V``.
 
-    ``logits``: ``[..., V]``. ``top_k=None`` gives the exact full-vocabulary
-    entropy; ``top_k=K`` the estimate from the K largest logits. Rows are
-    processed in chunks so only one ``[chunk, V]`` float32 block is live
+    ``logits``: ``[..., V]``. ``top_k=None`` gives the exact full-vocabulary entropy; ``top_k=K`` the estimate
+    from the K largest logits. Rows are processed in chunks so only one ``[chunk, V]`` float32 block is live
     (plus its softmax), never ``[B*T, V]``. Returns ``logits.shape[:-1]``.
     """
     vocab = vocab_size or logits.size(-1)
@@ -78,11 +77,10 @@ def normalised_entropy_from_hidden(
 ) -> torch.Tensor:
     """Normalised entropy from final hidden states ``[..., D]`` and the LM head.
 
-    Lets the trainer reuse the hidden states of the forward it already ran: the
-    ``[chunk, V]`` logits are formed one chunk at a time without gradient.  The
-    logits are the policy's: ``z = head(h) * logit_scale``, then
-    ``cap * tanh(z / cap)`` when ``final_logit_softcapping`` is set (Cohere,
-    Granite, Gemma2/3 apply these in their forward), then ``/ temperature``.
+    Lets the trainer reuse the hidden states of the forward it already ran: the ``[chunk, V]`` logits are formed
+    one chunk at a time without gradient.  The logits are the policy's: ``z = head(h) * logit_scale``, then
+    ``cap * tanh(z / cap)`` when ``final_logit_softcapping`` is set (Cohere, Granite, Gemma2/3 apply these in
+    their forward), then ``/ temperature``.
     """
     vocab = lm_head_weight.size(0)
     flat = hidden.reshape(-1, hidden.size(-1))

@@ -1,9 +1,8 @@
 """The three methods and their one parameter, alpha (light: no torch).
 
-``grpo`` is plain GRPO (alpha is 0 by definition), ``ah`` discounts every
-rollout with the entropy-adaptive horizon weight, ``sa`` only rollouts with
-negative advantage.  The paper's main comparison runs ``ah`` and ``sa`` at
-:data:`MAIN_ALPHA`; its ablation sweeps :data:`SWEEP_ALPHAS`.
+``grpo`` is plain GRPO (alpha is 0 by definition), ``ah`` discounts every rollout with the entropy-adaptive
+horizon weight, ``sa`` only rollouts with negative advantage.  The paper's main comparison runs ``ah`` and
+``sa`` at :data:`MAIN_ALPHA`; its ablation sweeps :data:`SWEEP_ALPHAS`.
 """
 
 from __future__ import annotations

@@ -40,8 +40,7 @@ FORMAT_PARTIAL_TENTHS = {WORKING_OPEN: 2, WORKING_CLOSE: 3, SOLUTION_OPEN: 2, SO
 PRESENT_CLOSED = 1.0
 PRESENT_OPEN_ONLY = 0.3
 
-# r_steps values: blank reasoning, then (most step lines in the bin, reward);
-# 5 or more step lines earn STEPS_MANY.
+# r_steps values: blank reasoning, then (most step lines in the bin, reward); 5 or more step lines earn STEPS_MANY.
 STEPS_EMPTY = 0.0
 STEP_BINS = ((0, 0.1), (2, 0.4), (4, 0.7))
 STEPS_MANY = 1.0
@@ -56,18 +55,15 @@ COMPONENT_BOUNDS = {
 MAX_TOTAL = CORRECT_EXACT + FORMAT_FULL + PRESENT_CLOSED + STEPS_MANY  # 7.5
 MIN_TOTAL = CORRECT_MISSING + FORMAT_DUPLICATE + 0.0 + STEPS_EMPTY  # -1.0: no number, a repeated tag, nothing else
 
-# Characters typeset text uses for a minus sign: U+2212 MINUS SIGN, U+2012
-# FIGURE DASH, U+2013 EN DASH, U+FE63 SMALL HYPHEN-MINUS, U+FF0D FULLWIDTH
-# HYPHEN-MINUS.  They are read exactly like "-" (so "\u22125" is -5, and
-# "3\u20134" is a range or subtraction like "3-4").  Each maps to one character,
-# so positions in the text do not move.  Hyphens (U+2010/2011) and the em dash
-# are punctuation, not minus signs, and are left alone.
+# Characters typeset text uses for a minus sign: U+2212 MINUS SIGN, U+2012 FIGURE DASH, U+2013 EN DASH, U+FE63 SMALL
+# HYPHEN-MINUS, U+FF0D FULLWIDTH HYPHEN-MINUS.  They are read exactly like "-" (so "\u22125" is -5, and "3\u20134"
+# is a range or subtraction like "3-4").  Each maps to one character, so positions in the text do not move.  Hyphens
+# (U+2010/2011) and the em dash are punctuation, not minus signs, and are left alone.
 MINUS_SIGNS = "\u2212\u2012\u2013\ufe63\uff0d"
 _MINUS_TO_ASCII = str.maketrans({c: "-" for c in MINUS_SIGNS})
 
-# Exponent notation ("2.5e3", "1e-4") is read as the number it denotes, exactly.
-# Exponents beyond this size make the number unparseable (None) rather than
-# letting a few characters expand into millions of digits.
+# Exponent notation ("2.5e3", "1e-4") is read as the number it denotes, exactly. Exponents beyond this size make the
+# number unparseable (None) rather than letting a few characters expand into millions of digits.
 MAX_EXPONENT = 1000
 
 # A number as it appears in model text (after minus signs are mapped to "-").
@@ -90,21 +86,18 @@ _NUMBER_RE = re.compile(
     r"(?:[eE][+-]?\d+)?",
     re.ASCII,  # ASCII digits only, so normalised answers are plain "0-9" strings
 )
-# What normalize_number accepts once "$" is removed, minus signs mapped to "-",
-# the ends stripped and one trailing period dropped: sign, integer part (plain
-# or properly grouped thousands), fraction, exponent.
+# What normalize_number accepts once "$" is removed, minus signs mapped to "-", the ends stripped and one trailing
+# period dropped: sign, integer part (plain or properly grouped thousands), fraction, exponent.
 _PLAIN_NUMBER_RE = re.compile(
     r"(-?)(\d{1,3}(?:,\d{3})+|\d*)(?:\.(\d*))?(?:[eE]([+-]?\d+))?", re.ASCII
 )
 
-# A step line either holds a calculation or starts with an enumerator
-# ("Step 3", "step 3:", "3.", "3)"; the dot must not start a decimal, so a line
-# opening with "3.5 kg ..." is not an enumerator).  A calculation is what the
-# regex  \d[^=\n]*=[ \t$-]*\d  finds: a digit, later on the same line an "="
-# with no other "=" in between, then optionally spaces / "$" / "-", then a
-# digit ("16 - 3 - 4 = 9", "9 * 2 = $18", "x = 2 + 3 = 5").  is_calculation
-# evaluates that pattern by splitting on "=", which is linear in the line
-# length (the regex itself is quadratic on long digit runs).
+# A step line either holds a calculation or starts with an enumerator ("Step 3", "step 3:", "3.", "3)"; the dot must
+# not start a decimal, so a line opening with "3.5 kg ..." is not an enumerator).  A calculation is what the regex
+# \d[^=\n]*=[ \t$-]*\d  finds: a digit, later on the same line an "=" with no other "=" in between, then optionally
+# spaces / "$" / "-", then a digit ("16 - 3 - 4 = 9", "9 * 2 = $18", "x = 2 + 3 = 5").  is_calculation evaluates
+# that pattern by splitting on "=", which is linear in the line length (the regex itself is quadratic on long digit
+# runs).
 _DIGIT_RE = re.compile(r"[0-9]")
 _RESULT_START_RE = re.compile(r"[ \t$-]*[0-9]")
 _ENUMERATOR_RE = re.compile(r"^\s*(?:step\s*\d+|\d+[.)](?!\d))", re.IGNORECASE | re.ASCII)
@@ -115,20 +108,13 @@ _SOLUTION_BLOCK_RE = re.compile(
 )
 
 
-# --------------------------------------------------------------------------
-# numbers
-# --------------------------------------------------------------------------
-
-
 def normalize_number(text: str) -> str | None:
     """Canonical string for one number, or None if ``text`` is not a number.
 
-    "$1,234" -> "1234", "18.00" -> "18", "-0.50" -> "-0.5", "18." -> "18",
-    "-0" -> "0", ".5" -> "0.5", "\u22125" -> "-5", "2.5e3" -> "2500",
-    "1e-3" -> "0.001".  Commas must group thousands ("1,2" is None).  An
-    exponent beyond +-MAX_EXPONENT, "inf" and "nan" are None.  Done on the
-    digits directly (not via Decimal.normalize) so arbitrarily long numbers
-    stay exact and never turn into exponent form.
+    "$1,234" -> "1234", "18.00" -> "18", "-0.50" -> "-0.5", "18." -> "18", "-0" -> "0", ".5" -> "0.5",
+    "\u22125" -> "-5", "2.5e3" -> "2500", "1e-3" -> "0.001".  Commas must group thousands ("1,2" is None).  An
+    exponent beyond +-MAX_EXPONENT, "inf" and "nan" are None.  Done on the digits directly (not via
+    Decimal.normalize) so arbitrarily long numbers stay exact and never turn into exponent form.
     """
     if not isinstance(text, str):
         return None
@@ -195,11 +181,9 @@ def _solution_block(text: str) -> str | None:
 def extract_answer(completion: str) -> str | None:
     """The completion's final answer as a normalised number string, or None.
 
-    With a ``<SOLUTION>`` tag the answer is the last number inside the first
-    SOLUTION block; if that block holds no number the answer is None (the model
-    committed to an answer slot and left it empty; numbers elsewhere are
-    working, not an answer).  Without any ``<SOLUTION>`` tag the answer is the
-    last number anywhere in the completion.
+    With a ``<SOLUTION>`` tag the answer is the last number inside the first SOLUTION block; if that block holds no
+    number the answer is None (the model committed to an answer slot and left it empty; numbers elsewhere are working,
+    not an answer).  Without any ``<SOLUTION>`` tag the answer is the last number anywhere in the completion.
     """
     text = _as_text(completion)
     block = _solution_block(text)
@@ -214,9 +198,7 @@ def _to_decimal(number: str | None) -> Decimal | None:
 def answers_match(pred: str | None, gold: str) -> bool:
     """Exact numeric equality (18 == 18.0 == 18.00); False if either is not a number."""
     pred_value, gold_value = _to_decimal(pred), _to_decimal(gold)
-    if pred_value is None or gold_value is None:
-        return False
-    return pred_value == gold_value  # Decimal comparison is exact
+    return pred_value is not None and gold_value is not None and pred_value == gold_value  # Decimals: exact
 
 
 def _within_tolerance(pred: Decimal, gold: Decimal) -> bool:
@@ -227,22 +209,15 @@ def _within_tolerance(pred: Decimal, gold: Decimal) -> bool:
         # Enough digits that neither the subtraction nor the product can round,
         # however long the numbers (Decimal's default is 28 digits).
         context.prec = len(str(pred)) + len(str(gold)) + 8
-        # ... and a number of a million digits must not overflow the default
-        # exponent range (Emax 999999).
+        # ... and a number of a million digits must not overflow the default exponent range (Emax 999999).
         context.Emax, context.Emin = MAX_EMAX, MIN_EMIN
         return abs(pred - gold) <= CLOSE_RELATIVE_TOLERANCE * abs(gold)
-
-
-# --------------------------------------------------------------------------
-# the four components
-# --------------------------------------------------------------------------
 
 
 def r_correct(completion: str, gold: str) -> float:
     """4.0 exact, 1.5 within 10% of a non-zero gold, 0.0 another number, -0.5 no number.
 
-    A gold that is not a number (e.g. missing) can never be matched, so any
-    extracted number scores 0.0 against it.
+    A gold that is not a number (e.g. missing) can never be matched, so any extracted number scores 0.0 against it.
     """
     pred = extract_answer(completion)
     if pred is None:
@@ -270,12 +245,10 @@ def _between(text: str, open_tag: str, close_tag: str) -> str:
 def r_format(completion: str) -> float:
     """Tag discipline: -0.5 any tag repeated; 1.5 well-formed; else partial credit.
 
-    Well-formed means each tag exactly once, in the order of ``TAGS``, with
-    non-blank text in both the working-out and the solution block.  Otherwise
-    each tag that is present earns its partial score (0.2 / 0.3 / 0.2 / 0.3),
-    so e.g. all four tags out of order, or with an empty block, earn 1.0.
-    ``str.count`` is safe here: no tag is a substring of another (the closing
-    tags differ from the opening ones at the "/").
+    Well-formed means each tag exactly once, in the order of ``TAGS``, with non-blank text in both the
+    working-out and the solution block.  Otherwise each tag that is present earns its partial score (0.2 / 0.3 /
+    0.2 / 0.3), so e.g. all four tags out of order, or with an empty block, earn 1.0. ``str.count`` is safe
+    here: no tag is a substring of another (the closing tags differ from the opening ones at the "/").
     """
     text = _as_text(completion)
     counts = {tag: text.count(tag) for tag in TAGS}
@@ -303,10 +276,9 @@ def r_present(completion: str) -> float:
 def reasoning_text(completion: str) -> str:
     """The part of a completion that r_steps inspects.
 
-    The working-out block when an opening tag is later closed; otherwise the
-    whole completion minus its SOLUTION block(s) (an unclosed one runs to the
-    end), with any stray tags replaced by line breaks so that a tag glued to
-    the start of a line does not hide an enumerator.
+    The working-out block when an opening tag is later closed; otherwise the whole completion minus its SOLUTION
+    block(s) (an unclosed one runs to the end), with any stray tags replaced by line breaks so that a tag glued
+    to the start of a line does not hide an enumerator.
     """
     text = _as_text(completion)
     start = text.find(WORKING_OPEN)
@@ -383,11 +355,6 @@ def total_reward(completion: str, gold: str) -> float:
     return round(sum(reward_components(completion, gold).values()), 6)
 
 
-# --------------------------------------------------------------------------
-# TRL adapters
-# --------------------------------------------------------------------------
-
-
 def _as_text(value) -> str:
     """A string for anything a caller may hand us; non-strings become ""."""
     return value if isinstance(value, str) else ""
@@ -396,9 +363,8 @@ def _as_text(value) -> str:
 def completion_text(completion) -> str:
     """Text of one completion as TRL passes it.
 
-    Accepts a plain string, a chat-message list (the content of the last
-    message is used), a single message dict, or message content given as a
-    list of parts ({"type": "text", "text": ...}).  Anything else is "".
+    Accepts a plain string, a chat-message list (the content of the last message is used), a single message
+    dict, or message content given as a list of parts ({"type": "text", "text": ...}).  Anything else is "".
     """
     if isinstance(completion, str):
         return completion

@@ -1,14 +1,13 @@
 """Grouped-query attention for one decoded token without expanding the KV cache.
 
-Why: under ``torch.compile`` transformers' SDPA attention (``integrations/sdpa_attention.py``) takes
-neither of its GQA shortcuts: ``pack_gqa`` only runs when not compiling, and ``enable_gqa`` only
-without a mask, which the static cache always needs. It then calls ``repeat_kv``, which expands and
-copies every layer's whole cache (prompt capacity + new tokens) for every token. Here, for a one-token
-query, the query heads that share a KV head become that head's query rows:
-``(batch, kv_heads * groups, 1, dim) -> (batch, kv_heads, groups, dim)``; SDPA then reads the cache
-as it is. The mask of a decoded token is the same for all its heads (``(batch, 1, 1, length)``),
-so it broadcasts over the groups. Prefill (several query tokens) and any case this does not cover
-go to transformers' own SDPA function unchanged.
+Why: under ``torch.compile`` transformers' SDPA attention (``integrations/sdpa_attention.py``) takes neither of
+its GQA shortcuts: ``pack_gqa`` only runs when not compiling, and ``enable_gqa`` only without a mask, which the
+static cache always needs. It then calls ``repeat_kv``, which expands and copies every layer's whole cache
+(prompt capacity + new tokens) for every token. Here, for a one-token query, the query heads that share a KV
+head become that head's query rows: ``(batch, kv_heads * groups, 1, dim) -> (batch, kv_heads, groups, dim)``;
+SDPA then reads the cache as it is. The mask of a decoded token is the same for all its heads (``(batch, 1, 1,
+length)``), so it broadcasts over the groups. Prefill (several query tokens) and any case this does not cover go
+to transformers' own SDPA function unchanged.
 """
 
 from __future__ import annotations

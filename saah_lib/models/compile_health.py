@@ -1,18 +1,17 @@
 """What the compiled decode step did over a run: graphs, recompiles, graph breaks, syncs, and a fallback.
 
-One :class:`CompileHealth` is shared by the engines of a run (rollouts and greedy evaluation).
-Graphs are counted per engine key, ``(engine, batch, cache length)``: the rollout engine samples and
-the evaluation engine decodes greedily, so they are different graphs even at the same shape. Each
-engine has one cache length, so a run compiles one graph per engine and batch size. Whether a graph
-came from inductor's on-disk caches (an earlier run of the grid) is counted too.
-Compiles, graph breaks and CUDA-graph skips are read from ``torch._dynamo``'s counters around
-each compiled call, so they count what torch did, not what we expected it to do.
+One :class:`CompileHealth` is shared by the engines of a run (rollouts and greedy evaluation). Graphs are counted per
+engine key, ``(engine, batch, cache length)``: the rollout engine samples and the evaluation engine decodes greedily,
+so they are different graphs even at the same shape. Each engine has one cache length, so a run compiles one graph per
+engine and batch size. Whether a graph came from inductor's on-disk caches (an earlier run of the grid) is counted
+too. Compiles, graph breaks and CUDA-graph skips are read from ``torch._dynamo``'s counters around each compiled call,
+so they count what torch did, not what we expected it to do.
 
 Only a failure to compile falls back to ``hf`` (``run_or_fall_back``): a second compile of a key
-(:class:`RecompileError`, e.g. something changed the model's hooks), dynamo or inductor refusing
-the step, and a CUDA-graph skip (inductor's ``cudagraph_or_error`` turns it into a compile error).
-Out-of-memory, NaN probabilities and every other error propagate: they would fail on ``hf`` too,
-or hide a bug. A fallback is loud: a warning, a progress line, and the record.
+(:class:`RecompileError`, e.g. something changed the model's hooks), dynamo or inductor refusing the step, and a
+CUDA-graph skip (inductor's ``cudagraph_or_error`` turns it into a compile error). Out-of-memory, NaN probabilities
+and every other error propagate: they would fail on ``hf`` too, or hide a bug. A fallback is loud: a warning, a
+progress line, and the record.
 """
 
 from __future__ import annotations
@@ -82,7 +81,6 @@ class CompileHealth:
         self.compile_caches: dict | None = None  # rollout.enable_compile_caches(): flags and folder in force
         self.fallback: dict | None = None
 
-    # ------------------------------------------------------------------ counting
     def configure(self, backend, mode: str | None, device) -> None:
         self.backend, self.mode = getattr(backend, "__name__", str(backend)), mode
         self.cuda_graphs = str(device).startswith("cuda") and mode == "reduce-overhead"
@@ -119,14 +117,14 @@ class CompileHealth:
     def _note_compile(self, key: tuple, graphs: int, seconds: float, fn) -> None:
         if key in self.graphs:
             self.recompiles += graphs
-            raise RecompileError(f"the decode step was compiled again for {_label(key)}; last guard failure: "
-                                 f"{_last_guard_failure(fn)}")
+            engine, batch, cache_len = key
+            raise RecompileError(f"the decode step was compiled again for {engine} batch {batch}, cache length "
+                                 f"{cache_len}; last guard failure: {_last_guard_failure(fn)}")
         self.graphs[key] = {"engine": key[0], "batch": key[1], "cache_len": key[2], "graphs": graphs,
                             "compile_s": round(seconds, 3)}
         if graphs > 1:  # fullgraph=True makes a break an error, so this would be a new kind of failure
             self.recompiles += graphs - 1
 
-    # ------------------------------------------------------------------ fallback
     @property
     def fell_back(self) -> bool:
         return self.fallback is not None
@@ -157,7 +155,6 @@ class CompileHealth:
         """One line for a run's summary when it fell back; None otherwise."""
         return recorded_fallback({"processes": [{"fallback": self.fallback}]})
 
-    # ------------------------------------------------------------------ record
     def record(self) -> dict:
         """JSON-ready: what ``compile_health.json`` of a run folder holds."""
         steps = self.token_steps
@@ -175,11 +172,6 @@ class CompileHealth:
             "compile_caches": self.compile_caches, **self.disk_cache,
             "fallback": self.fallback,
         }
-
-
-def _label(key: tuple) -> str:
-    engine, batch, cache_len = key
-    return f"{engine} batch {batch}, cache length {cache_len}"
 
 
 def _last_guard_failure(fn) -> str:

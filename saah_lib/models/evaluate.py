@@ -8,6 +8,7 @@ penalty there, which ``generate`` would otherwise apply to ``hf`` and not to ``c
 from __future__ import annotations
 
 from contextlib import contextmanager
+from itertools import takewhile
 
 import torch
 from transformers import GenerationConfig
@@ -27,11 +28,7 @@ GREEDY = SamplingSettings(do_sample=False)
 def _completion_text(ids: list[int], tokenizer) -> str:
     """Decode generated ids up to the first end-of-sequence, keeping tag tokens."""
     stop = {tokenizer.eos_token_id, tokenizer.pad_token_id} - {None}
-    for i, t in enumerate(ids):
-        if t in stop:
-            ids = ids[:i]
-            break
-    return tokenizer.decode(ids, skip_special_tokens=False)
+    return tokenizer.decode(list(takewhile(lambda t: t not in stop, ids)), skip_special_tokens=False)
 
 
 @contextmanager
@@ -66,12 +63,11 @@ def greedy_completions(model, tokenizer, prompts: list[str], *, max_new_tokens: 
                        generation_backend: str = "hf", engine=None) -> list[str]:
     """Greedy completions for ``prompts``, batched with left padding, in input order.
 
-    Prompts are batched by length (less padding). ``generation_backend``: ``hf`` (``model.generate``),
-    ``compiled`` (:mod:`saah_lib.models.rollout`) or ``auto`` (compiled); ``vllm``
-    evaluates like ``auto`` since evaluation runs on the trainer's own model. ``engine`` reuses a
-    ``StaticRollout`` (and its compiled graphs) across calls: its cache is sized once for the longest of
-    ``prompts`` and freed when the call returns (``release``). If the compiled step fails to compile,
-    ``engine.health`` records it loudly and this and every later call sharing it decode with ``hf``.
+    Prompts are batched by length (less padding). ``generation_backend``: ``hf`` (``model.generate``), ``compiled``
+    (:mod:`saah_lib.models.rollout`) or ``auto`` (compiled); ``vllm`` evaluates like ``auto`` since evaluation runs on
+    the trainer's own model. ``engine`` reuses a ``StaticRollout`` (and its compiled graphs) across calls: its cache
+    is sized once for the longest of ``prompts`` and freed when the call returns (``release``). If the compiled step
+    fails to compile, ``engine.health`` records it loudly and this and every later call sharing it decode with ``hf``.
     """
     if tokenizer.pad_token_id is None:
         raise ValueError("the tokenizer needs a pad token for batched generation")

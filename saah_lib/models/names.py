@@ -1,12 +1,10 @@
 """What a ``model_name`` names, and where its files are (light: no torch).
 
-A model is named by a hub id (``Qwen/Qwen2.5-1.5B-Instruct``), by a folder, or
-by the name of a tiny warm start, the CPU model that :mod:`saah_lib.models.warmstart`
-builds on first use: :data:`TINY_WARMSTART` (built with seed 0) or
-``tiny-warmstart-s<N>`` (built with seed N, an independent starting point;
-:func:`tiny_warm_start_name`).  A run records the name in its ``config.json``, so the
-name must mean the same in every clone: a folder inside the repository is
-recorded relative to the repository root, any other folder absolutely.
+A model is named by a hub id (``Qwen/Qwen2.5-1.5B-Instruct``), by a folder, or by the name of a tiny warm start,
+the CPU model that :mod:`saah_lib.models.warmstart` builds on first use: :data:`TINY_WARMSTART` (built with seed
+0) or ``tiny-warmstart-s<N>`` (built with seed N, an independent starting point; :func:`tiny_warm_start_name`).
+A run records the name in its ``config.json``, so the name must mean the same in every clone: a folder inside
+the repository is recorded relative to the repository root, any other folder absolutely.
 """
 
 from __future__ import annotations

@@ -1,16 +1,15 @@
 """Fast rollouts: a static-shape decode loop that ``torch.compile`` captures once per shape.
 
-Why: ``model.generate`` with a dynamic cache spends most of a GPU step launching kernels, and TRL
-builds its generation config with ``disable_compile=True`` (the per-token times of both, measured
-on one H100: ``results/bench/NVIDIA_H100_80GB_HBM3-gpu-bench-qwen2.5-1.5b.json``). The engine
-(:class:`StaticRollout`) keeps one cache length and one static state per batch size, runs one
-compiled call per token (model, sampling, log-prob, finished flags), and decodes in eval mode on every
-backend. Compiled, LoRA stays unmerged (the policy the training forward scores, exactly); eager (CPU), it
-is merged for the rollout (:func:`merged_lora`: the same policy, rounded once more in low precision).
-Sampling follows ``generate``'s order (:mod:`saah_lib.models.sampling`); the returned
-log-probabilities are ``log_softmax(logits / temperature)`` at the sampled token, TRL's training
-forward's quantity, so the importance ratio at the start of a step is 1 up to the dtype's rounding.
-The design, its guarantees and the tests that hold them: docs/gpu.md, "The compiled rollout backend".
+Why: ``model.generate`` with a dynamic cache spends most of a GPU step launching kernels, and TRL builds its
+generation config with ``disable_compile=True`` (the per-token times of both, measured on one H100:
+``results/bench/NVIDIA_H100_80GB_HBM3-gpu-bench-qwen2.5-1.5b.json``). The engine (:class:`StaticRollout`) keeps one
+cache length and one static state per batch size, runs one compiled call per token (model, sampling, log-prob,
+finished flags), and decodes in eval mode on every backend. Compiled, LoRA stays unmerged (the policy the training
+forward scores, exactly); eager (CPU), it is merged for the rollout (:func:`merged_lora`: the same policy, rounded
+once more in low precision). Sampling follows ``generate``'s order (:mod:`saah_lib.models.sampling`); the returned
+log-probabilities are ``log_softmax(logits / temperature)`` at the sampled token, TRL's training forward's quantity,
+so the importance ratio at the start of a step is 1 up to the dtype's rounding. The design, its guarantees and the
+tests that hold them: docs/gpu.md, "The compiled rollout backend".
 """
 
 from __future__ import annotations
@@ -55,11 +54,8 @@ __all__ = ["PROMPT_BUCKETS", "EARLY_EXIT_EVERY", "SamplingSettings", "StaticRoll
 
 def prompt_bucket(length: int, buckets: tuple[int, ...] = PROMPT_BUCKETS) -> int:
     """The static padded length for a prompt batch whose longest prompt has ``length`` tokens."""
-    for b in buckets:
-        if length <= b:
-            return b
     step = buckets[-1]
-    return -(-length // step) * step
+    return next((b for b in buckets if length <= b), -(-length // step) * step)
 
 
 def reserved_capacity(longest_prompt: int, buckets: tuple[int, ...] = PROMPT_BUCKETS) -> int:
@@ -70,9 +66,6 @@ def reserved_capacity(longest_prompt: int, buckets: tuple[int, ...] = PROMPT_BUC
     every slot of spare capacity costs decode time, and one reservation per run needs no coarse buckets.
     """
     return min(prompt_bucket(longest_prompt, buckets), -(-longest_prompt // RESERVE_MULTIPLE) * RESERVE_MULTIPLE)
-
-
-# ---------------------------------------------------------------------- the model during a rollout
 
 
 @contextmanager
@@ -123,10 +116,6 @@ def _input_embeddings(model):
         return None
 
 
-def _is_input_grad_hook(hook) -> bool:
-    return getattr(getattr(hook, "__code__", None), "co_name", None) in INPUT_GRAD_HOOKS
-
-
 @contextmanager
 def decoding_state(model):
     """The model as every decode call sees it, whoever calls and whatever TRL toggled before.
@@ -144,7 +133,7 @@ def decoding_state(model):
     hooks = dict(embeddings._forward_hooks) if embeddings is not None else {}
     try:
         for hook_id, hook in hooks.items():
-            if _is_input_grad_hook(hook):
+            if getattr(getattr(hook, "__code__", None), "co_name", None) in INPUT_GRAD_HOOKS:
                 del embeddings._forward_hooks[hook_id]
         for module, _ in checkpointing:
             module.gradient_checkpointing = False
@@ -187,9 +176,6 @@ def module_state(model) -> dict:
                        getattr(m, "disable_adapters", None) if isinstance(m, LoraLayer) else None,
                        tuple(adapters or ()), getattr(m, "merged", None) if isinstance(m, LoraLayer) else None)
     return state
-
-
-# ---------------------------------------------------------------------- one decode step
 
 
 @dataclass
@@ -283,8 +269,6 @@ def _decode_step(model, cache, buf: DecodeBuffers, sampling: SamplingSettings, p
     _advance(buf, logits, sampling, pad_token_id)
 
 
-# ---------------------------------------------------------------------- engine
-
 #: Bits per vector register of the ATen capabilities that ATEN_CPU_CAPABILITY can name.
 _CAPABILITY_BITS = {"avx2": 256, "avx512": 512}
 
@@ -292,12 +276,11 @@ _CAPABILITY_BITS = {"avx2": 256, "avx512": 512}
 def align_inductor_cpu_isa() -> None:
     """Tell inductor the vector width of the pinned CPU capability explicitly (``cpp.simdlen``).
 
-    Why: with ``ATEN_CPU_CAPABILITY=avx2`` on an AVX-512 CPU (the pinned numerics of
-    :mod:`saah_lib.numerics`) and ``cpp.simdlen`` left unset, torch 2.13's inductor compiled
-    ``exponential_`` into a kernel that left half of a small output unwritten (uninitialised
-    values, so the race sampler drew a wrong distribution; ``tests/models/test_sampling.py``).
-    Naming the same 256-bit width through ``cpp.simdlen`` gives correct draws.  A width the user
-    set is left alone.
+    Why: with ``ATEN_CPU_CAPABILITY=avx2`` on an AVX-512 CPU (the pinned numerics of :mod:`saah_lib.numerics`)
+    and ``cpp.simdlen`` left unset, torch 2.13's inductor compiled ``exponential_`` into a kernel that left half
+    of a small output unwritten (uninitialised values, so the race sampler drew a wrong distribution;
+    ``tests/models/test_sampling.py``). Naming the same 256-bit width through ``cpp.simdlen`` gives correct
+    draws.  A width the user set is left alone.
     """
     capability = os.environ.get("ATEN_CPU_CAPABILITY", "").strip().lower()
     if inductor_config.cpp.simdlen is None and capability in _CAPABILITY_BITS:
@@ -346,13 +329,12 @@ def static_state_bytes(cache: StaticCache, buffers: "DecodeBuffers") -> int:
 class StaticRollout:
     """Static-shape batched decoding for one causal LM.
 
-    ``compile=True`` wraps the one-token decode step in ``torch.compile`` (``fullgraph=True``;
-    inductor with CUDA graphs, ``mode="reduce-overhead"``, on CUDA); the prefill stays eager.
-    The cache has one length for the engine (``cache_len``: the prompt capacity plus
-    ``max_new_tokens``), so each batch size has one graph. The prompt capacity is set up front by
-    ``reserve`` (or ``prompt_capacity``); a longer prompt than reserved grows it, at the price of
-    one more graph per batch size. ``release`` frees the static states; the next call allocates
-    them again. ``health`` counts what compilation did and is shared with the run's other engine;
+    ``compile=True`` wraps the one-token decode step in ``torch.compile`` (``fullgraph=True``; inductor with
+    CUDA graphs, ``mode="reduce-overhead"``, on CUDA); the prefill stays eager. The cache has one length for the
+    engine (``cache_len``: the prompt capacity plus ``max_new_tokens``), so each batch size has one graph. The
+    prompt capacity is set up front by ``reserve`` (or ``prompt_capacity``); a longer prompt than reserved grows
+    it, at the price of one more graph per batch size. ``release`` frees the static states; the next call
+    allocates them again. ``health`` counts what compilation did and is shared with the run's other engine;
     ``name`` keys this engine's graphs in it.
     """
 
@@ -385,7 +367,6 @@ class StaticRollout:
         if prompt_capacity is not None:
             self.reserve(prompt_capacity)
 
-    # -------------------------------------------------------------- static state
     @property
     def cache_len(self) -> int | None:
         """Slots of every KV cache of this engine: the prompt capacity plus ``max_new_tokens``."""
@@ -458,14 +439,12 @@ class StaticRollout:
             self._states[key] = state = (cache, buffers)
         return state
 
-    # -------------------------------------------------------------- generation
     @torch.no_grad()
     def generate(self, model, prompt_ids: list[list[int]], sampling: SamplingSettings):
         """Completions for ``prompt_ids`` (lists of token ids, unpadded).
 
-        Returns ``(completion_ids, logprobs)``: per row, the tokens up to and
-        including the first EOS (TRL's completion mask), and the matching
-        per-token log-probabilities under ``temperature`` only.
+        Returns ``(completion_ids, logprobs)``: per row, the tokens up to and including the first EOS (TRL's
+        completion mask), and the matching per-token log-probabilities under ``temperature`` only.
         """
         device = next(model.parameters()).device
         dtype = next(model.parameters()).dtype

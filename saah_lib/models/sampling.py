@@ -1,17 +1,16 @@
 """How the static rollout engine turns logits into tokens: ``generate``'s warpers, then the exponential race.
 
-``process_logits`` applies temperature, top-k, top-p and min-p in ``generate``'s order, after the
-repetition penalty (``penalise_repeats``). ``race_sample`` draws ``argmax_i p_i / E_i`` with
-independent ``E_i ~ Exp(1)``, so token ``i`` wins with probability ``p_i / sum(p)``: the algorithm
-``torch.multinomial(probs, 1)`` itself runs, without its input checks, which read the probabilities
-on the host (two device-to-host syncs per call). Hence:
+``process_logits`` applies temperature, top-k, top-p and min-p in ``generate``'s order, after the repetition penalty
+(``penalise_repeats``). ``race_sample`` draws ``argmax_i p_i / E_i`` with independent ``E_i ~ Exp(1)``, so token ``i``
+wins with probability ``p_i / sum(p)``: the algorithm ``torch.multinomial(probs, 1)`` itself runs, without its input
+checks, which read the probabilities on the host (two device-to-host syncs per call). Hence:
 
-* eager, or compiled with ``eager``/``aot_eager``, it gives ``torch.multinomial``'s tokens for a seed
-  and leaves the generator in the same state (``tests/models/test_sampling.py``);
-* compiled with inductor it draws through inductor's own random kernels: the same distribution
-  (a chi-square test), other tokens for a seed, another generator state;
-* probabilities that are NaN or negative are flagged without a sync and raise when the rollout
-  ends (``invalid_probabilities``), where ``torch.multinomial`` would stop at once.
+* eager, or compiled with ``eager``/``aot_eager``, it gives ``torch.multinomial``'s tokens for a seed and leaves the
+  generator in the same state (``tests/models/test_sampling.py``);
+* compiled with inductor it draws through inductor's own random kernels: the same distribution (a chi-square test),
+  other tokens for a seed, another generator state;
+* probabilities that are NaN or negative are flagged without a sync and raise when the rollout ends
+  (``invalid_probabilities``), where ``torch.multinomial`` would stop at once.
 """
 
 from __future__ import annotations
@@ -32,9 +31,8 @@ NEUTRAL_VALUES = (None, 1, 1.0, 0, 0.0, False, [], ())
 class SamplingSettings:
     """Every sampling setting the static engine implements; anything else is refused by name.
 
-    ``repetition_penalty`` follows ``generate``'s processor: a logit of a token already in the row
-    (prompt or completion, not the left padding) is divided by the penalty when positive, multiplied when
-    negative.
+    ``repetition_penalty`` follows ``generate``'s processor: a logit of a token already in the row (prompt or
+    completion, not the left padding) is divided by the penalty when positive, multiplied when negative.
     """
 
     do_sample: bool = True

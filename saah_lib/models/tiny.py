@@ -1,18 +1,15 @@
 """A CPU-sized stand-in for Qwen2.5: its tokenizer and its (untrained) model.
 
-* a ``Qwen2Tokenizer`` (the class Qwen2.5 itself loads as): byte-level BPE with
-  Qwen's pre-tokenisation, so every digit is its own token, and merges fitted
-  to a corpus (:func:`saah_lib.models.warmstart.tokenizer_corpus`: the
-  synthetic problems and the system prompt), so their words are single tokens
-  and prompts stay short; any other text still round-trips through the 256
-  byte tokens.  The four reward tags and the ChatML markers are atomic tokens
-  and the chat template is ChatML, so :func:`saah_lib.tasks.prompts.make_prompt`
-  renders prompts as it does for Qwen;
-* a ``Qwen2ForCausalLM`` sized by :class:`saah_lib.models.warmstart.WarmStartSettings`
-  (two layers, about 0.6M parameters by default).
+* a ``Qwen2Tokenizer`` (the class Qwen2.5 itself loads as): byte-level BPE with Qwen's pre-tokenisation, so every
+  digit is its own token, and merges fitted to a corpus (:func:`saah_lib.models.warmstart.tokenizer_corpus`: the
+  synthetic problems and the system prompt), so their words are single tokens and prompts stay short; any other text
+  still round-trips through the 256 byte tokens. The four reward tags and the ChatML markers are atomic tokens and the
+  chat template is ChatML, so :func:`saah_lib.tasks.prompts.make_prompt` renders prompts as it does for Qwen;
+* a ``Qwen2ForCausalLM`` sized by :class:`saah_lib.models.warmstart.WarmStartSettings` (two layers, about 0.6M
+  parameters by default).
 
-The same code paths load it by folder as they load Qwen
-(``AutoModelForCausalLM.from_pretrained``, ``AutoTokenizer.from_pretrained``).
+The same code paths load it by folder as they load Qwen (``AutoModelForCausalLM.from_pretrained``,
+``AutoTokenizer.from_pretrained``).
 """
 
 from __future__ import annotations
@@ -29,8 +26,7 @@ PAD_TOKEN = "<|endoftext|>"
 IM_START = "<|im_start|>"
 IM_END = "<|im_end|>"
 SPECIAL_TOKENS = (PAD_TOKEN, IM_START, IM_END)
-# Qwen2's pre-tokenisation pattern: single digits, words with their leading
-# space, punctuation runs, newlines.
+# Qwen2's pre-tokenisation pattern: single digits, words with their leading space, punctuation runs, newlines.
 PRETOKENIZE_PATTERN = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
     r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
@@ -45,11 +41,6 @@ CHAT_TEMPLATE = (
 CHAT_ROLES = ("system", "user", "assistant")
 
 
-# --------------------------------------------------------------------------
-# tokenizer
-# --------------------------------------------------------------------------
-
-
 def _pre_tokenizer():
     """Qwen2's pre-tokenisation: the split pattern, then the byte-to-unicode map."""
     return pre_tokenizers.Sequence([
@@ -62,9 +53,8 @@ def train_bpe(texts: list[str], min_word_count: int = 2
               ) -> tuple[dict[str, int], list[tuple[str, str]]]:
     """Vocabulary and merges of a byte-level BPE trained on ``texts``.
 
-    Training runs until no pair occurs ``min_word_count`` times, so every
-    frequent word of the corpus ends up a single token while the 256 byte
-    tokens keep any other text representable.
+    Training runs until no pair occurs ``min_word_count`` times, so every frequent word of the corpus ends up a
+    single token while the 256 byte tokens keep any other text representable.
     """
     tokenizer = Tokenizer(tokenizer_models.BPE())
     tokenizer.pre_tokenizer = _pre_tokenizer()
@@ -83,10 +73,9 @@ def train_bpe(texts: list[str], min_word_count: int = 2
 def build_tokenizer(texts: list[str], min_word_count: int = 2):
     """A ``Qwen2Tokenizer`` (the class Qwen2.5 loads as) with a vocabulary fitted to ``texts``.
 
-    Building the real Qwen2 class matters: ``AutoTokenizer`` loads any
-    ``qwen2`` model folder as ``Qwen2Tokenizer`` and rebuilds the pipeline
-    from vocabulary and merges, so a custom pipeline would not survive a
-    save/load round trip.
+    Building the real Qwen2 class matters: ``AutoTokenizer`` loads any ``qwen2`` model folder as
+    ``Qwen2Tokenizer`` and rebuilds the pipeline from vocabulary and merges, so a custom pipeline would not
+    survive a save/load round trip.
     """
     vocab, merges = train_bpe(texts, min_word_count)
     tokenizer = Qwen2Tokenizer(
@@ -104,11 +93,6 @@ def build_tokenizer(texts: list[str], min_word_count: int = 2):
     tokenizer.add_tokens([AddedToken(tag, special=False, normalized=False) for tag in TAGS])
     tokenizer.chat_template = CHAT_TEMPLATE
     return tokenizer
-
-
-# --------------------------------------------------------------------------
-# model
-# --------------------------------------------------------------------------
 
 
 def init_tiny_model(tokenizer, settings):

@@ -1,18 +1,16 @@
 """The tiny model's supervised warm start, built once and cached: :func:`build_warm_start`.
 
 On one CPU core it builds (its time is ``build_seconds`` in the record beside it,
-``results/warm_starts/tiny-warmstart/build.json``), into the git-ignored
-:data:`saah_lib.paths.TINY_WARMSTART_DIR`, a model folder that GRPO can train on
-:mod:`saah_lib.tasks.synthetic` problems: the tokenizer and model of :mod:`saah_lib.models.tiny`,
-fine-tuned on reference solutions with two planted habits that the reward penalises and GRPO can
-unlearn (:func:`saah_lib.models.warmstart_targets.sft_targets`), which leaves Pass@1 headroom
+``results/warm_starts/tiny-warmstart/build.json``), into the git-ignored :data:`saah_lib.paths.TINY_WARMSTART_DIR`, a
+model folder that GRPO can train on :mod:`saah_lib.tasks.synthetic` problems: the tokenizer and model of
+:mod:`saah_lib.models.tiny`, fine-tuned on reference solutions with two planted habits that the reward penalises and
+GRPO can unlearn (:func:`saah_lib.models.warmstart_targets.sft_targets`), which leaves Pass@1 headroom
 (``heldout_pass_at_1`` in the same record).
 
-The folder is cached (``build.json`` records seed, settings and recipe version) and built
-atomically. ``files.json`` records the size and sha256 of every file the build wrote; each use
-checks them (:func:`cache_problem`), so a damaged cache, or one without ``files.json``, is rebuilt with a
-message saying what was wrong, never used. Staging folders that killed builds left behind are removed by the next
-call (:func:`remove_dead_staging`).
+The folder is cached (``build.json`` records seed, settings and recipe version) and built atomically. ``files.json``
+records the size and sha256 of every file the build wrote; each use checks them (:func:`cache_problem`), so a damaged
+cache, or one without ``files.json``, is rebuilt with a message saying what was wrong, never used. Staging folders
+that killed builds left behind are removed by the next call (:func:`remove_dead_staging`).
 """
 
 from __future__ import annotations
@@ -57,13 +55,12 @@ REQUIRED_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokeniz
 EMBEDDINGS = "model.embed_tokens.weight"
 # Bump when the build recipe changes in a way the settings do not capture.
 WARMSTART_VERSION = 2
-# Separate seed streams, so the warm start never trains on the problems
-# that synthetic_split(seed) hands to GRPO, and measures on fresh ones.
-# The build runs on one thread: for a model this small a second thread gains
-# little, costs a many-fold slowdown whenever another process holds the
-# other core (threads spin waiting for each other), and one thread makes the
+# The build runs on one thread: for a model this small a second thread gains little, costs a many-fold slowdown
+# whenever another process holds the other core (threads spin waiting for each other), and one thread makes the
 # floating-point results, hence the saved weights, reproducible.
 BUILD_THREADS = 1
+# Separate seed streams, so the warm start never trains on the problems that synthetic_split(seed) hands to GRPO,
+# and measures on fresh ones.
 SFT_SEED_OFFSET = 10_000
 HELDOUT_SEED_OFFSET = 20_000
 TOKENIZER_SEED_OFFSET = 30_000
@@ -73,8 +70,7 @@ TOKENIZER_SEED_OFFSET = 30_000
 class WarmStartSettings:
     """Everything that determines a warm-start build besides the seed."""
 
-    # model (Qwen2 layout, grouped-query attention: 8 query heads of width 16
-    # share 4 key/value heads)
+    # model (Qwen2 layout, grouped-query attention: 8 query heads of width 16 share 4 key/value heads)
     hidden_size: int = 128
     num_layers: int = 2
     num_heads: int = 8
@@ -107,20 +103,14 @@ class WarmStartSettings:
 
 def tokenizer_corpus(settings: WarmStartSettings, seed: int) -> list[str]:
     """Texts whose frequent words become tokens: problems, solutions, system prompt."""
-    problems = generate_problems(
-        settings.tokenizer_problems, TOKENIZER_SEED_OFFSET + seed,
-        min_steps=1, max_steps=max(4, settings.max_steps), max_value=settings.max_value,
-        max_result=settings.max_result,
-    )
+    problems = generate_problems(settings.tokenizer_problems, TOKENIZER_SEED_OFFSET + seed, min_steps=1,
+                                 max_steps=max(4, settings.max_steps), max_value=settings.max_value,
+                                 max_result=settings.max_result)
     texts = [p.question for p in problems] + [p.solution for p in problems]
     fixed = [SYSTEM_PROMPT, "\n".join(CHAT_ROLES), PLAIN_ANSWER.format(answer=0)]
     # Repeated so that every word of these texts passes min_word_count.
     return texts + fixed * settings.min_word_count
 
-
-# --------------------------------------------------------------------------
-# supervised warm start
-# --------------------------------------------------------------------------
 
 def encode_sft_examples(tokenizer, problems: list[Problem]) -> list[tuple[list[int], int]]:
     """Per problem: token ids of prompt + reference completion + eos, and the prompt length."""
@@ -164,9 +154,8 @@ def shared_prefix_length(examples: list[tuple[list[int], int]]) -> int:
 def sft_loss(model, prefix_ids: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
     """Mean completion-token loss with the shared prefix computed once per batch.
 
-    The system prompt is a third of every sequence; running it once and
-    repeating its key/value cache across the batch gives the same loss and
-    gradients as full sequences for about two thirds of the compute.
+    The system prompt is a third of every sequence; running it once and repeating its key/value cache across the
+    batch gives the same loss and gradients as full sequences for about two thirds of the compute.
     """
     size = batch["input_ids"].shape[0]
     cache = None
@@ -223,11 +212,6 @@ def supervised_finetune(model, tokenizer, problems, settings: WarmStartSettings,
     lines.finish(note=f"loss {losses[-1]:.3f}")
     model.eval()
     return losses
-
-
-# --------------------------------------------------------------------------
-# the cached, atomic build
-# --------------------------------------------------------------------------
 
 
 @contextmanager
@@ -305,10 +289,9 @@ def recorded_files_problem(folder: Path) -> str | None:
 def loadable_problem(folder: Path) -> str | None:
     """What stops ``folder`` from loading as a model whose tokenizer fits it, or None.
 
-    Checks what needs no record: the files loading needs exist, the JSON files and the
-    safetensors header and data extent are whole, and the tokenizer has as many tokens as
-    the model has embedding rows (a tokenizer that lost tokens would encode prompts to
-    nothing, or to ids the model does not have).
+    Checks what needs no record: the files loading needs exist, the JSON files and the safetensors header and
+    data extent are whole, and the tokenizer has as many tokens as the model has embedding rows (a tokenizer
+    that lost tokens would encode prompts to nothing, or to ids the model does not have).
     """
     missing = [name for name in REQUIRED_FILES if not (folder / name).is_file()]
     if missing:
@@ -443,22 +426,14 @@ def build_atomically(out_dir: Path, build_into) -> dict:
     return info
 
 
-def build_warm_start(
-    out_dir: str | os.PathLike = TINY_WARMSTART_DIR,
-    seed: int = 0,
-    *,
-    settings: WarmStartSettings | None = None,
-    force: bool = False,
-    progress: bool = True,
-    on_step=None,
-) -> Path:
+def build_warm_start(out_dir: str | os.PathLike = TINY_WARMSTART_DIR, seed: int = 0, *,
+                     settings: WarmStartSettings | None = None, force: bool = False, progress: bool = True,
+                     on_step=None) -> Path:
     """Build (or reuse) the warm-started tiny model in ``out_dir``; returns its path.
 
-    A folder whose build.json records the same seed, settings and recipe
-    version is returned as is unless ``force``.  The build happens in a
-    hidden sibling folder that is renamed into place only when complete, so
-    an interrupted build never leaves a folder that looks finished.  ``on_step(done, total)`` follows its
-    supervised steps.
+    A folder whose build.json records the same seed, settings and recipe version is returned as is unless ``force``.
+    The build happens in a hidden sibling folder that is renamed into place only when complete, so an interrupted
+    build never leaves a folder that looks finished.  ``on_step(done, total)`` follows its supervised steps.
     """
     settings = settings or WarmStartSettings()
     out_dir = Path(out_dir)

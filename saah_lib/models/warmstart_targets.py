@@ -1,13 +1,12 @@
 """What the tiny model's supervised warm start is taught: reference solutions with two planted habits.
 
-The warm start (:mod:`saah_lib.models.tiny`) is fine-tuned on these targets.
-Each habit costs reward and is followed about half the time, so GRPO has
-something it can unlearn within a CPU-sized run:
+The warm start (:mod:`saah_lib.models.tiny`) is fine-tuned on these targets. Each habit costs reward and is
+followed about half the time, so GRPO has something it can unlearn within a CPU-sized run:
 
-* an intermediate result stated as the final answer (:func:`sft_targets`,
-  ``shortcut_fraction``), which loses the correctness reward;
-* a looser layout without some of the format's tags (:data:`LOOSE_LAYOUTS`,
-  :func:`relayout`), which loses format reward.
+* an intermediate result stated as the final answer (:func:`sft_targets`, ``shortcut_fraction``), which loses
+  the correctness reward;
+* a looser layout without some of the format's tags (:data:`LOOSE_LAYOUTS`, :func:`relayout`), which loses
+  format reward.
 """
 
 from __future__ import annotations
@@ -19,10 +18,9 @@ from saah_lib.method.reward import SOLUTION_CLOSE, SOLUTION_OPEN, WORKING_CLOSE,
 from saah_lib.tasks.problems import Problem
 from saah_lib.tasks.synthetic import calculation_results
 
-# Layouts that keep the reasoning and the answer but drop tags, so a warm
-# model sometimes answers the way an instruct model that half-follows the
-# system prompt does.  Total reward of a correct answer in each layout:
-# tagged 7.5, no working tags 6.5, no solution tags 5.5, plain 5.0.
+# Layouts that keep the reasoning and the answer but drop tags, so a warm model sometimes answers the way an
+# instruct model that half-follows the system prompt does.  Total reward of a correct answer in each layout: tagged
+# 7.5, no working tags 6.5, no solution tags 5.5, plain 5.0.
 LOOSE_LAYOUTS = ("no_working_tags", "no_solution_tags", "plain")
 PLAIN_ANSWER = "The answer is {answer}."
 
@@ -50,24 +48,16 @@ def first_calculation_result(solution: str) -> str:
 
 def sft_targets(problems: list[Problem], loose_fraction: float, rng: random.Random,
                 shortcut_fraction: float = 0.0) -> list[Problem]:
-    """The SFT targets: references with two habits planted at the given rates.
+    """The SFT targets: references with two habits planted at the given rates (``Problem.answer`` stays gold).
 
-    * ``shortcut_fraction``: the working is complete and correct, but the
-      stated answer is the first calculation's result, an intermediate
-      quantity (a common GSM8K slip: answering a sub-question).  It loses the
-      correctness reward.
-    * ``loose_fraction``: the solution is written in one of LOOSE_LAYOUTS,
-      as by an instruct model that follows the requested format only part
-      of the time.  It loses format reward.
+    ``shortcut_fraction``: complete, correct working, but the stated answer is the first calculation's result
+    (a common GSM8K slip: answering a sub-question); it loses the correctness reward. ``loose_fraction``: one of
+    LOOSE_LAYOUTS, as an instruct model that half-follows the format writes; it loses format reward.
 
-    Why plant them: a warm start trained on clean references alone leaves
-    GRPO only arithmetic slips to fix, and a minute of CPU training did not
-    fix them (held-out greedy Pass@1 stayed flat over 60 steps, and the
-    mean reward rose through format alone).  A habit that the model follows
-    about half the time gives sampled groups a difference the reward ranks
-    at a single decision, which GRPO learns within tens of steps; the
-    warm start's greedy Pass@1 then sits well below what its arithmetic
-    allows.  ``Problem.answer`` stays the gold answer.
+    Why: trained on clean references alone, the warm start left GRPO only arithmetic slips to fix, which a
+    minute of CPU training did not (Pass@1 flat over 60 steps, reward up through format alone). A habit followed
+    about half the time gives groups a difference the reward ranks at one decision, which GRPO learns in tens
+    of steps, and leaves the warm start's Pass@1 well below what its arithmetic allows.
     """
     targets = []
     for problem in problems:

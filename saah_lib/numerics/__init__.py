@@ -1,18 +1,17 @@
 """Pinned CPU numerics: the one owner of the environment that decides how torch rounds on a CPU.
 
-Why: torch's CPU kernels are built once per x86 vector instruction set and a process runs the
-widest its CPU has; the builds add floats in different orders, and over thousands of training
-steps of a tiny model the last-bit differences grow into other models (the warm start's held-out
-Pass@1 with each: docs/reproducibility.md). The committed studies ran the AVX2 kernels, so every
-process of a study asks for those (:data:`PINNED_SETTINGS`), in the environment before torch loads.
+Why: torch's CPU kernels are built once per x86 vector instruction set and a process runs the widest its CPU
+has; the builds add floats in different orders, and over thousands of training steps of a tiny model the
+last-bit differences grow into other models (the warm start's held-out Pass@1 with each:
+docs/reproducibility.md). The committed studies ran the AVX2 kernels, so every process of a study asks for those
+(:data:`PINNED_SETTINGS`), in the environment before torch loads.
 
-Importing ``saah_lib`` changes nothing; the entry points that produce or verify study results
-apply the pin (the Makefile, ``saah_lab.studies`` on import via :func:`apply_once`,
-``saah_lab.training.launch``, the Jupyter kernel of ``python -m saah_lib.numerics kernelspec``).
-``SAAH_CPU_NUMERICS=native`` switches it off; every result records the mode in force
-(:func:`cpu_numerics_record`). Where the pin cannot hold (no AVX2) nothing is set and a
-:class:`CPUNumericsWarning` says so. This module must never import torch: it runs before torch
-loads. What each setting does, and what is measured not to matter: docs/reproducibility.md, "The pin".
+Importing ``saah_lib`` changes nothing; the entry points that produce or verify study results apply the pin (the
+Makefile, ``saah_lab.studies`` on import via :func:`apply_once`, ``saah_lab.training.launch``, the Jupyter
+kernel of ``python -m saah_lib.numerics kernelspec``). ``SAAH_CPU_NUMERICS=native`` switches it off; every
+result records the mode in force (:func:`cpu_numerics_record`). Where the pin cannot hold (no AVX2) nothing is
+set and a :class:`CPUNumericsWarning` says so. This module must never import torch: it runs before torch loads.
+What each setting does, and what is measured not to matter: docs/reproducibility.md, "The pin".
 """
 
 from __future__ import annotations
@@ -193,13 +192,12 @@ def mkl_kernels(cpu: dict) -> str:
 def cpu_numerics_record(environ: MutableMapping[str, str] = os.environ) -> dict:
     """What a result records about the CPU numerics it was computed under.
 
-    ``capability`` and ``torch_threads`` are torch's own answers in this process
-    (None when torch is not loaded); ``pin_holds`` is whether the capability is the
-    pinned one (None in native mode, when nothing was meant to hold); ``mode`` is ``unpinned`` in a
-    process that asked for no mode and was not pinned by an entry point.  ``mkl_kernels`` says which
-    of MKL's kernels the CPU runs (``Intel`` on Intel CPUs, else ``generic``: those of the committed
-    studies); ``comparable_bit_for_bit``: the pin holds and MKL runs its generic kernels, so results
-    here can match the committed studies bit for bit.
+    ``capability`` and ``torch_threads`` are torch's own answers in this process (None when torch is not
+    loaded); ``pin_holds`` is whether the capability is the pinned one (None in native mode, when nothing was
+    meant to hold); ``mode`` is ``unpinned`` in a process that asked for no mode and was not pinned by an entry
+    point.  ``mkl_kernels`` says which of MKL's kernels the CPU runs (``Intel`` on Intel CPUs, else ``generic``:
+    those of the committed studies); ``comparable_bit_for_bit``: the pin holds and MKL runs its generic kernels,
+    so results here can match the committed studies bit for bit.
     """
     mode = numerics_mode(environ)
     cpu = cpu_description()

@@ -1,15 +1,13 @@
 """GSM8K: loading (a local folder or the hub) and the paper's 800/500 split.
 
-Where the data comes from, first match wins: the ``data_dir`` argument, the ``SAAH_GSM8K_DIR``
-environment variable, then the Hugging Face hub (``openai/gsm8k``, config ``main``).
+Where the data comes from, first match wins: the ``data_dir`` argument, the ``SAAH_GSM8K_DIR`` environment
+variable, then the Hugging Face hub (``openai/gsm8k``, config ``main``).
 
-A local folder holds ``train.jsonl`` and ``test.jsonl`` in the official GSM8K layout: one JSON
-object per line with ``question`` and ``answer``, the answer ending in ``#### <number>``. Row
-order is the official file order, and ids (``train-00042``) are positions in that order, so the
-same folder or the hub give the same ids.
+A local folder holds ``train.jsonl`` and ``test.jsonl`` in the official GSM8K layout: one JSON object per line
+with ``question`` and ``answer``, the answer ending in ``#### <number>``. Row order is the official file order,
+and ids (``train-00042``) are positions in that order, so the same folder or the hub give the same ids.
 
-Such a folder, for machines without the hub, is written once where the hub is reachable
-(:func:`prepare`)::
+Such a folder, for machines without the hub, is written once where the hub is reachable (:func:`prepare`)::
 
     python -m saah_lib.tasks.gsm8k prepare --out DIR    # then SAAH_GSM8K_DIR=DIR on the offline machine
 """
@@ -31,11 +29,6 @@ GSM8K_DIR_ENV = "SAAH_GSM8K_DIR"
 HUB_DATASET = ("openai/gsm8k", "main")
 SPLITS = ("train", "test")
 GOLD_MARKER = "####"
-
-
-# --------------------------------------------------------------------------
-# parsing and loading
-# --------------------------------------------------------------------------
 
 
 def parse_gold_answer(answer_text: str) -> str:
@@ -70,11 +63,6 @@ def _problem(split: str, index: int, record, where: str) -> Problem:
         raise ValueError(f"{where}: {error}") from None
     return Problem(id=f"{split}-{index:05d}", question=record["question"], answer=answer,
                    solution=gsm8k_reasoning(record["answer"]))
-
-
-def _check_split(split: str) -> None:
-    if split not in SPLITS:
-        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
 
 
 def _read_gsm8k_file(path: Path) -> list[tuple[str, object]]:
@@ -156,18 +144,14 @@ def describe_source(data_dir: str | os.PathLike | None = None) -> str:
 
 def load_gsm8k(split: str, data_dir: str | os.PathLike | None = None) -> list[Problem]:
     """All problems of one official split ("train" or "test"), in file order."""
-    _check_split(split)
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
     folder = resolve_gsm8k_dir(data_dir)
     if folder is not None:
         records = _read_gsm8k_file(folder / f"{split}.jsonl")
     else:
         records = [(f"GSM8K {split} from the hub: row {i}", r) for i, r in enumerate(_load_from_hub(split))]
     return [_problem(split, index, record, where) for index, (where, record) in enumerate(records)]
-
-
-# --------------------------------------------------------------------------
-# sampling
-# --------------------------------------------------------------------------
 
 
 def _sample(pool: list[Problem], n: int, seed: int, name: str) -> list[Problem]:
@@ -179,19 +163,12 @@ def _sample(pool: list[Problem], n: int, seed: int, name: str) -> list[Problem]:
     return [pool[i] for i in indices]
 
 
-def sample_split(
-    train_pool: list[Problem],
-    eval_pool: list[Problem],
-    n_train: int = 800,
-    n_eval: int = 500,
-    seed: int = 123,
-    source: str = "",
-) -> DataSplit:
+def sample_split(train_pool: list[Problem], eval_pool: list[Problem], n_train: int = 800, n_eval: int = 500,
+                 seed: int = 123, source: str = "") -> DataSplit:
     """Draw n_train and n_eval problems without replacement, deterministically.
 
-    Each pool gets its own generator seeded with ``seed``, so the evaluation
-    set does not change when only n_train changes.  Problems keep the order
-    in which they were drawn.
+    Each pool gets its own generator seeded with ``seed``, so the evaluation set does not change when only
+    n_train changes.  Problems keep the order in which they were drawn.
     """
     train = _sample(list(train_pool), n_train, seed, "train")
     evaluation = _sample(list(eval_pool), n_eval, seed, "eval")
@@ -206,29 +183,13 @@ def _check_pool_size(pool: list[Problem], n: int, split: str, field: str, data_d
         raise ValueError(f"{source} holds {len(pool)} problems, fewer than the {n} asked for ({field}={n})")
 
 
-def paper_split(
-    data_dir: str | os.PathLike | None = None,
-    n_train: int = 800,
-    n_eval: int = 500,
-    seed: int = 123,
-) -> DataSplit:
+def paper_split(data_dir: str | os.PathLike | None = None, n_train: int = 800, n_eval: int = 500,
+                seed: int = 123) -> DataSplit:
     """The paper's split: n_train from the official train split, n_eval from test."""
     train, test = load_gsm8k("train", data_dir), load_gsm8k("test", data_dir)
     _check_pool_size(train, n_train, "train", "n_train", data_dir)
     _check_pool_size(test, n_eval, "test", "n_eval", data_dir)
-    return sample_split(
-        train,
-        test,
-        n_train=n_train,
-        n_eval=n_eval,
-        seed=seed,
-        source=describe_source(data_dir),
-    )
-
-
-# --------------------------------------------------------------------------
-# a local folder for offline machines
-# --------------------------------------------------------------------------
+    return sample_split(train, test, n_train=n_train, n_eval=n_eval, seed=seed, source=describe_source(data_dir))
 
 
 class OutFolderError(ValueError):
@@ -290,12 +251,10 @@ def main(argv=None) -> int:
     prep.add_argument("--force", action="store_true",
                       help="write into a folder that holds files, replacing its train.jsonl and test.jsonl")
     args = parser.parse_args(argv)
-    try:  # before the hub is asked: a refused folder is said as such, not as a hub error
-        check_out_folder(in_repo(args.out), args.force)
-    except OutFolderError as error:
-        parser.exit(2, f"error: {error}\n")
     try:
         counts = prepare(args.out, force=args.force)
+    except OutFolderError as error:  # checked before the hub is asked: said as such, not as a hub error
+        parser.exit(2, f"error: {error}\n")
     except Exception as error:  # noqa: BLE001  (offline, no datasets cache: say what to do, without a traceback)
         parser.exit(1, f"error: could not load {HUB_DATASET[0]} ({HUB_DATASET[1]}) from the hub: "
                        f"{type(error).__name__}: {error}\n(run it where the hub is reachable, without HF_HUB_OFFLINE=1)\n")

@@ -17,10 +17,9 @@ SYSTEM_PROMPT = (
 def make_prompt(question: str, tokenizer=None) -> str:
     """The prompt text for one question.
 
-    With a tokenizer that has a chat template: the system prompt and the
-    question rendered by that template, ending with the assistant turn opener.
-    Otherwise (no tokenizer, or a base model without a template) a plain-text
-    prompt: the system prompt, a blank line, "Question: ...", then "Answer:".
+    With a tokenizer that has a chat template: the system prompt and the question rendered by that template,
+    ending with the assistant turn opener. Otherwise (no tokenizer, or a base model without a template) a
+    plain-text prompt: the system prompt, a blank line, "Question: ...", then "Answer:".
     """
     if getattr(tokenizer, "chat_template", None):
         messages = [

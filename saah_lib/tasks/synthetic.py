@@ -1,18 +1,17 @@
 """Synthetic GSM8K-like word problems for CPU-sized experiments.
 
-Each problem is a short story ("Mia buys 3 pens for 4 dollars each ...") whose answer takes a few
-integer operations (+, -, *, exact /). Six templates (shopping, boxes, travel, ages, wages, a
-gain/loss chain) vary names, items and numbers. Difficulty knobs: ``min_steps``/``max_steps``
-(operations per problem; above 3 only the chain template applies), ``max_value`` (numbers a story
-starts from) and ``max_result`` (cap on every intermediate result). The defaults (2-3 operations,
-numbers up to 9, results up to 20) are sized for a two-layer model that learns them on a CPU: with
-larger results the warm start's arithmetic slips would bury any gain GRPO made elsewhere.
+Each problem is a short story ("Mia buys 3 pens for 4 dollars each ...") whose answer takes a few integer operations
+(+, -, *, exact /). Six templates (shopping, boxes, travel, ages, wages, a gain/loss chain) vary names, items and
+numbers. Difficulty knobs: ``min_steps``/``max_steps`` (operations per problem; above 3 only the chain template
+applies), ``max_value`` (numbers a story starts from) and ``max_result`` (cap on every intermediate result). The
+defaults (2-3 operations, numbers up to 9, results up to 20) are sized for a two-layer model that learns them on a
+CPU: with larger results the warm start's arithmetic slips would bury any gain GRPO made elsewhere.
 
-A reference solution (:func:`tagged_solution`) lists the numbers given in the question, then one
-calculation per line, in the project's tagged format; with ``min_steps >= 2`` every reference earns
-the maximum reward. Train and evaluation problems never share a question: every question text
-falls, by its hash, into exactly one of the two partitions (:func:`partition_of`), whatever the seed;
-``held_out_by="chain"`` hashes the calculations instead, held out by content (:mod:`saah_lib.tasks.held_out`).
+A reference solution (:func:`tagged_solution`) lists the numbers given in the question, then one calculation per line,
+in the project's tagged format; with ``min_steps >= 2`` every reference earns the maximum reward. Train and evaluation
+problems never share a question: every question text falls, by its hash, into exactly one of the two partitions
+(:func:`partition_of`), whatever the seed; ``held_out_by="chain"`` hashes the calculations instead, held out by
+content (:mod:`saah_lib.tasks.held_out`).
 """
 
 from __future__ import annotations
@@ -119,16 +118,8 @@ class _Story:
         return self.rng.choice(options)
 
 
-# --------------------------------------------------------------------------
-# templates: each returns a Draft with exactly n_ops calculations, or None
-# when it cannot make n_ops (the caller then tries another template)
-# --------------------------------------------------------------------------
-
-
 def _shopping(story: _Story, n_ops: int) -> Draft | None:
     """quantity * price (+ extra item) (bill - total)."""
-    if n_ops > 3:
-        return None
     items, thing = story.pick(ITEMS), story.pick(THINGS)
     quantity, price = story.factor(), story.number()
     he = story.pronoun
@@ -152,8 +143,6 @@ def _shopping(story: _Story, n_ops: int) -> Draft | None:
 
 def _boxes(story: _Story, n_ops: int) -> Draft | None:
     """boxes * per box (+ found) (/ friends)."""
-    if n_ops > 3:
-        return None
     items, he = story.pick(ITEMS), story.pronoun
     boxes, per_box = story.factor(), story.number()
     sentences = [f"{story.name} has {boxes} boxes with {per_box} {items} in each box."]
@@ -187,8 +176,6 @@ def _boxes(story: _Story, n_ops: int) -> Draft | None:
 
 def _travel(story: _Story, n_ops: int) -> Draft | None:
     """speed * hours, then either (+ more miles) or (+ speed2 * hours2)."""
-    if n_ops > 3:
-        return None
     vehicle = story.pick(VEHICLES)
     speed, hours = story.number(), story.factor()
     sentences = [f"A {vehicle} goes {speed} miles per hour for {hours} hours."]
@@ -212,8 +199,6 @@ def _travel(story: _Story, n_ops: int) -> Draft | None:
 
 def _ages(story: _Story, n_ops: int) -> Draft | None:
     """age +/- gap (* factor) (+ years later)."""
-    if n_ops > 3:
-        return None
     third = story.pick([n for n in sorted(NAMES) if n not in (story.name, story.other)])
     age, gap = story.number(), story.number(1)
     older = story.rng.random() < 0.5 or gap >= age
@@ -241,8 +226,6 @@ def _ages(story: _Story, n_ops: int) -> Draft | None:
 
 def _wages(story: _Story, n_ops: int) -> Draft | None:
     """(hours + hours2) * rate (- spent)."""
-    if n_ops > 3:
-        return None
     he, rate = story.pronoun, story.number()
     sentences = [f"{story.name} earns {rate} dollars per hour."]
     facts = [(rate, "dollars per hour")]
@@ -287,6 +270,8 @@ def _collection(story: _Story, n_ops: int) -> Draft:
     return Draft(" ".join(sentences), tuple(facts), tuple(calcs))
 
 
+#: Each template makes a Draft with exactly n_ops calculations, or None when its numbers do not fit; only the
+#: gain/loss chain (``collection``) makes more than 3 (:data:`CHAIN_TEMPLATE`).
 TEMPLATES: dict[str, Callable[[_Story, int], Draft | None]] = {
     "shopping": _shopping,
     "boxes": _boxes,
@@ -295,11 +280,7 @@ TEMPLATES: dict[str, Callable[[_Story, int], Draft | None]] = {
     "wages": _wages,
     "collection": _collection,
 }
-
-
-# --------------------------------------------------------------------------
-# solutions, partitions, problem lists
-# --------------------------------------------------------------------------
+CHAIN_TEMPLATE = "collection"
 
 
 def tagged_solution(draft: Draft) -> str:
@@ -332,12 +313,6 @@ def partition_of(question: str) -> str:
     return "eval" if bucket == 0 else "train"
 
 
-def chain_partition_of(chain: str) -> str:
-    """:func:`partition_of` on a calculation chain (:func:`calculation_chain`) rather than a question: every
-    problem with that chain, whatever its story, names or wording, falls into the same partition."""
-    return partition_of(chain)
-
-
 def draft_chain(draft: Draft) -> str:
     """The calculation chain of ``draft``, as :func:`calculation_chain` reads it from its reference."""
     return "; ".join(calc.text() for calc in draft.calcs)
@@ -353,7 +328,8 @@ def draw_draft(rng: random.Random, n_ops: int, max_value: int, max_result: int) 
     rng.shuffle(names)
     for name in names:
         for _ in range(_TRIES_PER_TEMPLATE):
-            draft = TEMPLATES[name](_Story(rng, max_value), n_ops)
+            story = _Story(rng, max_value)  # drawn even for a template that cannot make n_ops: the committed draws
+            draft = TEMPLATES[name](story, n_ops) if n_ops <= 3 or name == CHAIN_TEMPLATE else None
             if draft is None:
                 break  # this template cannot make n_ops operations
             if draft.is_valid(max_result):
@@ -371,30 +347,18 @@ def _check_settings(min_steps: int, max_steps: int, max_value: int, max_result: 
         raise ValueError(f"max_result must be at least 2 * max_value, got {max_result}")
 
 
-def generate_problems(
-    n: int,
-    seed: int,
-    *,
-    min_steps: int = DEFAULT_MIN_STEPS,
-    max_steps: int = DEFAULT_MAX_STEPS,
-    max_value: int = DEFAULT_MAX_VALUE,
-    max_result: int = DEFAULT_MAX_RESULT,
-    id_prefix: str = "syn",
-    partition: str | None = None,
-    held_out_by: str = "question",
-) -> list[Problem]:
+def generate_problems(n: int, seed: int, *, min_steps: int = DEFAULT_MIN_STEPS, max_steps: int = DEFAULT_MAX_STEPS,
+                      max_value: int = DEFAULT_MAX_VALUE, max_result: int = DEFAULT_MAX_RESULT, id_prefix: str = "syn",
+                      partition: str | None = None, held_out_by: str = "question") -> list[Problem]:
     """``n`` distinct problems, the same list for the same arguments.
 
-    ``min_steps``/``max_steps`` bound the number of operations per problem.
-    ``max_value`` bounds the numbers a story starts from (multipliers and
-    divisors stay in 2..9 whatever it is); numbers derived from earlier ones,
-    such as a bill or an amount given away, may be larger.  ``max_result``
-    bounds every intermediate result and so the answer.  ``partition``
-    ("train" or "eval") keeps only problems of that hash partition; None
-    keeps all.  ``held_out_by`` says what the partition hashes: the question
-    (:func:`partition_of`, what the committed studies drew) or the calculation
-    chain (:func:`chain_partition_of`, held out by content).  Ids are
-    ``{id_prefix}-00000``, ``{id_prefix}-00001``, ...
+    ``min_steps``/``max_steps`` bound the number of operations per problem. ``max_value`` bounds the numbers a
+    story starts from (multipliers and divisors stay in 2..9 whatever it is); numbers derived from earlier ones,
+    such as a bill or an amount given away, may be larger.  ``max_result`` bounds every intermediate result and
+    so the answer.  ``partition`` ("train" or "eval") keeps only problems of that hash partition; None keeps
+    all.  ``held_out_by`` says what the partition hashes: the question (:func:`partition_of`, what the committed
+    studies drew) or the calculation chain (:func:`partition_of` of :func:`draft_chain`, held out by content).
+    Ids are ``{id_prefix}-00000``, ``{id_prefix}-00001``, ...
     """
     _check_settings(min_steps, max_steps, max_value, max_result)
     if partition not in (None, *PARTITIONS):
@@ -404,7 +368,7 @@ def generate_problems(
     # A string seed names an independent stream per partition.
     rng = random.Random(f"{GENERATOR_VERSION}:{seed}:{partition}")
     key = (lambda draft: partition_of(draft.question)) if held_out_by == "question" else \
-        (lambda draft: chain_partition_of(draft_chain(draft)))
+        (lambda draft: partition_of(draft_chain(draft)))
     problems: list[Problem] = []
     seen: set[str] = set()
     while len(problems) < n:
@@ -414,26 +378,14 @@ def generate_problems(
         if partition is not None and key(draft) != partition:
             continue
         seen.add(draft.question)
-        problems.append(Problem(
-            id=f"{id_prefix}-{len(problems):05d}",
-            question=draft.question,
-            answer=str(draft.answer),
-            solution=tagged_solution(draft),
-        ))
+        problems.append(Problem(id=f"{id_prefix}-{len(problems):05d}", question=draft.question,
+                                answer=str(draft.answer), solution=tagged_solution(draft)))
     return problems
 
 
-def synthetic_split(
-    n_train: int,
-    n_eval: int,
-    seed: int = 0,
-    *,
-    min_steps: int = DEFAULT_MIN_STEPS,
-    max_steps: int = DEFAULT_MAX_STEPS,
-    max_value: int = DEFAULT_MAX_VALUE,
-    max_result: int = DEFAULT_MAX_RESULT,
-    held_out_by: str = "question",
-) -> DataSplit:
+def synthetic_split(n_train: int, n_eval: int, seed: int = 0, *, min_steps: int = DEFAULT_MIN_STEPS,
+                    max_steps: int = DEFAULT_MAX_STEPS, max_value: int = DEFAULT_MAX_VALUE,
+                    max_result: int = DEFAULT_MAX_RESULT, held_out_by: str = "question") -> DataSplit:
     """Train and eval problems from disjoint hash partitions (of ``held_out_by``), with provenance in ``info``."""
     settings = dict(min_steps=min_steps, max_steps=max_steps, max_value=max_value,
                     max_result=max_result, held_out_by=held_out_by)
@@ -445,10 +397,6 @@ def synthetic_split(
     source += "" if held_out_by == "question" else f",held_out_by={held_out_by}"
     return DataSplit.with_provenance(train, evaluation, source=source, seed=seed)
 
-
-# --------------------------------------------------------------------------
-# what kind of answer a completion gives
-# --------------------------------------------------------------------------
 
 _CALCULATION = re.compile(r"(-?\d+) ([-+*/]) (-?\d+) = (-?\d+)")
 ANSWER_KINDS = ("correct", "intermediate", "other")
@@ -468,10 +416,9 @@ def calculation_chain(text: str) -> str:
 def answer_kind(completion: str, gold: str) -> str:
     """One of ANSWER_KINDS for a completion.
 
-    "intermediate": the stated answer is wrong and equals the completion's own
-    first calculation result rather than its last (the habit the tiny warm
-    start is taught, see ``saah_lib.models.warmstart_targets.sft_targets``); "other": any
-    other wrong or missing answer (arithmetic slips, wrong plan, no number).
+    "intermediate": the stated answer is wrong and equals the completion's own first calculation result rather than
+    its last (the habit the tiny warm start is taught, see ``saah_lib.models.warmstart_targets.sft_targets``);
+    "other": any other wrong or missing answer (arithmetic slips, wrong plan, no number).
     """
     stated = extract_answer(completion)
     if answers_match(stated, gold):

@@ -1,10 +1,9 @@
 """What a training run does besides training: its per-step log line, its greedy evaluations, its progress.
 
-All are TRL callbacks; only the main process writes (several processes under
-``accelerate launch`` share one run folder).  When the decode step is compiled the log callback
-also keeps the run's compile health record (``compile_health.json``) up to date.
-:func:`replace_progress_callbacks` swaps transformers' own progress output, which prints
-every step's log dict (``PrinterCallback``, ``ProgressCallback.on_log``), for a bar and
+All are TRL callbacks; only the main process writes (several processes under ``accelerate launch`` share one run
+folder).  When the decode step is compiled the log callback also keeps the run's compile health record
+(``compile_health.json``) up to date. :func:`replace_progress_callbacks` swaps transformers' own progress
+output, which prints every step's log dict (``PrinterCallback``, ``ProgressCallback.on_log``), for a bar and
 short lines (:mod:`saah_lib.progress`).
 """
 

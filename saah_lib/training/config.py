@@ -1,18 +1,17 @@
 """A run's settings: :class:`RunConfig`, with the trainer's :class:`SAAHGRPOConfig` in it, and named profiles.
 
-``RunConfig`` holds what TRL does not own: the model and LoRA, the data, the greedy evaluation, the run id and
-the results root, plus the trainer config (:mod:`saah_lib.training.grpo_config`).  A profile is a dict of field
-overrides, the studies' settings included (:mod:`saah_lib.training.profiles`); ``make_config("qwen2.5-1.5b",
-method="sa")`` applies one.
+``RunConfig`` holds what TRL does not own: the model and LoRA, the data, the greedy evaluation, the run id and the
+results root, plus the trainer config (:mod:`saah_lib.training.grpo_config`).  A profile is a dict of field overrides,
+the studies' settings included (:mod:`saah_lib.training.profiles`); ``make_config("qwen2.5-1.5b", method="sa")``
+applies one.
 
-Each field is checked once, by its owner, before anything is written to disk: TRL and transformers
-check theirs, ``SAAHGRPOConfig`` the method's, ``RunConfig`` the run's, and :func:`make_config` those of
-TRL's that TRL takes as given and a run would trip over mid-run; an error of ours starts by naming the field.
+Each field is checked once, by its owner, before anything is written to disk: TRL and transformers check theirs,
+``SAAHGRPOConfig`` the method's, ``RunConfig`` the run's, and :func:`make_config` those of TRL's that TRL takes as
+given and a run would trip over mid-run; an error of ours starts by naming the field.
 
-A run folder's ``config.json`` records the settings under the names it has always used
-(``steps``, ``save_every``, ...); code names each setting by its field only: :data:`RECORDED_AS` is the one
-mapping, applied when config.json is written (:meth:`RunConfig.run_settings`) and read
-(:func:`~saah_lib.training.profiles.settings_of_record`).
+A run folder's ``config.json`` records the settings under the names it has always used (``steps``, ``save_every``,
+...); code names each setting by its field only: :data:`RECORDED_AS` is the one mapping, applied when config.json is
+written (:meth:`RunConfig.run_settings`) and read (:func:`~saah_lib.training.profiles.settings_of_record`).
 """
 
 from __future__ import annotations
@@ -81,9 +80,9 @@ def _check_seed(name: str, value) -> None:
         _fail(name, f"must be an integer in [0, {MAX_SEED}], got {value!r}")
 
 
-def _check_name(name: str, value) -> None:
-    if not isinstance(value, str) or not value.strip():
-        _fail(name, f"must be a non-empty string, got {value!r}")
+def _check_text(name: str, value, optional: bool = False) -> None:
+    if not (optional and value is None) and not (isinstance(value, str) and value.strip()):
+        _fail(name, f"must be a non-empty string{' or None' if optional else ''}, got {value!r}")
 
 
 def _check_folder(name: str, value, optional: bool = False) -> None:
@@ -111,11 +110,6 @@ def _check_warmup(name: str, warmup) -> None:
                     f"steps in [0, 1); got {warmup!r}")
 
 
-def _check_optional_text(name: str, value) -> None:
-    if value is not None and not (isinstance(value, str) and value.strip()):
-        _fail(name, f"must be a non-empty string or None, got {value!r}")
-
-
 #: The TRL fields a run sets whose bad values TRL and transformers accept, so that they would fail mid-run if at
 #: all (tests/training/test_config.py holds each to that), or refuse without naming the field: checked by
 #: :func:`check_trl_fields`.  ``max_steps`` is the run's to check (:class:`RunConfig`), ``num_generations`` and
@@ -133,8 +127,8 @@ _TRL_FIELD_CHECKS = {
     "temperature": lambda name, value: _check_real(name, value, 0.0, math.inf, False, False),
     "vllm_gpu_memory_utilization": lambda name, value: _check_real(name, value, 0.0, 1.0, False, True),
     "activation_checkpointing": lambda name, value: value is None or _check_bool(name, value),  # "no" is True
-    "run_name": _check_optional_text,
-    "vllm_server_base_url": _check_optional_text,
+    "run_name": lambda name, value: _check_text(name, value, optional=True),
+    "vllm_server_base_url": lambda name, value: _check_text(name, value, optional=True),
     "vllm_mode": lambda name, value: _check_choice(name, value, VLLM_MODES),
     "warmup_steps": _check_warmup,
 }
@@ -210,7 +204,7 @@ class RunConfig:
         _check_real("lora_dropout", self.lora_dropout, 0.0, 1.0, True, False)
         _check_bool("use_lora", self.use_lora)
         for name in ("model_name", "model_label"):
-            _check_name(name, getattr(self, name))
+            _check_text(name, getattr(self, name))
         _check_folder("results_dir", self.results_dir)
         if not self.lora_target_modules or not all(isinstance(m, str) and m for m in self.lora_target_modules):
             _fail("lora_target_modules", f"must be non-empty module names, got {self.lora_target_modules!r}")

@@ -1,14 +1,12 @@
 """Several processes (``accelerate launch``): how a step's completions are split between them.
 
-A step always trains on ``prompts_per_step x num_generations`` completions, whatever the
-number of processes: N processes run ``N x per_device_batch_size x gradient_accumulation_steps``,
-the accumulation steps shrinking first, then the per-device batch.  The objective is one
-process's only where the loss's normaliser does not depend on the split: ``grpo``/``sapo``
-(per completion), ``dr_grpo``/``luspo`` (no token count) and, with every weight 1,
-``dapo``/``cispo``/``vespo`` (TRL counts the window's tokens over all processes; with weights on,
-their weighted fraction is measured per micro-batch).  Not ``bnpo``, the paper's loss: each
-process divides by its own micro-batch's weighted token count, so another split weights the
-completions differently (tests/training/test_distributed.py).
+A step always trains on ``prompts_per_step x num_generations`` completions, whatever the number of processes: N
+processes run ``N x per_device_batch_size x gradient_accumulation_steps``, the accumulation steps shrinking first,
+then the per-device batch.  The objective is one process's only where the loss's normaliser does not depend on the
+split: ``grpo``/``sapo`` (per completion), ``dr_grpo``/``luspo`` (no token count) and, with every weight 1,
+``dapo``/``cispo``/``vespo`` (TRL counts the window's tokens over all processes; with weights on, their weighted
+fraction is measured per micro-batch).  Not ``bnpo``, the paper's loss: each process divides by its own micro-batch's
+weighted token count, so another split weights the completions differently (tests/training/test_distributed.py).
 """
 
 from __future__ import annotations

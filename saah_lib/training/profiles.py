@@ -1,11 +1,9 @@
 """The run settings that need no torch: named profiles, the names config.json records, default run ids.
 
-A profile is a dict of field overrides over the defaults of
-:class:`saah_lib.training.grpo_config.SAAHGRPOConfig` (TRL's) and
-:class:`~saah_lib.training.config.RunConfig`.  Every profile starts from :data:`ARTIFACT_SETTINGS`, the
-studies' trainer settings (the CPU-sized ``tiny`` profile is those alone), and takes
-:data:`FIXED_TRAINER_SETTINGS`, which no override changes.  The report and analysis read these without
-loading torch or TRL.
+A profile is a dict of field overrides over the defaults of :class:`saah_lib.training.grpo_config.SAAHGRPOConfig`
+(TRL's) and :class:`~saah_lib.training.config.RunConfig`. Every profile starts from :data:`ARTIFACT_SETTINGS`, the
+studies' trainer settings (the CPU-sized ``tiny`` profile is those alone), and takes :data:`FIXED_TRAINER_SETTINGS`,
+which no override changes.  The report and analysis read these without loading torch or TRL.
 """
 
 from __future__ import annotations

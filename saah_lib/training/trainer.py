@@ -116,7 +116,6 @@ class SAAHGRPOTrainer(GRPOTrainer):
                              "class Trainer(FlatGroupsMixin, SAAHGRPOTrainer) with FlatGroupsMixin from "
                              "saah_lib.training.flat_groups, or saah_lab.training.study_trainer.StudyTrainer")
 
-    # ------------------------------------------------------------------ entropy
     def _causal_lm(self, model):
         model = self.accelerator.unwrap_model(model)
         return model.get_base_model() if hasattr(model, "get_base_model") else model
@@ -149,7 +148,6 @@ class SAAHGRPOTrainer(GRPOTrainer):
             top_k=self.args.entropy_top_k, temperature=self.temperature, **logit_transform(causal_lm.config),
         )
 
-    # ------------------------------------------------------------------ loss
     def _compute_loss(self, model, inputs):
         """TRL's loss, whichever variant, reading the weighted advantages of :meth:`_weighted_advantages`."""
         weighted = _WeightedAdvantages(inputs, self._weighted_advantages)

@@ -18,10 +18,10 @@ from saah_lib.tasks.synthetic import (
     ITEMS,
     NAMES,
     calculation_chain,
-    chain_partition_of,
     draft_chain,
     draw_draft,
     generate_problems,
+    partition_of,
     synthetic_split,
     tagged_solution,
 )
@@ -92,7 +92,7 @@ def test_the_chain_partition_reads_the_same_chain_from_a_draft_and_from_its_refe
         assert draft_chain(draft) == calculation_chain(tagged_solution(draft)) != ""
     for partition in ("train", "eval"):
         problems = generate_problems(40, seed=0, partition=partition, held_out_by="chain")
-        assert all(chain_partition_of(calculation_chain(p.solution)) == partition for p in problems)
+        assert all(partition_of(calculation_chain(p.solution)) == partition for p in problems)
 
 
 def test_an_unknown_held_out_by_is_refused():
