@@ -16,7 +16,7 @@ import pandas as pd
 
 from saah_lab.analysis.groups import GROUP_KEYS, is_main_alpha, sort_groups
 from saah_lab.analysis.quantities import number_or_nan
-from saah_lab.analysis.resultset import DIAGNOSTIC_COLUMNS, ResultSet
+from saah_lab.analysis.resultset import ABLATION_COLUMNS, ABLATION_LABELS, DIAGNOSTIC_COLUMNS, ResultSet, in_group
 from saah_lib.method.methods import MAIN_ALPHAS
 from saah_lib.paths import repo_relative
 from saah_lib.tasks.scoring import pass_at_1_ci
@@ -133,26 +133,25 @@ def _reported_checkpoints(d: Path, ablation_raw: pd.DataFrame, notes: dict) -> p
 
 
 def _reported_ablation(ablation_raw: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
-    """The ablation's entries (the SA reference's two table rows merged into one entry)."""
-    arows = []
-    if len(ablation_raw):
-        a = _numeric(ablation_raw, ["alpha", "peak", "final"])
-        for (label, method, alpha), sub in a.groupby(["model_label", "method", "alpha"], sort=False):
-            peak = sub["peak"].dropna()
-            final = sub["final"].dropna()
-            srow = summary[(summary.model_label == label) & (summary.method == method) & np.isclose(summary.alpha.fillna(-9), alpha)]
-            steps = float(srow["steps"].iloc[0]) if len(srow) else float("nan")
-            if method == "ah" and math.isnan(steps):
-                steps = 150.0  # sec:alpha_setup: every sweep run has 150 steps
-            flag = ",".join(x for x in sub["flag"] if x)
-            arows.append({"model_label": label, "method": method, "alpha": alpha,
-                          "label": {"grpo": "GRPO", "sa": "SA-AH-GRPO"}.get(method, ""),
-                          "steps": steps, "peak_pass_at_1": peak.iloc[0] if len(peak) else np.nan,
-                          "final_pass_at_1": final.iloc[0] if len(final) else np.nan,
-                          "peak_pass_at_1_std": np.nan, "final_pass_at_1_std": np.nan, "n_seeds": 1,
-                          "partial": flag == "partial",
-                          "note": "partial run (steps 30--60 only, per the paper's footnote)" if flag == "partial" else ""})
-    return pd.DataFrame(arows)
+    """The ablation's entries (the SA reference's two table rows merged into one entry), each with its steps in
+    tab:main, else 150 for a sweep run (sec:alpha_setup: every sweep run has 150 steps)."""
+    if not len(ablation_raw):
+        return pd.DataFrame()
+    ab = _numeric(ablation_raw, ["alpha", "peak", "final"]).groupby(GROUP_KEYS, sort=False).agg(
+        peak_pass_at_1=("peak", "first"), final_pass_at_1=("final", "first"),
+        flag=("flag", lambda flags: ",".join(x for x in flags if x))).reset_index()
+
+    def steps(key) -> float:
+        found = summary.loc[in_group(summary, key), "steps"]
+        value = float(found.iloc[0]) if len(found) else math.nan
+        return 150.0 if key[1] == "ah" and math.isnan(value) else value
+
+    partial = ab["flag"] == "partial"
+    return ab.assign(label=ab["method"].map(ABLATION_LABELS).fillna(""),
+                     steps=[steps(key) for key in zip(*(ab[k] for k in GROUP_KEYS))],
+                     peak_pass_at_1_std=np.nan, final_pass_at_1_std=np.nan, n_seeds=1, partial=partial,
+                     note=np.where(partial, "partial run (steps 30--60 only, per the paper's footnote)", ""),
+                     ).reindex(columns=ABLATION_COLUMNS)
 
 
 def _reported_diagnostics(d: Path) -> pd.DataFrame:

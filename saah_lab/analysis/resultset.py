@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from saah_lab.analysis.frames import baselines_frame, evals_long, runs_frame, token_entropies_frame, train_logs_long
-from saah_lab.analysis.groups import GROUP_KEYS, is_main_alpha, model_order, sort_groups
+from saah_lab.analysis.groups import GROUP_KEYS, METHOD_LABELS, is_main_alpha, model_order, sort_groups
 from saah_lab.analysis.quantities import number_or_nan
 from saah_lab.analysis.runs import StudyRuns, read_runs
 from saah_lib.jsonio import read_json
@@ -251,9 +251,15 @@ def _curves_and_diagnostics(tlogs: pd.DataFrame, runs: pd.DataFrame, ck: pd.Data
     return curves, _sample_diagnostics(curves, runs, ck, diag_every)
 
 
+#: The alpha ablation's columns, from our runs or the paper's table.
+ABLATION_COLUMNS = GROUP_KEYS + ["label", "steps", "peak_pass_at_1", "final_pass_at_1", "peak_pass_at_1_std",
+                                 "final_pass_at_1_std", "n_seeds", "partial", "note"]
+#: The ablation names its GRPO and SA-AH-GRPO reference rows; its AH-GRPO rows are named by their alpha.
+ABLATION_LABELS = {m: METHOD_LABELS[m] for m in ("grpo", "sa")}
+
+
 def _ablation_from_summary(summ: pd.DataFrame, main_alphas: dict, ablation_model=None) -> pd.DataFrame:
-    cols = GROUP_KEYS + ["label", "steps", "peak_pass_at_1", "final_pass_at_1", "peak_pass_at_1_std",
-                         "final_pass_at_1_std", "n_seeds", "partial", "note"]
+    cols = ABLATION_COLUMNS
     if summ.empty:
         return pd.DataFrame(columns=cols)
     ah = summ[summ["method"] == "ah"]
@@ -264,26 +270,18 @@ def _ablation_from_summary(summ: pd.DataFrame, main_alphas: dict, ablation_model
             return pd.DataFrame(columns=cols)
         best = counts.max()
         ablation_model = model_order([m for m, c in counts.items() if c == best])[-1]
-    rows = []
     sub = summ[summ["model_label"] == ablation_model]
     ah_alphas = set(np.round(pd.to_numeric(sub.loc[sub.method == "ah", "alpha"]), 6))
-    for _, r in sub.iterrows():
-        # every SA-AH-GRPO alpha: the main one as the reference, the others as its own sweep
-        use = (r["method"] in ("ah", "sa")) or (r["method"] == "grpo" and 0.0 not in ah_alphas)
-        if not use:
-            continue
-        label = {"grpo": "GRPO", "sa": "SA-AH-GRPO"}.get(r["method"], "")
-        rows.append({**{k: r[k] for k in GROUP_KEYS}, "label": label, "steps": r.get("steps"),
-                     "peak_pass_at_1": r["peak_pass_at_1"], "final_pass_at_1": r["final_pass_at_1"],
-                     "peak_pass_at_1_std": r.get("peak_pass_at_1_std"), "final_pass_at_1_std": r.get("final_pass_at_1_std"),
-                     "n_seeds": r.get("n_seeds"), "partial": not bool(r.get("complete", True)), "note": ""})
-    df = pd.DataFrame(rows, columns=cols)
+    # every SA-AH-GRPO alpha: the main one as the reference, the others as its own sweep
+    sub = sub[sub["method"].isin(["ah", "sa"]) | ((sub["method"] == "grpo") & (0.0 not in ah_alphas))]
+    df = sub.assign(label=sub["method"].map(ABLATION_LABELS).fillna(""), note="",
+                    partial=~sub["complete"].fillna(True).astype(bool)).reindex(columns=cols)
     # AH/GRPO rows by alpha, the SA reference last
     df["_sa"] = (df["method"] == "sa").astype(int)
     return df.sort_values(["_sa", "alpha"], kind="stable").drop(columns="_sa").reset_index(drop=True)
 
 
-def _of_group(frame: pd.DataFrame, key: tuple) -> pd.Series:
+def in_group(frame: pd.DataFrame, key: tuple) -> pd.Series:
     """The rows of ``frame`` in the (model, method, alpha) group ``key``; a missing alpha matches a missing one."""
     alpha = number_or_nan(key[2])
     return (frame["model_label"] == key[0]) & (frame["method"] == key[1]) & np.isclose(
@@ -299,19 +297,12 @@ def _sample_diagnostics(curves: pd.DataFrame, runs: pd.DataFrame, ck: pd.DataFra
         sub = sub.sort_values("step")
         every = diag_every
         if every is None and runs is not None and len(runs):
-            ee = pd.to_numeric(runs.loc[_of_group(runs, key), "eval_every"], errors="coerce").dropna()
+            ee = pd.to_numeric(runs.loc[in_group(runs, key), "eval_every"], errors="coerce").dropna()
             every = int(ee.iloc[0]) if len(ee) and ee.iloc[0] > 0 else None
-        steps = sub["step"].to_numpy()
-        ck_sub = ck[_of_group(ck, key)] if len(ck) else ck
-        if every:
-            chosen = [s for s in steps if s % every == 0]
-        elif len(ck_sub):
-            chosen = [s for s in steps if s in set(ck_sub["step"])]
-        else:
-            chosen = []
-        chosen = sorted(set([steps[0]] + chosen))
-        pick = sub[sub["step"].isin(chosen)].copy()
-        p = dict(zip(ck_sub["step"], ck_sub["pass_at_1"])) if len(ck_sub) else {}
+        ck_sub = ck[in_group(ck, key)] if len(ck) else ck
+        p = dict(zip(ck_sub["step"], ck_sub["pass_at_1"]))
+        steps = sub["step"]
+        pick = sub[((steps % every == 0) if every else steps.isin(list(p))) | (steps == steps.iloc[0])].copy()
         pick["pass_at_1"] = [p.get(s, np.nan) for s in pick["step"]]
         pick["weight_neg_note"] = np.where(pick["weight_neg_mean"].isna() & (pick["neg_frac"] == 0), "all_positive", "")
         out.append(pick)
