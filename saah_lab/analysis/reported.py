@@ -4,7 +4,6 @@ tabulate, from :func:`~saah_lib.tasks.scoring.pass_at_1_ci` with ``N = 500``).""
 
 from __future__ import annotations
 
-import csv
 import io
 import math
 import re
@@ -41,10 +40,7 @@ def read_reported_csv(path: str | Path) -> pd.DataFrame:
     """Read one transcription CSV as strings (``#`` comment lines skipped, nothing turned into NaN)."""
     with open(path, encoding="utf-8") as fh:
         text = "".join(line for line in fh if not line.lstrip().startswith("#"))
-    rows = list(csv.reader(io.StringIO(text)))
-    if not rows:
-        return pd.DataFrame()
-    return pd.DataFrame(rows[1:], columns=rows[0], dtype=object)
+    return pd.read_csv(io.StringIO(text), dtype=object, keep_default_na=False) if text.strip() else pd.DataFrame()
 
 
 def _numeric(df: pd.DataFrame, cols: Iterable[str]) -> pd.DataFrame:
@@ -63,60 +59,47 @@ def _wide_to_long(df: pd.DataFrame, id_cols: list[str]) -> pd.DataFrame:
     return long[long["pass_at_1"].notna()]
 
 
+def _table(d: Path, name: str, numeric: Iterable[str] = (), missing=None) -> pd.DataFrame | None:
+    """One transcription CSV of ``d``, its ``numeric`` columns as floats; ``missing`` without the file."""
+    return _numeric(read_reported_csv(d / name), numeric) if (d / name).is_file() else missing
+
+
 def read_paper_reported(directory: Path) -> ResultSet:
     """The result set of the paper's reported numbers (see ``results/paper_reported/README.md``)."""
     d = Path(directory)
     if not (d / "tab_main.csv").is_file():
         raise FileNotFoundError(f"{d}/tab_main.csv not found: not a paper_reported folder")
     notes: dict[str, Any] = {"conflicts": []}
-    summary = _reported_summary(d)
-    ablation_raw = read_reported_csv(d / "tab_alpha_ablation.csv") if (d / "tab_alpha_ablation.csv").is_file() \
+    summary = sort_groups(_table(d, "tab_main.csv", ["alpha", "steps", "final_pass_at_1", "final_ci95",
+                                                     "peak_pass_at_1", "peak_ci95", "train_var", "mean_kl"])
+                          .assign(n_seeds=1, complete=True, in_main=True))
+    ablation_raw = _table(d, "tab_alpha_ablation.csv", missing=pd.DataFrame())
+    logs = [_table(d, f, ["alpha", "step", "pass_at_1", *DIAGNOSTIC_COLUMNS])
+            for f in ("tab_sa_log_3b.csv", "tab_sa_log_1b.csv") if (d / f).is_file()]
+    diagnostics = sort_groups(pd.concat(logs, ignore_index=True), ["step"]).assign(n_seeds=1) if logs \
         else pd.DataFrame()
-    diagnostics = _reported_diagnostics(d)
     # curves for figures: the sampled diagnostic steps only. The paper's 0.000 for w_- at all-positive steps is a
     # placeholder, not a weight, so it is dropped from the curves (kept in the table).
     curves = diagnostics.copy()
     if len(curves):
         curves.loc[curves["weight_neg_note"] == "all_positive", "weight_neg_mean"] = np.nan
-    hparams = read_reported_csv(d / "tab_hparams.csv") if (d / "tab_hparams.csv").is_file() else None
+    baselines = _table(d, "baselines.csv", ["pass_at_1", "ci95", "raw_pass_at_1", "adjustment_pp", "n"],
+                       missing=pd.DataFrame(columns=["model_label", "pass_at_1", "ci95", "n"]))
     return ResultSet(source="paper_reported", summary=summary,
                      checkpoints=_reported_checkpoints(d, ablation_raw, notes),
                      ablation=_reported_ablation(ablation_raw, summary), diagnostics=diagnostics,
-                     baselines=_reported_baselines(d), curves=curves, hparams=hparams, root=d, notes=notes)
-
-
-def _reported_summary(d: Path) -> pd.DataFrame:
-    """tab:main, one row per group."""
-    main = _numeric(read_reported_csv(d / "tab_main.csv"),
-                    ["alpha", "steps", "final_pass_at_1", "final_ci95", "peak_pass_at_1", "peak_ci95",
-                     "train_var", "mean_kl"])
-    main["n_seeds"] = 1
-    main["complete"] = True
-    main["in_main"] = True
-    return sort_groups(main)
-
-
-def _reported_baselines(d: Path) -> pd.DataFrame:
-    base = _numeric(read_reported_csv(d / "baselines.csv"), ["pass_at_1", "ci95", "raw_pass_at_1", "adjustment_pp", "n"]) \
-        if (d / "baselines.csv").is_file() else pd.DataFrame(columns=["model_label", "pass_at_1", "ci95", "n"])
-    base["kind"] = "reported (adjusted)"
-    base["name"] = "zero-shot (paper)"
-    return base
+                     baselines=baselines.assign(kind="reported (adjusted)", name="zero-shot (paper)"), curves=curves,
+                     hparams=_table(d, "tab_hparams.csv"), root=d, notes=notes)
 
 
 def _reported_checkpoints(d: Path, ablation_raw: pd.DataFrame, notes: dict) -> pd.DataFrame:
     """The two checkpoint tables, then the ablation's extra rows; a step two tables give differently is noted in
     ``notes["conflicts"]`` and the first table's value kept."""
-    frames = []
-    for f in ("tab_checkpoints_3b.csv", "tab_checkpoints_1b.csv"):
-        if (d / f).is_file():
-            long = _wide_to_long(read_reported_csv(d / f), ["model_label", "method", "alpha"])
-            long["table"] = REPORTED_FILES[f]
-            frames.append(long)
+    tables = [(f, read_reported_csv(d / f)) for f in ("tab_checkpoints_3b.csv", "tab_checkpoints_1b.csv")
+              if (d / f).is_file()]
     if len(ablation_raw):
-        long = _wide_to_long(ablation_raw.drop(columns=["row_label", "peak", "final", "flag"]), ["model_label", "method", "alpha"])
-        long["table"] = REPORTED_FILES["tab_alpha_ablation.csv"]
-        frames.append(long)
+        tables.append(("tab_alpha_ablation.csv", ablation_raw.drop(columns=["row_label", "peak", "final", "flag"])))
+    frames = [_wide_to_long(table, GROUP_KEYS).assign(table=REPORTED_FILES[f]) for f, table in tables]
     ck = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=GROUP_KEYS + ["step", "pass_at_1"])
     ck = _numeric(ck, ["alpha"])
     ck["_a"] = ck["alpha"].round(6)
@@ -152,19 +135,6 @@ def _reported_ablation(ablation_raw: pd.DataFrame, summary: pd.DataFrame) -> pd.
                      peak_pass_at_1_std=np.nan, final_pass_at_1_std=np.nan, n_seeds=1, partial=partial,
                      note=np.where(partial, "partial run (steps 30--60 only, per the paper's footnote)", ""),
                      ).reindex(columns=ABLATION_COLUMNS)
-
-
-def _reported_diagnostics(d: Path) -> pd.DataFrame:
-    """tab:sa_log_*, the paper's SA-AH-GRPO logs."""
-    dframes = []
-    for f in ("tab_sa_log_3b.csv", "tab_sa_log_1b.csv"):
-        if (d / f).is_file():
-            df = _numeric(read_reported_csv(d / f), ["alpha", "step", "pass_at_1", *DIAGNOSTIC_COLUMNS])
-            dframes.append(df)
-    diagnostics = sort_groups(pd.concat(dframes, ignore_index=True), ["step"]) if dframes else pd.DataFrame()
-    if len(diagnostics):
-        diagnostics["n_seeds"] = 1
-    return diagnostics
 
 
 #: The paper's log that sets the CPU studies' discount level (:func:`negative_weight_target`).

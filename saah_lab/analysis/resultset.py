@@ -115,7 +115,11 @@ class ResultSet:
             main_alphas = {m: a if m == "grpo" else (*np.atleast_1d(a), matched) for m, a in main_alphas.items()}
         folders, other_entropy = _split_by_entropy_estimate(study.runs)
         runs, evals, tlogs = runs_frame(folders), evals_long(folders), train_logs_long(folders)
-        runs = _with_health(runs, study, folders)
+        # each run's health as read_runs found it: the rules it breaks, flagged (StudyRuns.flagged), what it did
+        health = [study.health[f.path.name] for f in folders]
+        runs = runs.assign(flags=[",".join(h.flags) for h in health],
+                           flagged=pd.Series([study.flagged(f) for f in folders], index=runs.index, dtype=bool),
+                           health=[h.describe() for h in health])
         baselines = _baselines(baselines_frame(study.baselines), evals)
         summ = _summary(runs, baselines, main_alphas)
         ck = _checkpoints(evals, main_alphas)
@@ -136,9 +140,9 @@ def matched_alpha(root: Path) -> float | None:
     record = read_json(path)
     if record is None:
         path = Path(root) / STUDY_PLAN_FILE
-        record = read_json(path)
-        record = {"alpha": record.get("paper_matched_alpha")} if isinstance(record, dict) else None
-        if record is None or record["alpha"] is None:
+        plan = read_json(path)
+        record = {"alpha": plan.get("paper_matched_alpha")} if isinstance(plan, dict) else {}
+        if record.get("alpha") is None:
             return None
     alpha = record.get("alpha") if isinstance(record, dict) else None
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not math.isfinite(alpha):
@@ -146,23 +150,14 @@ def matched_alpha(root: Path) -> float | None:
     return float(alpha)
 
 
-def _with_health(runs: pd.DataFrame, study: StudyRuns, folders: list) -> pd.DataFrame:
-    """The runs (one row per folder, in order) with their health as :func:`read_runs` found it: ``flags``,
-    ``flagged`` (:meth:`StudyRuns.flagged`) and ``health`` (what the run did against each broken rule)."""
-    health = [study.health[f.path.name] for f in folders]
-    return runs.assign(flags=[",".join(h.flags) for h in health],
-                       flagged=pd.Series([study.flagged(f) for f in folders], index=runs.index, dtype=bool),
-                       health=[h.describe() for h in health])
-
-
 def _split_by_entropy_estimate(folders: list) -> tuple[list, list[str]]:
     """The runs that use their profile's entropy estimate, and the names of the others (the top-K ablation's:
     averaging them in would mix two estimators)."""
-    default = None  # the defaults (the tiny profile) use the exact entropy
     kept, others = [], []
     for folder in folders:
         config = folder.config or {}
-        reference = PROFILES.get(config.get("profile"), {}).get("entropy_top_k", default)
+        # the defaults (the tiny profile) use the exact entropy: None
+        reference = PROFILES.get(config.get("profile"), {}).get("entropy_top_k")
         if folder.config is not None and config.get("entropy_top_k", reference) != reference:
             others.append(folder.path.name)
         else:
