@@ -149,21 +149,19 @@ def negative_weight_target(directory: Path, file: str = DISCOUNT_LOG_FILE) -> di
     if not path.is_file():
         raise FileNotFoundError(f"{path}: the paper's diagnostic log is missing (results/paper_reported)")
     rows = _logged_rows(path, "weight_neg_mean")
-    if rows is None or rows.empty or "step" not in rows:
+    if rows.empty or "step" not in rows:
         raise ValueError(f"{path}: no row has a weight_neg_mean and a step")
     values = [float(v) for v in rows["weight_neg_mean"]]
     return {"target": float(np.mean(values)), "file": repo_relative(path), "column": "weight_neg_mean",
             "steps": [int(s) for s in rows["step"]], "values": values}
 
 
-def _logged_rows(path: Path, column: str) -> pd.DataFrame | None:
-    """The rows of a paper log with a ``column`` value, None without the file or column; a ``weight_neg_mean`` at a
-    step without a negative rollout (``weight_neg_note`` set) is the paper's placeholder, no weight."""
-    if not path.is_file():
-        return None
-    log = _numeric(read_reported_csv(path), ["step", column])
+def _logged_rows(path: Path, column: str) -> pd.DataFrame:
+    """The rows of a paper log with a ``column`` value (none without the file or column); a ``weight_neg_mean`` at
+    a step without a negative rollout (``weight_neg_note`` set) is the paper's placeholder, no weight."""
+    log = _table(path.parent, path.name, ["step", column], missing=pd.DataFrame())
     if column not in log:
-        return None
+        return pd.DataFrame()
     rows = log[log[column].notna()]
     if column == "weight_neg_mean" and "weight_neg_note" in rows:
         rows = rows[rows["weight_neg_note"].fillna("").astype(str) == ""]
@@ -174,7 +172,7 @@ def logged_range(directory: Path, column: str, file: str = DISCOUNT_LOG_FILE) ->
     """The lowest and highest ``column`` of the paper's SA-AH-GRPO log, ``{"low", "high", "model", "steps"}``, or
     None when the file or column is missing."""
     rows = _logged_rows(Path(directory) / file, column)
-    if rows is None or rows.empty:
+    if rows.empty:
         return None
     return {"low": float(rows[column].min()), "high": float(rows[column].max()),
             "model": str(rows["model_label"].iloc[0]) if "model_label" in rows else "",

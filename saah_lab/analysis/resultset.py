@@ -198,9 +198,7 @@ def _summary(runs: pd.DataFrame, baselines: pd.DataFrame, main_alphas: dict) -> 
     scols = ["final_pass_at_1", "final_ci95", "peak_pass_at_1", "peak_ci95", "train_var", "mean_kl",
              "final_step", "peak_step"]
     if len(runs):
-        r = runs.copy()
-        for c in scols + ["max_steps"]:
-            r[c] = pd.to_numeric(r[c], errors="coerce")
+        r = runs.assign(**{c: pd.to_numeric(runs[c], errors="coerce") for c in scols + ["max_steps"]})
         summ = aggregate_seeds(r, GROUP_KEYS, scols)
         extra = r.groupby(GROUP_KEYS, dropna=False, sort=False).agg(
             steps=("max_steps", "max"), complete=("complete", "all"), damaged=("damaged", "any"),
