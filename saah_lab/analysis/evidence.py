@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -41,7 +42,6 @@ from saah_lib.rundir.folder import RunDir
 
 log = logging.getLogger(__name__)
 
-SUMMARIES = tuple(TRAIN_LOG_SUMMARIES)
 #: Pass@1 differences whose required seed count is reported beside every Pass@1 result.
 TARGET_EFFECTS = (0.03, 0.02)
 PRIMARY_FAMILY = "primary"
@@ -270,7 +270,7 @@ def compare_arms(a: Arm, b: Arm, runs: list[RunEvidence]) -> list[EvidenceRow]:
     peak = next(r for r in rows if r.key == "peak")
     peak.same_as_final = all(a_runs[u].peak_step == a_runs[u].final_step
                              and b_runs[u].peak_step == b_runs[u].final_step for u in units)
-    for key in SUMMARIES:
+    for key in TRAIN_LOG_SUMMARIES:
         xa = [getattr(a_runs[u], key) for u in units]
         xb = [getattr(b_runs[u], key) for u in units]
         if not all(math.isfinite(v) for v in xa + xb):
@@ -295,26 +295,21 @@ def adjust(rows: list[EvidenceRow], level: float = LEVEL) -> list[EvidenceRow]:
     the interval at 1 - level/m, the MDE and seeds needed at level/m, each warm start significant at level/m."""
     for row in rows:
         row.family = row.family or row.key
-    for name in dict.fromkeys(r.family for r in rows):
-        members = [r for r in rows if r.family == name]
-        for row in members:
-            _adjust_row(row, len(members), level)
+    sizes = Counter(r.family for r in rows)
+    for row in rows:
+        row.family_size, row.level = sizes[row.family], level
+        per_test = level / row.family_size
+        row.p_adjusted = bonferroni(row.p_value, row.family_size)
+        row.confidence = family_confidence(row.family_size, level)
+        row.ci_low, row.ci_high = row.crossed.at(row.confidence)
+        row.mde = t_mde(row.se, row.df, level=per_test)
+        # with no variance (every seed and problem alike) there is nothing to project a seed count from
+        if row.key in CHECKPOINTS and row.crossed.components and row.se > 0:
+            row.units_needed = {f"{e:g}": crossed_units_needed(row.crossed, e, level=per_test) for e in TARGET_EFFECTS}
+            row.units_needed_of = "warm starts" if row.crossed.warm_start_factor == "random" else "seed pairs"
+        for ws in row.detail.get("per_warm_start", {}).values():
+            ws["significant"] = bool(ws["p_value"] < per_test)
     return rows
-
-
-def _adjust_row(row: EvidenceRow, family_size: int, level: float) -> None:
-    per_test = level / family_size
-    row.family_size, row.level = family_size, level
-    row.p_adjusted = bonferroni(row.p_value, family_size)
-    row.confidence = family_confidence(family_size, level)
-    row.ci_low, row.ci_high = row.crossed.at(row.confidence)
-    row.mde = t_mde(row.se, row.df, level=per_test)
-    # with no variance (every seed and problem alike) there is nothing to project a seed count from
-    if row.key in CHECKPOINTS and row.crossed.components and row.se > 0:
-        row.units_needed = {f"{e:g}": crossed_units_needed(row.crossed, e, level=per_test) for e in TARGET_EFFECTS}
-        row.units_needed_of = "warm starts" if row.crossed.warm_start_factor == "random" else "seed pairs"
-    for ws in row.detail.get("per_warm_start", {}).values():
-        ws["significant"] = bool(ws["p_value"] < per_test)
 
 
 def families(rows: list[EvidenceRow]) -> dict[str, list[str]]:

@@ -44,10 +44,7 @@ def evals_frame(folder: RunFolder) -> pd.DataFrame:
     if df.empty:
         return pd.DataFrame(columns=list(EVAL_KEYS))
     df = ordered_by_step(df)
-    missing = df["ci95"].isna() & df["n"].notna() & df["pass_at_1"].notna()
-    if missing.any():
-        df.loc[missing, "ci95"] = pass_at_1_ci(df.loc[missing, "pass_at_1"].to_numpy(), df.loc[missing, "n"].to_numpy())
-    return df
+    return df.assign(ci95=df["ci95"].fillna(pd.Series(pass_at_1_ci(df["pass_at_1"], df["n"]), index=df.index)))
 
 
 @_made_once
@@ -125,10 +122,7 @@ def baselines_frame(folders: list[RunFolder]) -> pd.DataFrame:
     if not rows:
         return pd.DataFrame(columns=cols)
     df = pd.DataFrame.from_records(rows)
-    for c in cols:
-        if c not in df:
-            df[c] = None
-    return df[cols + [c for c in df.columns if c not in cols]]
+    return df.reindex(columns=cols + [c for c in df.columns if c not in cols])
 
 
 def token_entropies_frame(folders: list[RunFolder]) -> pd.DataFrame:

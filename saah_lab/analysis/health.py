@@ -55,10 +55,6 @@ class RunHealth:
                 "description": self.describe()}
 
 
-def _half_width(p: float, n: float) -> float:
-    return float(pass_at_1_ci(p, n)) if math.isfinite(p) and math.isfinite(n) and n > 0 else float("nan")
-
-
 def _step0(evals: pd.DataFrame) -> tuple[float, float]:
     """Pass@1 and problem count of the step-0 evaluation (NaN when there is none)."""
     if evals is None or evals.empty or "step" not in evals:
@@ -72,11 +68,6 @@ def _step0(evals: pd.DataFrame) -> tuple[float, float]:
     return float(row["pass_at_1"]), float(n)
 
 
-def _kl_max(train_log: pd.DataFrame) -> float:
-    kl = logged_values(train_log, "kl")
-    return float(kl.max()) if len(kl) else float("nan")
-
-
 def run_health(run_id: str, evals: pd.DataFrame, train_log: pd.DataFrame) -> RunHealth:
     """Apply every rule of :data:`RULES` to one run's evaluations and training log."""
     points = final_and_peak(evals)
@@ -85,7 +76,7 @@ def run_health(run_id: str, evals: pd.DataFrame, train_log: pd.DataFrame) -> Run
     if not math.isfinite(n) and evals is not None and "n" in evals:
         counts = pd.to_numeric(evals["n"], errors="coerce").dropna()
         n = float(counts.iloc[-1]) if len(counts) else float("nan")
-    kl = _kl_max(train_log)
+    kl = float(logged_values(train_log, "kl").max())  # NaN without a value
     flags, unchecked = [], []
     if math.isfinite(kl):
         if kl > KL_BOUND:
@@ -95,7 +86,7 @@ def run_health(run_id: str, evals: pd.DataFrame, train_log: pd.DataFrame) -> Run
     for rule, before in (("fell_below_start", start), ("fell_back", peak)):
         if not (math.isfinite(before) and math.isfinite(final) and math.isfinite(n)):
             unchecked.append(rule)
-        elif before - final > _half_width(before, n):
+        elif before - final > pass_at_1_ci(before, n):  # NaN (never flagged) for n <= 0
             flags.append(rule)
     return RunHealth(run_id=run_id, flags=tuple(flags), kl_max=kl, start_pass_at_1=start, peak_pass_at_1=peak,
                      final_pass_at_1=final, n_eval=n, unchecked=tuple(unchecked))

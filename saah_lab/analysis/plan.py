@@ -143,6 +143,5 @@ def read_plan(root: str | Path) -> StudyPlan:
 
 def write_plan(root: str | Path, plan: StudyPlan) -> Path:
     path = Path(root) / STUDY_PLAN_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(path, plan.to_dict())
+    atomic_write_json(path, plan.to_dict())  # makes the root
     return path

@@ -32,11 +32,9 @@ def decimals(key: str) -> int:
 
 def number_or_nan(x: Any) -> float:
     """A cell as a float: numbers and numeric strings convert, anything else (None, '---') is NaN."""
-    if x is None:
+    if x is None or isinstance(x, (bool, np.bool_)):
         return float("nan")
-    if isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool):
-        return float(x)
     try:
-        return float(str(x).strip())
-    except ValueError:
+        return float(x)  # a string's surrounding spaces too
+    except (TypeError, ValueError):
         return float("nan")

@@ -4,7 +4,6 @@ tabulate, from :func:`~saah_lib.tasks.scoring.pass_at_1_ci` with ``N = 500``).""
 
 from __future__ import annotations
 
-import csv
 import io
 import math
 import re
@@ -16,7 +15,7 @@ import pandas as pd
 
 from saah_lab.analysis.groups import GROUP_KEYS, is_main_alpha, sort_groups
 from saah_lab.analysis.quantities import number_or_nan
-from saah_lab.analysis.resultset import DIAGNOSTIC_COLUMNS, ResultSet
+from saah_lab.analysis.resultset import ABLATION_COLUMNS, ABLATION_LABELS, DIAGNOSTIC_COLUMNS, ResultSet, in_group
 from saah_lib.method.methods import MAIN_ALPHAS
 from saah_lib.paths import repo_relative
 from saah_lib.tasks.scoring import pass_at_1_ci
@@ -41,10 +40,7 @@ def read_reported_csv(path: str | Path) -> pd.DataFrame:
     """Read one transcription CSV as strings (``#`` comment lines skipped, nothing turned into NaN)."""
     with open(path, encoding="utf-8") as fh:
         text = "".join(line for line in fh if not line.lstrip().startswith("#"))
-    rows = list(csv.reader(io.StringIO(text)))
-    if not rows:
-        return pd.DataFrame()
-    return pd.DataFrame(rows[1:], columns=rows[0], dtype=object)
+    return pd.read_csv(io.StringIO(text), dtype=object, keep_default_na=False) if text.strip() else pd.DataFrame()
 
 
 def _numeric(df: pd.DataFrame, cols: Iterable[str]) -> pd.DataFrame:
@@ -63,60 +59,47 @@ def _wide_to_long(df: pd.DataFrame, id_cols: list[str]) -> pd.DataFrame:
     return long[long["pass_at_1"].notna()]
 
 
+def _table(d: Path, name: str, numeric: Iterable[str] = (), missing=None) -> pd.DataFrame | None:
+    """One transcription CSV of ``d``, its ``numeric`` columns as floats; ``missing`` without the file."""
+    return _numeric(read_reported_csv(d / name), numeric) if (d / name).is_file() else missing
+
+
 def read_paper_reported(directory: Path) -> ResultSet:
     """The result set of the paper's reported numbers (see ``results/paper_reported/README.md``)."""
     d = Path(directory)
     if not (d / "tab_main.csv").is_file():
         raise FileNotFoundError(f"{d}/tab_main.csv not found: not a paper_reported folder")
     notes: dict[str, Any] = {"conflicts": []}
-    summary = _reported_summary(d)
-    ablation_raw = read_reported_csv(d / "tab_alpha_ablation.csv") if (d / "tab_alpha_ablation.csv").is_file() \
+    summary = sort_groups(_table(d, "tab_main.csv", ["alpha", "steps", "final_pass_at_1", "final_ci95",
+                                                     "peak_pass_at_1", "peak_ci95", "train_var", "mean_kl"])
+                          .assign(n_seeds=1, complete=True, in_main=True))
+    ablation_raw = _table(d, "tab_alpha_ablation.csv", missing=pd.DataFrame())
+    logs = [_table(d, f, ["alpha", "step", "pass_at_1", *DIAGNOSTIC_COLUMNS])
+            for f in ("tab_sa_log_3b.csv", "tab_sa_log_1b.csv") if (d / f).is_file()]
+    diagnostics = sort_groups(pd.concat(logs, ignore_index=True), ["step"]).assign(n_seeds=1) if logs \
         else pd.DataFrame()
-    diagnostics = _reported_diagnostics(d)
     # curves for figures: the sampled diagnostic steps only. The paper's 0.000 for w_- at all-positive steps is a
     # placeholder, not a weight, so it is dropped from the curves (kept in the table).
     curves = diagnostics.copy()
     if len(curves):
         curves.loc[curves["weight_neg_note"] == "all_positive", "weight_neg_mean"] = np.nan
-    hparams = read_reported_csv(d / "tab_hparams.csv") if (d / "tab_hparams.csv").is_file() else None
+    baselines = _table(d, "baselines.csv", ["pass_at_1", "ci95", "raw_pass_at_1", "adjustment_pp", "n"],
+                       missing=pd.DataFrame(columns=["model_label", "pass_at_1", "ci95", "n"]))
     return ResultSet(source="paper_reported", summary=summary,
                      checkpoints=_reported_checkpoints(d, ablation_raw, notes),
                      ablation=_reported_ablation(ablation_raw, summary), diagnostics=diagnostics,
-                     baselines=_reported_baselines(d), curves=curves, hparams=hparams, root=d, notes=notes)
-
-
-def _reported_summary(d: Path) -> pd.DataFrame:
-    """tab:main, one row per group."""
-    main = _numeric(read_reported_csv(d / "tab_main.csv"),
-                    ["alpha", "steps", "final_pass_at_1", "final_ci95", "peak_pass_at_1", "peak_ci95",
-                     "train_var", "mean_kl"])
-    main["n_seeds"] = 1
-    main["complete"] = True
-    main["in_main"] = True
-    return sort_groups(main)
-
-
-def _reported_baselines(d: Path) -> pd.DataFrame:
-    base = _numeric(read_reported_csv(d / "baselines.csv"), ["pass_at_1", "ci95", "raw_pass_at_1", "adjustment_pp", "n"]) \
-        if (d / "baselines.csv").is_file() else pd.DataFrame(columns=["model_label", "pass_at_1", "ci95", "n"])
-    base["kind"] = "reported (adjusted)"
-    base["name"] = "zero-shot (paper)"
-    return base
+                     baselines=baselines.assign(kind="reported (adjusted)", name="zero-shot (paper)"), curves=curves,
+                     hparams=_table(d, "tab_hparams.csv"), root=d, notes=notes)
 
 
 def _reported_checkpoints(d: Path, ablation_raw: pd.DataFrame, notes: dict) -> pd.DataFrame:
     """The two checkpoint tables, then the ablation's extra rows; a step two tables give differently is noted in
     ``notes["conflicts"]`` and the first table's value kept."""
-    frames = []
-    for f in ("tab_checkpoints_3b.csv", "tab_checkpoints_1b.csv"):
-        if (d / f).is_file():
-            long = _wide_to_long(read_reported_csv(d / f), ["model_label", "method", "alpha"])
-            long["table"] = REPORTED_FILES[f]
-            frames.append(long)
+    tables = [(f, read_reported_csv(d / f)) for f in ("tab_checkpoints_3b.csv", "tab_checkpoints_1b.csv")
+              if (d / f).is_file()]
     if len(ablation_raw):
-        long = _wide_to_long(ablation_raw.drop(columns=["row_label", "peak", "final", "flag"]), ["model_label", "method", "alpha"])
-        long["table"] = REPORTED_FILES["tab_alpha_ablation.csv"]
-        frames.append(long)
+        tables.append(("tab_alpha_ablation.csv", ablation_raw.drop(columns=["row_label", "peak", "final", "flag"])))
+    frames = [_wide_to_long(table, GROUP_KEYS).assign(table=REPORTED_FILES[f]) for f, table in tables]
     ck = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=GROUP_KEYS + ["step", "pass_at_1"])
     ck = _numeric(ck, ["alpha"])
     ck["_a"] = ck["alpha"].round(6)
@@ -133,39 +116,25 @@ def _reported_checkpoints(d: Path, ablation_raw: pd.DataFrame, notes: dict) -> p
 
 
 def _reported_ablation(ablation_raw: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
-    """The ablation's entries (the SA reference's two table rows merged into one entry)."""
-    arows = []
-    if len(ablation_raw):
-        a = _numeric(ablation_raw, ["alpha", "peak", "final"])
-        for (label, method, alpha), sub in a.groupby(["model_label", "method", "alpha"], sort=False):
-            peak = sub["peak"].dropna()
-            final = sub["final"].dropna()
-            srow = summary[(summary.model_label == label) & (summary.method == method) & np.isclose(summary.alpha.fillna(-9), alpha)]
-            steps = float(srow["steps"].iloc[0]) if len(srow) else float("nan")
-            if method == "ah" and math.isnan(steps):
-                steps = 150.0  # sec:alpha_setup: every sweep run has 150 steps
-            flag = ",".join(x for x in sub["flag"] if x)
-            arows.append({"model_label": label, "method": method, "alpha": alpha,
-                          "label": {"grpo": "GRPO", "sa": "SA-AH-GRPO"}.get(method, ""),
-                          "steps": steps, "peak_pass_at_1": peak.iloc[0] if len(peak) else np.nan,
-                          "final_pass_at_1": final.iloc[0] if len(final) else np.nan,
-                          "peak_pass_at_1_std": np.nan, "final_pass_at_1_std": np.nan, "n_seeds": 1,
-                          "partial": flag == "partial",
-                          "note": "partial run (steps 30--60 only, per the paper's footnote)" if flag == "partial" else ""})
-    return pd.DataFrame(arows)
+    """The ablation's entries (the SA reference's two table rows merged into one entry), each with its steps in
+    tab:main, else 150 for a sweep run (sec:alpha_setup: every sweep run has 150 steps)."""
+    if not len(ablation_raw):
+        return pd.DataFrame()
+    ab = _numeric(ablation_raw, ["alpha", "peak", "final"]).groupby(GROUP_KEYS, sort=False).agg(
+        peak_pass_at_1=("peak", "first"), final_pass_at_1=("final", "first"),
+        flag=("flag", lambda flags: ",".join(x for x in flags if x))).reset_index()
 
+    def steps(key) -> float:
+        found = summary.loc[in_group(summary, key), "steps"]
+        value = float(found.iloc[0]) if len(found) else math.nan
+        return 150.0 if key[1] == "ah" and math.isnan(value) else value
 
-def _reported_diagnostics(d: Path) -> pd.DataFrame:
-    """tab:sa_log_*, the paper's SA-AH-GRPO logs."""
-    dframes = []
-    for f in ("tab_sa_log_3b.csv", "tab_sa_log_1b.csv"):
-        if (d / f).is_file():
-            df = _numeric(read_reported_csv(d / f), ["alpha", "step", "pass_at_1", *DIAGNOSTIC_COLUMNS])
-            dframes.append(df)
-    diagnostics = sort_groups(pd.concat(dframes, ignore_index=True), ["step"]) if dframes else pd.DataFrame()
-    if len(diagnostics):
-        diagnostics["n_seeds"] = 1
-    return diagnostics
+    partial = ab["flag"] == "partial"
+    return ab.assign(label=ab["method"].map(ABLATION_LABELS).fillna(""),
+                     steps=[steps(key) for key in zip(*(ab[k] for k in GROUP_KEYS))],
+                     peak_pass_at_1_std=np.nan, final_pass_at_1_std=np.nan, n_seeds=1, partial=partial,
+                     note=np.where(partial, "partial run (steps 30--60 only, per the paper's footnote)", ""),
+                     ).reindex(columns=ABLATION_COLUMNS)
 
 
 #: The paper's log that sets the CPU studies' discount level (:func:`negative_weight_target`).
@@ -180,21 +149,19 @@ def negative_weight_target(directory: Path, file: str = DISCOUNT_LOG_FILE) -> di
     if not path.is_file():
         raise FileNotFoundError(f"{path}: the paper's diagnostic log is missing (results/paper_reported)")
     rows = _logged_rows(path, "weight_neg_mean")
-    if rows is None or rows.empty or "step" not in rows:
+    if rows.empty or "step" not in rows:
         raise ValueError(f"{path}: no row has a weight_neg_mean and a step")
     values = [float(v) for v in rows["weight_neg_mean"]]
     return {"target": float(np.mean(values)), "file": repo_relative(path), "column": "weight_neg_mean",
             "steps": [int(s) for s in rows["step"]], "values": values}
 
 
-def _logged_rows(path: Path, column: str) -> pd.DataFrame | None:
-    """The rows of a paper log with a ``column`` value, None without the file or column; a ``weight_neg_mean`` at a
-    step without a negative rollout (``weight_neg_note`` set) is the paper's placeholder, no weight."""
-    if not path.is_file():
-        return None
-    log = _numeric(read_reported_csv(path), ["step", column])
+def _logged_rows(path: Path, column: str) -> pd.DataFrame:
+    """The rows of a paper log with a ``column`` value (none without the file or column); a ``weight_neg_mean`` at
+    a step without a negative rollout (``weight_neg_note`` set) is the paper's placeholder, no weight."""
+    log = _table(path.parent, path.name, ["step", column], missing=pd.DataFrame())
     if column not in log:
-        return None
+        return pd.DataFrame()
     rows = log[log[column].notna()]
     if column == "weight_neg_mean" and "weight_neg_note" in rows:
         rows = rows[rows["weight_neg_note"].fillna("").astype(str) == ""]
@@ -205,7 +172,7 @@ def logged_range(directory: Path, column: str, file: str = DISCOUNT_LOG_FILE) ->
     """The lowest and highest ``column`` of the paper's SA-AH-GRPO log, ``{"low", "high", "model", "steps"}``, or
     None when the file or column is missing."""
     rows = _logged_rows(Path(directory) / file, column)
-    if rows is None or rows.empty:
+    if rows.empty:
         return None
     return {"low": float(rows[column].min()), "high": float(rows[column].max()),
             "model": str(rows["model_label"].iloc[0]) if "model_label" in rows else "",

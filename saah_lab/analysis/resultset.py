@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from saah_lab.analysis.frames import baselines_frame, evals_long, runs_frame, token_entropies_frame, train_logs_long
-from saah_lab.analysis.groups import GROUP_KEYS, is_main_alpha, model_order, sort_groups
+from saah_lab.analysis.groups import GROUP_KEYS, METHOD_LABELS, is_main_alpha, model_order, sort_groups
 from saah_lab.analysis.quantities import number_or_nan
 from saah_lab.analysis.runs import StudyRuns, read_runs
 from saah_lib.jsonio import read_json
@@ -115,7 +115,11 @@ class ResultSet:
             main_alphas = {m: a if m == "grpo" else (*np.atleast_1d(a), matched) for m, a in main_alphas.items()}
         folders, other_entropy = _split_by_entropy_estimate(study.runs)
         runs, evals, tlogs = runs_frame(folders), evals_long(folders), train_logs_long(folders)
-        runs = _with_health(runs, study, folders)
+        # each run's health as read_runs found it: the rules it breaks, flagged (StudyRuns.flagged), what it did
+        health = [study.health[f.path.name] for f in folders]
+        runs = runs.assign(flags=[",".join(h.flags) for h in health],
+                           flagged=pd.Series([study.flagged(f) for f in folders], index=runs.index, dtype=bool),
+                           health=[h.describe() for h in health])
         baselines = _baselines(baselines_frame(study.baselines), evals)
         summ = _summary(runs, baselines, main_alphas)
         ck = _checkpoints(evals, main_alphas)
@@ -136,9 +140,9 @@ def matched_alpha(root: Path) -> float | None:
     record = read_json(path)
     if record is None:
         path = Path(root) / STUDY_PLAN_FILE
-        record = read_json(path)
-        record = {"alpha": record.get("paper_matched_alpha")} if isinstance(record, dict) else None
-        if record is None or record["alpha"] is None:
+        plan = read_json(path)
+        record = {"alpha": plan.get("paper_matched_alpha")} if isinstance(plan, dict) else {}
+        if record.get("alpha") is None:
             return None
     alpha = record.get("alpha") if isinstance(record, dict) else None
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not math.isfinite(alpha):
@@ -146,23 +150,14 @@ def matched_alpha(root: Path) -> float | None:
     return float(alpha)
 
 
-def _with_health(runs: pd.DataFrame, study: StudyRuns, folders: list) -> pd.DataFrame:
-    """The runs (one row per folder, in order) with their health as :func:`read_runs` found it: ``flags``,
-    ``flagged`` (:meth:`StudyRuns.flagged`) and ``health`` (what the run did against each broken rule)."""
-    health = [study.health[f.path.name] for f in folders]
-    return runs.assign(flags=[",".join(h.flags) for h in health],
-                       flagged=pd.Series([study.flagged(f) for f in folders], index=runs.index, dtype=bool),
-                       health=[h.describe() for h in health])
-
-
 def _split_by_entropy_estimate(folders: list) -> tuple[list, list[str]]:
     """The runs that use their profile's entropy estimate, and the names of the others (the top-K ablation's:
     averaging them in would mix two estimators)."""
-    default = None  # the defaults (the tiny profile) use the exact entropy
     kept, others = [], []
     for folder in folders:
         config = folder.config or {}
-        reference = PROFILES.get(config.get("profile"), {}).get("entropy_top_k", default)
+        # the defaults (the tiny profile) use the exact entropy: None
+        reference = PROFILES.get(config.get("profile"), {}).get("entropy_top_k")
         if folder.config is not None and config.get("entropy_top_k", reference) != reference:
             others.append(folder.path.name)
         else:
@@ -203,9 +198,7 @@ def _summary(runs: pd.DataFrame, baselines: pd.DataFrame, main_alphas: dict) -> 
     scols = ["final_pass_at_1", "final_ci95", "peak_pass_at_1", "peak_ci95", "train_var", "mean_kl",
              "final_step", "peak_step"]
     if len(runs):
-        r = runs.copy()
-        for c in scols + ["max_steps"]:
-            r[c] = pd.to_numeric(r[c], errors="coerce")
+        r = runs.assign(**{c: pd.to_numeric(runs[c], errors="coerce") for c in scols + ["max_steps"]})
         summ = aggregate_seeds(r, GROUP_KEYS, scols)
         extra = r.groupby(GROUP_KEYS, dropna=False, sort=False).agg(
             steps=("max_steps", "max"), complete=("complete", "all"), damaged=("damaged", "any"),
@@ -251,9 +244,15 @@ def _curves_and_diagnostics(tlogs: pd.DataFrame, runs: pd.DataFrame, ck: pd.Data
     return curves, _sample_diagnostics(curves, runs, ck, diag_every)
 
 
+#: The alpha ablation's columns, from our runs or the paper's table.
+ABLATION_COLUMNS = GROUP_KEYS + ["label", "steps", "peak_pass_at_1", "final_pass_at_1", "peak_pass_at_1_std",
+                                 "final_pass_at_1_std", "n_seeds", "partial", "note"]
+#: The ablation names its GRPO and SA-AH-GRPO reference rows; its AH-GRPO rows are named by their alpha.
+ABLATION_LABELS = {m: METHOD_LABELS[m] for m in ("grpo", "sa")}
+
+
 def _ablation_from_summary(summ: pd.DataFrame, main_alphas: dict, ablation_model=None) -> pd.DataFrame:
-    cols = GROUP_KEYS + ["label", "steps", "peak_pass_at_1", "final_pass_at_1", "peak_pass_at_1_std",
-                         "final_pass_at_1_std", "n_seeds", "partial", "note"]
+    cols = ABLATION_COLUMNS
     if summ.empty:
         return pd.DataFrame(columns=cols)
     ah = summ[summ["method"] == "ah"]
@@ -264,26 +263,18 @@ def _ablation_from_summary(summ: pd.DataFrame, main_alphas: dict, ablation_model
             return pd.DataFrame(columns=cols)
         best = counts.max()
         ablation_model = model_order([m for m, c in counts.items() if c == best])[-1]
-    rows = []
     sub = summ[summ["model_label"] == ablation_model]
     ah_alphas = set(np.round(pd.to_numeric(sub.loc[sub.method == "ah", "alpha"]), 6))
-    for _, r in sub.iterrows():
-        # every SA-AH-GRPO alpha: the main one as the reference, the others as its own sweep
-        use = (r["method"] in ("ah", "sa")) or (r["method"] == "grpo" and 0.0 not in ah_alphas)
-        if not use:
-            continue
-        label = {"grpo": "GRPO", "sa": "SA-AH-GRPO"}.get(r["method"], "")
-        rows.append({**{k: r[k] for k in GROUP_KEYS}, "label": label, "steps": r.get("steps"),
-                     "peak_pass_at_1": r["peak_pass_at_1"], "final_pass_at_1": r["final_pass_at_1"],
-                     "peak_pass_at_1_std": r.get("peak_pass_at_1_std"), "final_pass_at_1_std": r.get("final_pass_at_1_std"),
-                     "n_seeds": r.get("n_seeds"), "partial": not bool(r.get("complete", True)), "note": ""})
-    df = pd.DataFrame(rows, columns=cols)
+    # every SA-AH-GRPO alpha: the main one as the reference, the others as its own sweep
+    sub = sub[sub["method"].isin(["ah", "sa"]) | ((sub["method"] == "grpo") & (0.0 not in ah_alphas))]
+    df = sub.assign(label=sub["method"].map(ABLATION_LABELS).fillna(""), note="",
+                    partial=~sub["complete"].fillna(True).astype(bool)).reindex(columns=cols)
     # AH/GRPO rows by alpha, the SA reference last
     df["_sa"] = (df["method"] == "sa").astype(int)
     return df.sort_values(["_sa", "alpha"], kind="stable").drop(columns="_sa").reset_index(drop=True)
 
 
-def _of_group(frame: pd.DataFrame, key: tuple) -> pd.Series:
+def in_group(frame: pd.DataFrame, key: tuple) -> pd.Series:
     """The rows of ``frame`` in the (model, method, alpha) group ``key``; a missing alpha matches a missing one."""
     alpha = number_or_nan(key[2])
     return (frame["model_label"] == key[0]) & (frame["method"] == key[1]) & np.isclose(
@@ -299,19 +290,12 @@ def _sample_diagnostics(curves: pd.DataFrame, runs: pd.DataFrame, ck: pd.DataFra
         sub = sub.sort_values("step")
         every = diag_every
         if every is None and runs is not None and len(runs):
-            ee = pd.to_numeric(runs.loc[_of_group(runs, key), "eval_every"], errors="coerce").dropna()
+            ee = pd.to_numeric(runs.loc[in_group(runs, key), "eval_every"], errors="coerce").dropna()
             every = int(ee.iloc[0]) if len(ee) and ee.iloc[0] > 0 else None
-        steps = sub["step"].to_numpy()
-        ck_sub = ck[_of_group(ck, key)] if len(ck) else ck
-        if every:
-            chosen = [s for s in steps if s % every == 0]
-        elif len(ck_sub):
-            chosen = [s for s in steps if s in set(ck_sub["step"])]
-        else:
-            chosen = []
-        chosen = sorted(set([steps[0]] + chosen))
-        pick = sub[sub["step"].isin(chosen)].copy()
-        p = dict(zip(ck_sub["step"], ck_sub["pass_at_1"])) if len(ck_sub) else {}
+        ck_sub = ck[in_group(ck, key)] if len(ck) else ck
+        p = dict(zip(ck_sub["step"], ck_sub["pass_at_1"]))
+        steps = sub["step"]
+        pick = sub[((steps % every == 0) if every else steps.isin(list(p))) | (steps == steps.iloc[0])].copy()
         pick["pass_at_1"] = [p.get(s, np.nan) for s in pick["step"]]
         pick["weight_neg_note"] = np.where(pick["weight_neg_mean"].isna() & (pick["neg_frac"] == 0), "all_positive", "")
         out.append(pick)

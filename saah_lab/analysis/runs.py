@@ -57,20 +57,15 @@ def read_runs(root: str | Path, tolerate_problems: bool = False) -> StudyRuns:
     runs, warnings = read_folders(root, layout.RUNS, tolerate_problems)
     runs = with_variant_labels(runs)
     baselines, baseline_warnings = read_folders(root, layout.BASELINES, tolerate_problems)
-    _refuse_duplicates(runs)
+    copies = duplicate_runs(runs)  # an error tolerated reading or not: neither copy can be chosen
+    if copies:
+        raise DuplicateRunError("; ".join(copies) + ". A run counts once in every mean and test, so remove the "
+                                "copy (or give it its own run id)")
     readable = {f.path.name for f in runs}
     unreadable = sorted(p.name for p in layout.folders(root, layout.RUNS) if p.name not in readable)
     study = StudyRuns(root, runs, baselines, warnings + baseline_warnings, unreadable=unreadable)
     study.health = {f.path.name: run_health(f.config["run_id"], evals_frame(f), train_log_frame(f)) for f in runs}
     return study
-
-
-def _refuse_duplicates(folders: list[RunFolder]) -> None:
-    """A run id in two folders is an error naming both, tolerated reading or not: neither copy can be chosen."""
-    copies = duplicate_runs(folders)
-    if copies:
-        raise DuplicateRunError("; ".join(copies) + ". A run counts once in every mean and test, so remove the "
-                                "copy (or give it its own run id)")
 
 
 def _profile_steps(cfg: dict):

@@ -160,8 +160,10 @@ def _count_signed_sums_at_least(d: np.ndarray, threshold: float) -> int:
     return int(at_or_above.sum() + at_or_below.sum())
 
 
-def _paired_values(x, y) -> tuple[np.ndarray, np.ndarray]:
-    """``x`` and ``y`` as float arrays of one finite value per seed each, or a ValueError saying what is wrong."""
+def sign_flip_test(x, y, *, seed: int = 0) -> SignFlipResult:
+    """Exact two-sided paired sign-flip test of ``mean(x - y) = 0`` (``x[i]``, ``y[i]``: seed ``i``): the share of
+    the 2^n sign patterns whose ``|mean|`` reaches the observed one.  Beyond :data:`MAX_EXACT_SEEDS` pairs,
+    :data:`RANDOM_SIGN_PATTERNS` seeded random patterns estimate it as (hits + 1) / (draws + 1)."""
     x, y = np.asarray(x, dtype=float).ravel(), np.asarray(y, dtype=float).ravel()
     if x.shape != y.shape:
         raise ValueError(f"x and y must have one value per seed each, got {x.size} and {y.size}")
@@ -169,14 +171,6 @@ def _paired_values(x, y) -> tuple[np.ndarray, np.ndarray]:
         raise ValueError("no paired values")
     if not (np.isfinite(x).all() and np.isfinite(y).all()):
         raise ValueError("per-seed values must be finite (a run without the summary cannot be paired)")
-    return x, y
-
-
-def sign_flip_test(x, y, *, seed: int = 0) -> SignFlipResult:
-    """Exact two-sided paired sign-flip test of ``mean(x - y) = 0`` (``x[i]``, ``y[i]``: seed ``i``): the share of
-    the 2^n sign patterns whose ``|mean|`` reaches the observed one.  Beyond :data:`MAX_EXACT_SEEDS` pairs,
-    :data:`RANDOM_SIGN_PATTERNS` seeded random patterns estimate it as (hits + 1) / (draws + 1)."""
-    x, y = _paired_values(x, y)
     n = x.size
     d = x - y
     observed = abs(d.mean())
@@ -363,8 +357,9 @@ def crossed_test(diffs, groups=None, *, confidence: float = 0.95) -> CrossedResu
     if ms.rows_df < 1:  # no replication of the seed (or warm-start) level: nothing to test against
         return CrossedResult(mean, nan, nan, nan, nan, nan, nan, confidence, n_units, n_problems, n_ws, factor,
                              {}, asdict(ms))
-    _, se, df, _ = crossed_p_values(d, labels)
-    se, t, p, low, high = (float(v) for v in _t_outcome(mean, float(se) ** 2, float(df), confidence))
+    var, df = _variance_of_mean(ms.rows, ms.problems, ms.interaction, ms.rows_df, ms.problems_df, ms.interaction_df,
+                                ms.n_rows, ms.n_problems)
+    se, t, p, low, high = (float(v) for v in _t_outcome(mean, float(var), float(df), confidence))
     row_name = "warm start" if factor == "random" else "seed"
     if n_problems == 1:
         components = {row_name: ms.rows}
