@@ -96,7 +96,7 @@ class Words:
 
 # the digest of words.jinja's macro names, arguments and placeholder counts (Words): a damaged file is refused;
 # a template or placeholder added or removed on purpose gives its new value here
-say = Words(Path(__file__).with_name("templates") / "words.jinja", structure="05d8a6118a076d55")
+say = Words(Path(__file__).with_name("templates") / "words.jinja", structure="a050e099211208e0")
 
 
 # --- the paired evidence in words -------------------------------------------------------------------------------------
@@ -152,7 +152,8 @@ def mde_text(row) -> str:
     values = {"power": f"{POWER:.0%}", "level": _per_test_level(row), "seeds": seeds(row.n_units),
               "mde": num(row.mde, row.key)}
     needed = ", ".join(say("would_take", effect=effect, n=str(n) if n is not None else
-                           say("count_beyond", n=f"{MAX_UNITS_NEEDED:,}")) for effect, n in (row.units_needed or {}).items())
+                           say("count_beyond", n=f"{MAX_UNITS_NEEDED:,}"))
+                       for effect, n in (row.units_needed or {}).items())
     return say("mde", **values, needed=needed, units=row.units_needed_of if needed else "")
 
 
@@ -247,17 +248,13 @@ def secondary_paragraph(rows: list, level: float = LEVEL, has_primary: bool = Tr
         return single
     distinct = counted(rows)
     found = [r for r in distinct if r.is_established(level)]
-    n_pairs = len({(r.a, r.b) for r in rows})
-    head = say("secondary_head" if has_primary else "comparisons_head",
-               pairs=say("pairs", n=n_pairs))
-    parts = [say("found", head=head, k=len(found), n=len(distinct),
-                 rows=" ".join(row_sentence(r, level) for r in found))]
-    repeated = sorted({f"{r.a} vs {r.b}" for r in rows if r.same_as_final})
-    if repeated:
-        parts.append(say("peak_repeats_final", pairs="; ".join(repeated)))
-    if any(r.key == "peak" for r in found):
-        parts.append(say("peak_is_weaker"))
-    return " ".join(parts + ([single] if single else []))
+    pairs = say("pairs", n=len({(r.a, r.b) for r in rows}))
+    head = say("secondary_head" if has_primary else "comparisons_head", pairs=pairs)
+    found_text = say("found", head=head, k=len(found), n=len(distinct),
+                     rows=" ".join(row_sentence(r, level) for r in found),
+                     repeated="; ".join(sorted({f"{r.a} vs {r.b}" for r in rows if r.same_as_final})),
+                     peak=int(any(r.key == "peak" for r in found)))
+    return " ".join(filter(None, (found_text, single)))
 
 
 def mcnemar_paragraph(rows: list, level: float = LEVEL) -> str:
@@ -275,13 +272,10 @@ def floor_paragraph(rows: list, level: float = LEVEL) -> str:
 
 
 def health_paragraph(runs: list, rows: list) -> str:
-    rules = "; ".join(RULES.values())
     flagged = sorted((r for r in runs if r.flagged), key=lambda r: r.run_id)
-    if not flagged:
-        return say("health_none", n=len(runs), rules=rules)
     items = "; ".join(say("health_item", run=r.run_id, why=r.health_text) for r in flagged)
-    affected = sum(1 for r in rows if r.flagged_units)
-    return say("health_flagged", rules=rules, k=len(flagged), n=len(runs), items=items, rows=affected)
+    return say("health", rules="; ".join(RULES.values()), k=len(flagged), n=len(runs), items=items,
+               rows=sum(1 for r in rows if r.flagged_units))
 
 
 def evidence_paragraphs(rows: list, level: float = LEVEL, *, plan: StudyPlan | None = None,
@@ -476,7 +470,8 @@ def _headline_study(summaries: dict[str, dict]) -> str | None:
 def _design(row: dict, warm_starts: str) -> str:
     """The primary row's seed pairs, warm starts and, where counted, evaluation problems."""
     n_ws = row["n_warm_starts"]
-    return say("design", seeds=seeds(row["n_units"]), problems=f"{row['n_problems']:,}" if row.get("n_problems") else "",
+    return say("design", seeds=seeds(row["n_units"]),
+               problems=f"{row['n_problems']:,}" if row.get("n_problems") else "",
                warm_starts=say(warm_starts, n=n_ws) if n_ws > 1 else say("one_warm_start"))
 
 
@@ -585,13 +580,12 @@ def earlier_claims_table(later: dict | None, earlier: dict | None) -> str:
         pair = f"{tex_text(r['a'])} vs {tex_text(r['b'])}"
         if previous is not None and pair != previous:
             lines.append("\\addlinespace")
-        lines.append(say("earlier_claims_row", pair=pair if pair != previous else "",
-                         quantity=tex_escape(r["quantity"]),
-                         earlier=_claim_cell(r["earlier"], earlier["level"]),
+        lines.append(say("earlier_claims_row", pair="" if pair == previous else pair,
+                         quantity=tex_escape(r["quantity"]), earlier=_claim_cell(r["earlier"], earlier["level"]),
                          later=_claim_cell(r["later"], later["level"]), status=r["status"]))
         previous = pair
-    counts = {s: sum(r["status"] == s for r in rows) for s in dict.fromkeys(r["status"] for r in rows)}
-    return say("earlier_claims", body="\n".join(lines), tally="; ".join(f"{n} {s}" for s, n in counts.items())) + "\n"
+    tally = "; ".join(f"{n} {status}" for status, n in Counter(r["status"] for r in rows).items())  # first seen first
+    return say("earlier_claims", body="\n".join(lines), tally=tally) + "\n"
 
 
 def sources_tex(present: dict[str, bool], names: list[str]) -> str:
