@@ -15,11 +15,13 @@ MISSING = "---"
 FLAG_MARK = r"$^{\ddagger}$"
 
 
+TEX_SPECIALS = str.maketrans({"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+                              "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"})
+
+
 def tex_escape(s: Any) -> str:
     """Escape LaTeX special characters in free text (labels, run ids)."""
-    rep = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
-           "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
-    return "".join(rep.get(ch, ch) for ch in str(s))
+    return str(s).translate(TEX_SPECIALS)
 
 
 def tex_path(path: Any) -> str:
@@ -59,9 +61,7 @@ def fmt_alpha(a, min_dp: int = 1, phantom: bool = False) -> str:
     a = number_or_nan(a)
     if math.isnan(a):
         return MISSING
-    dp = min_dp
-    while dp < 4 and abs(round(a, dp) - a) > 1e-9:
-        dp += 1
+    dp = next((d for d in range(min_dp, 4) if abs(round(a, d) - a) <= 1e-9), max(min_dp, 4))
     s = f"{a:.{dp}f}"
     if s.startswith("-"):
         return f"${s}$"

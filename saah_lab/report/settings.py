@@ -8,11 +8,12 @@ between a study's runs lists each value.
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pandas as pd
 
-from saah_lab.report.texts import tex_text
+from saah_lab.report.texts import say, tex_text
 from saah_lib.jsonio import read_json
 from saah_lib.paths import REAL_MODEL_RECORD
 from saah_lib.rundir.layout import MATCHED_ALPHA_FILE, STUDY_PLAN_FILE, WARMSTART_RECORD_FILE
@@ -135,12 +136,11 @@ def paper_column(reported_dir: Path) -> list[str]:
 
 def _merged(cells: list[str], width: float) -> str:
     """A row's study cells, each run of equal neighbours printed once across the columns it spans."""
-    out, i = [], 0
-    while i < len(cells):
-        span = next((j for j in range(i + 1, len(cells)) if cells[j] != cells[i]), len(cells)) - i
+    out = []
+    for cell, same in itertools.groupby(cells):
+        span = len(list(same))
         spanned = RAGGED + rf"p{{\dimexpr{span * width:.3f}\linewidth+{2 * span - 2}\tabcolsep\relax}}"
-        out.append(cells[i] if span == 1 else rf"\multicolumn{{{span}}}{{{spanned}}}{{{cells[i]}}}")
-        i += span
+        out.append(cell if span == 1 else rf"\multicolumn{{{span}}}{{{spanned}}}{{{cell}}}")
     return " & ".join(out)
 
 
@@ -158,12 +158,5 @@ def settings_table(results: dict, roots: dict, reported_dir: Path | None) -> str
     for i, row in enumerate(ROWS):  # the paper's cell is never merged with ours
         cells = [c[i] for c in columns.values()]
         body.append(" & ".join([row, *cells[:len(paper)], _merged(cells[len(paper):], width)]) + r" \\")
-    caption = ("What each study ran, beside the paper's settings: every cell of a study comes from its runs' "
-               "\\texttt{config.json} files and its warm-start records; a value shared by neighbouring studies is "
-               "printed once across them. Seeds per arm counts the training seeds of each (method, $\\alpha$, warm "
-               "start); the habits are the two the warm-up plants on purpose (the first intermediate result given as "
-               "the answer; a loose answer format).")
-    columns_format = (RAGGED + f"p{{{width:.3f}\\linewidth}}") * len(columns)
-    return "\n".join([r"\begin{table}[H]", r"\centering", rf"\caption{{{caption}}}", r"\label{studies:settings}",
-                      r"\footnotesize", rf"\begin{{tabular}}{{@{{}}{RAGGED}p{{0.13\linewidth}}{columns_format}@{{}}}}",
-                      r"\toprule", *body, r"\bottomrule", r"\end{tabular}", r"\end{table}", ""])
+    return say("settings_table", columns=(RAGGED + f"p{{{width:.3f}\\linewidth}}") * len(columns),
+               ragged=RAGGED, body="\n".join(body)) + "\n"

@@ -37,13 +37,9 @@ from saah_lib.paths import repo_relative
 
 DAMAGED_MARK = r"$^{\S}$"
 FALLBACK_MARK = r"$^{\circ}$"  # the run's compiled rollout fell back to hf (models.compile_health)
-DAMAGED_NOTE = (DAMAGED_MARK + " damaged logs in a run of this row (read with problems tolerated): "
-                "lines or values that could not be read were left out, so these numbers may be wrong.")
 
 
-# ---------------------------------------------------------------------------
-# cells
-# ---------------------------------------------------------------------------
+# --- cells ------------------------------------------------------------------------------------------------------------
 
 def _truth(v) -> bool | None:
     """A flag cell as a bool, None where it is missing (e.g. base rows have no ``damaged``)."""
@@ -83,12 +79,10 @@ def _seeds_cell(r: pd.Series, col: str, dp: int = decimals("pass_at_1"), sci: bo
     return s
 
 
-# ---------------------------------------------------------------------------
-# the tables
-# ---------------------------------------------------------------------------
+# --- the tables -------------------------------------------------------------------------------------------------------
 
 def main_rows(rs: ResultSet) -> pd.DataFrame:
-    """Rows of the summary table: per model, Base then the main-comparison runs.
+    """Rows of the summary table: per model, Base then the main-comparison runs, then any other method's.
 
     A (model, method) without a run at its main alpha falls back to all of
     its alphas, so that no run silently disappears from the summary.
@@ -96,19 +90,13 @@ def main_rows(rs: ResultSet) -> pd.DataFrame:
     s = rs.summary
     if s is None or s.empty:
         return pd.DataFrame()
-    keep = []
-    for model in model_order(s["model_label"]):
-        sm = s[s["model_label"] == model]
-        for method in ("base", "grpo", "ah", "sa"):
-            sub = sm[sm["method"] == method]
-            if sub.empty:
-                continue
-            main = sub[sub["in_main"].astype(bool)] if "in_main" in sub else sub
-            keep.append(main if len(main) else sub)
-        other = sm[~sm["method"].isin(["base", "grpo", "ah", "sa"])]
-        if len(other):
-            keep.append(other)
-    return pd.concat(keep, ignore_index=True) if keep else pd.DataFrame()
+    models = {m: i for i, m in enumerate(model_order(s["model_label"]))}
+    methods = {m: i for i, m in enumerate(("base", "grpo", "ah", "sa"))}
+    main = s["in_main"].astype(bool) if "in_main" in s else pd.Series(True, index=s.index)
+    has_main = main.groupby([s["model_label"], s["method"]], dropna=False).transform("any").astype(bool)
+    keep = s[s["model_label"].isin(models) & (main | ~has_main | ~s["method"].isin(methods))]
+    order = keep["model_label"].map(models) * (len(methods) + 1) + keep["method"].map(methods).fillna(len(methods))
+    return keep.iloc[np.argsort(order.to_numpy(), kind="stable")].reset_index(drop=True)
 
 
 MAIN_HEAD = ["Model", "Method", r"$\alpha$", "Steps", r"Pass@1$_{\mathrm{final}}$ $\uparrow$",
@@ -171,49 +159,34 @@ def _main_cells(r: pd.Series, best: dict, multi: bool, source: str) -> list[str]
     return cells + ([MISSING if base else str(n)] if multi else [])
 
 
+def _marks(r: pd.Series, flagged: bool, fallback: bool = False) -> str:
+    """A trained row's marks: a run incomplete, with damaged logs, flagged by the health rules, fallen back to hf."""
+    return "".join(mark for mark, on in ((INCOMPLETE_MARK, _truth(r.get("complete")) is False),
+                                         (DAMAGED_MARK, _truth(r.get("damaged")) is True), (FLAG_MARK, flagged),
+                                         (FALLBACK_MARK, fallback)) if on)
+
+
 def _main_marks(r: pd.Series) -> str:
-    """A trained row's marks: a run incomplete, with damaged logs, flagged by the health rules."""
-    if r["method"] == "base":
-        return ""
-    return ((INCOMPLETE_MARK if not bool(r.get("complete", True)) else "")
-            + (DAMAGED_MARK if _truth(r.get("damaged")) is True else "")
-            + (FLAG_MARK if number_or_nan(r.get("n_flagged")) > 0 else ""))
+    return "" if r["method"] == "base" else _marks(r, number_or_nan(r.get("n_flagged")) > 0)
 
 
 def _main_notes(rs: ResultSet, rows: pd.DataFrame) -> str:
-    marks = {i: _main_marks(r) for i, r in rows.iterrows()}
-    flagged = [r for i, r in rows.iterrows() if FLAG_MARK in marks[i]]
-    return " ".join(n for n, on in (
-        (INCOMPLETE_MARK + " run incomplete: not trained to its configured steps or not evaluated at the last one; "
-         "its numbers cover the logged part.", any(INCOMPLETE_MARK in m for m in marks.values())),
-        (DAMAGED_NOTE, any(DAMAGED_MARK in m for m in marks.values())),
-        (_without_flagged_note(rs, flagged), bool(flagged))) if on)
+    marks = "".join(_main_marks(r) for _, r in rows.iterrows())
+    flagged = [r for _, r in rows.iterrows() if FLAG_MARK in _main_marks(r)]
+    return say("main_notes", incomplete=INCOMPLETE_MARK if INCOMPLETE_MARK in marks else "",
+               damaged=DAMAGED_MARK if DAMAGED_MARK in marks else "",
+               flagged=_without_flagged_note(rs, flagged) if flagged else "")
 
 
 def _main_caption(rs: ResultSet, rows: pd.DataFrame, multi: bool) -> str:
     if rs.source == "paper_reported":
-        base_txt = _reported_base_text(rs)
-    else:
-        names = []
-        if rs.baselines is not None and len(rs.baselines):
-            names = [f"\\texttt{{{tex_escape(n)}}}" for n, k in zip(rs.baselines["name"], rs.baselines["kind"])
-                     if k == "baseline"]
-        kinds = set(rows.loc[rows["method"] == "base", "base_kind"].astype(str)) if "base_kind" in rows else set()
-        parts = []
-        if "baseline" in kinds:
-            parts.append("``Base (before RL)'': the model before any RL update, evaluated once on the same problems"
-                         + (f" (\\texttt{{baselines/}}: {', '.join(names)})" if names else ""))
-        if "step0" in kinds:
-            parts.append("``Base (step 0)'': the mean of the runs' own step-0 evaluations")
-        base_txt = "; ".join(parts) + "." if parts else ""
-    cap = (f"{_source_phrase(rs)}: summary per model and method. Final = Pass@1 at the last evaluated "
-           "training step; peak = best training checkpoint (step 0 excluded); $\\pm$ is the 95\\% binomial "
-           "half-width $1.96\\sqrt{p(1-p)/N}$. Train Var = sample variance of the per-step mean reward over "
-           "the second half of the logged steps; Mean KL = mean per-step KL to the reference. "
-           "Bold: best value of the column within a model. " + base_txt)
-    if multi:
-        cap += " Rows with Seeds $>1$ show the mean $\\pm$ sample standard deviation across seeds instead of the CI."
-    return cap
+        return say("caption_main", source=_source_phrase(rs), base=_reported_base_text(rs), multi=int(multi))
+    b = rs.baselines
+    names = [] if b is None or b.empty else [tex_escape(n) for n, k in zip(b["name"], b["kind"]) if k == "baseline"]
+    kinds = set(rows.loc[rows["method"] == "base", "base_kind"].astype(str)) if "base_kind" in rows else set()
+    base = say("main_base", baseline=int("baseline" in kinds), step0=int("step0" in kinds),
+               names=", ".join(rf"\texttt{{{n}}}" for n in names))
+    return say("caption_main", source=_source_phrase(rs), base=base, multi=int(multi))
 
 
 def _reported_base_text(rs: ResultSet) -> str:
@@ -225,13 +198,11 @@ def _reported_base_text(rs: ResultSet) -> str:
     b = b[pd.to_numeric(b["raw_pass_at_1"], errors="coerce").notna()]
     if b.empty:
         return ""
-    smallest_first = list(reversed(model_order(b["model_label"])))
-    rows = [b[b["model_label"] == m].iloc[0] for m in smallest_first]
+    rows = [b[b["model_label"] == m].iloc[0] for m in reversed(model_order(b["model_label"]))]  # smallest first
     adjustments = {float(r["adjustment_pp"]) for r in rows}
-    by = f"by {adjustments.pop():g} points " if len(adjustments) == 1 else ""
     raw = ", ".join(f"{fmt(r['raw_pass_at_1'], decimals('pass_at_1'))} for {tex_escape(model_short(r['model_label']))}"
                     for r in rows)
-    return f"The Base rows are the paper's zero-shot Pass@1, which it lowered {by}from its raw evaluation ({raw})."
+    return say("reported_base", by=f"{adjustments.pop():g}" if len(adjustments) == 1 else "", raw=raw)
 
 
 def _without_flagged_note(rs: ResultSet, flagged_rows: list) -> str:
@@ -253,8 +224,7 @@ def _without_flagged_note(rs: ResultSet, flagged_rows: list) -> str:
                                                       ("Train Var", "train_var", decimals("train_var"), True),
                                                       ("Mean KL", "mean_kl", decimals("mean_kl"), True)))
         parts.append(f"{label} without {names}: {values} ({len(healthy)} seed{'s' if len(healthy) != 1 else ''})")
-    return (FLAG_MARK + " includes a run flagged by the health rules (see below); the row's mean over its other "
-            "runs: " + "; ".join(parts) + ".")
+    return say("note_flagged_rows", mark=FLAG_MARK, rows="; ".join(parts))
 
 
 def _spread(length: int, n: int) -> np.ndarray:
@@ -296,13 +266,8 @@ def table_checkpoints(rs: ResultSet, model, prefix: str = "reported") -> str:
             for method in ("grpo", "ah", "sa")
             for a in sorted(pd.to_numeric(sub.loc[sub.method == method, "alpha"]).unique())]
     cells = pd.DataFrame(body, columns=_step_head(r"\multirow{2}{*}{Method}", "Pass@1 by Checkpoint Step", steps))
-    n_eval = " (greedy decoding, 500 problems)" if rs.source == "paper_reported" else ""
-    cap = (f"{_source_phrase(rs)}: Pass@1 at each evaluated training step, "
-           f"\\textbf{{{tex_escape(model)}}}{n_eval}. ``---'': no evaluation at that step (run shorter or incomplete).")
-    if multi:
-        cap += " Cells with several seeds show mean $\\pm$ sample standard deviation across seeds."
-    if len(all_steps) > len(steps):
-        cap += f" {len(all_steps)} evaluated steps, {len(steps)} shown (evenly spaced, last included)."
+    cap = say("caption_checkpoints", source=_source_phrase(rs), model=tex_escape(model),
+              reported=int(rs.source == "paper_reported"), multi=int(multi), n_steps=len(all_steps), shown=len(steps))
     return table_float(cells, "l" + "c" * len(steps), cap, f"{prefix}:checkpoints:{slug(model)}")
 
 
@@ -321,15 +286,8 @@ def table_ablation(rs: ResultSet, prefix: str = "reported") -> str:
     sa_body, sa_notes = _ablation_sa_rows(ck, model, sa, steps)
     head = _step_head(r"\multirow{2}{*}{$\alpha$}", "Pass@1 by Step", steps,
                       (r"\multirow{2}{*}{Peak $\uparrow$}", r"\multirow{2}{*}{Final $\uparrow$}"))
-    cap = (f"{_source_phrase(rs)}: AH-GRPO $\\alpha$ ablation on \\textbf{{{tex_escape(model)}}}. "
-           "Pass@1 at each evaluated step, then peak (best checkpoint) and final (last checkpoint). "
-           "$\\alpha=0$ is plain GRPO; the last block is " + ("the SA-AH-GRPO sweep over $\\alpha$" if len(sa) > 1
-                                                            else "SA-AH-GRPO at the main $\\alpha$ for reference")
-           + " (its peak and final cover its whole run). Bold: highest peak among the AH-GRPO/GRPO rows.")
-    if _multi_seed(ab):
-        cap += " Rows with several seeds show mean $\\pm$ sample standard deviation across seeds."
-    if rs.source == "paper_reported":
-        cap += " The paper flags the $\\alpha=0.25$ run as partial although it lists a value at every step."
+    cap = say("caption_ablation", source=_source_phrase(rs), model=tex_escape(model), sweep=int(len(sa) > 1),
+              multi=int(bool(_multi_seed(ab))), reported=int(rs.source == "paper_reported"))
     return table_float(pd.DataFrame(body + sa_body, columns=head), "l" + "c" * len(steps) + "cc", cap,
                        f"{prefix}:ablation", " ".join(dict.fromkeys(notes + sa_notes)),
                        before={len(body): r"\midrule"} if sa_body else None)
@@ -402,15 +360,10 @@ def table_diagnostics(rs: ResultSet, model, method: str, alpha, prefix: str) -> 
                      fmt(r.get("weight_mean"), decimals("weight")), wneg, fmt(r.get("neg_frac"), decimals("neg_frac")),
                      fmt(r.get("completion_length"), decimals("completion_length"))])
     name = METHOD_LABELS.get(method, method)
-    cap = say("caption_diagnostics", source=_source_phrase(rs), method=name, alpha=fmt_alpha(alpha),
-              model=tex_escape(model))
     n = pd.to_numeric(sub.get("n_seeds", pd.Series([1])), errors="coerce").max()
-    if not math.isnan(n) and n > 1:
-        cap += f" Values are means over {int(n)} seeds."
-    notes = ""
-    if dagger:
-        notes = (r"$^{\dagger}$ no rollout had a negative advantage at this step, so no discount was applied "
-                 + ("(the paper prints 0.000 here)." if rs.source == "paper_reported" else "(left empty in the log)."))
+    cap = say("caption_diagnostics", source=_source_phrase(rs), method=name, alpha=fmt_alpha(alpha),
+              model=tex_escape(model), n_seeds=0 if math.isnan(n) else int(n))
+    notes = say("note_all_positive", reported=int(rs.source == "paper_reported")) if dagger else ""
     label = f"{prefix}:diag:{method}:{slug(model)}"
     if not np.isclose(number_or_nan(alpha), MAIN_ALPHA):  # one table per alpha: each needs its own label
         label += f":a{number_or_nan(alpha):g}"
@@ -423,8 +376,7 @@ def table_hparams(rs: ResultSet, prefix: str = "reported") -> str:
     if hp is None or len(hp) == 0:
         return ""
     cells = pd.DataFrame({"Hyperparameter": hp["hyperparameter_latex"], "Value": hp["value_latex"]})
-    cap = f"{_source_phrase(rs)}: hyperparameters shared by all runs of the paper."
-    return table_float(cells, "lc", cap, f"{prefix}:hparams")
+    return table_float(cells, "lc", say("caption_hparams", source=_source_phrase(rs)), f"{prefix}:hparams")
 
 
 def table_setup(rs: ResultSet, prefix: str = "ours") -> str:
@@ -437,18 +389,14 @@ def table_setup(rs: ResultSet, prefix: str = "ours") -> str:
     body, order = [], {m: i for i, m in enumerate(model_order(runs["model_label"]))}
     for _, r in runs.assign(_o=runs["model_label"].map(order)).sort_values(["_o", "method", "alpha", "seed"],
                                                                            kind="stable").iterrows():
-        marks = ((INCOMPLETE_MARK if _truth(r.get("complete")) is False else "")
-                 + (DAMAGED_MARK if _truth(r.get("damaged")) is True else "")
-                 + (FLAG_MARK if _truth(r.get("flagged")) is True else "")
-                 + (FALLBACK_MARK if isinstance(r.get("compile_fallback"), str) else ""))
+        marks = _marks(r, _truth(r.get("flagged")) is True, isinstance(r.get("compile_fallback"), str))
         body.append([r"\texttt{" + tex_escape(r["run_id"]) + "}" + marks, tex_escape(r.get("model_label")),
                      METHOD_LABELS.get(r.get("method"), tex_escape(r.get("method"))), fmt_alpha(r.get("alpha")),
                      fmt(r.get("seed"), 0), fmt(r.get("max_steps"), 0), fmt(r.get("eval_every"), 0),
                      str(int(r.get("n_steps_logged", 0))), str(int(r.get("n_evals", 0))),
                      fmt(r.get("final_pass_at_1"), decimals("pass_at_1"))])
-    cap = (f"{_source_phrase(rs)}: the runs found, their configuration (\\texttt{{config.json}}) "
-           "and how many training steps and evaluations they logged.")
-    return (table_float(pd.DataFrame(body, columns=head), "lllcccccc c", cap, f"{prefix}:setup",
+    return (table_float(pd.DataFrame(body, columns=head), "lllcccccc c", say("caption_setup", source=_source_phrase(rs)),
+                        f"{prefix}:setup",
                         fontsize=r"\scriptsize") + fallback_note(runs))
 
 
@@ -464,13 +412,10 @@ def fallback_note(runs) -> str:
     if not fell:
         return ""
     listed = "; ".join(f"\\texttt{{{tex_escape(r['run_id'])}}}: {tex_escape(r['compile_fallback'])}" for r in fell)
-    return _footnote(FALLBACK_MARK + f" {len(fell)} of {len(runs)} runs fell back from the compiled rollout to TRL's "
-                     f"generate (the same policy and settings, slower): {listed}.")
+    return _footnote(say("note_fallback", mark=FALLBACK_MARK, k=len(fell), n=len(runs), runs=listed))
 
 
-# ---------------------------------------------------------------------------
-# the paired evidence and the top-K measurement
-# ---------------------------------------------------------------------------
+# --- the paired evidence and the top-K measurement --------------------------------------------------------------------
 
 def fmt_p_cell(p: float) -> str:
     if p is None or math.isnan(p):
@@ -513,18 +458,13 @@ def _detail_cells(r: dict) -> list[str]:
 
 
 def _blocks(rows: list[dict]) -> list[tuple[str, list[dict]]]:
-    """The primary comparison's rows first (one block), then each pair's other rows."""
-    blocks = []
+    """The primary comparison's rows first (one block), then each pair's other rows, each with its title."""
     primary = [r for r in rows if r["primary"]]
-    if primary:
-        blocks.append((rf"Primary (fixed in the study plan): \textbf{{{tex_text(primary[0]['a'])}}} vs "
-                       rf"\textbf{{{tex_text(primary[0]['b'])}}}", primary))
-    for a, b in dict.fromkeys((r["a"], r["b"]) for r in rows):
-        rest = [r for r in rows if (r["a"], r["b"]) == (a, b) and not r["primary"]]
-        if rest:
-            kind = "Secondary: " if primary else ""
-            blocks.append((rf"{kind}\textbf{{{tex_text(a)}}} vs \textbf{{{tex_text(b)}}}", rest))
-    return blocks
+    blocks = [("Primary (fixed in the study plan): ", primary)] if primary else []
+    blocks += [("Secondary: " if primary else "", [r for r in rows if (r["a"], r["b"]) == pair and not r["primary"]])
+               for pair in dict.fromkeys((r["a"], r["b"]) for r in rows)]
+    return [(rf"{kind}\textbf{{{tex_text(block[0]['a'])}}} vs \textbf{{{tex_text(block[0]['b'])}}}", block)
+            for kind, block in blocks if block]
 
 
 def _flag_notes(rows: list[dict]) -> str:
@@ -540,11 +480,8 @@ def _flag_notes(rows: list[dict]) -> str:
             continue
         lines.append(f"{what}: {_signed(w['diff'], dp)} [{_signed(w['ci_low'], dp)}, {_signed(w['ci_high'], dp)}], "
                      f"$p$ {fmt_p_cell(w['p_value'])}, {w['n_units']} seed pairs")
-    if not lines:
-        return ""
-    units = sorted({u for r in rows for u in r["flagged_units"]})
-    return (FLAG_MARK + " includes seed pairs with a run flagged by the health rules ("
-            + tex_escape(", ".join(units)) + "); the same comparisons without them: " + "; ".join(lines) + ".")
+    units = tex_escape(", ".join(sorted({u for r in rows for u in r["flagged_units"]})))
+    return say("note_flagged_pairs", mark=FLAG_MARK, units=units, rows="; ".join(lines)) if lines else ""
 
 
 def testable(summary: dict | None) -> bool:
@@ -562,12 +499,6 @@ def _paired_body(rows: list[dict], head: list[str], cells) -> dict:
     return {"cells": pd.DataFrame(body, columns=head), "before": before}
 
 
-def _design(rows: list[dict]) -> str:
-    n_ws = max(r["n_warm_starts"] for r in rows)
-    return (f" (a seed pair: one run of each method from the same warm start; {n_ws} warm starts)" if n_ws > 1 else
-            " (a seed pair: one run of each method with that seed)")
-
-
 def table_paired(rows: list[dict], summary: dict, prefix: str = "mini", name: str = "paired",
                  what: str = "Paired comparisons at matched seeds") -> str:
     """Booktabs table: the primary comparison first, then each pair; per row the difference over seed pairs, its
@@ -576,7 +507,7 @@ def table_paired(rows: list[dict], summary: dict, prefix: str = "mini", name: st
         return ""
     head = ["Quantity", "A", "B", r"$\Delta$ (A$-$B)", "CI", r"$p_{\mathrm{adj}}$", "MDE",
             stacked("Seeds", "(A/B ahead)")]
-    caption = say("caption_paired", what=what, root=tex_path(summary["root"]), design=_design(rows),
+    caption = say("caption_paired", what=what, root=tex_path(summary["root"]), n_ws=max(r["n_warm_starts"] for r in rows),
                   level=f"{summary['level']:g}", power=f"{100 * POWER:g}", percent=f"{100 * summary['level']:g}")
     warning = left_out_warning(summary)
     if warning:
@@ -590,12 +521,9 @@ def table_paired_details(rows: list[dict], summary: dict, prefix: str = "mini") 
     pairs a smaller difference would need, and McNemar's test over problems."""
     if not rows:
         return ""
-    n_ws = max(r["n_warm_starts"] for r in rows)
-    strata = (" (warm starts as fixed strata)" if n_ws == 2 else " (warm starts as a random factor)" if n_ws > 2
-              else "")
     head = ["Quantity", "$p$", r"$p_{\mathrm{flip}}$", stacked("Seeds for", "0.03 / 0.02"),
             stacked("McNemar", "$p$")]
-    caption = say("caption_paired_details", prefix=prefix, root=tex_path(summary["root"]), strata=strata,
+    caption = say("caption_paired_details", prefix=prefix, root=tex_path(summary["root"]), n_ws=max(r["n_warm_starts"] for r in rows),
                   rule=tex_escape(summary["family_rule"]))
     return table_float(colspec="lcccc", caption=caption, label=f"{prefix}:paired_details",
                        **_paired_body(rows, head, _detail_cells))
@@ -637,9 +565,7 @@ def _sci(x: float) -> str:
     return f"${mant}\\times10^{{{int(exp)}}}$"
 
 
-# ---------------------------------------------------------------------------
-# writing
-# ---------------------------------------------------------------------------
+# --- writing ----------------------------------------------------------------------------------------------------------
 
 #: The tables of a result set, by name: ``<tables>/<prefix>_<name>.tex`` (checkpoints: one table per model).
 RESULT_TABLES = {
@@ -667,11 +593,7 @@ def other_entropy_note(rs: ResultSet, pointer: str | None = None) -> str:
     names = (rs.notes or {}).get("other_entropy_runs") or []
     if not names:
         return ""
-    if pointer:
-        return _footnote(f"Not in this table: {len(names)} run(s) with another top-$K$ estimate, named under "
-                         f"{pointer}.")
-    return _footnote(f"Not in this table: {len(names)} run(s) trained with another top-$K$ entropy estimate than "
-                     f"their profile's ({tex_escape(', '.join(names))}); the top-$K$ ablation reports them.")
+    return _footnote(say("note_other_entropy", n=len(names), pointer=pointer or "", runs=tex_escape(", ".join(names))))
 
 
 def health_note(rs: ResultSet, pointer: str | None = None) -> str:
@@ -682,15 +604,12 @@ def health_note(rs: ResultSet, pointer: str | None = None) -> str:
     if flagged.empty:
         return ""
     if pointer:
-        return _footnote(FLAG_MARK + f" {len(flagged)} of {len(rs.runs)} runs flagged by the health rules (named under "
-                         f"{pointer}), included in every number of this table.")
+        return _footnote(say("note_health_pointer", mark=FLAG_MARK, k=len(flagged), n=len(rs.runs), pointer=pointer))
     listed = "; ".join(f"\\texttt{{{tex_escape(r.run_id)}}} ({tex_escape(r.health)})" for r in flagged.itertuples())
-    rules = "; ".join(tex_escape(v) for v in RULES.values())
     runs = rs.runs[rs.runs["method"] != "grpo"]
     paired = not runs.empty and runs.groupby(["model_label", "method", "alpha"])["seed"].nunique().max() >= 2
-    return _footnote(FLAG_MARK + f" Run health ({rules}): {len(flagged)} of {rs.runs_counted()} flagged: {listed}. "
-                     "Flagged runs are included in every number of this table"
-                     + ("; the paired evidence repeats each comparison without them" if paired else "") + ".")
+    return _footnote(say("note_health", mark=FLAG_MARK, rules="; ".join(tex_escape(v) for v in RULES.values()), k=len(flagged),
+                         n=rs.runs_counted(), runs=listed, paired=int(bool(paired))))
 
 
 def problems_note(rs: ResultSet) -> str:
@@ -700,10 +619,5 @@ def problems_note(rs: ResultSet) -> str:
     flagged = [] if rs.runs is None or rs.runs.empty else [
         tex_escape(r["run_id"]) for _, r in rs.runs.iterrows() if _truth(r.get("damaged")) is True or _truth(r.get("complete")) is False]
     excluded = [tex_escape(Path(w.split(": excluded (")[0]).name) for w in rs.excluded]
-    parts = []
-    if flagged:
-        parts.append(f"flagged ({len(flagged)}): " + ", ".join(flagged))
-    if excluded:
-        parts.append(f"left out, config unusable ({len(excluded)}): " + ", ".join(excluded))
-    return (r"\par\smallskip{\footnotesize\textbf{Warning:} read with problems tolerated; runs "
-            + "; ".join(parts) + r". See \texttt{ResultSet.warnings}.\par}" + "\n")
+    return (r"\par\smallskip{\footnotesize" + say("note_problems", k=len(flagged), flagged=", ".join(flagged),
+                                                   n=len(excluded), excluded=", ".join(excluded)) + "\\par}\n")

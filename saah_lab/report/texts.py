@@ -96,12 +96,10 @@ class Words:
 
 # the digest of words.jinja's macro names, arguments and placeholder counts (Words): a damaged file is refused;
 # a template or placeholder added or removed on purpose gives its new value here
-say = Words(Path(__file__).with_name("templates") / "words.jinja", structure="720c6bfc4fced8bb")
+say = Words(Path(__file__).with_name("templates") / "words.jinja", structure="a050e099211208e0")
 
 
-# ---------------------------------------------------------------------------
-# the paired evidence in words
-# ---------------------------------------------------------------------------
+# --- the paired evidence in words -------------------------------------------------------------------------------------
 # What the rows show, no more: the primary comparison, each result with its deciding test, interval and MDE (a
 # "not established" says how large a difference could go unseen); the secondary ones, each counted once; McNemar;
 # run health. Per warm start nothing is called established: one warm start says nothing about another.
@@ -131,7 +129,7 @@ def percent(confidence: float) -> str:
 
 
 def seeds(n: int) -> str:
-    return say("seed_pair" if n == 1 else "seed_pairs", n=n)
+    return say("seed_pairs", n=n)
 
 
 def _capital(text: str) -> str:
@@ -150,22 +148,19 @@ def mde_text(row) -> str:
     """How large a difference this test detects with 80% power at its family's level, and how many seeds 0.03
     and 0.02 would take."""
     if math.isnan(row.mde):
-        return say("mde_constant" if row.se == 0 else "mde_one_seed")
+        return say("no_mde", constant=int(row.se == 0))
     values = {"power": f"{POWER:.0%}", "level": _per_test_level(row), "seeds": seeds(row.n_units),
               "mde": num(row.mde, row.key)}
-    if not row.units_needed:
-        return say("mde", **values)
     needed = ", ".join(say("would_take", effect=effect, n=str(n) if n is not None else
-                           say("count_beyond", n=f"{MAX_UNITS_NEEDED:,}")) for effect, n in row.units_needed.items())
-    return say("mde_needed", **values, needed=needed, units=row.units_needed_of)
+                           say("count_beyond", n=f"{MAX_UNITS_NEEDED:,}"))
+                       for effect, n in (row.units_needed or {}).items())
+    return say("mde", **values, needed=needed, units=row.units_needed_of if needed else "")
 
 
 def decision_text(row) -> str:
     """The test that decides the row: which, on how many df, its p before and after the family adjustment."""
-    adjusted = (say("family_bonferroni", m=row.family_size, p=fmt_p(row.p_adjusted)) if row.family_size > 1
-                else say("family_of_one"))
-    return say("decision", over=say("over_crossed" if row.n_problems > 1 else "over_seeds"), df=f"{row.df:.0f}",
-               p=fmt_p(row.p_value), adjusted=adjusted)
+    return say("decision", crossed=int(row.n_problems > 1), df=f"{row.df:.0f}", p=fmt_p(row.p_value),
+               m=row.family_size, p_adjusted=fmt_p(row.p_adjusted))
 
 
 def row_sentence(row, level: float = LEVEL) -> str:
@@ -173,10 +168,8 @@ def row_sentence(row, level: float = LEVEL) -> str:
     interval, 'not established' and the minimum detectable effect."""
     names = {"quantity": row.quantity, "a": row.a, "b": row.b}
     if row.n_units < 2:
-        if row.key in CHECKPOINTS:
-            return _capital(say("row_one_seed_mcnemar", **names, diff=num(row.diff, row.key, True),
-                                p=fmt_p(row.mcnemar_p)))
-        return _capital(say("row_one_seed", **names, diff=num(row.diff, row.key, True)))
+        return _capital(say("row_one_seed", **names, diff=num(row.diff, row.key, True),
+                            p=fmt_p(row.mcnemar_p) if row.key in CHECKPOINTS else ""))
     tests = say("tests", ci=ci(row.confidence, row.ci_low, row.ci_high, row.key), decision=decision_text(row),
                 p=fmt_p(row.p_signflip))
     if row.is_established(level):
@@ -188,17 +181,8 @@ def row_sentence(row, level: float = LEVEL) -> str:
 
 def _direction(row) -> str:
     ties = row.n_units - row.units_a_ahead - row.units_b_ahead
-    values = {"a": row.a, "ahead": row.units_a_ahead, "behind": row.units_b_ahead, "seeds": seeds(row.n_units)}
-    return say("direction_ties", **values, ties=ties) if ties else say("direction", **values)
-
-
-def _significant_in(per: dict) -> str:
-    hits, n = sum(bool(v.get("significant")) for v in per.values()), len(per)
-    if hits == 0:
-        return say("significant_in_neither" if n == 2 else "significant_in_none")
-    if hits == n:
-        return say("significant_in_both" if n == 2 else "significant_in_every")
-    return say("significant_in_some", k=hits, n=n) if n > 2 else say("significant_in_one")
+    return say("direction", a=row.a, ahead=row.units_a_ahead, behind=row.units_b_ahead, seeds=seeds(row.n_units),
+               ties=ties)
 
 
 def _per_warm_start(row) -> str:
@@ -210,9 +194,8 @@ def _per_warm_start(row) -> str:
     items = "; ".join(say("per_warm_start_item", warm_start=ws, diff=num(v["mean_diff"], row.key, True),
                           p=fmt_p(v["p_value"]), n=v["n"]) for ws, v in per.items())
     signs = {math.copysign(1, v["mean_diff"]) for v in per.values() if v["mean_diff"] != 0}
-    sign = ("different_sign" if len(signs) > 1 else "same_sign_both" if len(per) == 2 else "same_sign_every")
-    return say("per_warm_start", quantity=row.quantity, items=items, sign=say(sign), significant=_significant_in(per),
-               level=_per_test_level(row))
+    return say("per_warm_start", quantity=row.quantity, items=items, n=len(per), different=int(len(signs) > 1),
+               k=sum(bool(v.get("significant")) for v in per.values()), level=_per_test_level(row))
 
 
 def _without_flagged(row) -> str:
@@ -231,12 +214,10 @@ def primary_paragraph(rows: list, plan: StudyPlan, level: float = LEVEL) -> str:
     primary = [r for r in rows if r.primary]
     if not primary:
         return say("primary_untested", plan=plan.describe())
-    n_ws, m, n_seeds = max(r.n_warm_starts for r in primary), len(primary), seeds(primary[0].n_units)
-    design = (say("design_fixed", seeds=n_seeds, n=n_ws) if n_ws == 2 else
-              say("design_random", seeds=n_seeds, n=n_ws) if n_ws > 2 else n_seeds)
-    family = (say("primary_family_of_one", level=f"{level:g}", confidence=percent(1 - level)) if m == 1 else
-              say("primary_family", m=m, level=f"{level / m:.4g}", confidence=percent(1 - level / m)))
-    parts = [say("primary", plan=plan.describe(), design=design, family=family)]
+    m = len(primary)
+    parts = [say("primary", plan=plan.describe(), seeds=seeds(primary[0].n_units),
+                 n_ws=max(r.n_warm_starts for r in primary), m=m, confidence=percent(1 - level / m),
+                 level=f"{level:g}" if m == 1 else f"{level / m:.4g}")]
     for row in primary:
         parts.append(row_sentence(row, level))
         if row.key == "train_var":
@@ -257,7 +238,7 @@ def single_seed_paragraph(rows: list) -> str:
         return ""
     n = len(dict.fromkeys((r.a, r.b) for r in single))
     finals = " ".join(row_sentence(r) for r in single if r.key == "final")
-    return say("single_seed", rows=finals) if n == 1 else say("single_seeds", n=n, rows=finals)
+    return say("single_seeds", n=n, rows=finals)
 
 
 def secondary_paragraph(rows: list, level: float = LEVEL, has_primary: bool = True) -> str:
@@ -267,19 +248,13 @@ def secondary_paragraph(rows: list, level: float = LEVEL, has_primary: bool = Tr
         return single
     distinct = counted(rows)
     found = [r for r in distinct if r.is_established(level)]
-    n_pairs = len({(r.a, r.b) for r in rows})
-    head = say("secondary_head" if has_primary else "comparisons_head",
-               pairs=say("pair" if n_pairs == 1 else "pairs", n=n_pairs))
-    found_rows = " ".join(row_sentence(r, level) for r in found)
-    parts = [say("found_none", head=head, n=len(distinct)) if not found else
-             say("found_one", head=head, n=len(distinct), rows=found_rows) if len(found) == 1 else
-             say("found_some", head=head, k=len(found), n=len(distinct), rows=found_rows)]
-    repeated = sorted({f"{r.a} vs {r.b}" for r in rows if r.same_as_final})
-    if repeated:
-        parts.append(say("peak_repeats_final", pairs="; ".join(repeated)))
-    if any(r.key == "peak" for r in found):
-        parts.append(say("peak_is_weaker"))
-    return " ".join(parts + ([single] if single else []))
+    pairs = say("pairs", n=len({(r.a, r.b) for r in rows}))
+    head = say("secondary_head" if has_primary else "comparisons_head", pairs=pairs)
+    found_text = say("found", head=head, k=len(found), n=len(distinct),
+                     rows=" ".join(row_sentence(r, level) for r in found),
+                     repeated="; ".join(sorted({f"{r.a} vs {r.b}" for r in rows if r.same_as_final})),
+                     peak=int(any(r.key == "peak" for r in found)))
+    return " ".join(filter(None, (found_text, single)))
 
 
 def mcnemar_paragraph(rows: list, level: float = LEVEL) -> str:
@@ -297,14 +272,10 @@ def floor_paragraph(rows: list, level: float = LEVEL) -> str:
 
 
 def health_paragraph(runs: list, rows: list) -> str:
-    rules = "; ".join(RULES.values())
     flagged = sorted((r for r in runs if r.flagged), key=lambda r: r.run_id)
-    if not flagged:
-        return say("health_none", n=len(runs), rules=rules)
     items = "; ".join(say("health_item", run=r.run_id, why=r.health_text) for r in flagged)
-    affected = sum(1 for r in rows if r.flagged_units)
-    values = {"rules": rules, "k": len(flagged), "n": len(runs), "items": items}
-    return say("health_flagged", **values, rows=affected) if affected else say("health_flagged_elsewhere", **values)
+    return say("health", rules="; ".join(RULES.values()), k=len(flagged), n=len(runs), items=items,
+               rows=sum(1 for r in rows if r.flagged_units))
 
 
 def evidence_paragraphs(rows: list, level: float = LEVEL, *, plan: StudyPlan | None = None,
@@ -313,20 +284,20 @@ def evidence_paragraphs(rows: list, level: float = LEVEL, *, plan: StudyPlan | N
     a part with nothing to say is empty."""
     if any(math.isnan(r.p_adjusted) and not math.isnan(r.p_value) for r in rows):
         raise ValueError("rows need family-adjusted p-values: call adjust(rows) first")
-    return {
-        "primary": primary_paragraph(rows, plan, level) if plan is not None and rows else "",
-        "secondary": secondary_paragraph(rows, level, has_primary=plan is not None),
-        "mcnemar": mcnemar_paragraph(rows, level),
-        "floors": floor_paragraph(rows, level),
-        "health": health_paragraph(runs, rows) if runs is not None else "",
-    }
+    return {"primary": primary_paragraph(rows, plan, level) if plan is not None and rows else "",
+            "secondary": secondary_paragraph(rows, level, has_primary=plan is not None),
+            "mcnemar": mcnemar_paragraph(rows, level), "floors": floor_paragraph(rows, level),
+            "health": health_paragraph(runs, rows) if runs is not None else ""}
 
 
-def warning_paragraph(left_out: list[str], pairs_left_out: list[str] | None, not_tested: list[str]) -> str:
-    """What a tolerant reading left out and which planned comparisons had too few seeds: named, never dropped."""
+def warning_paragraph(left_out: list[str], pairs_left_out: list[str] | None, not_tested: list[str],
+                      caption: bool = False) -> str:
+    """What a tolerant reading left out and which planned comparisons had too few seeds: named, never dropped
+    (``caption``: the shorter words of a table's caption)."""
     return " ".join(text for text in (
-        say("left_out_runs", n=len(left_out), runs=", ".join(left_out)) if left_out else "",
-        say("left_out_pairs", n=len(pairs_left_out), pairs="; ".join(pairs_left_out)) if pairs_left_out else "",
+        say("left_out_runs", n=len(left_out), runs=", ".join(left_out), caption=int(caption)) if left_out else "",
+        say("left_out_pairs", n=len(pairs_left_out), pairs="; ".join(pairs_left_out), caption=int(caption))
+        if pairs_left_out else "",
         say("not_tested", n=len(not_tested), pairs="; ".join(not_tested)) if not_tested else "") if text)
 
 
@@ -358,29 +329,15 @@ def evidence_summary(root: str | Path | StudyRuns, pairs="plan", *, level: float
     # only a plan's comparisons are planned: a top-K setting without its exact-entropy partner is no omission
     warning = warning_paragraph(left_out, pairs_left_out, skipped if plan else [])
     sentence = " ".join(p for p in (*parts.values(), warning) if p)  # the paragraph in one string
-    return {
-        "root": repo_relative(folder),
-        "runs": [r.run_id for r in runs],
-        "left_out": left_out,
-        "pairs_left_out": pairs_left_out or [],
-        "not_tested": skipped,
-        "level": level,
-        "power": POWER,
-        "plan": plan.to_dict() if plan else None,
-        "primary": plan.describe() if plan else None,
-        "family_rule": FAMILY_RULE if plan else TOPK_FAMILY_RULE,
-        "families": families(rows),
-        "inference": INFERENCE,
-        "health": health_summary(runs),
-        "rows": [r.to_dict() for r in rows],
-        "sentence": sentence,
-        "paragraphs": {**parts, "warning": warning},
-    }
+    return {"root": repo_relative(folder), "runs": [r.run_id for r in runs], "left_out": left_out,
+            "pairs_left_out": pairs_left_out or [], "not_tested": skipped, "level": level, "power": POWER,
+            "plan": plan.to_dict() if plan else None, "primary": plan.describe() if plan else None,
+            "family_rule": FAMILY_RULE if plan else TOPK_FAMILY_RULE, "families": families(rows),
+            "inference": INFERENCE, "health": health_summary(runs), "rows": [r.to_dict() for r in rows],
+            "sentence": sentence, "paragraphs": {**parts, "warning": warning}}
 
 
-# ---------------------------------------------------------------------------
-# one study's evidence in words
-# ---------------------------------------------------------------------------
+# --- one study's evidence in words ------------------------------------------------------------------------------------
 
 def tex_text(s: str) -> str:
     """Free text (labels, the generated sentence) for LaTeX: escaped, with alpha and 2^n in math mode."""
@@ -390,10 +347,7 @@ def tex_text(s: str) -> str:
 
 def left_out_warning(summary: dict) -> str:
     """What a tolerant reading left out of the comparisons ("" when nothing): runs, then whole pairs."""
-    runs, pairs = summary.get("left_out"), summary.get("pairs_left_out")
-    return " ".join(text for text in (
-        say("caption_left_out_runs", n=len(runs), runs=", ".join(runs)) if runs else "",
-        say("caption_left_out_pairs", n=len(pairs), pairs="; ".join(pairs)) if pairs else "") if text)
+    return warning_paragraph(summary.get("left_out"), summary.get("pairs_left_out"), [], caption=True)
 
 
 #: The paper's logged levels, by the key of ``alpha_range``, and the template naming each.
@@ -419,10 +373,9 @@ def matched_alpha_text(record: dict) -> str:
             for name, o in record["other_warm_starts"].items())))
     if record.get("alpha_range"):
         parts.append(say("alpha_range", items=", ".join(
-            say("alpha_range_item", level=say(LEVELS[k]), target=f"{m['target']:.3f}", alpha=f"{m['alpha']:.1f}")
-            if m.get("alpha") is not None else
-            say("alpha_range_item_none", level=say(LEVELS[k]), target=f"{m['target']:.3f}",
-                max_alpha=f"{ALPHA_RANGE[1]:g}") for k, m in record["alpha_range"]["alphas"].items())))
+            say("alpha_range_item", level=say(LEVELS[k]), target=f"{m['target']:.3f}", max_alpha=f"{ALPHA_RANGE[1]:g}",
+                alpha=f"{m['alpha']:.1f}" if m.get("alpha") is not None else "")
+            for k, m in record["alpha_range"]["alphas"].items())))
     return " ".join(parts) + "\n"
 
 
@@ -439,9 +392,7 @@ def sentence_file(summary: dict | None, which: str) -> str:
     return tex_text(text) + "\n" if text else ""
 
 
-# ---------------------------------------------------------------------------
-# several studies at once
-# ---------------------------------------------------------------------------
+# --- several studies at once ------------------------------------------------------------------------------------------
 
 STUDY_NAMES = {"mini": "study_mini", "extended": "study_extended", "confirm": "study_confirm"}
 
@@ -459,9 +410,8 @@ def overlap_text(roots: dict[str, Path]) -> str:
             shared = shared_runs(roots[a], roots[b])
             if shared["shared"]:
                 ids = ", ".join(f"\\texttt{{{tex_escape(r)}}}" for r in shared["shared"])
-                values = {"total": shared["n_b"], "a": _tt(roots[a]), "b": _tt(roots[b]), "ids": ids}
-                parts.append(say("overlap_one", **values) if len(shared["shared"]) == 1
-                             else say("overlap", n=len(shared["shared"]), **values))
+                parts.append(say("overlap", n=len(shared["shared"]), total=shared["n_b"], a=_tt(roots[a]),
+                                 b=_tt(roots[b]), ids=ids))
     return " ".join(parts) + ("\n" if parts else "")
 
 
@@ -495,9 +445,7 @@ def _verdict(row: dict, level: float) -> str:
     tested = say("adjusted_p", p=f"{row['p_adjusted']:.3f}") if math.isfinite(row["p_adjusted"]) else say("no_test")
     if not established(row["p_adjusted"], row["ci_low"], row["ci_high"], level):
         return say("not_established_claim", tested=tested, claim=claim, mde=num(row["mde"], "final"))
-    if observed == claim:
-        return say("as_claimed", observed=observed, tested=tested)
-    return say("against_claim", observed=observed, claim=claim, tested=tested)
+    return say("established_claim", observed=observed, claim=claim, tested=tested)
 
 
 def _discount_clause(summary: dict, root: Path, a_label: str, train_logs=None) -> str:
@@ -510,9 +458,8 @@ def _discount_clause(summary: dict, root: Path, a_label: str, train_logs=None) -
     runs = train_logs[(train_logs["method"] == arm["method"]) & np.isclose(train_logs["alpha"], arm["alpha"])]
     per_warm_start = runs.groupby("model_label")["weight_neg_mean"].mean()
     low, high = f"{per_warm_start.min():.2f}", f"{per_warm_start.max():.2f}"
-    logged = (say("logged_weight_range", low=low, high=high, n=len(per_warm_start)) if len(per_warm_start) > 1
-              else low)
-    return say("discount_matched", a=a_label, logged=logged, target=f"{record['target']['target']:.2f}")
+    return say("discount_matched", a=a_label, low=low, high=high, n=len(per_warm_start),
+               target=f"{record['target']['target']:.2f}")
 
 
 def _headline_study(summaries: dict[str, dict]) -> str | None:
@@ -523,11 +470,9 @@ def _headline_study(summaries: dict[str, dict]) -> str | None:
 def _design(row: dict, warm_starts: str) -> str:
     """The primary row's seed pairs, warm starts and, where counted, evaluation problems."""
     n_ws = row["n_warm_starts"]
-    values = {"seeds": seeds(row["n_units"]), "warm_starts": say(warm_starts, n=n_ws) if n_ws > 1 else
-                  say("one_warm_start")}
-    if row.get("n_problems"):
-        return say("design_problems", **values, problems=f"{row['n_problems']:,}")
-    return say("design", **values)
+    return say("design", seeds=seeds(row["n_units"]),
+               problems=f"{row['n_problems']:,}" if row.get("n_problems") else "",
+               warm_starts=say(warm_starts, n=n_ws) if n_ws > 1 else say("one_warm_start"))
 
 
 def closing_text(summaries: dict[str, dict], roots: dict[str, Path], train_logs: dict | None = None) -> str:
@@ -542,8 +487,7 @@ def closing_text(summaries: dict[str, dict], roots: dict[str, Path], train_logs:
     build = read_json(Path(roots[study]) / WARMSTART_RECORD_FILE, default={}) or {}
     builds = read_json(Path(roots[study]) / WARMSTART_RECORDS_FILE, default={}) or {}  # a study of several
     params = build.get("parameters") or next((b.get("parameters") for b in builds.values()), None)
-    model = (say("model", millions=f"{params / 1e6:.1f}") if isinstance(params, (int, float))
-             else say("tiny_model"))
+    model = say("model", millions=f"{params / 1e6:.1f}" if isinstance(params, (int, float)) else "")
     # the confirmatory study runs the alpha the extended study matched; its own root measures none
     own = (Path(roots[study]) / MATCHED_ALPHA_FILE).is_file()
     discount = _discount_clause(summary, roots[study] if own else roots.get("extended", roots[study]), a_label,
@@ -573,12 +517,8 @@ def provenance_text(plan: dict | None, commits: list, plan_path: Path) -> str:
         return ""
     commits = [c if isinstance(c, str) and c else "unknown" for c in commits]
     clean = [c for c in commits if c != "unknown" and not c.endswith("-dirty")]
-    ids = ", ".join(say("commit_id_dirty" if c.endswith("-dirty") else "commit_id", id=c[:7])
-                    for c in sorted(set(commits)))
-    state = say("clean") if len(clean) == len(commits) else say("not_clean", n=len(commits) - len(clean))
-    listed = say("commit" if len(set(commits)) == 1 else "commits", ids=ids)
-    runs = (say("provenance", n=len(commits), commits=listed, state=state) if len(commits) > 1
-            else say("provenance_one_run", commits=listed, state=state))
+    ids = ", ".join(say("commit_id", id=c[:7], dirty=int(c.endswith("-dirty"))) for c in sorted(set(commits)))
+    runs = say("provenance", n=len(commits), n_commits=len(set(commits)), ids=ids, dirty=len(commits) - len(clean))
     plan = plan or {}
     if not (plan.get("warm_starts") and plan.get("seeds")):
         return runs + "\n"
@@ -589,9 +529,7 @@ def provenance_text(plan: dict | None, commits: list, plan_path: Path) -> str:
                data_seed=evaluation.get("data_seed", "?"), runs=runs) + "\n"
 
 
-# ---------------------------------------------------------------------------
-# what a later study says of an earlier one's claims
-# ---------------------------------------------------------------------------
+# --- what a later study says of an earlier one's claims ---------------------------------------------------------------
 
 def claim_status(earlier: dict | None, later: dict | None, level: float) -> str:
     """What the later study's row says of the earlier study's claim on the same comparison and quantity: confirmed
@@ -642,13 +580,12 @@ def earlier_claims_table(later: dict | None, earlier: dict | None) -> str:
         pair = f"{tex_text(r['a'])} vs {tex_text(r['b'])}"
         if previous is not None and pair != previous:
             lines.append("\\addlinespace")
-        lines.append(say("earlier_claims_row", pair=pair if pair != previous else "",
-                         quantity=tex_escape(r["quantity"]),
-                         earlier=_claim_cell(r["earlier"], earlier["level"]),
+        lines.append(say("earlier_claims_row", pair="" if pair == previous else pair,
+                         quantity=tex_escape(r["quantity"]), earlier=_claim_cell(r["earlier"], earlier["level"]),
                          later=_claim_cell(r["later"], later["level"]), status=r["status"]))
         previous = pair
-    counts = {s: sum(r["status"] == s for r in rows) for s in dict.fromkeys(r["status"] for r in rows)}
-    return say("earlier_claims", body="\n".join(lines), tally="; ".join(f"{n} {s}" for s, n in counts.items())) + "\n"
+    tally = "; ".join(f"{n} {status}" for status, n in Counter(r["status"] for r in rows).items())  # first seen first
+    return say("earlier_claims", body="\n".join(lines), tally=tally) + "\n"
 
 
 def sources_tex(present: dict[str, bool], names: list[str]) -> str:

@@ -59,9 +59,10 @@ def test_a_malformed_template_file_fails_when_read(tmp_path, text, error):
 
 
 def test_every_template_is_used_by_the_module():
-    source = Path(texts.__file__).read_text() + Path(texts.__file__).with_name("tables.py").read_text()
+    modules = ("texts.py", "tables.py", "settings.py")
+    source = "".join(Path(texts.__file__).with_name(module).read_text() for module in modules)
     unused = [name for name in say.names if f'"{name}"' not in source]
-    assert unused == [], f"templates of {say.path.name} that texts.py and tables.py never name: {unused}"
+    assert unused == [], f"templates of {say.path.name} that {', '.join(modules)} never name: {unused}"
 
 
 # ---------------------------------------------------------------------- a damaged template file is refused
