@@ -152,7 +152,10 @@ def _run_mini(root, seeds, steps, figures, out, rebuild_warm_start, address, max
     write_manifest(root)  # the figures check the results against it
     if figures:
         with timings.stage("tables and figures"):
-            render_figures(root, out)
+            if out is None:
+                render_report(mini_root=root)
+            else:  # a rerun's: only the mini study's, into its own folders (nothing committed is touched)
+                render_report(sources={"mini": root}, tables_dir=out[0], figures_dir=out[1])
         write_manifest(root)  # again: timings.json gained the figures stage
     return timings.record
 
@@ -243,7 +246,7 @@ def promote(rerun: Path = RERUN_MINI, committed: Path = COMMITTED_ROOT, figures:
     print(f"promoted {rerun} to {committed}")
     write_manifest(committed)
     if figures:
-        render_figures(committed)
+        render_report(mini_root=committed)
 
 
 def promote_rerun(study: str, rerun: Path, committed: Path, configs, folders, files, *, keep: bool = False,
@@ -306,15 +309,6 @@ def write_answer_kinds(root: Path) -> dict:
                       f"{', '.join(missing)}; nothing was written")
     atomic_write_json(root / layout.ANSWER_KINDS_FILE, summary)
     return summary
-
-
-def render_figures(mini_root: Path, out: tuple[Path, Path] | None = None) -> None:
-    """The study's tables and figures as ``make figures`` draws them; a rerun's (``out``: its tables and figures
-    folders) only the mini study's, there, so nothing committed is touched."""
-    if out is None:
-        render_report(mini_root=mini_root)
-    else:
-        render_report(sources={"mini": mini_root}, tables_dir=out[0], figures_dir=out[1])
 
 
 def study_parser(module: str, doc: str, root: Path, rerun: Path) -> argparse.ArgumentParser:

@@ -47,17 +47,13 @@ CALIBRATION_FILE = RESULTS / "calibration" / "level2.json"
 SAME_DESIGN = {"mini": (MINI_ROOT, EXTENDED_ROOT), "extended": (EXTENDED_ROOT, MINI_ROOT), "confirm": (CONFIRM_ROOT,)}
 
 
-def arm_key(run) -> Arm:
-    return Arm(run.method, run.alpha, run.entropy_top_k)
-
-
 def final_pass_at_1(root: Path) -> tuple[dict[tuple[Arm, tuple[str, int]], float], list[str]]:
     """``{(arm, unit): final Pass@1}`` of every readable run of ``root``, and the runs left out as unreadable."""
     left_out: list[str] = []
     runs = load_root_evidence(root, tolerate_problems=True, left_out=left_out)
     finals = {}
     for run in runs:
-        key = (arm_key(run), run.unit)
+        key = (Arm(run.method, run.alpha, run.entropy_top_k), run.unit)
         if key in finals:
             raise ValueError(f"{root}: two runs of {key[0].label} share warm start {run.unit[0]!r} and seed "
                              f"{run.unit[1]}")
