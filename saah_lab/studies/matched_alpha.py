@@ -24,12 +24,9 @@ from saah_lab.analysis.runs import read_runs
 from saah_lab.analysis.summaries import ordered_by_step
 from saah_lab.rundir.manifest import write_manifest
 from saah_lab.studies.discount import alphas_for_targets, group_advantages, mean_negative_weight, padded, solve_alpha
-from saah_lab.studies.real_model import paper_targets
-from saah_lab.studies.topk import completion_texts, sample_batch
+from saah_lab.studies.real_model import paper_targets, rollout_entropies
 from saah_lib.jsonio import atomic_write_json, read_jsonl
-from saah_lib.method.loss import normalised_entropy
 from saah_lib.method.methods import MAIN_ALPHA, check_alpha
-from saah_lib.method.reward import total_reward
 from saah_lib.models.loading import load_model_and_tokenizer, resolve_model
 from saah_lib.models.names import TINY_WARMSTART, canonical_model_name
 from saah_lib.models.warmstart import torch_threads
@@ -57,27 +54,15 @@ def scored_rollouts(model_name: str, *, n_prompts: int = N_PROMPTS, per_prompt: 
         raise ValueError(f"profile {profile!r} trains on {cfg.dataset}; the measurement needs the synthetic task")
     problems = synthetic_split(cfg.n_train, cfg.n_eval, seed=cfg.data_seed).train[:n_prompts]
     model, tokenizer = load_model_and_tokenizer(resolve_model(model_name, progress=False), cfg.dtype)
-    model.eval()
-    vocab = model.get_output_embeddings().weight.size(0)
-    entropies, rewards, lengths = [], [], []
     # one thread: the sampled tokens, hence the alpha, must not depend on the machine's core count
     with torch.random.fork_rng(), torch_threads(1):
-        torch.manual_seed(seed)
-        for start in range(0, len(problems), batch_size):
-            chunk = problems[start:start + batch_size]
-            completion, mask, logits = sample_batch(
-                model, tokenizer, [make_prompt(p.question, tokenizer) for p in chunk], per_prompt=per_prompt,
-                max_new_tokens=cfg.trainer.max_completion_length, temperature=cfg.trainer.temperature)
-            h = normalised_entropy(logits, vocab, top_k=cfg.trainer.entropy_top_k)
-            texts = completion_texts(tokenizer, completion, mask)
-            golds = [p.answer for p in chunk for _ in range(per_prompt)]
-            for i, (text, gold) in enumerate(zip(texts, golds)):
-                n = int(mask[i].sum())
-                entropies.append(h[i, :n].double().tolist())
-                rewards.append(total_reward(text, gold))
-                lengths.append(n)
-    return {"entropies": entropies, "rewards": rewards, "lengths": lengths, "group_size": per_prompt,
-            "vocab_size": int(vocab), "reward_std_threshold": cfg.trainer.reward_std_threshold}
+        scored = rollout_entropies(model.eval(), tokenizer, [make_prompt(p.question, tokenizer) for p in problems],
+                                   [p.answer for p in problems], per_prompt=per_prompt,
+                                   max_new_tokens=cfg.trainer.max_completion_length, top_k=cfg.trainer.entropy_top_k,
+                                   seed=seed, batch_size=batch_size, temperature=cfg.trainer.temperature)
+    return {"entropies": scored["top_k"], "rewards": scored["rewards"], "lengths": scored["lengths"],
+            "group_size": per_prompt, "vocab_size": int(scored["vocab_size"]),
+            "reward_std_threshold": cfg.trainer.reward_std_threshold}
 
 
 def rounded_alpha(alpha: float) -> float:

@@ -133,15 +133,9 @@ def two_warm_start_scores(root: Path) -> str:
             "problems (the baseline, and every run's step 0): two problem sets, two numbers")
 
 
-def run_mini_study(root: Path, seeds: tuple[int, ...] = SEEDS, steps: int | None = None, figures: bool = True,
-                   rebuild_warm_start: bool = False, address: str | None = None, max_retries: int = 1) -> dict:
-    """Every stage of the study into ``root``; tables and figures into the committed folders."""
-    root = check_study_root(root, "mini", new=True)
-    with study_lock(root):
-        return _run_mini(root, seeds, steps, figures, None, rebuild_warm_start, address, max_retries)
-
-
 def _run_mini(root, seeds, steps, figures, out, rebuild_warm_start, address, max_retries, runs=None) -> dict:
+    """Every stage of the study into ``root``; its tables and figures into ``out`` (default: the committed
+    folders); ``runs``: only these runs."""
     timings = Timings(root / layout.TIMINGS_FILE)
     if rebuild_warm_start:
         with timings.stage("warm start rebuilt"):
@@ -158,7 +152,10 @@ def _run_mini(root, seeds, steps, figures, out, rebuild_warm_start, address, max
     write_manifest(root)  # the figures check the results against it
     if figures:
         with timings.stage("tables and figures"):
-            render_figures(root, out)
+            if out is None:
+                render_report(mini_root=root)
+            else:  # a rerun's: only the mini study's, into its own folders (nothing committed is touched)
+                render_report(sources={"mini": root}, tables_dir=out[0], figures_dir=out[1])
         write_manifest(root)  # again: timings.json gained the figures stage
     return timings.record
 
@@ -242,25 +239,36 @@ def clear_rerun_root(root: Path, study: str = "mini") -> None:
 
 
 def promote(rerun: Path = RERUN_MINI, committed: Path = COMMITTED_ROOT, figures: bool = True) -> None:
-    """Make a finished rerun the committed study, by renames (:func:`saah_lab.rundir.roots.replace_folder`) once
-    every JSON file of the rerun reads; no checkpoints; committed runs ``make mini`` does not rerun are kept."""
+    """Make a finished rerun the committed study (:func:`promote_rerun`); committed runs ``make mini`` does not
+    rerun are kept."""
+    committed = promote_rerun("mini", rerun, committed, planned_configs, PROMOTED_FOLDERS, PROMOTED_FILES,
+                              keep=True, needs_report=True)
+    print(f"promoted {rerun} to {committed}")
+    write_manifest(committed)
+    if figures:
+        render_report(mini_root=committed)
+
+
+def promote_rerun(study: str, rerun: Path, committed: Path, configs, folders, files, *, keep: bool = False,
+                  needs_report: bool = False) -> Path:
+    """Replace ``committed`` by the ``folders`` and ``files`` of a finished rerun (every run of ``configs(rerun)``
+    complete, with ``needs_report`` its reproduction.json too), no checkpoints, by renames
+    (:func:`saah_lab.rundir.roots.replace_folder`) once every JSON file of the rerun reads; ``keep``: the committed
+    runs the rerun lacks stay. Returns ``committed``."""
     rerun, committed = check_promotable(rerun), Path(committed)
     with study_lock(rerun):  # not while a study still writes the rerun
-        check_study_root(rerun, "mini")
-        check_study_root(committed, "mini", new=True)
-        unfinished = [cfg.run_id for cfg in planned_configs(rerun)
+        check_study_root(rerun, study)
+        check_study_root(committed, study, new=True)
+        unfinished = [cfg.run_id for cfg in configs(rerun)
                       if not RunDir(layout.run_dir(rerun, cfg.run_id)).is_complete(cfg.trainer.max_steps)]
-        if unfinished or not (rerun / "reproduction.json").is_file():
-            raise Refused(f"{rerun} is not a finished rerun (unfinished runs: {', '.join(unfinished) or 'none'}; "
-                          f"reproduction.json present: {(rerun / 'reproduction.json').is_file()}); run `make mini` "
-                          "first")
-        refuse_damaged(rerun, PROMOTED_FOLDERS + PROMOTED_FILES)
-        replace_folder(committed, lambda staging: copy_results(rerun, staging, PROMOTED_FOLDERS, PROMOTED_FILES,
-                                                               keep_from=committed))
-        print(f"promoted {rerun} to {committed}")
-        write_manifest(committed)
-        if figures:
-            render_figures(committed)
+        report = (rerun / "reproduction.json").is_file()
+        if unfinished or (needs_report and not report):
+            raise Refused(f"{rerun} is not a finished rerun (unfinished runs: {', '.join(unfinished) or 'none'}"
+                          + (f"; reproduction.json present: {report}); run `make mini` first" if needs_report else ")"))
+        refuse_damaged(rerun, folders + files)
+        replace_folder(committed, lambda staging: copy_results(rerun, staging, folders, files,
+                                                               keep_from=committed if keep else None))
+    return committed
 
 
 def copy_results(rerun: Path, staging: Path, folders, files, keep_from: Path | None = None) -> None:
@@ -301,15 +309,6 @@ def write_answer_kinds(root: Path) -> dict:
                       f"{', '.join(missing)}; nothing was written")
     atomic_write_json(root / layout.ANSWER_KINDS_FILE, summary)
     return summary
-
-
-def render_figures(mini_root: Path, out: tuple[Path, Path] | None = None) -> None:
-    """The study's tables and figures as ``make figures`` draws them; a rerun's (``out``: its tables and figures
-    folders) only the mini study's, there, so nothing committed is touched."""
-    if out is None:
-        render_report(mini_root=mini_root)
-    else:
-        render_report(sources={"mini": mini_root}, tables_dir=out[0], figures_dir=out[1])
 
 
 def study_parser(module: str, doc: str, root: Path, rerun: Path) -> argparse.ArgumentParser:
@@ -359,8 +358,10 @@ def _run_command(args) -> int:
     elif args.command == "promote":
         promote(args.rerun_root, args.root, figures=not args.no_figures)
     elif args.command == "run":
-        run_mini_study(args.root, tuple(args.seeds), args.steps, figures=not args.no_figures,
-                       rebuild_warm_start=args.rebuild_warm_start, address=args.address, max_retries=args.max_retries)
+        root = check_study_root(args.root, "mini", new=True)
+        with study_lock(root):
+            _run_mini(root, tuple(args.seeds), args.steps, not args.no_figures, None, args.rebuild_warm_start,
+                      args.address, args.max_retries)
     else:
         report = rerun_and_verify(args.root, args.rerun_root, resume=args.resume,
                                   rebuild_warm_start=args.rebuild_warm_start, address=args.address,

@@ -90,9 +90,10 @@ def paper_targets(directory: Path = PAPER_REPORTED) -> dict[str, float]:
 
 @torch.no_grad()
 def rollout_entropies(model, tokenizer, prompts: list[str], golds: list[str], *, per_prompt: int = PER_PROMPT,
-                      max_new_tokens: int = 256, top_k: int = PAPER_ENTROPY_TOP_K, seed: int = 0,
-                      batch_size: int = 4) -> dict:
-    """Per sampled completion: its tokens' exact and top-K normalised entropies, its reward and its length."""
+                      max_new_tokens: int = 256, top_k: int | None = PAPER_ENTROPY_TOP_K, seed: int = 0,
+                      batch_size: int = 4, temperature: float = 1.0) -> dict:
+    """Per sampled completion (``batch_size`` prompts at a time, as TRL samples them): its tokens' exact and
+    top-K normalised entropies, its reward and its length."""
     if tokenizer.pad_token_id is None:
         raise ValueError("the tokenizer needs a pad token for batched generation")
     vocab = model.config.vocab_size
@@ -100,7 +101,8 @@ def rollout_entropies(model, tokenizer, prompts: list[str], golds: list[str], *,
     exact, estimate, rewards, lengths = [], [], [], []
     for start in range(0, len(prompts), batch_size):
         completion, mask, logits = sample_batch(model, tokenizer, prompts[start:start + batch_size],
-                                                per_prompt=per_prompt, max_new_tokens=max_new_tokens)
+                                                per_prompt=per_prompt, max_new_tokens=max_new_tokens,
+                                                temperature=temperature)
         h_exact = normalised_entropy(logits, vocab, top_k=None)
         h_top = normalised_entropy(logits, vocab, top_k=top_k)
         texts = completion_texts(tokenizer, completion, mask)

@@ -27,17 +27,10 @@ from saah_lab.analysis.plan import Arm, StudyPlan, arms_pairs, write_plan
 from saah_lab.report.render import render_report
 from saah_lab.rundir.lock import FolderLockedError, study_lock
 from saah_lab.rundir.manifest import write_manifest
-from saah_lab.rundir.roots import (
-    Refused,
-    check_promotable,
-    check_study_root,
-    refuse_committed,
-    refuse_damaged,
-    replace_folder,
-)
+from saah_lab.rundir.roots import Refused, check_study_root, refuse_committed
 from saah_lab.studies.execution.runner import Plan, baseline_job, run_job, run_plan
 from saah_lab.studies.execution.timing import Timings
-from saah_lab.studies.mini import copy_results
+from saah_lab.studies.mini import promote_rerun
 from saah_lab.studies.real_model import discount_summary, load_smollm2, paper_targets, rollout_entropies
 from saah_lab.studies.verify.bits import compare_run_start, compare_studies, write_report
 from saah_lab.training.run import run_training
@@ -59,7 +52,6 @@ from saah_lib.numerics import RECORD_KEY, cpu_numerics_record, summary
 from saah_lib.paths import REAL_STUDY_ROOT, RERUN_ROOT, SMOLLM2_WARMSTART_DIR, in_repo, repo_relative
 from saah_lib.progress import last_step, say
 from saah_lib.rundir import layout
-from saah_lib.rundir.folder import RunDir
 from saah_lib.tasks.prompts import make_prompt
 from saah_lib.tasks.synthetic import generate_problems
 from saah_lib.training.config import RunConfig, make_config
@@ -250,19 +242,13 @@ def rerun_and_compare(committed: Path = REAL_STUDY_ROOT, rerun: Path = RERUN_REA
 
 
 def promote(rerun: Path = RERUN_REAL, committed: Path = REAL_STUDY_ROOT) -> None:
-    """Make a finished rerun the committed study (no checkpoints) by renames, then its table and figure."""
-    rerun, committed = check_promotable(rerun), Path(committed)
-    folders, files = (layout.RUNS, layout.BASELINES), (WARMSTART_RECORD, layout.TIMINGS_FILE, layout.STUDY_PLAN_FILE)
-    with study_lock(rerun):
-        check_study_root(rerun, "real")
-        check_study_root(committed, "real", new=True)
-        record = read_json(rerun / WARMSTART_RECORD)
-        unfinished = [c.run_id for c in planned_configs(rerun, record["paper_matched_alpha"])
-                      if not RunDir(c.run_dir).is_complete(c.trainer.max_steps)]
-        if unfinished:
-            raise Refused(f"{rerun} is not a finished study (unfinished: {', '.join(unfinished)})")
-        refuse_damaged(rerun, folders + files)
-        replace_folder(committed, lambda staging: copy_results(rerun, staging, folders, files))
+    """Make a finished rerun the committed study (:func:`saah_lab.studies.mini.promote_rerun`), then its table and
+    figure."""
+    def configs(root: Path):
+        return planned_configs(root, read_json(root / WARMSTART_RECORD)["paper_matched_alpha"])
+
+    committed = promote_rerun("real", rerun, committed, configs, (layout.RUNS, layout.BASELINES),
+                              (WARMSTART_RECORD, layout.TIMINGS_FILE, layout.STUDY_PLAN_FILE))
     write_manifest(committed)
     render_report()
     print(f"promoted {repo_relative(rerun)} to {repo_relative(committed)}; tables and figures drawn", flush=True)

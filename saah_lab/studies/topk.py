@@ -33,7 +33,6 @@ TRAINING_METHOD, TRAINING_ALPHA = "sa", MAIN_ALPHA
 RESULT_FILE = TOPK_ERROR_FILE
 
 
-
 def completion_mask(completion_ids: torch.Tensor, eos_token_id: int | None) -> torch.Tensor:
     """1 on completion tokens up to and including the first end-of-sequence token (TRL's mask), else 0."""
     if eos_token_id is None:
@@ -89,20 +88,6 @@ def _last_tokens(xs, masks) -> torch.Tensor:
     return torch.cat(out)
 
 
-def _entropies(batches, ks, vocab: int):
-    """Per batch: the exact normalised entropy, the mask, and per K the top-K estimate and the top-K mass."""
-    exact, masks, mass = [], [], {k: [] for k in ks}
-    per_k = {k: [] for k in ks}
-    for logits, mask in batches:
-        exact.append(normalised_entropy(logits, vocab, top_k=None))
-        masks.append(mask.float())
-        probs = torch.softmax(logits.float(), dim=-1)
-        for k in ks:
-            per_k[k].append(normalised_entropy(logits, vocab, top_k=k))
-            mass[k].append(torch.topk(probs, min(k, probs.size(-1)), dim=-1).values.sum(-1))
-    return exact, masks, per_k, mass
-
-
 def _weight_errors(exact, estimate, masks, alpha: float) -> dict:
     """The horizon weights' errors at ``alpha`` of the estimated entropies against the exact ones."""
     w_exact = [horizon_weights(h, m, alpha) for h, m in zip(exact, masks)]
@@ -121,6 +106,7 @@ def _k_row(k: int, vocab: int, exact, estimate, mass, masks, alphas) -> dict:
     """The errors of the top-``k`` estimate: of the normalised entropy, its mass, and per alpha the weights'."""
     h_exact = _completion_tokens(exact, masks)
     diff = _completion_tokens(estimate, masks) - h_exact
+    mass = _completion_tokens(mass, masks)
     return {
         "k": int(k),
         "frac_vocab": min(k, vocab) / vocab,
@@ -129,8 +115,7 @@ def _k_row(k: int, vocab: int, exact, estimate, mass, masks, alphas) -> dict:
         "entropy_signed_err_mean": diff.double().mean().item(),
         "entropy_rel_err_of_total": (diff.double().sum() / h_exact.double().sum()).item()
         if h_exact.sum() > 0 else float("nan"),
-        "topk_mass": {"mean": _completion_tokens(mass, masks).double().mean().item(),
-                      "min": _completion_tokens(mass, masks).min().item()},
+        "topk_mass": {"mean": mass.double().mean().item(), "min": mass.min().item()},
         "weights": {f"{alpha:g}": _weight_errors(exact, estimate, masks, alpha) for alpha in alphas},
     }
 
@@ -142,7 +127,14 @@ def topk_errors(batches, ks=DEFAULT_KS, alphas=DEFAULT_ALPHAS, vocab_size: int |
     if not batches:
         raise ValueError("no rollouts to measure")
     vocab = vocab_size or batches[0][0].size(-1)
-    exact, masks, per_k, mass = _entropies(batches, ks, vocab)
+    exact, masks, per_k, mass = [], [], {k: [] for k in ks}, {k: [] for k in ks}
+    for logits, mask in batches:
+        exact.append(normalised_entropy(logits, vocab, top_k=None))
+        masks.append(mask.float())
+        probs = torch.softmax(logits.float(), dim=-1)
+        for k in ks:  # the top-K estimate, and the mass of the K largest probabilities
+            per_k[k].append(normalised_entropy(logits, vocab, top_k=k))
+            mass[k].append(torch.topk(probs, min(k, probs.size(-1)), dim=-1).values.sum(-1))
     h_exact = _completion_tokens(exact, masks)
     return {
         "vocab_size": int(vocab),
@@ -152,7 +144,6 @@ def topk_errors(batches, ks=DEFAULT_KS, alphas=DEFAULT_ALPHAS, vocab_size: int |
         "alphas": list(alphas),
         "per_k": [_k_row(k, vocab, exact, per_k[k], mass[k], masks, alphas) for k in ks],
     }
-
 
 
 def measure_topk(model_dir: str | Path, *, n_prompts: int = 64, per_prompt: int = 4, ks=DEFAULT_KS,
@@ -193,7 +184,6 @@ def measure_topk(model_dir: str | Path, *, n_prompts: int = 64, per_prompt: int 
         "wall_s": round(time.perf_counter() - start, 2),
     })
     return result
-
 
 
 def topk_run_id(k: int, seed: int, method: str = TRAINING_METHOD, alpha: float = TRAINING_ALPHA,

@@ -85,12 +85,8 @@ def safe_yaml(name: str, text: str):
 
 
 def check_sizes(parameters: dict) -> None:
-    """Every parameter value within :data:`MAX_VALUE_CHARS` characters written out; else a ParameterError naming it.
-
-    papermill's command line parses ``-y``/``-f`` YAML itself and writes every value into the notebook's injected
-    cell before any notebook code runs, so its translator for Python calls this first
-    (:mod:`saah_lab.training.papermill_bounds`, which papermill loads as it starts).
-    """
+    """Every parameter value within :data:`MAX_VALUE_CHARS` characters written out; else a ParameterError naming it
+    (papermill's own translator calls this too: :mod:`saah_lab.training.papermill_bounds`)."""
     for name, value in parameters.items():
         try:
             chars = written_chars(value)

@@ -47,17 +47,13 @@ CALIBRATION_FILE = RESULTS / "calibration" / "level2.json"
 SAME_DESIGN = {"mini": (MINI_ROOT, EXTENDED_ROOT), "extended": (EXTENDED_ROOT, MINI_ROOT), "confirm": (CONFIRM_ROOT,)}
 
 
-def arm_key(run) -> Arm:
-    return Arm(run.method, run.alpha, run.entropy_top_k)
-
-
 def final_pass_at_1(root: Path) -> tuple[dict[tuple[Arm, tuple[str, int]], float], list[str]]:
     """``{(arm, unit): final Pass@1}`` of every readable run of ``root``, and the runs left out as unreadable."""
     left_out: list[str] = []
     runs = load_root_evidence(root, tolerate_problems=True, left_out=left_out)
     finals = {}
     for run in runs:
-        key = (arm_key(run), run.unit)
+        key = (Arm(run.method, run.alpha, run.entropy_top_k), run.unit)
         if key in finals:
             raise ValueError(f"{root}: two runs of {key[0].label} share warm start {run.unit[0]!r} and seed "
                              f"{run.unit[1]}")
@@ -169,7 +165,8 @@ def shipped_build_spread() -> tuple[float, int]:
     return (float(np.std(values, ddof=1)), len(values) - 1) if len(values) > 1 else (float("nan"), 0)
 
 
-def _warm_start_records(root: Path) -> dict[str, dict]:
+def warm_start_records(root: Path) -> dict[str, dict]:
+    """A study root's warm-start build records by name (the extended and confirm studies' file, else mini's)."""
     single = read_json(Path(root) / layout.WARMSTART_RECORD_FILE, default=None)
     many = read_json(Path(root) / layout.WARMSTART_RECORDS_FILE, default=None) or {}
     return {**many, **({"tiny-warmstart": single} if single and "tiny-warmstart" not in many else {})}
@@ -178,7 +175,7 @@ def _warm_start_records(root: Path) -> dict[str, dict]:
 def warm_start_checks(committed_root: Path, rerun_root: Path, level: float = WARM_START_LEVEL) -> list[dict]:
     """Each warm start rebuilt with other weights: its held-out Pass@1 against the committed one, ``|diff| /
     (s sqrt 2)`` against t with the shipped builds' df, at ``level`` over them."""
-    committed, rerun = _warm_start_records(committed_root), _warm_start_records(rerun_root)
+    committed, rerun = warm_start_records(committed_root), warm_start_records(rerun_root)
     differing = [name for name in sorted(committed.keys() & rerun.keys())
                  if committed[name].get("weights_sha256") != rerun[name].get("weights_sha256")]
     if not differing:

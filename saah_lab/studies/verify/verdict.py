@@ -7,22 +7,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from saah_lab.studies.verify.bits import BITS_REPRODUCED, CONCLUSIONS, FILES_DIFFER
-from saah_lib.jsonio import read_json
+from saah_lab.studies.verify.conclusions import warm_start_records
 from saah_lib.numerics import MODE_VARIABLE, NATIVE, RECORD_KEY, summary
-from saah_lib.rundir import layout
 
 GENERIC = "generic"
 
 
 def committed_mkl_kernels(root: Path) -> str:
     """Which of MKL's kernels the committed study ran, from its warm-start records (none recorded: generic)."""
-    records = read_json(Path(root) / layout.WARMSTART_RECORDS_FILE, default=None) or {}
-    single = read_json(Path(root) / layout.WARMSTART_RECORD_FILE, default=None)
-    for record in [*records.values(), *([single] if single else [])]:
-        kernels = (record.get(RECORD_KEY) or {}).get("mkl_kernels")
-        if kernels:
-            return kernels
-    return GENERIC
+    kernels = [(record.get(RECORD_KEY) or {}).get("mkl_kernels") for record in warm_start_records(root).values()]
+    return next(filter(None, kernels), GENERIC)
 
 
 def why_bits_may_differ(numerics: dict, committed_kernels: str = GENERIC) -> str | None:
