@@ -115,14 +115,12 @@ def step_seconds_source(profile: str, gpu: bool, given: float | None,
     the device in ``results/bench/``, or none measured."""
     if given is not None:
         return given, "--step-seconds"
-    device = None if gpu else f"cpu-{platform.machine()}"  # a GPU plan: any GPU device's benchmark
-    names = [f"{device}-{profile}.json"] if device else sorted(
-        p.name for p in bench_dir.glob(f"*-{profile}.json") if not p.name.startswith("cpu-"))
+    device = "*" if gpu else f"cpu-{platform.machine()}"  # a GPU plan: any GPU device's benchmark
     # `make gpu-check` writes <device>-preflight.json, naming the profile it measured inside
-    names += [p.name for p in sorted(bench_dir.glob(f"{device or '*'}-preflight.json"))
-              if (device or not p.name.startswith("cpu-")) and _bench_record(p).get("profile") == profile]
-    measured = [(s, n) for n in names if (bench_dir / n).is_file()
-                for s in [bench_step_seconds(bench_dir / n)] if s is not None]
+    files = [p for kind in (profile, "preflight") for p in sorted(bench_dir.glob(f"{device}-{kind}.json"))
+             if p.is_file() and not (gpu and p.name.startswith("cpu-"))
+             and (kind == profile or _bench_record(p).get("profile") == profile)]
+    measured = [(s, p.name) for p in files if (s := bench_step_seconds(p)) is not None]
     if not measured:
         return None, UNMEASURED
     seconds, name = max(measured)  # several devices measured: the slowest, so that the estimate is not short
@@ -154,13 +152,6 @@ def trainable_parameters(cfg) -> int | None:
     seed = tiny_warm_start_seed(cfg.model_name)
     info = read_build_info(warm_start_location(seed)) if seed is not None else None
     return info.get("parameters") if info else None
-
-
-def step_figures(plan: Plan, given: float | None,
-                 bench_dir: Path = BENCH_RESULTS) -> dict[str, tuple[float | None, str]]:
-    """{profile: (seconds per step, source)} for every profile the plan's runs train."""
-    profiles = dict.fromkeys(j.profile for j in plan.runs) or {plan.profile: None}
-    return {p: step_seconds_source(p, plan.gpu, given, bench_dir) for p in profiles}
 
 
 def describe(plan: Plan, figures: dict[str, tuple[float | None, str]], slots: int) -> str:
@@ -366,7 +357,9 @@ def main(argv=None) -> int:
     try:
         check_options(args)
         plan = make_plan(args)
-        figures = step_figures(plan, args.step_seconds, args.bench_dir or BENCH_RESULTS)
+        profiles = dict.fromkeys(j.profile for j in plan.runs) or {plan.profile: None}  # those the runs train
+        figures = {p: step_seconds_source(p, plan.gpu, args.step_seconds, args.bench_dir or BENCH_RESULTS)
+                   for p in profiles}
     except ValueError as err:
         parser.exit(2, f"error: {err}\n")
     seconds = {p: s for p, (s, _) in figures.items()}

@@ -402,7 +402,8 @@ class _Driver:
                 return by_pace, True
         if job.kind != "run":
             return max((job.expected_s or 0.0) - (time.perf_counter() - self.started), 0.0), False
-        per_step = run_step_seconds(job, self.step_seconds) or measured_per_step
+        given = self.step_seconds.get(job.profile) if isinstance(self.step_seconds, dict) else self.step_seconds
+        per_step = given or measured_per_step
         logged = last_step(job.folder / layout.TRAIN_LOG_FILE) if job.folder is not None else 0
         return max(job.steps - logged, 0) * per_step, logged > job.steps - self.to_train[job.id]
 
@@ -460,11 +461,6 @@ def record_warm_start(root: Path, seed: int, records_file: str = layout.WARMSTAR
 
 #: Seconds per optimiser step: one figure for every run, or one per profile, or None (not measured).
 StepSeconds = float | dict[str, float | None] | None
-
-
-def run_step_seconds(job: Job, step_seconds: StepSeconds) -> float | None:
-    """A run's seconds per step: the one figure, or its profile's."""
-    return step_seconds.get(job.profile) if isinstance(step_seconds, dict) else step_seconds
 
 
 def steps_left(job: Job) -> int:
