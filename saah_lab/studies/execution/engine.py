@@ -5,9 +5,10 @@ they are done and fails it with them), and a task whose worker or node is lost r
 times (tasks resume from their checkpoints; a task's own exception is not retried: it would recur).  What Ray
 does not do is here: the CPU-numerics pin in every worker (:mod:`saah_lib.numerics`, through the job's
 ``runtime_env``), :class:`TaskFailed` naming a failed task's node and worker log, a local instance on loopback
-with its own temp dir and auth token (:func:`ray_session`), and Ctrl-C or SIGTERM cancelling every task (a
-driver killed outright leaves that to :mod:`.watchdog`).  ``address`` "auto" or "host:port" joins a cluster
-(docs/cluster.md).  Ray's public API and environment variables only (tests/studies/test_ray_public_api.py).
+with its own temp dir and auth token (:func:`ray_session`), and SIGTERM handled as Ctrl-C: either ends the
+session, and Ray kills the tasks of a driver gone (one killed outright leaves its instance to :mod:`.watchdog`).
+``address`` "auto" or "host:port" joins a cluster (docs/cluster.md).  Ray's public API and environment variables
+only (tests/studies/test_ray_public_api.py).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
+from unittest import mock
 
 import psutil
 
@@ -179,23 +181,14 @@ def _failure(tasks: list[Task], results: dict, errors: dict, attempts, max_retri
     return TaskFailed(first, where.get("node_ip"), where.get("log"), text, others, results)
 
 
-def _set_environment(values: dict[str, str | None]) -> None:
-    for key, value in values.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
-
-
 @contextmanager
 def _environment(**values: str | None) -> Iterator[None]:
     """Environment variables set (None: unset) for the duration (the processes Ray starts inherit them)."""
-    saved = {k: os.environ.get(k) for k in values}
-    _set_environment(values)
-    try:
+    # patch.dict puts back the whole environment as it was, the unset variables included
+    with mock.patch.dict(os.environ, {k: v for k, v in values.items() if v is not None}):
+        for key in [k for k, v in values.items() if v is None]:
+            os.environ.pop(key, None)
         yield
-    finally:
-        _set_environment(saved)
 
 
 def _check_loopback() -> None:
@@ -303,13 +296,13 @@ def ray_session(address: str | None = None, num_cpus: float | None = None, num_g
 
 
 @contextmanager
-def _sigterm_as_ctrl_c() -> Iterator[None]:
-    """SIGTERM (a scheduler's preemption or time limit, a plain ``kill``) ends the study as Ctrl-C does (tasks
-    cancelled, the instance stopped) instead of the process vanishing mid-way, once Ray is up; afterwards the
+def _sigterm_as_ctrl_c() -> Iterator[Callable[[], None]]:
+    """SIGTERM (a scheduler's preemption or time limit, a plain ``kill``) ends the study as Ctrl-C does (the
+    session ends, the instance stopped) instead of the process vanishing mid-way, once Ray is up; afterwards the
     handler from before: ``ray.init`` installs its own, which ``ray.shutdown`` leaves (a notebook kernel would
     then exit through it)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
+    if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
+        yield lambda: None
         return
     before = signal.getsignal(signal.SIGTERM)
 
@@ -338,8 +331,7 @@ def run_tasks(tasks, *, address: str | None = None, max_retries: int = 1, num_cp
     if not tasks:
         return {}
     with _sigterm_as_ctrl_c() as on_sigterm, ray_session(address, num_cpus, num_gpus, env_vars):
-        if on_sigterm:
-            on_sigterm()  # after ray.init, whose own handler would exit at once
+        on_sigterm()  # after ray.init, whose own handler would exit at once
         # On the driver's node, which outlives any other node lost meanwhile.
         here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
         attempts = _Attempts.options(scheduling_strategy=here).remote()
@@ -348,14 +340,8 @@ def run_tasks(tasks, *, address: str | None = None, max_retries: int = 1, num_cp
             refs[task.id] = _execute.options(name=task.id, num_cpus=task.num_cpus, num_gpus=task.num_gpus,
                                              max_retries=max_retries, retry_exceptions=False).remote(
                 attempts, task.id, task.fn, task.kwargs, *(refs[d] for d in task.deps))
-        by_ref = {ref: task for task, ref in zip(tasks, refs.values(), strict=True)}
-        try:
-            results, errors = _collect(by_ref, on_finish)
-        except BaseException:  # Ctrl-C, or an on_finish that raised: nothing may go on running
-            for ref in by_ref:
-                with contextlib.suppress(Exception):  # a task that ended cannot be cancelled; nothing to do
-                    ray.cancel(ref, force=True)
-            raise
+        # Ctrl-C, or an on_finish that raises, ends the session: Ray kills the tasks of a driver that disconnects.
+        results, errors = _collect({refs[t.id]: t for t in tasks}, on_finish)
         if errors:
             raise _failure(tasks, results, errors, attempts, max_retries)
         return results

@@ -28,11 +28,11 @@ from saah_lab.studies.execution.runner import (
     Plan,
     StepSeconds,
     check_no_foreign_runs,
-    estimate,
     foreign_runs,
     job_state,
     pending,
     run_plan,
+    steps_left,
 )
 from saah_lab.studies.execution.timing import Timings
 from saah_lab.studies.plans import PAPER_SEED, STUDIES, ablation_plan, study_plan
@@ -115,14 +115,12 @@ def step_seconds_source(profile: str, gpu: bool, given: float | None,
     the device in ``results/bench/``, or none measured."""
     if given is not None:
         return given, "--step-seconds"
-    device = None if gpu else f"cpu-{platform.machine()}"  # a GPU plan: any GPU device's benchmark
-    names = [f"{device}-{profile}.json"] if device else sorted(
-        p.name for p in bench_dir.glob(f"*-{profile}.json") if not p.name.startswith("cpu-"))
+    device = "*" if gpu else f"cpu-{platform.machine()}"  # a GPU plan: any GPU device's benchmark
     # `make gpu-check` writes <device>-preflight.json, naming the profile it measured inside
-    names += [p.name for p in sorted(bench_dir.glob(f"{device or '*'}-preflight.json"))
-              if (device or not p.name.startswith("cpu-")) and _bench_record(p).get("profile") == profile]
-    measured = [(s, n) for n in names if (bench_dir / n).is_file()
-                for s in [bench_step_seconds(bench_dir / n)] if s is not None]
+    files = [p for kind in (profile, "preflight") for p in sorted(bench_dir.glob(f"{device}-{kind}.json"))
+             if p.is_file() and not (gpu and p.name.startswith("cpu-"))
+             and (kind == profile or _bench_record(p).get("profile") == profile)]
+    measured = [(s, p.name) for p in files if (s := bench_step_seconds(p)) is not None]
     if not measured:
         return None, UNMEASURED
     seconds, name = max(measured)  # several devices measured: the slowest, so that the estimate is not short
@@ -138,8 +136,7 @@ def disk_mb(job: Job) -> float | None:
     parameters = trainable_parameters(cfg)
     if parameters is None:
         return None
-    kept = job.steps // cfg.trainer.save_steps if cfg.trainer.save_total_limit is None else min(cfg.trainer.save_total_limit,
-                                                                                job.steps // cfg.trainer.save_steps)
+    kept = min(job.steps // cfg.trainer.save_steps, cfg.trainer.save_total_limit or math.inf)
     return (kept * parameters * ADAM_BYTES_PER_PARAMETER) / 2**20 + job.steps * LOG_MB_PER_STEP
 
 
@@ -155,23 +152,6 @@ def trainable_parameters(cfg) -> int | None:
     seed = tiny_warm_start_seed(cfg.model_name)
     info = read_build_info(warm_start_location(seed)) if seed is not None else None
     return info.get("parameters") if info else None
-
-
-def step_figures(plan: Plan, given: float | None,
-                 bench_dir: Path = BENCH_RESULTS) -> dict[str, tuple[float | None, str]]:
-    """{profile: (seconds per step, source)} for every profile the plan's runs train."""
-    profiles = dict.fromkeys(j.profile for j in plan.runs) or {plan.profile: None}
-    return {p: step_seconds_source(p, plan.gpu, given, bench_dir) for p in profiles}
-
-
-def _rate_text(figures: dict[str, tuple[float | None, str]], steps_left: dict[str, int]) -> tuple[str, str]:
-    """(' x 10 s per step' or ' (930 of qwen2.5-1.5b x 3.47 s, ...)', the figures' sources)."""
-    if len({s for s, _ in figures.values()}) == 1:
-        (seconds, _), *_ = figures.values()
-        sources = dict.fromkeys(source for _, source in figures.values())
-        return f" x {seconds:.3g} s per step", f"per-step figure {', '.join(sources)}"
-    rates = ", ".join(f"{steps_left.get(p, 0)} of {p} x {s:.3g} s" for p, (s, _) in figures.items())
-    return f" ({rates})", "per-step figures " + "; ".join(f"{p}: {src}" for p, (_, src) in figures.items())
 
 
 def describe(plan: Plan, figures: dict[str, tuple[float | None, str]], slots: int) -> str:
@@ -197,27 +177,41 @@ def describe(plan: Plan, figures: dict[str, tuple[float | None, str]], slots: in
         lines.append(f"{len(foreign)} run folder(s) hold runs trained with other settings than planned (`run` "
                      "refuses to start until they are moved away):")
         lines += [f"  {name}: {text}" for name, text in foreign.items()]
-    total = estimate(plan, {p: s for p, (s, _) in figures.items()}, slots)
-    head = f"estimate: {total['pending_runs']} runs to train, {total['steps_left']} steps"
-    missing = [p for p, (s, _) in figures.items() if s is None]
-    if not total["pending_runs"]:
-        lines.append(head)
-    elif missing:
-        of = "" if len(missing) == len(figures) else f" of {', '.join(missing)}"
-        lines.append(f"{head}; seconds per step{of} {UNMEASURED}")
-    else:
-        rate, sources = _rate_text(figures, total["steps_left_by_profile"])
-        text = f"{head}{rate} = {total['run_hours']:.2f} h of {'GPU' if plan.gpu else 'CPU run'} time"
-        if plan.gpu:
-            text += f" = {total['run_hours']:.2f} GPU-hours"
-        text += (f"; {total['hours']:.2f} h wall at {slots} runs at a time (the longest run alone "
-                 f"{total['wall_lower_bound_hours']:.2f} h); {sources}; optimiser steps only: evaluations, compiles, "
-                 "baselines and warm starts not included")
-        lines.append(text)
+    lines.append(estimate_line(plan, figures, slots))
     sizes = [d for d in map(disk_mb, plan.runs) if d is not None]
     if sizes:
         lines.append(f"disk: {sum(sizes) / 1024:.2f} GB for {len(sizes)} runs (checkpoints kept and logs)")
     return "\n".join(lines)
+
+
+def estimate_line(plan: Plan, figures: dict[str, tuple[float | None, str]], slots: int) -> str:
+    """The steps left and, with a per-step figure for every profile, runs x steps x seconds per step in hours,
+    and the wall time at ``slots`` runs at a time (never shorter than the longest run alone)."""
+    pending = [j for j in plan.runs if job_state(j)[0] != "done"]
+    left = {j.id: steps_left(j) for j in pending}
+    head = f"estimate: {len(pending)} runs to train, {sum(left.values())} steps"
+    missing = [p for p, (s, _) in figures.items() if s is None]
+    if not pending:
+        return head
+    if missing:
+        of = "" if len(missing) == len(figures) else f" of {', '.join(missing)}"
+        return f"{head}; seconds per step{of} {UNMEASURED}"
+    if len({s for s, _ in figures.values()}) == 1:
+        (seconds, _), *_ = figures.values()
+        rate = f" x {seconds:.3g} s per step"
+        sources = "per-step figure " + ", ".join(dict.fromkeys(source for _, source in figures.values()))
+    else:
+        by_profile = {p: sum(left[j.id] for j in pending if j.profile == p) for p in figures}
+        rate = " (" + ", ".join(f"{by_profile[p]} of {p} x {s:.3g} s" for p, (s, _) in figures.items()) + ")"
+        sources = "per-step figures " + "; ".join(f"{p}: {src}" for p, (_, src) in figures.items())
+    run_hours = sum(left[j.id] * figures[j.profile][0] for j in pending) / 3600
+    longest = max(j.steps * figures[j.profile][0] for j in pending) / 3600
+    hours = max(run_hours / min(slots, len(pending)), longest)  # spread over the slots, the longest run alone
+    text = f"{head}{rate} = {run_hours:.2f} h of {'GPU' if plan.gpu else 'CPU run'} time"
+    if plan.gpu:
+        text += f" = {run_hours:.2f} GPU-hours"
+    return text + (f"; {hours:.2f} h wall at {slots} runs at a time (the longest run alone {longest:.2f} h); "
+                   f"{sources}; optimiser steps only: evaluations, compiles, baselines and warm starts not included")
 
 
 def run_study(plan: Plan, *, address: str | None, max_retries: int, step_seconds: StepSeconds,
@@ -312,11 +306,9 @@ def check_options(args) -> None:
         raise ValueError(f"--bench-dir {args.bench_dir} is not a folder (it should hold <device>-<profile>.json or "
                          "<device>-preflight.json files)")
     if args.results_dir is not None:
-        for path in (args.results_dir, *args.results_dir.parents):
-            if path.exists():
-                if not path.is_dir():
-                    raise ValueError(f"--results-dir {args.results_dir}: {path} is a file, not a folder")
-                break
+        existing = next(p for p in (args.results_dir, *args.results_dir.parents) if p.exists())
+        if not existing.is_dir():
+            raise ValueError(f"--results-dir {args.results_dir}: {existing} is a file, not a folder")
     if args.command == "run" and args.address is not None:
         check_address(args.address)
 
@@ -365,7 +357,9 @@ def main(argv=None) -> int:
     try:
         check_options(args)
         plan = make_plan(args)
-        figures = step_figures(plan, args.step_seconds, args.bench_dir or BENCH_RESULTS)
+        profiles = dict.fromkeys(j.profile for j in plan.runs) or {plan.profile: None}  # those the runs train
+        figures = {p: step_seconds_source(p, plan.gpu, args.step_seconds, args.bench_dir or BENCH_RESULTS)
+                   for p in profiles}
     except ValueError as err:
         parser.exit(2, f"error: {err}\n")
     seconds = {p: s for p, (s, _) in figures.items()}

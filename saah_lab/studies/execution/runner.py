@@ -214,17 +214,14 @@ def warm_start_task(seed: int, root: str) -> dict:
     and this build is a check of its own)."""
     _visible_root(root)
     progress_file = build_progress_file(seed)
-
-    def build():
-        progress_file.unlink(missing_ok=True)  # a killed build's: not this one's pace
-        try:
+    progress_file.unlink(missing_ok=True)  # a killed build's: not this one's pace
+    try:
+        with measured() as cost:
             build_warm_start(tiny_warmstart_dir(seed), seed=seed, progress=False,
                              on_step=progress_writer(progress_file))
-        finally:
-            progress_file.unlink(missing_ok=True)
-        return _build_summary(tiny_warmstart_dir(seed))
-
-    return _timed(build)
+    finally:
+        progress_file.unlink(missing_ok=True)
+    return {**_build_summary(tiny_warmstart_dir(seed)), **cost}
 
 
 def baseline_task(config: dict, name: str) -> dict:
@@ -405,7 +402,8 @@ class _Driver:
                 return by_pace, True
         if job.kind != "run":
             return max((job.expected_s or 0.0) - (time.perf_counter() - self.started), 0.0), False
-        per_step = run_step_seconds(job, self.step_seconds) or measured_per_step
+        given = self.step_seconds.get(job.profile) if isinstance(self.step_seconds, dict) else self.step_seconds
+        per_step = given or measured_per_step
         logged = last_step(job.folder / layout.TRAIN_LOG_FILE) if job.folder is not None else 0
         return max(job.steps - logged, 0) * per_step, logged > job.steps - self.to_train[job.id]
 
@@ -465,33 +463,7 @@ def record_warm_start(root: Path, seed: int, records_file: str = layout.WARMSTAR
 StepSeconds = float | dict[str, float | None] | None
 
 
-def run_step_seconds(job: Job, step_seconds: StepSeconds) -> float | None:
-    """A run's seconds per step: the one figure, or its profile's."""
-    return step_seconds.get(job.profile) if isinstance(step_seconds, dict) else step_seconds
-
-
 def steps_left(job: Job) -> int:
     """A run's optimiser steps still to train: none when complete, the rest after its last step when partial."""
     state, last = job_state(job)
     return 0 if state == "done" else job.steps - (last if state == "partial" else 0)
-
-
-def estimate(plan: Plan, step_seconds: StepSeconds, slots: int) -> dict:
-    """Runs x steps x their profile's seconds per step in hours, wall at ``slots`` runs at a time;
-    the steps only without a figure for every pending run's profile."""
-    pending = [j for j in plan.runs if job_state(j)[0] != "done"]
-    left = {j.id: steps_left(j) for j in pending}
-    by_profile: dict[str | None, int] = {}
-    for job in pending:
-        by_profile[job.profile] = by_profile.get(job.profile, 0) + left[job.id]
-    total = {"runs": len(plan.runs), "pending_runs": len(pending), "steps_left": sum(left.values()),
-             "steps_left_by_profile": by_profile}
-    seconds = {j.id: run_step_seconds(j, step_seconds) for j in pending}
-    if step_seconds is None or None in seconds.values():
-        return total
-    run_seconds = sum(left[i] * seconds[i] for i in left)
-    total["run_hours"] = run_seconds / 3600
-    total["wall_lower_bound_hours"] = max((j.steps * seconds[j.id] for j in pending), default=0) / 3600
-    # spread over the slots, but never shorter than the longest run alone
-    total["hours"] = max(run_seconds / 3600 / max(1, min(slots, len(pending) or 1)), total["wall_lower_bound_hours"])
-    return total
