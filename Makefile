@@ -82,8 +82,10 @@ slurm:
 ## test: the test suite, offline, on up to 4 cores: every test but the end-to-end reproductions (make test-e2e)
 # Every test is independent of the others' order and process (tests/conftest.py hands out the long ones first);
 # TEST_ARGS: more pytest options, e.g. TEST_ARGS="-n 0 -x" for one process that stops at the first failure.
+# OMP_NUM_THREADS=1: otherwise every process a test starts runs one OpenMP thread per core beside the pytest
+# workers, and the oversubscribed threads spin: on 2 cores the suite then took about twice the CPU time.
 test: setup latex
-	$(PYTEST) --dist worksteal -m "not e2e" $(TEST_ARGS)
+	OMP_NUM_THREADS=1 $(PYTEST) --dist worksteal -m "not e2e" $(TEST_ARGS)
 
 # The tests marked e2e: reruns held to the committed results or to an uninterrupted rerun (two mini runs on two
 # Ray nodes, a node lost mid-run), the committed tables, figures and PDF rebuilt, the README's commands on a fresh

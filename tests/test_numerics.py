@@ -11,6 +11,7 @@ from saah_lib.numerics import (
     MODE_VARIABLE,
     PINNED_CAPABILITY,
     PINNED_SETTINGS,
+    RECORDED_VARIABLES,
     SET_BY_PIN_VARIABLE,
     CPUNumericsWarning,
     apply_cpu_numerics,
@@ -155,7 +156,8 @@ def test_the_kernelspec_is_rewritten_to_start_through_the_pin(tmp_path):
 def test_importing_saah_lib_changes_nothing_and_prints_nothing():
     import os
 
-    env = {k: v for k, v in os.environ.items() if k not in PINNED_SETTINGS and k != SET_BY_PIN_VARIABLE}
+    # none of the variables a record lists (make test sets OMP_NUM_THREADS=1), as in a user's plain shell
+    env = {k: v for k, v in os.environ.items() if k not in RECORDED_VARIABLES and k != SET_BY_PIN_VARIABLE}
     env["PYTHONPATH"] = str(REPO_ROOT)
     code = ("import torch, saah_lib, os; from saah_lib import SAAHGRPOConfig, SAAHGRPOTrainer; "
             "print(sorted(k for k in os.environ if k in ('ATEN_CPU_CAPABILITY', 'MKL_CBWR')))")
