@@ -22,6 +22,7 @@ COMMANDS = {
     "bench.gpu": "stock TRL against ours in one process, and a profiled decode step (make gpu-bench)",
     "bench.smollm2_step": "peak memory and CPU time of a SmolLM2-135M training step, before/after",
     "bench.run_profile": "where a mini run's and the warm-start build's time goes, against the FLOP floor",
+    "bench.dropout": "LoRA dropout's CPU time in the SmolLM2 step's shapes: torch's against GapDropout, alternated",
 }
 
 apply_once()

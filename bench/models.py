@@ -41,6 +41,13 @@ def device_name() -> str:
     return f"cpu-{platform.machine()}"
 
 
+def file_stem(cpu_model: str) -> str:
+    """``Intel(R) Xeon(R) Processor @ 2.50GHz`` -> ``Intel_Xeon_Processor_2.50GHz``: a file name per machine."""
+    for mark in ("(R)", "(TM)", "(tm)", "@"):
+        cpu_model = cpu_model.replace(mark, " ")
+    return "_".join(cpu_model.split())
+
+
 def result_file(out_dir: Path, what: str) -> Path:
     """``<device>-<what>.json`` in ``out_dir``: one measurement of each kind per device."""
     return Path(out_dir) / f"{device_name().replace(' ', '_')}-{what}.json"

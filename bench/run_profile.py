@@ -38,7 +38,7 @@ from accelerate import Accelerator
 
 from bench import smollm2_step
 from bench.files import out_folder_problem, scratch_folder
-from bench.models import device_name
+from bench.models import device_name, file_stem
 from bench.options import LOCAL_BENCH
 from saah_lab.studies.mini import planned_configs
 from saah_lab.studies.verify.bits import compare_run
@@ -474,13 +474,6 @@ def profile_at_revision(revision: str, name: str, steps: int, data_dir: str | No
         finally:
             subprocess.run(["git", "-C", str(REPO_ROOT), "worktree", "remove", "--force", str(tree)],
                            capture_output=True)
-
-
-def file_stem(cpu_model: str) -> str:
-    """``Intel(R) Xeon(R) Processor @ 2.50GHz`` -> ``Intel_Xeon_Processor_2.50GHz``: a file name per machine."""
-    for mark in ("(R)", "(TM)", "(tm)", "@"):
-        cpu_model = cpu_model.replace(mark, " ")
-    return "_".join(cpu_model.split())
 
 
 def profile_mini(args: argparse.Namespace, report: dict, out: Path, gflops: float) -> list[tuple[str, dict]]:

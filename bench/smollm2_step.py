@@ -169,7 +169,8 @@ def main(argv=None) -> int:
     parser.add_argument("--data-dir", default=None, help="GSM8K jsonl folder (default: $SAAH_GSM8K_DIR, then the hub)")
     parser.add_argument("--out", type=in_repo, default=None,
                         help="the JSON file (default: results/bench/<device>-smollm2-step.json)")
-    parser.add_argument("--one", default=None, help=argparse.SUPPRESS)  # a child: one configuration, as JSON
+    parser.add_argument("--one", default=None, metavar="JSON",
+                        help="measure only this configuration (a JSON object of configurations()' fields), here")
     args = parser.parse_args(argv)
     if args.one is not None:
         result = run_configuration(json.loads(args.one), steps=args.steps, threads=args.threads,

@@ -1,6 +1,7 @@
 """The trainer of the artifact's runs: ``SAAHGRPOTrainer`` with every opt-in layer (compiled rollouts, the
-paper's flat-group rule) plus the lab's own: a prompt sampler that resumes within an epoch (TRL's
-``_get_train_sampler`` alone chooses it) and a full disk at a checkpoint reported as such.
+paper's flat-group rule) plus the lab's own: LoRA dropout's CPU mask drawn by gaps (:mod:`saah_lib.models.dropout`),
+a prompt sampler that resumes within an epoch (TRL's ``_get_train_sampler`` alone chooses it) and a full disk at a
+checkpoint reported as such.
 tests/training/test_trl_surface.py checks the signatures of every method overridden here.
 """
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from saah_lib.jsonio import disk_full_error, is_disk_full
+from saah_lib.models.dropout import use_gap_dropout
 from saah_lib.models.rollout_trainer import CompiledRolloutMixin
 from saah_lib.training.flat_groups import FlatGroupsMixin
 from saah_lib.training.sampler import ResumableRepeatSampler
@@ -17,6 +19,10 @@ from saah_lib.training.trainer import SAAHGRPOTrainer
 
 class StudyTrainer(CompiledRolloutMixin, FlatGroupsMixin, SAAHGRPOTrainer):
     """``SAAHGRPOTrainer`` as the studies, notebooks and benchmarks run it."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        use_gap_dropout(self.model)
 
     def _get_train_sampler(self, dataset=None) -> ResumableRepeatSampler:
         # TRL's arguments, unchanged; only the class differs

@@ -23,7 +23,7 @@ OVERRIDDEN = {
     SAAHGRPOTrainer: ("__init__", "_compute_loss", "_get_per_token_logps_and_entropies"),
     CompiledRolloutMixin: ("__init__", "train", "_generate_single_turn", "_generate_and_score_completions"),
     FlatGroupsMixin: ("_calculate_rewards", "_generate_and_score_completions"),
-    StudyTrainer: ("_get_train_sampler", "_save_checkpoint"),
+    StudyTrainer: ("__init__", "_get_train_sampler", "_save_checkpoint"),
 }
 #: Parameters passed by name or read by position, beyond an override's own named ones (its *args/**kwargs).
 PASSED = {
