@@ -1,15 +1,14 @@
 """LoRA dropout on a CPU with its mask drawn by gaps: the same Bernoulli distribution for a twentieth of the draws.
 
 Why: ``nn.Dropout`` on a CPU draws one Bernoulli trial per element (``bernoulli_``), and LoRA's dropout of 0.05 runs
-on the input of every adapted projection, in every forward and every checkpoint recompute: on the SmolLM2 step it
-was the third most expensive operation (``results/bench/``). The dropped elements of a row of independent
-Bernoulli(p) trials are exactly a renewal process whose gaps (kept elements before the next drop) are geometric,
-P(gap = k) = (1 - p)^k p, so :func:`dropped_positions` draws about ``p * numel`` gaps by inverse CDF,
-``floor(log(1 - U) / log(1 - p))``, instead of ``numel`` trials. The kept elements are what ``torch.dropout``
-computes (times ``1 / (1 - p)`` rounded to the input's dtype as ATen rounds it), a dropped one is +0 (torch's ``x * 0``
-is -0 for a negative x), and no mask is kept for the backward; the random numbers
-come from torch's generator, so a checkpoint's recompute, which replays the generator's state, draws the same mask.
-Other devices, in-place dropout and p outside (0, 1) keep ``nn.Dropout``'s own path.
+on the input of every adapted projection, in every forward and every checkpoint recompute: in the SmolLM2 step it
+was the third most expensive operation (docs/reproducing.md). The dropped elements of independent Bernoulli(p) trials
+are a renewal process whose gaps (kept elements before the next drop) are geometric, P(gap = k) = (1 - p)^k p, so
+:func:`dropped_positions` draws about ``p * numel`` gaps by inverse CDF, ``floor(log(1 - U) / log(1 - p))``, instead
+of ``numel`` trials. The kept elements are what ``torch.dropout`` computes (times ``1 / (1 - p)`` rounded to the
+input's dtype as ATen rounds it), a dropped one is +0 (torch's ``x * 0`` is -0 for a negative x), and no mask is
+kept for the backward. The draws come from torch's generator, so a checkpoint's recompute, which replays the
+generator's state, draws the same mask. Other devices, in-place dropout and p outside (0, 1) keep ``nn.Dropout``.
 """
 
 from __future__ import annotations
