@@ -13,9 +13,9 @@ from torch.utils.checkpoint import checkpoint
 
 from saah_lib.models.dropout import GapDropout, dropped_positions, use_gap_dropout
 
-#: Significance of each distribution check; with 3 checks over 20 seeds, about 0.06 false alarms are expected.
+#: Significance of each of the three checks of a mask: over 100 seeds, about 0.3 masks flagged are expected.
 ALPHA = 1e-3
-SEEDS = range(20)
+SEEDS = range(100)
 
 
 def bernoulli_misfit(positions: torch.Tensor, numel: int, p: float) -> float:
@@ -54,10 +54,10 @@ def test_gap_masks_are_bernoulli_masks_and_planted_defects_are_caught(p):
     numel = 200_000
     clean = [bernoulli_misfit(dropped_positions(numel, p, torch.Generator().manual_seed(s)), numel, p)
              for s in SEEDS]
-    assert sum(v < ALPHA for v in clean) <= 1, clean  # false alarms: 3 x 20 x 1e-3 = 0.06 expected
+    assert sum(v < ALPHA for v in clean) <= 2, clean
     for planted in (_planted_no_adjacent, _planted_rate):
         caught = [bernoulli_misfit(planted(numel, p, torch.Generator().manual_seed(s)), numel, p) < ALPHA
-                  for s in SEEDS[:5]]
+                  for s in SEEDS[:20]]
         assert all(caught), planted.__name__
 
 
