@@ -22,17 +22,17 @@ def bernoulli_misfit(positions: torch.Tensor, numel: int, p: float) -> float:
     """The smallest p-value of three checks that ``positions`` are the drops of ``numel`` Bernoulli(p) trials:
     the count (binomial), the gaps between drops (geometric, chi-square) and adjacent pairs (both dropped, binomial
     with p**2)."""
-    mask = np.zeros(numel, dtype=bool)
-    mask[positions.numpy()] = True
     if len(np.unique(positions.numpy())) != len(positions):
         return 0.0
+    mask = np.zeros(numel, dtype=bool)
+    mask[positions.numpy()] = True
     count = stats.binomtest(int(mask.sum()), numel, p).pvalue
     gaps = np.diff(np.concatenate([[-1], np.flatnonzero(mask)])) - 1
-    bins = int(math.log(1e-3) / math.log1p(-p))  # gaps past this are pooled: each bin expects > 5
+    # gap lengths 0 .. bins-1 each expect at least 5 gaps (chi-square's rule); longer ones are pooled
+    bins = max(1, int(math.log(5 / (len(gaps) * p)) / math.log1p(-p)))
     observed = np.bincount(np.minimum(gaps, bins), minlength=bins + 1)
-    expected = stats.geom.pmf(np.arange(1, bins + 1), p).tolist()
-    expected = np.array(expected + [1 - sum(expected)]) * len(gaps)
-    shape = stats.chisquare(observed, expected).pvalue
+    pmf = stats.geom.pmf(np.arange(1, bins + 1), p)  # scipy's geometric counts trials: gap k is k + 1
+    shape = stats.chisquare(observed, np.append(pmf, 1 - pmf.sum()) * len(gaps)).pvalue
     pairs = stats.binomtest(int((mask[1:] & mask[:-1]).sum()), numel - 1, p * p).pvalue
     return min(count, shape, pairs)
 
