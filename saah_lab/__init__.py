@@ -35,6 +35,7 @@ COMMANDS = {
     "saah_lab.studies.topk": "the top-K entropy error of a model's rollouts",
     "saah_lab.analysis.crossed_simulation": "the evidence's test on simulated studies: false positives and power",
     "saah_lab.studies.real_model": "the discount on a real instruct model (SmolLM2-135M) on GSM8K prompts",
+    "saah_lab.studies.regime": "which warm-up puts SmolLM2 in the paper's entropy regime (the real study's pilot)",
     "saah_lab.studies.real_study": "SmolLM2-135M-Instruct trained by grpo, ah and sa on 2 CPU cores (make real-study)",
     "saah_lab.report.render": "every table and figure from the committed results and your own runs",
     "saah_lab.report.paper_inputs": "record (make paper) or check what paper/main.pdf was built from",

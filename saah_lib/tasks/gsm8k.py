@@ -17,11 +17,13 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import re
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from saah_lib.jsonio import scan_jsonl, write_jsonl
-from saah_lib.method.reward import normalize_number
+from saah_lib.method.reward import SOLUTION_CLOSE, SOLUTION_OPEN, WORKING_CLOSE, WORKING_OPEN, normalize_number
 from saah_lib.paths import in_repo, repo_relative
 from saah_lib.tasks.problems import DataSplit, Problem
 
@@ -45,6 +47,16 @@ def parse_gold_answer(answer_text: str) -> str:
 def gsm8k_reasoning(answer_text: str) -> str:
     """The reasoning part of a GSM8K answer (everything before ``####``), stripped."""
     return answer_text.rsplit(GOLD_MARKER, 1)[0].strip()
+
+
+def tagged_solution(problem: Problem) -> Problem:
+    """The problem with its GSM8K solution in the project's answer format: the reasoning's lines without the
+    ``<<48/2=24>>`` calculator annotations between the working tags, then the gold answer between the solution
+    tags."""
+    lines = [re.sub(r"<<[^>]*>>", "", line).strip() for line in problem.solution.splitlines()]
+    working = "\n".join(line for line in lines if line)
+    answer = f"{SOLUTION_OPEN}{problem.answer}{SOLUTION_CLOSE}"
+    return replace(problem, solution=f"{WORKING_OPEN}\n{working}\n{WORKING_CLOSE}\n{answer}")
 
 
 def _problem(split: str, index: int, record, where: str) -> Problem:

@@ -28,6 +28,7 @@ from saah_lib.tasks.gsm8k import (
     paper_split,
     parse_gold_answer,
     sample_split,
+    tagged_solution,
 )
 from saah_lib.tasks.problems import Problem, records_sha256
 from saah_lib.tasks.prompts import SYSTEM_PROMPT, make_prompt, to_trl_dataset
@@ -350,6 +351,14 @@ def test_reference_to_tagged_scores_full_marks_except_steps():
     assert r_format(reference_to_tagged(empty)) == 1.5
 
 
+def test_a_tagged_solution_keeps_the_reasoning_lines_without_calculator_annotations():
+    problem = Problem("train-00000", "q", "18", "16 - 3 - 4 = <<16-3-4=9>>9 eggs.\n\n9 * 2 = $<<9*2=18>>18.")
+    tagged = tagged_solution(problem)
+    assert tagged.solution == ("<start_working_out>\n16 - 3 - 4 = 9 eggs.\n9 * 2 = $18.\n</start_working_out>\n"
+                               "<SOLUTION>18</SOLUTION>")
+    assert (tagged.id, tagged.question, tagged.answer) == ("train-00000", "q", "18")
+
+
 # --------------------------------------------------------------------------
 # the real GSM8K files
 # --------------------------------------------------------------------------
@@ -388,6 +397,13 @@ def test_every_real_test_reference_scores_full_marks_when_tagged(gsm8k_dir):
     # Every reference line is numbered, so steps follow the line count:
     # 1-2 lines 0.4, 3-4 lines 0.7, 5+ lines 1.0.
     assert dict(steps) == {0.4: 326, 0.7: 668, 1.0: 325}
+
+
+def test_every_real_training_solution_tagged_is_correct_and_well_formed(gsm8k_dir):
+    train = load_gsm8k("train", gsm8k_dir)
+    scores = [(r_correct(s, p.answer), r_format(s), r_present(s)) for p in train for s in [tagged_solution(p).solution]]
+    assert scores == [(4.0, 1.5, 1.0)] * len(train)
+    assert not any(CALCULATOR_ANNOTATION.search(tagged_solution(p).solution) for p in train)
 
 
 def test_every_real_gold_parses_to_the_integer_written_after_the_marker(gsm8k_dir):
