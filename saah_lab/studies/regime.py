@@ -14,11 +14,11 @@ from __future__ import annotations
 import argparse
 import copy
 import time
-from dataclasses import dataclass
 
 import torch
 
 from saah_lab.studies.real_model import load_smollm2
+from saah_lab.studies.real_study import WarmUpSettings
 from saah_lab.studies.topk import completion_texts, sample_batch
 from saah_lib.jsonio import atomic_write_json
 from saah_lib.method.loss import normalised_entropy
@@ -32,16 +32,6 @@ from saah_lib.tasks.synthetic import generate_problems
 
 SFT_SEED, PROBE_SEED, GREEDY_SEED = 10_000, 777, 778  # three disjoint streams of problems
 PER_PROMPT, MAX_NEW_TOKENS, BATCH_PROMPTS = 4, 128, 8
-
-
-@dataclass(frozen=True)
-class SFTSettings:
-    """The warm-up's schedule (what :func:`supervised_finetune` reads)."""
-
-    sft_steps: int
-    batch_size: int = 8
-    learning_rate: float = 3e-5
-    warmup_fraction: float = 0.1
 
 
 def sft_problems(source: str, n: int, data_dir: str | None = None):
@@ -124,7 +114,7 @@ def main(argv=None) -> int:
     if 0 in args.measure_at:
         measure_at(0, model, tokenizer)
     if args.sft != "none":
-        settings = SFTSettings(args.steps)
+        settings = WarmUpSettings(sft_steps=args.steps)  # the committed warm-up's schedule: 8 a step, lr 3e-5
         targets = sft_problems(args.sft, args.steps * settings.batch_size, args.data_dir)
         supervised_finetune(model, tokenizer, targets, settings, 0, progress=True, on_step=lambda done, _:
                             measure_at(done, model, tokenizer) if done in args.measure_at else None)
